@@ -1,0 +1,112 @@
+/*
+ * backend.h - the interface an arch path fills, and the kernel-emission context they share.
+ *
+ * The forward skeleton (fwd_kernel.c) owns the algorithm: block indices, the KV loop and its bounds,
+ * the pipeline schedule, masking and online softmax (softmax.c), the epilogue. A backend owns what
+ * the hardware decides: how tiles move global->shared, how S = QK^T and O += PV are issued, which
+ * accumulator register holds which (row, column) - the fragment descriptor - and how O is stored.
+ *
+ *   sm_80  (sm80.c)   cp.async + ldmatrix + mma.sync.m16n8k16        implemented
+ *   sm_90a            TMA + mbarrier + wgmma, warp-specialized         not yet
+ *   sm_100a           TMA + tcgen05.mma into tensor memory             not yet
+ */
+#ifndef FJ_BACKEND_H
+#define FJ_BACKEND_H
+
+#include "codegen.h"
+#include "emit.h"
+
+/*
+ * Fragment descriptor: where a thread's share of a Br x Bc score tile (and a Br x D output tile)
+ * lives. A thread owns `rows` rows; in each it owns `s_vals` score values and `o_vals` output
+ * values. Rows are reduced across the `n_shuffles` lanes xor-masks in `shuffle_xor` (a quad for
+ * mma.sync and wgmma; none when a thread owns a whole row, as after tcgen05.ld).
+ * Positions are relative to per-thread bases kept in registers (fj_kctx.row_base / col_base).
+ */
+typedef struct fj_frag_desc {
+    int rows;
+    int s_vals, o_vals;
+    int n_shuffles;
+    int shuffle_xor[4];
+    int (*s_reg)(const fj_plan *p, int row, int val);  /* index in the S accumulator bank */
+    int (*o_reg)(const fj_plan *p, int row, int val);  /* index in the O accumulator bank */
+    int (*row_off)(const fj_plan *p, int row);         /* + row_base = row within the CTA tile */
+    int (*s_col_off)(const fj_plan *p, int val);       /* + col_base = column within the KV tile */
+    int (*o_col_off)(const fj_plan *p, int val);       /* + col_base = column within head_dim */
+} fj_frag_desc;
+
+/* Everything the skeleton and a backend share while emitting one kernel. */
+typedef struct fj_kctx {
+    fj_emit *e;
+    const fj_plan *p;
+    fj_frag_desc frag;
+
+    /* banks */
+    int b_r, b_rd, b_f, b_p;          /* scratch: b32, b64, f32, pred */
+    int b_acc_o, b_acc_s, b_row_m, b_row_l, b_frag_q, b_frag_p, b_frag_b, b_addr;
+
+    /* accumulators and row statistics */
+    fj_reg_t acc_o, acc_s, row_m, row_l, frag_q, frag_p;
+
+    /* thread geometry */
+    fj_reg_t tid, warp, lane;
+    fj_reg_t row_base;                /* s32: first row this thread owns, within the CTA tile */
+    fj_reg_t col_base;                /* s32: first column this thread owns, within a tile */
+
+    /* problem */
+    fj_reg_t seqlen_q, seqlen_k;      /* s32 */
+    fj_reg_t m0;                      /* s32: first query row of this CTA */
+    fj_reg_t n0;                      /* s32: first key row of the tile being computed */
+    fj_reg_t scale_log2, f_zero;      /* f32 */
+    fj_reg_t q_ptr, o_ptr, k_ptr, v_ptr;        /* u64: Q/O at row m0; K/V at the next tile to load */
+    fj_reg_t q_rs, k_rs, v_rs, o_rs;            /* u64: row strides in bytes */
+    fj_reg_t k_tile_step, v_tile_step;          /* u64: block_n rows in bytes */
+    fj_reg_t lse_ptr;                 /* u64: &LSE[b, h, m0] or 0 */
+    fj_reg_t smem;                    /* u32: shared address of the dynamic smem base */
+    fj_reg_t load_row0;               /* s32: first key row of the next tile to load */
+    fj_reg_t q_rows;                  /* s32: seqlen_q - m0, rows of this CTA that exist */
+
+    /* backend-private registers (per-lane address terms, ...) */
+    fj_reg_t bk[24];
+} fj_kctx;
+
+typedef struct fj_backend {
+    const char *name;
+    unsigned required_caps;
+    /* Derive the arch-specific plan fields (copy layout, register budget) and check their rules. */
+    fajit_status (*plan)(fj_plan *p);
+    /* Warp roles and fragment layout in words, for explain and the -v 2 header. */
+    void (*describe)(const fj_plan *p, fj_buf *out, const char *prefix);
+    void (*frag_desc)(const fj_plan *p, fj_frag_desc *out);
+    /* Per-thread setup after the skeleton has loaded parameters: row_base, col_base, lane terms. */
+    void (*setup)(fj_kctx *k);
+    /* Start the async copy of the Q tile (rows >= seqlen_q zero-filled). */
+    void (*load_q)(fj_kctx *k);
+    /* Start the async copy of the K and V tiles at k_ptr/v_ptr (rows from load_row0) into `slot`. */
+    void (*load_kv)(fj_kctx *k, fj_reg_t slot);
+    /* Close the current group of async copies. */
+    void (*commit)(fj_kctx *k);
+    /* Wait until at most `pending` groups are in flight, then a CTA barrier. */
+    void (*wait)(fj_kctx *k, int pending);
+    /* Move Q from smem to registers (only when plan.q_in_regs). */
+    void (*q_to_regs)(fj_kctx *k);
+    /* S = Q K^T for the K tile in `slot`. */
+    void (*mma_qk)(fj_kctx *k, fj_reg_t slot);
+    /* O += P V for the V tile in `slot`; P is the exponentiated S (f32) held in acc_s. */
+    void (*mma_pv)(fj_kctx *k, fj_reg_t slot);
+    /* Store the normalized O accumulators (rows >= seqlen_q skipped). */
+    void (*store_o)(fj_kctx *k);
+} fj_backend;
+
+extern const fj_backend fj_backend_sm80;
+
+/* The forward skeleton (fwd_kernel.c): emits the whole entry body for k->p. */
+void fj_emit_fwd_kernel(fj_kctx *k);
+
+/* Shared, arch-neutral phases over the fragment descriptor (softmax.c). */
+void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or above the causal diagonal -> -inf */
+void fj_emit_online_softmax(fj_kctx *k);  /* running max / sum update, P = exp2(S*scale - m), O rescale */
+void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
+void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
+
+#endif

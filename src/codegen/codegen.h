@@ -1,0 +1,61 @@
+/*
+ * codegen.h - internal interface of the code generator: config -> plan -> PTX.
+ *
+ * fj_plan_build() checks a config against its arch path and derives everything the emitter needs
+ * (warp roles, fragment counts, smem map, copy layout, register budget). fj_generate_ptx_plan()
+ * walks the kernel skeleton for that plan. Both are pure functions of the config: no GPU, no CUDA
+ * library, byte-identical output for the same input.
+ */
+#ifndef FJ_CODEGEN_H
+#define FJ_CODEGEN_H
+
+#include <stddef.h>
+
+#include "arch.h"
+#include "fajit.h"
+
+/* Bumped whenever generated code can change for the same config: part of every cache key. */
+#define FJ_CODEGEN_VERSION "fajit-codegen-1"
+
+typedef struct fj_plan {
+    fajit_config cfg;            /* the checked config (no zero fields) */
+    const fj_arch_info *arch;    /* PTX target of the code-generation path */
+    const struct fj_backend *backend;
+
+    /* threads and warp roles */
+    int threads;                 /* warps * 32 */
+    int m_frags;                 /* 16-row MMA fragments per warp: block_m = 16 * m_frags * warps */
+    int n_frags_s;               /* n8 fragments of S per warp row block: block_n / 8 */
+    int n_frags_o;               /* n8 fragments of O: head_dim / 8 */
+    int k_steps_qk;              /* head_dim / 16 */
+    int k_steps_pv;              /* block_n / 16 */
+    int q_in_regs;               /* Q fragments stay in registers for the whole KV loop */
+
+    /* shared memory map (bytes); every tile is [rows][head_dim] of 2-byte elements, rows of row_bytes */
+    int row_bytes;               /* head_dim * 2 */
+    int swz_mask;                /* 16-byte chunk index is XORed with (row & swz_mask): 0, 1, 3 or 7 */
+    int q_off, q_bytes;
+    int k_off, v_off, kv_tile_bytes; /* stages tiles each for K and V */
+    int smem_bytes;
+
+    /* global->shared copy layout: each thread moves 16-byte chunks */
+    int copy_tpr;                /* threads per tile row */
+    int copy_rows_per_pass;      /* threads / copy_tpr */
+    int copy_chunks_per_thread_row; /* (head_dim / 8) / copy_tpr */
+
+    /* register budget (32-bit registers per thread, an estimate checked against ptxas in the tests) */
+    int reg_acc_o, reg_acc_s, reg_q, reg_p, reg_misc, reg_total;
+} fj_plan;
+
+/* Check cfg and derive its plan. On failure the thread's message says which rule failed. */
+fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
+
+/* Generate the PTX of a plan. *out is malloc'd (fajit_free / free). */
+fajit_status fj_generate_ptx_plan(const fj_plan *plan, int verbosity, char **out, size_t *len);
+
+/* The plan in words: appended to a text buffer (see emit.h). Used by fagen explain and by the -v 2
+ * header, where every line is prefixed with "// ". */
+struct fj_buf;
+void fj_plan_describe(const fj_plan *plan, struct fj_buf *out, const char *line_prefix);
+
+#endif

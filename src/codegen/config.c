@@ -1,0 +1,96 @@
+/*
+ * config.c - the public config calls: check, canonical text, and the heuristic that fills zeros.
+ *
+ * The heuristic is a table per head dim (the defaults measured best on an H100 for the sm_80 path,
+ * see bench/results/), then shrunk until the plan fits the device's shared memory.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "runtime/error.h"
+
+fajit_status fajit_config_check(const fajit_config *cfg)
+{
+    fj_plan plan;
+    fj_clear_error();
+    return fj_plan_build(cfg, &plan);
+}
+
+static const char *dtype_name(fajit_dtype d)
+{
+    return d == FAJIT_DTYPE_F16 ? "f16" : d == FAJIT_DTYPE_BF16 ? "bf16" : "auto";
+}
+
+int fajit_config_format(const fajit_config *c, char *buf, size_t size)
+{
+    if (!c) return snprintf(buf, size, "(null)");
+    char sw[16];
+    if (c->swizzle == FAJIT_SWIZZLE_NONE) snprintf(sw, sizeof sw, "none");
+    else snprintf(sw, sizeof sw, "%d", c->swizzle);
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d %s", fj_arch_path_name(c->arch),
+                    dtype_name(c->dtype), c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps,
+                    c->causal ? "causal" : "noncausal");
+}
+
+/* Defaults of the sm_80 path per head dim: block_m, block_n, warps, stages. */
+typedef struct sm80_default {
+    int head_dim, block_m, block_n, warps, stages;
+} sm80_default;
+
+static const sm80_default k_sm80_defaults[] = {
+    {64, 128, 64, 4, 3},
+    {96, 128, 64, 8, 2},
+    {128, 128, 64, 8, 2},
+    {192, 64, 64, 4, 2},
+    {256, 64, 64, 4, 2},
+};
+
+static void fill_sm80(fajit_config *c, const fajit_shape *shape)
+{
+    const sm80_default *d = &k_sm80_defaults[2];
+    for (size_t i = 0; i < sizeof k_sm80_defaults / sizeof k_sm80_defaults[0]; i++)
+        if (k_sm80_defaults[i].head_dim == c->head_dim) d = &k_sm80_defaults[i];
+    if (!c->warps) c->warps = d->warps;
+    if (!c->block_m) {
+        c->block_m = d->block_m;
+        /* short queries: do not waste a CTA on rows that do not exist */
+        if (shape && shape->seqlen_q > 0 && shape->seqlen_q <= 64 && 64 % (16 * c->warps) == 0) c->block_m = 64;
+        if (c->block_m % (16 * c->warps) != 0 || c->block_m / (16 * c->warps) > 2) c->block_m = 16 * c->warps;
+    }
+    if (!c->block_n) c->block_n = d->block_n;
+    if (!c->stages) c->stages = d->stages;
+    if (!c->swizzle) c->swizzle = (c->head_dim / 8) % 8 == 0 ? 128 : 64;
+}
+
+/* Shrink stages, then block_n, until the smem map fits `limit` bytes (only fields the caller left 0). */
+static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
+{
+    for (;;) {
+        int row = c->head_dim * 2;
+        int bytes = c->block_m * row + 2 * c->stages * c->block_n * row;
+        if (bytes <= limit) return;
+        if (!given->stages && c->stages > 1) c->stages--;
+        else if (!given->block_n && c->block_n > 16) c->block_n /= 2;
+        else return; /* the check reports it */
+    }
+}
+
+fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg)
+{
+    fj_clear_error();
+    if (!cfg) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
+    const fajit_config given = *cfg;
+    const fj_arch_info *device = ctx ? fj_arch_find(fajit_context_sm(ctx)) : NULL;
+    if (cfg->head_dim == 0) cfg->head_dim = 128;
+    if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
+    /* Only the sm_80 path is implemented; its PTX runs on every GPU from sm_80 up. */
+    if (cfg->arch == FAJIT_ARCH_AUTO) cfg->arch = FAJIT_ARCH_SM80;
+    if (cfg->arch == FAJIT_ARCH_SM80) fill_sm80(cfg, shape);
+    const fj_arch_info *target = fj_arch_of_path(cfg->arch);
+    int limit = target ? target->smem_per_block : 0;
+    if (device && device->smem_per_block < limit) limit = device->smem_per_block;
+    if (limit) fit_smem(cfg, &given, limit);
+    fj_plan plan;
+    return fj_plan_build(cfg, &plan);
+}

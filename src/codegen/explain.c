@@ -1,0 +1,40 @@
+/*
+ * explain.c - the plan in words: config, tiles, smem map with byte offsets, warp roles, fragment
+ * layout, register budget. Printed by `fagen explain` and, prefixed with "// ", as the header of
+ * the teaching view (-v 2).
+ */
+#include "backend.h"
+
+void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
+{
+    const fajit_config *c = &p->cfg;
+    char cfg[160];
+    fajit_config_format(c, cfg, sizeof cfg);
+    fj_buf_printf(out, "%sconfig: %s\n", pf, cfg);
+    fj_buf_printf(out, "%starget: %s (PTX ISA %d.%d), backend %s, %d threads (%d warps) per CTA\n", pf, p->arch->name,
+                  p->arch->ptx_isa_major, p->arch->ptx_isa_minor, p->backend->name, p->threads, c->warps);
+    fj_buf_printf(out, "%stiles: Q %d x %d per CTA; K, V %d x %d per stage, %d stage%s; grid (ceil(Nq/%d), Hq, B)\n", pf,
+                  c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "", c->block_m);
+    fj_buf_printf(out, "%ssmem map (%d B total, limit %d B on %s):\n", pf, p->smem_bytes, p->arch->smem_per_block,
+                  p->arch->name);
+    fj_buf_printf(out, "%s  [%6d, %6d)  Q     %d rows x %d B\n", pf, p->q_off, p->q_off + p->q_bytes, c->block_m,
+                  p->row_bytes);
+    for (int s = 0; s < c->stages; s++)
+        fj_buf_printf(out, "%s  [%6d, %6d)  K[%d]  %d rows x %d B\n", pf, p->k_off + s * p->kv_tile_bytes,
+                      p->k_off + (s + 1) * p->kv_tile_bytes, s, c->block_n, p->row_bytes);
+    for (int s = 0; s < c->stages; s++)
+        fj_buf_printf(out, "%s  [%6d, %6d)  V[%d]  %d rows x %d B\n", pf, p->v_off + s * p->kv_tile_bytes,
+                      p->v_off + (s + 1) * p->kv_tile_bytes, s, c->block_n, p->row_bytes);
+    if (p->swz_mask)
+        fj_buf_printf(out, "%sswizzle: %d B - 16-byte chunk c of row r is stored at chunk c ^ (r & %d), so the 8 rows "
+                           "one ldmatrix 8x8 reads fall in %d different bank groups\n",
+                      pf, c->swizzle, p->swz_mask, p->swz_mask + 1);
+    else
+        fj_buf_printf(out, "%sswizzle: none - rows are stored as is (ldmatrix reads conflict when the row pitch is a "
+                           "multiple of 128 B)\n",
+                      pf);
+    p->backend->describe(p, out, pf);
+    fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs/thread): O acc %d + S acc %d + Q frags %d + "
+                       "addressing/softmax ~%d = %d of 255\n",
+                  pf, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc, p->reg_total);
+}

@@ -1,0 +1,309 @@
+/*
+ * fwd_kernel.c - the forward-attention kernel skeleton, shared by every arch path.
+ *
+ *   parameters -> block indices and tile pointers -> KV range (causal bounds, which tiles need a
+ *   mask) -> start Q copy -> pipeline prologue -> main loop over KV tiles:
+ *       wait for tile j, prefetch tile j + stages - 1, S = QK^T, score hook, mask (edge tiles only),
+ *       online softmax, O += PV
+ *   -> epilogue (1/l, LSE) -> store O.
+ * The arch-specific steps are calls through fj_backend (backend.h); the algorithm lives here.
+ */
+#include <stddef.h>
+
+#include "backend.h"
+#include "kernel_abi.h"
+#include "ptx_templates/common.h"
+
+#define R(reg) fj_r(k->e, reg)
+#define OFF(field) ((int)offsetof(fj_fwd_params, field))
+
+static void alloc_banks(fj_kctx *k)
+{
+    fj_emit *e = k->e;
+    const fj_plan *p = k->p;
+    k->b_p = fj_bank(e, "p", "pred");
+    k->b_r = fj_bank(e, "r", "b32");
+    k->b_rd = fj_bank(e, "rd", "b64");
+    k->b_f = fj_bank(e, "f", "f32");
+    k->b_addr = fj_bank(e, "sa", "b32");
+    k->b_acc_o = fj_bank(e, "acc_o", "f32");
+    k->b_acc_s = fj_bank(e, "acc_s", "f32");
+    k->b_row_m = fj_bank(e, "row_m", "f32");
+    k->b_row_l = fj_bank(e, "row_l", "f32");
+    k->b_frag_q = fj_bank(e, "frag_q", "b32");
+    k->b_frag_p = fj_bank(e, "frag_p", "b32");
+    k->b_frag_b = fj_bank(e, "frag_kv", "b32");
+    k->acc_o = fj_alloc(e, k->b_acc_o, p->m_frags * p->n_frags_o * 4);
+    k->acc_s = fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4);
+    k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
+    k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
+    k->frag_p = fj_alloc(e, k->b_frag_p, p->m_frags * p->k_steps_pv * 4);
+    if (p->q_in_regs) k->frag_q = fj_alloc(e, k->b_frag_q, p->m_frags * p->k_steps_qk * 4);
+    k->tid = fj_alloc(e, k->b_r, 1);
+    k->warp = fj_alloc(e, k->b_r, 1);
+    k->lane = fj_alloc(e, k->b_r, 1);
+    k->row_base = fj_alloc(e, k->b_r, 1);
+    k->col_base = fj_alloc(e, k->b_r, 1);
+    k->seqlen_q = fj_alloc(e, k->b_r, 1);
+    k->seqlen_k = fj_alloc(e, k->b_r, 1);
+    k->m0 = fj_alloc(e, k->b_r, 1);
+    k->n0 = fj_alloc(e, k->b_r, 1);
+    k->q_rows = fj_alloc(e, k->b_r, 1);
+    k->load_row0 = fj_alloc(e, k->b_r, 1);
+    k->smem = fj_alloc(e, k->b_r, 1);
+    k->scale_log2 = fj_alloc(e, k->b_f, 1);
+    k->f_zero = fj_alloc(e, k->b_f, 1);
+    fj_reg_t *u64s[] = {&k->q_ptr, &k->o_ptr, &k->k_ptr, &k->v_ptr, &k->q_rs, &k->k_rs, &k->v_rs,
+                        &k->o_rs, &k->k_tile_step, &k->v_tile_step, &k->lse_ptr};
+    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) *u64s[i] = fj_alloc(e, k->b_rd, 1);
+}
+
+/* ptr = base + 2 * (b * s_b + h * s_h + row * s_n); also the row stride in bytes. */
+static void tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_reg_t h, fj_reg_t row, fj_reg_t out,
+                       fj_reg_t row_stride_bytes)
+{
+    fj_reg_t s = fj_alloc(k->e, k->b_rd, 3), x = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1);
+    for (int i = 0; i < 3; i++) fj_ins(k->e, PTX_LD_PARAM_U64, R(fj_at(s, i)), off_stride + 8 * i);
+    fj_ins(k->e, PTX_LD_PARAM_U64, R(out), off_ptr);
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(b));
+    fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(x), R(t), R(s));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(h));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(x), R(t), R(fj_at(s, 1)), R(x));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(row));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(x), R(t), R(fj_at(s, 2)), R(x));
+    fj_ins(k->e, "shl.b64 %s, %s, 1", R(x), R(x));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(out), R(out), R(x));
+    fj_ins(k->e, "shl.b64 %s, %s, 1", R(row_stride_bytes), R(fj_at(s, 2)));
+}
+
+static void emit_indices(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_banner(e, "Phase 0: block indices and tile pointers",
+              "grid = (ceil(Nq / block_m), Hq, B); one CTA computes block_m query rows of one head.\n"
+              "GQA: query head h reads KV head h / (Hq / Hkv).\n"
+              "Causal CTAs run in reverse order so the longest rows start first.");
+    fj_reg_t mb = fj_alloc(e, k->b_r, 1), h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
+    fj_reg_t hkv = fj_alloc(e, k->b_r, 1), grp = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
+    fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
+    fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
+    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(mb));
+    if (p->cfg.causal) {
+        fj_reg_t n = fj_alloc(e, k->b_r, 1);
+        fj_ins(e, "mov.u32 %s, %%nctaid.x", R(n));
+        fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(n), R(mb));
+        fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
+    }
+    fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
+    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
+    fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
+    fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
+    fj_ins(e, PTX_LD_PARAM_U32, R(grp), OFF(group));
+    fj_ins(e, PTX_LD_PARAM_F32, R(k->scale_log2), OFF(scale_log2));
+    fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
+    fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
+    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
+    fj_ins(e, "mov.u32 %s, 0", R(zero));
+    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr, k->q_rs);
+    tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr, k->k_rs);
+    tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr, k->v_rs);
+    fj_ins(e, "mul.lo.u64 %s, %s, %d", R(k->k_tile_step), R(k->k_rs), p->cfg.block_n);
+    fj_ins(e, "mul.lo.u64 %s, %s, %d", R(k->v_tile_step), R(k->v_rs), p->cfg.block_n);
+    fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
+}
+
+/* n_end = number of KV tiles to visit; mask_from = first tile that needs masking. */
+static void emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int bc = p->cfg.block_n;
+    fj_banner(e, "Phase 1: KV range",
+              p->cfg.causal ? "Causal, bottom-right aligned: query row i sees keys j <= i + Nk - Nq.\n"
+                              "Tiles past the last row's limit are skipped; only tiles that cross a row's limit\n"
+                              "(or the end of K) are masked - the others run the unmasked path."
+                            : "All ceil(Nk / block_n) tiles; only the last one, if partial, is masked.");
+    fj_reg_t tiles = fj_alloc(e, k->b_r, 1), rem = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_ins(e, "add.s32 %s, %s, %d", R(tiles), R(k->seqlen_k), bc - 1);
+    fj_ins(e, "div.s32 %s, %s, %d", R(tiles), R(tiles), bc);
+    fj_ins(e, "rem.s32 %s, %s, %d", R(rem), R(k->seqlen_k), bc);
+    fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(rem));
+    fj_ins(e, "selp.s32 %s, 1, 0, %s", R(rem), R(pr));
+    fj_ins(e, "sub.s32 %s, %s, %s", R(mask_from), R(tiles), R(rem));
+    if (!p->cfg.causal) {
+        fj_ins(e, "mov.s32 %s, %s", R(n_end), R(tiles));
+        return;
+    }
+    fj_reg_t off = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "sub.s32 %s, %s, %s", R(off), R(k->seqlen_k), R(k->seqlen_q));
+    fj_comment(e, 1, "last visible key of the CTA's last row: m0 + block_m - 1 + Nk - Nq");
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
+    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), p->cfg.block_m - 1);
+    fj_ins(e, "max.s32 %s, %s, -1", R(t), R(t));
+    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(t));
+    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), bc - 1);
+    fj_ins(e, "div.s32 %s, %s, %d", R(t), R(t), bc);
+    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(t), R(tiles));
+    fj_comment(e, 1, "first tile crossing the first row's limit: floor((m0 + Nk - Nq + 1) / block_n)");
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
+    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(t));
+    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
+    fj_ins(e, "div.s32 %s, %s, %d", R(t), R(t), bc);
+    fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(mask_from), R(t));
+}
+
+/* Issue the next KV tile if it exists (uniform branch), then always close a copy group so the
+ * wait counts stay the same on every path. */
+static void prefetch_kv(fj_kctx *k, fj_reg_t slot, fj_reg_t tile, fj_reg_t n_end)
+{
+    char skip[48];
+    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    fj_label_new(k->e, "no_prefetch", skip, sizeof skip);
+    fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(tile), R(n_end));
+    fj_ins(k->e, "@%s bra.uni %s", R(pr), skip);
+    k->p->backend->load_kv(k, slot);
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(k->k_tile_step));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(k->v_tile_step));
+    fj_ins(k->e, "add.s32 %s, %s, %d", R(k->load_row0), R(k->load_row0), k->p->cfg.block_n);
+    fj_label(k->e, skip);
+    k->p->backend->commit(k);
+}
+
+static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int stages = p->cfg.stages;
+    fj_banner(e, "Phase 2: start the copies",
+              "Q tile first (one copy group), then stages - 1 KV tiles, one group each. Groups complete in\n"
+              "order, so 'wait until at most N groups are pending' names exactly which tile has landed.");
+    p->backend->load_q(k);
+    p->backend->commit(k);
+    fj_ins(e, "mov.s32 %s, 0", R(k->load_row0));
+    fj_reg_t slot = fj_alloc(e, k->b_r, 1), tile = fj_alloc(e, k->b_r, 1);
+    for (int s = 0; s < stages - 1; s++) {
+        fj_comment(e, 1, "prologue: KV tile %d -> stage %d", s, s);
+        fj_ins(e, "mov.u32 %s, %d", R(slot), s);
+        fj_ins(e, "mov.u32 %s, %d", R(tile), s);
+        prefetch_kv(k, slot, tile, n_end);
+    }
+    fj_comment(e, 1, "Q has landed once at most %d groups (the KV prologue) are pending", stages - 1);
+    p->backend->wait(k, stages - 1);
+    if (p->q_in_regs) {
+        fj_comment(e, 1, "Q -> registers, kept for the whole loop");
+        p->backend->q_to_regs(k);
+    }
+    fj_comment(e, 1, "O = 0, m = -inf, l = 0");
+    for (int i = 0; i < p->m_frags * p->n_frags_o * 4; i++) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->acc_o, i)));
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_ins(e, "mov.f32 %s, " PTX_F32_NEG_INF, R(fj_at(k->row_m, r)));
+        fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l, r)));
+    }
+}
+
+/* slot = (slot + 1) % stages */
+static void advance_slot(fj_kctx *k, fj_reg_t slot)
+{
+    int stages = k->p->cfg.stages;
+    if (stages == 1) return;
+    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    fj_ins(k->e, "add.u32 %s, %s, 1", R(slot), R(slot));
+    fj_ins(k->e, "setp.eq.u32 %s, %s, %d", R(pr), R(slot), stages);
+    fj_ins(k->e, "selp.u32 %s, 0, %s, %s", R(slot), R(slot), R(pr));
+}
+
+static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int stages = p->cfg.stages;
+    char top[48], done[48], nomask[48];
+    fj_reg_t j = fj_alloc(e, k->b_r, 1), slot = fj_alloc(e, k->b_r, 1), lslot = fj_alloc(e, k->b_r, 1);
+    fj_reg_t ahead = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_banner(e, "Phase 3: main loop over KV tiles",
+              "Iteration j: wait for tile j; barrier (all warps are also done with tile j - 1, whose stage\n"
+              "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"
+              "O += PV.");
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_ins(e, "mov.u32 %s, 0", R(slot));
+    fj_ins(e, "mov.u32 %s, %d", R(lslot), stages - 1);
+    fj_ins(e, "mov.s32 %s, 0", R(k->n0));
+    fj_label_new(e, "kv_loop", top, sizeof top);
+    fj_label_new(e, "kv_done", done, sizeof done);
+    fj_label(e, top);
+    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j), R(n_end));
+    fj_ins(e, "@%s bra.uni %s", R(pr), done);
+    if (stages >= 2) {
+        fj_comment(e, 1, "tile j has landed when at most %d newer groups are pending", stages - 2);
+        p->backend->wait(k, stages - 2);
+        fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages - 1);
+        prefetch_kv(k, lslot, ahead, n_end);
+    } else {
+        fj_comment(e, 1, "one stage: every warp is done with the previous tile, then load and wait");
+        fj_ins(e, "bar.sync 0");
+        prefetch_kv(k, slot, j, n_end);
+        p->backend->wait(k, 0);
+    }
+    fj_comment(e, 1, "S = Q K^T");
+    p->backend->mma_qk(k, slot);
+    fj_emit_score_hook(k);
+    fj_label_new(e, "no_mask", nomask, sizeof nomask);
+    fj_comment(e, 1, "mask only the tiles that cross the end of K or the causal diagonal");
+    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(mask_from));
+    fj_ins(e, "@%s bra.uni %s", R(pr), nomask);
+    fj_emit_mask(k);
+    fj_label(e, nomask);
+    fj_emit_online_softmax(k);
+    fj_comment(e, 1, "O += P V");
+    p->backend->mma_pv(k, slot);
+    fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
+    fj_ins(e, "add.s32 %s, %s, %d", R(k->n0), R(k->n0), p->cfg.block_n);
+    advance_slot(k, slot);
+    advance_slot(k, lslot);
+    fj_ins(e, "bra.uni %s", top);
+    fj_label(e, done);
+}
+
+/* O and LSE pointers, computed in the epilogue from %ctaid and the parameters: kept live across
+ * the KV loop instead, ptxas spills them. */
+static void emit_out_ptrs(fj_kctx *k)
+{
+    fj_emit *e = k->e;
+    fj_reg_t h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
+    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
+    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, k->m0, k->o_ptr, k->o_rs);
+    fj_comment(e, 1, "LSE row pointer: lse + 4 * ((b * Hq + h) * Nq + m0), or 0");
+    fj_reg_t hq = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1), w = fj_alloc(e, k->b_rd, 1);
+    fj_reg_t has = fj_alloc(e, k->b_p, 1);
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), OFF(lse));
+    fj_ins(e, PTX_LD_PARAM_U32, R(hq), OFF(heads_q));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(b), R(hq), R(h));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(k->seqlen_q), R(k->m0));
+    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
+    fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(k->lse_ptr));
+    fj_ins(e, "@%s add.u64 %s, %s, %s", R(has), R(k->lse_ptr), R(k->lse_ptr), R(w));
+}
+
+void fj_emit_fwd_kernel(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    p->backend->frag_desc(p, &k->frag);
+    alloc_banks(k);
+    emit_indices(k);
+    fj_comment(k->e, 1, "backend setup: thread geometry, per-lane smem address terms, copy layout");
+    p->backend->setup(k);
+    fj_reg_t n_end = fj_alloc(k->e, k->b_r, 1), mask_from = fj_alloc(k->e, k->b_r, 1);
+    emit_kv_range(k, n_end, mask_from);
+    emit_prologue(k, n_end);
+    emit_loop(k, n_end, mask_from);
+    fj_banner(k->e, "Phase 4: epilogue",
+              "Reduce l over the lanes sharing a row, scale O by 1/l, write LSE, store O (rows past Nq skipped).");
+    emit_out_ptrs(k);
+    fj_emit_normalize(k);
+    p->backend->store_o(k);
+    fj_ins(k->e, "ret");
+}

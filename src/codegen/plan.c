@@ -1,0 +1,117 @@
+/*
+ * plan.c - config -> plan: the rules every config must follow, and what they imply.
+ *
+ * The arch-neutral rules (tile shapes, head dims, smem budget) are checked here; the backend of the
+ * config's arch path adds its own (copy layout, register budget). Every failure names the field, the
+ * value and the rule, with the arithmetic where there is some.
+ */
+#include <string.h>
+
+#include "backend.h"
+#include "runtime/error.h"
+
+#define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
+
+static const fj_backend *backend_of(fajit_arch path)
+{
+    switch (path) {
+    case FAJIT_ARCH_SM80: return &fj_backend_sm80;
+    default: return NULL;
+    }
+}
+
+static fajit_status check_arch(const fajit_config *c, fj_plan *p)
+{
+    if (c->arch == FAJIT_ARCH_AUTO)
+        return CFG_FAIL("arch = auto: a checked config names its path (sm_80, sm_90a or sm_100a); "
+                        "fajit_config_fill() picks one");
+    p->arch = fj_arch_of_path(c->arch);
+    if (!p->arch) return CFG_FAIL("arch = %d: not a code-generation path (use 80, 90 or 100)", (int)c->arch);
+    p->backend = backend_of(c->arch);
+    if (!p->backend)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED,
+                       "arch = %s: this backend is not implemented yet; the sm_80 path (mma.sync) is, and its "
+                       "PTX also runs on sm_90 and sm_100 GPUs",
+                       p->arch->name);
+    if ((p->arch->caps & p->backend->required_caps) != p->backend->required_caps)
+        return fj_fail(FAJIT_ERR_INTERNAL, "backend %s needs capabilities %s lacks", p->backend->name, p->arch->name);
+    return FAJIT_OK;
+}
+
+static int swizzle_mask(int swizzle)
+{
+    switch (swizzle) {
+    case FAJIT_SWIZZLE_NONE: return 0;
+    case 32: return 1;
+    case 64: return 3;
+    case 128: return 7;
+    default: return -1;
+    }
+}
+
+static fajit_status check_shape(const fajit_config *c, fj_plan *p)
+{
+    if (c->dtype != FAJIT_DTYPE_F16 && c->dtype != FAJIT_DTYPE_BF16)
+        return CFG_FAIL("dtype = %d: must be f16 (1) or bf16 (2)", (int)c->dtype);
+    if (c->head_dim != 64 && c->head_dim != 96 && c->head_dim != 128 && c->head_dim != 192 && c->head_dim != 256)
+        return CFG_FAIL("head_dim = %d: must be 64, 96, 128, 192 or 256", c->head_dim);
+    if (c->warps != 1 && c->warps != 2 && c->warps != 4 && c->warps != 8)
+        return CFG_FAIL("warps = %d: must be 1, 2, 4 or 8", c->warps);
+    if (c->block_m <= 0 || c->block_m % (16 * c->warps) != 0)
+        return CFG_FAIL("block_m = %d: must be a positive multiple of 16 x warps = %d (each warp owns whole "
+                        "16-row MMA fragments)",
+                        c->block_m, 16 * c->warps);
+    p->m_frags = c->block_m / (16 * c->warps);
+    if (p->m_frags > 2)
+        return CFG_FAIL("block_m = %d with warps = %d gives %d 16-row fragments per warp: at most 2 "
+                        "(use more warps or a smaller block_m)",
+                        c->block_m, c->warps, p->m_frags);
+    if (c->block_n < 16 || c->block_n > 256 || c->block_n % 16 != 0)
+        return CFG_FAIL("block_n = %d: must be a multiple of 16 in 16..256", c->block_n);
+    if (c->stages < 1 || c->stages > 4) return CFG_FAIL("stages = %d: must be 1..4", c->stages);
+    if (c->causal != 0 && c->causal != 1) return CFG_FAIL("causal = %d: must be 0 or 1", c->causal);
+    p->swz_mask = swizzle_mask(c->swizzle);
+    if (p->swz_mask < 0)
+        return CFG_FAIL("swizzle = %d: must be none (%d), 32, 64 or 128 bytes", c->swizzle, FAJIT_SWIZZLE_NONE);
+    int chunks = c->head_dim / 8;
+    if (chunks % (p->swz_mask + 1) != 0)
+        return CFG_FAIL("swizzle = %d: it permutes groups of %d 16-byte chunks, but a head_dim %d row has %d "
+                        "chunks (%d B), not a multiple; use a smaller swizzle",
+                        c->swizzle, p->swz_mask + 1, c->head_dim, chunks, c->head_dim * 2);
+    return FAJIT_OK;
+}
+
+static fajit_status map_smem(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    p->row_bytes = c->head_dim * 2;
+    p->q_off = 0;
+    p->q_bytes = c->block_m * p->row_bytes;
+    p->kv_tile_bytes = c->block_n * p->row_bytes;
+    p->k_off = p->q_off + p->q_bytes;
+    p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
+    p->smem_bytes = p->v_off + c->stages * p->kv_tile_bytes;
+    if (p->smem_bytes > p->arch->smem_per_block)
+        return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d) exceeds %d B on %s; lower stages, block_n "
+                        "or block_m",
+                        p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, p->arch->smem_per_block,
+                        p->arch->name);
+    return FAJIT_OK;
+}
+
+fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
+{
+    if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
+    memset(p, 0, sizeof *p);
+    p->cfg = *cfg;
+    fajit_status st;
+    if ((st = check_arch(cfg, p)) != FAJIT_OK) return st;
+    if ((st = check_shape(cfg, p)) != FAJIT_OK) return st;
+    p->threads = cfg->warps * 32;
+    p->n_frags_s = cfg->block_n / 8;
+    p->n_frags_o = cfg->head_dim / 8;
+    p->k_steps_qk = cfg->head_dim / 16;
+    p->k_steps_pv = cfg->block_n / 16;
+    if ((st = map_smem(p)) != FAJIT_OK) return st;
+    return p->backend->plan(p);
+}

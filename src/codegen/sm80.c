@@ -1,0 +1,407 @@
+/*
+ * sm80.c - the sm_80 backend: cp.async tile copies, ldmatrix, mma.sync.m16n8k16 (PTX ISA 7.0).
+ *
+ * The same PTX runs on sm_80, 86, 89, 90 and up. FlashAttention-2 work split: each warp owns
+ * 16 * m_frags query rows; all warps share the K and V tiles of a stage.
+ *
+ * Shared-memory layout of every tile ([rows][head_dim] of 16-bit elements, row_bytes = 2 * head_dim):
+ * the 16-byte chunk c of row r is stored at chunk c ^ (r & swz_mask). ldmatrix reads 8 rows of one
+ * logical chunk per 8x8 matrix; row_bytes is a multiple of 128 B (or 192 B for d96), so without the
+ * XOR those 8 rows would sit in the same 4 banks. With swz_mask = 7 the 8 rows land in 8 different
+ * chunks of a 128-byte window: all 32 banks, no conflict.
+ *
+ * Addressing trick: an ldmatrix row address is  base + row * row_bytes + ((c ^ (row & m)) << 4).
+ * Every ldmatrix issued here has row = (multiple of 8) + (a lane term) and c = (even constant) +
+ * (a 0/1 lane bit), so the XOR splits into a per-lane term that depends only on (c & m) and an
+ * immediate. The per-lane terms (at most 4 per operand pattern) are computed once in setup().
+ */
+#include <stdio.h>
+
+#include "backend.h"
+#include "ptx_templates/sm80.h"
+#include "runtime/error.h"
+
+#define R(reg) fj_r(k->e, reg)
+
+/* bk[] slots of this backend */
+enum {
+    BK_LT_A = 0,  /* 4: lane terms, rows lane&15, chunk bit lane>>4 (A operand Q, and V with .trans) */
+    BK_LT_B = 4,  /* 4: lane terms, rows (lane&7)+8*(lane>>4), chunk bit (lane>>3)&1 (B operand K) */
+    BK_Q_ADDR = 8, /* 4: Q ldmatrix addresses of this warp */
+    BK_CP_SOFF = 12, /* first of copy_chunks_per_thread_row smem offsets */
+    BK_CP_R0 = 13,  /* s32: copy row of this thread in the first pass */
+    BK_CP_GQ = 14, BK_CP_GK = 15, BK_CP_GV = 16, /* u64: thread's byte offset inside a tile row block */
+    BK_CP_PQ = 17, BK_CP_PK = 18, BK_CP_PV = 19  /* u64: bytes between passes (rows_per_pass rows) */
+};
+
+/* Estimated registers above this spilled in the ptxas grid (tests/test_ptxas_grid.c). */
+#define FJ_SM80_REG_BUDGET 232
+
+static int n_lane_terms(const fj_plan *p) { return p->swz_mask >= 1 ? (p->swz_mask + 1) / 2 : 1; }
+/* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
+static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }
+
+/* ---- plan ------------------------------------------------------------------------------------ */
+static fajit_status plan_copy(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    int chunks = c->head_dim / 8;
+    for (int tpr = chunks; tpr >= 1; tpr--) {
+        if (chunks % tpr || p->threads % tpr) continue;
+        int rpp = p->threads / tpr;
+        if (c->block_m % rpp || c->block_n % rpp || rpp % (p->swz_mask + 1)) continue;
+        p->copy_tpr = tpr;
+        p->copy_rows_per_pass = rpp;
+        p->copy_chunks_per_thread_row = chunks / tpr;
+        return FAJIT_OK;
+    }
+    return fj_fail(FAJIT_ERR_INVALID_CONFIG,
+                   "block_n = %d, block_m = %d, warps = %d: no copy layout moves [rows][%d] tiles in 16-byte "
+                   "chunks with %d threads (rows per pass must divide both block sizes); use larger tiles or "
+                   "fewer warps",
+                   c->block_n, c->block_m, c->warps, c->head_dim, p->threads);
+}
+
+static fajit_status plan_sm80(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    fajit_status st = plan_copy(p);
+    if (st != FAJIT_OK) return st;
+    p->reg_acc_o = p->m_frags * c->head_dim / 2;
+    p->reg_acc_s = p->m_frags * c->block_n / 2;
+    p->reg_p = p->m_frags * c->block_n / 4;
+    /* addresses, loop state, row statistics, K/V fragments; calibrated on ptxas 13.0 -v */
+    p->reg_misc = 64 + 16 * (p->m_frags - 1);
+    int q_regs = p->m_frags * c->head_dim / 4;
+    p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs + p->reg_misc <= 224;
+    p->reg_q = p->q_in_regs ? q_regs : 0;
+    p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_q + p->reg_misc;
+    if (p->reg_total > FJ_SM80_REG_BUDGET)
+        return fj_fail(FAJIT_ERR_INVALID_CONFIG,
+                       "registers: about %d per thread (O acc %d + S acc %d + Q frags %d + addressing ~%d) exceed the "
+                       "budget of %d (255 less headroom: configs above it spilled with ptxas 13.0); lower block_n or "
+                       "block_m, or use more warps",
+                       p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc, FJ_SM80_REG_BUDGET);
+    return FAJIT_OK;
+}
+
+/* ---- fragment descriptor: mma.sync m16n8 C layout ------------------------------------------------
+ * Thread (g = lane >> 2, t = lane & 3) holds, per n8 tile, c0,c1 at row g cols 2t,2t+1 and c2,c3 at
+ * row g+8. Local row r = 2 * mf + h (h: upper/lower 8 rows), value v = 2 * tile + e. */
+static int s_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_s + v / 2) * 4 + (r % 2) * 2 + v % 2; }
+static int o_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_o + v / 2) * 4 + (r % 2) * 2 + v % 2; }
+static int row_off(const fj_plan *p, int r) { (void)p; return (r / 2) * 16 + (r % 2) * 8; }
+static int col_off(const fj_plan *p, int v) { (void)p; return (v / 2) * 8 + v % 2; }
+
+static void frag_desc_sm80(const fj_plan *p, fj_frag_desc *d)
+{
+    d->rows = 2 * p->m_frags;
+    d->s_vals = 2 * p->n_frags_s;
+    d->o_vals = 2 * p->n_frags_o;
+    d->n_shuffles = 2;
+    d->shuffle_xor[0] = 1;
+    d->shuffle_xor[1] = 2;
+    d->s_reg = s_reg;
+    d->o_reg = o_reg;
+    d->row_off = row_off;
+    d->s_col_off = col_off;
+    d->o_col_off = col_off;
+}
+
+static void describe_sm80(const fj_plan *p, fj_buf *out, const char *pf)
+{
+    const fajit_config *c = &p->cfg;
+    fj_buf_printf(out, "%swarp roles: %d warps, all alike; warp w owns query rows [%d*w, %d*w + %d) of the tile "
+                       "(FlashAttention-2: Q split across warps, K/V shared)\n",
+                  pf, c->warps, 16 * p->m_frags, 16 * p->m_frags, 16 * p->m_frags);
+    fj_buf_printf(out, "%sMMA: mma.sync.m16n8k16 %s -> f32; S = QK^T: %d x %d k-steps x %d n8 tiles per fragment; "
+                       "O += PV: %d k-steps x %d n8 tiles\n",
+                  pf, c->dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16", p->m_frags, p->k_steps_qk, p->n_frags_s,
+                  p->k_steps_pv, p->n_frags_o);
+    fj_buf_printf(out, "%sfragment layout: lane = 4g + t holds rows g and g+8 of each 16-row fragment, columns "
+                       "2t and 2t+1 of each n8 tile; row max/sum reduce over the quad (shfl.bfly 1, 2)\n",
+                  pf);
+    fj_buf_printf(out, "%soperands: Q %s; K via ldmatrix.x4 (B operand, rows = keys); V via ldmatrix.x4.trans; "
+                       "P re-packed from the S accumulators in registers (C layout of m16n8 = A layout of k16)\n",
+                  pf, p->q_in_regs ? "loaded once into registers (ldmatrix.x4)" : "re-read from smem each k-step");
+    fj_buf_printf(out, "%scopy: cp.async.cg 16 B chunks, %d threads per row, %d rows per pass, %d chunks per "
+                       "thread per row; rows past the end are zero-filled (src-size 0)\n",
+                  pf, p->copy_tpr, p->copy_rows_per_pass, p->copy_chunks_per_thread_row);
+}
+
+/* ---- setup ----------------------------------------------------------------------------------- */
+/* Lane terms for a pattern: row = rows_expr (in r_row), chunk lane bit in r_cbit. */
+static void emit_lane_terms(fj_kctx *k, int slot, fj_reg_t r_row, fj_reg_t r_cbit)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t x = fj_alloc(k->e, k->b_r, 1), rb = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(r_row), p->swz_mask);
+    fj_ins(k->e, "xor.b32 %s, %s, %s", R(x), R(x), R(r_cbit)); /* L = chunk bit ^ (row & m) */
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(rb), R(r_row), p->row_bytes);
+    for (int i = 0; i < n_lane_terms(p); i++) {
+        fj_reg_t t = fj_alloc(k->e, k->b_addr, 1), ch = fj_alloc(k->e, k->b_r, 1);
+        fj_ins(k->e, "xor.b32 %s, %s, %d", R(ch), R(x), 2 * i);
+        fj_ins(k->e, "shl.b32 %s, %s, 4", R(ch), R(ch));
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(t), R(rb), R(ch));
+        k->bk[slot + i] = t;
+    }
+}
+
+static void setup_ldmatrix(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), cbit = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 2, "pattern A (Q, and V with .trans): lane i reads row i&15, chunk bit i>>4");
+    fj_ins(k->e, "and.b32 %s, %s, 15", R(row), R(k->lane));
+    fj_ins(k->e, "shr.u32 %s, %s, 4", R(cbit), R(k->lane));
+    emit_lane_terms(k, BK_LT_A, row, cbit);
+    fj_comment(k->e, 2, "pattern B (K): lane i reads row (i&7) + 8*(i>>4), chunk bit (i>>3)&1");
+    fj_ins(k->e, "and.b32 %s, %s, 7", R(row), R(k->lane));
+    fj_ins(k->e, "shr.u32 %s, %s, 4", R(t), R(k->lane));
+    fj_ins(k->e, "shl.b32 %s, %s, 3", R(t), R(t));
+    fj_ins(k->e, "add.u32 %s, %s, %s", R(row), R(row), R(t));
+    fj_ins(k->e, "bfe.u32 %s, %s, 3, 1", R(cbit), R(k->lane));
+    emit_lane_terms(k, BK_LT_B, row, cbit);
+    fj_comment(k->e, 1, "Q ldmatrix addresses of this warp (its %d rows start at row %d * warp)", 16 * p->m_frags,
+               16 * p->m_frags);
+    fj_reg_t qb = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(qb), R(k->warp), 16 * p->m_frags * p->row_bytes, R(k->smem));
+    for (int i = 0; i < n_lane_terms(p); i++) {
+        k->bk[BK_Q_ADDR + i] = fj_alloc(k->e, k->b_addr, 1);
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[BK_Q_ADDR + i]), R(qb), R(k->bk[BK_LT_A + i]));
+    }
+}
+
+static void setup_copy(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int tpr = p->copy_tpr, kc = p->copy_chunks_per_thread_row;
+    int tpr_shift = 0;
+    while ((1 << tpr_shift) < tpr) tpr_shift++;
+    fj_comment(k->e, 1, "copy layout: thread -> (row r0 = tid / %d, chunks c0 + %d*j), %d rows per pass", tpr, tpr,
+               p->copy_rows_per_pass);
+    fj_reg_t r0 = fj_alloc(k->e, k->b_r, 1), c0 = fj_alloc(k->e, k->b_r, 1), x = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "shr.u32 %s, %s, %d", R(r0), R(k->tid), tpr_shift);
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(c0), R(k->tid), tpr - 1);
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(r0), p->swz_mask);
+    k->bk[BK_CP_R0] = r0;
+    k->bk[BK_CP_SOFF] = fj_alloc(k->e, k->b_addr, kc);
+    fj_reg_t rb = fj_alloc(k->e, k->b_r, 1), ch = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(rb), R(r0), p->row_bytes);
+    for (int j = 0; j < kc; j++) {
+        fj_ins(k->e, "add.u32 %s, %s, %d", R(ch), R(c0), j * tpr);
+        fj_ins(k->e, "xor.b32 %s, %s, %s", R(ch), R(ch), R(x));
+        fj_ins(k->e, "shl.b32 %s, %s, 4", R(ch), R(ch));
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(k->bk[BK_CP_SOFF], j)), R(rb), R(ch));
+    }
+    /* global: thread offset r0 * row_stride + c0 * 16, and the step between passes */
+    fj_reg_t r0w = fj_alloc(k->e, k->b_rd, 1), c0b = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(r0w), R(r0));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(c0b), R(c0));
+    const fj_reg_t strides[3] = {k->q_rs, k->k_rs, k->v_rs};
+    for (int t = 0; t < 3; t++) {
+        fj_reg_t g = fj_alloc(k->e, k->b_rd, 1), ps = fj_alloc(k->e, k->b_rd, 1);
+        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(g), R(r0w), R(strides[t]), R(c0b));
+        fj_ins(k->e, "mul.lo.u64 %s, %s, %d", R(ps), R(strides[t]), p->copy_rows_per_pass);
+        k->bk[BK_CP_GQ + t] = g;
+        k->bk[BK_CP_PQ + t] = ps;
+    }
+}
+
+static void setup_sm80(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_comment(k->e, 1, "thread geometry: row_base = %d * warp + lane/4, col_base = 2 * (lane %% 4)", 16 * p->m_frags);
+    fj_reg_t g = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "shr.u32 %s, %s, 2", R(g), R(k->lane));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->row_base), R(k->warp), 16 * p->m_frags, R(g));
+    fj_ins(k->e, "and.b32 %s, %s, 3", R(k->col_base), R(k->lane));
+    fj_ins(k->e, "shl.b32 %s, %s, 1", R(k->col_base), R(k->col_base));
+    setup_ldmatrix(k);
+    setup_copy(k);
+}
+
+/* ---- copies ---------------------------------------------------------------------------------- */
+/* Copy a [rows][head_dim] tile: global rows from gptr (row stride in pass_step / rows_per_pass),
+ * shared tile at sbase; rows >= rows_valid are zero-filled. */
+static void copy_tile(fj_kctx *k, fj_reg_t sbase, fj_reg_t gptr, int which, int rows, fj_reg_t rows_valid)
+{
+    const fj_plan *p = k->p;
+    int kc = p->copy_chunks_per_thread_row, rpp = p->copy_rows_per_pass;
+    fj_reg_t s = fj_alloc(k->e, k->b_r, kc), g = fj_alloc(k->e, k->b_rd, 1), gs = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), sz = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
+    for (int j = 0; j < kc; j++)
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(s, j)), R(sbase), R(fj_at(k->bk[BK_CP_SOFF], j)));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(gptr), R(k->bk[BK_CP_GQ + which]));
+    for (int i = 0; i < rows / rpp; i++) {
+        if (i) fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(k->bk[BK_CP_PQ + which]));
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK_CP_R0]), i * rpp);
+        fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(row), R(rows_valid));
+        fj_ins(k->e, "selp.u32 %s, 16, 0, %s", R(sz), R(pr));
+        fj_ins(k->e, "selp.b64 %s, %s, %s, %s", R(gs), R(g), R(gptr), R(pr)); /* never form an address past the end */
+        for (int j = 0; j < kc; j++)
+            fj_ins(k->e, PTX_CP_ASYNC_16, R(fj_at(s, j)), i * rpp * p->row_bytes, R(gs), j * p->copy_tpr * 16, R(sz));
+    }
+}
+
+static void load_q_sm80(fj_kctx *k)
+{
+    fj_reg_t sb = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "add.u32 %s, %s, %d", R(sb), R(k->smem), k->p->q_off);
+    copy_tile(k, sb, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows);
+}
+
+static void load_kv_sm80(fj_kctx *k, fj_reg_t slot)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t sb = fj_alloc(k->e, k->b_r, 1), valid = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "sub.s32 %s, %s, %s", R(valid), R(k->seqlen_k), R(k->load_row0));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(sb), R(slot), p->kv_tile_bytes, R(k->smem));
+    fj_ins(k->e, "add.u32 %s, %s, %d", R(sb), R(sb), p->k_off);
+    copy_tile(k, sb, k->k_ptr, 1, p->cfg.block_n, valid);
+    fj_ins(k->e, "add.u32 %s, %s, %d", R(sb), R(sb), p->v_off - p->k_off);
+    copy_tile(k, sb, k->v_ptr, 2, p->cfg.block_n, valid);
+}
+
+static void commit_sm80(fj_kctx *k) { fj_ins(k->e, PTX_CP_ASYNC_COMMIT); }
+
+static void wait_sm80(fj_kctx *k, int pending)
+{
+    fj_ins(k->e, PTX_CP_ASYNC_WAIT, pending);
+    fj_ins(k->e, "bar.sync 0");
+}
+
+/* ---- MMA ------------------------------------------------------------------------------------- */
+static const char *dt(const fj_kctx *k) { return k->p->cfg.dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16"; }
+
+/* A fragment (4 regs) of Q for fragment mf, k-step ks into dst. */
+static void ldmatrix_q(fj_kctx *k, fj_reg_t dst, int mf, int ks)
+{
+    const fj_plan *p = k->p;
+    int c = 2 * ks, lo = chunk_low(p, c);
+    fj_ins(k->e, PTX_LDMATRIX_X4, R(dst), R(fj_at(dst, 1)), R(fj_at(dst, 2)), R(fj_at(dst, 3)),
+           R(k->bk[BK_Q_ADDR + lo / 2]), mf * 16 * p->row_bytes + (c - lo) * 16);
+}
+
+static void q_to_regs_sm80(fj_kctx *k)
+{
+    for (int mf = 0; mf < k->p->m_frags; mf++)
+        for (int ks = 0; ks < k->p->k_steps_qk; ks++) ldmatrix_q(k, fj_at(k->frag_q, (mf * k->p->k_steps_qk + ks) * 4), mf, ks);
+}
+
+static void mma(fj_kctx *k, fj_reg_t d, fj_reg_t a, fj_reg_t b, int c_zero)
+{
+    const char *c[4];
+    for (int i = 0; i < 4; i++) c[i] = c_zero ? R(k->f_zero) : R(fj_at(d, i));
+    fj_ins(k->e, PTX_MMA_16816, dt(k), dt(k), R(d), R(fj_at(d, 1)), R(fj_at(d, 2)), R(fj_at(d, 3)), R(a),
+           R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)), R(b), R(fj_at(b, 1)), c[0], c[1], c[2], c[3]);
+}
+
+/* Per-lane addresses of the slot's tile for one operand pattern (lane terms at bk[lt]). */
+static void slot_addrs(fj_kctx *k, fj_reg_t slot, int lt, fj_reg_t out)
+{
+    fj_reg_t base = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(base), R(slot), k->p->kv_tile_bytes, R(k->smem));
+    for (int i = 0; i < n_lane_terms(k->p); i++)
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(out, i)), R(base), R(k->bk[lt + i]));
+}
+
+static void mma_qk_sm80(fj_kctx *k, fj_reg_t slot)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t ka = fj_alloc(k->e, k->b_addr, n_lane_terms(p));
+    slot_addrs(k, slot, BK_LT_B, ka);
+    fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
+    fj_reg_t qf = p->q_in_regs ? k->frag_q : fj_alloc(k->e, k->b_frag_q, 4 * p->m_frags);
+    for (int ks = 0; ks < p->k_steps_qk; ks++) {
+        int c = 2 * ks, lo = chunk_low(p, c);
+        if (!p->q_in_regs)
+            for (int mf = 0; mf < p->m_frags; mf++) ldmatrix_q(k, fj_at(qf, mf * 4), mf, ks);
+        for (int np = 0; np < p->n_frags_s / 2; np++) {
+            fj_ins(k->e, PTX_LDMATRIX_X4, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)), R(fj_at(ka, lo / 2)),
+                   p->k_off + np * 16 * p->row_bytes + (c - lo) * 16);
+            for (int mf = 0; mf < p->m_frags; mf++) {
+                fj_reg_t a = p->q_in_regs ? fj_at(qf, (mf * p->k_steps_qk + ks) * 4) : fj_at(qf, mf * 4);
+                for (int h = 0; h < 2; h++)
+                    mma(k, fj_at(k->acc_s, (mf * p->n_frags_s + 2 * np + h) * 4), a, fj_at(bf, 2 * h), ks == 0);
+            }
+        }
+    }
+}
+
+static void pack_p(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    for (int mf = 0; mf < p->m_frags; mf++)
+        for (int ks = 0; ks < p->k_steps_pv; ks++)
+            for (int i = 0; i < 4; i++) {
+                /* a0: row g, tile 2ks; a1: row g+8, tile 2ks; a2: row g, tile 2ks+1; a3: row g+8, tile 2ks+1 */
+                int tile = 2 * ks + i / 2, h = i % 2;
+                fj_reg_t s = fj_at(k->acc_s, (mf * p->n_frags_s + tile) * 4 + 2 * h);
+                fj_ins(k->e, PTX_CVT_PACK, dt(k), R(fj_at(k->frag_p, (mf * p->k_steps_pv + ks) * 4 + i)), R(fj_at(s, 1)), R(s));
+            }
+}
+
+static void mma_pv_sm80(fj_kctx *k, fj_reg_t slot)
+{
+    const fj_plan *p = k->p;
+    fj_comment(k->e, 2, "P (f32 in the S accumulators) -> %s pairs: the m16n8 C layout of two adjacent n8 tiles is "
+                        "the m16k16 A layout",
+               dt(k));
+    pack_p(k);
+    fj_reg_t va = fj_alloc(k->e, k->b_addr, n_lane_terms(p));
+    slot_addrs(k, slot, BK_LT_A, va);
+    fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
+    for (int ks = 0; ks < p->k_steps_pv; ks++)
+        for (int np = 0; np < p->n_frags_o / 2; np++) {
+            int c = 2 * np, lo = chunk_low(p, c);
+            fj_ins(k->e, PTX_LDMATRIX_X4_TRANS, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)),
+                   R(fj_at(va, lo / 2)), p->v_off + ks * 16 * p->row_bytes + (c - lo) * 16);
+            for (int mf = 0; mf < p->m_frags; mf++)
+                for (int h = 0; h < 2; h++)
+                    mma(k, fj_at(k->acc_o, (mf * p->n_frags_o + 2 * np + h) * 4),
+                        fj_at(k->frag_p, (mf * p->k_steps_pv + ks) * 4), fj_at(bf, 2 * h), 0);
+        }
+}
+
+/* ---- epilogue store -------------------------------------------------------------------------- */
+static void store_o_sm80(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1), v = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), cb = fj_alloc(k->e, k->b_rd, 1), rw = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 2", R(cb), R(k->col_base));
+    for (int r = 0; r < k->frag.rows; r++) {
+        char skip[48];
+        fj_label_new(k->e, "store_skip", skip, sizeof skip);
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), row_off(p, r));
+        fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
+        fj_ins(k->e, "@%s bra %s", R(pr), skip);
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(rw), R(row));
+        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(k->o_rs), R(cb));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
+        for (int t = 0; t < p->n_frags_o; t++) {
+            fj_reg_t o0 = fj_at(k->acc_o, o_reg(p, r, 2 * t));
+            fj_ins(k->e, PTX_CVT_PACK, dt(k), R(v), R(fj_at(o0, 1)), R(o0));
+            fj_ins(k->e, "st.global.b32 [%s+%d], %s", R(a), t * 16, R(v));
+        }
+        fj_label(k->e, skip);
+    }
+}
+
+const fj_backend fj_backend_sm80 = {
+    .name = "sm80-mma.sync",
+    .required_caps = FJ_CAP_MMA_SYNC | FJ_CAP_CP_ASYNC | FJ_CAP_LDMATRIX,
+    .plan = plan_sm80,
+    .describe = describe_sm80,
+    .frag_desc = frag_desc_sm80,
+    .setup = setup_sm80,
+    .load_q = load_q_sm80,
+    .load_kv = load_kv_sm80,
+    .commit = commit_sm80,
+    .wait = wait_sm80,
+    .q_to_regs = q_to_regs_sm80,
+    .mma_qk = mma_qk_sm80,
+    .mma_pv = mma_pv_sm80,
+    .store_o = store_o_sm80,
+};

@@ -1,0 +1,420 @@
+/*
+ * check.c - run fajit_attention_forward on random inputs and compare it with a reference
+ * (see check.h for the procedure and the pass criteria).
+ *
+ * Phases, one function each: host buffers and random fill; device buffers, upload and poison; the
+ * forward plus a synchronize; the reference (CPU float64 or GPU fp32); download; compare. Every driver
+ * call goes through the context's table between fj_context_push / fj_context_pop.
+ */
+#include "check.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "context.h"
+#include "error.h"
+#include "half.h"
+#include "reference.h"
+
+#define CHECK_TOL_BF16 1e-2     /* rel L2 of O, bf16 */
+#define CHECK_TOL_F16 2e-3      /* rel L2 of O, f16 */
+#define CHECK_ROW_FACTOR 4.0    /* worst row rel error <= 4 x rel L2 tolerance */
+#define CHECK_TOL_LSE 1e-3      /* max abs error of LSE (natural log) */
+#define CHECK_CPU_MAX_MACS 2147483648.0 /* 2^31 multiply-adds: above, the GPU reference */
+#define CHECK_GUARD_BYTES 4096  /* poisoned bytes after O and after LSE */
+#define CHECK_POISON16 0xFFFFu
+
+fj_check_problem fj_check_problem_default(void)
+{
+    fj_check_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = p.heads_q = p.heads_kv = 1;
+    p.seqlen_q = p.seqlen_k = 128;
+    p.head_dim = 128;
+    p.dtype = FAJIT_DTYPE_BF16;
+    return p;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Random numbers: splitmix64 (one stream per tensor)
+ * ------------------------------------------------------------------------------------------------- */
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in (0, 1): 53 random bits, never 0. */
+static double rng_open01(uint64_t *s) { return ((double)(splitmix64(s) >> 11) + 0.5) * 0x1p-53; }
+
+static uint64_t check_fresh_seed(void)
+{
+    static atomic_ullong counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t s = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    s ^= (uint64_t)getpid() << 32;
+    s += atomic_fetch_add(&counter, 1) * 0x2545f4914f6cdd1dull;
+    uint64_t seed = splitmix64(&s);
+    return seed ? seed : 1;
+}
+
+/* Fill `rows` rows of `dim` values spaced `ld` apart; the ld - dim padding words get NaN. */
+static void check_fill(uint16_t *x, int64_t rows, int dim, int ld, const fj_check_problem *p, uint64_t seed)
+{
+    uint16_t nan16 = p->dtype == FAJIT_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
+    double spare = 0.0;
+    int have_spare = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        uint16_t *row = x + r * ld;
+        for (int d = 0; d < dim; d++) {
+            double val;
+            if (p->fill == FJ_FILL_UNIFORM) {
+                val = 2.0 * rng_open01(&seed) - 1.0;
+            } else if (have_spare) { /* Box-Muller gives two normals per draw */
+                val = spare;
+                have_spare = 0;
+            } else {
+                double rad = sqrt(-2.0 * log(rng_open01(&seed))), ang = 6.283185307179586 * rng_open01(&seed);
+                val = rad * cos(ang);
+                spare = rad * sin(ang);
+                have_spare = 1;
+            }
+            row[d] = fj_half_from_f32(p->dtype, (float)val);
+        }
+        for (int d = dim; d < ld; d++) row[d] = nan16;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Problem -> args
+ * ------------------------------------------------------------------------------------------------- */
+static void check_strides(const fj_check_problem *p, int heads, int seqlen, int64_t st[3])
+{
+    int64_t ld = p->head_dim + p->row_pad;
+    if (p->layout == FJ_LAYOUT_BNHD) {
+        st[0] = (int64_t)seqlen * heads * ld;
+        st[1] = ld;
+        st[2] = (int64_t)heads * ld;
+    } else {
+        st[0] = (int64_t)heads * seqlen * ld;
+        st[1] = (int64_t)seqlen * ld;
+        st[2] = ld;
+    }
+}
+
+static fajit_status check_problem_args(const fj_check_problem *p, fajit_attention_args *a)
+{
+    if (p->row_pad < 0 || p->row_pad % 8 != 0)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: row_pad = %d: must be a multiple of 8, >= 0", p->row_pad);
+    if (p->layout != FJ_LAYOUT_BHND && p->layout != FJ_LAYOUT_BNHD)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: layout = %d: must be BHND (0) or BNHD (1)", (int)p->layout);
+    memset(a, 0, sizeof *a);
+    a->dtype = p->dtype;
+    a->batch = p->batch;
+    a->heads_q = p->heads_q;
+    a->heads_kv = p->heads_kv;
+    a->seqlen_q = p->seqlen_q;
+    a->seqlen_k = p->seqlen_k;
+    a->head_dim = p->head_dim;
+    a->causal = p->causal;
+    check_strides(p, p->heads_q, p->seqlen_q, a->q_stride);
+    check_strides(p, p->heads_kv, p->seqlen_k, a->k_stride);
+    check_strides(p, p->heads_kv, p->seqlen_k, a->v_stride);
+    check_strides(p, p->heads_q, p->seqlen_q, a->o_stride);
+    return fj_reference_check_args(a, 0);
+}
+
+static void check_tolerances(const fj_check_problem *p, const fj_check_options *o, fj_check_result *r)
+{
+    r->tol_rel_l2 = o && o->tol_rel_l2 > 0 ? o->tol_rel_l2 : (p->dtype == FAJIT_DTYPE_F16 ? CHECK_TOL_F16 : CHECK_TOL_BF16);
+    r->tol_row_rel = o && o->tol_row_rel > 0 ? o->tol_row_rel : CHECK_ROW_FACTOR * r->tol_rel_l2;
+    r->tol_lse = o && o->tol_lse > 0 ? o->tol_lse : CHECK_TOL_LSE;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Compare
+ * ------------------------------------------------------------------------------------------------- */
+typedef struct check_acc {
+    double diff2, ref2;
+} check_acc;
+
+/* One row of O: accumulates into acc and res; returns the row's relative error. */
+static double check_row(const fj_check_view *vw, int64_t row, uint16_t *orow, check_acc *acc, fj_check_result *res)
+{
+    const int dim = vw->args->head_dim;
+    double rd2 = 0.0, rr2 = 0.0;
+    for (int d = 0; d < dim; d++) {
+        double got = fj_half_to_f32(vw->args->dtype, orow[d]);
+        double ref = vw->ref_o_d ? vw->ref_o_d[row * dim + d] : (double)vw->ref_o_f[row * dim + d];
+        orow[d] = CHECK_POISON16;
+        if (!isfinite(got)) {
+            res->nan_count++;
+            continue;
+        }
+        double e = got - ref;
+        rd2 += e * e;
+        rr2 += ref * ref;
+        if (fabs(e) > res->max_abs || isnan(e)) res->max_abs = fabs(e);
+    }
+    acc->diff2 += rd2;
+    acc->ref2 += rr2;
+    return rr2 > 0.0 ? sqrt(rd2 / rr2) : sqrt(rd2);
+}
+
+static void check_lse_row(const fj_check_view *vw, int64_t row, fj_check_result *res)
+{
+    float got = vw->lse[row];
+    double ref = vw->ref_lse_d ? vw->ref_lse_d[row] : (double)vw->ref_lse_f[row];
+    memset(&vw->lse[row], 0xff, sizeof(float));
+    if (isnan(got) || got == INFINITY) {
+        res->nan_count++;
+    } else if ((got == -INFINITY) != (ref == -INFINITY)) {
+        res->lse_inf_mismatch++;
+    } else if (got != -INFINITY) {
+        double e = fabs((double)got - ref);
+        if (e > res->lse_max_abs || isnan(e)) res->lse_max_abs = e;
+    }
+}
+
+/* Words still holding poison after the valid elements were overwritten with it. */
+static void check_count_oob(const fj_check_view *vw, fj_check_result *res)
+{
+    for (int64_t w = 0; w < vw->o_words; w++) res->oob_writes += vw->o[w] != CHECK_POISON16;
+    for (int64_t w = 0; vw->lse && w < vw->lse_words; w++) {
+        uint32_t bits;
+        memcpy(&bits, &vw->lse[w], sizeof bits);
+        res->oob_writes += bits != 0xffffffffu;
+    }
+}
+
+static void check_verdict(fj_check_result *r)
+{
+    size_t n = sizeof r->why;
+    r->why[0] = '\0';
+    if (r->nan_count) snprintf(r->why, n, "%lld NaN/Inf/unwritten outputs", (long long)r->nan_count);
+    else if (r->oob_writes) snprintf(r->why, n, "%lld words written outside O/LSE", (long long)r->oob_writes);
+    else if (r->lse_inf_mismatch) snprintf(r->why, n, "%lld rows with LSE -inf on one side only", (long long)r->lse_inf_mismatch);
+    else if (!(r->rel_l2 <= r->tol_rel_l2)) snprintf(r->why, n, "rel L2 %.3g > %.3g", r->rel_l2, r->tol_rel_l2);
+    else if (!(r->worst_row_rel <= r->tol_row_rel))
+        snprintf(r->why, n, "row %lld rel error %.3g > %.3g", (long long)r->worst_row, r->worst_row_rel, r->tol_row_rel);
+    else if (!(r->lse_max_abs <= r->tol_lse)) snprintf(r->why, n, "LSE error %.3g > %.3g", r->lse_max_abs, r->tol_lse);
+    r->pass = r->why[0] == '\0';
+}
+
+void fj_check_compare(const fj_check_view *vw, fj_check_result *res)
+{
+    const fajit_attention_args *a = vw->args;
+    check_acc acc = {0.0, 0.0};
+    res->rel_l2 = res->worst_row_rel = res->max_abs = res->lse_max_abs = 0.0;
+    res->nan_count = res->lse_inf_mismatch = res->oob_writes = 0;
+    res->worst_row = -1;
+    res->elements = (int64_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim;
+    for (int b = 0; b < a->batch; b++) {
+        for (int h = 0; h < a->heads_q; h++) {
+            for (int64_t i = 0; i < a->seqlen_q; i++) {
+                int64_t row = ((int64_t)b * a->heads_q + h) * a->seqlen_q + i;
+                uint16_t *orow = vw->o + b * a->o_stride[0] + h * a->o_stride[1] + i * a->o_stride[2];
+                double rel = check_row(vw, row, orow, &acc, res);
+                if (rel > res->worst_row_rel || (isnan(rel) && !isnan(res->worst_row_rel))) {
+                    res->worst_row_rel = rel;
+                    res->worst_row = row;
+                }
+                if (vw->lse) check_lse_row(vw, row, res);
+            }
+        }
+    }
+    res->rel_l2 = acc.ref2 > 0.0 ? sqrt(acc.diff2 / acc.ref2) : sqrt(acc.diff2);
+    check_count_oob(vw, res);
+    check_verdict(res);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Buffers
+ * ------------------------------------------------------------------------------------------------- */
+typedef struct check_run {
+    fajit_context *ctx;
+    const fj_cuda_api *cu;
+    const fj_check_problem *prob;
+    fajit_attention_args args;
+    int64_t q_words, kv_words, o_words, lse_words; /* allocation sizes, guards included */
+    int64_t out_elems, rows;                        /* contiguous reference sizes */
+    uint16_t *hq, *hk, *hv, *ho;
+    float *hlse;
+    double *ref_o_d, *ref_lse_d;
+    float *ref_o_f, *ref_lse_f;
+    fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse;
+} check_run;
+
+static fajit_status check_cuda(fj_CUresult rc, const char *call)
+{
+    return rc == 0 ? FAJIT_OK : fj_fail_context(fj_cuda_fail(rc, call), "check");
+}
+
+static fajit_status check_alloc(check_run *r, fj_CUdeviceptr *p, int64_t bytes, const char *what)
+{
+    fj_CUresult rc = r->cu->cuMemAlloc(p, (size_t)bytes);
+    if (rc != 0) {
+        *p = 0;
+        return fj_fail_context(fj_cuda_fail(rc, "cuMemAlloc"), "check: %s (%lld bytes)", what, (long long)bytes);
+    }
+    return FAJIT_OK;
+}
+
+static void check_free(check_run *r)
+{
+    fj_CUdeviceptr *dev[] = {&r->dq, &r->dk, &r->dv, &r->do_, &r->dlse, &r->dref_o, &r->dref_lse};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
+        if (*dev[i] && r->cu) r->cu->cuMemFree(*dev[i]);
+        *dev[i] = 0;
+    }
+    void *host[] = {r->hq, r->hk, r->hv, r->ho, r->hlse, r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f};
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* Host arrays, random inputs. */
+static fajit_status check_host_setup(check_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->prob;
+    const int ld = p->head_dim + p->row_pad;
+    int64_t q_rows = (int64_t)p->batch * p->heads_q * p->seqlen_q, kv_rows = (int64_t)p->batch * p->heads_kv * p->seqlen_k;
+    r->q_words = q_rows * ld;
+    r->kv_words = kv_rows * ld;
+    r->o_words = r->q_words + CHECK_GUARD_BYTES / 2;
+    r->rows = q_rows;
+    r->lse_words = p->no_lse ? 0 : q_rows + CHECK_GUARD_BYTES / 4;
+    r->out_elems = q_rows * p->head_dim;
+    r->hq = malloc((size_t)r->q_words * 2);
+    r->hk = malloc((size_t)r->kv_words * 2);
+    r->hv = malloc((size_t)r->kv_words * 2);
+    r->ho = malloc((size_t)r->o_words * 2);
+    r->hlse = p->no_lse ? NULL : malloc((size_t)r->lse_words * 4);
+    if (!r->hq || !r->hk || !r->hv || !r->ho || (!p->no_lse && !r->hlse))
+        return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: host buffers for %lld + 2 x %lld elements", (long long)r->q_words,
+                       (long long)r->kv_words);
+    uint64_t s = seed;
+    check_fill(r->hq, q_rows, p->head_dim, ld, p, splitmix64(&s));
+    check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s));
+    check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s));
+    return FAJIT_OK;
+}
+
+/* Device buffers: upload Q, K, V; poison O and LSE (guards included). */
+static fajit_status check_device_setup(check_run *r)
+{
+    fajit_status st;
+    if ((st = check_alloc(r, &r->dq, r->q_words * 2, "Q")) != FAJIT_OK) return st;
+    if ((st = check_alloc(r, &r->dk, r->kv_words * 2, "K")) != FAJIT_OK) return st;
+    if ((st = check_alloc(r, &r->dv, r->kv_words * 2, "V")) != FAJIT_OK) return st;
+    if ((st = check_alloc(r, &r->do_, r->o_words * 2, "O")) != FAJIT_OK) return st;
+    if (r->lse_words && (st = check_alloc(r, &r->dlse, r->lse_words * 4, "LSE")) != FAJIT_OK) return st;
+    if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dq, r->hq, (size_t)r->q_words * 2), "cuMemcpyHtoD(Q)")) != FAJIT_OK) return st;
+    if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dk, r->hk, (size_t)r->kv_words * 2), "cuMemcpyHtoD(K)")) != FAJIT_OK) return st;
+    if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dv, r->hv, (size_t)r->kv_words * 2), "cuMemcpyHtoD(V)")) != FAJIT_OK) return st;
+    if ((st = check_cuda(r->cu->cuMemsetD8(r->do_, 0xff, (size_t)r->o_words * 2), "cuMemsetD8(O)")) != FAJIT_OK) return st;
+    if (r->dlse && (st = check_cuda(r->cu->cuMemsetD8(r->dlse, 0xff, (size_t)r->lse_words * 4), "cuMemsetD8(LSE)")) != FAJIT_OK)
+        return st;
+    r->args.q = r->dq;
+    r->args.k = r->dk;
+    r->args.v = r->dv;
+    r->args.o = r->do_;
+    r->args.lse = r->dlse;
+    return FAJIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Forward, reference, download
+ * ------------------------------------------------------------------------------------------------- */
+static fajit_status check_forward(check_run *r, const fajit_config *cfg)
+{
+    fajit_status st = fajit_attention_forward(r->ctx, &r->args, cfg);
+    if (st != FAJIT_OK) return fj_fail_context(st, "check: fajit_attention_forward");
+    return check_cuda(r->cu->cuCtxSynchronize(), "cuCtxSynchronize after fajit_attention_forward");
+}
+
+static fajit_status check_download(check_run *r)
+{
+    fajit_status st = check_cuda(r->cu->cuMemcpyDtoH(r->ho, r->do_, (size_t)r->o_words * 2), "cuMemcpyDtoH(O)");
+    if (st == FAJIT_OK && r->dlse)
+        st = check_cuda(r->cu->cuMemcpyDtoH(r->hlse, r->dlse, (size_t)r->lse_words * 4), "cuMemcpyDtoH(LSE)");
+    return st;
+}
+
+static fajit_status check_reference_cpu(check_run *r)
+{
+    r->ref_o_d = malloc((size_t)r->out_elems * sizeof(double));
+    r->ref_lse_d = malloc((size_t)r->rows * sizeof(double));
+    if (!r->ref_o_d || !r->ref_lse_d)
+        return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld doubles", (long long)r->out_elems);
+    return fj_reference_cpu(&r->args, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
+}
+
+static fajit_status check_reference_gpu(check_run *r)
+{
+    fajit_status st;
+    r->ref_o_f = malloc((size_t)r->out_elems * sizeof(float));
+    r->ref_lse_f = malloc((size_t)r->rows * sizeof(float));
+    if (!r->ref_o_f || !r->ref_lse_f)
+        return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld floats", (long long)r->out_elems);
+    if ((st = check_alloc(r, &r->dref_o, r->out_elems * 4, "reference O")) != FAJIT_OK) return st;
+    if ((st = check_alloc(r, &r->dref_lse, r->rows * 4, "reference LSE")) != FAJIT_OK) return st;
+    if ((st = fj_reference_gpu(r->ctx, &r->args, r->dref_o, r->dref_lse)) != FAJIT_OK) return st;
+    st = check_cuda(r->cu->cuMemcpyDtoH(r->ref_o_f, r->dref_o, (size_t)r->out_elems * 4), "cuMemcpyDtoH(ref O)");
+    if (st == FAJIT_OK)
+        st = check_cuda(r->cu->cuMemcpyDtoH(r->ref_lse_f, r->dref_lse, (size_t)r->rows * 4), "cuMemcpyDtoH(ref LSE)");
+    return st;
+}
+
+static fj_check_ref check_pick_reference(const fj_check_problem *p, const fj_check_options *o)
+{
+    double macs = (double)p->batch * p->heads_q * p->seqlen_q * (double)p->seqlen_k * p->head_dim;
+    double limit = o && o->cpu_max_macs > 0 ? o->cpu_max_macs : CHECK_CPU_MAX_MACS;
+    if (o && o->reference != FJ_REF_AUTO) return o->reference;
+    return macs <= limit ? FJ_REF_CPU : FJ_REF_GPU;
+}
+
+/* Everything after the context is current. */
+static fajit_status check_steps(check_run *r, const fajit_config *cfg, fj_check_result *res)
+{
+    fajit_status st;
+    if ((st = check_host_setup(r, res->seed)) != FAJIT_OK) return st;
+    if ((st = check_device_setup(r)) != FAJIT_OK) return st;
+    if ((st = check_forward(r, cfg)) != FAJIT_OK) return st;
+    if ((st = check_download(r)) != FAJIT_OK) return st;
+    st = res->reference == FJ_REF_CPU ? check_reference_cpu(r) : check_reference_gpu(r);
+    if (st != FAJIT_OK) return st;
+    fj_check_view vw = {&r->args, r->ho, r->o_words, r->hlse, r->lse_words,
+                        r->ref_o_d, r->ref_o_f, r->ref_lse_d, r->ref_lse_f};
+    fj_check_compare(&vw, res);
+    return FAJIT_OK;
+}
+
+fajit_status fj_check_run(fajit_context *ctx, const fajit_config *cfg, const fj_check_problem *prob,
+                          const fj_check_options *opts, fj_check_result *res)
+{
+    fajit_status st;
+    check_run r;
+    if (!prob || !res) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_check_run: prob and res must not be NULL");
+    memset(res, 0, sizeof *res);
+    memset(&r, 0, sizeof r);
+    if ((st = fj_context_require_device(ctx, "fj_check_run")) != FAJIT_OK) return st;
+    if ((st = check_problem_args(prob, &r.args)) != FAJIT_OK) return st;
+    r.ctx = ctx;
+    r.cu = ctx->cu;
+    r.prob = prob;
+    check_tolerances(prob, opts, res);
+    res->reference = check_pick_reference(prob, opts);
+    res->seed = prob->seed ? prob->seed : check_fresh_seed();
+    if ((st = fj_context_push(ctx)) != FAJIT_OK) return st;
+    st = check_steps(&r, cfg, res);
+    check_free(&r);
+    fj_context_pop(ctx);
+    return st;
+}

@@ -1,0 +1,110 @@
+/*
+ * check.h - numerical check of fajit_attention_forward on a GPU against a reference, used by
+ * `fagen check` and the gpu tests.
+ *
+ * One call: allocate device buffers for one problem, fill Q, K, V with fresh random values (a new
+ * seed per call unless one is given; row padding, if any, holds NaN so a kernel that reads it is
+ * caught), poison O and LSE with 0xFF bytes (NaN) plus a guard region after each, run the forward,
+ * synchronize, run a reference (CPU float64 when the problem is small, else the GPU fp32 kernel of
+ * reference.h with the comparison done in double on the host), and compare every element.
+ *
+ * Pass criteria (all must hold; the defaults are stated here and in check.c):
+ *   rel L2    ||O - ref|| / ||ref|| over all of O          <= 1e-2 (bf16), 2e-3 (f16)
+ *   row rel   the worst single row's ||O_i - ref_i|| / ||ref_i|| (absolute for rows whose reference
+ *             is 0)                                         <= 4 x the rel L2 tolerance
+ *             (a wrong row or tile is diluted in the global norm of a large problem; not here)
+ *   LSE       max |LSE - ref| over rows where both are finite  <= 1e-3 (natural log)
+ *   counts    0 NaN/Inf/unwritten elements of O or LSE, 0 rows where exactly one of LSE and ref is
+ *             -inf, 0 writes outside O / LSE (row padding and guard bytes keep their poison)
+ * The max abs error of O is reported, not judged.
+ *
+ * Errors of the run itself (a driver failure, a config the library rejects) are returned as a
+ * fajit_status with the thread's message; a numerical failure is FAJIT_OK with res->pass = 0.
+ * Nothing is printed.
+ */
+#ifndef FJ_CHECK_H
+#define FJ_CHECK_H
+
+#include <stdint.h>
+
+#include "fajit.h"
+
+typedef enum fj_check_layout {
+    FJ_LAYOUT_BHND = 0, /* [B, H, N, D] */
+    FJ_LAYOUT_BNHD = 1  /* [B, N, H, D] */
+} fj_check_layout;
+
+typedef enum fj_check_fill {
+    FJ_FILL_NORMAL = 0, /* N(0, 1) */
+    FJ_FILL_UNIFORM = 1 /* U(-1, 1) */
+} fj_check_fill;
+
+typedef enum fj_check_ref {
+    FJ_REF_AUTO = 0, /* CPU when B*Hq*Nq*Nk*D <= cpu_max_macs, else GPU */
+    FJ_REF_CPU = 1,  /* float64 on the host */
+    FJ_REF_GPU = 2   /* fp32 NVRTC kernel */
+} fj_check_ref;
+
+typedef struct fj_check_problem {
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim;
+    fajit_dtype dtype;
+    int causal;
+    fj_check_layout layout;
+    int row_pad;          /* extra elements after each row of every tensor (multiple of 8; 0 = tight) */
+    fj_check_fill fill;
+    int no_lse;           /* 1: pass lse = 0 to the forward and check O only */
+    uint64_t seed;        /* 0 = a fresh seed for this call (reported in the result) */
+} fj_check_problem;
+
+typedef struct fj_check_options {
+    double tol_rel_l2;    /* 0 = 1e-2 for bf16, 2e-3 for f16 */
+    double tol_row_rel;   /* 0 = 4 x tol_rel_l2 */
+    double tol_lse;       /* 0 = 1e-3 */
+    fj_check_ref reference;
+    double cpu_max_macs;  /* 0 = 2^31: the FJ_REF_AUTO limit for the CPU reference */
+} fj_check_options;
+
+typedef struct fj_check_result {
+    int pass;
+    double rel_l2, worst_row_rel, max_abs, lse_max_abs;
+    int64_t nan_count;          /* NaN / Inf / unwritten elements of O and LSE */
+    int64_t lse_inf_mismatch;   /* rows where exactly one of LSE and its reference is -inf */
+    int64_t oob_writes;         /* 16-bit words of padding / guard that changed */
+    int64_t elements;           /* elements of O compared */
+    int64_t worst_row;          /* index b*Hq*Nq + h*Nq + i of the worst row */
+    double tol_rel_l2, tol_row_rel, tol_lse; /* the tolerances applied */
+    fj_check_ref reference;     /* FJ_REF_CPU or FJ_REF_GPU: which one was used */
+    uint64_t seed;              /* the seed used */
+    char why[160];              /* on failure, the first failed criterion in words; else "" */
+} fj_check_result;
+
+/* Default problem: B=1, H=1, N=128, D=128, bf16, non-causal, BHND, normal fill, fresh seed. */
+fj_check_problem fj_check_problem_default(void);
+
+/*
+ * Run one check on ctx's device. cfg may be NULL (the forward's heuristic picks). opts may be NULL
+ * (defaults above). res receives the measurements whenever the return is FAJIT_OK.
+ */
+fajit_status fj_check_run(fajit_context *ctx, const fajit_config *cfg, const fj_check_problem *prob,
+                          const fj_check_options *opts, fj_check_result *res);
+
+/* Compare O (16-bit, with args' strides) and LSE (fp32, may be NULL) against a reference given as
+ * double (ref_o_d) or float (ref_o_f) arrays, exactly one non-NULL, likewise for the LSE reference.
+ * Exposed for the unit tests; fj_check_run calls it. The tolerances come from res->tol_*; sets
+ * every measurement and res->pass / res->why. The valid elements of o and lse are overwritten with
+ * poison (0xFF bytes) as they are read, so that afterwards o_words / lse_words of poison can be
+ * counted to find writes outside the tensor (res->oob_writes). */
+typedef struct fj_check_view {
+    const fajit_attention_args *args; /* shape, dtype, o_stride */
+    uint16_t *o;          /* host copy of the O allocation (o_words 16-bit words) */
+    int64_t o_words;
+    float *lse;           /* host copy of the LSE allocation (lse_words floats), or NULL */
+    int64_t lse_words;
+    const double *ref_o_d;
+    const float *ref_o_f;
+    const double *ref_lse_d;
+    const float *ref_lse_f;
+} fj_check_view;
+void fj_check_compare(const fj_check_view *view, fj_check_result *res);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * compile.h - PTX -> cubin with nvJitLink (internal; the public entry is fajit_compile_cubin).
+ *
+ * Needs nvJitLink, never a GPU. Used by the context (kernels for its device) and by fagen.
+ */
+#ifndef FJ_COMPILE_H
+#define FJ_COMPILE_H
+
+#include <stddef.h>
+
+#include "codegen/arch.h"
+#include "fajit.h"
+
+/*
+ * Compile PTX text (ptx[len] need not be a NUL) to a cubin for `sm`, a name of the arch table
+ * ("sm_80", "sm_90a", ...), with "-arch=<sm> -O3 -verbose". On success *cubin / *size receive a
+ * malloc'd image and *info_log (may be NULL) the compiler's info log ("" if empty; registers, spills).
+ * On failure: FAJIT_ERR_INVALID_ARGUMENT for an unknown sm (the message lists the valid ones),
+ * FAJIT_ERR_COMPILE with the start of the error log in the message, and *info_log (when not NULL)
+ * receives the whole error log. Every returned buffer is freed with free() / fajit_free().
+ */
+fajit_status fj_compile_ptx(const char *ptx, size_t len, const char *sm, void **cubin, size_t *size,
+                            char **info_log);
+
+/* The compiler's identity for cache keys, e.g. "nvJitLink 13.0" (loads nvJitLink). */
+fajit_status fj_compiler_identity(char *buf, size_t size);
+
+/*
+ * Whether PTX written for code-generation target `code` (plan.arch) may be compiled for `target`:
+ * an "a" target (sm_90a) only for itself; a plain one for any row at or above it. On refusal returns
+ * FAJIT_ERR_UNSUPPORTED with a message naming both.
+ */
+fajit_status fj_compile_check_target(const fj_arch_info *code, const fj_arch_info *target);
+
+/* "sm_80, sm_86, ..." : every name of the arch table, for messages. */
+void fj_compile_list_targets(char *buf, size_t size);
+
+#endif

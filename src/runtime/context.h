@@ -1,0 +1,79 @@
+/*
+ * context.h - internals of fajit_context and fajit_kernel, for the runtime, fagen and the tests.
+ *
+ * A context binds one device (or none: device -1) and owns the kernels loaded into the device's
+ * primary CUDA context. Fields are read-only outside context.c; the lists are guarded by `lock`.
+ * Every driver call on the context's behalf is made between fj_context_push() and fj_context_pop(),
+ * so the calling thread's current CUDA context is left as it was.
+ */
+#ifndef FJ_CONTEXT_H
+#define FJ_CONTEXT_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "codegen/arch.h"
+#include "codegen/codegen.h"
+#include "cuda_api.h"
+#include "disk_cache.h"
+#include "fajit.h"
+
+#define FJ_CONFIG_TEXT_MAX 128 /* fajit_config_format() text */
+#define FJ_CHOICE_KEY_MAX 128
+
+struct fajit_kernel {
+    struct fajit_kernel *next;
+    char config_text[FJ_CONFIG_TEXT_MAX]; /* the memory-cache key: canonical text of plan.cfg */
+    char target[16];                      /* the sm the cubin was built for ("sm_90", "sm_90a") */
+    fj_plan plan;                         /* threads, smem_bytes, block_m for the launcher */
+    fj_CUmodule module;
+    fj_CUfunction function;
+    int registers;   /* CU_FUNC_ATTRIBUTE_NUM_REGS */
+    int spill_bytes; /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES */
+    size_t cubin_bytes;
+};
+
+/* The config chosen for one shape class by fajit_attention_forward (see forward.h), and its kernel. */
+typedef struct fj_choice {
+    struct fj_choice *next;
+    char key[FJ_CHOICE_KEY_MAX];
+    fajit_config cfg;
+    fajit_kernel *kernel;
+} fj_choice;
+
+struct fajit_context {
+    int device;                /* ordinal, or -1: no device (the fields below stay zero / NULL) */
+    const fj_cuda_api *cu;     /* driver table, NULL without a device */
+    fj_CUdevice cu_device;
+    fj_CUcontext cu_ctx;       /* the device's primary context, retained */
+    int cc_major, cc_minor;    /* compute capability */
+    int sm_count;              /* multiprocessors */
+    int smem_optin;            /* largest dynamic shared memory per block after opt-in, bytes */
+    char device_name[128];
+    const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
+    char sm[16];               /* arch->name, or "" */
+    fj_disk_cache disk;
+    pthread_mutex_t lock;      /* guards kernels and choices */
+    fajit_kernel *kernels;
+    fj_choice *choices;
+};
+
+/* Make the context's CUDA context current on this thread (push) / restore the previous one (pop). */
+fajit_status fj_context_push(const fajit_context *ctx);
+void fj_context_pop(const fajit_context *ctx);
+
+/* The driver table of a context with a device; FAJIT_ERR_NO_DEVICE (message names `what`) without. */
+fajit_status fj_context_require_device(const fajit_context *ctx, const char *what);
+
+/* The kernel chosen for a shape-class key, or NULL; *cfg_out (may be NULL) receives its config. */
+fajit_kernel *fj_context_choice_find(fajit_context *ctx, const char *key, fajit_config *cfg_out);
+/* Remember a choice (first writer wins; a later add of the same key is ignored). */
+fajit_status fj_context_choice_add(fajit_context *ctx, const char *key, const fajit_config *cfg,
+                                   fajit_kernel *kernel);
+
+/* The target a plan is compiled for on this context's device ("sm_90", or "sm_90a" for the sm_90a path),
+ * after checking the plan's shared memory against the device limit. FAJIT_ERR_UNSUPPORTED with the
+ * arithmetic when the device cannot run it. */
+fajit_status fj_context_target(const fajit_context *ctx, const fj_plan *plan, const fj_arch_info **target_out);
+
+#endif

@@ -1,0 +1,272 @@
+/*
+ * forward.c - fajit_attention_forward: argument checks, config choice, parameter block, launch.
+ *
+ * Every argument is checked before any driver call, with a message naming the field, the value and the
+ * rule. Without a config, the heuristic (fajit_config_fill) runs once per shape class and context; the
+ * chosen config and its kernel are then reused, so a steady stream of calls costs one lookup each.
+ */
+#include "forward.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "context.h"
+#include "error.h"
+
+#define LOG2E 1.4426950408889634
+
+/* ---------------------------------------------------------------------------------------------------
+ * Strides for the two contiguous layouts
+ * ------------------------------------------------------------------------------------------------- */
+static void strides_set(int64_t s[3], int64_t b, int64_t h, int64_t n)
+{
+    s[0] = b;
+    s[1] = h;
+    s[2] = n;
+}
+
+void fajit_args_set_bhnd_strides(fajit_attention_args *a)
+{
+    if (!a) return;
+    int64_t d = a->head_dim, nq = a->seqlen_q, nk = a->seqlen_k;
+    strides_set(a->q_stride, a->heads_q * nq * d, nq * d, d);
+    strides_set(a->o_stride, a->heads_q * nq * d, nq * d, d);
+    strides_set(a->k_stride, a->heads_kv * nk * d, nk * d, d);
+    strides_set(a->v_stride, a->heads_kv * nk * d, nk * d, d);
+}
+
+void fajit_args_set_bnhd_strides(fajit_attention_args *a)
+{
+    if (!a) return;
+    int64_t d = a->head_dim, hq = a->heads_q, hk = a->heads_kv;
+    strides_set(a->q_stride, a->seqlen_q * hq * d, d, hq * d);
+    strides_set(a->o_stride, a->seqlen_q * hq * d, d, hq * d);
+    strides_set(a->k_stride, a->seqlen_k * hk * d, d, hk * d);
+    strides_set(a->v_stride, a->seqlen_k * hk * d, d, hk * d);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Validation
+ * ------------------------------------------------------------------------------------------------- */
+static const char *dtype_name(fajit_dtype t)
+{
+    return t == FAJIT_DTYPE_F16 ? "f16" : t == FAJIT_DTYPE_BF16 ? "bf16" : t == FAJIT_DTYPE_AUTO ? "auto" : "?";
+}
+
+static fajit_status check_at_least(const char *field, int value, int min)
+{
+    if (value >= min) return FAJIT_OK;
+    return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s = %d: must be >= %d", field, value, min);
+}
+
+/* dtype, sizes, head_dim, GQA grouping, grid limits, causal, scale. */
+static fajit_status check_shape(const fajit_attention_args *a)
+{
+    fajit_status st;
+    if (a->dtype != FAJIT_DTYPE_F16 && a->dtype != FAJIT_DTYPE_BF16)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->dtype = %d (%s): must be FAJIT_DTYPE_F16 (1) or "
+                                                   "FAJIT_DTYPE_BF16 (2)", (int)a->dtype, dtype_name(a->dtype));
+    if ((st = check_at_least("batch", a->batch, 1)) || (st = check_at_least("heads_q", a->heads_q, 1)) ||
+        (st = check_at_least("heads_kv", a->heads_kv, 1)) || (st = check_at_least("seqlen_q", a->seqlen_q, 1)) ||
+        (st = check_at_least("seqlen_k", a->seqlen_k, 1)))
+        return st;
+    int d = a->head_dim;
+    if (d != 64 && d != 96 && d != 128 && d != 192 && d != 256)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->head_dim = %d: must be one of 64, 96, 128, 192, 256", d);
+    if (a->heads_q % a->heads_kv != 0)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->heads_q = %d, heads_kv = %d: heads_q must be a multiple of "
+                                                   "heads_kv (each K/V head serves heads_q / heads_kv query heads)",
+                       a->heads_q, a->heads_kv);
+    if (a->heads_q > FJ_GRID_YZ_MAX)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->heads_q = %d: must be <= %d (it is the grid's y dimension)",
+                       a->heads_q, FJ_GRID_YZ_MAX);
+    if (a->batch > FJ_GRID_YZ_MAX)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->batch = %d: must be <= %d (it is the grid's z dimension)",
+                       a->batch, FJ_GRID_YZ_MAX);
+    if (a->causal != 0 && a->causal != 1)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->causal = %d: must be 0 or 1", a->causal);
+    if (!isfinite(a->softmax_scale) || a->softmax_scale < 0.0f)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT,
+                       "args->softmax_scale = %g: must be finite and >= 0 (0 means 1/sqrt(%d); a negative scale "
+                       "would turn masked scores into +inf)",
+                       (double)a->softmax_scale, d);
+    return FAJIT_OK;
+}
+
+static fajit_status check_pointer(const char *field, uint64_t p, unsigned align, int required)
+{
+    if (p == 0 && required)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s = 0: a device pointer is required", field);
+    if (p % align != 0)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s = 0x%" PRIx64 ": must be %u-byte aligned (it is %" PRIu64
+                                                   " bytes past a multiple of %u)",
+                       field, p, align, p % align, align);
+    return FAJIT_OK;
+}
+
+/* One tensor's strides: >= 0, multiples of 8 elements, rows of at least head_dim elements, and for
+ * the output no zero stride over a dimension of extent > 1 (rows would be written twice). */
+static fajit_status check_strides(const char *name, const int64_t s[3], int head_dim, const int extent[3], int out)
+{
+    static const char *const dims[3] = {"batch", "head", "sequence"};
+    for (int i = 0; i < 3; i++) {
+        if (s[i] < 0 || s[i] % 8 != 0)
+            return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = %" PRId64 ": the %s stride must be a "
+                                                       "non-negative multiple of 8 elements (16-byte rows)",
+                           name, i, s[i], dims[i]);
+        if (out && s[i] == 0 && extent[i] > 1)
+            return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = 0 with %s extent %d: output rows would "
+                                                       "overlap",
+                           name, i, dims[i], extent[i]);
+    }
+    if (s[2] < head_dim)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[2] = %" PRId64 ": the sequence stride must be at "
+                                                   "least head_dim (%d) elements; for contiguous tensors call "
+                                                   "fajit_args_set_bhnd_strides() or fajit_args_set_bnhd_strides()",
+                       name, s[2], head_dim);
+    return FAJIT_OK;
+}
+
+static fajit_status check_memory(const fajit_attention_args *a)
+{
+    const int eq[3] = {a->batch, a->heads_q, a->seqlen_q}, ek[3] = {a->batch, a->heads_kv, a->seqlen_k};
+    fajit_status st;
+    if ((st = check_pointer("q", a->q, 16, 1)) || (st = check_pointer("k", a->k, 16, 1)) ||
+        (st = check_pointer("v", a->v, 16, 1)) || (st = check_pointer("o", a->o, 16, 1)) ||
+        (st = check_pointer("lse", a->lse, 4, 0)))
+        return st;
+    if ((st = check_strides("q", a->q_stride, a->head_dim, eq, 0)) ||
+        (st = check_strides("k", a->k_stride, a->head_dim, ek, 0)) ||
+        (st = check_strides("v", a->v_stride, a->head_dim, ek, 0)) ||
+        (st = check_strides("o", a->o_stride, a->head_dim, eq, 1)))
+        return st;
+    return FAJIT_OK;
+}
+
+/* A given config must be for the same dtype, head_dim and masking as the arguments. */
+static fajit_status check_config(const fajit_attention_args *a, const fajit_config *c)
+{
+    if (c->dtype != a->dtype)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->dtype = %s but args->dtype = %s: the config must match the "
+                                                   "arguments", dtype_name(c->dtype), dtype_name(a->dtype));
+    if (c->head_dim != a->head_dim)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->head_dim = %d but args->head_dim = %d: the config must "
+                                                   "match the arguments", c->head_dim, a->head_dim);
+    if (c->causal != a->causal)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->causal = %d but args->causal = %d: the config must match "
+                                                   "the arguments", c->causal, a->causal);
+    return FAJIT_OK;
+}
+
+fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_config *cfg)
+{
+    fajit_status st;
+    if (!args) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args = NULL: fajit_attention_forward needs arguments");
+    if ((st = check_shape(args)) || (st = check_memory(args))) return st;
+    return cfg ? check_config(args, cfg) : FAJIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Parameters, grid, shape class
+ * ------------------------------------------------------------------------------------------------- */
+void fj_forward_params(const fajit_attention_args *a, fj_fwd_params *p)
+{
+    double scale = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->head_dim);
+    *p = (fj_fwd_params){0};
+    p->q = a->q;
+    p->k = a->k;
+    p->v = a->v;
+    p->o = a->o;
+    p->lse = a->lse;
+    for (int i = 0; i < 3; i++) {
+        p->q_stride[i] = a->q_stride[i];
+        p->k_stride[i] = a->k_stride[i];
+        p->v_stride[i] = a->v_stride[i];
+        p->o_stride[i] = a->o_stride[i];
+    }
+    p->seqlen_q = (uint32_t)a->seqlen_q;
+    p->seqlen_k = (uint32_t)a->seqlen_k;
+    p->heads_q = (uint32_t)a->heads_q;
+    p->group = (uint32_t)(a->heads_q / a->heads_kv);
+    p->scale_log2 = (float)(scale * LOG2E);
+}
+
+void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, unsigned grid[3])
+{
+    unsigned bm = (unsigned)plan->cfg.block_m;
+    grid[0] = ((unsigned)a->seqlen_q + bm - 1) / bm;
+    grid[1] = (unsigned)a->heads_q;
+    grid[2] = (unsigned)a->batch;
+}
+
+/* The smallest power of two >= n, clamped to INT_MAX. */
+static int pow2_ceil(int n)
+{
+    long long p = 1;
+    while (p < n) p <<= 1;
+    return p > INT_MAX ? INT_MAX : (int)p;
+}
+
+int fj_forward_class(const fajit_attention_args *a, char *key, size_t size, fajit_shape *shape)
+{
+    shape->batch = pow2_ceil(a->batch);
+    shape->heads_q = a->heads_q;
+    shape->heads_kv = a->heads_kv;
+    shape->seqlen_q = pow2_ceil(a->seqlen_q);
+    shape->seqlen_k = pow2_ceil(a->seqlen_k);
+    return snprintf(key, size, "%s d%d c%d b%d hq%d hkv%d nq%d nk%d", dtype_name(a->dtype), a->head_dim, a->causal,
+                    shape->batch, shape->heads_q, shape->heads_kv, shape->seqlen_q, shape->seqlen_k);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Kernel choice and launch
+ * ------------------------------------------------------------------------------------------------- */
+
+/* The kernel for args without a given config: cached per shape class, else heuristic + fajit_kernel_get. */
+static fajit_status forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_kernel **k)
+{
+    char key[FJ_CHOICE_KEY_MAX];
+    fajit_shape shape;
+    fj_forward_class(a, key, sizeof key, &shape);
+    if ((*k = fj_context_choice_find(ctx, key, NULL)) != NULL) return FAJIT_OK;
+    fajit_config cfg = {0};
+    cfg.dtype = a->dtype;
+    cfg.head_dim = a->head_dim;
+    cfg.causal = a->causal;
+    fajit_status st = fajit_config_fill(ctx, &shape, &cfg);
+    if (st != FAJIT_OK) return fj_fail_context(st, "choosing a config for shape class \"%s\"", key);
+    if ((st = fajit_kernel_get(ctx, &cfg, k, NULL)) != FAJIT_OK) return st;
+    return fj_context_choice_add(ctx, key, &cfg, *k);
+}
+
+static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a)
+{
+    fj_fwd_params params;
+    unsigned grid[3];
+    void *kernel_params[1] = {&params};
+    fj_forward_params(a, &params);
+    fj_forward_grid(a, &k->plan, grid);
+    fajit_status st = fj_context_push(ctx);
+    if (st != FAJIT_OK) return st;
+    fj_CUresult rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
+                                             (unsigned)k->plan.smem_bytes, (fj_CUstream)a->stream, kernel_params, NULL);
+    fj_context_pop(ctx);
+    if (rc == FJ_CUDA_SUCCESS) return FAJIT_OK;
+    fj_cuda_fail(rc, "cuLaunchKernel");
+    return fj_fail_context(FAJIT_ERR_CUDA, "config \"%s\", grid (%u, %u, %u), block %d, smem %d B", k->config_text,
+                           grid[0], grid[1], grid[2], k->plan.threads, k->plan.smem_bytes);
+}
+
+fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_args *args, const fajit_config *cfg)
+{
+    fajit_kernel *k = NULL;
+    fj_clear_error();
+    if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_attention_forward needs a context");
+    fajit_status st = fj_forward_validate(args, cfg);
+    if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
+    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : forward_choose(ctx, args, &k);
+    if (st == FAJIT_OK) st = forward_launch(ctx, k, args);
+    return st;
+}

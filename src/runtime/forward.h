@@ -1,0 +1,38 @@
+/*
+ * forward.h - pieces of fajit_attention_forward, exposed so they can be tested without a GPU.
+ *
+ * fajit_attention_forward = fj_forward_validate (no driver call) -> a kernel (the given config, or the
+ * choice cached for the shape class, see fj_forward_class) -> fj_forward_params + fj_forward_grid ->
+ * cuLaunchKernel with kernelParams = { &params } on args->stream.
+ */
+#ifndef FJ_FORWARD_H
+#define FJ_FORWARD_H
+
+#include <stddef.h>
+
+#include "codegen/codegen.h"
+#include "codegen/kernel_abi.h"
+#include "fajit.h"
+
+#define FJ_GRID_YZ_MAX 65535 /* gridDim.y and gridDim.z limit: heads_q and batch */
+
+/* Check every field of args (and that cfg, when given, agrees with them). Returns
+ * FAJIT_ERR_INVALID_ARGUMENT with a message naming the field, its value and the rule. Touches no GPU. */
+fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_config *cfg);
+
+/* The kernel parameter block for validated args (scale_log2 = scale * log2(e), group = Hq / Hkv). */
+void fj_forward_params(const fajit_attention_args *args, fj_fwd_params *p);
+
+/* Launch grid: (ceil(seqlen_q / block_m), heads_q, batch). */
+void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, unsigned grid[3]);
+
+/*
+ * The shape class of args, for the per-context cache of heuristic choices: dtype, head_dim, causal and
+ * the GQA group exactly, heads_q exactly, batch and both sequence lengths rounded up to powers of two.
+ * Writes the key text (returns its length, like snprintf), and into *shape the representative shape
+ * given to fajit_config_fill (the rounded-up sizes), so the choice does not depend on which shape of
+ * the class came first.
+ */
+int fj_forward_class(const fajit_attention_args *args, char *key, size_t size, fajit_shape *shape);
+
+#endif

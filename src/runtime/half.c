@@ -1,0 +1,80 @@
+/*
+ * half.c - bf16 / f16 <-> float conversions, round-to-nearest-even (see half.h).
+ *
+ * Works on the IEEE-754 bit patterns so the result does not depend on the host's rounding mode or on
+ * compiler support for _Float16.
+ */
+#include "half.h"
+
+#include <string.h>
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* bf16 is the top half of a float: add half an ulp (less one when the kept lsb is even) and cut. */
+uint16_t fj_f32_to_bf16(float f)
+{
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+float fj_bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
+
+/* f16 subnormal (|x| < 2^-14): the result counts units of 2^-24; round the shifted significand. */
+static uint16_t f16_subnormal(uint32_t a)
+{
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    if (e < 102) return 0; /* below 2^-25: rounds to zero (2^-25 itself is a tie, handled below) */
+    uint32_t shift = 126 - e; /* 14..24 */
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return (uint16_t)q; /* q == 0x400 is the smallest normal, which is the right encoding */
+}
+
+uint16_t fj_f32_to_f16(float f)
+{
+    uint32_t u = f32_bits(f);
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* quiet NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (tie above 65504) -> inf */
+    if (a < 0x38800000u) return (uint16_t)(sign | f16_subnormal(a));
+    a += 0xfffu + ((a >> 13) & 1u);                           /* round at bit 13, ties to even */
+    return (uint16_t)(sign | ((a - 0x38000000u) >> 13));      /* rebias exponent 127 -> 15 */
+}
+
+float fj_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) {
+        float mag = (float)m * 0x1p-24f; /* zero or subnormal, exact */
+        return sign ? -mag : mag;
+    }
+    if (e == 31) return f32_from_bits(sign | 0x7f800000u | (m << 13));
+    return f32_from_bits(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+uint16_t fj_half_from_f32(fajit_dtype dtype, float f)
+{
+    return dtype == FAJIT_DTYPE_F16 ? fj_f32_to_f16(f) : fj_f32_to_bf16(f);
+}
+
+float fj_half_to_f32(fajit_dtype dtype, uint16_t h)
+{
+    return dtype == FAJIT_DTYPE_F16 ? fj_f16_to_f32(h) : fj_bf16_to_f32(h);
+}
+
+double fj_half_unit_roundoff(fajit_dtype dtype) { return dtype == FAJIT_DTYPE_F16 ? 0x1p-11 : 0x1p-9; }

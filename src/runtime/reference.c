@@ -1,0 +1,208 @@
+/*
+ * reference.c - CPU float64 reference forward attention (see reference.h).
+ *
+ * Work is cut into items of REF_ROWS query rows of one (batch, query head), ordered so that
+ * consecutive items share a kv head; worker threads take items from an atomic counter and keep the
+ * current kv head's K and V converted to float (exact for f16 / bf16) in a private buffer. Products of
+ * two floats are exact in double, so the only rounding is the double accumulation itself.
+ */
+#include "reference.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "half.h"
+
+enum {
+    REF_ROWS = 32,      /* query rows per work item */
+    REF_MAX_THREADS = 64
+};
+#define REF_SERIAL_MACS (1ll << 22) /* below this many multiply-adds, one thread */
+
+/* ---------------------------------------------------------------------------------------------------
+ * Arguments
+ * ------------------------------------------------------------------------------------------------- */
+fajit_status fj_reference_check_args(const fajit_attention_args *a, int max_head_dim)
+{
+    if (!a) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "reference: args is NULL");
+    if (a->dtype != FAJIT_DTYPE_F16 && a->dtype != FAJIT_DTYPE_BF16)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "reference: dtype = %d: must be F16 (1) or BF16 (2)", (int)a->dtype);
+    if (a->batch < 1 || a->heads_q < 1 || a->heads_kv < 1 || a->seqlen_q < 1 || a->seqlen_k < 1 || a->head_dim < 1)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT,
+                       "reference: batch %d, heads_q %d, heads_kv %d, seqlen_q %d, seqlen_k %d, head_dim %d: all must be >= 1",
+                       a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k, a->head_dim);
+    if (a->heads_q % a->heads_kv != 0)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "reference: heads_q = %d is not a multiple of heads_kv = %d",
+                       a->heads_q, a->heads_kv);
+    if (max_head_dim > 0 && a->head_dim > max_head_dim)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "reference: head_dim = %d: at most %d", a->head_dim, max_head_dim);
+    return FAJIT_OK;
+}
+
+double fj_reference_scale(const fajit_attention_args *a)
+{
+    return a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->head_dim);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * One query row
+ * ------------------------------------------------------------------------------------------------- */
+typedef struct ref_job {
+    const fajit_attention_args *a;
+    const uint16_t *q, *k, *v;
+    double *o, *lse;
+    double scale;
+    int64_t items_per_head; /* ceil(Nq / REF_ROWS) */
+    int64_t n_items;
+    atomic_llong next;
+    atomic_int failed;
+} ref_job;
+
+typedef struct ref_scratch {
+    float *kf, *vf; /* [Nk][D] of the current kv head */
+    float *qf;      /* [D] */
+    double *s;      /* [Nk] */
+    int cur_b, cur_hk;
+} ref_scratch;
+
+/* Keys query row i may see: [0, n) with n = Nk, or min(Nk, i + Nk - Nq + 1) under the causal mask. */
+static int64_t ref_keys_seen(const fajit_attention_args *a, int64_t i)
+{
+    if (!a->causal) return a->seqlen_k;
+    int64_t n = i + (int64_t)a->seqlen_k - a->seqlen_q + 1;
+    return n < 0 ? 0 : (n > a->seqlen_k ? a->seqlen_k : n);
+}
+
+static void ref_row(const ref_job *job, ref_scratch *sc, int64_t n_keys, double *orow, double *lse)
+{
+    const int dim = job->a->head_dim;
+    if (n_keys == 0) { /* sees no key: O = 0, LSE = -inf */
+        memset(orow, 0, sizeof(double) * (size_t)dim);
+        if (lse) *lse = -INFINITY;
+        return;
+    }
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n_keys; j++) {
+        const float *kr = sc->kf + j * dim;
+        double dot = 0.0;
+        for (int d = 0; d < dim; d++) dot += (double)sc->qf[d] * (double)kr[d];
+        sc->s[j] = job->scale * dot;
+        if (sc->s[j] > m) m = sc->s[j];
+    }
+    double l = 0.0;
+    for (int64_t j = 0; j < n_keys; j++) {
+        sc->s[j] = exp(sc->s[j] - m);
+        l += sc->s[j];
+    }
+    memset(orow, 0, sizeof(double) * (size_t)dim);
+    for (int64_t j = 0; j < n_keys; j++) {
+        const float *vr = sc->vf + j * dim;
+        for (int d = 0; d < dim; d++) orow[d] += sc->s[j] * (double)vr[d];
+    }
+    for (int d = 0; d < dim; d++) orow[d] /= l;
+    if (lse) *lse = m + log(l);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Work items
+ * ------------------------------------------------------------------------------------------------- */
+static void ref_load_kv(const ref_job *job, ref_scratch *sc, int b, int hk)
+{
+    const fajit_attention_args *a = job->a;
+    const int dim = a->head_dim;
+    if (sc->cur_b == b && sc->cur_hk == hk) return;
+    for (int64_t j = 0; j < a->seqlen_k; j++) {
+        const uint16_t *kr = job->k + b * a->k_stride[0] + hk * a->k_stride[1] + j * a->k_stride[2];
+        const uint16_t *vr = job->v + b * a->v_stride[0] + hk * a->v_stride[1] + j * a->v_stride[2];
+        for (int d = 0; d < dim; d++) {
+            sc->kf[j * dim + d] = fj_half_to_f32(a->dtype, kr[d]);
+            sc->vf[j * dim + d] = fj_half_to_f32(a->dtype, vr[d]);
+        }
+    }
+    sc->cur_b = b;
+    sc->cur_hk = hk;
+}
+
+static void ref_item(const ref_job *job, ref_scratch *sc, int64_t item)
+{
+    const fajit_attention_args *a = job->a;
+    const int dim = a->head_dim, group = a->heads_q / a->heads_kv;
+    int64_t unit = item / job->items_per_head; /* b * Hq + h */
+    int b = (int)(unit / a->heads_q), h = (int)(unit % a->heads_q);
+    int64_t i0 = (item % job->items_per_head) * REF_ROWS;
+    int64_t i1 = i0 + REF_ROWS < a->seqlen_q ? i0 + REF_ROWS : a->seqlen_q;
+    ref_load_kv(job, sc, b, h / group);
+    for (int64_t i = i0; i < i1; i++) {
+        const uint16_t *qr = job->q + b * a->q_stride[0] + h * a->q_stride[1] + i * a->q_stride[2];
+        for (int d = 0; d < dim; d++) sc->qf[d] = fj_half_to_f32(a->dtype, qr[d]);
+        int64_t row = unit * a->seqlen_q + i;
+        ref_row(job, sc, ref_keys_seen(a, i), job->o + row * dim, job->lse ? job->lse + row : NULL);
+    }
+}
+
+static void *ref_worker(void *arg)
+{
+    ref_job *job = arg;
+    const fajit_attention_args *a = job->a;
+    size_t kv = (size_t)a->seqlen_k * (size_t)a->head_dim;
+    ref_scratch sc = {malloc(kv * sizeof(float)), malloc(kv * sizeof(float)),
+                      malloc((size_t)a->head_dim * sizeof(float)), malloc((size_t)a->seqlen_k * sizeof(double)), -1, -1};
+    if (!sc.kf || !sc.vf || !sc.qf || !sc.s) {
+        atomic_store(&job->failed, 1);
+    } else {
+        for (;;) {
+            int64_t item = atomic_fetch_add(&job->next, 1);
+            if (item >= job->n_items || atomic_load(&job->failed)) break;
+            ref_item(job, &sc, item);
+        }
+    }
+    free(sc.kf);
+    free(sc.vf);
+    free(sc.qf);
+    free(sc.s);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Entry point
+ * ------------------------------------------------------------------------------------------------- */
+static int ref_thread_count(const fajit_attention_args *a, int64_t n_items)
+{
+    double macs = (double)a->batch * a->heads_q * a->seqlen_q * (double)a->seqlen_k * a->head_dim;
+    if (macs < (double)REF_SERIAL_MACS) return 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t n = cpus < 1 ? 1 : cpus;
+    if (n > REF_MAX_THREADS) n = REF_MAX_THREADS;
+    if (n > n_items) n = n_items;
+    return (int)n;
+}
+
+fajit_status fj_reference_cpu(const fajit_attention_args *args, const uint16_t *q, const uint16_t *k,
+                              const uint16_t *v, double *o, double *lse)
+{
+    fajit_status st = fj_reference_check_args(args, 0);
+    if (st != FAJIT_OK) return st;
+    if (!q || !k || !v || !o) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_reference_cpu: q, k, v and o must not be NULL");
+
+    ref_job job = {.a = args, .q = q, .k = k, .v = v, .o = o, .lse = lse, .scale = fj_reference_scale(args)};
+    job.items_per_head = (args->seqlen_q + REF_ROWS - 1) / REF_ROWS;
+    job.n_items = (int64_t)args->batch * args->heads_q * job.items_per_head;
+    atomic_init(&job.next, 0);
+    atomic_init(&job.failed, 0);
+
+    pthread_t tid[REF_MAX_THREADS];
+    int n = ref_thread_count(args, job.n_items), started = 0;
+    for (int t = 1; t < n; t++, started++)
+        if (pthread_create(&tid[t - 1], NULL, ref_worker, &job) != 0) break;
+    ref_worker(&job); /* the calling thread works too */
+    for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+    if (atomic_load(&job.failed))
+        return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fj_reference_cpu: no memory for K/V scratch (2 x %d x %d floats)",
+                       args->seqlen_k, args->head_dim);
+    return FAJIT_OK;
+}

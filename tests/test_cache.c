@@ -1,0 +1,428 @@
+/*
+ * test_cache.c - unit tests of the disk cache (src/runtime/disk_cache.c) and its hashes (hash.c).
+ *
+ * Covers: XXH64 / FNV-1a against published vectors; miss then hit; truncated, corrupted and
+ * mismatched entries detected, deleted and reported as misses; invalidation; a store that cannot be
+ * written (kept as a diagnostic, not a failure); forked processes storing one key at once leave a valid
+ * entry and no temp files; FAJIT_CACHE and the directory resolution order (also through the public
+ * fajit_context_cache_dir). Run: ctest --test-dir build -R test_cache
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "fajit.h"
+#include "runtime/disk_cache.h"
+#include "runtime/hash.h"
+#include "test_support.h"
+
+/* ---------------------------------------------------------------------------------------------------
+ * Helpers: a fresh cache in a temp directory, entry files, environment
+ * ------------------------------------------------------------------------------------------------- */
+typedef struct fixture {
+    char *root;
+    fj_disk_cache cache;
+} fixture;
+
+static const char *k_key = "fajit kernel\nconfig: sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal\n";
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    f->root = fj_test_make_temp_dir("fajit-cache-");
+    assert_non_null(f->root);
+    assert_int_equal(fj_disk_cache_init(&f->cache, 1, f->root), FAJIT_OK);
+    assert_true(f->cache.enabled);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    fj_disk_cache_fini(&f->cache);
+    remove_tree(f->root);
+    free(f->root);
+    free(f);
+    return 0;
+}
+
+static void entry_path(fixture *f, const char *key, char *buf, size_t size)
+{
+    fj_disk_cache_entry_path(&f->cache, key, "cubin", buf, size);
+}
+
+static int file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Number of names in dir starting with prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) n++;
+    closedir(d);
+    return n;
+}
+
+static void store_sample(fixture *f, const char *key)
+{
+    static const char payload[] = "\x7f" "ELF pretend cubin bytes 0123456789";
+    assert_int_equal(fj_disk_cache_store(&f->cache, key, "cubin", payload, sizeof payload), 0);
+}
+
+static void expect_discarded_miss(fixture *f, const char *key, const char *why)
+{
+    char path[2048];
+    void *data = NULL;
+    size_t size = 0;
+    fj_disk_cache_stats s;
+    entry_path(f, key, path, sizeof path);
+    assert_int_equal(fj_disk_cache_load(&f->cache, key, "cubin", &data, &size), 0);
+    assert_null(data);
+    assert_false(file_exists(path));
+    fj_disk_cache_stats_get(&f->cache, &s);
+    assert_int_equal(s.discarded, 1);
+    assert_non_null(strstr(s.last_error, why));
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Hashes
+ * ------------------------------------------------------------------------------------------------- */
+static void test_hash_vectors(void **state)
+{
+    (void)state;
+    const char *nobody = "Nobody inspects the spammish repetition";
+    assert_true(fj_xxh64("", 0, 0) == 0xEF46DB3751D8E999ull);
+    assert_true(fj_xxh64("", 0, 1) == 0xD5AFBA1336A3BE4Bull);
+    assert_true(fj_xxh64("a", 1, 0) == 0xD24EC4F1A98C6E5Bull);
+    assert_true(fj_xxh64("abc", 3, 0) == 0x44BC2CF5AD770999ull);
+    assert_true(fj_xxh64("Call me Ishmael.", 16, 0) == 0x6D04390FC9D61A90ull);
+    assert_true(fj_xxh64(nobody, strlen(nobody), 0) == 0xFBCEA83C8A378BF1ull);
+    assert_true(fj_fnv1a64("", 0) == 0xCBF29CE484222325ull);
+    assert_true(fj_fnv1a64("a", 1) == 0xAF63DC4C8601EC8Cull);
+    char hex[FJ_HASH128_HEX_SIZE];
+    fj_hash128_hex(fj_hash128_of("a", 1), hex);
+    assert_string_equal(hex, "d24ec4f1a98c6e5baf63dc4c8601ec8c");
+}
+
+static void test_key_text(void **state)
+{
+    (void)state;
+    char key[FJ_DISK_CACHE_KEY_MAX];
+    int n = fj_disk_cache_key(key, sizeof key, "sm_80 bf16 d128", "sm_90", "nvJitLink 13.0");
+    assert_true(n > 0 && n < (int)sizeof key);
+    assert_non_null(strstr(key, "config: sm_80 bf16 d128\n"));
+    assert_non_null(strstr(key, "codegen: " FJ_CODEGEN_VERSION "\n"));
+    assert_non_null(strstr(key, "target: sm_90\n"));
+    assert_non_null(strstr(key, "compiler: nvJitLink 13.0\n"));
+    assert_null(strchr(key, '/')); /* no paths in the key */
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Load / store
+ * ------------------------------------------------------------------------------------------------- */
+static void test_miss_then_hit(void **state)
+{
+    fixture *f = *state;
+    void *data = NULL;
+    size_t size = 0;
+    fj_disk_cache_stats s;
+    assert_int_equal(fj_disk_cache_load(&f->cache, k_key, "cubin", &data, &size), 0);
+    store_sample(f, k_key);
+    assert_int_equal(fj_disk_cache_load(&f->cache, k_key, "cubin", &data, &size), 1);
+    assert_int_equal(size, sizeof "\x7f" "ELF pretend cubin bytes 0123456789");
+    assert_memory_equal(data, "\x7f" "ELF pretend cubin bytes 0123456789", size);
+    free(data);
+    /* another kind under the same key is a separate entry */
+    assert_int_equal(fj_disk_cache_load(&f->cache, k_key, "ptx", &data, &size), 0);
+    assert_int_equal(fj_disk_cache_store(&f->cache, k_key, "ptx", "", 0), 0);
+    assert_int_equal(fj_disk_cache_load(&f->cache, k_key, "ptx", &data, &size), 1);
+    assert_int_equal(size, 0);
+    free(data);
+    fj_disk_cache_stats_get(&f->cache, &s);
+    assert_int_equal(s.hits, 2);
+    assert_int_equal(s.misses, 2);
+    assert_int_equal(s.stores, 2);
+    assert_int_equal(s.discarded, 0);
+    assert_string_equal(s.last_error, "");
+}
+
+static void test_truncated_entry(void **state)
+{
+    static const off_t lengths[] = {0, 7, 31, 40, -1}; /* -1: one byte short of whole */
+    fixture *f = *state;
+    char path[2048];
+    struct stat st;
+    for (int i = 0; i < 5; i++) {
+        store_sample(f, k_key);
+        entry_path(f, k_key, path, sizeof path);
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(truncate(path, lengths[i] >= 0 ? lengths[i] : st.st_size - 1), 0);
+        f->cache.stats.discarded = 0;
+        expect_discarded_miss(f, k_key, lengths[i] >= 0 && lengths[i] < 32 ? "truncated header"
+                                                                            : "file size disagrees");
+    }
+}
+
+static void flip_byte(const char *path, long offset_from_end_or_start)
+{
+    FILE *fp = fopen(path, "r+b");
+    assert_non_null(fp);
+    fseek(fp, offset_from_end_or_start, offset_from_end_or_start < 0 ? SEEK_END : SEEK_SET);
+    int c = fgetc(fp);
+    fseek(fp, -1, SEEK_CUR);
+    fputc(c ^ 0x20, fp);
+    fclose(fp);
+}
+
+static void test_corrupt_bytes(void **state)
+{
+    static const struct {
+        long offset;
+        const char *why;
+    } cases[] = {{-3, "checksum"}, {0, "bad magic"}, {8, "format version"}, {12, "key length"},
+                 {16, "file size"}, {26, "checksum"}, {40, "stored key differs"}};
+    fixture *f = *state;
+    char path[2048];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        store_sample(f, k_key);
+        entry_path(f, k_key, path, sizeof path);
+        flip_byte(path, cases[i].offset);
+        f->cache.stats.discarded = 0;
+        expect_discarded_miss(f, k_key, cases[i].why);
+    }
+}
+
+/* A file holding another key's entry at this key's path (what a hash collision would look like). */
+static void test_key_mismatch(void **state)
+{
+    fixture *f = *state;
+    const char *other = "fajit kernel\nconfig: sm_80 f16 d64 br64 bc64 s2 sw128 w4 causal\n";
+    char path_a[2048], path_b[2048], cmd[4200];
+    store_sample(f, other);
+    entry_path(f, other, path_a, sizeof path_a);
+    entry_path(f, k_key, path_b, sizeof path_b);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", path_a, path_b);
+    assert_int_equal(system(cmd), 0);
+    expect_discarded_miss(f, k_key, "key");
+    assert_true(file_exists(path_a)); /* the genuine entry is untouched */
+}
+
+static void test_invalidate(void **state)
+{
+    fixture *f = *state;
+    store_sample(f, k_key);
+    fj_disk_cache_invalidate(&f->cache, k_key, "cubin", "cuModuleLoadData: CUDA_ERROR_INVALID_IMAGE");
+    expect_discarded_miss(f, k_key, "CUDA_ERROR_INVALID_IMAGE");
+}
+
+/* A cache directory below a regular file cannot be made: the store fails softly, with a reason. */
+static void test_store_failure_is_soft(void **state)
+{
+    fixture *f = *state;
+    char file[2048], dir[2100];
+    fj_disk_cache c;
+    fj_disk_cache_stats s;
+    snprintf(file, sizeof file, "%s/plain-file", f->root);
+    FILE *fp = fopen(file, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    snprintf(dir, sizeof dir, "%s/sub", file);
+    assert_int_equal(fj_disk_cache_init(&c, 1, dir), FAJIT_OK);
+    assert_int_equal(fj_disk_cache_store(&c, k_key, "cubin", "x", 1), -1);
+    fj_disk_cache_stats_get(&c, &s);
+    assert_int_equal(s.store_failures, 1);
+    assert_non_null(strstr(s.last_error, "create directory"));
+    assert_non_null(strstr(s.last_error, dir));
+    fj_disk_cache_fini(&c);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Concurrent writers (processes)
+ * ------------------------------------------------------------------------------------------------- */
+#define WRITERS 4
+#define ROUNDS 60
+
+/* A child: store its own self-describing payload ROUNDS times, loading in between; every hit must be
+ * a whole payload of some writer. Exit 0 when all reads were whole. */
+static int writer_child(fj_disk_cache *cache, int id)
+{
+    unsigned char payload[4096 + WRITERS];
+    size_t n = sizeof payload - (size_t)id; /* writers differ in length and content */
+    memset(payload, 'A' + id, n);
+    for (int r = 0; r < ROUNDS; r++) {
+        void *data = NULL;
+        size_t size = 0;
+        if (fj_disk_cache_store(cache, k_key, "cubin", payload, n) != 0) return 1;
+        if (fj_disk_cache_load(cache, k_key, "cubin", &data, &size)) {
+            const unsigned char *d = data;
+            int w = d[0] - 'A';
+            if (w < 0 || w >= WRITERS || size != sizeof payload - (size_t)w) return 2;
+            for (size_t i = 0; i < size; i++)
+                if (d[i] != d[0]) return 3;
+            free(data);
+        }
+    }
+    return 0;
+}
+
+static void test_concurrent_writers(void **state)
+{
+    fixture *f = *state;
+    pid_t pids[WRITERS];
+    fj_disk_cache_stats s;
+    for (int i = 0; i < WRITERS; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) _exit(writer_child(&f->cache, i));
+    }
+    for (int i = 0; i < WRITERS; i++) {
+        int status = 0;
+        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    void *data = NULL;
+    size_t size = 0;
+    assert_int_equal(fj_disk_cache_load(&f->cache, k_key, "cubin", &data, &size), 1);
+    free(data);
+    assert_int_equal(count_prefixed(f->cache.entries_dir, ".tmp-"), 0);
+    fj_disk_cache_stats_get(&f->cache, &s);
+    assert_int_equal(s.discarded, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Switch and directory resolution
+ * ------------------------------------------------------------------------------------------------- */
+static void clear_env(void)
+{
+    unsetenv("FAJIT_CACHE");
+    unsetenv("FAJIT_CACHE_DIR");
+    unsetenv("XDG_CACHE_HOME");
+}
+
+static void expect_dir(int setting, const char *explicit_dir, const char *want)
+{
+    fj_disk_cache c;
+    assert_int_equal(fj_disk_cache_init(&c, setting, explicit_dir), FAJIT_OK);
+    assert_int_equal(c.enabled, want[0] != '\0');
+    assert_string_equal(c.dir, want);
+    fj_disk_cache_fini(&c);
+}
+
+static void test_switch(void **state)
+{
+    (void)state;
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    fj_disk_cache c;
+    clear_env();
+    setenv("HOME", "/home/someone", 1);
+    setenv("FAJIT_CACHE", "0", 1);
+    expect_dir(-1, NULL, "");
+    expect_dir(1, NULL, "/home/someone/.cache/fajit"); /* explicit on beats the environment */
+    setenv("FAJIT_CACHE", "off", 1);
+    expect_dir(-1, "/tmp/x", "");
+    setenv("FAJIT_CACHE", "1", 1);
+    expect_dir(-1, NULL, "/home/someone/.cache/fajit");
+    expect_dir(0, NULL, "");
+    assert_int_equal(fj_disk_cache_init(&c, 2, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "disk_cache = 2"));
+    fj_disk_cache_fini(&c);
+    clear_env();
+    if (home) setenv("HOME", home, 1);
+    free(home);
+}
+
+static void test_dir_order(void **state)
+{
+    (void)state;
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    fj_disk_cache c;
+    clear_env();
+    setenv("HOME", "/home/someone", 1);
+    expect_dir(-1, NULL, "/home/someone/.cache/fajit");
+    setenv("XDG_CACHE_HOME", "relative/ignored", 1);
+    expect_dir(-1, NULL, "/home/someone/.cache/fajit");
+    setenv("XDG_CACHE_HOME", "/xdg/", 1);
+    expect_dir(-1, NULL, "/xdg/fajit");
+    setenv("FAJIT_CACHE_DIR", "/env/dir/", 1);
+    expect_dir(-1, NULL, "/env/dir");
+    expect_dir(-1, "/explicit", "/explicit");
+    expect_dir(-1, "", "/env/dir"); /* "" means the default */
+    clear_env();
+    unsetenv("HOME");
+    assert_int_equal(fj_disk_cache_init(&c, -1, NULL), FAJIT_OK);
+    assert_false(c.enabled);
+    assert_non_null(strstr(c.stats.last_error, "HOME"));
+    fj_disk_cache_fini(&c);
+    if (home) setenv("HOME", home, 1);
+    free(home);
+}
+
+/* The same through the public API of a codegen-only context. */
+static void test_context_cache_dir(void **state)
+{
+    (void)state;
+    fajit_context *ctx = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    clear_env();
+    o.device = -1;
+    setenv("FAJIT_CACHE_DIR", "/env/cache", 1);
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    assert_string_equal(fajit_context_cache_dir(ctx), "/env/cache");
+    fajit_context_destroy(ctx);
+    o.cache_dir = "/opt/explicit";
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    assert_string_equal(fajit_context_cache_dir(ctx), "/opt/explicit");
+    fajit_context_destroy(ctx);
+    setenv("FAJIT_CACHE", "0", 1);
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    assert_string_equal(fajit_context_cache_dir(ctx), "");
+    fajit_context_destroy(ctx);
+    clear_env();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hash_vectors),
+        cmocka_unit_test(test_key_text),
+        cmocka_unit_test_setup_teardown(test_miss_then_hit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_entry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_bytes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_key_mismatch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_invalidate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_store_failure_is_soft, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
+        cmocka_unit_test(test_switch),
+        cmocka_unit_test(test_dir_order),
+        cmocka_unit_test(test_context_cache_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

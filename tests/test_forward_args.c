@@ -1,0 +1,304 @@
+/*
+ * test_forward_args.c - unit tests of fajit_attention_forward's argument handling, without a GPU.
+ *
+ * Every rule of fj_forward_validate (src/runtime/forward.c) is broken once and the message is checked
+ * for the field, the value and the rule. Also: the stride helpers, the parameter block (scale_log2,
+ * group), the launch grid, the shape class, and the public call on a codegen-only context (bad
+ * arguments are reported before the missing device). Run: ctest --test-dir build -R test_forward_args
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fajit.h"
+#include "runtime/forward.h"
+
+/* A valid BHND problem on made-up (aligned) device addresses. */
+static fajit_attention_args valid_args(void)
+{
+    fajit_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = FAJIT_DTYPE_BF16;
+    a.batch = 2;
+    a.heads_q = 8;
+    a.heads_kv = 2;
+    a.seqlen_q = 100;
+    a.seqlen_k = 300;
+    a.head_dim = 128;
+    a.q = 0x7f0000000000ull;
+    a.k = 0x7f0000100000ull;
+    a.v = 0x7f0000200000ull;
+    a.o = 0x7f0000300000ull;
+    fajit_args_set_bhnd_strides(&a);
+    return a;
+}
+
+/* The call fails with INVALID_ARGUMENT and the message holds every fragment. */
+static void expect_invalid(const fajit_attention_args *a, const fajit_config *cfg, const char *f1, const char *f2,
+                           const char *f3)
+{
+    fajit_status st = fj_forward_validate(a, cfg);
+    const char *msg = fajit_errmsg();
+    if (st != FAJIT_ERR_INVALID_ARGUMENT || !strstr(msg, f1) || !strstr(msg, f2) || !strstr(msg, f3))
+        print_error("status %s, message \"%s\"; expected \"%s\", \"%s\", \"%s\"\n", fajit_status_name(st), msg, f1, f2,
+                    f3);
+    assert_int_equal(st, FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(msg, f1));
+    assert_non_null(strstr(msg, f2));
+    assert_non_null(strstr(msg, f3));
+}
+
+static void test_valid(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.lse = 0x7f0000400004ull; /* fp32: 4-byte alignment is enough */
+    a.softmax_scale = 0.5f;
+    a.causal = 1;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    fajit_args_set_bnhd_strides(&a);
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+}
+
+static void test_null_and_dtype(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    assert_int_equal(fj_forward_validate(NULL, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "args = NULL"));
+    a.dtype = FAJIT_DTYPE_AUTO;
+    expect_invalid(&a, NULL, "args->dtype", "= 0 (auto)", "FAJIT_DTYPE_F16");
+    a.dtype = (fajit_dtype)7;
+    expect_invalid(&a, NULL, "args->dtype", "= 7", "FAJIT_DTYPE_BF16");
+}
+
+static void test_dims(void **state)
+{
+    (void)state;
+    static const char *const fields[] = {"batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k"};
+    for (int i = 0; i < 5; i++) {
+        fajit_attention_args a = valid_args();
+        int *dims[] = {&a.batch, &a.heads_q, &a.heads_kv, &a.seqlen_q, &a.seqlen_k};
+        char field[32], value[16];
+        *dims[i] = i == 2 ? -3 : 0;
+        snprintf(field, sizeof field, "args->%s", fields[i]);
+        snprintf(value, sizeof value, "= %d", *dims[i]);
+        expect_invalid(&a, NULL, field, value, ">= 1");
+    }
+}
+
+static void test_head_dim_and_groups(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    a.head_dim = 80;
+    expect_invalid(&a, NULL, "args->head_dim", "= 80", "64, 96, 128, 192, 256");
+    a = valid_args();
+    a.heads_kv = 3;
+    expect_invalid(&a, NULL, "heads_q = 8", "heads_kv = 3", "multiple of heads_kv");
+}
+
+static void test_grid_limits(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    a.heads_q = 65536;
+    a.heads_kv = 1;
+    expect_invalid(&a, NULL, "args->heads_q", "= 65536", "<= 65535");
+    a = valid_args();
+    a.batch = 70000;
+    expect_invalid(&a, NULL, "args->batch", "= 70000", "<= 65535");
+    a = valid_args();
+    a.heads_q = 65535;
+    a.heads_kv = 5;
+    a.batch = 65535;
+    fajit_args_set_bhnd_strides(&a);
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+}
+
+static void test_causal_and_scale(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    a.causal = 2;
+    expect_invalid(&a, NULL, "args->causal", "= 2", "0 or 1");
+    a = valid_args();
+    a.softmax_scale = NAN;
+    expect_invalid(&a, NULL, "args->softmax_scale", "nan", "finite");
+    a.softmax_scale = INFINITY;
+    expect_invalid(&a, NULL, "args->softmax_scale", "inf", "finite");
+    a.softmax_scale = -0.125f;
+    expect_invalid(&a, NULL, "args->softmax_scale", "-0.125", ">= 0");
+}
+
+static void test_pointers(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    a.v = 0;
+    expect_invalid(&a, NULL, "args->v", "= 0", "required");
+    a = valid_args();
+    a.o += 8;
+    expect_invalid(&a, NULL, "args->o", "0x7f0000300008", "16-byte aligned");
+    a = valid_args();
+    a.k += 1;
+    expect_invalid(&a, NULL, "args->k", "0x7f0000100001", "16-byte aligned");
+    a = valid_args();
+    a.lse = 0x7f0000400002ull;
+    expect_invalid(&a, NULL, "args->lse", "0x7f0000400002", "4-byte aligned");
+}
+
+static void test_strides(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    a.q_stride[2] = 132;
+    expect_invalid(&a, NULL, "args->q_stride[2]", "= 132", "multiple of 8");
+    a = valid_args();
+    a.v_stride[0] = -128;
+    expect_invalid(&a, NULL, "args->v_stride[0]", "= -128", "non-negative");
+    a = valid_args();
+    a.k_stride[2] = 64; /* rows shorter than head_dim 128 */
+    expect_invalid(&a, NULL, "args->k_stride[2]", "= 64", "at least head_dim (128)");
+    a = valid_args();
+    memset(a.q_stride, 0, sizeof a.q_stride); /* strides never set */
+    expect_invalid(&a, NULL, "args->q_stride[2]", "= 0", "fajit_args_set_bhnd_strides");
+    a = valid_args();
+    a.o_stride[1] = 0;
+    expect_invalid(&a, NULL, "args->o_stride[1]", "= 0", "overlap");
+    a = valid_args();
+    a.k_stride[0] = 0; /* K shared across the batch: allowed for inputs */
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+}
+
+static void test_config_must_match(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0};
+    assert_int_equal(fj_forward_validate(&a, &c), FAJIT_OK);
+    c.dtype = FAJIT_DTYPE_F16;
+    expect_invalid(&a, &c, "cfg->dtype = f16", "args->dtype = bf16", "must match");
+    c.dtype = FAJIT_DTYPE_BF16;
+    c.head_dim = 64;
+    expect_invalid(&a, &c, "cfg->head_dim = 64", "args->head_dim = 128", "must match");
+    c.head_dim = 128;
+    c.causal = 1;
+    expect_invalid(&a, &c, "cfg->causal = 1", "args->causal = 0", "must match");
+}
+
+static void test_stride_helpers(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args(); /* B 2, Hq 8, Hkv 2, Nq 100, Nk 300, D 128 */
+    assert_true(a.q_stride[0] == 8 * 100 * 128 && a.q_stride[1] == 100 * 128 && a.q_stride[2] == 128);
+    assert_true(a.k_stride[0] == 2 * 300 * 128 && a.k_stride[1] == 300 * 128 && a.k_stride[2] == 128);
+    assert_memory_equal(a.o_stride, a.q_stride, sizeof a.q_stride);
+    assert_memory_equal(a.v_stride, a.k_stride, sizeof a.k_stride);
+    fajit_args_set_bnhd_strides(&a);
+    assert_true(a.q_stride[0] == 100 * 8 * 128 && a.q_stride[1] == 128 && a.q_stride[2] == 8 * 128);
+    assert_true(a.k_stride[0] == 300 * 2 * 128 && a.k_stride[1] == 128 && a.k_stride[2] == 2 * 128);
+    fajit_args_set_bhnd_strides(NULL); /* no-op, no crash */
+}
+
+static void test_params_and_grid(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    fj_fwd_params p;
+    fj_plan plan;
+    unsigned grid[3];
+    assert_int_equal(sizeof(fj_fwd_params) % 8, 0);
+    fj_forward_params(&a, &p);
+    assert_true(p.q == a.q && p.k == a.k && p.v == a.v && p.o == a.o && p.lse == 0);
+    assert_memory_equal(p.k_stride, a.k_stride, sizeof p.k_stride);
+    assert_int_equal(p.seqlen_q, 100);
+    assert_int_equal(p.seqlen_k, 300);
+    assert_int_equal(p.heads_q, 8);
+    assert_int_equal(p.group, 4);
+    assert_true(fabsf(p.scale_log2 - (float)(1.4426950408889634 / sqrt(128.0))) < 1e-7f);
+    a.softmax_scale = 0.25f;
+    fj_forward_params(&a, &p);
+    assert_true(fabsf(p.scale_log2 - 0.25f * 1.4426950408889634f) < 1e-7f);
+    memset(&plan, 0, sizeof plan);
+    plan.cfg.block_m = 64;
+    fj_forward_grid(&a, &plan, grid);
+    assert_true(grid[0] == 2 && grid[1] == 8 && grid[2] == 2); /* ceil(100 / 64) */
+    a.seqlen_q = 128;
+    fj_forward_grid(&a, &plan, grid);
+    assert_int_equal(grid[0], 2);
+}
+
+static void test_shape_class(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args(), b = valid_args();
+    char ka[128], kb[128];
+    fajit_shape sa, sb;
+    b.seqlen_q = 127; /* same powers of two as 100 */
+    b.seqlen_k = 511;
+    fj_forward_class(&a, ka, sizeof ka, &sa);
+    fj_forward_class(&b, kb, sizeof kb, &sb);
+    assert_string_equal(ka, kb);
+    assert_memory_equal(&sa, &sb, sizeof sa);
+    assert_true(sa.batch == 2 && sa.heads_q == 8 && sa.heads_kv == 2 && sa.seqlen_q == 128 && sa.seqlen_k == 512);
+    b.seqlen_k = 513;
+    fj_forward_class(&b, kb, sizeof kb, &sb);
+    assert_string_not_equal(ka, kb);
+    b = valid_args();
+    b.causal = 1;
+    fj_forward_class(&b, kb, sizeof kb, &sb);
+    assert_string_not_equal(ka, kb);
+    b.seqlen_q = 0x7fffffff; /* the rounding saturates */
+    fj_forward_class(&b, kb, sizeof kb, &sb);
+    assert_int_equal(sb.seqlen_q, 0x7fffffff);
+}
+
+/* The public call: arguments first, then the device. */
+static void test_public_call_without_device(void **state)
+{
+    (void)state;
+    fajit_context *ctx = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    fajit_attention_args a = valid_args();
+    o.device = -1;
+    o.disk_cache = 0;
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    assert_int_equal(fajit_attention_forward(NULL, &a, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "ctx = NULL"));
+    assert_int_equal(fajit_attention_forward(ctx, NULL, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+    a.heads_kv = 3;
+    assert_int_equal(fajit_attention_forward(ctx, &a, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "heads_kv = 3"));
+    a = valid_args();
+    assert_int_equal(fajit_attention_forward(ctx, &a, NULL), FAJIT_ERR_NO_DEVICE);
+    assert_non_null(strstr(fajit_errmsg(), "device = -1"));
+    fajit_context_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_null_and_dtype),
+        cmocka_unit_test(test_dims),
+        cmocka_unit_test(test_head_dim_and_groups),
+        cmocka_unit_test(test_grid_limits),
+        cmocka_unit_test(test_causal_and_scale),
+        cmocka_unit_test(test_pointers),
+        cmocka_unit_test(test_strides),
+        cmocka_unit_test(test_config_must_match),
+        cmocka_unit_test(test_stride_helpers),
+        cmocka_unit_test(test_params_and_grid),
+        cmocka_unit_test(test_shape_class),
+        cmocka_unit_test(test_public_call_without_device),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,266 @@
+/*
+ * test_gpu_forward.c - fajit_attention_forward on a GPU against the references (label gpu).
+ *
+ * Odd shapes through the check harness (runtime/check.h): N = 1, 17, 1000; Nq != Nk both ways, with
+ * and without the causal mask (rows that see no key must give O = 0, LSE = -inf); D = 96; GQA
+ * (Hq 8, Hkv 2) and MQA (Hkv 1); BNHD strides and padded rows; both dtypes; one problem checked
+ * against the GPU reference instead of the CPU one. Tolerances are the harness defaults (check.h):
+ * rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row <= 4x that, LSE abs <= 1e-3, no NaN, no stray writes.
+ * The GPU reference itself is first checked against the CPU float64 one (rel L2 <= 1e-5, LSE 1e-4).
+ * Every case prints one line. Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
+ *
+ *   ctest --test-dir build -L gpu --output-on-failure      (or run build/tests/test_gpu_forward)
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/context.h"
+#include "runtime/half.h"
+#include "runtime/reference.h"
+#include "test_support.h"
+
+static fajit_context *g_ctx;
+
+typedef struct gpu_case {
+    const char *name;
+    fajit_dtype dtype;
+    int b, hq, hkv, nq, nk, d, causal;
+    fj_check_layout layout;
+    int row_pad;
+    fj_check_ref ref;
+} gpu_case;
+
+#define BF FAJIT_DTYPE_BF16
+#define FH FAJIT_DTYPE_F16
+#define BHND FJ_LAYOUT_BHND
+#define BNHD FJ_LAYOUT_BNHD
+
+static const gpu_case k_cases[] = {
+    /* name                       dtype  B  Hq Hkv   Nq    Nk    D causal layout pad reference */
+    {"N=1", BF, 1, 2, 2, 1, 1, 128, 0, BHND, 0, FJ_REF_AUTO},
+    {"N=1 causal f16", FH, 1, 2, 2, 1, 1, 64, 1, BHND, 0, FJ_REF_AUTO},
+    {"N=17", FH, 2, 3, 3, 17, 17, 64, 0, BHND, 0, FJ_REF_AUTO},
+    {"N=17 causal", BF, 1, 2, 2, 17, 17, 256, 1, BHND, 0, FJ_REF_AUTO},
+    {"N=1000", BF, 1, 2, 2, 1000, 1000, 128, 0, BHND, 0, FJ_REF_AUTO},
+    {"N=1000 causal f16", FH, 1, 2, 2, 1000, 1000, 128, 1, BHND, 0, FJ_REF_AUTO},
+    {"Nq<Nk", BF, 1, 2, 2, 100, 1000, 128, 0, BHND, 0, FJ_REF_AUTO},
+    {"Nq<Nk causal", FH, 1, 2, 2, 100, 1000, 64, 1, BHND, 0, FJ_REF_AUTO},
+    {"Nq>Nk", FH, 1, 2, 2, 1000, 100, 128, 0, BHND, 0, FJ_REF_AUTO},
+    {"Nq>Nk causal (no-key rows)", BF, 1, 2, 2, 1000, 100, 128, 1, BHND, 0, FJ_REF_AUTO},
+    {"Nq=1 Nk=777 causal", BF, 2, 2, 2, 1, 777, 64, 1, BHND, 0, FJ_REF_AUTO},
+    {"D=96", BF, 1, 3, 3, 333, 333, 96, 0, BHND, 0, FJ_REF_AUTO},
+    {"D=96 causal f16", FH, 1, 3, 3, 333, 200, 96, 1, BHND, 0, FJ_REF_AUTO},
+    {"D=192", BF, 1, 2, 2, 300, 300, 192, 1, BHND, 0, FJ_REF_AUTO},
+    {"GQA 8/2", BF, 2, 8, 2, 257, 257, 128, 0, BHND, 0, FJ_REF_AUTO},
+    {"GQA 8/2 causal f16", FH, 1, 8, 2, 130, 300, 64, 1, BHND, 0, FJ_REF_AUTO},
+    {"MQA 8/1", FH, 1, 8, 1, 200, 200, 128, 0, BHND, 0, FJ_REF_AUTO},
+    {"MQA 8/1 causal", BF, 1, 8, 1, 300, 129, 256, 1, BHND, 0, FJ_REF_AUTO},
+    {"BNHD", BF, 2, 4, 4, 250, 250, 128, 0, BNHD, 0, FJ_REF_AUTO},
+    {"BNHD GQA causal f16", FH, 2, 4, 2, 250, 190, 64, 1, BNHD, 0, FJ_REF_AUTO},
+    {"BNHD padded rows", BF, 1, 4, 2, 100, 300, 96, 0, BNHD, 8, FJ_REF_AUTO},
+    {"BHND padded rows causal", FH, 1, 2, 1, 300, 100, 256, 1, BHND, 16, FJ_REF_AUTO},
+    {"large, GPU reference", BF, 2, 8, 8, 2048, 2048, 128, 1, BHND, 0, FJ_REF_GPU},
+};
+
+static fj_check_problem case_problem(const gpu_case *c)
+{
+    fj_check_problem p = fj_check_problem_default();
+    p.dtype = c->dtype;
+    p.batch = c->b;
+    p.heads_q = c->hq;
+    p.heads_kv = c->hkv;
+    p.seqlen_q = c->nq;
+    p.seqlen_k = c->nk;
+    p.head_dim = c->d;
+    p.causal = c->causal;
+    p.layout = c->layout;
+    p.row_pad = c->row_pad;
+    return p;
+}
+
+static void test_cases(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        const gpu_case *c = &k_cases[i];
+        fj_check_problem p = case_problem(c);
+        fj_check_options opts = {0};
+        fj_check_result r;
+        opts.reference = c->ref;
+        p.fill = i % 2 ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
+        fajit_status st = fj_check_run(g_ctx, NULL, &p, &opts, &r);
+        if (st != FAJIT_OK) {
+            printf("FAIL %-28s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
+            failures++;
+            if (st == FAJIT_ERR_CUDA) break; /* the CUDA context is likely unusable now */
+            continue;
+        }
+        printf("%s %-28s %s B%d H%d/%d N%d/%d D%d%s%s ref=%s relL2 %.2e row %.2e maxabs %.2e lse %.2e seed %llu %s\n",
+               r.pass ? "PASS" : "FAIL", c->name, c->dtype == FH ? "f16 " : "bf16", c->b, c->hq, c->hkv, c->nq, c->nk,
+               c->d, c->causal ? " causal" : "", c->layout == BNHD ? " bnhd" : "",
+               r.reference == FJ_REF_CPU ? "cpu" : "gpu", r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs,
+               (unsigned long long)r.seed, r.why);
+        failures += !r.pass;
+    }
+    fflush(stdout);
+    assert_int_equal(failures, 0);
+}
+
+/* ---- explicit configs: tails of every block size ------------------------------------------------- */
+
+/* A few tile shapes; those the library rejects or the device cannot fit are skipped (printed). */
+static const int k_tiles[][5] = {
+    /* block_m block_n stages swizzle warps */
+    {64, 64, 2, 128, 4}, {128, 64, 2, 128, 4}, {128, 32, 1, 64, 8}, {64, 32, 3, 32, 4}, {128, 128, 2, 128, 8},
+};
+
+/* 1 if cfg passes fajit_config_check and fits the device; else prints why and returns 0. */
+static int config_usable(const fajit_config *cfg, const char *text)
+{
+    fj_plan plan;
+    const fj_arch_info *target;
+    if (fajit_config_check(cfg) != FAJIT_OK || fj_plan_build(cfg, &plan) != FAJIT_OK ||
+        fj_context_target(g_ctx, &plan, &target) != FAJIT_OK) {
+        printf("skip %-44s %s\n", text, fajit_errmsg());
+        return 0;
+    }
+    return 1;
+}
+
+static void test_explicit_configs(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 128, 256};
+    int failures = 0, ran = 0;
+    for (size_t di = 0; di < 3; di++)
+        for (int dt = FAJIT_DTYPE_F16; dt <= FAJIT_DTYPE_BF16; dt++)
+            for (size_t t = 0; t < sizeof k_tiles / sizeof k_tiles[0]; t++) {
+                fajit_config cfg = {FAJIT_ARCH_SM80, (fajit_dtype)dt, dims[di], k_tiles[t][0], k_tiles[t][1],
+                                    k_tiles[t][2], k_tiles[t][3], k_tiles[t][4], (int)(t % 2)};
+                char text[128];
+                fajit_config_format(&cfg, text, sizeof text);
+                if (!config_usable(&cfg, text)) continue;
+                gpu_case c = {"cfg", (fajit_dtype)dt, 1, 4, 2, 301, 509, dims[di], (int)(t % 2), BHND, 0, FJ_REF_AUTO};
+                fj_check_problem p = case_problem(&c);
+                fj_check_result r;
+                fajit_status st = fj_check_run(g_ctx, &cfg, &p, NULL, &r);
+                ran++;
+                if (st != FAJIT_OK) {
+                    printf("FAIL %-44s %s: %s\n", text, fajit_status_name(st), fajit_errmsg());
+                    failures++;
+                    if (st == FAJIT_ERR_CUDA) goto done;
+                    continue;
+                }
+                printf("%s %-44s Nq 301 Nk 509 GQA 4/2 relL2 %.2e row %.2e lse %.2e %s\n", r.pass ? "PASS" : "FAIL",
+                       text, r.rel_l2, r.worst_row_rel, r.lse_max_abs, r.why);
+                failures += !r.pass;
+            }
+done:
+    fflush(stdout);
+    assert_true(ran > 0);
+    assert_int_equal(failures, 0);
+}
+
+/* ---- the GPU reference against the CPU one ------------------------------------------------------ */
+
+static void upload_random(const fj_cuda_api *cu, fj_CUdeviceptr *dptr, uint16_t **host, int64_t n, fajit_dtype dt,
+                          uint64_t *seed)
+{
+    *host = malloc(2 * (size_t)n);
+    assert_non_null(*host);
+    for (int64_t i = 0; i < n; i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        (*host)[i] = fj_half_from_f32(dt, (float)((double)(*seed >> 11) * 0x1p-53 * 6.0 - 3.0));
+    }
+    assert_int_equal(cu->cuMemAlloc(dptr, 2 * (size_t)n), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(*dptr, *host, 2 * (size_t)n), 0);
+}
+
+static void gpu_ref_one(const gpu_case *c, uint64_t seed)
+{
+    const fj_cuda_api *cu = g_ctx->cu;
+    fj_check_problem p = case_problem(c);
+    int64_t nq = (int64_t)c->b * c->hq * c->nq * c->d, nk = (int64_t)c->b * c->hkv * c->nk * c->d;
+    int64_t rows = (int64_t)c->b * c->hq * c->nq;
+    fajit_attention_args a = {0};
+    a.dtype = c->dtype, a.batch = c->b, a.heads_q = c->hq, a.heads_kv = c->hkv;
+    a.seqlen_q = c->nq, a.seqlen_k = c->nk, a.head_dim = c->d, a.causal = c->causal;
+    if (p.layout == BNHD) fajit_args_set_bnhd_strides(&a);
+    else fajit_args_set_bhnd_strides(&a);
+    uint16_t *hq, *hk, *hv;
+    fj_CUdeviceptr dq, dk, dv, dout, dlse;
+    assert_int_equal(fj_context_push(g_ctx), FAJIT_OK);
+    upload_random(cu, &dq, &hq, nq, c->dtype, &seed);
+    upload_random(cu, &dk, &hk, nk, c->dtype, &seed);
+    upload_random(cu, &dv, &hv, nk, c->dtype, &seed);
+    assert_int_equal(cu->cuMemAlloc(&dout, 4 * (size_t)nq), 0);
+    assert_int_equal(cu->cuMemAlloc(&dlse, 4 * (size_t)rows), 0);
+    a.q = dq, a.k = dk, a.v = dv;
+    fajit_status st = fj_reference_gpu(g_ctx, &a, dout, dlse);
+    if (st != FAJIT_OK) fail_msg("%s: fj_reference_gpu: %s", c->name, fajit_errmsg());
+    float *go = malloc(4 * (size_t)nq), *gl = malloc(4 * (size_t)rows);
+    double *ro = malloc(8 * (size_t)nq), *rl = malloc(8 * (size_t)rows);
+    assert_true(go && gl && ro && rl);
+    assert_int_equal(cu->cuMemcpyDtoH(go, dout, 4 * (size_t)nq), 0);
+    assert_int_equal(cu->cuMemcpyDtoH(gl, dlse, 4 * (size_t)rows), 0);
+    fj_CUdeviceptr all[] = {dq, dk, dv, dout, dlse};
+    for (int i = 0; i < 5; i++) cu->cuMemFree(all[i]);
+    fj_context_pop(g_ctx);
+    assert_int_equal(fj_reference_cpu(&a, hq, hk, hv, ro, rl), FAJIT_OK);
+    double d2 = 0, r2 = 0, lse_err = 0;
+    for (int64_t i = 0; i < nq; i++) d2 += (go[i] - ro[i]) * (go[i] - ro[i]), r2 += ro[i] * ro[i];
+    for (int64_t i = 0; i < rows; i++) {
+        if (isinf(rl[i]) || isinf(gl[i])) assert_true(isinf(rl[i]) && isinf(gl[i]) && gl[i] < 0);
+        else lse_err = fmax(lse_err, fabs(gl[i] - rl[i]));
+    }
+    double rel = sqrt(d2 / (r2 > 0 ? r2 : 1));
+    printf("%s GPU reference vs CPU: %-26s relL2 %.2e lse %.2e\n", rel <= 1e-5 && lse_err <= 1e-4 ? "PASS" : "FAIL",
+           c->name, rel, lse_err);
+    assert_true(rel <= 1e-5);
+    assert_true(lse_err <= 1e-4);
+    free(hq), free(hk), free(hv), free(go), free(gl), free(ro), free(rl);
+}
+
+static void test_gpu_reference(void **state)
+{
+    (void)state;
+    static const gpu_case refs[] = {
+        {"causal Nq>Nk GQA", BF, 1, 4, 2, 300, 70, 64, 1, BHND, 0, FJ_REF_GPU},
+        {"causal Nq<Nk f16 D96", FH, 2, 2, 1, 45, 333, 96, 1, BNHD, 0, FJ_REF_GPU},
+        {"D256 f16", FH, 1, 2, 2, 100, 100, 256, 0, BHND, 0, FJ_REF_GPU},
+        {"D192 bf16 causal", BF, 1, 1, 1, 129, 129, 192, 1, BNHD, 0, FJ_REF_GPU},
+        {"D128 N1", BF, 3, 2, 2, 1, 1, 128, 0, BHND, 0, FJ_REF_GPU},
+    };
+    for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) gpu_ref_one(&refs[i], 1234567 + i);
+}
+
+int main(void)
+{
+    fajit_context_options opts = fajit_context_options_default();
+    fajit_status st = fajit_context_create(&opts, &g_ctx);
+    if (st == FAJIT_ERR_LIBRARY_MISSING || st == FAJIT_ERR_NO_DEVICE)
+        fj_test_skip_all("no GPU for the gpu tests (%s): %s", fajit_status_name(st), fajit_errmsg());
+    if (st != FAJIT_OK) {
+        printf("FAIL: fajit_context_create: %s: %s\n", fajit_status_name(st), fajit_errmsg());
+        return 1;
+    }
+    printf("device: %s (%s)\n", g_ctx->device_name, fajit_context_sm(g_ctx));
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_reference),
+        cmocka_unit_test(test_cases),
+        cmocka_unit_test(test_explicit_configs),
+    };
+    int rc = cmocka_run_group_tests_name("gpu_forward", tests, NULL, NULL);
+    fajit_context_destroy(g_ctx);
+    return rc;
+}

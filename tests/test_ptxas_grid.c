@@ -1,0 +1,325 @@
+/*
+ * test_ptxas_grid.c - (label ptxas) every config of a representative grid that fajit_config_check
+ * accepts must generate PTX that `ptxas -v` assembles for sm_80 and sm_90a with no spills and a
+ * zero-byte stack frame; one cubin per dtype is disassembled to check for HMMA and no local memory.
+ *
+ * Grid: both dtypes x all five head dims x causal / not x a list of tile choices (Br, Bc, stages,
+ * swizzle, warps), plus the heuristic's own pick for each. FAJIT_PTXAS_GRID=full crosses every tile
+ * field instead (slow). The two archs assemble in parallel.
+ *
+ * Tools: ptxas from $FAJIT_PTXAS, else the one CMake found, else /usr/local/cuda/bin, else $PATH
+ * (absent: the whole test skips). nvdisasm from $FAJIT_NVDISASM, else CMake's, else
+ * /usr/local/cuda/bin, else $PATH (absent: the SASS test skips with the reason).
+ * FAJIT_TEST_VERBOSE=1 prints a line per config.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "fajit.h"
+#include "test_support.h"
+
+#ifndef FAJIT_PTXAS_DEFAULT
+#define FAJIT_PTXAS_DEFAULT ""
+#endif
+#ifndef FAJIT_NVDISASM_DEFAULT
+#define FAJIT_NVDISASM_DEFAULT ""
+#endif
+
+#define N_ARCHS 2
+static const char *const k_archs[N_ARCHS] = {"sm_80", "sm_90a"};
+
+typedef struct tile {
+    int br, bc, stages, swizzle, warps;
+} tile;
+
+/* Default grid: tile choices crossed with dtype x head dim x causal. */
+static const tile k_tiles[] = {
+    {64, 64, 2, 128, 4},   {128, 64, 2, 128, 4},  {128, 32, 3, 64, 8}, {64, 32, 1, FAJIT_SWIZZLE_NONE, 4},
+    {128, 128, 2, 128, 8}, {64, 128, 4, 32, 4},   {16, 16, 1, 32, 1},  {256, 64, 2, 128, 8},
+    {32, 32, 2, 64, 2},    {64, 64, 3, FAJIT_SWIZZLE_NONE, 4}, {128, 64, 1, 32, 8}, {64, 16, 4, 128, 4},
+    {32, 64, 2, 128, 1},   {128, 128, 1, 64, 8},
+};
+
+static const int k_head_dims[] = {64, 96, 128, 192, 256};
+
+typedef struct grid_state {
+    char *ptxas, *nvdisasm, *dir;
+    int tried, accepted, failed, max_regs, max_regs_over, max_regs_under;
+    char sass_cubin[2][4096]; /* one sm_80 cubin per dtype (f16, bf16), kept for the SASS test */
+    double seconds;
+} grid_state;
+
+static grid_state g;
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int verbose(void)
+{
+    const char *v = getenv("FAJIT_TEST_VERBOSE");
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+/* ---- ptxas -v log ----------------------------------------------------------------------------- */
+
+typedef struct ptxas_report {
+    int registers;   /* max "Used N registers" */
+    int entries;     /* "bytes stack frame" lines seen */
+    int bad;         /* nonzero stack frame / spills, or a warning */
+} ptxas_report;
+
+static ptxas_report parse_ptxas_log(const char *log)
+{
+    ptxas_report rep = {0};
+    for (const char *line = log; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const char *p;
+        int stack, st, ld, regs;
+        if ((p = strstr(line, "bytes stack frame")) != NULL && (!end || p < end)) {
+            rep.entries++;
+            if (sscanf(line, " %d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &stack, &st,
+                       &ld) != 3 || stack || st || ld)
+                rep.bad = 1;
+        }
+        if ((p = strstr(line, "Used ")) != NULL && (!end || p < end) && sscanf(p, "Used %d registers", &regs) == 1 &&
+            regs > rep.registers)
+            rep.registers = regs;
+        if ((p = strstr(line, "warning")) != NULL && (!end || p < end)) rep.bad = 1;
+        line = end ? end + 1 : NULL;
+    }
+    return rep;
+}
+
+/* ---- one config ------------------------------------------------------------------------------- */
+
+/* Print one failure (a config may print one per arch); the caller counts the config once. */
+static void report_failure(const char *canon, const char *what, const char *detail)
+{
+    printf("FAIL %s: %s\n%s%s", canon, what, detail ? detail : "", detail && detail[0] ? "\n" : "");
+}
+
+/* Assemble dir/k.ptx for both archs at once; returns the max register count, or -1 on failure. */
+static int assemble_both(const char *canon)
+{
+    char ptx[4096], cubin[N_ARCHS][4096], log[N_ARCHS][4096], arch_flag[N_ARCHS][32];
+    int pid[N_ARCHS], regs = 0, ok = 1;
+    snprintf(ptx, sizeof ptx, "%s/k.ptx", g.dir);
+    for (int a = 0; a < N_ARCHS; a++) {
+        snprintf(cubin[a], sizeof cubin[a], "%s/k_%s.cubin", g.dir, k_archs[a]);
+        snprintf(log[a], sizeof log[a], "%s/k_%s.log", g.dir, k_archs[a]);
+        snprintf(arch_flag[a], sizeof arch_flag[a], "-arch=%s", k_archs[a]);
+        char *argv[] = {g.ptxas, arch_flag[a], "-v", ptx, "-o", cubin[a], NULL};
+        pid[a] = fj_test_spawn(argv, log[a], log[a]);
+    }
+    for (int a = 0; a < N_ARCHS; a++) {
+        int code = fj_test_wait(pid[a]);
+        char *text = fj_test_read_file(log[a], NULL);
+        ptxas_report rep = parse_ptxas_log(text);
+        char what[128];
+        if (code != 0 || rep.bad || rep.entries == 0) {
+            snprintf(what, sizeof what, "ptxas %s: exit %d, %s", arch_flag[a], code,
+                     code ? "rejected" : rep.entries ? "spills, stack or warnings" : "no -v report");
+            report_failure(canon, what, text);
+            ok = 0;
+        }
+        if (rep.registers > regs) regs = rep.registers;
+        free(text);
+    }
+    return ok ? regs : -1;
+}
+
+/* Register estimate of the plan against ptxas: reported, not asserted (the plan says "estimate"). */
+static void compare_register_estimate(const fajit_config *cfg, int regs)
+{
+    fj_plan plan;
+    if (fj_plan_build(cfg, &plan) != FAJIT_OK) return;
+    if (regs - plan.reg_total > g.max_regs_over) g.max_regs_over = regs - plan.reg_total;
+    if (plan.reg_total - regs > g.max_regs_under) g.max_regs_under = plan.reg_total - regs;
+}
+
+static void try_config(const fajit_config *cfg)
+{
+    char canon[160], path[4096];
+    char *ptx = NULL;
+    size_t len = 0;
+    int regs, verbosity = g.accepted % 3; /* comments must assemble too */
+    fajit_status st;
+    FILE *f;
+    fajit_config_format(cfg, canon, sizeof canon);
+    g.tried++;
+    st = fajit_config_check(cfg);
+    if (st != FAJIT_OK) {
+        if (!fajit_errmsg()[0]) {
+            report_failure(canon, "rejected with an empty message", NULL);
+            g.failed++;
+        }
+        if (verbose()) printf("  rejected %s: %s\n", canon, fajit_errmsg());
+        return;
+    }
+    g.accepted++;
+    st = fajit_generate_ptx(cfg, verbosity, &ptx, &len);
+    if (st != FAJIT_OK) {
+        report_failure(canon, "fajit_generate_ptx failed on a checked config", fajit_errmsg());
+        g.failed++;
+        return;
+    }
+    snprintf(path, sizeof path, "%s/k.ptx", g.dir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ptx, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    fajit_free(ptx);
+    regs = assemble_both(canon);
+    if (regs < 0) {
+        char kept[4096];
+        snprintf(kept, sizeof kept, "%s/fail_%d.ptx", g.dir, ++g.failed);
+        if (rename(path, kept) == 0) printf("  its PTX (-v %d) is kept in %s\n", verbosity, kept);
+        return;
+    }
+    if (regs > g.max_regs) g.max_regs = regs;
+    compare_register_estimate(cfg, regs);
+    if (verbose()) printf("  ok %s (-v %d): %d registers\n", canon, verbosity, regs);
+    /* keep the first sm_80 cubin of each dtype for the SASS test */
+    char *keep = g.sass_cubin[cfg->dtype == FAJIT_DTYPE_BF16];
+    if (!keep[0]) {
+        char from[4096];
+        snprintf(from, sizeof from, "%s/k_sm_80.cubin", g.dir);
+        snprintf(keep, 4096, "%s/sass_%s.cubin", g.dir, cfg->dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16");
+        assert_int_equal(rename(from, keep), 0);
+    }
+}
+
+/* ---- the grid ---------------------------------------------------------------------------------- */
+
+static void run_tiles(fajit_config base)
+{
+    static const int brs[] = {16, 32, 64, 128, 256}, bcs[] = {16, 32, 64, 128}, sws[] = {FAJIT_SWIZZLE_NONE, 32, 64, 128};
+    static const int warps[] = {1, 2, 4, 8};
+    const char *mode = getenv("FAJIT_PTXAS_GRID");
+    fajit_config cfg = base;
+    if (fajit_config_fill(NULL, NULL, &cfg) == FAJIT_OK) try_config(&cfg); /* the heuristic's pick */
+    if (mode && strcmp(mode, "full") == 0) {
+        for (size_t i = 0; i < 5 * 4 * 4 * 4 * 4; i++) {
+            size_t k = i;
+            cfg = base;
+            cfg.block_m = brs[k % 5], k /= 5;
+            cfg.block_n = bcs[k % 4], k /= 4;
+            cfg.stages = 1 + (int)(k % 4), k /= 4;
+            cfg.swizzle = sws[k % 4], k /= 4;
+            cfg.warps = warps[k % 4];
+            try_config(&cfg);
+        }
+        return;
+    }
+    for (size_t t = 0; t < sizeof k_tiles / sizeof k_tiles[0]; t++) {
+        cfg = base;
+        cfg.block_m = k_tiles[t].br;
+        cfg.block_n = k_tiles[t].bc;
+        cfg.stages = k_tiles[t].stages;
+        cfg.swizzle = k_tiles[t].swizzle;
+        cfg.warps = k_tiles[t].warps;
+        try_config(&cfg);
+    }
+}
+
+static void test_grid_assembles(void **state)
+{
+    double t0 = now_seconds();
+    (void)state;
+    for (int dt = FAJIT_DTYPE_F16; dt <= FAJIT_DTYPE_BF16; dt++)
+        for (size_t h = 0; h < sizeof k_head_dims / sizeof k_head_dims[0]; h++)
+            for (int causal = 0; causal <= 1; causal++) {
+                fajit_config base = {.arch = FAJIT_ARCH_SM80, .dtype = (fajit_dtype)dt,
+                                     .head_dim = k_head_dims[h], .causal = causal};
+                run_tiles(base);
+            }
+    g.seconds = now_seconds() - t0;
+    printf("ptxas grid: %d configs x %d archs assembled, 0 spills; max registers %d "
+           "(%d tried, %d rejected by fajit_config_check, %d accepted configs FAILED; %.1f s, %.2f s per config)\n",
+           g.accepted - g.failed, N_ARCHS, g.max_regs, g.tried, g.tried - g.accepted, g.failed, g.seconds,
+           g.accepted ? g.seconds / g.accepted : 0.0);
+    printf("register estimate vs ptxas: up to %d over the plan's reg_total, up to %d under\n", g.max_regs_over,
+           g.max_regs_under);
+    fflush(stdout);
+    assert_int_equal(g.failed, 0);
+    assert_true(g.accepted > 0);
+}
+
+/* ---- SASS -------------------------------------------------------------------------------------- */
+
+/* Does the disassembly use instruction `op` (a word after blanks, followed by '.', ' ' or ';')? */
+static int has_op(const char *sass, const char *op)
+{
+    size_t n = strlen(op);
+    for (const char *p = strstr(sass, op); p; p = strstr(p + 1, op))
+        if (p > sass && (p[-1] == ' ' || p[-1] == '\t') && (p[n] == '.' || p[n] == ' ' || p[n] == ';')) return 1;
+    return 0;
+}
+
+static void test_sass(void **state)
+{
+    (void)state;
+    if (!g.nvdisasm) {
+        printf("SKIP: SASS checks: nvdisasm not found (set FAJIT_NVDISASM, or pip install nvidia-cuda-nvdisasm)\n");
+        skip();
+    }
+    for (int d = 0; d < 2; d++) {
+        char out[4096];
+        char *sass;
+        if (!g.sass_cubin[d][0]) {
+            print_error("no %s config assembled: nothing to disassemble\n", d ? "bf16" : "f16");
+            fail();
+        }
+        snprintf(out, sizeof out, "%s/sass_%d.txt", g.dir, d);
+        char *argv[] = {g.nvdisasm, g.sass_cubin[d], NULL};
+        assert_int_equal(fj_test_run(argv, out, NULL), 0);
+        sass = fj_test_read_file(out, NULL);
+        assert_non_null(sass);
+        if (!has_op(sass, "HMMA") || has_op(sass, "LDL") || has_op(sass, "STL"))
+            print_error("%s: HMMA %d, LDL %d, STL %d\n", g.sass_cubin[d], has_op(sass, "HMMA"), has_op(sass, "LDL"),
+                        has_op(sass, "STL"));
+        assert_true(has_op(sass, "HMMA"));
+        assert_false(has_op(sass, "LDL"));
+        assert_false(has_op(sass, "STL"));
+        printf("SASS %s: HMMA present, no LDL/STL\n", d ? "bf16" : "f16");
+        free(sass);
+    }
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (!g.failed) fj_test_remove_dir(g.dir); /* else the failing PTX stays there */
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_grid_assembles), cmocka_unit_test(test_sass)};
+    g.ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
+    if (!g.ptxas) fj_test_skip_all("ptxas not found (set FAJIT_PTXAS or install the CUDA toolkit in /usr/local/cuda)");
+    if (access(g.ptxas, X_OK) != 0) {
+        printf("ptxas %s (from FAJIT_PTXAS) is not an executable file\n", g.ptxas);
+        return 1;
+    }
+    g.nvdisasm =
+        fj_test_find_tool("FAJIT_NVDISASM", "nvdisasm", FAJIT_NVDISASM_DEFAULT, "/usr/local/cuda/bin/nvdisasm", NULL);
+    g.dir = fj_test_make_temp_dir("fajit-ptxas");
+    if (!g.dir) fj_test_skip_all("cannot make a temporary directory");
+    printf("ptxas: %s\nnvdisasm: %s\n", g.ptxas, g.nvdisasm ? g.nvdisasm : "(none)");
+    return cmocka_run_group_tests_name("ptxas_grid", tests, NULL, teardown);
+}

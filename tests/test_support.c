@@ -1,0 +1,146 @@
+/*
+ * test_support.c - process, file and tool helpers for the tests (see test_support.h). POSIX only.
+ */
+#include "test_support.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+char *fj_test_find_tool(const char *env_var, const char *name, ...)
+{
+    const char *env = env_var ? getenv(env_var) : NULL;
+    const char *path = getenv("PATH");
+    const char *fallback;
+    va_list ap;
+    if (env && env[0]) return dup_str(env);
+    va_start(ap, name);
+    while ((fallback = va_arg(ap, const char *)) != NULL) {
+        if (fallback[0] && access(fallback, X_OK) == 0) {
+            va_end(ap);
+            return dup_str(fallback);
+        }
+    }
+    va_end(ap);
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        char buf[4096];
+        if (n > 0 && n + strlen(name) + 2 < sizeof buf) {
+            snprintf(buf, sizeof buf, "%.*s/%s", (int)n, path, name);
+            if (access(buf, X_OK) == 0) return dup_str(buf);
+        }
+        path += n + (path[n] == ':');
+    }
+    return NULL;
+}
+
+int fj_test_spawn(char *const argv[], const char *out_path, const char *err_path)
+{
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int rc;
+    const int flags = O_WRONLY | O_CREAT | O_TRUNC;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path ? out_path : "/dev/null", flags, 0644);
+    if (err_path && out_path && strcmp(err_path, out_path) == 0)
+        posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    else
+        posix_spawn_file_actions_addopen(&fa, 2, err_path ? err_path : "/dev/null", flags, 0644);
+    rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    return rc == 0 ? (int)pid : -1;
+}
+
+int fj_test_wait(int pid)
+{
+    int status;
+    if (pid < 0) return -1;
+    while (waitpid((pid_t)pid, &status, 0) < 0)
+        if (errno != EINTR) return -1;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return -1;
+}
+
+int fj_test_run(char *const argv[], const char *out_path, const char *err_path)
+{
+    return fj_test_wait(fj_test_spawn(argv, out_path, err_path));
+}
+
+char *fj_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *data = NULL;
+    size_t n = 0, cap = 0, got;
+    if (!f) return NULL;
+    do {
+        if (cap - n < 4096) {
+            char *grown = realloc(data, cap = cap * 2 + 8192);
+            if (!grown) {
+                free(data);
+                fclose(f);
+                return NULL;
+            }
+            data = grown;
+        }
+        got = fread(data + n, 1, cap - n - 1, f);
+        n += got;
+    } while (got > 0);
+    fclose(f);
+    data[n] = '\0';
+    if (len) *len = n;
+    return data;
+}
+
+char *fj_test_make_temp_dir(const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s-XXXXXX", tmp && tmp[0] ? tmp : "/tmp", prefix);
+    return mkdtemp(buf) ? dup_str(buf) : NULL;
+}
+
+void fj_test_remove_dir(const char *dir)
+{
+    DIR *d = dir ? opendir(dir) : NULL;
+    struct dirent *e;
+    char path[4096];
+    if (!d) return;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+void fj_test_skip_all(const char *fmt, ...)
+{
+    va_list ap;
+    printf("SKIP: ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    exit(FJ_TEST_SKIP_CODE);
+}

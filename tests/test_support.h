@@ -1,0 +1,49 @@
+/*
+ * test_support.h - helpers shared by the cmocka tests: finding external tools (ptxas, nvdisasm),
+ * running a program with its output captured in files, reading files, and skipping visibly.
+ *
+ * Skipping: a test binary that cannot run here (no ptxas, no GPU) prints one line saying why and
+ * exits with FJ_TEST_SKIP_CODE, which ctest reports as "Skipped" (SKIP_RETURN_CODE in
+ * tests/CMakeLists.txt). Inside a cmocka group, print the reason and call cmocka's skip().
+ */
+#ifndef FJ_TEST_SUPPORT_H
+#define FJ_TEST_SUPPORT_H
+
+#include <stddef.h>
+
+#define FJ_TEST_SKIP_CODE 77
+
+/*
+ * Path of a tool: $env_var if set and non-empty (env_var may be NULL), else the first of the
+ * NULL-terminated fallback paths that is executable, else `name` found on $PATH. Returns a malloc'd
+ * path, or NULL when the tool is nowhere.
+ */
+char *fj_test_find_tool(const char *env_var, const char *name, ...);
+
+/*
+ * Run argv[0] (a path) with stdout and stderr sent to out_path and err_path (either may be NULL:
+ * /dev/null; both the same path: one file), and wait. Returns the exit status, 128 + signal if it
+ * was killed, or -1 if it could not be started.
+ */
+int fj_test_run(char *const argv[], const char *out_path, const char *err_path);
+
+/* Start such a run without waiting; returns the pid or -1. fj_test_wait gives the exit status. */
+int fj_test_spawn(char *const argv[], const char *out_path, const char *err_path);
+int fj_test_wait(int pid);
+
+/* Whole file as a NUL-terminated malloc'd string (length in *len if non-NULL), or NULL. */
+char *fj_test_read_file(const char *path, size_t *len);
+
+/* mkdtemp under $TMPDIR (or /tmp) with the given prefix; malloc'd path or NULL. */
+char *fj_test_make_temp_dir(const char *prefix);
+/* Remove a directory made by fj_test_make_temp_dir and the plain files in it. */
+void fj_test_remove_dir(const char *dir);
+
+/* Print "SKIP: <reason>" and exit with FJ_TEST_SKIP_CODE. */
+void fj_test_skip_all(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2), noreturn))
+#endif
+    ;
+
+#endif

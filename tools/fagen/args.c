@@ -1,0 +1,277 @@
+/*
+ * args.c - fagen's shared flag parser (see args.h): a table of kernel-config flags, each with its
+ * value rule, plus -v / -o / --sm, and the step that completes a config with the library's heuristic.
+ *
+ * Every rule the command line can check without the library (enumerations, ranges, whole numbers)
+ * is checked here with a message naming the flag, the value and the rule; rules that need the plan
+ * (tile multiples, smem and register budgets) are left to fajit_config_fill / fajit_config_check,
+ * whose message is passed through unchanged.
+ */
+#include "args.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- value rules ------------------------------------------------------------------------------ */
+
+typedef struct choice {
+    const char *text;
+    int value;
+} choice;
+
+static const choice k_arch_choices[] = {
+    {"sm_80", FAJIT_ARCH_SM80}, {"sm_90a", FAJIT_ARCH_SM90A}, {"sm_100a", FAJIT_ARCH_SM100A},
+    {"auto", FAJIT_ARCH_AUTO}, {NULL, 0}};
+static const choice k_dtype_choices[] = {{"f16", FAJIT_DTYPE_F16}, {"bf16", FAJIT_DTYPE_BF16}, {NULL, 0}};
+static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128}, {"192", 192}, {"256", 256},
+                                           {NULL, 0}};
+static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
+                                           {NULL, 0}};
+
+/* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
+static int parse_choice(const char *flag, const char *text, const choice *list, const char *rule, int *out)
+{
+    for (const choice *c = list; c->text; c++) {
+        if (strcmp(c->text, text) == 0) {
+            *out = c->value;
+            return FAGEN_ARG_TAKEN;
+        }
+    }
+    fprintf(stderr, "fagen: %s %s: must be %s\n", flag, text, rule);
+    return FAGEN_ARG_ERROR;
+}
+
+int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    long v;
+    /* strtol would skip leading blanks and accept a sign: only plain digits are a number here */
+    if (text[0] < '0' || text[0] > '9') {
+        fprintf(stderr, "fagen: %s %s: not a whole number (must be %d..%d)\n", flag, text, lo, hi);
+        return FAGEN_ARG_ERROR;
+    }
+    errno = 0;
+    v = strtol(text, &end, 10);
+    if (*end != '\0') {
+        fprintf(stderr, "fagen: %s %s: not a whole number (must be %d..%d)\n", flag, text, lo, hi);
+        return FAGEN_ARG_ERROR;
+    }
+    if (errno == ERANGE || v < lo || v > hi) {
+        fprintf(stderr, "fagen: %s %s: must be %d..%d\n", flag, text, lo, hi);
+        return FAGEN_ARG_ERROR;
+    }
+    *out = (int)v;
+    return FAGEN_ARG_TAKEN;
+}
+
+/* ---- the config flags --------------------------------------------------------------------------- */
+
+typedef int (*config_setter)(const char *flag, const char *text, fajit_config *cfg);
+
+static int set_arch(const char *f, const char *t, fajit_config *c)
+{
+    int v = 0;
+    int r = parse_choice(f, t, k_arch_choices, "sm_80, sm_90a, sm_100a or auto", &v);
+    if (r == FAGEN_ARG_TAKEN) c->arch = (fajit_arch)v;
+    return r;
+}
+static int set_dtype(const char *f, const char *t, fajit_config *c)
+{
+    int v = 0;
+    int r = parse_choice(f, t, k_dtype_choices, "f16 or bf16", &v);
+    if (r == FAGEN_ARG_TAKEN) c->dtype = (fajit_dtype)v;
+    return r;
+}
+static int set_headdim(const char *f, const char *t, fajit_config *c)
+{
+    return parse_choice(f, t, k_headdim_choices, "64, 96, 128, 192 or 256", &c->head_dim);
+}
+static int set_br(const char *f, const char *t, fajit_config *c) { return fagen_parse_int(f, t, 1, 1024, &c->block_m); }
+static int set_bc(const char *f, const char *t, fajit_config *c) { return fagen_parse_int(f, t, 1, 1024, &c->block_n); }
+static int set_stages(const char *f, const char *t, fajit_config *c) { return fagen_parse_int(f, t, 1, 4, &c->stages); }
+static int set_warps(const char *f, const char *t, fajit_config *c) { return fagen_parse_int(f, t, 1, 32, &c->warps); }
+static int set_swizzle(const char *f, const char *t, fajit_config *c)
+{
+    return parse_choice(f, t, k_swizzle_choices, "none, 32, 64 or 128", &c->swizzle);
+}
+static int set_causal(const char *f, const char *t, fajit_config *c)
+{
+    (void)f;
+    (void)t;
+    c->causal = 1;
+    return FAGEN_ARG_TAKEN;
+}
+
+typedef struct config_flag {
+    const char *name;
+    const char *metavar; /* NULL: the flag takes no value */
+    config_setter set;
+    const char *help;
+} config_flag;
+
+static const config_flag k_config_flags[] = {
+    {"--arch", "sm_80|sm_90a|sm_100a", set_arch, "code-generation path (default: sm_80)"},
+    {"--dtype", "f16|bf16", set_dtype, "element type of Q, K, V and O (default: bf16)"},
+    {"--headdim", "64|96|128|192|256", set_headdim, "head dimension D (default: 128)"},
+    {"--br", "N", set_br, "Br, query rows per CTA (default: heuristic)"},
+    {"--bc", "N", set_bc, "Bc, key rows per K/V tile (default: heuristic)"},
+    {"--stages", "1..4", set_stages, "K/V tiles in flight (default: heuristic)"},
+    {"--swizzle", "none|32|64|128", set_swizzle, "smem XOR swizzle span in bytes (default: heuristic)"},
+    {"--warps", "N", set_warps, "warps per CTA (default: heuristic)"},
+    {"--causal", NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
+};
+#define N_CONFIG_FLAGS ((int)(sizeof k_config_flags / sizeof k_config_flags[0]))
+
+void fagen_print_config_help(FILE *f)
+{
+    for (int i = 0; i < N_CONFIG_FLAGS; i++) {
+        const config_flag *cf = &k_config_flags[i];
+        char left[64];
+        snprintf(left, sizeof left, "%s%s%s", cf->name, cf->metavar ? " " : "", cf->metavar ? cf->metavar : "");
+        fprintf(f, "  %-30s %s\n", left, cf->help);
+    }
+}
+
+/* ---- generic flag handling ---------------------------------------------------------------------- */
+
+/* The flag name of a word ("--stages=2" -> "--stages"), copied into name. */
+static void flag_name(const char *word, char *name, size_t size)
+{
+    const char *eq = strncmp(word, "--", 2) == 0 ? strchr(word, '=') : NULL;
+    size_t n = eq ? (size_t)(eq - word) : strlen(word);
+    if (n >= size) n = size - 1;
+    memcpy(name, word, n);
+    name[n] = '\0';
+}
+
+const char *fagen_flag_value(int argc, char **argv, int *i, char *flag, size_t flag_size)
+{
+    const char *word = argv[*i];
+    const char *eq = strncmp(word, "--", 2) == 0 ? strchr(word, '=') : NULL;
+    flag_name(word, flag, flag_size);
+    if (eq) {
+        if (eq[1] != '\0') return eq + 1;
+    } else if (*i + 1 < argc && strncmp(argv[*i + 1], "--", 2) != 0) {
+        *i += 1;
+        return argv[*i];
+    }
+    fprintf(stderr, "fagen: %s: missing value\n", flag);
+    return NULL;
+}
+
+int fagen_parse_config_flag(int argc, char **argv, int *i, fajit_config *cfg)
+{
+    char flag[64];
+    flag_name(argv[*i], flag, sizeof flag);
+    for (int k = 0; k < N_CONFIG_FLAGS; k++) {
+        const config_flag *cf = &k_config_flags[k];
+        const char *value;
+        if (strcmp(flag, cf->name) != 0) continue;
+        if (!cf->metavar) {
+            if (strcmp(argv[*i], flag) != 0) {
+                fprintf(stderr, "fagen: %s: takes no value\n", argv[*i]);
+                return FAGEN_ARG_ERROR;
+            }
+            return cf->set(flag, NULL, cfg);
+        }
+        value = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        if (!value) return FAGEN_ARG_ERROR;
+        return cf->set(flag, value, cfg);
+    }
+    return FAGEN_ARG_NOT_MINE;
+}
+
+/* -v, -vN, -v N, --verbose[=N]: bare means 1; a following word is taken only if it starts with a digit. */
+static int parse_verbose(int argc, char **argv, int *i, fagen_args *a)
+{
+    const char *w = argv[*i];
+    const char *text = NULL;
+    if (strcmp(w, "-v") == 0 || strcmp(w, "--verbose") == 0) {
+        if (*i + 1 < argc && argv[*i + 1][0] >= '0' && argv[*i + 1][0] <= '9') text = argv[++*i];
+    } else if (strncmp(w, "--verbose=", 10) == 0) {
+        text = w + 10;
+    } else if (strncmp(w, "-v", 2) == 0) {
+        text = w + 2;
+    } else {
+        return FAGEN_ARG_NOT_MINE;
+    }
+    if (!text) {
+        a->verbosity = 1;
+        return FAGEN_ARG_TAKEN;
+    }
+    return fagen_parse_int("-v", text, 0, 2, &a->verbosity);
+}
+
+/* -v / -o / --sm, when the subcommand accepts them. */
+static int parse_common_flag(int argc, char **argv, int *i, unsigned opts, fagen_args *a)
+{
+    char flag[64];
+    flag_name(argv[*i], flag, sizeof flag);
+    if ((opts & FAGEN_OPT_VERBOSE) && (strncmp(flag, "-v", 2) == 0 || strcmp(flag, "--verbose") == 0))
+        return parse_verbose(argc, argv, i, a);
+    if ((opts & FAGEN_OPT_OUTPUT) && (strcmp(flag, "-o") == 0 || strcmp(flag, "--output") == 0)) {
+        a->out_path = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        return a->out_path ? FAGEN_ARG_TAKEN : FAGEN_ARG_ERROR;
+    }
+    if ((opts & FAGEN_OPT_SM) && strcmp(flag, "--sm") == 0) {
+        a->sm = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        return a->sm ? FAGEN_ARG_TAKEN : FAGEN_ARG_ERROR;
+    }
+    return FAGEN_ARG_NOT_MINE;
+}
+
+static int is_help(const char *w) { return strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0; }
+
+int fagen_args_parse(int argc, char **argv, unsigned opts, fagen_args *a)
+{
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) { /* --help wins over anything else on the line */
+        if (is_help(argv[i])) {
+            a->help = 1;
+            return FAGEN_EXIT_OK;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        int r = fagen_parse_config_flag(argc, argv, &i, &a->cfg);
+        if (r == FAGEN_ARG_NOT_MINE) r = parse_common_flag(argc, argv, &i, opts, a);
+        if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
+        if (r == FAGEN_ARG_TAKEN) continue;
+        if (argv[i][0] == '-')
+            fprintf(stderr, "fagen: %s: unknown flag for '%s' (see fagen %s --help)\n", argv[i], argv[0], argv[0]);
+        else
+            fprintf(stderr, "fagen: '%s': unexpected argument for '%s' (see fagen %s --help)\n", argv[i], argv[0],
+                    argv[0]);
+        return FAGEN_EXIT_USAGE;
+    }
+    return FAGEN_EXIT_OK;
+}
+
+/* ---- completing a config ------------------------------------------------------------------------ */
+
+int fagen_report_status(fajit_status st, const char *what)
+{
+    const char *msg = fajit_errmsg();
+    if (msg && msg[0])
+        fprintf(stderr, "fagen: %s\n", msg);
+    else
+        fprintf(stderr, "fagen: %s: %s\n", what, fajit_status_name(st));
+    switch (st) {
+    case FAJIT_OK: return FAGEN_EXIT_OK;
+    case FAJIT_ERR_INVALID_ARGUMENT:
+    case FAJIT_ERR_INVALID_CONFIG:
+    case FAJIT_ERR_UNSUPPORTED: return FAGEN_EXIT_USAGE;
+    default: return FAGEN_EXIT_FAIL;
+    }
+}
+
+int fagen_config_finish(fajit_config *cfg)
+{
+    fajit_status st;
+    if (cfg->head_dim == 0) cfg->head_dim = 128;
+    if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
+    st = fajit_config_fill(NULL, NULL, cfg); /* fills the other zeros, then checks every rule */
+    if (st != FAJIT_OK) return fagen_report_status(st, "config");
+    return FAGEN_EXIT_OK;
+}

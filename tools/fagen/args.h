@@ -1,0 +1,68 @@
+/*
+ * args.h - the flag parser every fagen subcommand shares: kernel-config flags into a fajit_config,
+ * plus -v, -o and --sm.
+ *
+ * Flags take their value as the next word or after '=' (--stages 2, --stages=2). A parser prints at
+ * most one line on stderr ("fagen: --stages 7: must be 1..4") and returns FAGEN_EXIT_USAGE; nothing
+ * here exits the process.
+ */
+#ifndef FAGEN_ARGS_H
+#define FAGEN_ARGS_H
+
+#include <stdio.h>
+
+#include "fagen.h"
+
+/* Which optional flags a subcommand accepts (config flags and --help are always accepted). */
+enum {
+    FAGEN_OPT_VERBOSE = 1u << 0, /* -v [0|1|2] */
+    FAGEN_OPT_OUTPUT = 1u << 1,  /* -o FILE */
+    FAGEN_OPT_SM = 1u << 2       /* --sm sm_XX */
+};
+
+typedef struct fagen_args {
+    fajit_config cfg;     /* fields not given on the command line stay 0 */
+    int verbosity;        /* -v N (bare -v = 1); 0 if not given */
+    const char *out_path; /* -o FILE, or NULL */
+    const char *sm;       /* --sm NAME, or NULL */
+    int help;             /* --help / -h was given */
+} fagen_args;
+
+/* Result of offering one argv word to a parser. */
+enum { FAGEN_ARG_TAKEN = 0, FAGEN_ARG_NOT_MINE = 1, FAGEN_ARG_ERROR = 2 };
+
+/*
+ * Parse argv[1..argc-1] (argv[0] is the subcommand name) into *a, accepting the config flags and the
+ * optional ones in `opts`. Returns FAGEN_EXIT_OK or FAGEN_EXIT_USAGE (message printed).
+ */
+int fagen_args_parse(int argc, char **argv, unsigned opts, fagen_args *a);
+
+/*
+ * Offer argv[*i] to the config-flag parser (for subcommands with flags of their own). On
+ * FAGEN_ARG_TAKEN, *i is left on the last word consumed. FAGEN_ARG_ERROR means a message was printed.
+ */
+int fagen_parse_config_flag(int argc, char **argv, int *i, fajit_config *cfg);
+
+/*
+ * The value of the flag at argv[*i]: the text after '=' or the next word (then *i advances).
+ * `flag` receives the flag's name without any "=value". NULL (message printed) if there is none.
+ */
+const char *fagen_flag_value(int argc, char **argv, int *i, char *flag, size_t flag_size);
+
+/* Parse a whole decimal int in [lo, hi] for `flag`; prints "fagen: FLAG TEXT: RULE" on failure. */
+int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out);
+
+/*
+ * Complete a command-line config: head_dim 128 and bf16 when not given, other zeros from
+ * fajit_config_fill(NULL, NULL, cfg), then fajit_config_check. Returns FAGEN_EXIT_OK, or the exit
+ * status for the library's status (message printed).
+ */
+int fagen_config_finish(fajit_config *cfg);
+
+/* Exit status for a library failure, after printing "fagen: <fajit_errmsg()>" on stderr. */
+int fagen_report_status(fajit_status st, const char *what);
+
+/* Help text for the config flags, one line each (for the subcommands' --help). */
+void fagen_print_config_help(FILE *f);
+
+#endif

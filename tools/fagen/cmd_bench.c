@@ -1,0 +1,513 @@
+/*
+ * cmd_bench.c - fagen bench: time forward kernels on the GPU, and the latency of getting one.
+ *
+ *   fagen bench [--batch B --heads H --heads-kv H --seqlen N --seqlen-k N --layout bhnd|bnhd]
+ *               [config flags] [--reps N] [--warmup N] [--device N]
+ *   fagen bench --grid first [config flags]   D 64/128/256 x N 4k/16k (B*N = 16384, H*D = 2048), both masks
+ *   fagen bench --latency [config flags]      PTX generation, cold compile, disk-cache and memory-cache hits
+ *
+ * Timing: `warmup` calls, then `reps` (>= 20) calls each between two CUDA events on the default
+ * stream; the median is reported. Inputs rotate over as many Q/K/V/O sets as it takes to pass 256 MB
+ * (5x the H100's 50 MB L2), so no call finds its inputs in L2. Inputs are uniform random, not zeros.
+ * TFLOP/s = 4 * B * Hq * Nq * Nk * D / t; with the causal mask, half of that when Nq == Nk (the
+ * convention of FlashAttention's benchmarks), else the exact count of visible (query, key) pairs.
+ * Without tile flags the config is the library heuristic's for the shape (printed).
+ */
+#include <ftw.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "runtime/context.h"
+#include "runtime/error.h"
+#include "runtime/half.h"
+
+#define BENCH_ROTATE_BYTES (256.0 * 1024 * 1024) /* rotate input sets until they span this much */
+#define BENCH_MAX_SETS 64
+#define BENCH_MIN_REPS 20
+
+typedef struct bench_cli {
+    fajit_config user; /* config flags; zeros = heuristic */
+    int batch, heads, heads_kv, seqlen, seqlen_k, bnhd;
+    int reps, warmup, device, grid_first, latency, help;
+} bench_cli;
+
+typedef struct bench_shape {
+    int b, hq, hkv, nq, nk, d, causal;
+    fajit_dtype dtype;
+    int bnhd;
+} bench_shape;
+
+typedef struct bench_result {
+    double median_ms, min_ms, tflops;
+    int sets;
+    fajit_config cfg;
+    fajit_kernel_info info;
+} bench_result;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Floating-point operations of one forward (see the opening comment). */
+static double bench_flops(const bench_shape *s)
+{
+    double pairs = (double)s->nq * s->nk;
+    if (s->causal && s->nq == s->nk) {
+        pairs *= 0.5;
+    } else if (s->causal) {
+        pairs = 0;
+        for (int64_t i = 0; i < s->nq; i++) {
+            int64_t n = i + (int64_t)s->nk - s->nq + 1;
+            pairs += (double)(n < 0 ? 0 : n > s->nk ? s->nk : n);
+        }
+    }
+    return 4.0 * s->b * s->hq * (double)s->d * pairs;
+}
+
+/* ---- flags ------------------------------------------------------------------------------------ */
+
+static void bench_usage(FILE *f)
+{
+    fputs("usage: fagen bench [shape flags] [config flags] [--reps N] [--warmup N] [--device N]\n"
+          "       fagen bench --grid first [config flags]\n"
+          "       fagen bench --latency [config flags]\n"
+          "Time forward attention on the GPU: median of >= 20 calls between CUDA events, inputs rotated\n"
+          "over enough buffer sets to exceed 256 MB, TFLOP/s = 4*B*H*Nq*Nk*D/t (x0.5 causal).\n\n"
+          "  --batch B                      default 16384 / seqlen (at least 1)\n"
+          "  --heads H                      query heads, default 2048 / headdim\n"
+          "  --heads-kv H                   kv heads (GQA), default = --heads\n"
+          "  --seqlen N                     query length, default 4096\n"
+          "  --seqlen-k N                   key length, default = --seqlen\n"
+          "  --layout bhnd|bnhd             tensor layout, default bhnd\n"
+          "  --reps N                       timed calls (>= 20, default 30)\n"
+          "  --warmup N                     untimed calls first (default 10)\n"
+          "  --grid first                   D 64/128/256 x N 4096/16384, B*N = 16384, H*D = 2048, both masks\n"
+          "  --latency                      time PTX generation, cold compile, disk and memory cache hits\n"
+          "  --device N                     CUDA device ordinal (default 0)\n\n"
+          "config flags (omitted ones: the library heuristic for the shape):\n",
+          f);
+    fagen_print_config_help(f);
+    fputs("\nexample: fagen bench --headdim 128 --seqlen 16384 --causal\n", f);
+}
+
+/* An int flag of bench's own: returns FAGEN_ARG_NOT_MINE if argv[*i] is none of them. */
+static int bench_int_flag(int argc, char **argv, int *i, bench_cli *o)
+{
+    static const struct { const char *name; size_t off; int lo, hi; } k_ints[] = {
+        {"--batch", offsetof(bench_cli, batch), 1, 65535},
+        {"--heads", offsetof(bench_cli, heads), 1, 65535},
+        {"--heads-kv", offsetof(bench_cli, heads_kv), 1, 65535},
+        {"--seqlen", offsetof(bench_cli, seqlen), 1, 1 << 24},
+        {"--seqlen-k", offsetof(bench_cli, seqlen_k), 1, 1 << 24},
+        {"--reps", offsetof(bench_cli, reps), BENCH_MIN_REPS, 100000},
+        {"--warmup", offsetof(bench_cli, warmup), 0, 100000},
+        {"--device", offsetof(bench_cli, device), 0, 1023},
+    };
+    char flag[64];
+    const char *eq = strchr(argv[*i], '=');
+    size_t n = eq ? (size_t)(eq - argv[*i]) : strlen(argv[*i]);
+    for (size_t k = 0; k < sizeof k_ints / sizeof k_ints[0]; k++) {
+        if (strlen(k_ints[k].name) != n || strncmp(argv[*i], k_ints[k].name, n) != 0) continue;
+        const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        if (!val) return FAGEN_ARG_ERROR;
+        return fagen_parse_int(flag, val, k_ints[k].lo, k_ints[k].hi, (int *)((char *)o + k_ints[k].off));
+    }
+    return FAGEN_ARG_NOT_MINE;
+}
+
+/* --grid and --layout take a word. */
+static int bench_word_flag(int argc, char **argv, int *i, bench_cli *o)
+{
+    char flag[64];
+    int is_grid = strncmp(argv[*i], "--grid", 6) == 0 && (argv[*i][6] == '\0' || argv[*i][6] == '=');
+    int is_layout = strncmp(argv[*i], "--layout", 8) == 0 && (argv[*i][8] == '\0' || argv[*i][8] == '=');
+    if (!is_grid && !is_layout) return FAGEN_ARG_NOT_MINE;
+    const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+    if (!val) return FAGEN_ARG_ERROR;
+    if (is_grid && strcmp(val, "first") == 0) o->grid_first = 1;
+    else if (is_layout && strcmp(val, "bhnd") == 0) o->bnhd = 0;
+    else if (is_layout && strcmp(val, "bnhd") == 0) o->bnhd = 1;
+    else {
+        fprintf(stderr, "fagen: %s %s: must be %s\n", flag, val, is_grid ? "first" : "bhnd or bnhd");
+        return FAGEN_ARG_ERROR;
+    }
+    return FAGEN_ARG_TAKEN;
+}
+
+static int bench_parse(int argc, char **argv, bench_cli *o)
+{
+    memset(o, 0, sizeof *o);
+    o->reps = 30;
+    o->warmup = 10;
+    for (int i = 1; i < argc; i++) {
+        const char *w = argv[i];
+        int r;
+        if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
+            o->help = 1;
+            return FAGEN_EXIT_OK;
+        }
+        if (strcmp(w, "--latency") == 0) {
+            o->latency = 1;
+            continue;
+        }
+        r = bench_int_flag(argc, argv, &i, o);
+        if (r == FAGEN_ARG_NOT_MINE) r = bench_word_flag(argc, argv, &i, o);
+        if (r == FAGEN_ARG_NOT_MINE) r = fagen_parse_config_flag(argc, argv, &i, &o->user);
+        if (r == FAGEN_ARG_NOT_MINE) {
+            fprintf(stderr, "fagen: %s: unknown flag for 'bench' (see fagen bench --help)\n", w);
+            return FAGEN_EXIT_USAGE;
+        }
+        if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
+    }
+    if (o->grid_first && o->latency) {
+        fprintf(stderr, "fagen: --grid and --latency: give one of them\n");
+        return FAGEN_EXIT_USAGE;
+    }
+    return FAGEN_EXIT_OK;
+}
+
+/* ---- buffers ---------------------------------------------------------------------------------- */
+
+typedef struct bench_sets {
+    int n;
+    fajit_attention_args args[BENCH_MAX_SETS];
+    fj_CUdeviceptr mem[BENCH_MAX_SETS][4]; /* q, k, v, o */
+} bench_sets;
+
+static void bench_sets_free(const fj_cuda_api *cu, bench_sets *s)
+{
+    for (int i = 0; i < s->n; i++)
+        for (int t = 0; t < 4; t++)
+            if (s->mem[i][t]) cu->cuMemFree(s->mem[i][t]);
+    s->n = 0;
+}
+
+static fajit_attention_args bench_args(const bench_shape *s)
+{
+    fajit_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = s->dtype;
+    a.batch = s->b, a.heads_q = s->hq, a.heads_kv = s->hkv;
+    a.seqlen_q = s->nq, a.seqlen_k = s->nk, a.head_dim = s->d, a.causal = s->causal;
+    if (s->bnhd) fajit_args_set_bnhd_strides(&a);
+    else fajit_args_set_bhnd_strides(&a);
+    return a;
+}
+
+/* Allocate and fill sets until they span BENCH_ROTATE_BYTES (at least one; fewer if memory runs out).
+ * The context is current. */
+static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s, bench_sets *sets)
+{
+    size_t q_bytes = (size_t)s->b * s->hq * s->nq * s->d * 2, kv_bytes = (size_t)s->b * s->hkv * s->nk * s->d * 2;
+    size_t bytes[4] = {q_bytes, kv_bytes, kv_bytes, q_bytes};
+    double set_bytes = 2.0 * (double)(q_bytes + kv_bytes);
+    int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
+    uint16_t *host = malloc(q_bytes > kv_bytes ? q_bytes : kv_bytes);
+    if (!host) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host buffer of %zu bytes", q_bytes > kv_bytes ? q_bytes : kv_bytes);
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (size_t i = 0; i < (q_bytes > kv_bytes ? q_bytes : kv_bytes) / 2; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        host[i] = fj_half_from_f32(s->dtype, (float)((double)(x >> 11) * 0x1p-53 * 2.0 - 1.0));
+    }
+    memset(sets, 0, sizeof *sets);
+    fj_CUresult rc = 0;
+    for (int i = 0; i < (want < BENCH_MAX_SETS ? want : BENCH_MAX_SETS) && rc == 0; i++) {
+        for (int t = 0; t < 4 && rc == 0; t++) rc = cu->cuMemAlloc(&sets->mem[i][t], bytes[t]);
+        for (int t = 0; t < 3 && rc == 0; t++) rc = cu->cuMemcpyHtoD(sets->mem[i][t], host, bytes[t]);
+        if (rc == 0) rc = cu->cuMemsetD8(sets->mem[i][3], 0, bytes[3]);
+        sets->n = i + 1;
+        if (rc != 0) { /* out of memory: keep the sets made so far */
+            for (int t = 0; t < 4; t++)
+                if (sets->mem[i][t]) cu->cuMemFree(sets->mem[i][t]), sets->mem[i][t] = 0;
+            sets->n = i;
+        }
+        sets->args[i] = bench_args(s);
+        sets->args[i].q = sets->mem[i][0], sets->args[i].k = sets->mem[i][1];
+        sets->args[i].v = sets->mem[i][2], sets->args[i].o = sets->mem[i][3];
+    }
+    free(host);
+    if (sets->n == 0) return fj_cuda_fail(rc, "cuMemAlloc (bench inputs)");
+    return FAJIT_OK;
+}
+
+/* ---- timing ----------------------------------------------------------------------------------- */
+
+/* The config to time: the user's fields, the rest from the heuristic for this shape. */
+static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const bench_shape *s, fajit_config *cfg)
+{
+    fajit_shape shape = {s->b, s->hq, s->hkv, s->nq, s->nk};
+    *cfg = o->user;
+    cfg->dtype = s->dtype, cfg->head_dim = s->d, cfg->causal = s->causal;
+    return fajit_config_fill(ctx, &shape, cfg);
+}
+
+/* reps timed calls, each between two events; *ms receives the per-call times. Context is current. */
+static fajit_status bench_loop(fajit_context *ctx, const bench_sets *sets, const fajit_config *cfg, int warmup,
+                               int reps, double *ms)
+{
+    const fj_cuda_api *cu = ctx->cu;
+    fj_CUevent *ev = calloc(2 * (size_t)reps, sizeof *ev);
+    fajit_status st = ev ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: %d events", 2 * reps);
+    fj_CUresult rc = 0;
+    for (int i = 0; st == FAJIT_OK && i < warmup; i++) st = fajit_attention_forward(ctx, &sets->args[i % sets->n], cfg);
+    for (int i = 0; st == FAJIT_OK && rc == 0 && i < 2 * reps; i++) rc = cu->cuEventCreate(&ev[i], 0);
+    for (int i = 0; st == FAJIT_OK && rc == 0 && i < reps; i++) {
+        rc = cu->cuEventRecord(ev[2 * i], NULL);
+        if (rc == 0) st = fajit_attention_forward(ctx, &sets->args[(warmup + i) % sets->n], cfg);
+        if (rc == 0 && st == FAJIT_OK) rc = cu->cuEventRecord(ev[2 * i + 1], NULL);
+    }
+    if (st == FAJIT_OK && rc == 0) rc = cu->cuEventSynchronize(ev[2 * reps - 1]);
+    for (int i = 0; st == FAJIT_OK && rc == 0 && i < reps; i++) {
+        float t = 0;
+        rc = cu->cuEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]);
+        ms[i] = t;
+    }
+    if (st == FAJIT_OK && rc != 0) st = fj_cuda_fail(rc, "bench: CUDA events");
+    for (int i = 0; ev && i < 2 * reps; i++)
+        if (ev[i]) cu->cuEventDestroy(ev[i]);
+    free(ev);
+    return st;
+}
+
+static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const bench_shape *s, bench_result *res)
+{
+    bench_sets *sets = calloc(1, sizeof *sets);
+    double *ms = calloc((size_t)o->reps, sizeof *ms);
+    fajit_kernel *kernel = NULL;
+    fajit_status st = sets && ms ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host memory");
+    memset(res, 0, sizeof *res);
+    if (st == FAJIT_OK) st = bench_config(ctx, o, s, &res->cfg);
+    if (st == FAJIT_OK) st = fajit_kernel_get(ctx, &res->cfg, &kernel, NULL);
+    if (st == FAJIT_OK) st = fajit_kernel_get_info(kernel, &res->info);
+    if (st == FAJIT_OK) st = fj_context_push(ctx);
+    if (st != FAJIT_OK) {
+        free(sets);
+        free(ms);
+        return st;
+    }
+    st = bench_sets_make(ctx->cu, s, sets);
+    if (st == FAJIT_OK) st = bench_loop(ctx, sets, &res->cfg, o->warmup, o->reps, ms);
+    if (st == FAJIT_OK) {
+        res->sets = sets->n;
+        res->median_ms = median(ms, o->reps);
+        res->min_ms = ms[0]; /* sorted by median() */
+        res->tflops = bench_flops(s) / (res->median_ms * 1e-3) / 1e12;
+    }
+    bench_sets_free(ctx->cu, sets);
+    fj_context_pop(ctx);
+    free(sets);
+    free(ms);
+    return st;
+}
+
+static void bench_print_header(void)
+{
+    printf("%-46s %-28s %9s %9s %8s %4s %6s %5s %4s\n", "config", "shape", "median ms", "min ms", "TFLOP/s", "sets",
+           "smem", "regs", "spill");
+}
+
+static void bench_print(const bench_shape *s, const bench_result *r)
+{
+    char cfg[128], shape[96];
+    fajit_config_format(&r->cfg, cfg, sizeof cfg);
+    snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
+             s->causal ? " causal" : "", s->bnhd ? " bnhd" : "");
+    printf("%-46s %-28s %9.3f %9.3f %8.1f %4d %6d %5d %4d\n", cfg, shape, r->median_ms, r->min_ms, r->tflops, r->sets,
+           r->info.smem_bytes, r->info.registers, r->info.spill_bytes);
+    fflush(stdout);
+}
+
+/* ---- latency ---------------------------------------------------------------------------------- */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static const char *source_name(fajit_cache_source s)
+{
+    return s == FAJIT_SOURCE_MEMORY ? "memory" : s == FAJIT_SOURCE_DISK ? "disk" : "compiled";
+}
+
+/* A new context on o->device with the disk cache in dir; *ms is how long creating it took. */
+static fajit_status lat_context(const bench_cli *o, const char *dir, fajit_context **ctx, double *ms)
+{
+    fajit_context_options opt = fajit_context_options_default();
+    opt.device = o->device;
+    opt.disk_cache = 1;
+    opt.cache_dir = dir;
+    double t0 = now_ms();
+    fajit_status st = fajit_context_create(&opt, ctx);
+    *ms = now_ms() - t0;
+    return st;
+}
+
+static fajit_status lat_get(fajit_context *ctx, const fajit_config *cfg, const char *what)
+{
+    fajit_kernel *k;
+    fajit_cache_source src = FAJIT_SOURCE_COMPILED;
+    double t0 = now_ms();
+    fajit_status st = fajit_kernel_get(ctx, cfg, &k, &src);
+    double ms = now_ms() - t0;
+    if (st == FAJIT_OK) printf("  %-54s %10.3f ms  (%s)\n", what, ms, source_name(src));
+    return st;
+}
+
+static fajit_status lat_ptx(const fajit_config *cfg)
+{
+    double times[21];
+    size_t len = 0;
+    for (int i = 0; i < 21; i++) {
+        char *ptx = NULL;
+        double t0 = now_ms();
+        fajit_status st = fajit_generate_ptx(cfg, 0, &ptx, &len);
+        times[i] = now_ms() - t0;
+        fajit_free(ptx);
+        if (st != FAJIT_OK) return st;
+    }
+    printf("  %-54s %10.3f ms  (then median %.3f ms; %zu bytes)\n", "PTX generation, first call", times[0],
+           median(times + 1, 20), len);
+    return FAJIT_OK;
+}
+
+/* Two fresh cache directories: the first compile of the process pays for loading nvJitLink. */
+static fajit_status lat_steps(const bench_cli *o, const fajit_config *cfg, char *dir_a, char *dir_b)
+{
+    fajit_context *a = NULL, *b = NULL;
+    double ms;
+    fajit_status st = lat_ptx(cfg);
+    if (st == FAJIT_OK && (st = lat_context(o, dir_a, &a, &ms)) == FAJIT_OK) {
+        printf("  %-54s %10.3f ms  (%s, %s)\n", "context create, first (loads libcuda)", ms, a->device_name, a->sm);
+        st = lat_get(a, cfg, "cold compile, first in process (loads nvJitLink)");
+    }
+    if (st == FAJIT_OK && (st = lat_context(o, dir_b, &b, &ms)) == FAJIT_OK) {
+        printf("  %-54s %10.3f ms\n", "context create", ms);
+        st = lat_get(b, cfg, "cold compile (fresh disk cache, empty memory cache)");
+    }
+    fajit_context_destroy(b);
+    b = NULL;
+    if (st == FAJIT_OK && (st = lat_context(o, dir_b, &b, &ms)) == FAJIT_OK) {
+        st = lat_get(b, cfg, "disk-cache hit (new context, warm disk)");
+        if (st == FAJIT_OK) st = lat_get(b, cfg, "memory-cache hit");
+    }
+    fajit_context_destroy(a);
+    fajit_context_destroy(b);
+    return st;
+}
+
+static int bench_latency(const bench_cli *o)
+{
+    fajit_config cfg = o->user;
+    char dir_a[] = "/tmp/fagen-latency-XXXXXX", dir_b[] = "/tmp/fagen-latency-XXXXXX", text[128];
+    if (!cfg.head_dim) cfg.head_dim = 128;
+    if (!cfg.dtype) cfg.dtype = FAJIT_DTYPE_BF16;
+    fajit_status st = fajit_config_fill(NULL, NULL, &cfg);
+    if (st != FAJIT_OK) return fagen_report_status(st, "config");
+    if (!mkdtemp(dir_a) || !mkdtemp(dir_b)) {
+        fprintf(stderr, "fagen: bench --latency: cannot make a directory under /tmp\n");
+        return FAGEN_EXIT_FAIL;
+    }
+    fajit_config_format(&cfg, text, sizeof text);
+    printf("latency of %s (caches in %s, %s)\n", text, dir_a, dir_b);
+    st = lat_steps(o, &cfg, dir_a, dir_b);
+    nftw(dir_a, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nftw(dir_b, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (st == FAJIT_ERR_LIBRARY_MISSING || st == FAJIT_ERR_NO_DEVICE) {
+        fprintf(stderr, "fagen: bench needs a GPU: %s\n", fajit_errmsg());
+        return FAGEN_EXIT_FAIL;
+    }
+    return st == FAJIT_OK ? FAGEN_EXIT_OK : fagen_report_status(st, "bench --latency");
+}
+
+/* ---- the command ------------------------------------------------------------------------------ */
+
+static bench_shape shape_from_flags(const bench_cli *o, int d, int n, int causal)
+{
+    bench_shape s;
+    s.d = d;
+    s.dtype = o->user.dtype ? o->user.dtype : FAJIT_DTYPE_BF16;
+    s.nq = n;
+    s.nk = o->seqlen_k && !o->grid_first ? o->seqlen_k : n;
+    s.b = o->batch && !o->grid_first ? o->batch : (16384 / n > 1 ? 16384 / n : 1);
+    s.hq = o->heads && !o->grid_first ? o->heads : (2048 / d > 1 ? 2048 / d : 1);
+    s.hkv = o->heads_kv && !o->grid_first ? o->heads_kv : s.hq;
+    s.causal = causal;
+    s.bnhd = o->bnhd;
+    return s;
+}
+
+static int bench_one(fajit_context *ctx, const bench_cli *o, const bench_shape *s)
+{
+    bench_result r;
+    fajit_status st = bench_time(ctx, o, s, &r);
+    if (st != FAJIT_OK) return fagen_report_status(st, "bench");
+    bench_print(s, &r);
+    return FAGEN_EXIT_OK;
+}
+
+static int bench_grid_first(fajit_context *ctx, const bench_cli *o)
+{
+    static const int dims[] = {64, 128, 256}, lens[] = {4096, 16384};
+    int rc = FAGEN_EXIT_OK;
+    for (int di = 0; di < 3; di++)
+        for (int ni = 0; ni < 2; ni++)
+            for (int causal = 0; causal <= 1; causal++) {
+                if ((o->user.head_dim && o->user.head_dim != dims[di]) || (o->user.causal && !causal)) continue;
+                bench_shape s = shape_from_flags(o, dims[di], lens[ni], causal);
+                int r = bench_one(ctx, o, &s);
+                if (r != FAGEN_EXIT_OK) rc = r;
+            }
+    return rc;
+}
+
+int fagen_cmd_bench(int argc, char **argv)
+{
+    bench_cli o;
+    fajit_context *ctx = NULL;
+    int rc = bench_parse(argc, argv, &o);
+    if (rc != FAGEN_EXIT_OK) return rc;
+    if (o.help) {
+        bench_usage(stdout);
+        return FAGEN_EXIT_OK;
+    }
+    if (o.latency) return bench_latency(&o);
+    fajit_context_options opt = fajit_context_options_default();
+    opt.device = o.device;
+    if (fajit_context_create(&opt, &ctx) != FAJIT_OK) {
+        fprintf(stderr, "fagen: bench needs a GPU: %s\n", fajit_errmsg());
+        return FAGEN_EXIT_FAIL;
+    }
+    printf("fagen bench on %s (%s): median of %d calls after %d warm-up calls\n", ctx->device_name, ctx->sm, o.reps,
+           o.warmup);
+    bench_print_header();
+    if (o.grid_first) {
+        rc = bench_grid_first(ctx, &o);
+    } else {
+        bench_shape s = shape_from_flags(&o, o.user.head_dim ? o.user.head_dim : 128, o.seqlen ? o.seqlen : 4096,
+                                         o.user.causal);
+        rc = bench_one(ctx, &o, &s);
+    }
+    fajit_context_destroy(ctx);
+    return rc;
+}

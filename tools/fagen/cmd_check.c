@@ -1,0 +1,317 @@
+/*
+ * cmd_check.c - fagen check: run forward kernels on the GPU over a grid of configs x shapes and compare
+ * every output element with a reference (the harness of src/runtime/check.h).
+ *
+ *   fagen check [--quick] [--dtype f16|bf16] [--headdim D] [--causal] [--br N --bc N --stages N
+ *               --swizzle S --warps N --arch A] [--device N] [--seed S]
+ *
+ * Grid: dtype {f16, bf16} x D {64, 96, 128, 192, 256} x {non-causal, causal} x configs (the heuristic
+ * and a list of tile shapes, or the one config given by tile flags) x shapes (N = 1, 17, 1000,
+ * Nq < Nk, Nq > Nk, GQA 8/2, BNHD with padded rows, and B=2 H=8 N=2048 with the GPU reference).
+ * Configs that fajit_config_check rejects or the device cannot fit are skipped and counted. One line
+ * per run, then a summary with the worst errors. Exit 0 all passed, 1 a failure (or no GPU), 2 bad flags.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "runtime/check.h"
+#include "runtime/context.h"
+
+/* ---- the grid --------------------------------------------------------------------------------- */
+
+typedef struct check_shape {
+    const char *name;
+    int b, hq, hkv, nq, nk;
+    fj_check_layout layout;
+    int row_pad;
+    int quick;   /* part of --quick */
+    int big;     /* run only for the first two configs of each (dtype, D, causal) */
+} check_shape;
+
+static const check_shape k_shapes[] = {
+    /* name          B  Hq Hkv    Nq    Nk  layout          pad quick big */
+    {"N=1", 1, 2, 2, 1, 1, FJ_LAYOUT_BHND, 0, 1, 0},
+    {"N=17", 2, 3, 3, 17, 17, FJ_LAYOUT_BHND, 0, 1, 0},
+    {"N=1000", 1, 2, 2, 1000, 1000, FJ_LAYOUT_BHND, 0, 0, 0},
+    {"Nq<Nk", 1, 2, 2, 100, 1000, FJ_LAYOUT_BHND, 0, 1, 0},
+    {"Nq>Nk", 1, 2, 2, 1000, 100, FJ_LAYOUT_BHND, 0, 1, 0},
+    {"GQA 8/2", 1, 8, 2, 257, 257, FJ_LAYOUT_BHND, 0, 1, 0},
+    {"BNHD pad8", 2, 4, 2, 300, 200, FJ_LAYOUT_BNHD, 8, 0, 0},
+    {"B2 H8 N2048", 2, 8, 8, 2048, 2048, FJ_LAYOUT_BHND, 0, 0, 1},
+};
+#define N_SHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
+
+/* Tile shapes tried besides the heuristic: block_m, block_n, stages, swizzle, warps. */
+static const int k_tiles[][5] = {
+    {64, 64, 2, 128, 4}, {128, 64, 2, 128, 4}, {128, 32, 1, 64, 8}, {64, 32, 3, 32, 4},
+    {128, 128, 2, 128, 8}, {64, 128, 2, FAJIT_SWIZZLE_NONE, 4}, {128, 64, 3, 128, 8},
+};
+#define N_TILES ((int)(sizeof k_tiles / sizeof k_tiles[0]))
+
+static const int k_dims[] = {64, 96, 128, 192, 256};
+static const int k_quick_dims[] = {64, 128, 256};
+
+typedef struct check_cli {
+    fajit_config user; /* config flags; zeros = not given */
+    int quick, device, help;
+    uint64_t seed;     /* 0 = fresh seeds */
+} check_cli;
+
+/* ---- results ---------------------------------------------------------------------------------- */
+
+typedef struct check_worst {
+    double value;
+    char where[192];
+} check_worst;
+
+typedef struct check_totals {
+    int runs, passed, failed, errors, skipped_configs;
+    check_worst rel, row, lse;
+    char first_skip[256];
+} check_totals;
+
+static void worst_update(check_worst *w, double v, const char *cfg, const char *shape)
+{
+    if (v > w->value || (v != v && w->value == w->value)) {
+        w->value = v;
+        snprintf(w->where, sizeof w->where, "%s | %s", cfg, shape);
+    }
+}
+
+/* ---- flags ------------------------------------------------------------------------------------ */
+
+static void check_usage(FILE *f)
+{
+    fputs("usage: fagen check [--quick] [config flags] [--device N] [--seed S]\n"
+          "Run forward kernels on the GPU over configs x shapes; compare every element of O and LSE with a\n"
+          "reference (CPU float64 for small problems, else an fp32 GPU kernel compared in double).\n\n"
+          "  --quick                        D 64/128/256, the heuristic and one tile shape, 5 shapes\n"
+          "  --device N                     CUDA device ordinal (default 0)\n"
+          "  --seed S                       base seed (default: fresh random inputs on every run)\n\n"
+          "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only;\n"
+          "any tile flag (--br --bc --stages --swizzle --warps --arch) replaces the list of configs by\n"
+          "that one (its other fields from the heuristic):\n",
+          f);
+    fagen_print_config_help(f);
+    fputs("\npass: rel L2 <= 1e-2 (bf16) / 2e-3 (f16), worst row <= 4x that, |LSE err| <= 1e-3, no NaN,\n"
+          "no writes outside O/LSE. exit: 0 all passed, 1 a failure or no GPU, 2 bad flags\n"
+          "example: fagen check --quick --dtype bf16\n",
+          f);
+}
+
+static int check_parse_u64(const char *flag, const char *text, uint64_t *out)
+{
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 0);
+    if (!text[0] || *end || text[0] == '-') {
+        fprintf(stderr, "fagen: %s %s: must be a non-negative integer\n", flag, text);
+        return FAGEN_ARG_ERROR;
+    }
+    *out = (uint64_t)v;
+    return FAGEN_ARG_TAKEN;
+}
+
+static int check_parse(int argc, char **argv, check_cli *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        char flag[64];
+        const char *w = argv[i], *val;
+        int r = FAGEN_ARG_TAKEN;
+        if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
+            o->help = 1;
+            return FAGEN_EXIT_OK;
+        }
+        if (strcmp(w, "--quick") == 0) {
+            o->quick = 1;
+        } else if (strncmp(w, "--device", 8) == 0 && (w[8] == '\0' || w[8] == '=')) {
+            val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
+            r = val ? fagen_parse_int(flag, val, 0, 1023, &o->device) : FAGEN_ARG_ERROR;
+        } else if (strncmp(w, "--seed", 6) == 0 && (w[6] == '\0' || w[6] == '=')) {
+            val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
+            r = val ? check_parse_u64(flag, val, &o->seed) : FAGEN_ARG_ERROR;
+        } else {
+            r = fagen_parse_config_flag(argc, argv, &i, &o->user);
+            if (r == FAGEN_ARG_NOT_MINE) {
+                fprintf(stderr, "fagen: %s: unknown flag for 'check' (see fagen check --help)\n", w);
+                return FAGEN_EXIT_USAGE;
+            }
+        }
+        if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
+    }
+    return FAGEN_EXIT_OK;
+}
+
+static int user_gave_tiles(const fajit_config *u)
+{
+    return u->arch || u->block_m || u->block_n || u->stages || u->swizzle || u->warps;
+}
+
+/* ---- one (dtype, D, causal): its configs ------------------------------------------------------ */
+
+typedef struct check_cfg {
+    int heuristic;       /* 1: pass NULL to the forward */
+    fajit_config cfg;
+    char text[128];
+} check_cfg;
+
+/* 1 if cfg passes the rules and fits the device; else counts a skip (first reason kept). */
+static int config_usable(fajit_context *ctx, const fajit_config *cfg, check_totals *t)
+{
+    fj_plan plan;
+    const fj_arch_info *target;
+    if (fajit_config_check(cfg) == FAJIT_OK && fj_plan_build(cfg, &plan) == FAJIT_OK &&
+        fj_context_target(ctx, &plan, &target) == FAJIT_OK)
+        return 1;
+    if (!t->skipped_configs++) snprintf(t->first_skip, sizeof t->first_skip, "%s", fajit_errmsg());
+    return 0;
+}
+
+/* The configs to run for (dtype, D, causal); returns how many were written to out. */
+static int configs_for(fajit_context *ctx, const check_cli *o, fajit_dtype dt, int dim, int causal, check_cfg *out,
+                       check_totals *t)
+{
+    int n = 0;
+    if (user_gave_tiles(&o->user)) {
+        check_cfg c = {0, o->user, ""};
+        c.cfg.dtype = dt, c.cfg.head_dim = dim, c.cfg.causal = causal;
+        if (fajit_config_fill(ctx, NULL, &c.cfg) != FAJIT_OK) {
+            if (!t->skipped_configs++) snprintf(t->first_skip, sizeof t->first_skip, "%s", fajit_errmsg());
+            return 0;
+        }
+        if (!config_usable(ctx, &c.cfg, t)) return 0;
+        fajit_config_format(&c.cfg, c.text, sizeof c.text);
+        out[n++] = c;
+        return n;
+    }
+    out[n].heuristic = 1;
+    snprintf(out[n].text, sizeof out[n].text, "heuristic %s d%d%s", dt == FAJIT_DTYPE_F16 ? "f16" : "bf16", dim,
+             causal ? " causal" : "");
+    n++;
+    for (int i = 0; i < (o->quick ? 1 : N_TILES); i++) {
+        check_cfg c = {0, {FAJIT_ARCH_SM80, dt, dim, k_tiles[i][0], k_tiles[i][1], k_tiles[i][2], k_tiles[i][3],
+                           k_tiles[i][4], causal}, ""};
+        if (!config_usable(ctx, &c.cfg, t)) continue;
+        fajit_config_format(&c.cfg, c.text, sizeof c.text);
+        out[n++] = c;
+    }
+    return n;
+}
+
+/* ---- running ---------------------------------------------------------------------------------- */
+
+static uint64_t seed_for(uint64_t base, int run)
+{
+    uint64_t z = base + 0x9e3779b97f4a7c15ull * (uint64_t)(run + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z ? z : 1;
+}
+
+static void shape_text(const check_shape *s, char *buf, size_t size)
+{
+    snprintf(buf, size, "%-11s B%d H%d/%d N%d/%d%s", s->name, s->b, s->hq, s->hkv, s->nq, s->nk,
+             s->layout == FJ_LAYOUT_BNHD ? " bnhd" : "");
+}
+
+/* One run: returns 0 to go on, -1 when the CUDA context is no longer usable. */
+static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c, const check_shape *s,
+                     const fj_check_problem *base, check_totals *t)
+{
+    fj_check_problem p = *base;
+    fj_check_result r;
+    char shape[96];
+    p.batch = s->b, p.heads_q = s->hq, p.heads_kv = s->hkv, p.seqlen_q = s->nq, p.seqlen_k = s->nk;
+    p.layout = s->layout, p.row_pad = s->row_pad;
+    p.fill = s->big ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
+    p.seed = o->seed ? seed_for(o->seed, t->runs) : 0;
+    shape_text(s, shape, sizeof shape);
+    t->runs++;
+    fajit_status st = fj_check_run(ctx, c->heuristic ? NULL : &c->cfg, &p, NULL, &r);
+    if (st != FAJIT_OK) {
+        t->errors++;
+        printf("%-46s %-30s ERROR %s: %s\n", c->text, shape, fajit_status_name(st), fajit_errmsg());
+        fflush(stdout);
+        return st == FAJIT_ERR_CUDA ? -1 : 0;
+    }
+    printf("%-46s %-30s %s %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
+           r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, r.pass ? "PASS" : "FAIL");
+    if (!r.pass) printf(" (%s; seed %" PRIu64 ")", r.why, r.seed);
+    printf("\n");
+    fflush(stdout);
+    if (r.pass) t->passed++;
+    else t->failed++;
+    worst_update(&t->rel, r.rel_l2 / r.tol_rel_l2, c->text, shape);
+    worst_update(&t->row, r.worst_row_rel / r.tol_row_rel, c->text, shape);
+    worst_update(&t->lse, r.lse_max_abs / r.tol_lse, c->text, shape);
+    return 0;
+}
+
+/* Every config x shape of one (dtype, D, causal). Returns -1 to stop the grid. */
+static int check_group(fajit_context *ctx, const check_cli *o, fajit_dtype dt, int dim, int causal, check_totals *t)
+{
+    check_cfg cfgs[N_TILES + 1];
+    int n = configs_for(ctx, o, dt, dim, causal, cfgs, t);
+    fj_check_problem base = fj_check_problem_default();
+    base.dtype = dt, base.head_dim = dim, base.causal = causal;
+    for (int c = 0; c < n; c++)
+        for (int s = 0; s < N_SHAPES; s++) {
+            if ((o->quick && !k_shapes[s].quick) || (k_shapes[s].big && c >= 2)) continue;
+            if (check_one(ctx, o, &cfgs[c], &k_shapes[s], &base, t) < 0) return -1;
+        }
+    return 0;
+}
+
+static void check_summary(const check_totals *t)
+{
+    printf("\n%d runs: %d passed, %d failed, %d errors; %d configs skipped", t->runs, t->passed, t->failed, t->errors,
+           t->skipped_configs);
+    if (t->skipped_configs) printf(" (first: %s)", t->first_skip);
+    printf("\nworst, as a fraction of its tolerance:\n");
+    printf("  rel L2   %6.3f  %s\n", t->rel.value, t->rel.where);
+    printf("  row rel  %6.3f  %s\n", t->row.value, t->row.where);
+    printf("  LSE      %6.3f  %s\n", t->lse.value, t->lse.where);
+    printf("%s\n", t->failed || t->errors || !t->runs ? "FAIL" : "PASS");
+}
+
+int fagen_cmd_check(int argc, char **argv)
+{
+    check_cli o;
+    check_totals t;
+    fajit_context *ctx = NULL;
+    int rc = check_parse(argc, argv, &o);
+    if (rc != FAGEN_EXIT_OK) return rc;
+    if (o.help) {
+        check_usage(stdout);
+        return FAGEN_EXIT_OK;
+    }
+    fajit_context_options copt = fajit_context_options_default();
+    copt.device = o.device;
+    fajit_status st = fajit_context_create(&copt, &ctx);
+    if (st != FAJIT_OK) {
+        fprintf(stderr, "fagen: check needs a GPU: %s\n", fajit_errmsg());
+        return FAGEN_EXIT_FAIL;
+    }
+    memset(&t, 0, sizeof t);
+    printf("fagen check on %s (%s), device %d%s\n", ctx->device_name, fajit_context_sm(ctx), o.device,
+           o.quick ? ", quick grid" : "");
+    printf("%-46s %-30s ref    rel L2   row rel   max abs   LSE err  result\n", "config", "shape");
+    const int *dims = o.quick ? k_quick_dims : k_dims;
+    int n_dims = o.quick ? 3 : 5, stop = 0;
+    for (int dt = FAJIT_DTYPE_F16; dt <= FAJIT_DTYPE_BF16 && !stop; dt++)
+        for (int di = 0; di < n_dims && !stop; di++)
+            for (int causal = 0; causal <= 1 && !stop; causal++) {
+                if ((o.user.dtype && (int)o.user.dtype != dt) || (o.user.head_dim && o.user.head_dim != dims[di]) ||
+                    (o.user.causal && !causal))
+                    continue;
+                stop = check_group(ctx, &o, (fajit_dtype)dt, dims[di], causal, &t) < 0;
+            }
+    if (stop) printf("stopped: a CUDA error leaves the context unusable\n");
+    check_summary(&t);
+    fajit_context_destroy(ctx);
+    return t.failed || t.errors || !t.runs ? FAGEN_EXIT_FAIL : FAGEN_EXIT_OK;
+}
