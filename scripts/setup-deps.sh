@@ -36,3 +36,14 @@ cuda="${CUDA_HOME:-/usr/local/cuda}"
 if [ ! -x "$cuda/bin/ptxas" ] && ! command -v ptxas >/dev/null; then
     echo "setup-deps: note: no ptxas in $cuda/bin or on PATH; the ptxas-labelled tests will be skipped" >&2
 fi
+
+# Optional: a disassembler for the SASS checks of the ptxas tests (HMMA present, no local memory).
+# The CUDA 13 toolkit here ships none; PyPI's nvidia-cuda-nvdisasm wheel does. Best effort: without
+# it those checks skip with their reason.
+if ! command -v nvdisasm >/dev/null && [ ! -x "$cuda/bin/nvdisasm" ] && command -v python3 >/dev/null; then
+    site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null || true)
+    if [ -n "$site" ] && [ ! -x "$site/nvidia/cu13/bin/nvdisasm" ]; then
+        python3 -m pip install --quiet --disable-pip-version-check nvidia-cuda-nvdisasm >/dev/null 2>&1 ||
+            echo "setup-deps: note: could not pip install nvidia-cuda-nvdisasm; SASS checks will be skipped" >&2
+    fi
+fi

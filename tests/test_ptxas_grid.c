@@ -47,7 +47,8 @@ static const tile k_tiles[] = {
     {64, 64, 2, 128, 4},   {128, 64, 2, 128, 4},  {128, 32, 3, 64, 8}, {64, 32, 1, FAJIT_SWIZZLE_NONE, 4},
     {128, 128, 2, 128, 8}, {64, 128, 4, 32, 4},   {16, 16, 1, 32, 1},  {256, 64, 2, 128, 8},
     {32, 32, 2, 64, 2},    {64, 64, 3, FAJIT_SWIZZLE_NONE, 4}, {128, 64, 1, 32, 8}, {64, 16, 4, 128, 4},
-    {32, 64, 2, 128, 1},   {128, 128, 1, 64, 8},
+    {32, 64, 2, 128, 1},   {128, 128, 1, 64, 8},  {128, 64, 3, 128, 8}, {64, 64, 4, 64, 4},
+    {128, 32, 2, FAJIT_SWIZZLE_NONE, 8}, {64, 32, 2, 32, 2}, {256, 32, 2, 64, 8}, {16, 64, 2, 128, 1},
 };
 
 static const int k_head_dims[] = {64, 96, 128, 192, 256};
@@ -151,18 +152,42 @@ static void compare_register_estimate(const fajit_config *cfg, int regs)
     if (plan.reg_total - regs > g.max_regs_under) g.max_regs_under = plan.reg_total - regs;
 }
 
+/* Generate the PTX of a checked config into `path`; 0, or -1 after reporting the failure. */
+static int generate_to_file(const fajit_config *cfg, int verbosity, const char *canon, const char *path)
+{
+    char *ptx = NULL;
+    size_t len = 0;
+    FILE *f;
+    if (fajit_generate_ptx(cfg, verbosity, &ptx, &len) != FAJIT_OK) {
+        report_failure(canon, "fajit_generate_ptx failed on a checked config", fajit_errmsg());
+        return -1;
+    }
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ptx, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+    fajit_free(ptx);
+    return 0;
+}
+
+/* Keep the first sm_80 cubin of each dtype for the SASS test. */
+static void keep_sass_cubin(fajit_dtype dtype)
+{
+    char *keep = g.sass_cubin[dtype == FAJIT_DTYPE_BF16];
+    char from[4096];
+    if (keep[0]) return;
+    snprintf(from, sizeof from, "%s/k_sm_80.cubin", g.dir);
+    snprintf(keep, sizeof g.sass_cubin[0], "%s/sass_%s.cubin", g.dir, dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16");
+    assert_int_equal(rename(from, keep), 0);
+}
+
 static void try_config(const fajit_config *cfg)
 {
     char canon[160], path[4096];
-    char *ptx = NULL;
-    size_t len = 0;
     int regs, verbosity = g.accepted % 3; /* comments must assemble too */
-    fajit_status st;
-    FILE *f;
     fajit_config_format(cfg, canon, sizeof canon);
     g.tried++;
-    st = fajit_config_check(cfg);
-    if (st != FAJIT_OK) {
+    if (fajit_config_check(cfg) != FAJIT_OK) {
         if (!fajit_errmsg()[0]) {
             report_failure(canon, "rejected with an empty message", NULL);
             g.failed++;
@@ -171,18 +196,11 @@ static void try_config(const fajit_config *cfg)
         return;
     }
     g.accepted++;
-    st = fajit_generate_ptx(cfg, verbosity, &ptx, &len);
-    if (st != FAJIT_OK) {
-        report_failure(canon, "fajit_generate_ptx failed on a checked config", fajit_errmsg());
+    snprintf(path, sizeof path, "%s/k.ptx", g.dir);
+    if (generate_to_file(cfg, verbosity, canon, path) != 0) {
         g.failed++;
         return;
     }
-    snprintf(path, sizeof path, "%s/k.ptx", g.dir);
-    f = fopen(path, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(ptx, 1, len, f), len);
-    assert_int_equal(fclose(f), 0);
-    fajit_free(ptx);
     regs = assemble_both(canon);
     if (regs < 0) {
         char kept[4096];
@@ -193,14 +211,7 @@ static void try_config(const fajit_config *cfg)
     if (regs > g.max_regs) g.max_regs = regs;
     compare_register_estimate(cfg, regs);
     if (verbose()) printf("  ok %s (-v %d): %d registers\n", canon, verbosity, regs);
-    /* keep the first sm_80 cubin of each dtype for the SASS test */
-    char *keep = g.sass_cubin[cfg->dtype == FAJIT_DTYPE_BF16];
-    if (!keep[0]) {
-        char from[4096];
-        snprintf(from, sizeof from, "%s/k_sm_80.cubin", g.dir);
-        snprintf(keep, 4096, "%s/sass_%s.cubin", g.dir, cfg->dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16");
-        assert_int_equal(rename(from, keep), 0);
-    }
+    keep_sass_cubin(cfg->dtype);
 }
 
 /* ---- the grid ---------------------------------------------------------------------------------- */
@@ -211,7 +222,14 @@ static void run_tiles(fajit_config base)
     static const int warps[] = {1, 2, 4, 8};
     const char *mode = getenv("FAJIT_PTXAS_GRID");
     fajit_config cfg = base;
-    if (fajit_config_fill(NULL, NULL, &cfg) == FAJIT_OK) try_config(&cfg); /* the heuristic's pick */
+    if (fajit_config_fill(NULL, NULL, &cfg) == FAJIT_OK) { /* the heuristic's pick */
+        try_config(&cfg);
+    } else {
+        char canon[160];
+        fajit_config_format(&base, canon, sizeof canon);
+        report_failure(canon, "fajit_config_fill found no config", fajit_errmsg());
+        g.failed++;
+    }
     if (mode && strcmp(mode, "full") == 0) {
         for (size_t i = 0; i < 5 * 4 * 4 * 4 * 4; i++) {
             size_t k = i;

@@ -31,7 +31,8 @@
 #define assert_near(a, b, tol)                                                                          \
     do {                                                                                                \
         double a_ = (a), b_ = (b);                                                                      \
-        if (!(fabs(a_ - b_) <= (tol))) fail_msg("%s = %.17g, %s = %.17g, tolerance %g", #a, a_, #b, b_, (double)(tol)); \
+        if (!(fabs(a_ - b_) <= (tol)))                                                                  \
+            fail_msg("%s = %.17g, %s = %.17g, tolerance %g", #a, a_, #b, b_, (double)(tol));           \
     } while (0)
 
 /* ---- conversions ------------------------------------------------------------------------------ */
@@ -233,7 +234,8 @@ static void problem_free(problem_data *p)
 static void expect_matches_naive(const problem_data *p)
 {
     for (int64_t i = 0; i < p->nq_elems; i++)
-        if (fabs(p->o[i] - p->no[i]) > 1e-12 * (1 + fabs(p->no[i]))) fail_msg("O[%lld] %.17g vs %.17g", (long long)i, p->o[i], p->no[i]);
+        if (fabs(p->o[i] - p->no[i]) > 1e-12 * (1 + fabs(p->no[i])))
+            fail_msg("O[%lld] %.17g vs %.17g", (long long)i, p->o[i], p->no[i]);
     for (int64_t r = 0; r < p->rows; r++) {
         if (isinf(p->nlse[r])) assert_true(isinf(p->lse[r]) && p->lse[r] < 0);
         else assert_near(p->lse[r], p->nlse[r], 1e-12);

@@ -51,7 +51,12 @@ static void fill_sm80(fajit_config *c, const fajit_shape *shape)
     const sm80_default *d = &k_sm80_defaults[2];
     for (size_t i = 0; i < sizeof k_sm80_defaults / sizeof k_sm80_defaults[0]; i++)
         if (k_sm80_defaults[i].head_dim == c->head_dim) d = &k_sm80_defaults[i];
-    if (!c->warps) c->warps = d->warps;
+    if (!c->warps) {
+        c->warps = d->warps;
+        /* a given block_m decides the warps: whole 16-row fragments, at most 2 per warp */
+        while (c->block_m && c->warps > 1 && c->block_m % (16 * c->warps) != 0) c->warps /= 2;
+        while (c->block_m && c->warps < 8 && c->block_m / (16 * c->warps) > 2) c->warps *= 2;
+    }
     if (!c->block_m) {
         c->block_m = d->block_m;
         /* short queries: do not waste a CTA on rows that do not exist */

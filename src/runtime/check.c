@@ -134,7 +134,8 @@ static fajit_status check_problem_args(const fj_check_problem *p, fajit_attentio
 
 static void check_tolerances(const fj_check_problem *p, const fj_check_options *o, fj_check_result *r)
 {
-    r->tol_rel_l2 = o && o->tol_rel_l2 > 0 ? o->tol_rel_l2 : (p->dtype == FAJIT_DTYPE_F16 ? CHECK_TOL_F16 : CHECK_TOL_BF16);
+    double dtype_tol = p->dtype == FAJIT_DTYPE_F16 ? CHECK_TOL_F16 : CHECK_TOL_BF16;
+    r->tol_rel_l2 = o && o->tol_rel_l2 > 0 ? o->tol_rel_l2 : dtype_tol;
     r->tol_row_rel = o && o->tol_row_rel > 0 ? o->tol_row_rel : CHECK_ROW_FACTOR * r->tol_rel_l2;
     r->tol_lse = o && o->tol_lse > 0 ? o->tol_lse : CHECK_TOL_LSE;
 }
@@ -201,10 +202,12 @@ static void check_verdict(fj_check_result *r)
     r->why[0] = '\0';
     if (r->nan_count) snprintf(r->why, n, "%lld NaN/Inf/unwritten outputs", (long long)r->nan_count);
     else if (r->oob_writes) snprintf(r->why, n, "%lld words written outside O/LSE", (long long)r->oob_writes);
-    else if (r->lse_inf_mismatch) snprintf(r->why, n, "%lld rows with LSE -inf on one side only", (long long)r->lse_inf_mismatch);
+    else if (r->lse_inf_mismatch)
+        snprintf(r->why, n, "%lld rows with LSE -inf on one side only", (long long)r->lse_inf_mismatch);
     else if (!(r->rel_l2 <= r->tol_rel_l2)) snprintf(r->why, n, "rel L2 %.3g > %.3g", r->rel_l2, r->tol_rel_l2);
     else if (!(r->worst_row_rel <= r->tol_row_rel))
-        snprintf(r->why, n, "row %lld rel error %.3g > %.3g", (long long)r->worst_row, r->worst_row_rel, r->tol_row_rel);
+        snprintf(r->why, n, "row %lld rel error %.3g > %.3g", (long long)r->worst_row, r->worst_row_rel,
+                 r->tol_row_rel);
     else if (!(r->lse_max_abs <= r->tol_lse)) snprintf(r->why, n, "LSE error %.3g > %.3g", r->lse_max_abs, r->tol_lse);
     r->pass = r->why[0] == '\0';
 }
@@ -284,7 +287,8 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
 {
     const fj_check_problem *p = r->prob;
     const int ld = p->head_dim + p->row_pad;
-    int64_t q_rows = (int64_t)p->batch * p->heads_q * p->seqlen_q, kv_rows = (int64_t)p->batch * p->heads_kv * p->seqlen_k;
+    int64_t q_rows = (int64_t)p->batch * p->heads_q * p->seqlen_q;
+    int64_t kv_rows = (int64_t)p->batch * p->heads_kv * p->seqlen_k;
     r->q_words = q_rows * ld;
     r->kv_words = kv_rows * ld;
     r->o_words = r->q_words + CHECK_GUARD_BYTES / 2;
@@ -297,8 +301,8 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     r->ho = malloc((size_t)r->o_words * 2);
     r->hlse = p->no_lse ? NULL : malloc((size_t)r->lse_words * 4);
     if (!r->hq || !r->hk || !r->hv || !r->ho || (!p->no_lse && !r->hlse))
-        return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: host buffers for %lld + 2 x %lld elements", (long long)r->q_words,
-                       (long long)r->kv_words);
+        return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: host buffers for %lld + 2 x %lld elements",
+                       (long long)r->q_words, (long long)r->kv_words);
     uint64_t s = seed;
     check_fill(r->hq, q_rows, p->head_dim, ld, p, splitmix64(&s));
     check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s));
@@ -309,18 +313,24 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
 /* Device buffers: upload Q, K, V; poison O and LSE (guards included). */
 static fajit_status check_device_setup(check_run *r)
 {
-    fajit_status st;
-    if ((st = check_alloc(r, &r->dq, r->q_words * 2, "Q")) != FAJIT_OK) return st;
-    if ((st = check_alloc(r, &r->dk, r->kv_words * 2, "K")) != FAJIT_OK) return st;
-    if ((st = check_alloc(r, &r->dv, r->kv_words * 2, "V")) != FAJIT_OK) return st;
-    if ((st = check_alloc(r, &r->do_, r->o_words * 2, "O")) != FAJIT_OK) return st;
-    if (r->lse_words && (st = check_alloc(r, &r->dlse, r->lse_words * 4, "LSE")) != FAJIT_OK) return st;
-    if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dq, r->hq, (size_t)r->q_words * 2), "cuMemcpyHtoD(Q)")) != FAJIT_OK) return st;
-    if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dk, r->hk, (size_t)r->kv_words * 2), "cuMemcpyHtoD(K)")) != FAJIT_OK) return st;
-    if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dv, r->hv, (size_t)r->kv_words * 2), "cuMemcpyHtoD(V)")) != FAJIT_OK) return st;
-    if ((st = check_cuda(r->cu->cuMemsetD8(r->do_, 0xff, (size_t)r->o_words * 2), "cuMemsetD8(O)")) != FAJIT_OK) return st;
-    if (r->dlse && (st = check_cuda(r->cu->cuMemsetD8(r->dlse, 0xff, (size_t)r->lse_words * 4), "cuMemsetD8(LSE)")) != FAJIT_OK)
-        return st;
+    struct {
+        fj_CUdeviceptr *dev;
+        int64_t bytes;
+        const void *host; /* NULL: fill with 0xFF bytes */
+        const char *name;
+    } bufs[] = {{&r->dq, r->q_words * 2, r->hq, "Q"},   {&r->dk, r->kv_words * 2, r->hk, "K"},
+                {&r->dv, r->kv_words * 2, r->hv, "V"},  {&r->do_, r->o_words * 2, NULL, "O"},
+                {&r->dlse, r->lse_words * 4, NULL, "LSE"}};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        fajit_status st;
+        if (bufs[i].bytes == 0) continue; /* no LSE */
+        if ((st = check_alloc(r, bufs[i].dev, bufs[i].bytes, bufs[i].name)) != FAJIT_OK) return st;
+        fj_CUresult rc = bufs[i].host ? r->cu->cuMemcpyHtoD(*bufs[i].dev, bufs[i].host, (size_t)bufs[i].bytes)
+                                      : r->cu->cuMemsetD8(*bufs[i].dev, 0xff, (size_t)bufs[i].bytes);
+        if (rc != 0)
+            return fj_fail_context(fj_cuda_fail(rc, bufs[i].host ? "cuMemcpyHtoD" : "cuMemsetD8"), "check: %s",
+                                   bufs[i].name);
+    }
     r->args.q = r->dq;
     r->args.k = r->dk;
     r->args.v = r->dv;

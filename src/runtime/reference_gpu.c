@@ -202,11 +202,12 @@ static fajit_status ref_nvrtc_compile(const char *sm, int dim, void **image, siz
     if (rc != 0) return fj_fail(FAJIT_ERR_COMPILE, "reference: nvrtcCreateProgram: %s", rtc->get_error_string(rc));
     rc = rtc->compile_program(prog, 3, opts);
     if (rc != 0) {
-        char log[2048] = "";
         size_t n = 0;
-        if (rtc->get_program_log_size(prog, &n) == 0 && n > 0 && n <= sizeof log) rtc->get_program_log(prog, log);
+        char *log = rtc->get_program_log_size(prog, &n) == 0 && n > 0 ? calloc(1, n + 1) : NULL;
+        if (log && rtc->get_program_log(prog, log) != 0) log[0] = '\0';
         st = fj_fail(FAJIT_ERR_COMPILE, "reference: NVRTC for %s, HEAD_DIM %d: %s: %s", sm, dim,
-                     rtc->get_error_string(rc), log);
+                     rtc->get_error_string(rc), log ? log : "(no log)");
+        free(log);
     } else if (rtc->get_cubin_size(prog, size) != 0 || *size == 0 || !(*image = malloc(*size))) {
         st = fj_fail(FAJIT_ERR_COMPILE, "reference: NVRTC gave no cubin for %s (is %s newer than this NVRTC?)", sm, sm);
     } else if (rtc->get_cubin(prog, *image) != 0) {
@@ -250,8 +251,9 @@ fajit_status fj_reference_gpu_prepare(const char *sm, int head_dim)
 {
     const void *image;
     if (!sm || head_dim < 8 || head_dim > REF_MAX_DIM || head_dim % 8 != 0)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_reference_gpu_prepare: sm '%s', head_dim %d: need an sm name and "
-                       "a multiple of 8 in 8..%d", sm ? sm : "(null)", head_dim, REF_MAX_DIM);
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT,
+                       "fj_reference_gpu_prepare: sm '%s', head_dim %d: need an sm name and a multiple of 8 in 8..%d",
+                       sm ? sm : "(null)", head_dim, REF_MAX_DIM);
     return ref_get_cubin(sm, head_dim, &image);
 }
 

@@ -223,7 +223,7 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
     double set_bytes = 2.0 * (double)(q_bytes + kv_bytes);
     int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
     uint16_t *host = malloc(q_bytes > kv_bytes ? q_bytes : kv_bytes);
-    if (!host) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host buffer of %zu bytes", q_bytes > kv_bytes ? q_bytes : kv_bytes);
+    if (!host) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host buffer of %zu + %zu bytes", q_bytes, kv_bytes);
     uint64_t x = 0x2545f4914f6cdd1dull;
     for (size_t i = 0; i < (q_bytes > kv_bytes ? q_bytes : kv_bytes) / 2; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;

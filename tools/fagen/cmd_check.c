@@ -40,7 +40,7 @@ static const check_shape k_shapes[] = {
     {"Nq>Nk", 1, 2, 2, 1000, 100, FJ_LAYOUT_BHND, 0, 1, 0},
     {"GQA 8/2", 1, 8, 2, 257, 257, FJ_LAYOUT_BHND, 0, 1, 0},
     {"BNHD pad8", 2, 4, 2, 300, 200, FJ_LAYOUT_BNHD, 8, 0, 0},
-    {"B2 H8 N2048", 2, 8, 8, 2048, 2048, FJ_LAYOUT_BHND, 0, 0, 1},
+    {"large", 2, 8, 8, 2048, 2048, FJ_LAYOUT_BHND, 0, 0, 1},
 };
 #define N_SHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
@@ -71,6 +71,7 @@ typedef struct check_totals {
     int runs, passed, failed, errors, skipped_configs;
     check_worst rel, row, lse;
     char first_skip[256];
+    char first_failure[400];
 } check_totals;
 
 static void worst_update(check_worst *w, double v, const char *cfg, const char *shape)
@@ -234,6 +235,8 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     fajit_status st = fj_check_run(ctx, c->heuristic ? NULL : &c->cfg, &p, NULL, &r);
     if (st != FAJIT_OK) {
         t->errors++;
+        if (!t->first_failure[0])
+            snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s", c->text, shape, fajit_errmsg());
         printf("%-46s %-30s ERROR %s: %s\n", c->text, shape, fajit_status_name(st), fajit_errmsg());
         fflush(stdout);
         return st == FAJIT_ERR_CUDA ? -1 : 0;
@@ -245,6 +248,9 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     fflush(stdout);
     if (r.pass) t->passed++;
     else t->failed++;
+    if (!r.pass && !t->first_failure[0])
+        snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s (seed %" PRIu64 ")", c->text, shape, r.why,
+                 r.seed);
     worst_update(&t->rel, r.rel_l2 / r.tol_rel_l2, c->text, shape);
     worst_update(&t->row, r.worst_row_rel / r.tol_row_rel, c->text, shape);
     worst_update(&t->lse, r.lse_max_abs / r.tol_lse, c->text, shape);
@@ -275,6 +281,7 @@ static void check_summary(const check_totals *t)
     printf("  rel L2   %6.3f  %s\n", t->rel.value, t->rel.where);
     printf("  row rel  %6.3f  %s\n", t->row.value, t->row.where);
     printf("  LSE      %6.3f  %s\n", t->lse.value, t->lse.where);
+    if (t->first_failure[0]) printf("first failure: %s\n", t->first_failure);
     printf("%s\n", t->failed || t->errors || !t->runs ? "FAIL" : "PASS");
 }
 

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# run_gpu.sh - every GPU-side part of fajit in one scripted run on a GPU machine, from the repository
+# root: build, the gpu tests, fagen check, fagen bench (latency and the first grid) and
+# bench/first_figures.py. Each stage writes $OUT/<stage>.log under a time limit; a failing stage does
+# not stop the next; $OUT/summary.txt gets one line per stage (exit status, seconds).
+#
+#   usage: [OUT=dir] [BUILD=dir] bench/run_gpu.sh [stage...]      (defaults: $BUILD/gpu-out, ./build)
+#   stages (default: all, in this order):
+#     build        cmake Release into $BUILD (tests too when cmocka is found or can be unpacked from .deps/)
+#     tests        $BUILD/tests/test_gpu_forward (label gpu), and the unit tests of the reference
+#     check-quick  fagen check --quick
+#     latency      fagen bench --latency (D 128 bf16, heuristic config)
+#     bench        fagen bench --grid first
+#     figures      python3 bench/first_figures.py --out $OUT/first_figures.md (torch needed)
+#     check-full   fagen check (the whole grid)
+# cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
+# are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OUT=${OUT:-$BUILD/gpu-out}
+mkdir -p "$OUT"
+stages=("$@")
+[ ${#stages[@]} -eq 0 ] && stages=(build tests check-quick latency bench figures check-full)
+FAGEN=$BUILD/tools/fagen/fagen
+
+cmocka_setup() {
+    pkg-config --exists cmocka 2>/dev/null && return 0
+    ls .deps/libcmocka*.deb >/dev/null 2>&1 || return 1
+    local root="${TMPDIR:-/tmp}/fajit-cmocka"
+    mkdir -p "$root/pc"
+    for d in .deps/libcmocka*.deb; do dpkg -x "$d" "$root" || return 1; done
+    local lib="$root/usr/lib/x86_64-linux-gnu"
+    printf 'Name: cmocka\nDescription: cmocka (unpacked from .deps)\nVersion: 1.1.5\nLibs: -L%s -lcmocka\nCflags: -I%s\n' \
+        "$lib" "$root/usr/include" >"$root/pc/cmocka.pc"
+    export PKG_CONFIG_PATH="$root/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export CMOCKA_ROOT="$root" # for tests/CMakeLists.txt's fallback when there is no pkg-config at all
+}
+
+do_build() {
+    local tests=ON
+    cmocka_setup || { echo "no cmocka: building without tests"; tests=OFF; }
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DFAJIT_BUILD_TESTS=$tests ${CMOCKA_ROOT:+-DCMOCKA_ROOT="$CMOCKA_ROOT"} && cmake --build "$BUILD" -j "$(nproc)"
+}
+
+do_tests() {
+    cmocka_setup
+    local rc=0 g=0
+    "$BUILD"/tests/test_reference || rc=1
+    "$BUILD"/tests/test_gpu_forward || g=$?
+    [ $rc -eq 0 ] && [ $g -eq 77 ] && return 77 # skipped: no GPU (the log says why)
+    [ $g -eq 0 ] || rc=1
+    return $rc
+}
+
+run_stage() {
+    local name=$1 limit=$2 start rc
+    shift 2
+    start=$(date +%s)
+    echo "== $name (limit ${limit}s)" | tee -a "$OUT/summary.txt"
+    timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
+    rc=$?
+    echo "   $name: exit $rc after $(($(date +%s) - start))s" | tee -a "$OUT/summary.txt"
+    tail -n 25 "$OUT/$name.log"
+}
+
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1 || true
+for s in "${stages[@]}"; do
+    case "$s" in
+    build) run_stage build 300 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_build); do_build" ;;
+    tests) run_stage tests 420 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_tests); do_tests" ;;
+    check-quick) run_stage check-quick 300 "$FAGEN" check --quick ;;
+    latency) run_stage latency 120 "$FAGEN" bench --latency ;;
+    bench) run_stage bench 300 "$FAGEN" bench --grid first ;;
+    figures) run_stage figures 540 python3 bench/first_figures.py --lib "$BUILD/libfajit.so" --fagen "$FAGEN" \
+        --out "$OUT/first_figures.md" ;;
+    check-full) run_stage check-full 590 "$FAGEN" check ;;
+    *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
+    esac
+done
