@@ -216,7 +216,10 @@ static void test_params_and_grid(void **state)
     fj_plan plan;
     unsigned grid[3];
     assert_int_equal(sizeof(fj_fwd_params) % 8, 0);
-    fj_forward_params(&a, &p);
+    memset(&plan, 0, sizeof plan);
+    plan.cfg.block_n = 64;
+    plan.copy_rows_per_pass = 16;
+    fj_forward_params(&a, &plan, &p);
     assert_true(p.q == a.q && p.k == a.k && p.v == a.v && p.o == a.o && p.lse == 0);
     assert_memory_equal(p.k_stride, a.k_stride, sizeof p.k_stride);
     assert_int_equal(p.seqlen_q, 100);
@@ -224,10 +227,13 @@ static void test_params_and_grid(void **state)
     assert_int_equal(p.heads_q, 8);
     assert_int_equal(p.group, 4);
     assert_true(fabsf(p.scale_log2 - (float)(1.4426950408889634 / sqrt(128.0))) < 1e-7f);
+    /* derived on the host: bytes per row, per KV tile, per copy pass */
+    assert_true(p.k_row_bytes == 2 * a.k_stride[2] && p.q_row_bytes == 2 * a.q_stride[2]);
+    assert_true(p.k_tile_bytes == 64 * p.k_row_bytes && p.v_tile_bytes == 64 * p.v_row_bytes);
+    assert_true(p.q_pass_bytes == 16 * p.q_row_bytes && p.v_pass_bytes == 16 * p.v_row_bytes);
     a.softmax_scale = 0.25f;
-    fj_forward_params(&a, &p);
+    fj_forward_params(&a, &plan, &p);
     assert_true(fabsf(p.scale_log2 - 0.25f * 1.4426950408889634f) < 1e-7f);
-    memset(&plan, 0, sizeof plan);
     plan.cfg.block_m = 64;
     fj_forward_grid(&a, &plan, grid);
     assert_true(grid[0] == 2 && grid[1] == 8 && grid[2] == 2); /* ceil(100 / 64) */

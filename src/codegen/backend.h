@@ -13,8 +13,11 @@
 #ifndef FJ_BACKEND_H
 #define FJ_BACKEND_H
 
+#include <stddef.h>
+
 #include "codegen.h"
 #include "emit.h"
+#include "kernel_abi.h"
 
 /*
  * Fragment descriptor: where a thread's share of a Br x Bc score tile (and a Br x D output tile)
@@ -54,17 +57,15 @@ typedef struct fj_kctx {
     fj_reg_t col_base;                /* s32: first column this thread owns, within a tile */
 
     /* problem */
-    fj_reg_t seqlen_q, seqlen_k;      /* s32 */
+    fj_reg_t seqlen_q, seqlen_k;      /* s32, valid during setup only: later phases re-read the params */
     fj_reg_t m0;                      /* s32: first query row of this CTA */
     fj_reg_t n0;                      /* s32: first key row of the tile being computed */
-    fj_reg_t scale_log2, f_zero;      /* f32 */
+    fj_reg_t f_zero;                  /* f32 0, the C operand of a first MMA */
     fj_reg_t q_ptr, o_ptr, k_ptr, v_ptr;        /* u64: Q/O at row m0; K/V at the next tile to load */
-    fj_reg_t q_rs, k_rs, v_rs, o_rs;            /* u64: row strides in bytes */
-    fj_reg_t k_tile_step, v_tile_step;          /* u64: block_n rows in bytes */
     fj_reg_t lse_ptr;                 /* u64: &LSE[b, h, m0] or 0 */
     fj_reg_t smem;                    /* u32: shared address of the dynamic smem base */
-    fj_reg_t load_row0;               /* s32: first key row of the next tile to load */
-    fj_reg_t q_rows;                  /* s32: seqlen_q - m0, rows of this CTA that exist */
+    fj_reg_t q_rows;                  /* s32: seqlen_q - m0, rows of this CTA that exist (set in the
+                                         prologue and again in the epilogue, not kept across the loop) */
 
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];
@@ -82,8 +83,9 @@ typedef struct fj_backend {
     void (*setup)(fj_kctx *k);
     /* Start the async copy of the Q tile (rows >= seqlen_q zero-filled). */
     void (*load_q)(fj_kctx *k);
-    /* Start the async copy of the K and V tiles at k_ptr/v_ptr (rows from load_row0) into `slot`. */
-    void (*load_kv)(fj_kctx *k, fj_reg_t slot);
+    /* Start the async copy of the K and V tiles at k_ptr/v_ptr into stage `slot`; rows >= rows_valid
+     * are zero-filled. The KV loop is unrolled by the number of stages, so a stage is a constant. */
+    void (*load_kv)(fj_kctx *k, int slot, fj_reg_t rows_valid);
     /* Close the current group of async copies. */
     void (*commit)(fj_kctx *k);
     /* Wait until at most `pending` groups are in flight, then a CTA barrier. */
@@ -91,9 +93,9 @@ typedef struct fj_backend {
     /* Move Q from smem to registers (only when plan.q_in_regs). */
     void (*q_to_regs)(fj_kctx *k);
     /* S = Q K^T for the K tile in `slot`. */
-    void (*mma_qk)(fj_kctx *k, fj_reg_t slot);
+    void (*mma_qk)(fj_kctx *k, int slot);
     /* O += P V for the V tile in `slot`; P is the exponentiated S (f32) held in acc_s. */
-    void (*mma_pv)(fj_kctx *k, fj_reg_t slot);
+    void (*mma_pv)(fj_kctx *k, int slot);
     /* Store the normalized O accumulators (rows >= seqlen_q skipped). */
     void (*store_o)(fj_kctx *k);
 } fj_backend;
@@ -108,5 +110,12 @@ void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or abo
 void fj_emit_online_softmax(fj_kctx *k);  /* running max / sum update, P = exp2(S*scale - m), O rescale */
 void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
+
+/* Load a field of struct fj_fwd_params (kernel_abi.h) at its point of use: ptxas reads it from the
+ * constant bank instead of keeping a register live across the loop. */
+#define FJ_PARAM_OFF(field) ((int)offsetof(fj_fwd_params, field))
+fj_reg_t fj_param_u64(fj_kctx *k, int offset);
+fj_reg_t fj_param_s32(fj_kctx *k, int offset);
+fj_reg_t fj_param_f32(fj_kctx *k, int offset);
 
 #endif

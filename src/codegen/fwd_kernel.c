@@ -49,18 +49,35 @@ static void alloc_banks(fj_kctx *k)
     k->m0 = fj_alloc(e, k->b_r, 1);
     k->n0 = fj_alloc(e, k->b_r, 1);
     k->q_rows = fj_alloc(e, k->b_r, 1);
-    k->load_row0 = fj_alloc(e, k->b_r, 1);
     k->smem = fj_alloc(e, k->b_r, 1);
-    k->scale_log2 = fj_alloc(e, k->b_f, 1);
     k->f_zero = fj_alloc(e, k->b_f, 1);
-    fj_reg_t *u64s[] = {&k->q_ptr, &k->o_ptr, &k->k_ptr, &k->v_ptr, &k->q_rs, &k->k_rs, &k->v_rs,
-                        &k->o_rs, &k->k_tile_step, &k->v_tile_step, &k->lse_ptr};
+    fj_reg_t *u64s[] = {&k->q_ptr, &k->o_ptr, &k->k_ptr, &k->v_ptr, &k->lse_ptr};
     for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) *u64s[i] = fj_alloc(e, k->b_rd, 1);
 }
 
-/* ptr = base + 2 * (b * s_b + h * s_h + row * s_n); also the row stride in bytes. */
-static void tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_reg_t h, fj_reg_t row, fj_reg_t out,
-                       fj_reg_t row_stride_bytes)
+fj_reg_t fj_param_u64(fj_kctx *k, int offset)
+{
+    fj_reg_t r = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, PTX_LD_PARAM_U64, R(r), offset);
+    return r;
+}
+
+fj_reg_t fj_param_s32(fj_kctx *k, int offset)
+{
+    fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, PTX_LD_PARAM_U32, R(r), offset);
+    return r;
+}
+
+fj_reg_t fj_param_f32(fj_kctx *k, int offset)
+{
+    fj_reg_t r = fj_alloc(k->e, k->b_f, 1);
+    fj_ins(k->e, PTX_LD_PARAM_F32, R(r), offset);
+    return r;
+}
+
+/* out = base + 2 * (b * s_b + h * s_h + row * s_n), strides in elements from the parameters. */
+static void tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_reg_t h, fj_reg_t row, fj_reg_t out)
 {
     fj_reg_t s = fj_alloc(k->e, k->b_rd, 3), x = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1);
     for (int i = 0; i < 3; i++) fj_ins(k->e, PTX_LD_PARAM_U64, R(fj_at(s, i)), off_stride + 8 * i);
@@ -73,7 +90,6 @@ static void tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_r
     fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(x), R(t), R(fj_at(s, 2)), R(x));
     fj_ins(k->e, "shl.b64 %s, %s, 1", R(x), R(x));
     fj_ins(k->e, "add.u64 %s, %s, %s", R(out), R(out), R(x));
-    fj_ins(k->e, "shl.b64 %s, %s, 1", R(row_stride_bytes), R(fj_at(s, 2)));
 }
 
 static void emit_indices(fj_kctx *k)
@@ -102,16 +118,13 @@ static void emit_indices(fj_kctx *k)
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
     fj_ins(e, PTX_LD_PARAM_U32, R(grp), OFF(group));
-    fj_ins(e, PTX_LD_PARAM_F32, R(k->scale_log2), OFF(scale_log2));
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
     fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
     fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
     fj_ins(e, "mov.u32 %s, 0", R(zero));
-    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr, k->q_rs);
-    tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr, k->k_rs);
-    tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr, k->v_rs);
-    fj_ins(e, "mul.lo.u64 %s, %s, %d", R(k->k_tile_step), R(k->k_rs), p->cfg.block_n);
-    fj_ins(e, "mul.lo.u64 %s, %s, %d", R(k->v_tile_step), R(k->v_rs), p->cfg.block_n);
+    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr);
+    tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
+    tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
 
@@ -157,17 +170,19 @@ static void emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 
 /* Issue the next KV tile if it exists (uniform branch), then always close a copy group so the
  * wait counts stay the same on every path. */
-static void prefetch_kv(fj_kctx *k, fj_reg_t slot, fj_reg_t tile, fj_reg_t n_end)
+static void prefetch_kv(fj_kctx *k, int slot, fj_reg_t tile, fj_reg_t n_end)
 {
     char skip[48];
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
     fj_label_new(k->e, "no_prefetch", skip, sizeof skip);
     fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(tile), R(n_end));
     fj_ins(k->e, "@%s bra.uni %s", R(pr), skip);
-    k->p->backend->load_kv(k, slot);
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(k->k_tile_step));
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(k->v_tile_step));
-    fj_ins(k->e, "add.s32 %s, %s, %d", R(k->load_row0), R(k->load_row0), k->p->cfg.block_n);
+    fj_reg_t valid = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(valid), R(tile), -k->p->cfg.block_n);
+    fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_param_s32(k, OFF(seqlen_k))));
+    k->p->backend->load_kv(k, slot, valid);
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(fj_param_u64(k, OFF(k_tile_bytes))));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(fj_param_u64(k, OFF(v_tile_bytes))));
     fj_label(k->e, skip);
     k->p->backend->commit(k);
 }
@@ -182,13 +197,11 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
               "order, so 'wait until at most N groups are pending' names exactly which tile has landed.");
     p->backend->load_q(k);
     p->backend->commit(k);
-    fj_ins(e, "mov.s32 %s, 0", R(k->load_row0));
-    fj_reg_t slot = fj_alloc(e, k->b_r, 1), tile = fj_alloc(e, k->b_r, 1);
+    fj_reg_t tile = fj_alloc(e, k->b_r, 1);
     for (int s = 0; s < stages - 1; s++) {
         fj_comment(e, 1, "prologue: KV tile %d -> stage %d", s, s);
-        fj_ins(e, "mov.u32 %s, %d", R(slot), s);
         fj_ins(e, "mov.u32 %s, %d", R(tile), s);
-        prefetch_kv(k, slot, tile, n_end);
+        prefetch_kv(k, s, tile, n_end);
     }
     fj_comment(e, 1, "Q has landed once at most %d groups (the KV prologue) are pending", stages - 1);
     p->backend->wait(k, stages - 1);
@@ -204,47 +217,27 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     }
 }
 
-/* slot = (slot + 1) % stages */
-static void advance_slot(fj_kctx *k, fj_reg_t slot)
-{
-    int stages = k->p->cfg.stages;
-    if (stages == 1) return;
-    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
-    fj_ins(k->e, "add.u32 %s, %s, 1", R(slot), R(slot));
-    fj_ins(k->e, "setp.eq.u32 %s, %s, %d", R(pr), R(slot), stages);
-    fj_ins(k->e, "selp.u32 %s, 0, %s, %s", R(slot), R(slot), R(pr));
-}
-
-static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+/* One iteration for the tile in stage `slot` (a constant: the loop is unrolled by stages). */
+static void emit_iteration(fj_kctx *k, int slot, fj_reg_t j, fj_reg_t n_end, fj_reg_t mask_from, const char *done)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     int stages = p->cfg.stages;
-    char top[48], done[48], nomask[48];
-    fj_reg_t j = fj_alloc(e, k->b_r, 1), slot = fj_alloc(e, k->b_r, 1), lslot = fj_alloc(e, k->b_r, 1);
+    char nomask[48];
     fj_reg_t ahead = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
-    fj_banner(e, "Phase 3: main loop over KV tiles",
-              "Iteration j: wait for tile j; barrier (all warps are also done with tile j - 1, whose stage\n"
-              "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"
-              "O += PV.");
-    fj_ins(e, "mov.u32 %s, 0", R(j));
-    fj_ins(e, "mov.u32 %s, 0", R(slot));
-    fj_ins(e, "mov.u32 %s, %d", R(lslot), stages - 1);
-    fj_ins(e, "mov.s32 %s, 0", R(k->n0));
-    fj_label_new(e, "kv_loop", top, sizeof top);
-    fj_label_new(e, "kv_done", done, sizeof done);
-    fj_label(e, top);
+    fj_comment(e, 1, "---- KV tile j in stage %d ----", slot);
     fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j), R(n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), done);
     if (stages >= 2) {
         fj_comment(e, 1, "tile j has landed when at most %d newer groups are pending", stages - 2);
         p->backend->wait(k, stages - 2);
+        fj_comment(e, 1, "prefetch tile j + %d into stage %d (freed by tile j - 1)", stages - 1, (slot + stages - 1) % stages);
         fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages - 1);
-        prefetch_kv(k, lslot, ahead, n_end);
+        prefetch_kv(k, (slot + stages - 1) % stages, ahead, n_end);
     } else {
         fj_comment(e, 1, "one stage: every warp is done with the previous tile, then load and wait");
         fj_ins(e, "bar.sync 0");
-        prefetch_kv(k, slot, j, n_end);
+        prefetch_kv(k, 0, j, n_end);
         p->backend->wait(k, 0);
     }
     fj_comment(e, 1, "S = Q K^T");
@@ -261,8 +254,25 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     p->backend->mma_pv(k, slot);
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
     fj_ins(e, "add.s32 %s, %s, %d", R(k->n0), R(k->n0), p->cfg.block_n);
-    advance_slot(k, slot);
-    advance_slot(k, lslot);
+}
+
+static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    char top[48], done[48];
+    fj_reg_t j = fj_alloc(e, k->b_r, 1);
+    fj_banner(e, "Phase 3: main loop over KV tiles",
+              "Iteration j: wait for tile j; barrier (all warps are also done with tile j - 1, whose stage\n"
+              "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"
+              "O += PV. The loop body is written once per stage, so every stage's smem offsets are\n"
+              "immediates and no register holds a stage index or a stage address.");
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_ins(e, "mov.s32 %s, 0", R(k->n0));
+    fj_label_new(e, "kv_loop", top, sizeof top);
+    fj_label_new(e, "kv_done", done, sizeof done);
+    fj_label(e, top);
+    for (int slot = 0; slot < p->cfg.stages; slot++) emit_iteration(k, slot, j, n_end, mask_from, done);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, done);
 }
@@ -275,14 +285,16 @@ static void emit_out_ptrs(fj_kctx *k)
     fj_reg_t h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
     fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
-    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, k->m0, k->o_ptr, k->o_rs);
+    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, k->m0, k->o_ptr);
     fj_comment(e, 1, "LSE row pointer: lse + 4 * ((b * Hq + h) * Nq + m0), or 0");
     fj_reg_t hq = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1), w = fj_alloc(e, k->b_rd, 1);
     fj_reg_t has = fj_alloc(e, k->b_p, 1);
     fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), OFF(lse));
     fj_ins(e, PTX_LD_PARAM_U32, R(hq), OFF(heads_q));
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(b), R(hq), R(h));
-    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(k->seqlen_q), R(k->m0));
+    fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
+    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
     fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
     fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(k->lse_ptr));
     fj_ins(e, "@%s add.u64 %s, %s, %s", R(has), R(k->lse_ptr), R(k->lse_ptr), R(w));

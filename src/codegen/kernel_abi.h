@@ -29,6 +29,25 @@ typedef struct fj_fwd_params {
     uint32_t group;      /* heads_q / heads_kv */
     float scale_log2;    /* softmax_scale * log2(e): scores are exponentiated with ex2 */
     uint32_t reserved;   /* keeps the size a multiple of 8 */
+    /* Derived on the host from the strides and the plan (fj_fwd_params_derive): the kernel reads them
+     * from the constant bank where it uses them instead of keeping computed copies in registers. */
+    int64_t q_row_bytes, k_row_bytes, v_row_bytes, o_row_bytes; /* 2 * sequence stride */
+    int64_t k_tile_bytes, v_tile_bytes; /* block_n rows */
+    int64_t q_pass_bytes, k_pass_bytes, v_pass_bytes; /* plan.copy_rows_per_pass rows */
 } fj_fwd_params;
+
+/* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */
+static inline void fj_fwd_params_derive(fj_fwd_params *p, int block_n, int copy_rows_per_pass)
+{
+    p->q_row_bytes = 2 * p->q_stride[2];
+    p->k_row_bytes = 2 * p->k_stride[2];
+    p->v_row_bytes = 2 * p->v_stride[2];
+    p->o_row_bytes = 2 * p->o_stride[2];
+    p->k_tile_bytes = block_n * p->k_row_bytes;
+    p->v_tile_bytes = block_n * p->v_row_bytes;
+    p->q_pass_bytes = copy_rows_per_pass * p->q_row_bytes;
+    p->k_pass_bytes = copy_rows_per_pass * p->k_row_bytes;
+    p->v_pass_bytes = copy_rows_per_pass * p->v_row_bytes;
+}
 
 #endif

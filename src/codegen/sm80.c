@@ -11,9 +11,11 @@
  * chunks of a 128-byte window: all 32 banks, no conflict.
  *
  * Addressing trick: an ldmatrix row address is  base + row * row_bytes + ((c ^ (row & m)) << 4).
- * Every ldmatrix issued here has row = (multiple of 8) + (a lane term) and c = (even constant) +
- * (a 0/1 lane bit), so the XOR splits into a per-lane term that depends only on (c & m) and an
- * immediate. The per-lane terms (at most 4 per operand pattern) are computed once in setup().
+ * Every ldmatrix issued here has row = (multiple of 8) + (a lane part) and c = (even constant) +
+ * (a 0/1 lane bit). The smem base, row_bytes, stage and tile offsets all have bits 4..6 clear (they
+ * are multiples of 16 * (m + 1)), so the address is  L ^ ((c & m) << 4)  + immediate, where the one
+ * per-lane register L = base + row * row_bytes + ((lane bit ^ (row & m)) << 4) is computed once:
+ * one register and at most one XOR per ldmatrix, instead of a register per value of (c & m).
  */
 #include <stdio.h>
 
@@ -25,19 +27,21 @@
 
 /* bk[] slots of this backend */
 enum {
-    BK_LT_A = 0,  /* 4: lane terms, rows lane&15, chunk bit lane>>4 (A operand Q, and V with .trans) */
-    BK_LT_B = 4,  /* 4: lane terms, rows (lane&7)+8*(lane>>4), chunk bit (lane>>3)&1 (B operand K) */
-    BK_Q_ADDR = 8, /* 4: Q ldmatrix addresses of this warp */
-    BK_CP_SOFF = 12, /* first of copy_chunks_per_thread_row smem offsets */
+    BK_LT_A = 0,  /* L for rows lane&15, chunk bit lane>>4 (A operand Q, and V with .trans) */
+    BK_LT_B = 4,  /* L for rows (lane&7)+8*(lane>>4), chunk bit (lane>>3)&1 (B operand K) */
+    BK_Q_ADDR = 8, /* L of this warp's Q rows */
+    BK_CP_SOFF = 12, /* first of copy_chunks_per_thread_row shared addresses (smem + row/chunk offset) */
     BK_CP_R0 = 13,  /* s32: copy row of this thread in the first pass */
-    BK_CP_GQ = 14, BK_CP_GK = 15, BK_CP_GV = 16, /* u64: thread's byte offset inside a tile row block */
-    BK_CP_PQ = 17, BK_CP_PK = 18, BK_CP_PV = 19  /* u64: bytes between passes (rows_per_pass rows) */
+    BK_CP_C16 = 14  /* u64: c0 * 16, the thread's first chunk in bytes */
 };
 
-/* Estimated registers above this spilled in the ptxas grid (tests/test_ptxas_grid.c). */
-#define FJ_SM80_REG_BUDGET 232
+/* Byte offsets of a field in fj_fwd_params, per copied tensor (0 = Q, 1 = K, 2 = V). */
+static const int k_row_bytes_off[3] = {FJ_PARAM_OFF(q_row_bytes), FJ_PARAM_OFF(k_row_bytes), FJ_PARAM_OFF(v_row_bytes)};
+static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF(k_pass_bytes), FJ_PARAM_OFF(v_pass_bytes)};
 
-static int n_lane_terms(const fj_plan *p) { return p->swz_mask >= 1 ? (p->swz_mask + 1) / 2 : 1; }
+/* Estimated registers above this spilled in the ptxas grid (tests/test_ptxas_grid.c). */
+#define FJ_SM80_REG_BUDGET 248
+
 /* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
 static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }
 
@@ -131,46 +135,52 @@ static void describe_sm80(const fj_plan *p, fj_buf *out, const char *pf)
 }
 
 /* ---- setup ----------------------------------------------------------------------------------- */
-/* Lane terms for a pattern: row = rows_expr (in r_row), chunk lane bit in r_cbit. */
-static void emit_lane_terms(fj_kctx *k, int slot, fj_reg_t r_row, fj_reg_t r_cbit)
+/* L = smem + row * row_bytes + ((chunk bit ^ (row & m)) << 4) for one lane pattern. */
+static void emit_lane_base(fj_kctx *k, int slot, fj_reg_t r_row, fj_reg_t r_cbit)
 {
     const fj_plan *p = k->p;
     fj_reg_t x = fj_alloc(k->e, k->b_r, 1), rb = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(r_row), p->swz_mask);
-    fj_ins(k->e, "xor.b32 %s, %s, %s", R(x), R(x), R(r_cbit)); /* L = chunk bit ^ (row & m) */
-    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(rb), R(r_row), p->row_bytes);
-    for (int i = 0; i < n_lane_terms(p); i++) {
-        fj_reg_t t = fj_alloc(k->e, k->b_addr, 1), ch = fj_alloc(k->e, k->b_r, 1);
-        fj_ins(k->e, "xor.b32 %s, %s, %d", R(ch), R(x), 2 * i);
-        fj_ins(k->e, "shl.b32 %s, %s, 4", R(ch), R(ch));
-        fj_ins(k->e, "add.u32 %s, %s, %s", R(t), R(rb), R(ch));
-        k->bk[slot + i] = t;
-    }
+    fj_ins(k->e, "xor.b32 %s, %s, %s", R(x), R(x), R(r_cbit));
+    fj_ins(k->e, "shl.b32 %s, %s, 4", R(x), R(x));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r_row), p->row_bytes, R(k->smem));
+    k->bk[slot] = fj_alloc(k->e, k->b_addr, 1);
+    fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[slot]), R(rb), R(x));
+}
+
+/* The register to address chunk constant c from lane base L: L itself, or L ^ ((c & m) << 4). */
+static fj_reg_t lane_addr(fj_kctx *k, fj_reg_t base, int c)
+{
+    int lo = chunk_low(k->p, c);
+    if (!lo) return base;
+    fj_reg_t t = fj_alloc(k->e, k->b_addr, 1);
+    fj_ins(k->e, "xor.b32 %s, %s, %d", R(t), R(base), lo << 4);
+    return t;
 }
 
 static void setup_ldmatrix(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     fj_reg_t row = fj_alloc(k->e, k->b_r, 1), cbit = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 2, "per-lane ldmatrix base L = smem + row * row_bytes + ((chunk bit ^ (row & m)) << 4); an address");
+    fj_comment(k->e, 2, "is L ^ ((c & m) << 4) + immediate (tile, stage, k-step), see the file comment of sm80.c");
     fj_comment(k->e, 2, "pattern A (Q, and V with .trans): lane i reads row i&15, chunk bit i>>4");
     fj_ins(k->e, "and.b32 %s, %s, 15", R(row), R(k->lane));
     fj_ins(k->e, "shr.u32 %s, %s, 4", R(cbit), R(k->lane));
-    emit_lane_terms(k, BK_LT_A, row, cbit);
+    emit_lane_base(k, BK_LT_A, row, cbit);
     fj_comment(k->e, 2, "pattern B (K): lane i reads row (i&7) + 8*(i>>4), chunk bit (i>>3)&1");
     fj_ins(k->e, "and.b32 %s, %s, 7", R(row), R(k->lane));
     fj_ins(k->e, "shr.u32 %s, %s, 4", R(t), R(k->lane));
     fj_ins(k->e, "shl.b32 %s, %s, 3", R(t), R(t));
     fj_ins(k->e, "add.u32 %s, %s, %s", R(row), R(row), R(t));
     fj_ins(k->e, "bfe.u32 %s, %s, 3, 1", R(cbit), R(k->lane));
-    emit_lane_terms(k, BK_LT_B, row, cbit);
-    fj_comment(k->e, 1, "Q ldmatrix addresses of this warp (its %d rows start at row %d * warp)", 16 * p->m_frags,
+    emit_lane_base(k, BK_LT_B, row, cbit);
+    fj_comment(k->e, 1, "Q ldmatrix base of this warp (its %d rows start at row %d * warp)", 16 * p->m_frags,
                16 * p->m_frags);
     fj_reg_t qb = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(qb), R(k->warp), 16 * p->m_frags * p->row_bytes, R(k->smem));
-    for (int i = 0; i < n_lane_terms(p); i++) {
-        k->bk[BK_Q_ADDR + i] = fj_alloc(k->e, k->b_addr, 1);
-        fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[BK_Q_ADDR + i]), R(qb), R(k->bk[BK_LT_A + i]));
-    }
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(qb), R(k->warp), 16 * p->m_frags * p->row_bytes);
+    k->bk[BK_Q_ADDR] = fj_alloc(k->e, k->b_addr, 1);
+    fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[BK_Q_ADDR]), R(qb), R(k->bk[BK_LT_A]));
 }
 
 static void setup_copy(fj_kctx *k)
@@ -188,25 +198,19 @@ static void setup_copy(fj_kctx *k)
     k->bk[BK_CP_R0] = r0;
     k->bk[BK_CP_SOFF] = fj_alloc(k->e, k->b_addr, kc);
     fj_reg_t rb = fj_alloc(k->e, k->b_r, 1), ch = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(rb), R(r0), p->row_bytes);
+    fj_comment(k->e, 2, "rows r0 + i * %d keep (row & %d) = (r0 & %d), so one swizzled offset per chunk serves every pass",
+               p->copy_rows_per_pass, p->swz_mask, p->swz_mask);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r0), p->row_bytes, R(k->smem));
     for (int j = 0; j < kc; j++) {
         fj_ins(k->e, "add.u32 %s, %s, %d", R(ch), R(c0), j * tpr);
         fj_ins(k->e, "xor.b32 %s, %s, %s", R(ch), R(ch), R(x));
         fj_ins(k->e, "shl.b32 %s, %s, 4", R(ch), R(ch));
         fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(k->bk[BK_CP_SOFF], j)), R(rb), R(ch));
     }
-    /* global: thread offset r0 * row_stride + c0 * 16, and the step between passes */
-    fj_reg_t r0w = fj_alloc(k->e, k->b_rd, 1), c0b = fj_alloc(k->e, k->b_rd, 1);
-    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(r0w), R(r0));
-    fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(c0b), R(c0));
-    const fj_reg_t strides[3] = {k->q_rs, k->k_rs, k->v_rs};
-    for (int t = 0; t < 3; t++) {
-        fj_reg_t g = fj_alloc(k->e, k->b_rd, 1), ps = fj_alloc(k->e, k->b_rd, 1);
-        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(g), R(r0w), R(strides[t]), R(c0b));
-        fj_ins(k->e, "mul.lo.u64 %s, %s, %d", R(ps), R(strides[t]), p->copy_rows_per_pass);
-        k->bk[BK_CP_GQ + t] = g;
-        k->bk[BK_CP_PQ + t] = ps;
-    }
+    /* global: the thread's offset r0 * row_bytes + c0 * 16 is formed at each copy (row_bytes differs
+     * per tensor and comes from the constant bank) rather than kept in three 64-bit registers */
+    k->bk[BK_CP_C16] = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(k->bk[BK_CP_C16]), R(c0));
 }
 
 static void setup_sm80(fj_kctx *k)
@@ -223,45 +227,36 @@ static void setup_sm80(fj_kctx *k)
 }
 
 /* ---- copies ---------------------------------------------------------------------------------- */
-/* Copy a [rows][head_dim] tile: global rows from gptr (row stride in pass_step / rows_per_pass),
- * shared tile at sbase; rows >= rows_valid are zero-filled. */
-static void copy_tile(fj_kctx *k, fj_reg_t sbase, fj_reg_t gptr, int which, int rows, fj_reg_t rows_valid)
+/* Copy a [rows][head_dim] tile of tensor `which` (0 Q, 1 K, 2 V) from global rows at gptr into the
+ * shared tile at byte offset tile_off; rows >= rows_valid are zero-filled. */
+static void copy_tile(fj_kctx *k, int tile_off, fj_reg_t gptr, int which, int rows, fj_reg_t rows_valid)
 {
     const fj_plan *p = k->p;
     int kc = p->copy_chunks_per_thread_row, rpp = p->copy_rows_per_pass;
-    fj_reg_t s = fj_alloc(k->e, k->b_r, kc), g = fj_alloc(k->e, k->b_rd, 1), gs = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t g = fj_alloc(k->e, k->b_rd, 1), gs = fj_alloc(k->e, k->b_rd, 1);
     fj_reg_t row = fj_alloc(k->e, k->b_r, 1), sz = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
-    for (int j = 0; j < kc; j++)
-        fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(s, j)), R(sbase), R(fj_at(k->bk[BK_CP_SOFF], j)));
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(gptr), R(k->bk[BK_CP_GQ + which]));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, %d", R(g), R(k->bk[BK_CP_R0]), 1);
+    fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(g), R(g), R(fj_param_u64(k, k_row_bytes_off[which])), R(k->bk[BK_CP_C16]));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(gptr));
     for (int i = 0; i < rows / rpp; i++) {
-        if (i) fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(k->bk[BK_CP_PQ + which]));
+        if (i) fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(fj_param_u64(k, k_pass_bytes_off[which])));
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK_CP_R0]), i * rpp);
         fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(row), R(rows_valid));
         fj_ins(k->e, "selp.u32 %s, 16, 0, %s", R(sz), R(pr));
         fj_ins(k->e, "selp.b64 %s, %s, %s, %s", R(gs), R(g), R(gptr), R(pr)); /* never form an address past the end */
         for (int j = 0; j < kc; j++)
-            fj_ins(k->e, PTX_CP_ASYNC_16, R(fj_at(s, j)), i * rpp * p->row_bytes, R(gs), j * p->copy_tpr * 16, R(sz));
+            fj_ins(k->e, PTX_CP_ASYNC_16, R(fj_at(k->bk[BK_CP_SOFF], j)), tile_off + i * rpp * p->row_bytes, R(gs),
+                   j * p->copy_tpr * 16, R(sz));
     }
 }
 
-static void load_q_sm80(fj_kctx *k)
-{
-    fj_reg_t sb = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "add.u32 %s, %s, %d", R(sb), R(k->smem), k->p->q_off);
-    copy_tile(k, sb, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows);
-}
+static void load_q_sm80(fj_kctx *k) { copy_tile(k, k->p->q_off, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows); }
 
-static void load_kv_sm80(fj_kctx *k, fj_reg_t slot)
+static void load_kv_sm80(fj_kctx *k, int slot, fj_reg_t valid)
 {
     const fj_plan *p = k->p;
-    fj_reg_t sb = fj_alloc(k->e, k->b_r, 1), valid = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "sub.s32 %s, %s, %s", R(valid), R(k->seqlen_k), R(k->load_row0));
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(sb), R(slot), p->kv_tile_bytes, R(k->smem));
-    fj_ins(k->e, "add.u32 %s, %s, %d", R(sb), R(sb), p->k_off);
-    copy_tile(k, sb, k->k_ptr, 1, p->cfg.block_n, valid);
-    fj_ins(k->e, "add.u32 %s, %s, %d", R(sb), R(sb), p->v_off - p->k_off);
-    copy_tile(k, sb, k->v_ptr, 2, p->cfg.block_n, valid);
+    copy_tile(k, p->k_off + slot * p->kv_tile_bytes, k->k_ptr, 1, p->cfg.block_n, valid);
+    copy_tile(k, p->v_off + slot * p->kv_tile_bytes, k->v_ptr, 2, p->cfg.block_n, valid);
 }
 
 static void commit_sm80(fj_kctx *k) { fj_ins(k->e, PTX_CP_ASYNC_COMMIT); }
@@ -281,7 +276,7 @@ static void ldmatrix_q(fj_kctx *k, fj_reg_t dst, int mf, int ks)
     const fj_plan *p = k->p;
     int c = 2 * ks, lo = chunk_low(p, c);
     fj_ins(k->e, PTX_LDMATRIX_X4, R(dst), R(fj_at(dst, 1)), R(fj_at(dst, 2)), R(fj_at(dst, 3)),
-           R(k->bk[BK_Q_ADDR + lo / 2]), mf * 16 * p->row_bytes + (c - lo) * 16);
+           R(lane_addr(k, k->bk[BK_Q_ADDR], c)), p->q_off + mf * 16 * p->row_bytes + (c - lo) * 16);
 }
 
 static void q_to_regs_sm80(fj_kctx *k)
@@ -298,20 +293,10 @@ static void mma(fj_kctx *k, fj_reg_t d, fj_reg_t a, fj_reg_t b, int c_zero)
            R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)), R(b), R(fj_at(b, 1)), c[0], c[1], c[2], c[3]);
 }
 
-/* Per-lane addresses of the slot's tile for one operand pattern (lane terms at bk[lt]). */
-static void slot_addrs(fj_kctx *k, fj_reg_t slot, int lt, fj_reg_t out)
-{
-    fj_reg_t base = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(base), R(slot), k->p->kv_tile_bytes, R(k->smem));
-    for (int i = 0; i < n_lane_terms(k->p); i++)
-        fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(out, i)), R(base), R(k->bk[lt + i]));
-}
-
-static void mma_qk_sm80(fj_kctx *k, fj_reg_t slot)
+static void mma_qk_sm80(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
-    fj_reg_t ka = fj_alloc(k->e, k->b_addr, n_lane_terms(p));
-    slot_addrs(k, slot, BK_LT_B, ka);
+    int tile = p->k_off + slot * p->kv_tile_bytes;
     fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
     fj_reg_t qf = p->q_in_regs ? k->frag_q : fj_alloc(k->e, k->b_frag_q, 4 * p->m_frags);
     for (int ks = 0; ks < p->k_steps_qk; ks++) {
@@ -319,8 +304,8 @@ static void mma_qk_sm80(fj_kctx *k, fj_reg_t slot)
         if (!p->q_in_regs)
             for (int mf = 0; mf < p->m_frags; mf++) ldmatrix_q(k, fj_at(qf, mf * 4), mf, ks);
         for (int np = 0; np < p->n_frags_s / 2; np++) {
-            fj_ins(k->e, PTX_LDMATRIX_X4, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)), R(fj_at(ka, lo / 2)),
-                   p->k_off + np * 16 * p->row_bytes + (c - lo) * 16);
+            fj_ins(k->e, PTX_LDMATRIX_X4, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)), R(lane_addr(k, k->bk[BK_LT_B], c)),
+                   tile + np * 16 * p->row_bytes + (c - lo) * 16);
             for (int mf = 0; mf < p->m_frags; mf++) {
                 fj_reg_t a = p->q_in_regs ? fj_at(qf, (mf * p->k_steps_qk + ks) * 4) : fj_at(qf, mf * 4);
                 for (int h = 0; h < 2; h++)
@@ -343,21 +328,20 @@ static void pack_p(fj_kctx *k)
             }
 }
 
-static void mma_pv_sm80(fj_kctx *k, fj_reg_t slot)
+static void mma_pv_sm80(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
     fj_comment(k->e, 2, "P (f32 in the S accumulators) -> %s pairs: the m16n8 C layout of two adjacent n8 tiles is "
                         "the m16k16 A layout",
                dt(k));
     pack_p(k);
-    fj_reg_t va = fj_alloc(k->e, k->b_addr, n_lane_terms(p));
-    slot_addrs(k, slot, BK_LT_A, va);
+    int tile = p->v_off + slot * p->kv_tile_bytes;
     fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
     for (int ks = 0; ks < p->k_steps_pv; ks++)
         for (int np = 0; np < p->n_frags_o / 2; np++) {
             int c = 2 * np, lo = chunk_low(p, c);
             fj_ins(k->e, PTX_LDMATRIX_X4_TRANS, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)),
-                   R(fj_at(va, lo / 2)), p->v_off + ks * 16 * p->row_bytes + (c - lo) * 16);
+                   R(lane_addr(k, k->bk[BK_LT_A], c)), tile + ks * 16 * p->row_bytes + (c - lo) * 16);
             for (int mf = 0; mf < p->m_frags; mf++)
                 for (int h = 0; h < 2; h++)
                     mma(k, fj_at(k->acc_o, (mf * p->n_frags_o + 2 * np + h) * 4),
@@ -379,7 +363,7 @@ static void store_o_sm80(fj_kctx *k)
         fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
         fj_ins(k->e, "@%s bra %s", R(pr), skip);
         fj_ins(k->e, "cvt.u64.u32 %s, %s", R(rw), R(row));
-        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(k->o_rs), R(cb));
+        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(fj_param_u64(k, FJ_PARAM_OFF(o_row_bytes))), R(cb));
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
         for (int t = 0; t < p->n_frags_o; t++) {
             fj_reg_t o0 = fj_at(k->acc_o, o_reg(p, r, 2 * t));

@@ -55,7 +55,8 @@ void fj_emit_mask(fj_kctx *k)
     fj_comment(k->e, 1, "last visible key: %s",
                p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1");
     fj_comment(k->e, 2, "compared as (limit - n0 - col_base) < column offset of each value: one setp per score");
-    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(k->seqlen_k), R(k->n0));
+    fj_reg_t nk = fj_param_s32(k, FJ_PARAM_OFF(seqlen_k));
+    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(k->n0));
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base));
     fj_ins(k->e, "add.s32 %s, %s, -1", R(last), R(last));
     fj_reg_t diag = fj_alloc(k->e, k->b_r, 1);
@@ -63,7 +64,7 @@ void fj_emit_mask(fj_kctx *k)
         /* row + Nk - Nq - n0 - col_base, for row = m0 + row_base + row_off(r) */
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(k->m0), R(k->row_base));
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(diag), R(last));
-        fj_ins(k->e, "sub.s32 %s, %s, %s", R(diag), R(diag), R(k->seqlen_q));
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(diag), R(diag), R(fj_param_s32(k, FJ_PARAM_OFF(seqlen_q))));
         fj_ins(k->e, "add.s32 %s, %s, 1", R(diag), R(diag));
     }
     for (int r = 0; r < k->frag.rows; r++) {
@@ -80,7 +81,7 @@ void fj_emit_mask(fj_kctx *k)
     }
 }
 
-static void softmax_row(fj_kctx *k, int r, int *idx)
+static void softmax_row(fj_kctx *k, int r, int *idx, fj_reg_t scale)
 {
     const fj_plan *p = k->p;
     fj_reg_t mx = fj_alloc(k->e, k->b_f, 1), mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1);
@@ -90,7 +91,7 @@ static void softmax_row(fj_kctx *k, int r, int *idx)
     fj_comment(k->e, 1, "row %d: max, rescale, exponentiate, sum", r);
     reduce_row(k, "max.f32", mx, k->acc_s, idx, k->frag.s_vals);
     quad_reduce(k, "max.f32", mx);
-    fj_ins(k->e, "mul.f32 %s, %s, %s", R(mx), R(mx), R(k->scale_log2));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(mx), R(mx), R(scale));
     fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(mx));
     fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(mnew));
     fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
@@ -100,7 +101,7 @@ static void softmax_row(fj_kctx *k, int r, int *idx)
     fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
     for (int v = 0; v < k->frag.s_vals; v++) {
         const char *s = R(fj_at(k->acc_s, idx[v]));
-        fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", s, s, R(k->scale_log2), R(muse));
+        fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", s, s, R(scale), R(muse));
         fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", s, s);
     }
     reduce_row(k, "add.f32", sum, k->acc_s, idx, k->frag.s_vals);
@@ -118,7 +119,8 @@ void fj_emit_online_softmax(fj_kctx *k)
         fj_emit_error(k->e, "online softmax: %d values per row exceed %d", k->frag.s_vals, (int)(sizeof idx / sizeof idx[0]));
         return;
     }
-    for (int r = 0; r < k->frag.rows; r++) softmax_row(k, r, idx);
+    fj_reg_t scale = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
+    for (int r = 0; r < k->frag.rows; r++) softmax_row(k, r, idx, scale);
 }
 
 void fj_emit_normalize(fj_kctx *k)

@@ -171,7 +171,7 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
 /* ---------------------------------------------------------------------------------------------------
  * Parameters, grid, shape class
  * ------------------------------------------------------------------------------------------------- */
-void fj_forward_params(const fajit_attention_args *a, fj_fwd_params *p)
+void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fwd_params *p)
 {
     double scale = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->head_dim);
     *p = (fj_fwd_params){0};
@@ -191,6 +191,7 @@ void fj_forward_params(const fajit_attention_args *a, fj_fwd_params *p)
     p->heads_q = (uint32_t)a->heads_q;
     p->group = (uint32_t)(a->heads_q / a->heads_kv);
     p->scale_log2 = (float)(scale * LOG2E);
+    fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
 }
 
 void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, unsigned grid[3])
@@ -246,7 +247,7 @@ static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, co
     fj_fwd_params params;
     unsigned grid[3];
     void *kernel_params[1] = {&params};
-    fj_forward_params(a, &params);
+    fj_forward_params(a, &k->plan, &params);
     fj_forward_grid(a, &k->plan, grid);
     fajit_status st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;

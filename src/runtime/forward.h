@@ -21,7 +21,7 @@
 fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_config *cfg);
 
 /* The kernel parameter block for validated args (scale_log2 = scale * log2(e), group = Hq / Hkv). */
-void fj_forward_params(const fajit_attention_args *args, fj_fwd_params *p);
+void fj_forward_params(const fajit_attention_args *args, const fj_plan *plan, fj_fwd_params *p);
 
 /* Launch grid: (ceil(seqlen_q / block_m), heads_q, batch). */
 void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, unsigned grid[3]);
