@@ -127,8 +127,10 @@ typedef struct fajit_shape {
 
 /*
  * Fill the zero fields of *cfg with the heuristic's choice for `shape` (may be NULL) on the GPU of
- * `ctx` (may be NULL: no GPU is assumed, arch AUTO becomes sm_80). head_dim must be set. Tuned
- * winners, when present in the cache directory, are preferred. Then checks the result.
+ * `ctx` (may be NULL: no GPU is assumed, arch AUTO becomes sm_80). head_dim must be set. With a ctx
+ * on a GPU and a shape with sequence lengths, the tuned winner of the shape's class (see Autotuning
+ * below: fajit_tune, the tune file) fills the zero fields when there is one and it fits the fields the
+ * caller set; otherwise the built-in table does. Then checks the result.
  */
 typedef struct fajit_context fajit_context;
 fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg);
@@ -241,10 +243,116 @@ void fajit_args_set_bhnd_strides(fajit_attention_args *args);
 void fajit_args_set_bnhd_strides(fajit_attention_args *args);
 
 /*
- * Run forward attention asynchronously on args->stream. cfg may be NULL (the heuristic picks; the
- * config is then fixed per shape class and cached). The context's device must own the pointers.
+ * Run forward attention asynchronously on args->stream. cfg may be NULL (fajit_config_fill picks: the
+ * tuned winner of the class, else the heuristic; the config is then fixed per shape class and cached
+ * until a fajit_tune on this context). The context's device must own the pointers.
  */
 fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_args *args, const fajit_config *cfg);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Autotuning
+ *
+ * fajit_tune times the kernel configs of one problem class on the context's GPU and keeps the
+ * fastest as the class's winner, which fajit_config_fill (and so fajit_attention_forward without a
+ * config) then prefers to its built-in table.
+ *
+ * A class is (dtype, head_dim, causal, sequence-length class) on one GPU: the sequence-length class
+ * is the power of two at or above max(seqlen_q, seqlen_k), clamped to 128..16384 (so N 3000 is class
+ * 4096 and N 65536 is class 16384). Batch and head counts are not part of it. A winner is filed with
+ * the GPU's name, the driver's version (cuDriverGetVersion) and the code generator's version, and is
+ * used only when all three match: a new driver or a new fajit does not reuse old measurements.
+ *
+ * Winners are kept in <cache_dir>/tuned-v1.txt (fajit_context_tune_file), a text file a person can
+ * read or edit: one line per winner, "gpu | driver | codegen | class | config | TFLOP/s | note".
+ * It is written atomically and merged with what is there; a line that does not parse, or whose
+ * config breaks a rule, is ignored. With the disk cache off there is no file: winners then live in
+ * the context that measured them only.
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Called after each candidate, and with index -1 for notes about the tune as a whole.
+ *   index   0-based candidate number, or -1 (then cfg is NULL)
+ *   total   candidates to time in this tune
+ *   cfg     the candidate (valid for the call only)
+ *   tflops  its measured TFLOP/s, or a negative number when it was skipped
+ *   note    never NULL: the skip reason (compile or launch error, wrong result), or the median time and
+ *           registers of a timed candidate, or the text of a note (valid for the call only)
+ * Runs on the thread that called fajit_tune; it must not call fajit_tune on the same context. */
+typedef void (*fajit_tune_progress_fn)(void *user, int index, int total, const fajit_config *cfg, double tflops,
+                                       const char *note);
+
+typedef struct fajit_tune_options {
+    int max_candidates;     /* configs timed at most, 1..1000 (0 = 16); the heuristic's config is always first */
+    double time_budget_s;   /* no new candidate is started after this many seconds (0 = no limit); at least
+                               one is always timed */
+    int reps;               /* timed calls per candidate, the median is kept: >= 10 (0 = 10) */
+    int warmup;             /* untimed calls first (0 = 3; -1 = none) */
+    int persist;            /* 1 = merge the winner into the tune file, 0 = keep it in this context only */
+    fajit_tune_progress_fn progress; /* may be NULL */
+    void *progress_user;
+} fajit_tune_options;
+
+/* Defaults: 16 candidates, no time limit, 10 reps, 3 warm-up calls, persist, no progress callback. */
+fajit_tune_options fajit_tune_options_default(void);
+
+typedef struct fajit_tune_result {
+    int found;            /* fajit_tune_lookup: 1 when there is a winner; fajit_tune: 1 on success */
+    fajit_config best;    /* the winner (all fields set) */
+    double tflops;        /* its TFLOP/s: 4 * B * Hq * Nq * Nk * D / t, half for causal with Nq == Nk */
+    double median_ms;     /* fajit_tune: its median time per call */
+    int seqlen_class;     /* the class it is filed under */
+    /* fajit_tune only: */
+    double heuristic_tflops; /* TFLOP/s of the untuned heuristic's config (the first candidate); 0 when it
+                                was skipped or does not fit the device */
+    int space;            /* configs in the search space */
+    int pruned;           /* of them, rejected before compiling (plan rules, the device's shared memory) */
+    int candidates;       /* configs that were to be timed (at most max_candidates) */
+    int timed, skipped;   /* configs timed / skipped (failed to compile, launch, or gave a wrong result) */
+    double seconds;       /* wall time of the whole tune */
+    int saved;            /* 1 when the winner was merged into the tune file */
+} fajit_tune_result;
+
+/*
+ * Tune one class on ctx's GPU. The search space is the sm_80 path's tiles: block_m 64..256 (one or two
+ * 16-row fragments per warp), block_n 32..128, 4 or 8 warps, 1..4 stages, the largest swizzle a row
+ * allows and the next smaller one. Configs that break a plan rule (register or shared-memory budget,
+ * copy layout) or exceed the device's shared memory are pruned; the rest are ordered by closeness to
+ * the heuristic's config (which goes first) and the first max_candidates are compiled (through
+ * fajit_kernel_get, so they land in the caches) and timed on the legacy default stream: random inputs,
+ * `warmup` calls, then `reps` calls each between two CUDA events, rotating over at least two input
+ * sets that together exceed 256 MB (well past L2). Each candidate's output is compared with the first
+ * timed one's (a wrong result skips it). A candidate that fails to compile or launch is skipped, its
+ * reason passed to the progress callback; the tune goes on.
+ *
+ * shape (may be NULL) is what is timed; zero fields are filled as in the issue-3 workload: seqlen_q
+ * and seqlen_k 4096 (or each other), batch 16384 / max(seqlen_q, seqlen_k) (at least 1), heads_q
+ * 2048 / head_dim, heads_kv = heads_q. The winner is filed under that shape's sequence-length class.
+ * dtype F16 or BF16 (AUTO = BF16), head_dim 64/96/128/192/256, causal 0 or 1. opts may be NULL.
+ *
+ * On success, best_out and result_out (either may be NULL) receive the winner, which this context's
+ * fajit_config_fill uses from now on (and, when persisted, every context on the same GPU, driver and
+ * fajit version). The forward's per-class choices of this context are reset so they pick it up.
+ * A failure to write the tune file is not a failure of the tune: result_out->saved is 0 and the
+ * progress callback gets a note saying why.
+ * Errors: FAJIT_ERR_INVALID_ARGUMENT (arguments, options), FAJIT_ERR_NO_DEVICE (a context without a
+ * device), FAJIT_ERR_CUDA / FAJIT_ERR_OUT_OF_MEMORY (inputs could not be set up), or the status of
+ * the first skipped candidate when none could be timed. Takes seconds: about (warmup + reps) calls of
+ * each candidate plus its compile. Do not launch other work on the device meanwhile if the timings
+ * are to mean anything. Safe to call from one thread per context at a time.
+ */
+fajit_status fajit_tune(fajit_context *ctx, const fajit_shape *shape, fajit_dtype dtype, int head_dim, int causal,
+                        const fajit_tune_options *opts, fajit_config *best_out, fajit_tune_result *result_out);
+
+/*
+ * The winner fajit_config_fill would use for (dtype, head_dim, causal) and shape's class on ctx's GPU:
+ * result_out->found = 1 and best, tflops, seqlen_class filled; found = 0 when there is none (no device,
+ * no tune file or no line for the class, or shape NULL or without sequence lengths). Loads the tune
+ * file on the context's first lookup. Thread-safe.
+ */
+fajit_status fajit_tune_lookup(fajit_context *ctx, const fajit_shape *shape, fajit_dtype dtype, int head_dim,
+                               int causal, fajit_tune_result *result_out);
+
+/* Path of the tune file of this context ("" when the disk cache is off). Static for the context's life. */
+const char *fajit_context_tune_file(const fajit_context *ctx);
 
 #ifdef __cplusplus
 }

@@ -87,7 +87,7 @@ static void expect_usage_error(const run_result *r, const char *const *want)
 
 static void test_help_and_version(void **state)
 {
-    static const char *const subs[] = {"ptx", "cubin", "explain", "check", "bench"};
+    static const char *const subs[] = {"ptx", "cubin", "explain", "check", "bench", "tune"};
     run_result r;
     (void)state;
     r = run_fagen(NULL);
@@ -146,6 +146,12 @@ static const bad_case k_bad_cases[] = {
     {{"ptx", "stray"}, {"stray", "unexpected argument"}},
     {{"explain", "--sm", "sm_80"}, {"--sm", "unknown flag"}},
     {{"cubin", "--sm"}, {"--sm", "missing value"}},
+    {{"tune", "--grid", "first"}, {"--grid first", "issue3"}},
+    {{"tune", "--reps", "5"}, {"--reps 5", "10..100000"}},
+    {{"tune", "--max-candidates=0"}, {"--max-candidates 0", "1..1000"}},
+    {{"tune", "--br", "64"}, {"tune chooses", "--br"}},
+    {{"tune", "--grid", "issue3", "--headdim", "96"}, {"no class", "issue3"}},
+    {{"tune", "--nosave"}, {"--nosave", "unknown flag"}},
 };
 
 static void test_bad_flags(void **state)

@@ -9,6 +9,7 @@
 
 #include "codegen.h"
 #include "runtime/error.h"
+#include "runtime/tune.h"
 
 fajit_status fajit_config_check(const fajit_config *cfg)
 {
@@ -33,24 +34,27 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
                     c->causal ? "causal" : "noncausal");
 }
 
-/* Defaults of the sm_80 path per head dim: block_m, block_n, warps, stages. */
+/* Defaults of the sm_80 path per head dim and mask: block_m, block_n, warps, stages. Measured on an
+ * H100 (bench/sweep.sh, BF16, B*N = 16384, H*D = 2048; bench/results/h100-sweep-2026-11-22.md).
+ * Two 16-row fragments per warp (block_m = 32 * warps) halve the K/V shared-memory reads per MMA;
+ * causal prefers block_m 64 (finer work near the diagonal). d96 and d192 were not swept: they take
+ * the shape of their neighbours. */
 typedef struct sm80_default {
-    int head_dim, block_m, block_n, warps, stages;
+    int head_dim, causal, block_m, block_n, warps, stages;
 } sm80_default;
 
 static const sm80_default k_sm80_defaults[] = {
-    {64, 128, 64, 4, 3},
-    {96, 128, 64, 8, 2},
-    {128, 128, 64, 8, 2},
-    {192, 64, 64, 4, 2},
-    {256, 64, 64, 4, 2},
+    {64, 0, 128, 64, 4, 2},  {64, 1, 128, 64, 4, 2},  {96, 0, 128, 32, 4, 2}, {96, 1, 64, 64, 4, 3},
+    {128, 0, 128, 32, 4, 2}, {128, 1, 64, 64, 4, 3},  {192, 0, 64, 64, 4, 1}, {192, 1, 64, 64, 4, 1},
+    {256, 0, 64, 64, 4, 1},  {256, 1, 64, 64, 4, 1},
 };
 
 static void fill_sm80(fajit_config *c, const fajit_shape *shape)
 {
-    const sm80_default *d = &k_sm80_defaults[2];
+    const sm80_default *d = &k_sm80_defaults[4];
     for (size_t i = 0; i < sizeof k_sm80_defaults / sizeof k_sm80_defaults[0]; i++)
-        if (k_sm80_defaults[i].head_dim == c->head_dim) d = &k_sm80_defaults[i];
+        if (k_sm80_defaults[i].head_dim == c->head_dim && k_sm80_defaults[i].causal == c->causal)
+            d = &k_sm80_defaults[i];
     if (!c->warps) {
         c->warps = d->warps;
         /* a given block_m decides the warps: whole 16-row fragments, at most 2 per warp */
@@ -91,10 +95,11 @@ fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, faj
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
     /* Only the sm_80 path is implemented; its PTX runs on every GPU from sm_80 up. */
     if (cfg->arch == FAJIT_ARCH_AUTO) cfg->arch = FAJIT_ARCH_SM80;
+    fj_tune_fill(ctx, shape, cfg); /* zero fields from the tuned winner of the shape's class, if any */
     if (cfg->arch == FAJIT_ARCH_SM80) fill_sm80(cfg, shape);
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
-    int limit = target ? target->smem_per_block : 0;
-    if (device && device->smem_per_block < limit) limit = device->smem_per_block;
+    /* the device's own limit when there is one (an H100 gives sm_80 code 227 KB), else the portable one */
+    int limit = device ? device->smem_per_block : target ? target->smem_per_block : 0;
     if (limit) fit_smem(cfg, &given, limit);
     fj_plan plan;
     return fj_plan_build(cfg, &plan);

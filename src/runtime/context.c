@@ -52,6 +52,22 @@ const char *fajit_context_cache_dir(const fajit_context *ctx) { return ctx && ct
 
 const char *fajit_context_sm(const fajit_context *ctx) { return ctx ? ctx->sm : ""; }
 
+const char *fajit_context_tune_file(const fajit_context *ctx) { return ctx ? ctx->tune_path : ""; }
+
+void fj_context_set_identity(fajit_context *ctx, const char *sm, const char *device_name, int driver_version,
+                             int smem_optin)
+{
+    pthread_mutex_lock(&ctx->lock);
+    ctx->arch = fj_arch_find(sm);
+    snprintf(ctx->sm, sizeof ctx->sm, "%s", ctx->arch ? ctx->arch->name : "");
+    snprintf(ctx->device_name, sizeof ctx->device_name, "%s", device_name);
+    ctx->driver_version = driver_version;
+    ctx->smem_optin = smem_optin;
+    fj_tune_list_free(&ctx->tuned); /* another identity: read the tune file again */
+    ctx->tuned_loaded = 0;
+    pthread_mutex_unlock(&ctx->lock);
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Device binding
  * ------------------------------------------------------------------------------------------------- */
@@ -82,8 +98,9 @@ static fajit_status device_query(fajit_context *ctx)
                                        ctx->cu_device)) ||
         (rc = cu->cuDeviceGetAttribute(&ctx->sm_count, FJ_CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, ctx->cu_device)) ||
         (rc = cu->cuDeviceGetAttribute(&ctx->smem_optin, FJ_CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-                                       ctx->cu_device)))
-        return fj_cuda_fail(rc, "cuDeviceGetName / cuDeviceGetAttribute");
+                                       ctx->cu_device)) ||
+        (rc = cu->cuDriverGetVersion(&ctx->driver_version)))
+        return fj_cuda_fail(rc, "cuDeviceGetName / cuDeviceGetAttribute / cuDriverGetVersion");
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];
@@ -140,6 +157,9 @@ fajit_status fajit_context_create(const fajit_context_options *opts, fajit_conte
     pthread_mutex_init(&ctx->lock, NULL);
     ctx->device = o.device;
     fajit_status st = fj_disk_cache_init(&ctx->disk, o.disk_cache, o.cache_dir);
+    if (st == FAJIT_OK && ctx->disk.enabled) /* fits: disk.dir leaves room for "/kernels" */
+        snprintf(ctx->tune_path, sizeof ctx->tune_path, "%s/" FJ_TUNE_FILE_NAME,
+                 strcmp(ctx->disk.dir, "/") == 0 ? "" : ctx->disk.dir);
     if (st == FAJIT_OK && o.device >= 0) st = device_open(ctx);
     if (st != FAJIT_OK) {
         fajit_context_destroy(ctx);
@@ -164,6 +184,7 @@ void fajit_context_destroy(fajit_context *ctx)
         next = c->next;
         free(c);
     }
+    fj_tune_list_free(&ctx->tuned);
     fj_disk_cache_fini(&ctx->disk);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
@@ -408,6 +429,18 @@ fajit_kernel *fj_context_choice_find(fajit_context *ctx, const char *key, fajit_
     }
     pthread_mutex_unlock(&ctx->lock);
     return k;
+}
+
+void fj_context_choices_clear(fajit_context *ctx)
+{
+    pthread_mutex_lock(&ctx->lock);
+    fj_choice *c = ctx->choices;
+    ctx->choices = NULL;
+    pthread_mutex_unlock(&ctx->lock);
+    for (fj_choice *next; c; c = next) { /* kernels stay: they belong to the kernel list */
+        next = c->next;
+        free(c);
+    }
 }
 
 fajit_status fj_context_choice_add(fajit_context *ctx, const char *key, const fajit_config *cfg,

@@ -17,6 +17,7 @@
 #include "cuda_api.h"
 #include "disk_cache.h"
 #include "fajit.h"
+#include "tune_file.h"
 
 #define FJ_CONFIG_TEXT_MAX 128 /* fajit_config_format() text */
 #define FJ_CHOICE_KEY_MAX 128
@@ -52,10 +53,14 @@ struct fajit_context {
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */
+    int driver_version;        /* cuDriverGetVersion (13000 = CUDA 13.0), 0 without a device */
     fj_disk_cache disk;
-    pthread_mutex_t lock;      /* guards kernels and choices */
+    char tune_path[FJ_DISK_CACHE_PATH_MAX + 16]; /* <disk.dir>/tuned-v1.txt, "" when the disk cache is off */
+    pthread_mutex_t lock;      /* guards kernels, choices and the tuned winners */
     fajit_kernel *kernels;
     fj_choice *choices;
+    fj_tune_list tuned;        /* winners for this GPU, driver and codegen version (tune.c) */
+    int tuned_loaded;          /* the tune file has been read into `tuned` */
 };
 
 /* Make the context's CUDA context current on this thread (push) / restore the previous one (pop). */
@@ -70,6 +75,15 @@ fajit_kernel *fj_context_choice_find(fajit_context *ctx, const char *key, fajit_
 /* Remember a choice (first writer wins; a later add of the same key is ignored). */
 fajit_status fj_context_choice_add(fajit_context *ctx, const char *key, const fajit_config *cfg,
                                    fajit_kernel *kernel);
+
+/* Forget every shape-class choice (after a tune, so the next forward asks fajit_config_fill again). */
+void fj_context_choices_clear(fajit_context *ctx);
+
+/* Tests only: give a context made with device -1 the identity of a GPU (sm name, device name, driver
+ * version, per-block shared memory) so fajit_config_fill and the tune file can be tested without one.
+ * No driver call is made and the context still cannot load or launch kernels. */
+void fj_context_set_identity(fajit_context *ctx, const char *sm, const char *device_name, int driver_version,
+                             int smem_optin);
 
 /* The target a plan is compiled for on this context's device ("sm_90", or "sm_90a" for the sm_90a path),
  * after checking the plan's shared memory against the device limit. FAJIT_ERR_UNSUPPORTED with the

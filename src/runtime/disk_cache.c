@@ -91,8 +91,7 @@ static int read_all(int fd, void *data, size_t size)
     return 0;
 }
 
-/* mkdir -p; 0 on success (the path exists and is a directory). */
-static int make_dirs(const char *path)
+int fj_disk_cache_mkdirs(const char *path)
 {
     char buf[FJ_DISK_CACHE_PATH_MAX];
     struct stat st;
@@ -317,7 +316,7 @@ static const char *entry_publish(fj_disk_cache *c, const char *path, const char 
 {
     char tmp[FJ_DISK_CACHE_PATH_MAX + 96];
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s-XXXXXX", c->entries_dir, strrchr(path, '/') + 1);
-    if (make_dirs(c->entries_dir) != 0) return "create directory";
+    if (fj_disk_cache_mkdirs(c->entries_dir) != 0) return "create directory";
     int fd = mkstemp(tmp);
     if (fd < 0) return "create temporary file";
     const char *step = NULL;

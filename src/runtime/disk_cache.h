@@ -79,4 +79,8 @@ void fj_disk_cache_invalidate(fj_disk_cache *cache, const char *key, const char 
 
 void fj_disk_cache_stats_get(fj_disk_cache *cache, fj_disk_cache_stats *out);
 
+/* mkdir -p (mode 0755); 0 when `path` is a directory afterwards, else -1 with errno set. Also used for the
+ * tune file (tune_file.c). */
+int fj_disk_cache_mkdirs(const char *path);
+
 #endif

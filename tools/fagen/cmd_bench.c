@@ -2,7 +2,7 @@
  * cmd_bench.c - fagen bench: time forward kernels on the GPU, and the latency of getting one.
  *
  *   fagen bench [--batch B --heads H --heads-kv H --seqlen N --seqlen-k N --layout bhnd|bnhd]
- *               [config flags] [--reps N] [--warmup N] [--device N]
+ *               [config flags] [--reps N] [--warmup N] [--device N] [--untuned]
  *   fagen bench --grid first [config flags]   D 64/128/256 x N 4k/16k (B*N = 16384, H*D = 2048), both masks
  *   fagen bench --latency [config flags]      PTX generation, cold compile, disk-cache and memory-cache hits
  *
@@ -11,7 +11,11 @@
  * (5x the H100's 50 MB L2), so no call finds its inputs in L2. Inputs are uniform random, not zeros.
  * TFLOP/s = 4 * B * Hq * Nq * Nk * D / t; with the causal mask, half of that when Nq == Nk (the
  * convention of FlashAttention's benchmarks), else the exact count of visible (query, key) pairs.
- * Without tile flags the config is the library heuristic's for the shape (printed).
+ * Without tile flags the config is the library's choice for the shape: the tuned winner of its class
+ * when `fagen tune` saved one for this GPU (tuned-v1.txt in the cache directory), else the built-in
+ * heuristic; the last column says which: "tuned", "heuristic", "flags+tuned" (tile flags, the rest
+ * from the winner) or "flags" (tile flags, the rest from the heuristic). --untuned ignores the
+ * winners (the context is made without a disk cache, hence without the tune file), to compare the two.
  */
 #include <ftw.h>
 #include <stddef.h>
@@ -33,7 +37,7 @@
 typedef struct bench_cli {
     fajit_config user; /* config flags; zeros = heuristic */
     int batch, heads, heads_kv, seqlen, seqlen_k, bnhd;
-    int reps, warmup, device, grid_first, latency, help;
+    int reps, warmup, device, grid_first, latency, untuned, help;
 } bench_cli;
 
 typedef struct bench_shape {
@@ -46,6 +50,7 @@ typedef struct bench_result {
     double median_ms, min_ms, tflops;
     int sets;
     fajit_config cfg;
+    const char *source; /* "tuned", "heuristic", "flags+tuned" or "flags" */
     fajit_kernel_info info;
 } bench_result;
 
@@ -88,7 +93,7 @@ static double bench_flops(const bench_shape *s)
 
 static void bench_usage(FILE *f)
 {
-    fputs("usage: fagen bench [shape flags] [config flags] [--reps N] [--warmup N] [--device N]\n"
+    fputs("usage: fagen bench [shape flags] [config flags] [--reps N] [--warmup N] [--device N] [--untuned]\n"
           "       fagen bench --grid first [config flags]\n"
           "       fagen bench --latency [config flags]\n"
           "Time forward attention on the GPU: median of >= 20 calls between CUDA events, inputs rotated\n"
@@ -103,6 +108,7 @@ static void bench_usage(FILE *f)
           "  --warmup N                     untimed calls first (default 10)\n"
           "  --grid first                   D 64/128/256 x N 4096/16384, B*N = 16384, H*D = 2048, both masks\n"
           "  --latency                      time PTX generation, cold compile, disk and memory cache hits\n"
+          "  --untuned                      ignore tuned winners (fagen tune): the built-in heuristic only\n"
           "  --device N                     CUDA device ordinal (default 0)\n\n"
           "config flags (omitted ones: the library heuristic for the shape):\n",
           f);
@@ -168,6 +174,10 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
         }
         if (strcmp(w, "--latency") == 0) {
             o->latency = 1;
+            continue;
+        }
+        if (strcmp(w, "--untuned") == 0) {
+            o->untuned = 1;
             continue;
         }
         r = bench_int_flag(argc, argv, &i, o);
@@ -252,13 +262,38 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
 
 /* ---- timing ----------------------------------------------------------------------------------- */
 
-/* The config to time: the user's fields, the rest from the heuristic for this shape. */
-static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const bench_shape *s, fajit_config *cfg)
+static int same_tiles(const fajit_config *a, const fajit_config *b)
+{
+    return a->arch == b->arch && a->block_m == b->block_m && a->block_n == b->block_n && a->stages == b->stages &&
+           a->swizzle == b->swizzle && a->warps == b->warps;
+}
+
+/* The config to time: the user's fields, the rest from the tuned winner or the heuristic for this shape;
+ * *source says which. */
+static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const bench_shape *s, fajit_config *cfg,
+                                 const char **source)
 {
     fajit_shape shape = {s->b, s->hq, s->hkv, s->nq, s->nk};
+    fajit_tune_result tuned;
+    const fajit_config *u = &o->user;
     *cfg = o->user;
     cfg->dtype = s->dtype, cfg->head_dim = s->d, cfg->causal = s->causal;
-    return fajit_config_fill(ctx, &shape, cfg);
+    fajit_status st = fajit_config_fill(ctx, &shape, cfg);
+    if (st != FAJIT_OK) return st;
+    int flags = u->arch || u->block_m || u->block_n || u->stages || u->swizzle || u->warps;
+    int from_tune = fajit_tune_lookup(ctx, &shape, s->dtype, s->d, s->causal, &tuned) == FAJIT_OK && tuned.found;
+    if (from_tune) { /* the winner with the flags' fields on top: what fill gives when it used the winner */
+        fajit_config *w = &tuned.best;
+        if (u->arch) w->arch = u->arch;
+        if (u->block_m) w->block_m = u->block_m;
+        if (u->block_n) w->block_n = u->block_n;
+        if (u->stages) w->stages = u->stages;
+        if (u->swizzle) w->swizzle = u->swizzle;
+        if (u->warps) w->warps = u->warps;
+        from_tune = same_tiles(w, cfg);
+    }
+    *source = from_tune ? (flags ? "flags+tuned" : "tuned") : flags ? "flags" : "heuristic";
+    return FAJIT_OK;
 }
 
 /* reps timed calls, each between two events; *ms receives the per-call times. Context is current. */
@@ -296,7 +331,7 @@ static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const ben
     fajit_kernel *kernel = NULL;
     fajit_status st = sets && ms ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host memory");
     memset(res, 0, sizeof *res);
-    if (st == FAJIT_OK) st = bench_config(ctx, o, s, &res->cfg);
+    if (st == FAJIT_OK) st = bench_config(ctx, o, s, &res->cfg, &res->source);
     if (st == FAJIT_OK) st = fajit_kernel_get(ctx, &res->cfg, &kernel, NULL);
     if (st == FAJIT_OK) st = fajit_kernel_get_info(kernel, &res->info);
     if (st == FAJIT_OK) st = fj_context_push(ctx);
@@ -322,8 +357,8 @@ static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const ben
 
 static void bench_print_header(void)
 {
-    printf("%-46s %-28s %9s %9s %8s %4s %6s %5s %4s\n", "config", "shape", "median ms", "min ms", "TFLOP/s", "sets",
-           "smem", "regs", "spill");
+    printf("%-46s %-28s %9s %9s %8s %4s %6s %5s %4s  %s\n", "config", "shape", "median ms", "min ms", "TFLOP/s",
+           "sets", "smem", "regs", "spill", "from");
 }
 
 static void bench_print(const bench_shape *s, const bench_result *r)
@@ -332,8 +367,8 @@ static void bench_print(const bench_shape *s, const bench_result *r)
     fajit_config_format(&r->cfg, cfg, sizeof cfg);
     snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
              s->causal ? " causal" : "", s->bnhd ? " bnhd" : "");
-    printf("%-46s %-28s %9.3f %9.3f %8.1f %4d %6d %5d %4d\n", cfg, shape, r->median_ms, r->min_ms, r->tflops, r->sets,
-           r->info.smem_bytes, r->info.registers, r->info.spill_bytes);
+    printf("%-46s %-28s %9.3f %9.3f %8.1f %4d %6d %5d %4d  %s\n", cfg, shape, r->median_ms, r->min_ms, r->tflops,
+           r->sets, r->info.smem_bytes, r->info.registers, r->info.spill_bytes, r->source);
     fflush(stdout);
 }
 
@@ -494,12 +529,16 @@ int fagen_cmd_bench(int argc, char **argv)
     if (o.latency) return bench_latency(&o);
     fajit_context_options opt = fajit_context_options_default();
     opt.device = o.device;
+    if (o.untuned) opt.disk_cache = 0; /* no cache directory, no tune file: the heuristic only */
     if (fajit_context_create(&opt, &ctx) != FAJIT_OK) {
         fprintf(stderr, "fagen: bench needs a GPU: %s\n", fajit_errmsg());
         return FAGEN_EXIT_FAIL;
     }
     printf("fagen bench on %s (%s): median of %d calls after %d warm-up calls\n", ctx->device_name, ctx->sm, o.reps,
            o.warmup);
+    printf("tuned winners: %s\n", o.untuned ? "ignored (--untuned)"
+                                  : fajit_context_tune_file(ctx)[0] ? fajit_context_tune_file(ctx)
+                                                                     : "none (the disk cache is off)");
     bench_print_header();
     if (o.grid_first) {
         rc = bench_grid_first(ctx, &o);

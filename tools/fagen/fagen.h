@@ -17,5 +17,6 @@ int fagen_cmd_cubin(int argc, char **argv);
 int fagen_cmd_explain(int argc, char **argv);
 int fagen_cmd_check(int argc, char **argv);  /* tools/fagen/cmd_check.c */
 int fagen_cmd_bench(int argc, char **argv);  /* tools/fagen/cmd_bench.c */
+int fagen_cmd_tune(int argc, char **argv);   /* tools/fagen/cmd_tune.c */
 
 #endif

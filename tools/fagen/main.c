@@ -3,7 +3,7 @@
  * `fagen --version`.
  *
  *   fagen ptx|cubin|explain [flags]   code generation, no GPU needed (cmd_gen.c)
- *   fagen check|bench [flags]         run on a GPU (cmd_check.c, cmd_bench.c)
+ *   fagen check|bench|tune [flags]    run on a GPU (cmd_check.c, cmd_bench.c, cmd_tune.c)
  *
  * Exit status: 0 success, 1 a failure found, 2 bad usage or an impossible config (fagen.h).
  */
@@ -24,6 +24,7 @@ static const fagen_command k_commands[] = {
     {"explain", fagen_cmd_explain, "print the plan of a config: smem map, warp roles, registers"},
     {"check", fagen_cmd_check, "run kernels on the GPU and compare with a reference"},
     {"bench", fagen_cmd_bench, "time kernels on the GPU"},
+    {"tune", fagen_cmd_tune, "time the configs of a problem class on the GPU and save the fastest"},
 };
 #define N_COMMANDS ((int)(sizeof k_commands / sizeof k_commands[0]))
 

@@ -1,0 +1,95 @@
+/*
+ * tune.h - autotuning internals (public calls in fajit.h: fajit_tune, fajit_tune_lookup).
+ *
+ *   tune.c       shape classes, the search space, the context's table of winners and the hook
+ *                fajit_config_fill calls (fj_tune_fill), fajit_tune's control flow
+ *   tune_time.c  inputs, the correctness check and CUDA-event timing of one candidate
+ *   tune_file.c  the tune file (format in tune_file.h)
+ *
+ * The sequence-length class of a shape is the power of two at or above max(seqlen_q, seqlen_k),
+ * clamped to FJ_TUNE_CLASS_MIN..FJ_TUNE_CLASS_MAX: tile choices change with the length of the KV loop
+ * and the number of CTAs, and a power-of-two bucket is what the forward's choice cache (forward.h)
+ * already uses. Batch and heads are not in the class.
+ */
+#ifndef FJ_TUNE_H
+#define FJ_TUNE_H
+
+#include <stddef.h>
+
+#include "context.h"
+#include "cuda_api.h"
+#include "fajit.h"
+#include "tune_file.h"
+
+#define FJ_TUNE_CLASS_MIN 128
+#define FJ_TUNE_CLASS_MAX 16384
+#define FJ_TUNE_SPACE_MAX 128       /* configs the enumeration can produce (it makes ~100) */
+#define FJ_TUNE_DEFAULT_CANDIDATES 16
+#define FJ_TUNE_MIN_REPS 10
+#define FJ_TUNE_DEFAULT_WARMUP 3
+#define FJ_TUNE_ROTATE_BYTES (256.0 * 1024 * 1024) /* input sets span at least this (5x an H100's L2) */
+#define FJ_TUNE_MAX_SETS 64
+
+/* The sequence-length class of a shape, or 0 when shape is NULL or has no sequence length. */
+int fj_tune_seqlen_class(const fajit_shape *shape);
+
+/* The key of a class on ctx's GPU (identity from the context, codegen version of this build). */
+void fj_tune_key_make(const fajit_context *ctx, fajit_dtype dtype, int head_dim, int causal, int seqlen_class,
+                      fj_tune_key *key);
+
+/*
+ * The hook of fajit_config_fill: when ctx has a device identity, shape has sequence lengths and the
+ * context's table (the tune file, read on first use, plus winners tuned in this context) holds a
+ * winner for cfg's dtype, head_dim, causal and arch on shape's class, fill cfg's zero fields from it,
+ * provided the result passes fj_plan_build and fits the device's shared memory. Otherwise cfg is left
+ * alone. Returns 1 when the winner was used. Never fails.
+ */
+int fj_tune_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg);
+
+/*
+ * The search space in try order: `first` (the heuristic's config), then the sm_80 tiles ordered by
+ * distance from it. Configs that fail fj_plan_build or fj_context_target(ctx) are left out and counted
+ * in *pruned; *space receives the number of distinct configs considered. Returns the count written to
+ * out (at most cap).
+ */
+int fj_tune_space(const fajit_context *ctx, const fajit_config *first, fajit_config *out, int cap, int *space,
+                  int *pruned);
+
+/* ---- timing (tune_time.c) ------------------------------------------------------------------------ */
+typedef struct fj_tune_bench {
+    fajit_context *ctx;
+    int n_sets;
+    fajit_attention_args args[FJ_TUNE_MAX_SETS];
+    fj_CUdeviceptr mem[FJ_TUNE_MAX_SETS][4]; /* q, k, v, o */
+    size_t o_bytes;
+    int reps;
+    fj_CUevent *events;   /* 2 * reps */
+    double *ms;           /* reps */
+    size_t slice_elems;   /* elements compared at each end of O */
+    uint16_t *ref, *got;  /* 2 * slice_elems each: the reference output, this candidate's */
+    int have_ref;
+    double tol;           /* rel L2 tolerance of the output check */
+    double flops;         /* of one call */
+} fj_tune_bench;
+
+/* Allocate and fill the input sets (random U(-1, 1), never all zero) and the events. The context must
+ * have a device. On failure everything is released. */
+fajit_status fj_tune_bench_open(fajit_context *ctx, const fajit_attention_args *shape_args, int reps,
+                                fj_tune_bench *b);
+void fj_tune_bench_close(fj_tune_bench *b);
+
+/*
+ * Run cfg once on set 0 with O poisoned, and compare both ends of O with the reference (the first
+ * candidate that passed becomes it). *rel_err receives ||O - ref|| / ||ref|| (0 for the first), or a
+ * negative number when O holds NaN/Inf or unwritten elements. Returns a driver or library failure;
+ * a wrong result is FAJIT_OK with *rel_err > tol or < 0.
+ */
+fajit_status fj_tune_bench_check(fj_tune_bench *b, const fajit_config *cfg, double *rel_err);
+
+/* warmup untimed calls, then b->reps calls between events, rotating over the sets; the median in ms. */
+fajit_status fj_tune_bench_time(fj_tune_bench *b, const fajit_config *cfg, int warmup, double *median_ms);
+
+/* 0 when the context's CUDA context still works (cuCtxSynchronize succeeds), else the failure. */
+fajit_status fj_tune_bench_alive(fj_tune_bench *b);
+
+#endif

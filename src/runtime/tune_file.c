@@ -1,0 +1,361 @@
+/*
+ * tune_file.c - the tuned-winners file: parse and format lines, a list keyed like the file, and the
+ * locked read-merge-rename write (format and rules in tune_file.h). POSIX: flock, mkstemp, rename.
+ */
+#include "tune_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "codegen/codegen.h"
+#include "disk_cache.h"
+#include "error.h"
+
+#define FIELD_SEP " | "
+#define MAX_FIELDS 7
+
+/* ---------------------------------------------------------------------------------------------------
+ * Text helpers
+ * ------------------------------------------------------------------------------------------------- */
+void fj_tune_clean_text(char *dst, size_t size, const char *src)
+{
+    size_t n = 0;
+    if (size == 0) return;
+    while (*src == ' ' || *src == '\t') src++;
+    for (; *src && n + 1 < size; src++) {
+        unsigned char ch = (unsigned char)*src;
+        dst[n++] = (ch == '|' || ch < 0x20 || ch == 0x7f) ? ' ' : (char)ch;
+    }
+    while (n > 0 && dst[n - 1] == ' ') n--;
+    dst[n] = '\0';
+}
+
+int fj_tune_key_equal(const fj_tune_key *a, const fj_tune_key *b)
+{
+    return strcmp(a->gpu, b->gpu) == 0 && a->driver == b->driver && strcmp(a->codegen, b->codegen) == 0 &&
+           a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
+           a->seqlen_class == b->seqlen_class;
+}
+
+static const char *errno_text(int err, char *buf, size_t size)
+{
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+    return strerror_r(err, buf, size);
+#else
+    if (strerror_r(err, buf, size) != 0) snprintf(buf, size, "errno %d", err);
+    return buf;
+#endif
+}
+
+static const char *dtype_text(fajit_dtype d) { return d == FAJIT_DTYPE_F16 ? "f16" : "bf16"; }
+
+static int dtype_parse(const char *text, fajit_dtype *out)
+{
+    if (strcmp(text, "f16") == 0) *out = FAJIT_DTYPE_F16;
+    else if (strcmp(text, "bf16") == 0) *out = FAJIT_DTYPE_BF16;
+    else return -1;
+    return 0;
+}
+
+/* A whole decimal int in [lo, hi] (no sign, no blanks). */
+static int int_parse(const char *text, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    if (text[0] < '0' || text[0] > '9') return -1;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (*end != '\0' || errno == ERANGE || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Parse and format
+ * ------------------------------------------------------------------------------------------------- */
+const char *fj_tune_parse_config(const char *text, fajit_config *c)
+{
+    char arch[16], dt[8], sw[8], mask[16];
+    int n = 0;
+    memset(c, 0, sizeof *c);
+    if (sscanf(text, " %15s %7s d%d br%d bc%d s%d sw%7s w%d %15s %n", arch, dt, &c->head_dim, &c->block_m,
+               &c->block_n, &c->stages, sw, &c->warps, mask, &n) != 9 ||
+        text[n] != '\0')
+        return "config is not in canonical form (sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal)";
+    const fj_arch_info *a = fj_arch_find(arch);
+    if (!a || a->path == FAJIT_ARCH_AUTO) return "config: unknown code-generation path";
+    c->arch = a->path;
+    if (dtype_parse(dt, &c->dtype) != 0) return "config: dtype is not f16 or bf16";
+    if (strcmp(sw, "none") == 0) c->swizzle = FAJIT_SWIZZLE_NONE;
+    else if (int_parse(sw, 1, 1024, &c->swizzle) != 0) return "config: swizzle is not none or a number";
+    if (strcmp(mask, "causal") == 0) c->causal = 1;
+    else if (strcmp(mask, "noncausal") == 0) c->causal = 0;
+    else return "config: mask is not causal or noncausal";
+    return NULL;
+}
+
+/* Split a line at '|' into at most MAX_FIELDS trimmed fields (in place). Returns the count, or -1. */
+static int split_fields(char *line, char *fields[MAX_FIELDS])
+{
+    int n = 0;
+    for (char *p = line;;) {
+        char *bar = strchr(p, '|');
+        if (n == MAX_FIELDS) return -1;
+        if (bar) *bar = '\0';
+        while (*p == ' ' || *p == '\t') p++;
+        size_t len = strlen(p);
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t')) p[--len] = '\0';
+        fields[n++] = p;
+        if (!bar) return n;
+        p = bar + 1;
+    }
+}
+
+/* The class field "bf16 d128 causal n4096" into the key. */
+static const char *parse_class(const char *text, fj_tune_key *k)
+{
+    char dt[8], mask[16];
+    int n = 0;
+    if (sscanf(text, "%7s d%d %15s n%d %n", dt, &k->head_dim, mask, &k->seqlen_class, &n) != 4 || text[n] != '\0')
+        return "class is not \"<dtype> d<head dim> causal|noncausal n<seqlen class>\"";
+    if (dtype_parse(dt, &k->dtype) != 0) return "class: dtype is not f16 or bf16";
+    if (strcmp(mask, "causal") == 0) k->causal = 1;
+    else if (strcmp(mask, "noncausal") == 0) k->causal = 0;
+    else return "class: mask is not causal or noncausal";
+    if (k->seqlen_class < 1 || (k->seqlen_class & (k->seqlen_class - 1)) != 0)
+        return "class: the sequence-length class is not a power of two";
+    return NULL;
+}
+
+/* The config must be for the class and follow every rule of its path. */
+static const char *check_config(const fj_tune_record *r)
+{
+    fj_plan plan;
+    if (r->cfg.dtype != r->key.dtype || r->cfg.head_dim != r->key.head_dim || r->cfg.causal != r->key.causal)
+        return "config's dtype, head dim or mask differs from the class";
+    if (fj_plan_build(&r->cfg, &plan) != FAJIT_OK) {
+        fj_clear_error(); /* a bad line is not the caller's failure */
+        return "config breaks a rule of its path";
+    }
+    return NULL;
+}
+
+const char *fj_tune_parse_line(const char *line, fj_tune_record *r)
+{
+    char buf[FJ_TUNE_LINE_MAX], *f[MAX_FIELDS], *end = NULL;
+    const char *bad;
+    const char *p = line;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '#' || *p == '\0' || *p == '\n' || *p == '\r') return "comment";
+    if (strlen(p) >= sizeof buf) return "line too long";
+    snprintf(buf, sizeof buf, "%s", p);
+    buf[strcspn(buf, "\r\n")] = '\0';
+    memset(r, 0, sizeof *r);
+    int n = split_fields(buf, f);
+    if (n < 0) return "more than 7 fields separated by '|'";
+    if (n < 6) return "fewer than 6 fields separated by '|'";
+    if (!f[0][0] || strlen(f[0]) >= sizeof r->key.gpu) return "gpu name empty or too long";
+    snprintf(r->key.gpu, sizeof r->key.gpu, "%s", f[0]);
+    if (int_parse(f[1], 1, 1000000000, &r->key.driver) != 0) return "driver version is not a positive number";
+    if (!f[2][0] || strlen(f[2]) >= sizeof r->key.codegen) return "codegen version empty or too long";
+    snprintf(r->key.codegen, sizeof r->key.codegen, "%s", f[2]);
+    if ((bad = parse_class(f[3], &r->key)) != NULL) return bad;
+    if ((bad = fj_tune_parse_config(f[4], &r->cfg)) != NULL) return bad;
+    if ((bad = check_config(r)) != NULL) return bad;
+    errno = 0;
+    r->tflops = strtod(f[5], &end);
+    if (end == f[5] || *end != '\0' || errno == ERANGE || !isfinite(r->tflops) || r->tflops <= 0.0 ||
+        r->tflops > 1e6)
+        return "TFLOP/s is not a positive number";
+    if (n == 7) fj_tune_clean_text(r->note, sizeof r->note, f[6]);
+    return NULL;
+}
+
+int fj_tune_format_line(const fj_tune_record *r, char *buf, size_t size)
+{
+    char cfg[128], gpu[FJ_TUNE_GPU_MAX], codegen[FJ_TUNE_CODEGEN_MAX], note[FJ_TUNE_NOTE_MAX];
+    fajit_config_format(&r->cfg, cfg, sizeof cfg);
+    fj_tune_clean_text(gpu, sizeof gpu, r->key.gpu);
+    fj_tune_clean_text(codegen, sizeof codegen, r->key.codegen);
+    fj_tune_clean_text(note, sizeof note, r->note);
+    return snprintf(buf, size, "%s" FIELD_SEP "%d" FIELD_SEP "%s" FIELD_SEP "%s d%d %s n%d" FIELD_SEP "%s" FIELD_SEP
+                               "%.1f%s%s",
+                    gpu, r->key.driver, codegen, dtype_text(r->key.dtype), r->key.head_dim,
+                    r->key.causal ? "causal" : "noncausal", r->key.seqlen_class, cfg, r->tflops,
+                    note[0] ? FIELD_SEP : "", note);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The list
+ * ------------------------------------------------------------------------------------------------- */
+int fj_tune_list_put(fj_tune_list *l, const fj_tune_record *rec)
+{
+    for (int i = 0; i < l->n; i++) {
+        if (!fj_tune_key_equal(&l->v[i].key, &rec->key)) continue;
+        l->v[i] = *rec;
+        return 0;
+    }
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        fj_tune_record *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *rec;
+    return 0;
+}
+
+const fj_tune_record *fj_tune_list_find(const fj_tune_list *l, const fj_tune_key *key)
+{
+    for (int i = 0; i < l->n; i++)
+        if (fj_tune_key_equal(&l->v[i].key, key)) return &l->v[i];
+    return NULL;
+}
+
+void fj_tune_list_free(fj_tune_list *l)
+{
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int key_compare(const void *pa, const void *pb)
+{
+    const fj_tune_key *a = &((const fj_tune_record *)pa)->key, *b = &((const fj_tune_record *)pb)->key;
+    int c = strcmp(a->gpu, b->gpu);
+    if (c == 0) c = (a->driver > b->driver) - (a->driver < b->driver);
+    if (c == 0) c = strcmp(a->codegen, b->codegen);
+    if (c == 0) c = (int)a->dtype - (int)b->dtype;
+    if (c == 0) c = a->head_dim - b->head_dim;
+    if (c == 0) c = a->causal - b->causal;
+    if (c == 0) c = (a->seqlen_class > b->seqlen_class) - (a->seqlen_class < b->seqlen_class);
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Reading and writing the file
+ * ------------------------------------------------------------------------------------------------- */
+static int read_stream(FILE *f, fj_tune_list *list, int *bad)
+{
+    char line[FJ_TUNE_LINE_MAX];
+    fj_tune_record rec;
+    while (fgets(line, sizeof line, f)) {
+        int whole = strchr(line, '\n') != NULL || feof(f);
+        if (!whole) { /* longer than any line fajit writes: skip the rest of it */
+            int ch;
+            while ((ch = fgetc(f)) != EOF && ch != '\n') {}
+            (*bad)++;
+            continue;
+        }
+        const char *why = fj_tune_parse_line(line, &rec);
+        if (why && strcmp(why, "comment") != 0) (*bad)++;
+        if (!why && fj_tune_list_put(list, &rec) != 0) return -1;
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+int fj_tune_file_read(const char *path, fj_tune_list *list, int *bad)
+{
+    int ignored = 0;
+    FILE *f = fopen(path, "re");
+    if (bad) *bad = 0;
+    if (!f) return errno == ENOENT ? 0 : -1;
+    int rc = read_stream(f, list, &ignored);
+    fclose(f);
+    if (bad) *bad = ignored;
+    return rc;
+}
+
+static void write_header(FILE *f)
+{
+    fputs("# fajit tuned kernels (format 1), written by fajit_tune / fagen tune; safe to edit or delete.\n"
+          "# A line is used only with the GPU, driver version and fajit code generator that measured it.\n"
+          "# gpu | driver | codegen | class | config | TFLOP/s | note\n",
+          f);
+}
+
+/* Write the list to a temporary file in dir and rename it onto path. NULL, or the failing step. */
+static const char *write_atomic(const char *path, const fj_tune_list *list)
+{
+    char tmp[FJ_DISK_CACHE_PATH_MAX + 32], line[FJ_TUNE_LINE_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp) return errno = ENAMETOOLONG, "path";
+    int fd = mkstemp(tmp);
+    if (fd < 0) return "create temporary file";
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        int err = errno;
+        close(fd);
+        unlink(tmp);
+        return errno = err, "open temporary file";
+    }
+    write_header(f);
+    for (int i = 0; i < list->n; i++) {
+        fj_tune_format_line(&list->v[i], line, sizeof line);
+        fprintf(f, "%s\n", line);
+    }
+    const char *step = NULL;
+    if (fflush(f) != 0 || ferror(f)) step = "write temporary file";
+    else if (fchmod(fileno(f), 0644) != 0 || fsync(fileno(f)) != 0) step = "sync temporary file";
+    int err = errno;
+    if (fclose(f) != 0 && !step) step = "close temporary file", err = errno;
+    if (!step && rename(tmp, path) != 0) step = "rename temporary file", err = errno;
+    if (step) unlink(tmp);
+    errno = err;
+    return step;
+}
+
+/* mkdir -p the directory part of path. */
+static int make_parent(const char *path)
+{
+    char dir[FJ_DISK_CACHE_PATH_MAX];
+    if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return errno = ENAMETOOLONG, -1;
+    char *slash = strrchr(dir, '/');
+    if (!slash || slash == dir) return 0;
+    *slash = '\0';
+    return fj_disk_cache_mkdirs(dir);
+}
+
+/* Take an exclusive lock on path.lock (best effort: -1 if it cannot be had; the write goes on). */
+static int lock_take(const char *path)
+{
+    char lock[FJ_DISK_CACHE_PATH_MAX + 16];
+    if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock) return -1;
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR) continue;
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+const char *fj_tune_file_merge(const char *path, const fj_tune_record *recs, int n, char *why, size_t why_size)
+{
+    fj_tune_list list = {0};
+    const char *step = NULL;
+    int lock = -1, bad = 0;
+    if (make_parent(path) != 0) step = "create directory";
+    if (!step) lock = lock_take(path);
+    if (!step && fj_tune_file_read(path, &list, &bad) != 0) step = "read the existing file";
+    for (int i = 0; !step && i < n; i++)
+        if (fj_tune_list_put(&list, &recs[i]) != 0) step = "allocate", errno = ENOMEM;
+    if (!step) {
+        qsort(list.v, (size_t)list.n, sizeof *list.v, key_compare);
+        step = write_atomic(path, &list);
+    }
+    int err = errno;
+    if (lock >= 0) close(lock); /* releases the flock */
+    fj_tune_list_free(&list);
+    if (step && why) {
+        char ebuf[128];
+        snprintf(why, why_size, "%s %s: %s", step, path, errno_text(err, ebuf, sizeof ebuf));
+    }
+    return step;
+}

@@ -1,0 +1,101 @@
+/*
+ * tune_file.h - the file of tuned winners (fajit_tune), a small text file next to the kernel cache.
+ *
+ * <cache_dir>/tuned-v1.txt holds one line per winner, fields separated by " | ":
+ *
+ *     # fajit tuned kernels (format 1), written by fajit_tune / fagen tune; safe to edit or delete.
+ *     NVIDIA H100 80GB HBM3 | 13000 | fajit-codegen-1 | bf16 d128 causal n4096 | sm_80 bf16 d128 br128 bc64 s2 sw128 w8 causal | 312.4 | B4 H16/16 N4096/4096, 16 timed, heuristic 301.2 TFLOP/s, 2026-11-23 10:00 UTC
+ *
+ *   gpu      the device name (cuDeviceGetName; '|' and control characters become spaces)
+ *   driver   cuDriverGetVersion (13000 = CUDA 13.0)
+ *   codegen  FJ_CODEGEN_VERSION of the fajit that measured it
+ *   class    dtype, head dim, mask and the sequence-length class nN (see tune.h)
+ *   config   the winner in canonical form (fajit_config_format); its dtype, head dim and mask must
+ *            agree with the class and it must pass fj_plan_build
+ *   TFLOP/s  measured (4 * B * H * Nq * Nk * D / t, half that for causal with Nq == Nk)
+ *   note     free text for a person: the shape timed and when (kept, never interpreted)
+ *
+ * The first four fields are the key. Lines starting with '#' and blank lines are comments; a line
+ * that does not parse is ignored (a reader never fails because of one) and dropped on the next write,
+ * as are comments other than the header, which every write puts back.
+ * Writers take an flock on <file>.lock, read, merge (a record replaces the one with the same key),
+ * write a temporary file in the same directory, fsync and rename it into place, so readers see the
+ * old file or the new one, and concurrent tuners do not lose each other's lines.
+ *
+ * Pure C and POSIX; no CUDA. Not thread-safe per list (callers lock); the file calls are.
+ */
+#ifndef FJ_TUNE_FILE_H
+#define FJ_TUNE_FILE_H
+
+#include <stddef.h>
+
+#include "fajit.h"
+
+#define FJ_TUNE_FILE_NAME "tuned-v1.txt"
+#define FJ_TUNE_LINE_MAX 1024
+#define FJ_TUNE_GPU_MAX 128
+#define FJ_TUNE_CODEGEN_MAX 48
+#define FJ_TUNE_NOTE_MAX 256
+
+/* What a winner is valid for: the machine and fajit that measured it, and the problem class. */
+typedef struct fj_tune_key {
+    char gpu[FJ_TUNE_GPU_MAX];
+    int driver;
+    char codegen[FJ_TUNE_CODEGEN_MAX];
+    fajit_dtype dtype;
+    int head_dim;
+    int causal;
+    int seqlen_class;
+} fj_tune_key;
+
+/* One line of the file. */
+typedef struct fj_tune_record {
+    fj_tune_key key;
+    fajit_config cfg;
+    double tflops;
+    char note[FJ_TUNE_NOTE_MAX];
+} fj_tune_record;
+
+/* A growable array of records (zero-initialize; release with fj_tune_list_free). */
+typedef struct fj_tune_list {
+    fj_tune_record *v;
+    int n, cap;
+} fj_tune_list;
+
+/* Copy text for a field: '|' and control characters become spaces, outer spaces are trimmed. */
+void fj_tune_clean_text(char *dst, size_t size, const char *src);
+
+/* 1 when two keys are equal in every field. */
+int fj_tune_key_equal(const fj_tune_key *a, const fj_tune_key *b);
+
+/* Parse canonical config text ("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"); NULL on success,
+ * else a static reason. Does not check the plan rules. */
+const char *fj_tune_parse_config(const char *text, fajit_config *cfg);
+
+/* Parse one line. NULL on success, else a static reason ("comment" for comments and blank lines). */
+const char *fj_tune_parse_line(const char *line, fj_tune_record *rec);
+
+/* Format one record as a line without the newline; returns the length needed, like snprintf. */
+int fj_tune_format_line(const fj_tune_record *rec, char *buf, size_t size);
+
+/* Replace the record with the same key, or append. 0, or -1 when out of memory. */
+int fj_tune_list_put(fj_tune_list *list, const fj_tune_record *rec);
+/* The record with this key, or NULL. */
+const fj_tune_record *fj_tune_list_find(const fj_tune_list *list, const fj_tune_key *key);
+void fj_tune_list_free(fj_tune_list *list);
+
+/*
+ * Append every line of `path` that parses to *list (fj_tune_list_put, so a later line with the same
+ * key wins). *bad (may be NULL) receives the number of lines ignored as corrupt. A missing file is an
+ * empty one. Returns 0, or -1 when the file exists but cannot be read or memory runs out.
+ */
+int fj_tune_file_read(const char *path, fj_tune_list *list, int *bad);
+
+/*
+ * Merge recs into the file at `path` (its directory is created): under the lock, read what is there,
+ * put each record, write everything back atomically, sorted by key. Returns NULL on success, else the
+ * failing step with errno's text in why (why may be NULL).
+ */
+const char *fj_tune_file_merge(const char *path, const fj_tune_record *recs, int n, char *why, size_t why_size);
+
+#endif

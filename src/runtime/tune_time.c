@@ -1,0 +1,282 @@
+/*
+ * tune_time.c - measuring candidates for fajit_tune: input sets, the output check, CUDA-event timing.
+ *
+ * Inputs: Q, K and V hold U(-1, 1) values (a 4 MiB block of random halves copied over each tensor,
+ * from a different offset per tensor, so filling 100s of MB costs copies, not host arithmetic); O
+ * starts zeroed. There are as many sets as it takes to span FJ_TUNE_ROTATE_BYTES, at least 2 (fewer
+ * only when device memory runs out) and at most FJ_TUNE_MAX_SETS; timed calls rotate over them so no
+ * call finds its inputs in L2.
+ * Check: O of set 0 is poisoned with 0xFF bytes (NaN in f16 and bf16), the candidate runs once, and
+ * 256 KiB at each end of O (the first rows of the first head, the last rows of the last head: the
+ * shortest and the longest causal rows) are compared with the first candidate that passed.
+ * Timing: as fagen bench does it - warm-up calls, then each call between two CUDA events on the legacy
+ * default stream, the median kept. TFLOP/s = 4 * B * Hq * Nq * Nk * D / t, half for causal with
+ * Nq == Nk, else the exact count of visible (query, key) pairs.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "half.h"
+#include "tune.h"
+
+#define FILL_BLOCK_ELEMS ((size_t)2 << 20) /* 2 Mi random halves = 4 MiB */
+#define FILL_SHIFT ((size_t)4099)          /* elements between the offsets used for Q, K and V */
+#define SLICE_BYTES ((size_t)256 * 1024)
+
+/* ---------------------------------------------------------------------------------------------------
+ * Small helpers
+ * ------------------------------------------------------------------------------------------------- */
+static double call_flops(const fajit_attention_args *a)
+{
+    double pairs = (double)a->seqlen_q * a->seqlen_k;
+    if (a->causal && a->seqlen_q == a->seqlen_k) {
+        pairs *= 0.5;
+    } else if (a->causal) {
+        pairs = 0;
+        for (int64_t i = 0; i < a->seqlen_q; i++) {
+            int64_t n = i + (int64_t)a->seqlen_k - a->seqlen_q + 1;
+            pairs += (double)(n < 0 ? 0 : n > a->seqlen_k ? a->seqlen_k : n);
+        }
+    }
+    return 4.0 * a->batch * a->heads_q * (double)a->head_dim * pairs;
+}
+
+static int cmp_double(const void *pa, const void *pb)
+{
+    double x = *(const double *)pa, y = *(const double *)pb;
+    return (x > y) - (x < y);
+}
+
+/* U(-1, 1) halves, never exactly zero, from a fixed xorshift seed. */
+static uint16_t *random_block(fajit_dtype dtype)
+{
+    size_t n = FILL_BLOCK_ELEMS + 3 * FILL_SHIFT;
+    uint16_t *h = malloc(n * sizeof *h);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; h && i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        float v = (float)((double)(x >> 11) * 0x1p-53 * 2.0 - 1.0);
+        h[i] = fj_half_from_f32(dtype, fabsf(v) < 1e-3f ? 0.5f : v);
+    }
+    return h;
+}
+
+/* Fill bytes of device memory with the random block, starting `shift` elements into it. */
+static fj_CUresult fill_random(const fj_cuda_api *cu, fj_CUdeviceptr dst, size_t bytes, const uint16_t *block,
+                               size_t shift)
+{
+    const size_t chunk = FILL_BLOCK_ELEMS * sizeof *block;
+    fj_CUresult rc = FJ_CUDA_SUCCESS;
+    for (size_t off = 0; off < bytes && rc == FJ_CUDA_SUCCESS; off += chunk)
+        rc = cu->cuMemcpyHtoD(dst + off, block + shift, bytes - off < chunk ? bytes - off : chunk);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Open and close
+ * ------------------------------------------------------------------------------------------------- */
+
+/* One set: allocate Q, K, V, O; fill Q, K, V; zero O. On failure the set's memory is released. */
+static fj_CUresult set_make(fj_tune_bench *b, int i, const size_t bytes[4], const uint16_t *block)
+{
+    const fj_cuda_api *cu = b->ctx->cu;
+    fj_CUresult rc = FJ_CUDA_SUCCESS;
+    for (int t = 0; t < 4 && rc == FJ_CUDA_SUCCESS; t++) rc = cu->cuMemAlloc(&b->mem[i][t], bytes[t]);
+    for (int t = 0; t < 3 && rc == FJ_CUDA_SUCCESS; t++)
+        rc = fill_random(cu, b->mem[i][t], bytes[t], block, (size_t)t * FILL_SHIFT);
+    if (rc == FJ_CUDA_SUCCESS) rc = cu->cuMemsetD8(b->mem[i][3], 0, bytes[3]);
+    if (rc == FJ_CUDA_SUCCESS) return rc;
+    for (int t = 0; t < 4; t++)
+        if (b->mem[i][t]) cu->cuMemFree(b->mem[i][t]), b->mem[i][t] = 0;
+    return rc;
+}
+
+/* Input sets until they span FJ_TUNE_ROTATE_BYTES (at least 2); fewer when memory runs out, but one. */
+static fajit_status sets_make(fj_tune_bench *b, const fajit_attention_args *a)
+{
+    size_t q = (size_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim * 2;
+    size_t kv = (size_t)a->batch * a->heads_kv * a->seqlen_k * a->head_dim * 2;
+    const size_t bytes[4] = {q, kv, kv, q};
+    double set_bytes = 2.0 * (double)(q + kv);
+    int want = (int)ceil(FJ_TUNE_ROTATE_BYTES / set_bytes);
+    want = want < 2 ? 2 : want > FJ_TUNE_MAX_SETS ? FJ_TUNE_MAX_SETS : want;
+    uint16_t *block = random_block(a->dtype);
+    if (!block) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: host buffer of %zu bytes", FILL_BLOCK_ELEMS * 2);
+    fj_CUresult rc = FJ_CUDA_SUCCESS;
+    for (int i = 0; i < want; i++) {
+        if ((rc = set_make(b, i, bytes, block)) != FJ_CUDA_SUCCESS) break;
+        b->args[i] = *a;
+        fajit_args_set_bhnd_strides(&b->args[i]);
+        b->args[i].q = b->mem[i][0], b->args[i].k = b->mem[i][1];
+        b->args[i].v = b->mem[i][2], b->args[i].o = b->mem[i][3];
+        b->n_sets = i + 1;
+    }
+    free(block);
+    b->o_bytes = q;
+    if (b->n_sets == 0) {
+        fj_cuda_fail(rc, "cuMemAlloc / cuMemcpyHtoD");
+        return fj_fail_context(FAJIT_ERR_CUDA, "fajit_tune: inputs of %.0f MB for B%d H%d/%d N%d/%d D%d",
+                               set_bytes / 1e6, a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k,
+                               a->head_dim);
+    }
+    return FAJIT_OK;
+}
+
+static fajit_status host_alloc(fj_tune_bench *b)
+{
+    b->events = calloc(2 * (size_t)b->reps, sizeof *b->events);
+    b->ms = calloc((size_t)b->reps, sizeof *b->ms);
+    b->ref = calloc(2 * b->slice_elems, sizeof *b->ref);
+    b->got = calloc(2 * b->slice_elems, sizeof *b->got);
+    if (b->events && b->ms && b->ref && b->got) return FAJIT_OK;
+    return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: host memory for %d timed calls", b->reps);
+}
+
+fajit_status fj_tune_bench_open(fajit_context *ctx, const fajit_attention_args *a, int reps, fj_tune_bench *b)
+{
+    memset(b, 0, sizeof *b);
+    b->ctx = ctx;
+    b->reps = reps;
+    b->flops = call_flops(a);
+    b->tol = a->dtype == FAJIT_DTYPE_F16 ? 4e-3 : 2e-2; /* twice fagen check's tolerance against a reference */
+    size_t o_elems = (size_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim;
+    b->slice_elems = o_elems / 2 < SLICE_BYTES / 2 ? o_elems / 2 : SLICE_BYTES / 2;
+    if (b->slice_elems == 0) b->slice_elems = 1; /* one element: ends overlap, which is harmless */
+    fajit_status st = host_alloc(b);
+    if (st == FAJIT_OK) st = fj_context_push(ctx);
+    if (st != FAJIT_OK) {
+        fj_tune_bench_close(b);
+        return st;
+    }
+    st = sets_make(b, a);
+    fj_CUresult rc = FJ_CUDA_SUCCESS;
+    for (int i = 0; st == FAJIT_OK && rc == FJ_CUDA_SUCCESS && i < 2 * reps; i++)
+        rc = ctx->cu->cuEventCreate(&b->events[i], 0);
+    if (st == FAJIT_OK && rc != FJ_CUDA_SUCCESS) st = fj_cuda_fail(rc, "cuEventCreate");
+    fj_context_pop(ctx);
+    if (st != FAJIT_OK) fj_tune_bench_close(b);
+    return st;
+}
+
+void fj_tune_bench_close(fj_tune_bench *b)
+{
+    if (b->ctx && b->ctx->cu && fj_context_push(b->ctx) == FAJIT_OK) {
+        for (int i = 0; i < b->n_sets; i++)
+            for (int t = 0; t < 4; t++)
+                if (b->mem[i][t]) b->ctx->cu->cuMemFree(b->mem[i][t]);
+        for (int i = 0; b->events && i < 2 * b->reps; i++)
+            if (b->events[i]) b->ctx->cu->cuEventDestroy(b->events[i]);
+        fj_context_pop(b->ctx);
+    }
+    free(b->events);
+    free(b->ms);
+    free(b->ref);
+    free(b->got);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Check, time
+ * ------------------------------------------------------------------------------------------------- */
+
+/* Run cfg on set 0 with O poisoned and copy both ends of O into b->got. The context is current. */
+static fajit_status check_run(fj_tune_bench *b, const fajit_config *cfg)
+{
+    const fj_cuda_api *cu = b->ctx->cu;
+    const size_t slice = b->slice_elems * sizeof *b->got;
+    fj_CUdeviceptr o = b->mem[0][3];
+    fj_CUresult rc = cu->cuMemsetD8(o, 0xff, b->o_bytes);
+    if (rc != FJ_CUDA_SUCCESS) return fj_cuda_fail(rc, "cuMemsetD8 (poison O)");
+    fajit_status st = fajit_attention_forward(b->ctx, &b->args[0], cfg);
+    if (st != FAJIT_OK) return st;
+    if ((rc = cu->cuStreamSynchronize(NULL)) != FJ_CUDA_SUCCESS) return fj_cuda_fail(rc, "cuStreamSynchronize");
+    if ((rc = cu->cuMemcpyDtoH(b->got, o, slice)) != FJ_CUDA_SUCCESS ||
+        (rc = cu->cuMemcpyDtoH(b->got + b->slice_elems, o + b->o_bytes - slice, slice)) != FJ_CUDA_SUCCESS)
+        return fj_cuda_fail(rc, "cuMemcpyDtoH (O)");
+    return FAJIT_OK;
+}
+
+/* ||got - ref|| / ||ref||, or -1 when got holds a NaN or Inf. */
+static double compare(const fj_tune_bench *b, fajit_dtype dtype)
+{
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < 2 * b->slice_elems; i++) {
+        double g = fj_half_to_f32(dtype, b->got[i]), r = fj_half_to_f32(dtype, b->ref[i]);
+        if (!isfinite(g)) return -1.0;
+        diff += (g - r) * (g - r);
+        norm += r * r;
+    }
+    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
+}
+
+fajit_status fj_tune_bench_check(fj_tune_bench *b, const fajit_config *cfg, double *rel_err)
+{
+    fajit_status st = fj_context_push(b->ctx);
+    if (st != FAJIT_OK) return st;
+    st = check_run(b, cfg);
+    fj_context_pop(b->ctx);
+    if (st != FAJIT_OK) return st;
+    if (b->have_ref) {
+        *rel_err = compare(b, cfg->dtype);
+        return FAJIT_OK;
+    }
+    memcpy(b->ref, b->got, 2 * b->slice_elems * sizeof *b->ref);
+    *rel_err = compare(b, cfg->dtype); /* 0, or -1 when this first run left NaNs: then it is no reference */
+    b->have_ref = *rel_err == 0.0;
+    return FAJIT_OK;
+}
+
+/* The calls and events; the context is current. */
+static fajit_status time_calls(fj_tune_bench *b, const fajit_config *cfg, int warmup)
+{
+    const fj_cuda_api *cu = b->ctx->cu;
+    fajit_status st = FAJIT_OK;
+    fj_CUresult rc = FJ_CUDA_SUCCESS;
+    for (int i = 0; st == FAJIT_OK && i < warmup; i++)
+        st = fajit_attention_forward(b->ctx, &b->args[i % b->n_sets], cfg);
+    for (int i = 0; st == FAJIT_OK && rc == FJ_CUDA_SUCCESS && i < b->reps; i++) {
+        rc = cu->cuEventRecord(b->events[2 * i], NULL);
+        if (rc == FJ_CUDA_SUCCESS) st = fajit_attention_forward(b->ctx, &b->args[(warmup + i) % b->n_sets], cfg);
+        if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventRecord(b->events[2 * i + 1], NULL);
+    }
+    if (st == FAJIT_OK && rc == FJ_CUDA_SUCCESS) rc = cu->cuEventSynchronize(b->events[2 * b->reps - 1]);
+    for (int i = 0; st == FAJIT_OK && rc == FJ_CUDA_SUCCESS && i < b->reps; i++) {
+        float t = 0;
+        rc = cu->cuEventElapsedTime(&t, b->events[2 * i], b->events[2 * i + 1]);
+        b->ms[i] = t;
+    }
+    if (st == FAJIT_OK && rc != FJ_CUDA_SUCCESS) st = fj_cuda_fail(rc, "fajit_tune: CUDA events");
+    return st;
+}
+
+fajit_status fj_tune_bench_time(fj_tune_bench *b, const fajit_config *cfg, int warmup, double *median_ms)
+{
+    fajit_status st = fj_context_push(b->ctx);
+    if (st != FAJIT_OK) return st;
+    st = time_calls(b, cfg, warmup);
+    fj_context_pop(b->ctx);
+    if (st != FAJIT_OK) return st;
+    qsort(b->ms, (size_t)b->reps, sizeof *b->ms, cmp_double);
+    int n = b->reps;
+    *median_ms = n % 2 ? b->ms[n / 2] : 0.5 * (b->ms[n / 2 - 1] + b->ms[n / 2]);
+    if (!(*median_ms > 0))
+        return fj_fail(FAJIT_ERR_CUDA, "fajit_tune: a median of %g ms between CUDA events is not a time", *median_ms);
+    return FAJIT_OK;
+}
+
+fajit_status fj_tune_bench_alive(fj_tune_bench *b)
+{
+    char saved[512];
+    snprintf(saved, sizeof saved, "%s", fajit_errmsg()); /* keep the candidate's message */
+    fajit_status st = fj_context_push(b->ctx);
+    if (st == FAJIT_OK) {
+        fj_CUresult rc = b->ctx->cu->cuCtxSynchronize();
+        fj_context_pop(b->ctx);
+        if (rc != FJ_CUDA_SUCCESS) st = FAJIT_ERR_CUDA;
+    }
+    fj_fail(FAJIT_ERR_CUDA, "%s", saved);
+    return st;
+}

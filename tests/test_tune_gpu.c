@@ -1,0 +1,215 @@
+/*
+ * test_tune_gpu.c - fajit_tune on a real GPU, kept tiny (3 candidates of one small class): every
+ * candidate reaches the progress callback, the tune file is written, fajit_config_fill (in this
+ * context and in a new one) returns the winner, the forward's cached choice for the class is reset
+ * to it, and a tune with persist = 0 stays in its context. Skips (exit 77) without a GPU.
+ * Run: ctest --test-dir build -L gpu -R test_tune_gpu --output-on-failure
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fajit.h"
+#include "runtime/context.h"
+#include "runtime/forward.h"
+#include "runtime/half.h"
+#include "test_support.h"
+
+static char *g_dir;
+
+typedef struct progress_log {
+    int candidates, skipped, notes, total;
+} progress_log;
+
+static void on_progress(void *user, int index, int total, const fajit_config *cfg, double tflops, const char *note)
+{
+    progress_log *l = user;
+    char text[128];
+    assert_non_null(note);
+    if (index < 0) {
+        assert_null(cfg);
+        l->notes++;
+        print_message("  note: %s\n", note);
+        return;
+    }
+    assert_non_null(cfg);
+    assert_true(index < total);
+    l->total = total;
+    l->candidates++;
+    l->skipped += tflops < 0;
+    fajit_config_format(cfg, text, sizeof text);
+    print_message("  %d/%d %-48s %s%.1f  %s\n", index + 1, total, text, tflops < 0 ? "skip " : "", tflops, note);
+}
+
+static fajit_context *context_new(void)
+{
+    fajit_context *ctx = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    o.disk_cache = 1;
+    o.cache_dir = g_dir;
+    fajit_status st = fajit_context_create(&o, &ctx);
+    if (st != FAJIT_OK) print_error("fajit_context_create: %s\n", fajit_errmsg());
+    assert_int_equal(st, FAJIT_OK);
+    return ctx;
+}
+
+static int same_tiles(const fajit_config *a, const fajit_config *b)
+{
+    return a->arch == b->arch && a->block_m == b->block_m && a->block_n == b->block_n && a->stages == b->stages &&
+           a->swizzle == b->swizzle && a->warps == b->warps;
+}
+
+static fajit_config filled(fajit_context *ctx, const fajit_shape *shape, int causal)
+{
+    fajit_config c;
+    memset(&c, 0, sizeof c);
+    c.dtype = FAJIT_DTYPE_BF16;
+    c.head_dim = 64;
+    c.causal = causal;
+    assert_int_equal(fajit_config_fill(ctx, shape, &c), FAJIT_OK);
+    return c;
+}
+
+/* ---- a forward on small random buffers, to see which config it chose ---------------------------- */
+typedef struct problem {
+    fajit_attention_args a;
+    fj_CUdeviceptr mem[4];
+} problem;
+
+static void problem_make(fajit_context *ctx, const fajit_shape *s, problem *p)
+{
+    memset(p, 0, sizeof *p);
+    p->a.dtype = FAJIT_DTYPE_BF16;
+    p->a.batch = s->batch, p->a.heads_q = s->heads_q, p->a.heads_kv = s->heads_kv;
+    p->a.seqlen_q = s->seqlen_q, p->a.seqlen_k = s->seqlen_k, p->a.head_dim = 64;
+    fajit_args_set_bhnd_strides(&p->a);
+    size_t elems = (size_t)s->batch * s->heads_q * s->seqlen_q * 64;
+    uint16_t *host = malloc(elems * 2);
+    assert_non_null(host);
+    for (size_t i = 0; i < elems; i++)
+        host[i] = fj_half_from_f32(FAJIT_DTYPE_BF16, (float)((i * 37) % 17) / 17.0f - 0.5f);
+    assert_int_equal(fj_context_push(ctx), FAJIT_OK);
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(ctx->cu->cuMemAlloc(&p->mem[t], elems * 2), 0);
+        assert_int_equal(ctx->cu->cuMemcpyHtoD(p->mem[t], host, elems * 2), 0);
+    }
+    fj_context_pop(ctx);
+    free(host);
+    p->a.q = p->mem[0], p->a.k = p->mem[1], p->a.v = p->mem[2], p->a.o = p->mem[3];
+}
+
+static void problem_free(fajit_context *ctx, problem *p)
+{
+    assert_int_equal(fj_context_push(ctx), FAJIT_OK);
+    assert_int_equal(ctx->cu->cuCtxSynchronize(), 0);
+    for (int t = 0; t < 4; t++) ctx->cu->cuMemFree(p->mem[t]);
+    fj_context_pop(ctx);
+}
+
+/* The config the forward chose for p's shape class (NULL-config forward first). */
+static int forward_choice(fajit_context *ctx, problem *p, fajit_config *cfg)
+{
+    char key[FJ_CHOICE_KEY_MAX];
+    fajit_shape cls;
+    fj_forward_class(&p->a, key, sizeof key, &cls);
+    return fj_context_choice_find(ctx, key, cfg) != NULL;
+}
+
+/* ---- the test ----------------------------------------------------------------------------------- */
+static void test_tiny_tune(void **state)
+{
+    (void)state;
+    fajit_context *ctx = context_new();
+    fajit_shape shape = {2, 4, 4, 1024, 1024};
+    fajit_config best, chosen, c;
+    fajit_tune_result res;
+    progress_log log = {0};
+    problem p;
+    problem_make(ctx, &shape, &p);
+    assert_int_equal(fajit_attention_forward(ctx, &p.a, NULL), FAJIT_OK);
+    assert_true(forward_choice(ctx, &p, &chosen));
+
+    fajit_tune_options opt = fajit_tune_options_default();
+    opt.max_candidates = 3;
+    opt.progress = on_progress;
+    opt.progress_user = &log;
+    fajit_status st = fajit_tune(ctx, &shape, FAJIT_DTYPE_BF16, 64, 0, &opt, &best, &res);
+    if (st != FAJIT_OK) print_error("fajit_tune: %s\n", fajit_errmsg());
+    assert_int_equal(st, FAJIT_OK);
+    print_message("winner %.1f TFLOP/s (heuristic %.1f), %d timed, %d skipped of %d, space %d (%d pruned), %.2f s\n",
+                  res.tflops, res.heuristic_tflops, res.timed, res.skipped, res.candidates, res.space, res.pruned,
+                  res.seconds);
+    assert_int_equal(res.found, 1);
+    assert_int_equal(res.candidates, 3);
+    assert_int_equal(log.total, 3);
+    assert_int_equal(log.candidates, res.timed + res.skipped);
+    assert_int_equal(log.skipped, res.skipped);
+    assert_true(res.timed >= 1 && res.tflops > 0 && res.heuristic_tflops > 0 && log.notes >= 1);
+    assert_int_equal(res.seqlen_class, 1024);
+    assert_int_equal(res.saved, 1);
+    assert_memory_equal(&best, &res.best, sizeof best);
+
+    /* the file holds the winner for its class */
+    char text[128], *file = fj_test_read_file(fajit_context_tune_file(ctx), NULL);
+    assert_non_null(file);
+    print_message("%s", file);
+    fajit_config_format(&best, text, sizeof text);
+    assert_non_null(strstr(file, "| bf16 d64 noncausal n1024 | "));
+    assert_non_null(strstr(file, text));
+    free(file);
+
+    /* fill and the forward use it; the forward's old choice was reset */
+    c = filled(ctx, &shape, 0);
+    assert_true(same_tiles(&c, &best));
+    assert_false(forward_choice(ctx, &p, &chosen));
+    assert_int_equal(fajit_attention_forward(ctx, &p.a, NULL), FAJIT_OK);
+    assert_true(forward_choice(ctx, &p, &chosen));
+    assert_true(same_tiles(&chosen, &best));
+
+    /* persist = 0: this context only */
+    fajit_config best_causal;
+    opt.persist = 0;
+    opt.max_candidates = 2;
+    assert_int_equal(fajit_tune(ctx, &shape, FAJIT_DTYPE_BF16, 64, 1, &opt, &best_causal, &res), FAJIT_OK);
+    assert_int_equal(res.saved, 0);
+    c = filled(ctx, &shape, 1);
+    assert_true(same_tiles(&c, &best_causal));
+    problem_free(ctx, &p);
+    fajit_context_destroy(ctx);
+
+    /* a new context reads the file: the saved winner, not the unsaved one */
+    ctx = context_new();
+    c = filled(ctx, &shape, 0);
+    assert_true(same_tiles(&c, &best));
+    assert_int_equal(fajit_tune_lookup(ctx, &shape, FAJIT_DTYPE_BF16, 64, 0, &res), FAJIT_OK);
+    assert_int_equal(res.found, 1);
+    assert_int_equal(fajit_tune_lookup(ctx, &shape, FAJIT_DTYPE_BF16, 64, 1, &res), FAJIT_OK);
+    assert_int_equal(res.found, 0);
+    fajit_context_destroy(ctx);
+}
+
+int main(void)
+{
+    fajit_context *probe = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    o.disk_cache = 0;
+    fajit_status st = fajit_context_create(&o, &probe);
+    if (st == FAJIT_ERR_LIBRARY_MISSING || st == FAJIT_ERR_NO_DEVICE) fj_test_skip_all("%s", fajit_errmsg());
+    fajit_context_destroy(probe);
+    g_dir = fj_test_make_temp_dir("fajit-tune-gpu-");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiny_tune),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) print_message("could not remove %s\n", g_dir);
+    free(g_dir);
+    return rc;
+}

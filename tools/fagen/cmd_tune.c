@@ -1,0 +1,307 @@
+/*
+ * cmd_tune.c - fagen tune: time kernel configs on the GPU per problem class and save the winners
+ * (fajit_tune), which fajit_config_fill, fajit_attention_forward and fagen bench then use.
+ *
+ *   fagen tune [--dtype f16|bf16] [--headdim D] [--causal] [--seqlen N] [--batch B] [--heads H]
+ *              [--max-candidates N] [--reps N] [--budget S] [--device N] [--no-save]
+ *   fagen tune --grid issue3 [the same filters and options]
+ *       D 64/128/256 x bf16/f16 x causal/not x N 512..16384, B*N = 16384, H*D = 2048 (72 classes);
+ *       --dtype, --headdim, --causal and --seqlen given with --grid keep only the matching classes.
+ *
+ * Output: a line per candidate as it finishes (index/total, config, TFLOP/s or why it was skipped), the
+ * winner of each class and where it was saved, then a table of every class and the total time.
+ * Exit status: 0 every class tuned, 1 a class failed (the others are still tuned and saved), 2 usage.
+ */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "args.h"
+#include "runtime/context.h"
+
+#define TUNE_MAX_CLASSES 128
+
+typedef struct tune_cli {
+    fajit_config filter; /* --dtype, --headdim, --causal */
+    int seqlen, batch, heads;
+    int max_candidates, reps, budget, device, no_save, grid_issue3, help;
+} tune_cli;
+
+typedef struct tune_class {
+    fajit_dtype dtype;
+    int head_dim, causal;
+    fajit_shape shape;
+    fajit_tune_result res;
+    int ok;
+} tune_class;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const char *dtype_text(fajit_dtype d) { return d == FAJIT_DTYPE_F16 ? "f16" : "bf16"; }
+
+/* ---- flags ------------------------------------------------------------------------------------ */
+
+static void tune_usage(FILE *f)
+{
+    fputs("usage: fagen tune [--dtype f16|bf16] [--headdim D] [--causal] [--seqlen N] [--batch B] [--heads H]\n"
+          "                  [--max-candidates N] [--reps N] [--budget S] [--device N] [--no-save]\n"
+          "       fagen tune --grid issue3 [filters and options as above]\n"
+          "Time the kernel configs of a problem class on the GPU and keep the fastest: fajit_config_fill,\n"
+          "fajit_attention_forward and fagen bench use it from then on. A class is (dtype, head dim, mask,\n"
+          "sequence-length class = the power of two >= max(Nq, Nk), 128..16384) on one GPU, driver and fajit\n"
+          "version. Winners go to tuned-v1.txt in the cache directory (text; safe to edit or delete).\n\n"
+          "  --dtype f16|bf16               default bf16 (with --grid: only this dtype)\n"
+          "  --headdim 64|96|128|192|256    default 128 (with --grid: only this head dim)\n"
+          "  --causal                       causal mask (with --grid: only the causal classes)\n"
+          "  --seqlen N                     sequence length timed, default 4096 (with --grid: only this N)\n"
+          "  --batch B                      default 16384 / N (at least 1)\n"
+          "  --heads H                      default 2048 / headdim\n"
+          "  --grid issue3                  D 64/128/256 x bf16/f16 x causal/not x N 512..16384, B*N = 16384,\n"
+          "                                 H*D = 2048: 72 classes, a few minutes on an H100\n"
+          "  --max-candidates N             configs timed per class, 1..1000 (default 16)\n"
+          "  --reps N                       timed calls per config, median kept, >= 10 (default 10)\n"
+          "  --budget S                     seconds per class after which no new config starts (default none)\n"
+          "  --device N                     CUDA device ordinal (default 0)\n"
+          "  --no-save                      do not write the tune file (winners last for this run only)\n\n"
+          "example: fagen tune --headdim 128 --causal --seqlen 8192\n",
+          f);
+}
+
+/* An int flag of tune's own: FAGEN_ARG_NOT_MINE if argv[*i] is none of them. */
+static int tune_int_flag(int argc, char **argv, int *i, tune_cli *o)
+{
+    static const struct { const char *name; size_t off; int lo, hi; } k_ints[] = {
+        {"--seqlen", offsetof(tune_cli, seqlen), 1, 1 << 24},
+        {"--batch", offsetof(tune_cli, batch), 1, 65535},
+        {"--heads", offsetof(tune_cli, heads), 1, 65535},
+        {"--max-candidates", offsetof(tune_cli, max_candidates), 1, 1000},
+        {"--reps", offsetof(tune_cli, reps), 10, 100000},
+        {"--budget", offsetof(tune_cli, budget), 1, 86400},
+        {"--device", offsetof(tune_cli, device), 0, 1023},
+    };
+    char flag[64];
+    const char *eq = strchr(argv[*i], '=');
+    size_t n = eq ? (size_t)(eq - argv[*i]) : strlen(argv[*i]);
+    for (size_t k = 0; k < sizeof k_ints / sizeof k_ints[0]; k++) {
+        if (strlen(k_ints[k].name) != n || strncmp(argv[*i], k_ints[k].name, n) != 0) continue;
+        const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        if (!val) return FAGEN_ARG_ERROR;
+        return fagen_parse_int(flag, val, k_ints[k].lo, k_ints[k].hi, (int *)((char *)o + k_ints[k].off));
+    }
+    return FAGEN_ARG_NOT_MINE;
+}
+
+/* --grid WORD and --no-save. */
+static int tune_word_flag(int argc, char **argv, int *i, tune_cli *o)
+{
+    char flag[64];
+    if (strcmp(argv[*i], "--no-save") == 0) {
+        o->no_save = 1;
+        return FAGEN_ARG_TAKEN;
+    }
+    if (strncmp(argv[*i], "--grid", 6) != 0 || (argv[*i][6] != '\0' && argv[*i][6] != '=')) return FAGEN_ARG_NOT_MINE;
+    const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+    if (!val) return FAGEN_ARG_ERROR;
+    if (strcmp(val, "issue3") != 0) {
+        fprintf(stderr, "fagen: %s %s: must be issue3\n", flag, val);
+        return FAGEN_ARG_ERROR;
+    }
+    o->grid_issue3 = 1;
+    return FAGEN_ARG_TAKEN;
+}
+
+static int tune_parse(int argc, char **argv, tune_cli *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 1; i < argc; i++) {
+        const char *w = argv[i];
+        if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
+            o->help = 1;
+            return FAGEN_EXIT_OK;
+        }
+        int r = tune_int_flag(argc, argv, &i, o);
+        if (r == FAGEN_ARG_NOT_MINE) r = tune_word_flag(argc, argv, &i, o);
+        if (r == FAGEN_ARG_NOT_MINE) r = fagen_parse_config_flag(argc, argv, &i, &o->filter);
+        if (r == FAGEN_ARG_NOT_MINE) {
+            fprintf(stderr, "fagen: %s: unknown flag for 'tune' (see fagen tune --help)\n", w);
+            return FAGEN_EXIT_USAGE;
+        }
+        if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
+    }
+    const fajit_config *f = &o->filter;
+    if (f->arch || f->block_m || f->block_n || f->stages || f->swizzle || f->warps) {
+        fprintf(stderr, "fagen: tune chooses --arch, --br, --bc, --stages, --swizzle and --warps; give only --dtype, "
+                        "--headdim and --causal\n");
+        return FAGEN_EXIT_USAGE;
+    }
+    return FAGEN_EXIT_OK;
+}
+
+/* ---- classes ---------------------------------------------------------------------------------- */
+
+static tune_class class_make(const tune_cli *o, fajit_dtype dtype, int d, int causal, int n)
+{
+    tune_class c;
+    memset(&c, 0, sizeof c);
+    c.dtype = dtype, c.head_dim = d, c.causal = causal;
+    c.shape.seqlen_q = c.shape.seqlen_k = n;
+    c.shape.batch = o->batch && !o->grid_issue3 ? o->batch : (16384 / n > 1 ? 16384 / n : 1);
+    c.shape.heads_q = c.shape.heads_kv = o->heads && !o->grid_issue3 ? o->heads : 2048 / d;
+    return c;
+}
+
+/* The classes to tune: one, or the issue-3 grid less the filtered-out ones. */
+static int classes_make(const tune_cli *o, tune_class *out)
+{
+    static const int dims[] = {64, 128, 256}, lens[] = {512, 1024, 2048, 4096, 8192, 16384};
+    static const fajit_dtype dtypes[] = {FAJIT_DTYPE_BF16, FAJIT_DTYPE_F16};
+    const fajit_config *f = &o->filter;
+    int n = 0;
+    if (!o->grid_issue3) {
+        out[0] = class_make(o, f->dtype ? f->dtype : FAJIT_DTYPE_BF16, f->head_dim ? f->head_dim : 128, f->causal,
+                            o->seqlen ? o->seqlen : 4096);
+        return 1;
+    }
+    for (int di = 0; di < 3; di++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int causal = 0; causal <= 1; causal++)
+                for (int ni = 0; ni < 6; ni++) {
+                    if ((f->head_dim && f->head_dim != dims[di]) || (f->dtype && f->dtype != dtypes[ti]) ||
+                        (f->causal && !causal) || (o->seqlen && o->seqlen != lens[ni]))
+                        continue;
+                    out[n++] = class_make(o, dtypes[ti], dims[di], causal, lens[ni]);
+                }
+    return n;
+}
+
+/* ---- progress --------------------------------------------------------------------------------- */
+
+/* The first line of a note, at most 240 characters. */
+static void print_note_line(const char *note)
+{
+    int len = (int)strcspn(note, "\n");
+    printf("%.*s%s\n", len > 240 ? 240 : len, note, len > 240 || note[len] ? " ..." : "");
+}
+
+static void on_progress(void *user, int index, int total, const fajit_config *cfg, double tflops, const char *note)
+{
+    char text[128];
+    (void)user;
+    if (index < 0) {
+        printf("  ");
+        print_note_line(note);
+    } else {
+        fajit_config_format(cfg, text, sizeof text);
+        printf("  %3d/%-3d %-50s ", index + 1, total, text);
+        if (tflops >= 0) printf("%7.1f TFLOP/s  ", tflops);
+        else printf("skip: ");
+        print_note_line(note);
+    }
+    fflush(stdout);
+}
+
+/* ---- the command ------------------------------------------------------------------------------ */
+
+static int tune_one(fajit_context *ctx, const tune_cli *o, tune_class *c, int i, int n)
+{
+    fajit_tune_options opt = fajit_tune_options_default();
+    char text[128];
+    opt.max_candidates = o->max_candidates;
+    opt.reps = o->reps;
+    opt.time_budget_s = o->budget;
+    opt.persist = !o->no_save;
+    opt.progress = on_progress;
+    printf("[%d/%d] %s d%d %s N%d\n", i + 1, n, dtype_text(c->dtype), c->head_dim, c->causal ? "causal" : "noncausal",
+           c->shape.seqlen_q);
+    fflush(stdout);
+    fajit_status st = fajit_tune(ctx, &c->shape, c->dtype, c->head_dim, c->causal, &opt, NULL, &c->res);
+    if (st != FAJIT_OK) {
+        printf("  failed: ");
+        print_note_line(fajit_errmsg());
+        fflush(stdout);
+        return FAGEN_EXIT_FAIL;
+    }
+    c->ok = 1;
+    fajit_config_format(&c->res.best, text, sizeof text);
+    double gain = c->res.heuristic_tflops > 0 ? 100.0 * (c->res.tflops / c->res.heuristic_tflops - 1.0) : 0.0;
+    printf("  winner: %s  %.1f TFLOP/s (heuristic %.1f, %+.1f%%), %d timed, %d skipped, %.1f s; %s\n", text,
+           c->res.tflops, c->res.heuristic_tflops, gain, c->res.timed, c->res.skipped, c->res.seconds,
+           c->res.saved ? "saved" : "not saved");
+    fflush(stdout);
+    return FAGEN_EXIT_OK;
+}
+
+static void print_summary(const fajit_context *ctx, const tune_class *cls, int n, double seconds, int saved_any)
+{
+    char text[128];
+    int ok = 0;
+    printf("\n%-26s %-50s %8s %9s %7s\n", "class", "winner", "TFLOP/s", "heuristic", "gain");
+    for (int i = 0; i < n; i++) {
+        const tune_class *c = &cls[i];
+        char name[48];
+        snprintf(name, sizeof name, "%s d%d %s n%d", dtype_text(c->dtype), c->head_dim,
+                 c->causal ? "causal" : "noncausal", c->res.seqlen_class ? c->res.seqlen_class : c->shape.seqlen_q);
+        if (!c->ok) {
+            printf("%-26s (failed)\n", name);
+            continue;
+        }
+        ok++;
+        fajit_config_format(&c->res.best, text, sizeof text);
+        double gain = c->res.heuristic_tflops > 0 ? 100.0 * (c->res.tflops / c->res.heuristic_tflops - 1.0) : 0.0;
+        printf("%-26s %-50s %8.1f %9.1f %+6.1f%%\n", name, text, c->res.tflops, c->res.heuristic_tflops, gain);
+    }
+    printf("total: %d of %d classes tuned in %.1f s", ok, n, seconds);
+    if (saved_any) printf("; winners saved to %s\n", fajit_context_tune_file(ctx));
+    else printf("; nothing saved\n");
+}
+
+int fagen_cmd_tune(int argc, char **argv)
+{
+    tune_cli o;
+    fajit_context *ctx = NULL;
+    tune_class *cls = calloc(TUNE_MAX_CLASSES, sizeof *cls);
+    int rc = cls ? tune_parse(argc, argv, &o) : FAGEN_EXIT_FAIL;
+    if (rc != FAGEN_EXIT_OK || o.help) {
+        if (rc == FAGEN_EXIT_OK) tune_usage(stdout);
+        free(cls);
+        return rc;
+    }
+    int n = classes_make(&o, cls);
+    fajit_context_options opt = fajit_context_options_default();
+    opt.device = o.device;
+    if (n == 0) {
+        fprintf(stderr, "fagen: tune --grid issue3: no class of the grid matches the filters\n");
+        free(cls);
+        return FAGEN_EXIT_USAGE;
+    }
+    if (fajit_context_create(&opt, &ctx) != FAJIT_OK) {
+        fprintf(stderr, "fagen: tune needs a GPU: %s\n", fajit_errmsg());
+        free(cls);
+        return FAGEN_EXIT_FAIL;
+    }
+    const char *file = fajit_context_tune_file(ctx);
+    printf("fagen tune on %s (%s, driver %d): %d class%s, at most %d configs each, median of %d calls\n",
+           ctx->device_name, ctx->sm, ctx->driver_version, n, n == 1 ? "" : "es",
+           o.max_candidates ? o.max_candidates : 16, o.reps ? o.reps : 10);
+    printf("tune file: %s\n", o.no_save ? "(not written: --no-save)"
+                              : file[0]  ? file
+                                         : "(none: the disk cache is off)");
+    fflush(stdout);
+    double t0 = now_s();
+    int saved_any = 0;
+    for (int i = 0; i < n; i++) {
+        if (tune_one(ctx, &o, &cls[i], i, n) != FAGEN_EXIT_OK) rc = FAGEN_EXIT_FAIL;
+        saved_any |= cls[i].res.saved;
+    }
+    print_summary(ctx, cls, n, now_s() - t0, saved_any);
+    fajit_context_destroy(ctx);
+    free(cls);
+    return rc;
+}
