@@ -70,3 +70,15 @@ const char *fj_arch_path_name(fajit_arch path)
     if (path == FAJIT_ARCH_AUTO) return "auto";
     return a ? a->name : "?";
 }
+
+int fj_arch_path_smem_max(fajit_arch path)
+{
+    int n, best = 0;
+    const fj_arch_info *t = fj_arch_table(&n), *a = fj_arch_of_path(path);
+    if (!a) return 0;
+    size_t len = strlen(a->name);
+    if (a->name[len - 1] == 'a') return a->smem_per_block; /* "a" targets run on themselves only */
+    for (int i = 0; i < n; i++)
+        if (t[i].sm >= a->sm && (t[i].caps & a->caps) == a->caps && t[i].smem_per_block > best) best = t[i].smem_per_block;
+    return best;
+}

@@ -39,6 +39,9 @@ const fj_arch_info *fj_arch_for_device(int major, int minor);
 const fj_arch_info *fj_arch_of_path(fajit_arch path);
 /* "sm_80", "sm_90a", "sm_100a" for a path; "auto" for AUTO; "?" otherwise. */
 const char *fj_arch_path_name(fajit_arch path);
+/* The largest per-CTA shared memory of any device that runs the path's PTX (for sm_80: an sm_90 or
+ * sm_100 GPU). A plan is checked against this; a smaller device rejects it when the kernel is loaded. */
+int fj_arch_path_smem_max(fajit_arch path);
 /* Every row, for listing (count in *n). */
 const fj_arch_info *fj_arch_table(int *n);
 

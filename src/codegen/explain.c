@@ -15,8 +15,8 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                   p->arch->ptx_isa_major, p->arch->ptx_isa_minor, p->backend->name, p->threads, c->warps);
     fj_buf_printf(out, "%stiles: Q %d x %d per CTA; K, V %d x %d per stage, %d stage%s; grid (ceil(Nq/%d), Hq, B)\n", pf,
                   c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "", c->block_m);
-    fj_buf_printf(out, "%ssmem map (%d B total, limit %d B on %s):\n", pf, p->smem_bytes, p->arch->smem_per_block,
-                  p->arch->name);
+    fj_buf_printf(out, "%ssmem map (%d B total; %s GPUs give a CTA up to %d B, up to %d B on later GPUs):\n", pf,
+                  p->smem_bytes, p->arch->name, p->arch->smem_per_block, fj_arch_path_smem_max(c->arch));
     fj_buf_printf(out, "%s  [%6d, %6d)  Q     %d rows x %d B\n", pf, p->q_off, p->q_off + p->q_bytes, c->block_m,
                   p->row_bytes);
     for (int s = 0; s < c->stages; s++)

@@ -91,11 +91,11 @@ static fajit_status map_smem(fj_plan *p)
     p->k_off = p->q_off + p->q_bytes;
     p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
     p->smem_bytes = p->v_off + c->stages * p->kv_tile_bytes;
-    if (p->smem_bytes > p->arch->smem_per_block)
-        return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d) exceeds %d B on %s; lower stages, block_n "
-                        "or block_m",
-                        p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, p->arch->smem_per_block,
-                        p->arch->name);
+    int limit = fj_arch_path_smem_max(c->arch);
+    if (p->smem_bytes > limit)
+        return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d) exceeds %d B, the most any GPU running %s code "
+                        "has; lower stages, block_n or block_m",
+                        p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, limit, p->arch->name);
     return FAJIT_OK;
 }
 
