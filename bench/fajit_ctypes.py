@@ -10,16 +10,24 @@ Mirrors the structs of include/fajit.h (keep them in sync) and wraps the calls a
 
 Tensors are passed by data_ptr() with their element strides (the last dim must be contiguous), on
 torch's current stream. Every failing library call raises FajitError with the library's message.
-Lower-level pieces: Fajit.config_fill(), Fajit.kernel(), Fajit.generate_ptx(), Config, Args.
+Lower-level pieces: Fajit.config_fill(), Fajit.config_check(), Fajit.kernel(), Fajit.generate_ptx(),
+Fajit.make_args() + Fajit.forward_args() (the cheapest call, for timing loops), Config (with
+Config.from_text() for the canonical text), Args.
+
+Code generation needs no GPU and no torch: Fajit(device=-1) makes a context without a device, on which
+config_fill, config_check, config_text and generate_ptx work.
 """
 import ctypes
 import os
+import re
 
 # ---- enums (include/fajit.h) ----------------------------------------------------------------------
 DTYPE_AUTO, DTYPE_F16, DTYPE_BF16 = 0, 1, 2
 ARCH_AUTO, ARCH_SM80, ARCH_SM90A, ARCH_SM100A = 0, 80, 90, 100
 SWIZZLE_NONE = -1
 SOURCE_NAMES = {0: "memory", 1: "disk", 2: "compiled"}
+DTYPE_NAMES = {DTYPE_F16: "f16", DTYPE_BF16: "bf16"}
+ARCH_NAMES = {ARCH_SM80: "sm_80", ARCH_SM90A: "sm_90a", ARCH_SM100A: "sm_100a"}
 
 
 class FajitError(RuntimeError):
@@ -37,17 +45,42 @@ class Config(ctypes.Structure):
                 ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("stages", ctypes.c_int),
                 ("swizzle", ctypes.c_int), ("warps", ctypes.c_int), ("causal", ctypes.c_int)]
 
+    # canonical text, as fajit_config_format writes it: "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"
+    _TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
+                       r"\s+w(\d+)\s+(causal|noncausal)\s*$")
+
+    @classmethod
+    def from_text(cls, text):
+        """The Config written as `text` by fajit_config_format (the inverse of Fajit.config_text).
+        Raises ValueError, naming the text, when it is not in that form. Not checked: see config_check."""
+        m = cls._TEXT.match(text)
+        arch = {v: k for k, v in ARCH_NAMES.items()}.get(m.group(1)) if m else None
+        if not m or arch is None:
+            raise ValueError(f"config {text!r}: expected the canonical form "
+                             "'<sm_80|sm_90a|sm_100a> <f16|bf16> d<D> br<N> bc<N> s<N> sw<none|N> w<N> <causal|noncausal>'")
+        sw = SWIZZLE_NONE if m.group(7) == "none" else int(m.group(7))
+        return cls(arch=arch, dtype=DTYPE_F16 if m.group(2) == "f16" else DTYPE_BF16, head_dim=int(m.group(3)),
+                   block_m=int(m.group(4)), block_n=int(m.group(5)), stages=int(m.group(6)), swizzle=sw,
+                   warps=int(m.group(8)), causal=int(m.group(9) == "causal"))
+
+    def as_dict(self):
+        """The fields as a plain dict (for JSON)."""
+        return {name: getattr(self, name) for name, _ in self._fields_}
+
 
 class Shape(ctypes.Structure):
+    """fajit_shape: the problem a config is chosen for (zeros = unknown)."""
     _fields_ = [("batch", ctypes.c_int), ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int),
                 ("seqlen_q", ctypes.c_int), ("seqlen_k", ctypes.c_int)]
 
 
 class ContextOptions(ctypes.Structure):
+    """fajit_context_options: device ordinal (-1 = none), disk cache (-1 = from env, 0 off, 1 on), cache dir."""
     _fields_ = [("device", ctypes.c_int), ("disk_cache", ctypes.c_int), ("cache_dir", ctypes.c_char_p)]
 
 
 class KernelInfo(ctypes.Structure):
+    """fajit_kernel_info: registers per thread, dynamic smem per CTA, threads per CTA, spill bytes, cubin size."""
     _fields_ = [("registers", ctypes.c_int), ("smem_bytes", ctypes.c_int), ("threads", ctypes.c_int),
                 ("spill_bytes", ctypes.c_int), ("cubin_bytes", ctypes.c_size_t)]
 
@@ -67,6 +100,7 @@ class Args(ctypes.Structure):
 
 
 def _declare(lib):
+    """Set restype/argtypes of every function used here (ctypes would otherwise assume int everywhere)."""
     P, c_int, c_char_p = ctypes.POINTER, ctypes.c_int, ctypes.c_char_p
     sigs = {
         "fajit_version": (c_char_p, []),
@@ -102,13 +136,19 @@ def find_library(path=None):
 
 
 def config_text(lib, cfg):
+    """Canonical text of a Config (fajit_config_format) through a loaded library handle."""
     buf = ctypes.create_string_buffer(160)
     lib.fajit_config_format(ctypes.byref(cfg), buf, len(buf))
     return buf.value.decode()
 
 
 class Fajit:
-    """One fajit_context bound to a CUDA device (torch's current device unless given)."""
+    """One fajit_context bound to a CUDA device (torch's current device unless given; -1 = no device).
+
+    lib_path: libfajit.so (see find_library). disk_cache: -1 = from $FAJIT_CACHE, 0 = off, 1 = on.
+    cache_dir: None = $FAJIT_CACHE_DIR, else $XDG_CACHE_HOME/fajit, else ~/.cache/fajit.
+    Raises FajitError (FAJIT_ERR_LIBRARY_MISSING, FAJIT_ERR_NO_DEVICE, ...) when the context cannot be made.
+    """
 
     def __init__(self, lib_path=None, device=None, disk_cache=-1, cache_dir=None):
         self.lib = ctypes.CDLL(find_library(lib_path))
@@ -125,6 +165,7 @@ class Fajit:
         self.device = device
 
     def close(self):
+        """Destroy the context (its kernels go with it). Safe to call twice; also done by `with` and __del__."""
         if self.ctx:
             self.lib.fajit_context_destroy(self.ctx)
             self.ctx = ctypes.c_void_p()
@@ -143,24 +184,39 @@ class Fajit:
 
     # ---- helpers ---------------------------------------------------------------------------------
     def _check(self, status):
+        """Raise FajitError with the library's message unless status is FAJIT_OK."""
         if status != 0:
             raise FajitError(status, self.lib.fajit_status_name(status).decode(), self.lib.fajit_errmsg().decode())
 
     @property
     def version(self):
+        """Version string of the loaded libfajit, e.g. "0.1.0"."""
         return self.lib.fajit_version().decode()
 
     @property
     def sm(self):
+        """The device's sm name ("sm_90", ...), "" without a device."""
         return self.lib.fajit_context_sm(self.ctx).decode()
 
+    @property
+    def cache_dir(self):
+        """Where this context's disk cache lives ("" when it is off)."""
+        return self.lib.fajit_context_cache_dir(self.ctx).decode()
+
     def config_fill(self, cfg, shape=None):
-        """Fill the zero fields of a Config (in place) with the heuristic's choice; returns it."""
+        """Fill the zero fields of a Config (in place) with the heuristic's choice for this context's GPU
+        and checks the result; returns it. shape: (batch, heads_q, heads_kv, seqlen_q, seqlen_k) or None."""
         sh = ctypes.byref(Shape(*shape)) if shape else None
         self._check(self.lib.fajit_config_fill(self.ctx, sh, ctypes.byref(cfg)))
         return cfg
 
+    def config_check(self, cfg):
+        """Raise FajitError (FAJIT_ERR_INVALID_CONFIG, with the rule and its arithmetic) unless cfg is valid."""
+        self._check(self.lib.fajit_config_check(ctypes.byref(cfg)))
+        return cfg
+
     def config_text(self, cfg):
+        """Canonical text of a Config, e.g. "sm_80 bf16 d128 br128 bc64 s2 sw128 w8 noncausal"."""
         return config_text(self.lib, cfg)
 
     def kernel(self, cfg):
@@ -171,6 +227,7 @@ class Fajit:
         return info, SOURCE_NAMES.get(src.value, str(src.value))
 
     def generate_ptx(self, cfg, verbosity=0):
+        """PTX text of a checked Config (verbosity 0..2, as fagen ptx -v). Needs no GPU."""
         ptr, n = ctypes.c_void_p(), ctypes.c_size_t()
         self._check(self.lib.fajit_generate_ptx(ctypes.byref(cfg), verbosity, ctypes.byref(ptr), ctypes.byref(n)))
         text = ctypes.string_at(ptr, n.value).decode()

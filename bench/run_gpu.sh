@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # run_gpu.sh - every GPU-side part of fajit in one scripted run on a GPU machine, from the repository
-# root: build, the gpu tests, fagen check, fagen bench (latency and the first grid) and
-# bench/first_figures.py. Each stage writes $OUT/<stage>.log under a time limit; a failing stage does
-# not stop the next; $OUT/summary.txt gets one line per stage (exit status, seconds).
+# root: build, the gpu tests, fagen check, fagen bench (latency and the first grid),
+# bench/first_figures.py and bench/compare.py. Each stage writes $OUT/<stage>.log under a time limit; a
+# failing stage does not stop the next; $OUT/summary.txt gets one line per stage (exit status, seconds).
 #
 #   usage: [OUT=dir] [BUILD=dir] bench/run_gpu.sh [stage...]      (defaults: $BUILD/gpu-out, ./build)
 #   stages (default: all, in this order):
@@ -12,6 +12,7 @@
 #     latency      fagen bench --latency (D 128 bf16, heuristic config)
 #     bench        fagen bench --grid first
 #     figures      python3 bench/first_figures.py --out $OUT/first_figures.md (torch needed)
+#     compare      python3 bench/compare.py --out $OUT (the full grid vs FA2 and cuDNN; torch, matplotlib)
 #     check-full   fagen check (the whole grid)
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
@@ -21,7 +22,7 @@ BUILD=${BUILD:-build}
 OUT=${OUT:-$BUILD/gpu-out}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build tests check-quick latency bench figures check-full)
+[ ${#stages[@]} -eq 0 ] && stages=(build tests check-quick latency bench figures compare check-full)
 FAGEN=$BUILD/tools/fagen/fagen
 
 cmocka_setup() {
@@ -75,6 +76,7 @@ for s in "${stages[@]}"; do
     bench) run_stage bench 300 "$FAGEN" bench --grid first ;;
     figures) run_stage figures 540 python3 bench/first_figures.py --lib "$BUILD/libfajit.so" --fagen "$FAGEN" \
         --out "$OUT/first_figures.md" ;;
+    compare) run_stage compare 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" --out "$OUT" ;;
     check-full) run_stage check-full 590 "$FAGEN" check ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac

@@ -1,0 +1,782 @@
+"""compare.py - fajit next to PyTorch SDPA's FlashAttention-2 and cuDNN backends: the benchmark every fajit
+code-generation path is judged by.
+
+Grid (defaults): BF16 and FP16 forward; head dim D in {64, 128, 256}; N in {512, ..., 16384}; B*N = 16384
+tokens and H*D = 2048 (so B = 16384 / N, H = 2048 / D); causal and not; BHND layout, Nq = Nk, no GQA.
+For each shape, in one process, on the same inputs:
+
+ 1. Check. fajit's output (written over a NaN-filled buffer) is compared with SDPA flash's output over the
+    whole tensor (relative L2, ||O - O_FA2|| / ||O_FA2||) and with a float32 SDPA math reference on a slice
+    (batch 0, the first and last heads, 256 query rows spread over N, all keys, causal mask given
+    explicitly). fajit fails the check above 2e-2 (bf16) / 5e-3 (f16); the row is marked FAIL, the failure
+    is printed at once and the exit status is 1 (the shape is still timed). FA2's and cuDNN's own errors
+    against the reference are recorded too.
+ 2. Time. fajit, SDPA flash (FlashAttention-2) and SDPA cuDNN: `--warmup` calls each, then `--reps`
+    calls each in 5 interleaved rounds (fajit, FA2, cuDNN, then FA2, cuDNN, fajit, ...), every call between
+    two CUDA events on the current stream; the median is reported. Inputs rotate over several Q/K/V sets
+    spanning >= 512 MB (the H100's L2 is 50 MB), so no call finds its inputs in L2.
+    TFLOP/s = 4*B*H*N*N*D / t, halved for causal.
+
+fajit's config per shape is the library heuristic's (fajit_config_fill), or a config from the file given
+with --config-from-tune; kernels are compiled into a fresh cache directory, so the first use of each
+config is a cold compile (its time is recorded). A peer that cannot run a shape shows "n/a" with the
+reason. Outputs (with --out DIR): DIR/<gpu-slug>-<path>.md (report), .png (TFLOP/s vs N), .csv and .json
+(raw numbers, every timed call in the json); <path> is fajit's code-generation path, e.g. sm80;
+--quick adds "-quick" to the names.
+
+Usage (GPU machine, repository root, libfajit built into ./build):
+    python3 bench/compare.py --out bench/results                      # the full grid, ~2 min on an H100
+    python3 bench/compare.py --quick                                  # 4 shapes, a smoke test
+    python3 bench/compare.py --dtypes bf16 --headdims 128 --seqlens 4096,16384 --causal yes --reps 100
+    python3 bench/compare.py --config-from-tune --out /tmp/r         # configs from fagen tune's winners
+    python3 bench/compare.py --selftest-writers [--out DIR]           # no GPU, no torch: writers on fake data
+
+--config-from-tune [FILE]: take fajit's configs from a file instead of the heuristic. FILE (default: the
+tune file in fajit's cache directory, $FAJIT_CACHE_DIR, else $XDG_CACHE_HOME/fajit, else ~/.cache/fajit,
+/tuned-v1.txt) is either
+  - a tune file as `fagen tune` / fajit_tune write it: lines "gpu | driver | codegen | class | config |
+    TFLOP/s | note" (src/runtime/tune_file.h). A shape uses the line with this GPU's name and the shape's
+    dtype, head dim, mask and sequence-length class (the power of two at or above N, 128..16384); among
+    several, the one measured with this driver. Lines that do not parse are skipped, as libfajit does.
+  - JSON: a list of {"config": "<canonical config text>", "N": 4096} entries (N optional), or an object
+    with that list under "rows" (compare.py's own .json: this replays that run's configs) or "configs".
+    A shape uses the entry with its dtype, head dim and mask and its N, else one without N.
+Shapes with no entry use the heuristic; each row records where its config came from. Every config in
+the file must pass fajit_config_check, or nothing runs (exit status 2). Without this option the
+heuristic's configs are used: the kernels go to a fresh cache directory, where no tuned winner is found.
+"""
+import argparse
+import contextlib
+import csv
+import ctypes
+import datetime
+import json
+import math
+import os
+import random
+import re
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fajit_ctypes import DTYPE_BF16, DTYPE_F16, DTYPE_NAMES, Config  # noqa: E402  (no torch needed)
+from compare_report import LABEL, SYSTEMS, fmt, print_table, ratio, write_outputs  # noqa: E402
+
+TOKENS = 16384            # B * N
+HIDDEN = 2048             # H * D
+ROTATE_BYTES = 512 << 20  # Q, K, V sets span at least this (>= 10x the H100's 50 MB L2)
+TOL = {"bf16": 2e-2, "f16": 5e-3}  # rel L2 of fajit vs FA2 and vs the fp32 reference
+REF_ROWS = 256            # query rows in the reference slice
+ROUNDS = 5                # timing rounds, systems interleaved
+DEVICE = "cuda"           # where tensors live (a CPU dry run of the logic may set "cpu")
+DTYPE_ALIASES = {"bf16": "bf16", "bfloat16": "bf16", "f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16"}
+# --quick: both dtypes, every head dim, causal and not, short and long N
+QUICK_SHAPES = (("bf16", 128, 4096, False), ("bf16", 256, 16384, True), ("f16", 64, 1024, False),
+                ("f16", 128, 2048, True))
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+# ---- command line -------------------------------------------------------------------------------------
+def int_list(text):
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated integers")
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive integers")
+    return vals
+
+
+def dtype_list(text):
+    out = []
+    for x in text.split(","):
+        x = x.strip().lower()
+        if x not in DTYPE_ALIASES:
+            raise argparse.ArgumentTypeError(f"dtype {x!r}: must be bf16 or f16")
+        if DTYPE_ALIASES[x] not in out:
+            out.append(DTYPE_ALIASES[x])
+    return out
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="The module docstring (head of bench/compare.py) describes the method.")
+    p.add_argument("--dtypes", type=dtype_list, help="comma-separated: bf16,f16 (default both)")
+    p.add_argument("--headdims", type=int_list, help="comma-separated head dims (default 64,128,256)")
+    p.add_argument("--seqlens", type=int_list,
+                   help="comma-separated N (default 512,1024,2048,4096,8192,16384); B = max(1, 16384 / N)")
+    p.add_argument("--causal", choices=("both", "yes", "no"), help="masks to run (default both)")
+    p.add_argument("--quick", action="store_true",
+                   help="4 shapes instead of the grid: " + ", ".join(f"{t} d{d} N{n} {'causal' if c else 'noncausal'}"
+                                                                   for t, d, n, c in QUICK_SHAPES)
+                   + " (kept only where --dtypes/--headdims/--seqlens/--causal, when given, allow)")
+    p.add_argument("--reps", type=int, default=50, help="timed calls per system and shape (>= 30; default 50)")
+    p.add_argument("--warmup", type=int, default=10, help="untimed calls per system and shape first (default 10)")
+    p.add_argument("--lib", help="libfajit.so (default: $FAJIT_LIB, else build/libfajit.so)")
+    p.add_argument("--out", help="directory for the .md, .png, .csv and .json (created); nothing is written without it"
+                   " (except with --selftest-writers)")
+    p.add_argument("--config-from-tune", metavar="FILE", nargs="?", const=default_tune_file(),
+                   help="fajit configs from `fagen tune`'s winners file instead of the heuristic (default FILE: "
+                        f"{default_tune_file()}), or from a JSON list (format: the module docstring)")
+    p.add_argument("--selftest-writers", action="store_true",
+                   help="render fake numbers with the report, CSV, JSON and plot writers into --out or a temp "
+                        "directory, and check them (no GPU, no torch)")
+    a = p.parse_args(argv)
+    if a.reps < 30:
+        p.error(f"--reps {a.reps}: must be >= 30 (the median of at least 30 calls)")
+    if a.warmup < 1:
+        p.error(f"--warmup {a.warmup}: must be >= 1")
+    return a
+
+
+def build_grid(a):
+    """The shapes to run, in order: dicts with dtype, D, N, B, H, causal."""
+    dtypes = a.dtypes or ["bf16", "f16"]
+    dims = a.headdims or [64, 128, 256]
+    seqlens = a.seqlens or [512, 1024, 2048, 4096, 8192, 16384]
+    masks = {"both": [False, True], "yes": [True], "no": [False]}[a.causal or "both"]
+    if a.quick:
+        keep = [s for s in QUICK_SHAPES if (not a.dtypes or s[0] in a.dtypes) and (not a.headdims or s[1] in a.headdims)
+                and (not a.seqlens or s[2] in a.seqlens) and (not a.causal or s[3] in masks)]
+        combos = sorted(keep, key=lambda s: (dtypes.index(s[0]) if s[0] in dtypes else 9, s[1], s[2], s[3]))
+    else:
+        combos = [(t, d, n, c) for t in dtypes for d in dims for n in seqlens for c in masks]
+    return [{"dtype": t, "D": d, "N": n, "B": max(1, TOKENS // n), "H": max(1, HIDDEN // d), "causal": c}
+            for t, d, n, c in combos]
+
+
+# ---- configs from a file (--config-from-tune) -----------------------------------------------------------
+TUNE_FILE_NAME = "tuned-v1.txt"  # src/runtime/tune_file.h
+TUNE_CLASS_MIN, TUNE_CLASS_MAX = 128, 16384  # src/runtime/tune.h
+
+
+def default_tune_file():
+    """<cache dir>/tuned-v1.txt, the cache dir found as libfajit finds it."""
+    d = os.environ.get("FAJIT_CACHE_DIR")
+    if not d:
+        xdg = os.environ.get("XDG_CACHE_HOME")
+        d = os.path.join(xdg, "fajit") if xdg else os.path.join(os.path.expanduser("~"), ".cache", "fajit")
+    return os.path.join(d, TUNE_FILE_NAME)
+
+
+def seqlen_class(n):
+    """fajit_tune's sequence-length class of N: the power of two at or above N, clamped to 128..16384."""
+    c = TUNE_CLASS_MIN
+    while c < n and c < TUNE_CLASS_MAX:
+        c *= 2
+    return c
+
+
+def parse_tune_line(line):
+    """One line of a tune file ("gpu | driver | codegen | class | config | TFLOP/s | note") as an entry
+    dict, or None for a comment, a blank line or a line that does not parse (as libfajit ignores them)."""
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return None
+    f = [x.strip() for x in line.split("|")]
+    if not 6 <= len(f) <= 7:
+        return None
+    m = re.match(r"^(f16|bf16) d(\d+) (causal|noncausal) n(\d+)$", f[3])
+    try:
+        cfg, driver, tflops = Config.from_text(f[4]), int(f[1]), float(f[5])
+    except ValueError:
+        return None
+    if not m or (DTYPE_NAMES[cfg.dtype], cfg.head_dim, bool(cfg.causal)) != (m.group(1), int(m.group(2)),
+                                                                               m.group(3) == "causal"):
+        return None
+    return {"cfg": cfg, "gpu": f[0], "driver": driver, "codegen": f[2], "class": int(m.group(4)),
+            "tflops": tflops, "note": f[6] if len(f) > 6 else ""}
+
+
+def load_config_file(path):
+    """Entries {cfg, and N, or class with gpu, driver, codegen, tflops} from a tune file or a JSON file
+    (formats: module docstring). Raises OSError or ValueError (naming the file and entry) when unusable."""
+    with open(path) as f:
+        text = f.read()
+    if text.lstrip()[:1] not in ("[", "{"):  # a tune file
+        entries = [e for e in (parse_tune_line(x) for x in text.splitlines()) if e]
+        if not entries:
+            raise ValueError(f"{path}: no usable line (expected 'gpu | driver | codegen | class | config | "
+                             "TFLOP/s | note' lines, as fagen tune writes them)")
+        return entries
+    data = json.loads(text)
+    if isinstance(data, dict):
+        data = data.get("rows", data.get("configs"))
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a list of entries, or an object with a 'rows' or 'configs' list")
+    entries = []
+    for i, e in enumerate(data):
+        if not isinstance(e, dict):
+            raise ValueError(f"{path}: entry {i}: expected an object with a 'config' text")
+        text = e.get("config")
+        if text in (None, "", "?"):  # a compare.py row whose config could not be made
+            continue
+        try:
+            cfg = Config.from_text(text)
+        except ValueError as err:
+            raise ValueError(f"{path}: entry {i}: {err}") from None
+        n = e.get("N", e.get("seqlen"))
+        entries.append({"cfg": cfg, "N": int(n) if n is not None else None})
+    return entries
+
+
+def pick_config(entries, shape, gpu=None, driver=None):
+    """(Config, where it came from) for a shape from the file's entries, or (None, None).
+    Tune-file lines: same dtype, head dim, mask and sequence-length class, and this GPU's name; among
+    several, the one measured with this driver, else the last. JSON entries: the same N, else no N."""
+    key = (shape["dtype"], shape["D"], shape["causal"])
+    mine = [e for e in entries or [] if (DTYPE_NAMES[e["cfg"].dtype], e["cfg"].head_dim, bool(e["cfg"].causal)) == key]
+    tuned = [e for e in mine if e.get("class") == seqlen_class(shape["N"]) and (gpu is None or e["gpu"] == gpu)]
+    if tuned:
+        e = ([t for t in tuned if t["driver"] == driver] or tuned)[-1]
+        return e["cfg"], (f"tune file: class n{e['class']}, driver {e['driver']}, {e['codegen']}, "
+                          f"{e['tflops']:g} TFLOP/s when tuned")
+    for n in (shape["N"], None):
+        hit = [e for e in mine if "class" not in e and e["N"] == n]
+        if hit:
+            return hit[-1]["cfg"], "file" + (f" (N={n})" if n else "")
+    return None, None
+
+
+# ---- measuring (GPU; torch is imported here) ------------------------------------------------------------
+def rel_l2(x, ref):
+    """||x - ref|| / ||ref|| in float32 (NaN when x has NaN)."""
+    x, ref = x.float(), ref.float()
+    return ((x - ref).norm() / ref.norm()).item()
+
+
+def short_reason(exc, caught):
+    """One line: the exception's first line, then the warnings SDPA gave while refusing."""
+    parts = [f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"]
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        if text and text not in parts:
+            parts.append(text)
+    return "; ".join(parts)[:300]
+
+
+class Bench:
+    """Everything that touches the GPU: inputs, the fajit context, the peers, checks and timing."""
+
+    def __init__(self, a, grid, table):
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from fajit_ctypes import Fajit, find_library
+        self.torch, self.F, self.sdpa_kernel, self.SDPBackend = torch, F, sdpa_kernel, SDPBackend
+        self.a, self.grid, self.table = a, grid, table
+        torch.manual_seed(0)
+        torch.set_float32_matmul_precision("highest")  # the fp32 reference must not use TF32
+        torch.cuda.init()
+        torch.empty(1, device=DEVICE)  # torch's primary context exists before fajit binds to it
+        self.lib_path = find_library(a.lib)
+        self.cache = tempfile.mkdtemp(prefix="fajit-compare-")
+        self.fa = Fajit(self.lib_path, disk_cache=1, cache_dir=self.cache)
+        self.dtypes = {"bf16": torch.bfloat16, "f16": torch.float16}
+        self.gpu, self.driver = torch.cuda.get_device_properties(0).name, driver_version_number()
+        self.flat = None  # (dtype name, elements per tensor, [(q, k, v, o) flat tensors per set])
+        self.compiled = {}  # config text -> info on its first use
+
+    def close(self):
+        self.fa.close()
+        shutil.rmtree(self.cache, ignore_errors=True)
+
+    # -- inputs: per dtype, flat N(0,1) buffers viewed as each shape (every shape of the grid has the same size)
+    def inputs(self, shape):
+        torch = self.torch
+        numel = shape["B"] * shape["H"] * shape["N"] * shape["D"]
+        if self.flat is None or self.flat[0] != shape["dtype"] or self.flat[1] < numel:
+            self.flat = None
+            torch.cuda.empty_cache()
+            need = max(s["B"] * s["H"] * s["N"] * s["D"] for s in self.grid if s["dtype"] == shape["dtype"])
+            elt = 2
+            count = max(2, math.ceil(ROTATE_BYTES / (3 * need * elt)))
+            dt = self.dtypes[shape["dtype"]]
+            sets = [tuple(torch.randn(need, device=DEVICE, dtype=dt) for _ in range(3)) +
+                    (torch.empty(need, device=DEVICE, dtype=dt),) for _ in range(count)]
+            self.flat = (shape["dtype"], need, sets)
+            log(f"inputs: {count} sets of Q, K, V ({shape['dtype']}, {count * 3 * need * elt / 2**20:.0f} MB) "
+                f"+ fajit outputs")
+        dims = (shape["B"], shape["H"], shape["N"], shape["D"])
+        return [tuple(t[:numel].view(dims) for t in s) for s in self.flat[2]]
+
+    # -- fajit
+    def fajit_config(self, shape):
+        dt = DTYPE_BF16 if shape["dtype"] == "bf16" else DTYPE_F16
+        cfg, source = pick_config(self.table, shape, self.gpu, self.driver)
+        if cfg is not None:
+            cfg = Config(**cfg.as_dict())
+            self.fa.config_check(cfg)
+            return cfg, source
+        h = shape["H"]
+        cfg = Config(dtype=dt, head_dim=shape["D"], causal=int(shape["causal"]))
+        self.fa.config_fill(cfg, (shape["B"], h, h, shape["N"], shape["N"]))
+        return cfg, "heuristic"
+
+    def fajit_prepare(self, shape, sets, row):
+        """Config, kernel (cold compile on first use), and one call per set. Returns the calls."""
+        cfg, source = self.fajit_config(shape)
+        text = self.fa.config_text(cfg)
+        row["config"], row["config_source"] = text, source
+        t0 = time.perf_counter()
+        info, got = self.fa.kernel(cfg)
+        get_ms = (time.perf_counter() - t0) * 1e3
+        if text in self.compiled and source not in self.compiled[text]["source"]:
+            self.compiled[text]["source"] += "; " + source
+        if text not in self.compiled:
+            self.compiled[text] = {"config": text, "source": source, "registers": info.registers,
+                                   "smem_bytes": info.smem_bytes, "threads": info.threads,
+                                   "spill_bytes": info.spill_bytes, "cubin_bytes": info.cubin_bytes,
+                                   "kernel_get_ms": round(get_ms, 2), "kernel_from": got, "shapes": 0}
+            log(f"  fajit config {text} ({source}): {got} in {get_ms:.1f} ms, {info.registers} regs, "
+                f"{info.smem_bytes} B smem, {info.threads} threads, spill {info.spill_bytes} B")
+        self.compiled[text]["shapes"] += 1
+        row["regs"], row["smem"], row["spill"] = info.registers, info.smem_bytes, info.spill_bytes
+        args = [self.fa.make_args(q, k, v, o, causal=shape["causal"]) for q, k, v, o in sets]
+        fa = self.fa
+        return [lambda x=x: fa.forward_args(x, cfg) for x in args]
+
+    # -- peers
+    def peer_calls(self, sets, causal):
+        """One SDPA call per input set (the backend is chosen by the context around the calls)."""
+        F = self.F
+        return [lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                for q, k, v, _ in sets]
+
+    def peer_context(self, name):
+        be = {"fa2": self.SDPBackend.FLASH_ATTENTION, "cudnn": self.SDPBackend.CUDNN_ATTENTION}[name]
+        return lambda: self.sdpa_kernel([be])
+
+    def try_peer(self, name, call):
+        """(output, None) or (None, reason) for one call of a peer."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                with self.peer_context(name)():
+                    out = call()
+                self.torch.cuda.synchronize()
+                return out, None
+            except Exception as e:  # RuntimeError "No available kernel" and its warnings, or anything else
+                if not self.alive():
+                    raise
+                return None, short_reason(e, caught)
+
+    def alive(self):
+        """False when the CUDA context is broken (a sticky error: nothing more can run)."""
+        try:
+            self.torch.cuda.synchronize()
+            return True
+        except RuntimeError:
+            return False
+
+    # -- reference: float32 SDPA math on a slice
+    def reference(self, q, k, v, causal):
+        torch = self.torch
+        _, h, n, _ = q.shape
+        heads = sorted({0, h - 1})
+        rows = torch.linspace(0, n - 1, min(REF_ROWS, n), device=DEVICE).round().long().unique()
+        qs = q[0, heads][:, rows].float()
+        ks, vs = k[0, heads].float(), v[0, heads].float()
+        mask = (torch.arange(n, device=DEVICE)[None, :] <= rows[:, None]) if causal else None
+        with self.sdpa_kernel([self.SDPBackend.MATH]):
+            ref = self.F.scaled_dot_product_attention(qs[None], ks[None], vs[None], attn_mask=mask)[0]
+        return ref, (lambda o: o[0, heads][:, rows])
+
+    def check(self, shape, sets, fajit_calls, row):
+        """Outputs of set 0 against each other and the reference; fills row; returns the working peers."""
+        q, k, v, o = sets[0]
+        o.fill_(float("nan"))
+        fajit_calls[0]()
+        self.torch.cuda.synchronize()
+        ref, pick = self.reference(q, k, v, shape["causal"])
+        peers = {}
+        for name in ("fa2", "cudnn"):
+            out, why = self.try_peer(name, self.peer_calls(sets[:1], shape["causal"])[0])
+            if why:
+                row[name + "_error"] = why
+                continue
+            peers[name] = out
+            row[f"err_{name}_ref"] = rel_l2(pick(out), ref)
+        row["err_ref"] = rel_l2(pick(o), ref)
+        if "fa2" in peers:
+            row["err_fa2"] = rel_l2(o, peers["fa2"])
+        if "cudnn" in peers:
+            row["err_cudnn"] = rel_l2(o, peers["cudnn"])
+        tol = TOL[shape["dtype"]]
+        bad = [f"vs {what} {row[key]:.3e}" for key, what in (("err_fa2", "FA2"), ("err_ref", "fp32 reference"))
+               if key in row and not row[key] <= tol]  # NaN fails
+        row["check"] = "FAIL" if bad else "ok"
+        if bad:
+            log(f"  !!! FAIL: fajit's output differs: {', '.join(bad)} > {tol:.0e} ({shape['dtype']})")
+        del peers, ref
+        return [n for n in ("fa2", "cudnn") if n + "_error" not in row]
+
+    # -- timing
+    def time_systems(self, systems, row):
+        """systems: {name: (calls, context factory)}. Medians (ms) into row[name + '_ms'], all times in
+        row['times'][name]. A system that fails while timed gets name + '_error'."""
+        torch, a = self.torch, self.a
+        names = list(systems)
+        for name in names:
+            calls, ctx = systems[name]
+            try:
+                with ctx():
+                    for i in range(a.warmup):
+                        calls[i % len(calls)]()
+                torch.cuda.synchronize()
+            except Exception as err:
+                if not self.alive():
+                    raise
+                row[name + "_error"] = "in warm-up: " + short_reason(err, [])
+        per = math.ceil(a.reps / ROUNDS)
+        events = {n: [] for n in names}
+        for r in range(ROUNDS):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for name in order:
+                if name + "_error" in row:
+                    continue
+                calls, ctx = systems[name]
+                pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                         for _ in range(per)]
+                base = a.warmup + r * per
+                try:
+                    with ctx():
+                        for i, (s, e) in enumerate(pairs):
+                            s.record()
+                            calls[(base + i) % len(calls)]()
+                            e.record()
+                except Exception as err:
+                    if not self.alive():
+                        raise
+                    row[name + "_error"] = "while timed: " + short_reason(err, [])
+                    continue
+                events[name] += pairs
+        torch.cuda.synchronize()
+        row["times"] = {}
+        for name in names:
+            if name + "_error" in row or not events[name]:
+                continue
+            ts = [s.elapsed_time(e) for s, e in events[name][:a.reps]]
+            row[name + "_ms"] = statistics.median(ts)
+            row["times"][name] = [round(t, 5) for t in ts]
+
+    # -- one shape
+    def measure(self, shape):
+        torch = self.torch
+        row = dict(shape)
+        flops = 4.0 * shape["B"] * shape["H"] * shape["N"] * shape["N"] * shape["D"] * (0.5 if shape["causal"] else 1.0)
+        row["gflop"] = flops / 1e9
+        sets = self.inputs(shape)
+        systems = {}
+        try:
+            fajit_calls = self.fajit_prepare(shape, sets, row)
+        except Exception as e:  # FajitError (bad config, compile error) or a CUDA error seen by torch
+            if not self.alive():
+                raise
+            row["fajit_error"] = str(e)[:300]
+            row.setdefault("config", None)
+            fajit_calls = None
+        with torch.inference_mode():
+            if fajit_calls is not None:
+                try:
+                    peers = self.check(shape, sets, fajit_calls, row)
+                except Exception as e:
+                    if not self.alive():
+                        raise
+                    row["fajit_error"] = "check: " + str(e)[:300]
+                    peers = [n for n in ("fa2", "cudnn") if n + "_error" not in row]
+                if "fajit_error" not in row:
+                    systems["fajit"] = (fajit_calls, contextlib.nullcontext)
+            else:
+                peers = []
+                for name in ("fa2", "cudnn"):
+                    _, why = self.try_peer(name, self.peer_calls(sets[:1], shape["causal"])[0])
+                    if why:
+                        row[name + "_error"] = why
+                    else:
+                        peers.append(name)
+            for name in peers:
+                systems[name] = (self.peer_calls(sets, shape["causal"]), self.peer_context(name))
+            # fixed order fajit, FA2, cuDNN for the rounds' rotation
+            systems = {n: systems[n] for n in SYSTEMS if n in systems}
+            if systems:
+                self.time_systems(systems, row)
+        for name in SYSTEMS:
+            ms = row.get(name + "_ms")
+            row[name] = flops / ms / 1e9 if ms else None
+        return row
+
+    def gpu_warmup(self, seconds=1.0):
+        """Matmuls for about `seconds`, so the first shape does not run at idle clocks."""
+        torch = self.torch
+        x = torch.randn(4096, 4096, device=DEVICE, dtype=torch.bfloat16)
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(20):
+                x @ x
+            torch.cuda.synchronize()
+
+
+# ---- environment -----------------------------------------------------------------------------------------
+def run_text(cmd):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        return out.stdout.strip() if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def driver_version_number():
+    """cuDriverGetVersion (13000 = CUDA 13.0), or None."""
+    try:
+        v = ctypes.c_int()
+        if ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v)) == 0:
+            return v.value
+    except (OSError, AttributeError):
+        pass
+    return None
+
+
+def driver_cuda_version():
+    v = driver_version_number()
+    return f"{v // 1000}.{v % 1000 // 10}" if v else "?"
+
+
+def nvjitlink_version():
+    names = ["libnvJitLink.so.13"] + [os.path.join(d, "lib64", "libnvJitLink.so.13")
+                                      for d in (os.environ.get("CUDA_HOME", ""), "/usr/local/cuda") if d]
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            major, minor = ctypes.c_uint(), ctypes.c_uint()
+            if lib.nvJitLinkVersion(ctypes.byref(major), ctypes.byref(minor)) == 0:
+                return f"{major.value}.{minor.value}"
+        except (OSError, AttributeError):
+            continue
+    return "?"
+
+
+def environment(bench, argv):
+    torch = bench.torch
+    p = torch.cuda.get_device_properties(0)
+    smi = run_text(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit", "--format=csv,noheader"])
+    smi = [x.strip() for x in smi.splitlines()[0].split(",")] if smi else []
+    try:
+        from torch.nn.attention import current_flash_attention_impl
+        impl = current_flash_attention_impl() or "FA2 (PyTorch's built-in flash backend)"
+    except ImportError:
+        impl = "FA2 (PyTorch's built-in flash backend)"
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rev = run_text(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
+    if rev and run_text(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"]):
+        rev += " + uncommitted changes"
+    return {
+        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+        "gpu": p.name,
+        "gpu_detail": f"{p.multi_processor_count} SMs, {p.total_memory / 2**30:.0f} GiB, {bench.fa.sm}"
+                      + (f", max SM clock {smi[1]}, power limit {smi[2]}" if len(smi) >= 3 else ""),
+        "driver": (smi[0] if smi else "?") + f" (CUDA {driver_cuda_version()})",
+        "cuda": f"torch built with CUDA {torch.version.cuda}; nvJitLink {nvjitlink_version()}",
+        "torch": torch.__version__,
+        "cudnn": str(torch.backends.cudnn.version()),
+        "flash_impl": impl,
+        "fajit": f"{bench.fa.version} ({bench.lib_path})",
+        "fajit_git": rev or "?",
+        "command": shlex.join(["python3"] + argv),
+    }
+
+
+def run_settings(a, sets, seconds):
+    """The method's numbers, as the report states them and the .json keeps them."""
+    return {"tokens": TOKENS, "hidden": HIDDEN, "reps": a.reps, "warmup": a.warmup, "rounds": ROUNDS, "sets": sets,
+            "rotate_bytes": ROTATE_BYTES, "tolerance": TOL, "ref_rows": REF_ROWS, "quick": a.quick,
+            "config_from_tune": a.config_from_tune, "seconds": round(seconds, 1)}
+
+
+# ---- self-test of the writers ----------------------------------------------------------------------------
+def fake_rows(grid, seed=0):
+    """Rows shaped like measured ones, with made-up numbers, one of each kind of trouble."""
+    rng = random.Random(seed)
+    rows = []
+    for s in grid:
+        r = dict(s)
+        flops = 4.0 * s["B"] * s["H"] * s["N"] ** 2 * s["D"] * (0.5 if s["causal"] else 1.0)
+        r["gflop"] = flops / 1e9
+        base = {"fajit": 300, "fa2": 310, "cudnn": 520}
+        for name in SYSTEMS:
+            tf = base[name] * (0.75 + 0.25 * min(1, s["N"] / 4096)) * (0.85 if s["causal"] else 1) * rng.uniform(.95, 1.05)
+            r[name + "_ms"] = flops / tf / 1e9
+            r[name] = tf
+        r["config"] = f"sm_80 {s['dtype']} d{s['D']} br{128 if s['D'] < 256 else 64} bc64 s2 sw128 w{8 if s['D'] == 128 else 4} " \
+                      f"{'causal' if s['causal'] else 'noncausal'}"
+        r["config_source"], r["regs"], r["smem"], r["spill"] = "heuristic", 255, 65536, 0
+        r["err_fa2"], r["err_ref"], r["err_cudnn"] = 3e-3 * rng.uniform(.5, 1), 2.9e-3, 3.1e-3
+        r["err_fa2_ref"], r["err_cudnn_ref"] = 2.8e-3, 2.8e-3
+        r["check"] = "ok"
+        r["times"] = {n: [r[n + "_ms"]] * 3 for n in SYSTEMS}
+        rows.append(r)
+    rows[1]["cudnn"] = rows[1]["cudnn_ms"] = None
+    rows[1]["cudnn_error"] = "RuntimeError: No available kernel. Aborting execution.; cuDNN attention ... (fake)"
+    rows[2]["check"], rows[2]["err_fa2"] = "FAIL", float("nan")
+    rows[3]["fajit"] = rows[3]["fajit_ms"] = None
+    rows[3]["fajit_error"] = "FAJIT_ERR_INVALID_CONFIG: smem ... (fake)"
+    return rows
+
+
+def selftest_writers(a):
+    out_dir = a.out or tempfile.mkdtemp(prefix="fajit-compare-selftest-")
+    grid = build_grid(a)
+    rows = fake_rows(grid)
+    env = {"date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+           "gpu": "NVIDIA H100 80GB HBM3 (fake numbers)", "driver": "?", "cuda": "?", "torch": "?",
+           "cudnn": "?", "fajit": "selftest", "command": shlex.join(["python3"] + sys.argv)}
+    settings = run_settings(a, 3, 0.0)
+    settings["selftest"] = True
+    configs = []
+    for r in rows:
+        if r.get("config") and r["config"] not in [c["config"] for c in configs]:
+            configs.append({"config": r["config"], "source": "heuristic", "registers": 255, "smem_bytes": 65536,
+                            "threads": 256, "spill_bytes": 0, "cubin_bytes": 40000, "kernel_get_ms": 3.1,
+                            "kernel_from": "compiled", "shapes": 1})
+    paths = write_outputs(out_dir, env, settings, rows, configs, a.quick)
+    print_table(rows, settings["tolerance"])
+    # checks: every file there, the numbers round-trip, the config file reader accepts our own json
+    assert set(paths) == {"md", "png", "csv", "json"}, f"missing outputs: {paths}"
+    with open(paths["csv"]) as f:
+        got = list(csv.DictReader(f))
+    assert len(got) == len(rows) and float(got[0]["fajit"]) == rows[0]["fajit"], "csv does not round-trip"
+    with open(paths["json"]) as f:
+        js = json.load(f)
+    assert len(js["rows"]) == len(rows) and js["rows"][2]["err_fa2"] is None, "json does not round-trip"
+    md = open(paths["md"]).read()
+    assert md.count("\n| ") >= len(rows) + 2 and "FAILED the check" in md and "n/a: RuntimeError" in md
+    with open(paths["png"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    table = load_config_file(paths["json"])
+    cfg = pick_config(table, rows[0])[0]
+    assert cfg is not None and cfg.head_dim == rows[0]["D"] and bool(cfg.causal) == rows[0]["causal"]
+    extra = os.path.join(out_dir, "tune-selftest.json")
+    with open(extra, "w") as f:
+        json.dump([{"config": "sm_80 f16 d64 br64 bc64 s2 sw128 w4 causal"},
+                   {"config": "sm_80 f16 d64 br128 bc64 s3 sw128 w4 causal", "N": 1024}], f)
+    t2 = load_config_file(extra)
+    os.remove(extra)
+    s = {"dtype": "f16", "D": 64, "causal": True}
+    assert pick_config(t2, dict(s, N=1024))[0].block_m == 128 and pick_config(t2, dict(s, N=512))[0].block_m == 64
+    assert pick_config(t2, dict(s, causal=False, N=512))[0] is None
+    tune = os.path.join(out_dir, "tuned-selftest.txt")
+    with open(tune, "w") as f:
+        f.write("# fajit tuned kernels (format 1)\n"
+                "NVIDIA H100 80GB HBM3 | 13000 | fajit-codegen-1 | bf16 d128 causal n4096 | "
+                "sm_80 bf16 d128 br128 bc64 s3 sw128 w8 causal | 312.4 | B4 H16/16 N4096/4096\n"
+                "NVIDIA H100 80GB HBM3 | 12080 | fajit-codegen-1 | bf16 d128 causal n4096 | "
+                "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal | 300 | older driver\n"
+                "NVIDIA H100 80GB HBM3 | 13000 | fajit-codegen-1 | bf16 d128 causal n4096 | not a config | 1 | x\n"
+                "NVIDIA H100 80GB HBM3 | 13000 | fajit-codegen-1 | bf16 d64 causal n4096 | "
+                "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal | 300 | class and config disagree\n"
+                "NVIDIA A100 | 13000 | fajit-codegen-1 | f16 d64 noncausal n128 | "
+                "sm_80 f16 d64 br64 bc64 s2 sw128 w4 noncausal | 200 | other gpu\n")
+    t3 = load_config_file(tune)
+    os.remove(tune)
+    assert len(t3) == 3, t3
+    s = {"dtype": "bf16", "D": 128, "causal": True}
+    cfg, src = pick_config(t3, dict(s, N=3000), "NVIDIA H100 80GB HBM3", 13000)
+    assert cfg.block_m == 128 and cfg.stages == 3 and "n4096" in src, src
+    assert pick_config(t3, dict(s, N=3000), "NVIDIA H100 80GB HBM3", 12080)[0].block_m == 64
+    assert pick_config(t3, dict(s, N=8192), "NVIDIA H100 80GB HBM3", 13000)[0] is None
+    assert pick_config(t3, {"dtype": "f16", "D": 64, "causal": False, "N": 64}, "NVIDIA H100 80GB HBM3")[0] is None
+    assert pick_config(t3, {"dtype": "f16", "D": 64, "causal": False, "N": 64}, "NVIDIA A100")[0] is not None
+    assert seqlen_class(512) == 512 and seqlen_class(513) == 1024 and seqlen_class(65536) == 16384 \
+        and seqlen_class(1) == 128
+    log(f"\nselftest-writers ok: {len(rows)} fake rows; config files (JSON and tune file) read as expected")
+    for k, p in paths.items():
+        log(f"  {k:4} {p} ({os.path.getsize(p)} bytes)")
+    return 0
+
+
+# ---- main ------------------------------------------------------------------------------------------------
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(line_buffering=True)
+    a = parse_args(argv)
+    grid = build_grid(a)
+    if not grid:
+        log("compare.py: no shape left to run (the --quick shapes and the grid options exclude each other)")
+        return 2
+    if a.selftest_writers:
+        return selftest_writers(a)
+    try:
+        table = load_config_file(a.config_from_tune) if a.config_from_tune else None
+    except (OSError, ValueError) as e:  # json.JSONDecodeError is a ValueError
+        log(f"compare.py: --config-from-tune: {e}")
+        return 2
+    t_start = time.perf_counter()
+    bench = Bench(a, grid, table)
+    if table is not None:  # every config in the file must pass the library's check before anything runs
+        from fajit_ctypes import FajitError
+        for e in table:
+            try:
+                bench.fa.config_check(Config(**e["cfg"].as_dict()))
+            except FajitError as err:
+                log(f"compare.py: --config-from-tune {a.config_from_tune}: {bench.fa.config_text(e['cfg'])}: {err}")
+                bench.close()
+                return 2
+        used = sum(1 for sh in grid if pick_config(table, sh, bench.gpu, bench.driver)[0] is not None)
+        log(f"configs from {a.config_from_tune}: {len(table)} entries; {used} of {len(grid)} shapes use one, "
+            "the others the heuristic")
+        if not used:
+            log(f"  !!! no entry fits any shape on this GPU ({bench.gpu}): the run is the heuristic's")
+    env = environment(bench, [sys.argv[0]] + argv)
+    for k, v in env.items():
+        log(f"{k}: {v}")
+    log(f"{len(grid)} shapes; reps {a.reps}, warm-up {a.warmup}, {ROUNDS} rounds")
+    bench.gpu_warmup()
+    rows, aborted = [], None
+    for i, shape in enumerate(grid):
+        t0 = time.perf_counter()
+        where = (f"{shape['dtype']} D={shape['D']} N={shape['N']} B={shape['B']} H={shape['H']} "
+                 f"{'causal' if shape['causal'] else 'noncausal'}")
+        log(f"[{i + 1:2}/{len(grid)}] {where}")
+        try:
+            r = bench.measure(shape)
+        except Exception as e:  # the CUDA context is broken: nothing more can run in this process
+            aborted = f"at {where}: {type(e).__name__}: {str(e)[:300]} (CUDA context lost; later shapes not run)"
+            log("  !!! " + aborted)
+            rows.append(dict(shape, fajit_error=aborted))
+            break
+        rows.append(r)
+        errs = f"err vs FA2 {fmt(r.get('err_fa2'), '.1e', '-')}, vs ref {fmt(r.get('err_ref'), '.1e', '-')}"
+        log(f"  check {r.get('check', '-')} ({errs})  fajit {fmt(r.get('fajit'), '.1f')}  FA2 {fmt(r.get('fa2'), '.1f')}"
+            f"  cuDNN {fmt(r.get('cudnn'), '.1f')} TFLOP/s  fajit/FA2 {fmt(ratio(r, 'fajit', 'fa2'), '.2f', '-')}"
+            f"  fajit/cuDNN {fmt(ratio(r, 'fajit', 'cudnn'), '.2f', '-')}  ({time.perf_counter() - t0:.1f} s)")
+        for name in SYSTEMS:
+            if name + "_error" in r:
+                log(f"  {LABEL[name]} n/a: {r[name + '_error']}")
+    sets = len(bench.flat[2]) if bench.flat else 0
+    configs = list(bench.compiled.values())
+    bench.close()
+    settings = run_settings(a, sets, time.perf_counter() - t_start)
+    print_table(rows, settings["tolerance"])
+    if a.out:
+        paths = write_outputs(a.out, env, settings, rows, configs, a.quick, aborted)
+        for p in paths.values():
+            log(f"wrote {p}")
+    bad = [r for r in rows if r.get("check") != "ok" or "fajit_error" in r]
+    log(f"\n{len(rows)} shapes in {settings['seconds']} s; fajit failed or did not run on {len(bad)}"
+        + ("" if not bad else ": exit status 1"))
+    return 1 if bad or aborted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
