@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-2"
+#define FJ_CODEGEN_VERSION "fajit-codegen-3"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
@@ -30,6 +30,7 @@ typedef struct fj_plan {
     int k_steps_qk;              /* head_dim / 16 */
     int k_steps_pv;              /* block_n / 16 */
     int q_in_regs;               /* Q fragments stay in registers for the whole KV loop */
+    int rescale_skip;            /* O rescale behind a warp vote (skipped when no row max moved) */
 
     /* shared memory map (bytes); every tile is [rows][head_dim] of 2-byte elements, rows of row_bytes */
     int row_bytes;               /* head_dim * 2 */

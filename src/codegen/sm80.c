@@ -80,6 +80,11 @@ static fajit_status plan_sm80(fj_plan *p)
     int q_regs = p->m_frags * c->head_dim / 4;
     p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs + p->reg_misc <= 224;
     p->reg_q = p->q_in_regs ? q_regs : 0;
+    /* Skip the O rescale by warp vote only where the multiplies cannot hide under the PV MMAs: two
+     * fragments per warp and head_dim >= 4 * block_n (measured A/B on an H100: +4% for d128 br128 bc32;
+     * -3% to -7% for one-fragment kernels and d64, where the branch only splits the schedule;
+     * bench/results/h100-ab-rescale-skip-2026-11-22.md). */
+    p->rescale_skip = p->m_frags == 2 && c->head_dim >= 4 * c->block_n;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_q + p->reg_misc;
     if (p->reg_total > FJ_SM80_REG_BUDGET)
         return fj_fail(FAJIT_ERR_INVALID_CONFIG,

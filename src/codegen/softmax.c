@@ -81,8 +81,8 @@ void fj_emit_mask(fj_kctx *k)
     }
 }
 
-/* One row: new running max, P = exp2(S * scale - m), l update; corr receives 2^(m_old - m_new) and
- * `changed` is or-ed with (m_new != m_old). O is rescaled by the caller. */
+/* One row: new running max, P = exp2(S * scale - m), l update; corr receives 2^(m_old - m_new) and,
+ * with plan.rescale_skip, `changed` is or-ed with (m_new != m_old). O is rescaled by the caller. */
 static void softmax_row(fj_kctx *k, int r, int *idx, fj_reg_t scale, fj_reg_t corr, fj_reg_t changed)
 {
     const fj_plan *p = k->p;
@@ -99,8 +99,10 @@ static void softmax_row(fj_kctx *k, int r, int *idx, fj_reg_t scale, fj_reg_t co
     fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
     fj_ins(k->e, "sub.f32 %s, %s, %s", R(corr), R(m), R(muse));
     fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", R(corr), R(corr));
-    fj_ins(k->e, "setp.neu.f32 %s, %s, %s", R(moved), R(m), R(mnew));
-    fj_ins(k->e, "or.pred %s, %s, %s", R(changed), R(changed), R(moved));
+    if (p->rescale_skip) {
+        fj_ins(k->e, "setp.neu.f32 %s, %s, %s", R(moved), R(m), R(mnew));
+        fj_ins(k->e, "or.pred %s, %s, %s", R(changed), R(changed), R(moved));
+    }
     fj_ins(k->e, "mov.f32 %s, %s", R(m), R(mnew));
     fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
     for (int v = 0; v < k->frag.s_vals; v++) {
@@ -123,21 +125,25 @@ void fj_emit_online_softmax(fj_kctx *k)
     fj_reg_t corr = fj_alloc(k->e, k->b_f, k->frag.rows), changed = fj_alloc(k->e, k->b_p, 1);
     fj_reg_t any = fj_alloc(k->e, k->b_p, 1);
     char skip[48];
-    fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(changed));
+    if (k->p->rescale_skip) fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(changed));
     for (int r = 0; r < k->frag.rows; r++) softmax_row(k, r, idx, scale, fj_at(corr, r), changed);
-    fj_comment(k->e, 1, "O *= 2^(m_old - m_new), skipped when no row of the warp moved its max");
-    fj_comment(k->e, 2, "(after the first tiles the running max rarely moves; then every factor is 1 and the %d",
-               k->frag.rows * k->frag.o_vals);
-    fj_comment(k->e, 2, " multiplies per thread would change nothing: a warp vote skips them)");
-    fj_label_new(k->e, "no_rescale", skip, sizeof skip);
-    fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(changed));
-    fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
+    if (k->p->rescale_skip) {
+        fj_comment(k->e, 1, "O *= 2^(m_old - m_new), skipped when no row of the warp moved its max");
+        fj_comment(k->e, 2, "(after the first tiles the running max rarely moves; then every factor is 1 and the %d",
+                   k->frag.rows * k->frag.o_vals);
+        fj_comment(k->e, 2, " multiplies per thread would change nothing: a warp vote skips them)");
+        fj_label_new(k->e, "no_rescale", skip, sizeof skip);
+        fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(changed));
+        fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
+    } else {
+        fj_comment(k->e, 1, "O *= 2^(m_old - m_new)");
+    }
     for (int r = 0; r < k->frag.rows; r++)
         for (int v = 0; v < k->frag.o_vals; v++) {
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(k->p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", o, o, R(fj_at(corr, r)));
         }
-    fj_label(k->e, skip);
+    if (k->p->rescale_skip) fj_label(k->e, skip);
 }
 
 void fj_emit_normalize(fj_kctx *k)
