@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-3"
+#define FJ_CODEGEN_VERSION "fajit-codegen-4"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
@@ -31,6 +31,7 @@ typedef struct fj_plan {
     int k_steps_pv;              /* block_n / 16 */
     int q_in_regs;               /* Q fragments stay in registers for the whole KV loop */
     int rescale_skip;            /* O rescale behind a warp vote (skipped when no row max moved) */
+    int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
 
     /* shared memory map (bytes); every tile is [rows][head_dim] of 2-byte elements, rows of row_bytes */
     int row_bytes;               /* head_dim * 2 */
@@ -45,7 +46,7 @@ typedef struct fj_plan {
     int copy_chunks_per_thread_row; /* (head_dim / 8) / copy_tpr */
 
     /* register budget (32-bit registers per thread, an estimate checked against ptxas in the tests) */
-    int reg_acc_o, reg_acc_s, reg_q, reg_p, reg_misc, reg_total;
+    int reg_acc_o, reg_acc_s, reg_q, reg_p, reg_misc, reg_s_next, reg_total;
 } fj_plan;
 
 /* Check cfg and derive its plan. On failure the thread's message says which rule failed. */

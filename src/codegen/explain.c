@@ -34,7 +34,12 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                            "multiple of 128 B)\n",
                       pf);
     p->backend->describe(p, out, pf);
-    fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs/thread): O acc %d + S acc %d + Q frags %d + "
+    fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs/thread): O acc %d + S acc %d + next S %d + Q frags %d + "
                        "addressing/softmax ~%d = %d of 255\n",
-                  pf, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc, p->reg_total);
+                  pf, p->reg_acc_o, p->reg_acc_s, p->reg_s_next, p->reg_q, p->reg_misc, p->reg_total);
+    fj_buf_printf(out, "%sschedule: %s; O rescale %s\n", pf,
+                  p->pipeline_qk ? "software-pipelined - S(j+1) = QK(j+1)^T is issued beside softmax(S(j)), K one "
+                                   "tile ahead of V"
+                                 : "S = QK^T, softmax, O += PV in turn",
+                  p->rescale_skip ? "skipped by warp vote when no row max moved" : "every tile");
 }

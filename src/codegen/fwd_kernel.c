@@ -35,6 +35,8 @@ static void alloc_banks(fj_kctx *k)
     k->b_frag_b = fj_bank(e, "frag_kv", "b32");
     k->acc_o = fj_alloc(e, k->b_acc_o, p->m_frags * p->n_frags_o * 4);
     k->acc_s = fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4);
+    k->acc_s_set[0] = k->acc_s;
+    k->acc_s_set[1] = p->pipeline_qk ? fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4) : k->acc_s;
     k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
     k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
     k->frag_p = fj_alloc(e, k->b_frag_p, p->m_frags * p->k_steps_pv * 4);
@@ -209,6 +211,13 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
         fj_comment(e, 1, "Q -> registers, kept for the whole loop");
         p->backend->q_to_regs(k);
     }
+    if (p->pipeline_qk) {
+        fj_comment(e, 1, "software pipeline: tile 0 has landed when at most %d newer groups are pending; S(0) = Q K(0)^T",
+                   stages - 2);
+        p->backend->wait(k, stages - 2);
+        k->acc_s = k->acc_s_set[0];
+        p->backend->mma_qk(k, 0);
+    }
     fj_comment(e, 1, "O = 0, m = -inf, l = 0");
     for (int i = 0; i < p->m_frags * p->n_frags_o * 4; i++) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->acc_o, i)));
     for (int r = 0; r < k->frag.rows; r++) {
@@ -217,20 +226,23 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     }
 }
 
-/* One iteration for the tile in stage `slot` (a constant: the loop is unrolled by stages). */
-static void emit_iteration(fj_kctx *k, int slot, fj_reg_t j, fj_reg_t n_end, fj_reg_t mask_from, const char *done)
+/* One iteration for the tile in stage `slot` (a constant: the loop is unrolled by stages, and by 2
+ * more when S is double-buffered: `buf` names the S set holding this tile's scores). */
+static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n_end, fj_reg_t mask_from,
+                           const char *done)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int stages = p->cfg.stages;
+    int stages = p->cfg.stages, pipe = p->pipeline_qk;
     char nomask[48];
     fj_reg_t ahead = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
-    fj_comment(e, 1, "---- KV tile j in stage %d ----", slot);
+    fj_comment(e, 1, "---- KV tile j in stage %d%s ----", slot, pipe ? (buf ? ", scores in S set 1" : ", scores in S set 0") : "");
     fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j), R(n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), done);
     if (stages >= 2) {
-        fj_comment(e, 1, "tile j has landed when at most %d newer groups are pending", stages - 2);
-        p->backend->wait(k, stages - 2);
+        int pending = pipe ? stages - 3 : stages - 2;
+        fj_comment(e, 1, "tile j%s has landed when at most %d newer groups are pending", pipe ? " + 1" : "", pending);
+        p->backend->wait(k, pending);
         fj_comment(e, 1, "prefetch tile j + %d into stage %d (freed by tile j - 1)", stages - 1, (slot + stages - 1) % stages);
         fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages - 1);
         prefetch_kv(k, (slot + stages - 1) % stages, ahead, n_end);
@@ -240,8 +252,11 @@ static void emit_iteration(fj_kctx *k, int slot, fj_reg_t j, fj_reg_t n_end, fj_
         prefetch_kv(k, 0, j, n_end);
         p->backend->wait(k, 0);
     }
-    fj_comment(e, 1, "S = Q K^T");
-    p->backend->mma_qk(k, slot);
+    k->acc_s = k->acc_s_set[buf];
+    if (!pipe) {
+        fj_comment(e, 1, "S = Q K^T");
+        p->backend->mma_qk(k, slot);
+    }
     fj_emit_score_hook(k);
     fj_label_new(e, "no_mask", nomask, sizeof nomask);
     fj_comment(e, 1, "mask only the tiles that cross the end of K or the causal diagonal");
@@ -249,6 +264,14 @@ static void emit_iteration(fj_kctx *k, int slot, fj_reg_t j, fj_reg_t n_end, fj_
     fj_ins(e, "@%s bra.uni %s", R(pr), nomask);
     fj_emit_mask(k);
     fj_label(e, nomask);
+    if (pipe) {
+        fj_comment(e, 1, "S(j+1) = Q K(j+1)^T into the other S set, in the same block as softmax(S(j)) so the");
+        fj_comment(e, 1, "scheduler can interleave the MMAs with the exponentials (past the last tile it reads a");
+        fj_comment(e, 1, "stage nobody uses and the result is dropped)");
+        k->acc_s = k->acc_s_set[!buf];
+        p->backend->mma_qk(k, (slot + 1) % stages);
+        k->acc_s = k->acc_s_set[buf];
+    }
     fj_emit_online_softmax(k);
     fj_comment(e, 1, "O += P V");
     p->backend->mma_pv(k, slot);
@@ -272,7 +295,9 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_label_new(e, "kv_loop", top, sizeof top);
     fj_label_new(e, "kv_done", done, sizeof done);
     fj_label(e, top);
-    for (int slot = 0; slot < p->cfg.stages; slot++) emit_iteration(k, slot, j, n_end, mask_from, done);
+    /* unrolled by stages, or by lcm(stages, 2) when S alternates between two register sets */
+    int stages = p->cfg.stages, unroll = p->pipeline_qk && stages % 2 ? 2 * stages : stages;
+    for (int i = 0; i < unroll; i++) emit_iteration(k, i % stages, p->pipeline_qk ? i % 2 : 0, j, n_end, mask_from, done);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, done);
 }

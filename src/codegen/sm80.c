@@ -85,7 +85,12 @@ static fajit_status plan_sm80(fj_plan *p)
      * -3% to -7% for one-fragment kernels and d64, where the branch only splits the schedule;
      * bench/results/h100-ab-rescale-skip-2026-11-22.md). */
     p->rescale_skip = p->m_frags == 2 && c->head_dim >= 4 * c->block_n;
+    /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
+     * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room. */
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_q + p->reg_misc;
+    p->pipeline_qk = c->stages >= 3 && !p->rescale_skip && p->reg_total + p->reg_acc_s <= FJ_SM80_REG_BUDGET;
+    p->reg_s_next = p->pipeline_qk ? p->reg_acc_s : 0;
+    p->reg_total += p->reg_s_next;
     if (p->reg_total > FJ_SM80_REG_BUDGET)
         return fj_fail(FAJIT_ERR_INVALID_CONFIG,
                        "registers: about %d per thread (O acc %d + S acc %d + Q frags %d + addressing and softmax ~%d) exceed the "
