@@ -6,6 +6,8 @@
  */
 #include "half.h"
 
+#include <math.h>
+
 #include <string.h>
 
 static uint32_t f32_bits(float f)
@@ -78,3 +80,19 @@ float fj_half_to_f32(fajit_dtype dtype, uint16_t h)
 }
 
 double fj_half_unit_roundoff(fajit_dtype dtype) { return dtype == FAJIT_DTYPE_F16 ? 0x1p-11 : 0x1p-9; }
+
+void fj_half_fill_normal(fajit_dtype dtype, uint16_t *dst, size_t n, uint64_t seed)
+{
+    uint64_t x = seed ? seed : 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < n; i += 2) {
+        double u[2];
+        for (int j = 0; j < 2; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            u[j] = ((double)(x >> 11) + 0.5) * 0x1p-53; /* (0, 1) */
+        }
+        double r = sqrt(-2.0 * log(u[0])), a = 6.283185307179586 * u[1];
+        float z[2] = {(float)(r * cos(a)), (float)(r * sin(a))};
+        for (int j = 0; j < 2 && i + (size_t)j < n; j++)
+            dst[i + (size_t)j] = fj_half_from_f32(dtype, fabsf(z[j]) < 1e-3f ? 0.5f : z[j]);
+    }
+}

@@ -24,4 +24,8 @@ float fj_half_to_f32(fajit_dtype dtype, uint16_t h);
 /* Unit roundoff of the dtype: 2^-9 for bf16 (8 significant bits), 2^-11 for f16 (11 bits). */
 double fj_half_unit_roundoff(fajit_dtype dtype);
 
+/* n standard-normal values (xorshift64 + Box-Muller, from `seed`; never exactly 0) as dtype halves: the
+ * inputs benchmarks time on, distributed like torch.randn's so fajit and its peers see alike data. */
+void fj_half_fill_normal(fajit_dtype dtype, uint16_t *dst, size_t n, uint64_t seed);
+
 #endif

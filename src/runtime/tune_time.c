@@ -1,7 +1,7 @@
 /*
  * tune_time.c - measuring candidates for fajit_tune: input sets, the output check, CUDA-event timing.
  *
- * Inputs: Q, K and V hold U(-1, 1) values (a 4 MiB block of random halves copied over each tensor,
+ * Inputs: Q, K and V hold N(0, 1) values (a 4 MiB block of random halves copied over each tensor,
  * from a different offset per tensor, so filling 100s of MB costs copies, not host arithmetic); O
  * starts zeroed. There are as many sets as it takes to span FJ_TUNE_ROTATE_BYTES, at least 2 (fewer
  * only when device memory runs out) and at most FJ_TUNE_MAX_SETS; timed calls rotate over them so no
@@ -29,19 +29,20 @@
 /* ---------------------------------------------------------------------------------------------------
  * Small helpers
  * ------------------------------------------------------------------------------------------------- */
-static double call_flops(const fajit_attention_args *a)
+double fj_attention_flops(int64_t batch, int64_t heads_q, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim,
+                          int causal)
 {
-    double pairs = (double)a->seqlen_q * a->seqlen_k;
-    if (a->causal && a->seqlen_q == a->seqlen_k) {
+    double pairs = (double)seqlen_q * seqlen_k;
+    if (causal && seqlen_q == seqlen_k) {
         pairs *= 0.5;
-    } else if (a->causal) {
+    } else if (causal) {
         pairs = 0;
-        for (int64_t i = 0; i < a->seqlen_q; i++) {
-            int64_t n = i + (int64_t)a->seqlen_k - a->seqlen_q + 1;
-            pairs += (double)(n < 0 ? 0 : n > a->seqlen_k ? a->seqlen_k : n);
+        for (int64_t i = 0; i < seqlen_q; i++) {
+            int64_t n = i + seqlen_k - seqlen_q + 1;
+            pairs += (double)(n < 0 ? 0 : n > seqlen_k ? seqlen_k : n);
         }
     }
-    return 4.0 * a->batch * a->heads_q * (double)a->head_dim * pairs;
+    return 4.0 * batch * heads_q * (double)head_dim * pairs;
 }
 
 static int cmp_double(const void *pa, const void *pb)
@@ -50,17 +51,18 @@ static int cmp_double(const void *pa, const void *pb)
     return (x > y) - (x < y);
 }
 
-/* U(-1, 1) halves, never exactly zero, from a fixed xorshift seed. */
+double fj_sort_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Standard-normal halves (like torch.randn), never exactly zero, from a fixed seed. */
 static uint16_t *random_block(fajit_dtype dtype)
 {
     size_t n = FILL_BLOCK_ELEMS + 3 * FILL_SHIFT;
     uint16_t *h = malloc(n * sizeof *h);
-    uint64_t x = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; h && i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        float v = (float)((double)(x >> 11) * 0x1p-53 * 2.0 - 1.0);
-        h[i] = fj_half_from_f32(dtype, fabsf(v) < 1e-3f ? 0.5f : v);
-    }
+    if (h) fj_half_fill_normal(dtype, h, n, 0x9e3779b97f4a7c15ull);
     return h;
 }
 
@@ -140,7 +142,7 @@ fajit_status fj_tune_bench_open(fajit_context *ctx, const fajit_attention_args *
     memset(b, 0, sizeof *b);
     b->ctx = ctx;
     b->reps = reps;
-    b->flops = call_flops(a);
+    b->flops = fj_attention_flops(a->batch, a->heads_q, a->seqlen_q, a->seqlen_k, a->head_dim, a->causal);
     b->tol = a->dtype == FAJIT_DTYPE_F16 ? 4e-3 : 2e-2; /* twice fagen check's tolerance against a reference */
     size_t o_elems = (size_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim;
     b->slice_elems = o_elems / 2 < SLICE_BYTES / 2 ? o_elems / 2 : SLICE_BYTES / 2;
@@ -259,9 +261,7 @@ fajit_status fj_tune_bench_time(fj_tune_bench *b, const fajit_config *cfg, int w
     st = time_calls(b, cfg, warmup);
     fj_context_pop(b->ctx);
     if (st != FAJIT_OK) return st;
-    qsort(b->ms, (size_t)b->reps, sizeof *b->ms, cmp_double);
-    int n = b->reps;
-    *median_ms = n % 2 ? b->ms[n / 2] : 0.5 * (b->ms[n / 2 - 1] + b->ms[n / 2]);
+    *median_ms = fj_sort_median(b->ms, b->reps);
     if (!(*median_ms > 0))
         return fj_fail(FAJIT_ERR_CUDA, "fajit_tune: a median of %g ms between CUDA events is not a time", *median_ms);
     return FAJIT_OK;

@@ -8,7 +8,7 @@
  *
  * Timing: `warmup` calls, then `reps` (>= 20) calls each between two CUDA events on the default
  * stream; the median is reported. Inputs rotate over as many Q/K/V/O sets as it takes to pass 256 MB
- * (5x the H100's 50 MB L2), so no call finds its inputs in L2. Inputs are uniform random, not zeros.
+ * (5x the H100's 50 MB L2), so no call finds its inputs in L2. Inputs are N(0, 1), distinct per tensor and set.
  * TFLOP/s = 4 * B * Hq * Nq * Nk * D / t; with the causal mask, half of that when Nq == Nk (the
  * convention of FlashAttention's benchmarks), else the exact count of visible (query, key) pairs.
  * Without tile flags the config is the library's choice for the shape: the tuned winner of its class
@@ -29,6 +29,7 @@
 #include "runtime/context.h"
 #include "runtime/error.h"
 #include "runtime/half.h"
+#include "runtime/tune.h"
 
 #define BENCH_ROTATE_BYTES (256.0 * 1024 * 1024) /* rotate input sets until they span this much */
 #define BENCH_MAX_SETS 64
@@ -61,33 +62,6 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Floating-point operations of one forward (see the opening comment). */
-static double bench_flops(const bench_shape *s)
-{
-    double pairs = (double)s->nq * s->nk;
-    if (s->causal && s->nq == s->nk) {
-        pairs *= 0.5;
-    } else if (s->causal) {
-        pairs = 0;
-        for (int64_t i = 0; i < s->nq; i++) {
-            int64_t n = i + (int64_t)s->nk - s->nq + 1;
-            pairs += (double)(n < 0 ? 0 : n > s->nk ? s->nk : n);
-        }
-    }
-    return 4.0 * s->b * s->hq * (double)s->d * pairs;
-}
 
 /* ---- flags ------------------------------------------------------------------------------------ */
 
@@ -119,7 +93,7 @@ static void bench_usage(FILE *f)
 /* An int flag of bench's own: returns FAGEN_ARG_NOT_MINE if argv[*i] is none of them. */
 static int bench_int_flag(int argc, char **argv, int *i, bench_cli *o)
 {
-    static const struct { const char *name; size_t off; int lo, hi; } k_ints[] = {
+    static const fagen_int_flag k_ints[] = {
         {"--batch", offsetof(bench_cli, batch), 1, 65535},
         {"--heads", offsetof(bench_cli, heads), 1, 65535},
         {"--heads-kv", offsetof(bench_cli, heads_kv), 1, 65535},
@@ -129,24 +103,15 @@ static int bench_int_flag(int argc, char **argv, int *i, bench_cli *o)
         {"--warmup", offsetof(bench_cli, warmup), 0, 100000},
         {"--device", offsetof(bench_cli, device), 0, 1023},
     };
-    char flag[64];
-    const char *eq = strchr(argv[*i], '=');
-    size_t n = eq ? (size_t)(eq - argv[*i]) : strlen(argv[*i]);
-    for (size_t k = 0; k < sizeof k_ints / sizeof k_ints[0]; k++) {
-        if (strlen(k_ints[k].name) != n || strncmp(argv[*i], k_ints[k].name, n) != 0) continue;
-        const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
-        if (!val) return FAGEN_ARG_ERROR;
-        return fagen_parse_int(flag, val, k_ints[k].lo, k_ints[k].hi, (int *)((char *)o + k_ints[k].off));
-    }
-    return FAGEN_ARG_NOT_MINE;
+    return fagen_parse_int_flag(argc, argv, i, k_ints, sizeof k_ints / sizeof k_ints[0], o);
 }
 
 /* --grid and --layout take a word. */
 static int bench_word_flag(int argc, char **argv, int *i, bench_cli *o)
 {
     char flag[64];
-    int is_grid = strncmp(argv[*i], "--grid", 6) == 0 && (argv[*i][6] == '\0' || argv[*i][6] == '=');
-    int is_layout = strncmp(argv[*i], "--layout", 8) == 0 && (argv[*i][8] == '\0' || argv[*i][8] == '=');
+    int is_grid = fagen_flag_is(argv[*i], "--grid");
+    int is_layout = fagen_flag_is(argv[*i], "--layout");
     if (!is_grid && !is_layout) return FAGEN_ARG_NOT_MINE;
     const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
     if (!val) return FAGEN_ARG_ERROR;
@@ -234,16 +199,16 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
     int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
     uint16_t *host = malloc(q_bytes > kv_bytes ? q_bytes : kv_bytes);
     if (!host) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host buffer of %zu + %zu bytes", q_bytes, kv_bytes);
-    uint64_t x = 0x2545f4914f6cdd1dull;
-    for (size_t i = 0; i < (q_bytes > kv_bytes ? q_bytes : kv_bytes) / 2; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        host[i] = fj_half_from_f32(s->dtype, (float)((double)(x >> 11) * 0x1p-53 * 2.0 - 1.0));
-    }
     memset(sets, 0, sizeof *sets);
     fj_CUresult rc = 0;
     for (int i = 0; i < (want < BENCH_MAX_SETS ? want : BENCH_MAX_SETS) && rc == 0; i++) {
         for (int t = 0; t < 4 && rc == 0; t++) rc = cu->cuMemAlloc(&sets->mem[i][t], bytes[t]);
-        for (int t = 0; t < 3 && rc == 0; t++) rc = cu->cuMemcpyHtoD(sets->mem[i][t], host, bytes[t]);
+        /* every tensor of every set gets its own N(0, 1) data: with Q = K the scores' diagonal would
+         * dominate, P would be nearly all zeros and the MMAs would run cooler and faster than on real data */
+        for (int t = 0; t < 3 && rc == 0; t++) {
+            fj_half_fill_normal(s->dtype, host, bytes[t] / 2, 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t));
+            rc = cu->cuMemcpyHtoD(sets->mem[i][t], host, bytes[t]);
+        }
         if (rc == 0) rc = cu->cuMemsetD8(sets->mem[i][3], 0, bytes[3]);
         sets->n = i + 1;
         if (rc != 0) { /* out of memory: keep the sets made so far */
@@ -344,9 +309,10 @@ static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const ben
     if (st == FAJIT_OK) st = bench_loop(ctx, sets, &res->cfg, o->warmup, o->reps, ms);
     if (st == FAJIT_OK) {
         res->sets = sets->n;
-        res->median_ms = median(ms, o->reps);
-        res->min_ms = ms[0]; /* sorted by median() */
-        res->tflops = bench_flops(s) / (res->median_ms * 1e-3) / 1e12;
+        res->median_ms = fj_sort_median(ms, o->reps);
+        res->min_ms = ms[0]; /* sorted by fj_sort_median() */
+        res->tflops =
+            fj_attention_flops(s->b, s->hq, s->nq, s->nk, s->d, s->causal) / (res->median_ms * 1e-3) / 1e12;
     }
     bench_sets_free(ctx->cu, sets);
     fj_context_pop(ctx);
@@ -422,7 +388,7 @@ static fajit_status lat_ptx(const fajit_config *cfg)
         if (st != FAJIT_OK) return st;
     }
     printf("  %-54s %10.3f ms  (then median %.3f ms; %zu bytes)\n", "PTX generation, first call", times[0],
-           median(times + 1, 20), len);
+           fj_sort_median(times + 1, 20), len);
     return FAJIT_OK;
 }
 
