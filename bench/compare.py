@@ -25,7 +25,7 @@ reason. Outputs (with --out DIR): DIR/<gpu-slug>-<path>.md (report), .png (TFLOP
 --quick adds "-quick" to the names.
 
 Usage (GPU machine, repository root, libfajit built into ./build):
-    python3 bench/compare.py --out bench/results                      # the full grid, ~2 min on an H100
+    python3 bench/compare.py --out bench/results                      # the full grid (72 shapes)
     python3 bench/compare.py --quick                                  # 4 shapes, a smoke test
     python3 bench/compare.py --dtypes bf16 --headdims 128 --seqlens 4096,16384 --causal yes --reps 100
     python3 bench/compare.py --config-from-tune --out /tmp/r         # configs from fagen tune's winners

@@ -52,6 +52,8 @@ do_tests() {
     "$BUILD"/tests/test_gpu_forward || g=$?
     [ $rc -eq 0 ] && [ $g -eq 77 ] && return 77 # skipped: no GPU (the log says why)
     [ $g -eq 0 ] || rc=1
+    "$BUILD"/tests/test_runtime_gpu || rc=1
+    "$BUILD"/tests/test_tune_gpu || rc=1
     return $rc
 }
 

@@ -5,6 +5,7 @@
 # The CUDA toolkit is not installed here: ptxas and nvJitLink are looked for in /usr/local/cuda.
 #   usage: scripts/setup-deps.sh
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 have_all() {
     command -v cc >/dev/null && command -v make >/dev/null && command -v cmake >/dev/null &&
@@ -38,12 +39,19 @@ if [ ! -x "$cuda/bin/ptxas" ] && ! command -v ptxas >/dev/null; then
 fi
 
 # Optional: a disassembler for the SASS checks of the ptxas tests (HMMA present, no local memory).
-# The CUDA 13 toolkit here ships none; PyPI's nvidia-cuda-nvdisasm wheel does. Best effort: without
-# it those checks skip with their reason.
-if ! command -v nvdisasm >/dev/null && [ ! -x "$cuda/bin/nvdisasm" ] && command -v python3 >/dev/null; then
+# The CUDA 13 toolkit here ships none; PyPI's nvidia-cuda-nvdisasm wheel does. It is installed with
+# `pip install --target .whl` (git-ignored; --target also works where the system Python is "externally
+# managed", as on Debian 12), and tests/CMakeLists.txt looks in .whl/nvidia/cu13/bin. Best effort:
+# without python3 and pip, or without network, those checks skip and say why.
+note() { echo "setup-deps: note: $*; the SASS checks will be skipped" >&2; }
+if ! command -v nvdisasm >/dev/null && [ ! -x "$cuda/bin/nvdisasm" ] && [ ! -x .whl/nvidia/cu13/bin/nvdisasm ]; then
     site=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" 2>/dev/null || true)
-    if [ -n "$site" ] && [ ! -x "$site/nvidia/cu13/bin/nvdisasm" ]; then
-        python3 -m pip install --quiet --disable-pip-version-check nvidia-cuda-nvdisasm >/dev/null 2>&1 ||
-            echo "setup-deps: note: could not pip install nvidia-cuda-nvdisasm; SASS checks will be skipped" >&2
+    if [ -n "$site" ] && [ -x "$site/nvidia/cu13/bin/nvdisasm" ]; then
+        : # installed into this Python already; CMake finds it there
+    elif ! python3 -m pip --version >/dev/null 2>&1; then
+        note "no nvdisasm, and no python3 with pip to install nvidia-cuda-nvdisasm"
+    elif ! python3 -m pip install --quiet --disable-pip-version-check --timeout 30 --retries 2 --target .whl \
+        nvidia-cuda-nvdisasm >/dev/null 2>&1 || [ ! -x .whl/nvidia/cu13/bin/nvdisasm ]; then
+        note "could not pip install nvidia-cuda-nvdisasm into .whl/"
     fi
 fi

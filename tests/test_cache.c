@@ -14,7 +14,6 @@
 #include <cmocka.h>
 
 #include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +37,6 @@ typedef struct fixture {
 
 static const char *k_key = "fajit kernel\nconfig: sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal\n";
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
@@ -61,7 +52,7 @@ static int teardown(void **state)
 {
     fixture *f = *state;
     fj_disk_cache_fini(&f->cache);
-    remove_tree(f->root);
+    fj_test_remove_dir(f->root);
     free(f->root);
     free(f);
     return 0;

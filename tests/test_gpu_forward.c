@@ -253,8 +253,7 @@ int main(void)
 {
     fajit_context_options opts = fajit_context_options_default();
     fajit_status st = fajit_context_create(&opts, &g_ctx);
-    if (st == FAJIT_ERR_LIBRARY_MISSING || st == FAJIT_ERR_NO_DEVICE)
-        fj_test_skip_all("no GPU for the gpu tests (%s): %s", fajit_status_name(st), fajit_errmsg());
+    fj_test_skip_without_gpu(st);
     if (st != FAJIT_OK) {
         printf("FAIL: fajit_context_create: %s: %s\n", fajit_status_name(st), fajit_errmsg());
         return 1;

@@ -297,12 +297,7 @@ static void test_threads(void **state)
 
 int main(void)
 {
-    fajit_context *probe = NULL;
-    fajit_context_options o = fajit_context_options_default();
-    o.disk_cache = 0;
-    fajit_status st = fajit_context_create(&o, &probe);
-    if (st == FAJIT_ERR_LIBRARY_MISSING || st == FAJIT_ERR_NO_DEVICE) fj_test_skip_all("%s", fajit_errmsg());
-    fajit_context_destroy(probe);
+    fj_test_require_gpu();
     g_dir = fj_test_make_temp_dir("fajit-gpu-cache-");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sources),
@@ -312,9 +307,7 @@ int main(void)
         cmocka_unit_test(test_threads),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    if (system(cmd) != 0) print_message("could not remove %s\n", g_dir);
+    if (fj_test_remove_dir(g_dir) != 0) print_message("could not remove %s\n", g_dir);
     free(g_dir);
     return rc;
 }

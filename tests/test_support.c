@@ -3,9 +3,9 @@
  */
 #include "test_support.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -118,19 +118,16 @@ char *fj_test_make_temp_dir(const char *prefix)
     return mkdtemp(buf) ? dup_str(buf) : NULL;
 }
 
-void fj_test_remove_dir(const char *dir)
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
-    DIR *d = dir ? opendir(dir) : NULL;
-    struct dirent *e;
-    char path[4096];
-    if (!d) return;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int fj_test_remove_dir(const char *dir)
+{
+    if (!dir) return 0;
+    return nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 || errno == ENOENT ? 0 : -1;
 }
 
 void fj_test_skip_all(const char *fmt, ...)
@@ -143,4 +140,19 @@ void fj_test_skip_all(const char *fmt, ...)
     printf("\n");
     fflush(stdout);
     exit(FJ_TEST_SKIP_CODE);
+}
+
+void fj_test_skip_without_gpu(fajit_status st)
+{
+    if (st == FAJIT_ERR_LIBRARY_MISSING || st == FAJIT_ERR_NO_DEVICE)
+        fj_test_skip_all("no GPU for the gpu tests (%s): %s", fajit_status_name(st), fajit_errmsg());
+}
+
+void fj_test_require_gpu(void)
+{
+    fajit_context *probe = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    o.disk_cache = 0;
+    fj_test_skip_without_gpu(fajit_context_create(&o, &probe));
+    fajit_context_destroy(probe);
 }

@@ -1,6 +1,7 @@
 /*
  * test_support.h - helpers shared by the cmocka tests: finding external tools (ptxas, nvdisasm),
- * running a program with its output captured in files, reading files, and skipping visibly.
+ * running a program with its output captured in files, reading files, temporary directories, and
+ * skipping visibly (also when there is no GPU).
  *
  * Skipping: a test binary that cannot run here (no ptxas, no GPU) prints one line saying why and
  * exits with FJ_TEST_SKIP_CODE, which ctest reports as "Skipped" (SKIP_RETURN_CODE in
@@ -10,6 +11,8 @@
 #define FJ_TEST_SUPPORT_H
 
 #include <stddef.h>
+
+#include "fajit.h"
 
 #define FJ_TEST_SKIP_CODE 77
 
@@ -36,8 +39,8 @@ char *fj_test_read_file(const char *path, size_t *len);
 
 /* mkdtemp under $TMPDIR (or /tmp) with the given prefix; malloc'd path or NULL. */
 char *fj_test_make_temp_dir(const char *prefix);
-/* Remove a directory made by fj_test_make_temp_dir and the plain files in it. */
-void fj_test_remove_dir(const char *dir);
+/* Remove a directory made by fj_test_make_temp_dir and everything under it (rm -rf); 0 when it is gone. */
+int fj_test_remove_dir(const char *dir);
 
 /* Print "SKIP: <reason>" and exit with FJ_TEST_SKIP_CODE. */
 void fj_test_skip_all(const char *fmt, ...)
@@ -45,5 +48,11 @@ void fj_test_skip_all(const char *fmt, ...)
     __attribute__((format(printf, 1, 2), noreturn))
 #endif
     ;
+
+/* For the gpu tests: when st (from fajit_context_create) says there is no CUDA driver or no device,
+ * skip with "no GPU for the gpu tests (<status>): <message>"; otherwise return. */
+void fj_test_skip_without_gpu(fajit_status st);
+/* Create and destroy a context (disk cache off) to see that a GPU is usable: fj_test_skip_without_gpu. */
+void fj_test_require_gpu(void);
 
 #endif

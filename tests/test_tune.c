@@ -17,7 +17,6 @@
 #include <cmocka.h>
 
 #include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +40,6 @@ static const char *k_winner_cfg = "sm_80 bf16 d128 br64 bc32 s3 sw128 w4 noncaus
 /* ---------------------------------------------------------------------------------------------------
  * Helpers
  * ------------------------------------------------------------------------------------------------- */
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void remove_tree(const char *dir) { nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
 static char *path_in(const char *dir, const char *name)
 {
     size_t n = strlen(dir) + strlen(name) + 2;
@@ -250,7 +241,7 @@ static void test_merge(void **state)
     assert_int_equal(fj_tune_file_read(missing, &l, &bad), 0);
     assert_int_equal(l.n, 0);
     free(missing);
-    remove_tree(root);
+    fj_test_remove_dir(root);
     free(path), free(dir), free(root);
 }
 
@@ -285,7 +276,7 @@ static void test_merge_concurrent(void **state)
     assert_int_equal(l.n, PROCS * 5);
     fj_tune_list_free(&l);
     assert_int_equal(count_dir_entries(root), 2); /* the file and its lock: no temporary files left */
-    remove_tree(root);
+    fj_test_remove_dir(root);
     free(path), free(root);
 }
 
@@ -360,7 +351,7 @@ static void test_fill_prefers_winner(void **state)
     assert_config_text((c = filled(ctx, 4096, NULL), &c), heuristic_text);
     fajit_context_destroy(ctx);
     free(path);
-    remove_tree(root);
+    fj_test_remove_dir(root);
     free(root);
 }
 
@@ -390,7 +381,7 @@ static void test_other_identity_ignored(void **state)
     assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
     assert_config_text((c = filled(ctx, 4096, NULL), &c), heuristic_text);
     fajit_context_destroy(ctx);
-    remove_tree(root);
+    fj_test_remove_dir(root);
     free(root);
 }
 
@@ -409,7 +400,7 @@ static void test_bad_sources_never_fail(void **state)
     assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
     assert_true(plan.smem_bytes <= 101376);
     fajit_context_destroy(ctx);
-    remove_tree(root);
+    fj_test_remove_dir(root);
     free(root);
 
     /* the tune file is a directory: unreadable, ignored */
@@ -420,7 +411,7 @@ static void test_bad_sources_never_fail(void **state)
     c = filled(ctx, 4096, NULL);
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
     fajit_context_destroy(ctx);
-    remove_tree(root);
+    fj_test_remove_dir(root);
     free(path), free(root);
 
     /* disk cache off: no tune file */

@@ -31,7 +31,7 @@ static fajit_status check_arch(const fajit_config *c, fj_plan *p)
     if (!p->backend)
         return fj_fail(FAJIT_ERR_UNSUPPORTED,
                        "arch = %s: this backend is not implemented yet; the sm_80 path (mma.sync) is, and its "
-                       "PTX also runs on sm_90 and sm_100 GPUs",
+                       "PTX runs on sm_80 and later GPUs (it assembles for sm_90a and sm_100a)",
                        p->arch->name);
     if ((p->arch->caps & p->backend->required_caps) != p->backend->required_caps)
         return fj_fail(FAJIT_ERR_INTERNAL, "backend %s needs capabilities %s lacks", p->backend->name, p->arch->name);

@@ -25,18 +25,8 @@
 static const unsigned char k_magic[8] = {'F', 'A', 'J', 'I', 'T', 'K', 'C', '\n'};
 
 /* ---------------------------------------------------------------------------------------------------
- * Small helpers: errno text, stats notes, little-endian fields, whole reads and writes
+ * Small helpers: stats notes, little-endian fields, whole reads and writes
  * ------------------------------------------------------------------------------------------------- */
-static const char *errno_text(int err, char *buf, size_t size)
-{
-#if defined(__GLIBC__) && defined(_GNU_SOURCE)
-    return strerror_r(err, buf, size);
-#else
-    if (strerror_r(err, buf, size) != 0) snprintf(buf, size, "errno %d", err);
-    return buf;
-#endif
-}
-
 /* Count one event (counter may be NULL) and, when fmt is given, keep it as the last error. */
 static void cache_note(fj_disk_cache *c, unsigned *counter, const char *fmt, ...) FJ_PRINTF(3, 4);
 static void cache_note(fj_disk_cache *c, unsigned *counter, const char *fmt, ...)
@@ -259,7 +249,7 @@ int fj_disk_cache_load(fj_disk_cache *c, const char *key, const char *kind, void
     if (fd < 0) {
         int err = errno;
         if (err == ENOENT) cache_note(c, &c->stats.misses, NULL);
-        else cache_note(c, &c->stats.misses, "cannot open %s: %s", path, errno_text(err, ebuf, sizeof ebuf));
+        else cache_note(c, &c->stats.misses, "cannot open %s: %s", path, fj_errno_text(err, ebuf, sizeof ebuf));
         return 0;
     }
     char *full = entry_key(key, kind);
@@ -346,7 +336,7 @@ int fj_disk_cache_store(fj_disk_cache *c, const char *key, const char *kind, con
     free(full);
     if (step) {
         cache_note(c, &c->stats.store_failures, "cannot store %s (%s): %s", path, step,
-                   errno_text(err, ebuf, sizeof ebuf));
+                   fj_errno_text(err, ebuf, sizeof ebuf));
         return -1;
     }
     dir_sync(c->entries_dir);

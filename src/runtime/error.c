@@ -43,6 +43,16 @@ fajit_status fj_fail_context(fajit_status status, const char *fmt, ...)
 
 void fj_clear_error(void) { t_message[0] = '\0'; }
 
+const char *fj_errno_text(int err, char *buf, size_t size)
+{
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+    return strerror_r(err, buf, size);
+#else
+    if (strerror_r(err, buf, size) != 0) snprintf(buf, size, "errno %d", err);
+    return buf;
+#endif
+}
+
 const char *fajit_errmsg(void) { return t_message; }
 
 const char *fajit_version(void) { return FAJIT_VERSION; }

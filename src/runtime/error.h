@@ -9,6 +9,8 @@
 #ifndef FJ_ERROR_H
 #define FJ_ERROR_H
 
+#include <stddef.h>
+
 #include "fajit.h"
 
 #if defined(__GNUC__)
@@ -22,5 +24,8 @@ fajit_status fj_fail(fajit_status status, const char *fmt, ...) FJ_PRINTF(2, 3);
 /* Prepend "prefix: " to this thread's current message (adds context while propagating); returns status. */
 fajit_status fj_fail_context(fajit_status status, const char *fmt, ...) FJ_PRINTF(2, 3);
 void fj_clear_error(void);
+
+/* The text of errno value err (strerror_r, GNU or POSIX flavour), in buf or in static storage. */
+const char *fj_errno_text(int err, char *buf, size_t size);
 
 #endif

@@ -15,6 +15,7 @@
 #define FJ_TUNE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "context.h"
 #include "cuda_api.h"
@@ -56,6 +57,17 @@ int fj_tune_space(const fajit_context *ctx, const fajit_config *first, fajit_con
                   int *pruned);
 
 /* ---- timing (tune_time.c) ------------------------------------------------------------------------ */
+/*
+ * Floating-point operations of one forward, as fajit_tune and fagen bench count them:
+ * 4 * B * Hq * Nq * Nk * D; with the causal mask half of that when Nq == Nk (the convention of
+ * FlashAttention's benchmarks), else the exact count of visible (query, key) pairs (bottom-right aligned).
+ */
+double fj_attention_flops(int64_t batch, int64_t heads_q, int64_t seqlen_q, int64_t seqlen_k, int64_t head_dim,
+                          int causal);
+
+/* Sort v[0..n) ascending (n >= 1) and return its median. */
+double fj_sort_median(double *v, int n);
+
 typedef struct fj_tune_bench {
     fajit_context *ctx;
     int n_sets;

@@ -44,16 +44,6 @@ int fj_tune_key_equal(const fj_tune_key *a, const fj_tune_key *b)
            a->seqlen_class == b->seqlen_class;
 }
 
-static const char *errno_text(int err, char *buf, size_t size)
-{
-#if defined(__GLIBC__) && defined(_GNU_SOURCE)
-    return strerror_r(err, buf, size);
-#else
-    if (strerror_r(err, buf, size) != 0) snprintf(buf, size, "errno %d", err);
-    return buf;
-#endif
-}
-
 static const char *dtype_text(fajit_dtype d) { return d == FAJIT_DTYPE_F16 ? "f16" : "bf16"; }
 
 static int dtype_parse(const char *text, fajit_dtype *out)
@@ -355,7 +345,7 @@ const char *fj_tune_file_merge(const char *path, const fj_tune_record *recs, int
     fj_tune_list_free(&list);
     if (step && why) {
         char ebuf[128];
-        snprintf(why, why_size, "%s %s: %s", step, path, errno_text(err, ebuf, sizeof ebuf));
+        snprintf(why, why_size, "%s %s: %s", step, path, fj_errno_text(err, ebuf, sizeof ebuf));
     }
     return step;
 }

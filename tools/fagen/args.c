@@ -161,6 +161,24 @@ const char *fagen_flag_value(int argc, char **argv, int *i, char *flag, size_t f
     return NULL;
 }
 
+int fagen_flag_is(const char *word, const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(word, name, n) == 0 && (word[n] == '\0' || word[n] == '=');
+}
+
+int fagen_parse_int_flag(int argc, char **argv, int *i, const fagen_int_flag *table, size_t n, void *opts)
+{
+    char flag[64];
+    for (size_t k = 0; k < n; k++) {
+        if (!fagen_flag_is(argv[*i], table[k].name)) continue;
+        const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        if (!val) return FAGEN_ARG_ERROR;
+        return fagen_parse_int(flag, val, table[k].lo, table[k].hi, (int *)((char *)opts + table[k].offset));
+    }
+    return FAGEN_ARG_NOT_MINE;
+}
+
 int fagen_parse_config_flag(int argc, char **argv, int *i, fajit_config *cfg)
 {
     char flag[64];

@@ -52,6 +52,22 @@ const char *fagen_flag_value(int argc, char **argv, int *i, char *flag, size_t f
 /* Parse a whole decimal int in [lo, hi] for `flag`; prints "fagen: FLAG TEXT: RULE" on failure. */
 int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out);
 
+/* 1 when `word` is the flag `name` itself or `name=VALUE`. */
+int fagen_flag_is(const char *word, const char *name);
+
+/* An int flag of a subcommand: its name, the offset of its int field in the options struct, its range. */
+typedef struct fagen_int_flag {
+    const char *name;
+    size_t offset;
+    int lo, hi;
+} fagen_int_flag;
+
+/*
+ * Offer argv[*i] to a table of n int flags; the one it names gets its value parsed into the int at
+ * (char *)opts + offset. FAGEN_ARG_NOT_MINE when it names none of them.
+ */
+int fagen_parse_int_flag(int argc, char **argv, int *i, const fagen_int_flag *table, size_t n, void *opts);
+
 /*
  * Complete a command-line config: head_dim 128 and bf16 when not given, other zeros from
  * fajit_config_fill(NULL, NULL, cfg), then fajit_config_check. Returns FAGEN_EXIT_OK, or the exit

@@ -128,10 +128,10 @@ static int check_parse(int argc, char **argv, check_cli *o)
         }
         if (strcmp(w, "--quick") == 0) {
             o->quick = 1;
-        } else if (strncmp(w, "--device", 8) == 0 && (w[8] == '\0' || w[8] == '=')) {
+        } else if (fagen_flag_is(w, "--device")) {
             val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
             r = val ? fagen_parse_int(flag, val, 0, 1023, &o->device) : FAGEN_ARG_ERROR;
-        } else if (strncmp(w, "--seed", 6) == 0 && (w[6] == '\0' || w[6] == '=')) {
+        } else if (fagen_flag_is(w, "--seed")) {
             val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
             r = val ? check_parse_u64(flag, val, &o->seed) : FAGEN_ARG_ERROR;
         } else {

@@ -64,7 +64,7 @@ static void tune_usage(FILE *f)
           "  --batch B                      default 16384 / N (at least 1)\n"
           "  --heads H                      default 2048 / headdim\n"
           "  --grid issue3                  D 64/128/256 x bf16/f16 x causal/not x N 512..16384, B*N = 16384,\n"
-          "                                 H*D = 2048: 72 classes, a few minutes on an H100\n"
+          "                                 H*D = 2048: 72 classes\n"
           "  --max-candidates N             configs timed per class, 1..1000 (default 16)\n"
           "  --reps N                       timed calls per config, median kept, >= 10 (default 10)\n"
           "  --budget S                     seconds per class after which no new config starts (default none)\n"
@@ -77,7 +77,7 @@ static void tune_usage(FILE *f)
 /* An int flag of tune's own: FAGEN_ARG_NOT_MINE if argv[*i] is none of them. */
 static int tune_int_flag(int argc, char **argv, int *i, tune_cli *o)
 {
-    static const struct { const char *name; size_t off; int lo, hi; } k_ints[] = {
+    static const fagen_int_flag k_ints[] = {
         {"--seqlen", offsetof(tune_cli, seqlen), 1, 1 << 24},
         {"--batch", offsetof(tune_cli, batch), 1, 65535},
         {"--heads", offsetof(tune_cli, heads), 1, 65535},
@@ -86,16 +86,7 @@ static int tune_int_flag(int argc, char **argv, int *i, tune_cli *o)
         {"--budget", offsetof(tune_cli, budget), 1, 86400},
         {"--device", offsetof(tune_cli, device), 0, 1023},
     };
-    char flag[64];
-    const char *eq = strchr(argv[*i], '=');
-    size_t n = eq ? (size_t)(eq - argv[*i]) : strlen(argv[*i]);
-    for (size_t k = 0; k < sizeof k_ints / sizeof k_ints[0]; k++) {
-        if (strlen(k_ints[k].name) != n || strncmp(argv[*i], k_ints[k].name, n) != 0) continue;
-        const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
-        if (!val) return FAGEN_ARG_ERROR;
-        return fagen_parse_int(flag, val, k_ints[k].lo, k_ints[k].hi, (int *)((char *)o + k_ints[k].off));
-    }
-    return FAGEN_ARG_NOT_MINE;
+    return fagen_parse_int_flag(argc, argv, i, k_ints, sizeof k_ints / sizeof k_ints[0], o);
 }
 
 /* --grid WORD and --no-save. */
@@ -106,7 +97,7 @@ static int tune_word_flag(int argc, char **argv, int *i, tune_cli *o)
         o->no_save = 1;
         return FAGEN_ARG_TAKEN;
     }
-    if (strncmp(argv[*i], "--grid", 6) != 0 || (argv[*i][6] != '\0' && argv[*i][6] != '=')) return FAGEN_ARG_NOT_MINE;
+    if (!fagen_flag_is(argv[*i], "--grid")) return FAGEN_ARG_NOT_MINE;
     const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
     if (!val) return FAGEN_ARG_ERROR;
     if (strcmp(val, "issue3") != 0) {
