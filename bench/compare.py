@@ -122,6 +122,10 @@ def parse_args(argv=None):
                    + " (kept only where --dtypes/--headdims/--seqlens/--causal, when given, allow)")
     p.add_argument("--reps", type=int, default=50, help="timed calls per system and shape (>= 30; default 50)")
     p.add_argument("--warmup", type=int, default=10, help="untimed calls per system and shape first (default 10)")
+    p.add_argument("--settle", type=int, default=5,
+                   help="untimed calls of a system before each of its timed windows (default 5): the clocks "
+                        "settle to that system's load, so no system is timed while the GPU recovers from "
+                        "the previous one's power draw")
     p.add_argument("--lib", help="libfajit.so (default: $FAJIT_LIB, else build/libfajit.so)")
     p.add_argument("--out", help="directory for the .md, .png, .csv and .json (created); nothing is written without it"
                    " (except with --selftest-writers)")
@@ -451,6 +455,8 @@ class Bench:
                 base = a.warmup + r * per
                 try:
                     with ctx():
+                        for i in range(a.settle):
+                            calls[(base + i) % len(calls)]()
                         for i, (s, e) in enumerate(pairs):
                             s.record()
                             calls[(base + i) % len(calls)]()
@@ -598,7 +604,7 @@ def environment(bench, argv):
 
 def run_settings(a, sets, seconds):
     """The method's numbers, as the report states them and the .json keeps them."""
-    return {"tokens": TOKENS, "hidden": HIDDEN, "reps": a.reps, "warmup": a.warmup, "rounds": ROUNDS, "sets": sets,
+    return {"tokens": TOKENS, "hidden": HIDDEN, "reps": a.reps, "warmup": a.warmup, "settle": a.settle, "rounds": ROUNDS, "sets": sets,
             "rotate_bytes": ROTATE_BYTES, "tolerance": TOL, "ref_rows": REF_ROWS, "quick": a.quick,
             "config_from_tune": a.config_from_tune, "seconds": round(seconds, 1)}
 
@@ -740,7 +746,7 @@ def main(argv=None):
     env = environment(bench, [sys.argv[0]] + argv)
     for k, v in env.items():
         log(f"{k}: {v}")
-    log(f"{len(grid)} shapes; reps {a.reps}, warm-up {a.warmup}, {ROUNDS} rounds")
+    log(f"{len(grid)} shapes; reps {a.reps}, warm-up {a.warmup}, {ROUNDS} rounds, {a.settle} settle calls per window")
     bench.gpu_warmup()
     rows, aborted = [], None
     for i, shape in enumerate(grid):
