@@ -46,7 +46,7 @@ typedef struct fj_plan {
     int copy_chunks_per_thread_row; /* (head_dim / 8) / copy_tpr */
 
     /* register budget (32-bit registers per thread, an estimate checked against ptxas in the tests) */
-    int reg_acc_o, reg_acc_s, reg_q, reg_p, reg_misc, reg_s_next, reg_total;
+    int reg_acc_o, reg_acc_s, reg_q, reg_misc, reg_s_next, reg_total;
 } fj_plan;
 
 /* Check cfg and derive its plan. On failure the thread's message says which rule failed. */

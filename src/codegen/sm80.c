@@ -73,7 +73,6 @@ static fajit_status plan_sm80(fj_plan *p)
     if (st != FAJIT_OK) return st;
     p->reg_acc_o = p->m_frags * c->head_dim / 2;
     p->reg_acc_s = p->m_frags * c->block_n / 2;
-    p->reg_p = p->m_frags * c->block_n / 4;
     /* addresses, loop state, row statistics, K/V fragments, softmax temporaries (a quarter of the
      * S tile); calibrated on ptxas 13.0 -v over the test grid */
     p->reg_misc = 64 + 16 * (p->m_frags - 1) + p->reg_acc_s / 4;
