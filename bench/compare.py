@@ -123,9 +123,12 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=50, help="timed calls per system and shape (>= 30; default 50)")
     p.add_argument("--warmup", type=int, default=10, help="untimed calls per system and shape first (default 10)")
     p.add_argument("--settle", type=int, default=5,
-                   help="untimed calls of a system before each of its timed windows (default 5): the clocks "
-                        "settle to that system's load, so no system is timed while the GPU recovers from "
-                        "the previous one's power draw")
+                   help="at least this many untimed calls of a system before each of its timed windows (default 5)")
+    p.add_argument("--settle-ms", type=float, default=100.0,
+                   help="and at least this much of the system's own GPU time (default 100 ms, sized from the "
+                        "warm-up): the clocks settle to that system's power draw, so no system is timed on clocks "
+                        "boosted by a lighter predecessor or held down by a heavier one (measured on an H100: with "
+                        "5 calls, a kernel timed after cuDNN read 11%% low and cuDNN 27%% high)")
     p.add_argument("--lib", help="libfajit.so (default: $FAJIT_LIB, else build/libfajit.so)")
     p.add_argument("--out", help="directory for the .md, .png, .csv and .json (created); nothing is written without it"
                    " (except with --selftest-writers)")
@@ -431,13 +434,19 @@ class Bench:
         row['times'][name]. A system that fails while timed gets name + '_error'."""
         torch, a = self.torch, self.a
         names = list(systems)
+        settle = {}
         for name in names:
             calls, ctx = systems[name]
             try:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 with ctx():
+                    start.record()
                     for i in range(a.warmup):
                         calls[i % len(calls)]()
+                    end.record()
                 torch.cuda.synchronize()
+                per_call = max(start.elapsed_time(end) / max(a.warmup, 1), 1e-3)
+                settle[name] = max(a.settle, math.ceil(a.settle_ms / per_call))
             except Exception as err:
                 if not self.alive():
                     raise
@@ -455,7 +464,7 @@ class Bench:
                 base = a.warmup + r * per
                 try:
                     with ctx():
-                        for i in range(a.settle):
+                        for i in range(settle.get(name, a.settle)):
                             calls[(base + i) % len(calls)]()
                         for i, (s, e) in enumerate(pairs):
                             s.record()
@@ -604,7 +613,7 @@ def environment(bench, argv):
 
 def run_settings(a, sets, seconds):
     """The method's numbers, as the report states them and the .json keeps them."""
-    return {"tokens": TOKENS, "hidden": HIDDEN, "reps": a.reps, "warmup": a.warmup, "settle": a.settle, "rounds": ROUNDS, "sets": sets,
+    return {"tokens": TOKENS, "hidden": HIDDEN, "reps": a.reps, "warmup": a.warmup, "settle": a.settle, "settle_ms": a.settle_ms, "rounds": ROUNDS, "sets": sets,
             "rotate_bytes": ROTATE_BYTES, "tolerance": TOL, "ref_rows": REF_ROWS, "quick": a.quick,
             "config_from_tune": a.config_from_tune, "seconds": round(seconds, 1)}
 
@@ -746,7 +755,7 @@ def main(argv=None):
     env = environment(bench, [sys.argv[0]] + argv)
     for k, v in env.items():
         log(f"{k}: {v}")
-    log(f"{len(grid)} shapes; reps {a.reps}, warm-up {a.warmup}, {ROUNDS} rounds, {a.settle} settle calls per window")
+    log(f"{len(grid)} shapes; reps {a.reps}, warm-up {a.warmup}, {ROUNDS} rounds, each window after >= {a.settle} calls and >= {a.settle_ms:g} ms of the same system")
     bench.gpu_warmup()
     rows, aborted = [], None
     for i, shape in enumerate(grid):
