@@ -52,6 +52,10 @@ typedef struct fj_plan {
 /* Check cfg and derive its plan. On failure the thread's message says which rule failed. */
 fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
 
+/* Fill the smem map of p (row_bytes, q/k/v offsets, kv_tile_bytes, smem_bytes) from p->cfg, unchecked.
+ * The one place the layout is defined; the heuristic sizes configs with it too. */
+void fj_plan_smem_map(fj_plan *p);
+
 /* Generate the PTX of a plan. *out is malloc'd (fajit_free / free). */
 fajit_status fj_generate_ptx_plan(const fj_plan *plan, int verbosity, char **out, size_t *len);
 

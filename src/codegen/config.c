@@ -76,9 +76,10 @@ static void fill_sm80(fajit_config *c, const fajit_shape *shape)
 static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
 {
     for (;;) {
-        int row = c->head_dim * 2;
-        int bytes = c->block_m * row + 2 * c->stages * c->block_n * row;
-        if (bytes <= limit) return;
+        fj_plan map;
+        map.cfg = *c;
+        fj_plan_smem_map(&map);
+        if (map.smem_bytes <= limit) return;
         if (!given->stages && c->stages > 1) c->stages--;
         else if (!given->block_n && c->block_n > 16) c->block_n /= 2;
         else return; /* the check reports it */

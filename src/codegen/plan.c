@@ -81,7 +81,7 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
     return FAJIT_OK;
 }
 
-static fajit_status map_smem(fj_plan *p)
+void fj_plan_smem_map(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
     p->row_bytes = c->head_dim * 2;
@@ -91,6 +91,12 @@ static fajit_status map_smem(fj_plan *p)
     p->k_off = p->q_off + p->q_bytes;
     p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
     p->smem_bytes = p->v_off + c->stages * p->kv_tile_bytes;
+}
+
+static fajit_status map_smem(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    fj_plan_smem_map(p);
     int limit = fj_arch_path_smem_max(c->arch);
     if (p->smem_bytes > limit)
         return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d) exceeds %d B, the most any GPU running %s code "

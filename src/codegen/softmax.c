@@ -19,10 +19,9 @@
 static void reduce_row(fj_kctx *k, const char *op, fj_reg_t dst, fj_reg_t src, const int *idx, int n)
 {
     fj_reg_t t = fj_alloc(k->e, k->b_f, n);
-    int m = n;
     for (int i = 0; i < n / 2; i++) fj_ins(k->e, "%s %s, %s, %s", op, R(fj_at(t, i)), R(fj_at(src, idx[2 * i])), R(fj_at(src, idx[2 * i + 1])));
     if (n % 2) fj_ins(k->e, "mov.f32 %s, %s", R(fj_at(t, n / 2)), R(fj_at(src, idx[n - 1])));
-    m = (n + 1) / 2;
+    int m = (n + 1) / 2;
     while (m > 1) {
         for (int i = 0; i < m / 2; i++) fj_ins(k->e, "%s %s, %s, %s", op, R(fj_at(t, i)), R(fj_at(t, 2 * i)), R(fj_at(t, 2 * i + 1)));
         if (m % 2) fj_ins(k->e, "mov.f32 %s, %s", R(fj_at(t, m / 2)), R(fj_at(t, m - 1)));
