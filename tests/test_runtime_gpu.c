@@ -28,10 +28,7 @@ static char *g_dir;
 static fajit_context *context_new(void)
 {
     fajit_context *ctx = NULL;
-    fajit_context_options o = fajit_context_options_default();
-    o.disk_cache = 1;
-    o.cache_dir = g_dir;
-    fajit_status st = fajit_context_create(&o, &ctx);
+    fajit_status st = fj_test_context_in(g_dir, &ctx);
     if (st != FAJIT_OK) print_error("fajit_context_create: %s\n", fajit_errmsg());
     assert_int_equal(st, FAJIT_OK);
     return ctx;

@@ -148,6 +148,14 @@ void fj_test_skip_without_gpu(fajit_status st)
         fj_test_skip_all("no GPU for the gpu tests (%s): %s", fajit_status_name(st), fajit_errmsg());
 }
 
+fajit_status fj_test_context_in(const char *cache_dir, fajit_context **ctx_out)
+{
+    fajit_context_options o = fajit_context_options_default();
+    o.disk_cache = 1;
+    o.cache_dir = cache_dir;
+    return fajit_context_create(&o, ctx_out);
+}
+
 void fj_test_require_gpu(void)
 {
     fajit_context *probe = NULL;

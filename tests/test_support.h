@@ -54,5 +54,7 @@ void fj_test_skip_all(const char *fmt, ...)
 void fj_test_skip_without_gpu(fajit_status st);
 /* Create and destroy a context (disk cache off) to see that a GPU is usable: fj_test_skip_without_gpu. */
 void fj_test_require_gpu(void);
+/* A context on device 0 with the disk cache on in cache_dir; its status (and fajit_errmsg() on failure). */
+fajit_status fj_test_context_in(const char *cache_dir, fajit_context **ctx_out);
 
 #endif

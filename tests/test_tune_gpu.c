@@ -50,10 +50,7 @@ static void on_progress(void *user, int index, int total, const fajit_config *cf
 static fajit_context *context_new(void)
 {
     fajit_context *ctx = NULL;
-    fajit_context_options o = fajit_context_options_default();
-    o.disk_cache = 1;
-    o.cache_dir = g_dir;
-    fajit_status st = fajit_context_create(&o, &ctx);
+    fajit_status st = fj_test_context_in(g_dir, &ctx);
     if (st != FAJIT_OK) print_error("fajit_context_create: %s\n", fajit_errmsg());
     assert_int_equal(st, FAJIT_OK);
     return ctx;
