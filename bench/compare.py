@@ -13,7 +13,9 @@ For each shape, in one process, on the same inputs:
     against the reference are recorded too.
  2. Time. fajit, SDPA flash (FlashAttention-2) and SDPA cuDNN: `--warmup` calls each, then `--reps`
     calls each in 5 interleaved rounds (fajit, FA2, cuDNN, then FA2, cuDNN, fajit, ...), every call between
-    two CUDA events on the current stream; the median is reported. Inputs rotate over several Q/K/V sets
+    two CUDA events on the current stream; the median is reported. Each window is preceded by >= --settle
+    calls and >= --settle-ms of the same system and ends with a synchronize; NVML's SM clock and board
+    power, sampled every 2 ms in a thread, give each system's median clock and power over its windows. Inputs rotate over several Q/K/V sets
     spanning >= 512 MB (the H100's L2 is 50 MB), so no call finds its inputs in L2.
     TFLOP/s = 4*B*H*N*N*D / t, halved for causal.
 
@@ -272,6 +274,47 @@ def short_reason(exc, caught):
     return "; ".join(parts)[:300]
 
 
+class ClockSampler:
+    """SM clock (MHz) and board power (W) read through NVML (libnvidia-ml, ctypes) every `period` s in a
+    background thread, so each timed window can report the clock it ran at. Optional: without NVML the
+    columns read n/a. Power is NVML's reading (on H100 an average over about a second)."""
+
+    def __init__(self, period=0.002):
+        import threading
+        self.samples, self.period, self.stop = [], period, threading.Event()
+        self.nvml = self.handle = None
+        try:
+            nvml = ctypes.CDLL("libnvidia-ml.so.1")
+            handle = ctypes.c_void_p()
+            if nvml.nvmlInit_v2() != 0 or nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) != 0:
+                return
+            self.nvml, self.handle = nvml, handle
+        except OSError:
+            return
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        mhz, mw = ctypes.c_uint(), ctypes.c_uint()
+        while not self.stop.is_set():
+            ok_c = self.nvml.nvmlDeviceGetClockInfo(self.handle, 1, ctypes.byref(mhz)) == 0  # NVML_CLOCK_SM
+            ok_p = self.nvml.nvmlDeviceGetPowerUsage(self.handle, ctypes.byref(mw)) == 0
+            self.samples.append((time.perf_counter(), mhz.value if ok_c else None, mw.value / 1000 if ok_p else None))
+            time.sleep(self.period)
+
+    def window(self, t0, t1):
+        """Median clock and power of the samples taken in [t0, t1]; (None, None) without samples."""
+        got = [s for s in self.samples if t0 <= s[0] <= t1]
+        clk = [s[1] for s in got if s[1] is not None]
+        pw = [s[2] for s in got if s[2] is not None]
+        return (statistics.median(clk) if clk else None, statistics.median(pw) if pw else None)
+
+    def close(self):
+        self.stop.set()
+        if self.nvml is not None:
+            self.thread.join()
+
+
 class Bench:
     """Everything that touches the GPU: inputs, the fajit context, the peers, checks and timing."""
 
@@ -293,8 +336,10 @@ class Bench:
         self.gpu, self.driver = torch.cuda.get_device_properties(0).name, driver_version_number()
         self.flat = None  # (dtype name, elements per tensor, [(q, k, v, o) flat tensors per set])
         self.compiled = {}  # config text -> info on its first use
+        self.clock = ClockSampler()
 
     def close(self):
+        self.clock.close()
         self.fa.close()
         shutil.rmtree(self.cache, ignore_errors=True)
 
@@ -453,6 +498,7 @@ class Bench:
                 row[name + "_error"] = "in warm-up: " + short_reason(err, [])
         per = math.ceil(a.reps / ROUNDS)
         events = {n: [] for n in names}
+        clocks = {n: [] for n in names}
         for r in range(ROUNDS):
             order = names[r % len(names):] + names[:r % len(names)]
             for name in order:
@@ -462,6 +508,7 @@ class Bench:
                 pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                          for _ in range(per)]
                 base = a.warmup + r * per
+                t0 = time.perf_counter()
                 try:
                     with ctx():
                         for i in range(settle.get(name, a.settle)):
@@ -476,6 +523,10 @@ class Bench:
                     row[name + "_error"] = "while timed: " + short_reason(err, [])
                     continue
                 events[name] += pairs
+                # the queue was empty, so the window ran from t0 to the end of this synchronize: the
+                # clock samples in it are this system's (its settle calls included)
+                torch.cuda.synchronize()
+                clocks[name].append(self.clock.window(t0, time.perf_counter()))
         torch.cuda.synchronize()
         row["times"] = {}
         for name in names:
@@ -484,6 +535,10 @@ class Bench:
             ts = [s.elapsed_time(e) for s, e in events[name][:a.reps]]
             row[name + "_ms"] = statistics.median(ts)
             row["times"][name] = [round(t, 5) for t in ts]
+            mhz = [c for c, _ in clocks[name] if c is not None]
+            watts = [w for _, w in clocks[name] if w is not None]
+            row[name + "_mhz"] = statistics.median(mhz) if mhz else None
+            row[name + "_watts"] = statistics.median(watts) if watts else None
 
     # -- one shape
     def measure(self, shape):

@@ -46,7 +46,7 @@ def geomean(xs):
 
 
 TABLE_HEAD = ["D", "N", "B", "H", "causal", "fajit", "FA2", "cuDNN", "fajit/FA2", "fajit/cuDNN",
-              "err vs FA2", "err vs ref", "FA2, cuDNN vs ref", "check", "fajit config"]
+              "MHz fajit, FA2, cuDNN", "err vs FA2", "err vs ref", "FA2, cuDNN vs ref", "check", "fajit config"]
 
 
 def table_row(r):
@@ -55,6 +55,7 @@ def table_row(r):
             fmt(r.get("fajit"), ".1f", "error" if "fajit_error" in r else "n/a"),
             fmt(r.get("fa2"), ".1f"), fmt(r.get("cudnn"), ".1f"),
             fmt(ratio(r, "fajit", "fa2"), ".2f", "-"), fmt(ratio(r, "fajit", "cudnn"), ".2f", "-"),
+            ", ".join(fmt(r.get(n + "_mhz"), ".0f", "-") for n in ("fajit", "fa2", "cudnn")),
             fmt(r.get("err_fa2"), ".2e", "-"), fmt(r.get("err_ref"), ".2e", "-"),
             fmt(r.get("err_fa2_ref"), ".1e", "-") + ", " + fmt(r.get("err_cudnn_ref"), ".1e", "-"),
             r.get("check", "-"), cfg]
@@ -137,7 +138,7 @@ def markdown(env, settings, rows, configs, png_name, aborted=None):
 
 
 CSV_FIELDS = ["dtype", "D", "N", "B", "H", "causal", "gflop", "fajit", "fa2", "cudnn", "fajit_ms", "fa2_ms",
-              "cudnn_ms", "fajit_over_fa2", "fajit_over_cudnn", "err_fa2", "err_cudnn", "err_ref", "err_fa2_ref",
+              "cudnn_ms", "fajit_mhz", "fa2_mhz", "cudnn_mhz", "fajit_watts", "fa2_watts", "cudnn_watts", "fajit_over_fa2", "fajit_over_cudnn", "err_fa2", "err_cudnn", "err_ref", "err_fa2_ref",
               "err_cudnn_ref", "check", "config", "config_source", "regs", "smem", "spill", "fajit_error",
               "fa2_error", "cudnn_error"]
 

@@ -7,7 +7,8 @@
  * against the GPU reference instead of the CPU one. Tolerances are the harness defaults (check.h):
  * rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row <= 4x that, LSE abs <= 1e-3, no NaN, no stray writes.
  * The GPU reference itself is first checked against the CPU float64 one (rel L2 <= 1e-5, LSE 1e-4).
- * Every case prints one line. Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
+ * Scores that rise along the keys and spike (FJ_FILL_GROWING) take every rescale path of the online
+ * softmax (lazy rescale included). Every case prints one line. Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *
  *   ctest --test-dir build -L gpu --output-on-failure      (or run build/tests/test_gpu_forward)
  */
@@ -71,6 +72,15 @@ static const gpu_case k_cases[] = {
     {"large, GPU reference", BF, 2, 8, 8, 2048, 2048, 128, 1, BHND, 0, FJ_REF_GPU},
 };
 
+/* Scores that rise along the keys and spike (FJ_FILL_GROWING): every rescale path of the online softmax. */
+static const gpu_case k_growing[] = {
+    {"growing scores", BF, 1, 2, 2, 1000, 1000, 128, 0, BHND, 0, FJ_REF_AUTO},
+    {"growing scores causal f16", FH, 1, 2, 2, 1000, 1000, 128, 1, BHND, 0, FJ_REF_AUTO},
+    {"growing scores d64 GQA", FH, 1, 4, 2, 777, 1500, 64, 0, BNHD, 0, FJ_REF_AUTO},
+    {"growing scores d256 causal", BF, 1, 2, 2, 600, 900, 256, 1, BHND, 0, FJ_REF_AUTO},
+    {"growing scores d96", BF, 1, 2, 2, 500, 2000, 96, 0, BHND, 0, FJ_REF_AUTO},
+};
+
 static fj_check_problem case_problem(const gpu_case *c)
 {
     fj_check_problem p = fj_check_problem_default();
@@ -87,17 +97,16 @@ static fj_check_problem case_problem(const gpu_case *c)
     return p;
 }
 
-static void test_cases(void **state)
+static int run_cases(const gpu_case *cases, size_t n, int growing)
 {
-    (void)state;
     int failures = 0;
-    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
-        const gpu_case *c = &k_cases[i];
+    for (size_t i = 0; i < n; i++) {
+        const gpu_case *c = &cases[i];
         fj_check_problem p = case_problem(c);
         fj_check_options opts = {0};
         fj_check_result r;
         opts.reference = c->ref;
-        p.fill = i % 2 ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
+        p.fill = growing ? FJ_FILL_GROWING : i % 2 ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
         fajit_status st = fj_check_run(g_ctx, NULL, &p, &opts, &r);
         if (st != FAJIT_OK) {
             printf("FAIL %-28s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
@@ -113,7 +122,19 @@ static void test_cases(void **state)
         failures += !r.pass;
     }
     fflush(stdout);
-    assert_int_equal(failures, 0);
+    return failures;
+}
+
+static void test_cases(void **state)
+{
+    (void)state;
+    assert_int_equal(run_cases(k_cases, sizeof k_cases / sizeof k_cases[0], 0), 0);
+}
+
+static void test_growing_scores(void **state)
+{
+    (void)state;
+    assert_int_equal(run_cases(k_growing, sizeof k_growing / sizeof k_growing[0], 1), 0);
 }
 
 /* ---- explicit configs: tails of every block size ------------------------------------------------- */
@@ -262,6 +283,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_reference),
         cmocka_unit_test(test_cases),
+        cmocka_unit_test(test_growing_scores),
         cmocka_unit_test(test_explicit_configs),
     };
     int rc = cmocka_run_group_tests_name("gpu_forward", tests, NULL, NULL);

@@ -108,7 +108,8 @@ void fj_emit_fwd_kernel(fj_kctx *k);
 
 /* Shared, arch-neutral phases over the fragment descriptor (softmax.c). */
 void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or above the causal diagonal -> -inf */
-void fj_emit_online_softmax(fj_kctx *k);  /* running max / sum update, P = exp2(S*scale - m), O rescale */
+void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
+void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 

@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-4"
+#define FJ_CODEGEN_VERSION "fajit-codegen-5"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
@@ -30,7 +30,8 @@ typedef struct fj_plan {
     int k_steps_qk;              /* head_dim / 16 */
     int k_steps_pv;              /* block_n / 16 */
     int q_in_regs;               /* Q fragments stay in registers for the whole KV loop */
-    int rescale_skip;            /* O rescale behind a warp vote (skipped when no row max moved) */
+    int rescale_slack;           /* O rescale: -1 every tile; >= 0 behind a warp vote, only when a row max
+                                    passes the reference max by more than 2^slack (softmax.c) */
     int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
 
     /* shared memory map (bytes); every tile is [rows][head_dim] of 2-byte elements, rows of row_bytes */

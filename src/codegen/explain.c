@@ -41,5 +41,7 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                   p->pipeline_qk ? "software-pipelined - S(j+1) = QK(j+1)^T is issued beside softmax(S(j)), K one "
                                    "tile ahead of V"
                                  : "S = QK^T, softmax, O += PV in turn",
-                  p->rescale_skip ? "skipped by warp vote when no row max moved" : "every tile");
+                  p->rescale_slack < 0   ? "every tile"
+                  : p->rescale_slack > 0 ? "lazy - only when a row max passes the reference max by more than 2^slack (warp vote)"
+                                         : "skipped by warp vote when no row max moved");
 }

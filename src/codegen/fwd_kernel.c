@@ -264,15 +264,16 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
     fj_ins(e, "@%s bra.uni %s", R(pr), nomask);
     fj_emit_mask(k);
     fj_label(e, nomask);
+    fj_emit_softmax_rebase(k);
     if (pipe) {
-        fj_comment(e, 1, "S(j+1) = Q K(j+1)^T into the other S set, in the same block as softmax(S(j)) so the");
-        fj_comment(e, 1, "scheduler can interleave the MMAs with the exponentials (past the last tile it reads a");
-        fj_comment(e, 1, "stage nobody uses and the result is dropped)");
+        fj_comment(e, 1, "S(j+1) = Q K(j+1)^T into the other S set, in the same block as the exponentials of S(j)");
+        fj_comment(e, 1, "so the scheduler can interleave the MMAs with them (past the last tile it reads a stage");
+        fj_comment(e, 1, "nobody uses and the result is dropped)");
         k->acc_s = k->acc_s_set[!buf];
         p->backend->mma_qk(k, (slot + 1) % stages);
         k->acc_s = k->acc_s_set[buf];
     }
-    fj_emit_online_softmax(k);
+    fj_emit_softmax_exp(k);
     fj_comment(e, 1, "O += P V");
     p->backend->mma_pv(k, slot);
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));

@@ -2,14 +2,22 @@
  * softmax.c - masking, online softmax and the epilogue normalization, written once for every arch
  * path over the fragment descriptor (backend.h). Nothing here knows which MMA produced the scores.
  *
- * Online softmax in the exp2 domain (FlashAttention-2, with the scale folded into one FMA):
- *   m_new = max(m, rowmax(S) * scale_log2)            running max, already scaled
- *   c     = 2^(m - m_new)                              rescale of what was summed before
- *   P     = 2^(S * scale_log2 - m_new)                 one FMA + one ex2 per score
- *   l     = l * c + rowsum(P)    O = O * c              (l stays per-thread until the epilogue)
+ * Online softmax in the exp2 domain (FlashAttention-2, with the scale folded into one FMA), in two
+ * steps the skeleton calls in turn (it may issue the next tile's S = QK^T between them):
+ *   rebase:  mx = rowmax(S) * scale_log2; when the plan's test says so, for every row
+ *            m_new = max(m, mx), c = 2^(m - m_new), l *= c, O *= c, m = m_new
+ *   exp:     P = 2^(S * scale_log2 - m)                  one FMA + one ex2 per score
+ *            l += rowsum(P)                              (l stays per-thread until the epilogue)
+ * plan.rescale_slack picks the test: < 0 rebases every tile; >= 0 rebases (all rows of the warp,
+ * one vote) only when some row's mx > m + slack. With slack > 0 ("lazy rescale") m is a reference
+ * a little below the true running max: P <= 2^slack, and since O, l and LSE all use the same m the
+ * result is unchanged - only the rare tiles that raise a max by more than 2^slack pay the O multiplies.
  * A row that has seen only masked scores keeps m = -inf; it subtracts 0 instead, so every P is
  * 2^-inf = 0 and no inf - inf NaN appears. The epilogue gives such a row O = 0 and LSE = -inf.
  */
+#include <stdint.h>
+#include <string.h>
+
 #include "backend.h"
 #include "ptx_templates/common.h"
 
@@ -28,6 +36,13 @@ static void reduce_row(fj_kctx *k, const char *op, fj_reg_t dst, fj_reg_t src, c
         m = (m + 1) / 2;
     }
     fj_ins(k->e, "mov.f32 %s, %s", R(dst), R(t));
+}
+
+static uint32_t f32_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
 }
 
 static void quad_reduce(fj_kctx *k, const char *op, fj_reg_t v)
@@ -80,69 +95,116 @@ void fj_emit_mask(fj_kctx *k)
     }
 }
 
-/* One row: new running max, P = exp2(S * scale - m), l update; corr receives 2^(m_old - m_new) and,
- * with plan.rescale_skip, `changed` is or-ed with (m_new != m_old). O is rescaled by the caller. */
-static void softmax_row(fj_kctx *k, int r, int *idx, fj_reg_t scale, fj_reg_t corr, fj_reg_t changed)
+/* Row maxima of this tile, already scaled: mx[r] = max over the row's values and the quad * scale. */
+static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
 {
-    const fj_plan *p = k->p;
-    fj_reg_t mx = fj_alloc(k->e, k->b_f, 1), mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1);
-    fj_reg_t sum = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1), moved = fj_alloc(k->e, k->b_p, 1);
-    fj_reg_t m = fj_at(k->row_m, r), l = fj_at(k->row_l, r);
-    for (int v = 0; v < k->frag.s_vals; v++) idx[v] = k->frag.s_reg(p, r, v);
-    fj_comment(k->e, 1, "row %d: max, rescale, exponentiate, sum", r);
-    reduce_row(k, "max.f32", mx, k->acc_s, idx, k->frag.s_vals);
-    quad_reduce(k, "max.f32", mx);
-    fj_ins(k->e, "mul.f32 %s, %s, %s", R(mx), R(mx), R(scale));
-    fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(mx));
-    fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(mnew));
-    fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
-    fj_ins(k->e, "sub.f32 %s, %s, %s", R(corr), R(m), R(muse));
-    fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", R(corr), R(corr));
-    if (p->rescale_skip) {
-        fj_ins(k->e, "setp.neu.f32 %s, %s, %s", R(moved), R(m), R(mnew));
-        fj_ins(k->e, "or.pred %s, %s, %s", R(changed), R(changed), R(moved));
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_reg_t x = fj_at(mx, r);
+        for (int v = 0; v < k->frag.s_vals; v++) idx[v] = k->frag.s_reg(k->p, r, v);
+        fj_comment(k->e, 2, "row %d: tile max over the thread's values, then the quad", r);
+        reduce_row(k, "max.f32", x, k->acc_s, idx, k->frag.s_vals);
+        quad_reduce(k, "max.f32", x);
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(x), R(x), R(scale));
     }
-    fj_ins(k->e, "mov.f32 %s, %s", R(m), R(mnew));
-    fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
-    for (int v = 0; v < k->frag.s_vals; v++) {
-        const char *s = R(fj_at(k->acc_s, idx[v]));
-        fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", s, s, R(scale), R(muse));
-        fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", s, s);
-    }
-    reduce_row(k, "add.f32", sum, k->acc_s, idx, k->frag.s_vals);
-    fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", R(l), R(l), R(corr), R(sum));
 }
 
-void fj_emit_online_softmax(fj_kctx *k)
+/* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
+ * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l). */
+static void rebase_rows(fj_kctx *k, fj_reg_t mx)
 {
-    int idx[512];
-    if (k->frag.s_vals > (int)(sizeof idx / sizeof idx[0])) {
-        fj_emit_error(k->e, "online softmax: %d values per row exceed %d", k->frag.s_vals, (int)(sizeof idx / sizeof idx[0]));
-        return;
-    }
-    fj_reg_t scale = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
-    fj_reg_t corr = fj_alloc(k->e, k->b_f, k->frag.rows), changed = fj_alloc(k->e, k->b_p, 1);
-    fj_reg_t any = fj_alloc(k->e, k->b_p, 1);
-    char skip[48];
-    if (k->p->rescale_skip) fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(changed));
-    for (int r = 0; r < k->frag.rows; r++) softmax_row(k, r, idx, scale, fj_at(corr, r), changed);
-    if (k->p->rescale_skip) {
-        fj_comment(k->e, 1, "O *= 2^(m_old - m_new), skipped when no row of the warp moved its max");
-        fj_comment(k->e, 2, "(after the first tiles the running max rarely moves; then every factor is 1 and the %d",
-                   k->frag.rows * k->frag.o_vals);
-        fj_comment(k->e, 2, " multiplies per thread would change nothing: a warp vote skips them)");
-        fj_label_new(k->e, "no_rescale", skip, sizeof skip);
-        fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(changed));
-        fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
-    } else {
-        fj_comment(k->e, 1, "O *= 2^(m_old - m_new)");
+    fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
+    fj_reg_t corr = fj_alloc(k->e, k->b_f, k->frag.rows);
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_reg_t m = fj_at(k->row_m, r), c = fj_at(corr, r);
+        fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(fj_at(mx, r)));
+        fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(mnew));
+        fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
+        fj_ins(k->e, "sub.f32 %s, %s, %s", R(c), R(m), R(muse));
+        fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", R(c), R(c));
+        fj_ins(k->e, "mov.f32 %s, %s", R(m), R(mnew));
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
     }
     for (int r = 0; r < k->frag.rows; r++)
         for (int v = 0; v < k->frag.o_vals; v++) {
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(k->p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", o, o, R(fj_at(corr, r)));
         }
-    if (k->p->rescale_skip) fj_label(k->e, skip);
+}
+
+/* P = 2^(S * scale - m) against the reference max m (the running max, or up to 2^slack below the
+ * true one), l += rowsum(P). */
+static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
+{
+    fj_reg_t muse = fj_alloc(k->e, k->b_f, 1), sum = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_reg_t m = fj_at(k->row_m, r), l = fj_at(k->row_l, r);
+        for (int v = 0; v < k->frag.s_vals; v++) idx[v] = k->frag.s_reg(k->p, r, v);
+        fj_comment(k->e, 2, "row %d: P = 2^(s * scale - m), one FMA and one ex2 per score; l += rowsum(P)", r);
+        fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(m));
+        fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(m), R(pinf));
+        fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
+        for (int v = 0; v < k->frag.s_vals; v++) {
+            const char *s = R(fj_at(k->acc_s, idx[v]));
+            fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", s, s, R(scale), R(muse));
+            fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", s, s);
+        }
+        reduce_row(k, "add.f32", sum, k->acc_s, idx, k->frag.s_vals);
+        fj_ins(k->e, "add.f32 %s, %s, %s", R(l), R(l), R(sum));
+    }
+}
+
+#define FJ_MAX_ROW_VALS 512
+
+void fj_emit_softmax_rebase(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int idx[FJ_MAX_ROW_VALS];
+    if (k->frag.s_vals > FJ_MAX_ROW_VALS) {
+        fj_emit_error(k->e, "online softmax: %d values per row exceed %d", k->frag.s_vals, FJ_MAX_ROW_VALS);
+        return;
+    }
+    fj_reg_t scale = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
+    fj_reg_t mx = fj_alloc(k->e, k->b_f, k->frag.rows);
+    tile_row_max(k, idx, scale, mx);
+    if (p->rescale_slack < 0) {
+        fj_comment(k->e, 1, "new running max m for every row; l and O scaled by 2^(m_old - m_new)");
+        rebase_rows(k, mx);
+    } else {
+        char skip[48];
+        fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1), any = fj_alloc(k->e, k->b_p, 1);
+        fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
+        if (p->rescale_slack > 0) {
+            fj_comment(k->e, 1, "lazy rescale: m is a reference max, moved only when a row's max passes m + %d", p->rescale_slack);
+            fj_comment(k->e, 2, "(exp2 domain). Until then P = 2^(s*scale - m) <= 2^%d = %d - no overflow in f32 or in",
+                       p->rescale_slack, 1 << p->rescale_slack);
+            fj_comment(k->e, 2, " f16/bf16 P - and O, l stay consistent with the same m, so the result is exact. After the");
+            fj_comment(k->e, 2, " first tiles the max almost never jumps by 2^%d: a warp vote skips the %d O multiplies.",
+                       p->rescale_slack, k->frag.rows * k->frag.o_vals);
+        } else {
+            fj_comment(k->e, 1, "O rescale skipped by a warp vote when no row's max moved");
+        }
+        fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
+        for (int r = 0; r < k->frag.rows; r++) {
+            fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)p->rescale_slack));
+            fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
+            fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
+        }
+        fj_label_new(k->e, "no_rescale", skip, sizeof skip);
+        fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
+        fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
+        rebase_rows(k, mx);
+        fj_label(k->e, skip);
+    }
+}
+
+void fj_emit_softmax_exp(fj_kctx *k)
+{
+    int idx[FJ_MAX_ROW_VALS];
+    if (k->frag.s_vals > FJ_MAX_ROW_VALS) {
+        fj_emit_error(k->e, "online softmax: %d values per row exceed %d", k->frag.s_vals, FJ_MAX_ROW_VALS);
+        return;
+    }
+    exponentiate_rows(k, idx, fj_param_f32(k, FJ_PARAM_OFF(scale_log2)));
 }
 
 void fj_emit_normalize(fj_kctx *k)

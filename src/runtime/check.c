@@ -66,14 +66,24 @@ static uint64_t check_fresh_seed(void)
     return seed ? seed : 1;
 }
 
-/* Fill `rows` rows of `dim` values spaced `ld` apart; the ld - dim padding words get NaN. */
-static void check_fill(uint16_t *x, int64_t rows, int dim, int ld, const fj_check_problem *p, uint64_t seed)
+/* Scale of key row r (rows counted over the whole K tensor) under FJ_FILL_GROWING; 1 otherwise. */
+static double key_row_scale(const fj_check_problem *p, int64_t r)
+{
+    if (p->fill != FJ_FILL_GROWING) return 1.0;
+    int64_t j = p->layout == FJ_LAYOUT_BNHD ? (r / p->heads_kv) % p->seqlen_k : r % p->seqlen_k;
+    return (1.0 + 3.0 * (double)j / p->seqlen_k) * (j % 61 == 37 ? 8.0 : 1.0);
+}
+
+/* Fill `rows` rows of `dim` values spaced `ld` apart; the ld - dim padding words get NaN. `keys`: the
+ * rows are K's (FJ_FILL_GROWING scales them by position). */
+static void check_fill(uint16_t *x, int64_t rows, int dim, int ld, const fj_check_problem *p, uint64_t seed, int keys)
 {
     uint16_t nan16 = p->dtype == FAJIT_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
     double spare = 0.0;
     int have_spare = 0;
     for (int64_t r = 0; r < rows; r++) {
         uint16_t *row = x + r * ld;
+        double scale = keys ? key_row_scale(p, r) : 1.0;
         for (int d = 0; d < dim; d++) {
             double val;
             if (p->fill == FJ_FILL_UNIFORM) {
@@ -87,7 +97,7 @@ static void check_fill(uint16_t *x, int64_t rows, int dim, int ld, const fj_chec
                 spare = rad * sin(ang);
                 have_spare = 1;
             }
-            row[d] = fj_half_from_f32(p->dtype, (float)val);
+            row[d] = fj_half_from_f32(p->dtype, (float)(val * scale));
         }
         for (int d = dim; d < ld; d++) row[d] = nan16;
     }
@@ -304,9 +314,9 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
         return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: host buffers for %lld + 2 x %lld elements",
                        (long long)r->q_words, (long long)r->kv_words);
     uint64_t s = seed;
-    check_fill(r->hq, q_rows, p->head_dim, ld, p, splitmix64(&s));
-    check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s));
-    check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s));
+    check_fill(r->hq, q_rows, p->head_dim, ld, p, splitmix64(&s), 0);
+    check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s), 1);
+    check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s), 0);
     return FAJIT_OK;
 }
 

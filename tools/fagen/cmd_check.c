@@ -7,7 +7,8 @@
  *
  * Grid: dtype {f16, bf16} x D {64, 96, 128, 192, 256} x {non-causal, causal} x configs (the heuristic
  * and a list of tile shapes, or the one config given by tile flags) x shapes (N = 1, 17, 1000,
- * Nq < Nk, Nq > Nk, GQA 8/2, BNHD with padded rows, and B=2 H=8 N=2048 with the GPU reference).
+ * Nq < Nk, Nq > Nk, GQA 8/2, BNHD with padded rows, B=2 H=8 N=2048 with the GPU reference, and scores
+ * growing along the keys with spikes, FJ_FILL_GROWING, which takes every rescale path).
  * Configs that fajit_config_check rejects or the device cannot fit are skipped and counted. One line
  * per run, then a summary with the worst errors. Exit 0 all passed, 1 a failure (or no GPU), 2 bad flags.
  */
@@ -29,18 +30,20 @@ typedef struct check_shape {
     int row_pad;
     int quick;   /* part of --quick */
     int big;     /* run only for the first two configs of each (dtype, D, causal) */
+    int growing; /* K scaled up along the keys, with spikes (FJ_FILL_GROWING): every rescale path */
 } check_shape;
 
 static const check_shape k_shapes[] = {
-    /* name          B  Hq Hkv    Nq    Nk  layout          pad quick big */
-    {"N=1", 1, 2, 2, 1, 1, FJ_LAYOUT_BHND, 0, 1, 0},
-    {"N=17", 2, 3, 3, 17, 17, FJ_LAYOUT_BHND, 0, 1, 0},
-    {"N=1000", 1, 2, 2, 1000, 1000, FJ_LAYOUT_BHND, 0, 0, 0},
-    {"Nq<Nk", 1, 2, 2, 100, 1000, FJ_LAYOUT_BHND, 0, 1, 0},
-    {"Nq>Nk", 1, 2, 2, 1000, 100, FJ_LAYOUT_BHND, 0, 1, 0},
-    {"GQA 8/2", 1, 8, 2, 257, 257, FJ_LAYOUT_BHND, 0, 1, 0},
-    {"BNHD pad8", 2, 4, 2, 300, 200, FJ_LAYOUT_BNHD, 8, 0, 0},
-    {"large", 2, 8, 8, 2048, 2048, FJ_LAYOUT_BHND, 0, 0, 1},
+    /* name          B  Hq Hkv    Nq    Nk  layout          pad quick big growing */
+    {"N=1", 1, 2, 2, 1, 1, FJ_LAYOUT_BHND, 0, 1, 0, 0},
+    {"N=17", 2, 3, 3, 17, 17, FJ_LAYOUT_BHND, 0, 1, 0, 0},
+    {"N=1000", 1, 2, 2, 1000, 1000, FJ_LAYOUT_BHND, 0, 0, 0, 0},
+    {"Nq<Nk", 1, 2, 2, 100, 1000, FJ_LAYOUT_BHND, 0, 1, 0, 0},
+    {"Nq>Nk", 1, 2, 2, 1000, 100, FJ_LAYOUT_BHND, 0, 1, 0, 0},
+    {"GQA 8/2", 1, 8, 2, 257, 257, FJ_LAYOUT_BHND, 0, 1, 0, 0},
+    {"BNHD pad8", 2, 4, 2, 300, 200, FJ_LAYOUT_BNHD, 8, 0, 0, 0},
+    {"large", 2, 8, 8, 2048, 2048, FJ_LAYOUT_BHND, 0, 0, 1, 0},
+    {"growing", 1, 2, 2, 700, 1300, FJ_LAYOUT_BHND, 0, 1, 0, 1},
 };
 #define N_SHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
@@ -89,7 +92,7 @@ static void check_usage(FILE *f)
     fputs("usage: fagen check [--quick] [config flags] [--device N] [--seed S]\n"
           "Run forward kernels on the GPU over configs x shapes; compare every element of O and LSE with a\n"
           "reference (CPU float64 for small problems, else an fp32 GPU kernel compared in double).\n\n"
-          "  --quick                        D 64/128/256, the heuristic and one tile shape, 5 shapes\n"
+          "  --quick                        D 64/128/256, the heuristic and one tile shape, 6 shapes\n"
           "  --device N                     CUDA device ordinal (default 0)\n"
           "  --seed S                       base seed (default: fresh random inputs on every run)\n\n"
           "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only;\n"
@@ -228,7 +231,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     char shape[96];
     p.batch = s->b, p.heads_q = s->hq, p.heads_kv = s->hkv, p.seqlen_q = s->nq, p.seqlen_k = s->nk;
     p.layout = s->layout, p.row_pad = s->row_pad;
-    p.fill = s->big ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
+    p.fill = s->growing ? FJ_FILL_GROWING : s->big ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
     p.seed = o->seed ? seed_for(o->seed, t->runs) : 0;
     shape_text(s, shape, sizeof shape);
     t->runs++;
