@@ -49,7 +49,7 @@ static void alloc_banks(fj_kctx *k)
     k->seqlen_q = fj_alloc(e, k->b_r, 1);
     k->seqlen_k = fj_alloc(e, k->b_r, 1);
     k->m0 = fj_alloc(e, k->b_r, 1);
-    k->n0 = fj_alloc(e, k->b_r, 1);
+    k->j = fj_alloc(e, k->b_r, 1);
     k->q_rows = fj_alloc(e, k->b_r, 1);
     k->smem = fj_alloc(e, k->b_r, 1);
     k->f_zero = fj_alloc(e, k->b_f, 1);
@@ -277,7 +277,6 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
     fj_comment(e, 1, "O += P V");
     p->backend->mma_pv(k, slot);
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
-    fj_ins(e, "add.s32 %s, %s, %d", R(k->n0), R(k->n0), p->cfg.block_n);
 }
 
 static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
@@ -285,14 +284,13 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     char top[48], done[48];
-    fj_reg_t j = fj_alloc(e, k->b_r, 1);
+    fj_reg_t j = k->j;
     fj_banner(e, "Phase 3: main loop over KV tiles",
               "Iteration j: wait for tile j; barrier (all warps are also done with tile j - 1, whose stage\n"
               "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"
               "O += PV. The loop body is written once per stage, so every stage's smem offsets are\n"
               "immediates and no register holds a stage index or a stage address.");
     fj_ins(e, "mov.u32 %s, 0", R(j));
-    fj_ins(e, "mov.s32 %s, 0", R(k->n0));
     fj_label_new(e, "kv_loop", top, sizeof top);
     fj_label_new(e, "kv_done", done, sizeof done);
     fj_label(e, top);

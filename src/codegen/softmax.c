@@ -68,9 +68,10 @@ void fj_emit_mask(fj_kctx *k)
     fj_reg_t rel = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
     fj_comment(k->e, 1, "last visible key: %s",
                p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1");
-    fj_comment(k->e, 2, "compared as (limit - n0 - col_base) < column offset of each value: one setp per score");
+    fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base) < column offset of each value: one setp per score");
     fj_reg_t nk = fj_param_s32(k, FJ_PARAM_OFF(seqlen_k));
-    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(k->n0));
+    fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(last), R(k->j), p->cfg.block_n);
+    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(last));
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base));
     fj_ins(k->e, "add.s32 %s, %s, -1", R(last), R(last));
     fj_reg_t diag = fj_alloc(k->e, k->b_r, 1);
