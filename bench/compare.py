@@ -48,6 +48,7 @@ the file must pass fajit_config_check, or nothing runs (exit status 2). Without 
 heuristic's configs are used: the kernels go to a fresh cache directory, where no tuned winner is found.
 """
 import argparse
+import bisect
 import contextlib
 import csv
 import ctypes
@@ -281,7 +282,7 @@ class ClockSampler:
 
     def __init__(self, period=0.002):
         import threading
-        self.samples, self.period, self.stop = [], period, threading.Event()
+        self.times, self.samples, self.period, self.stop = [], [], period, threading.Event()
         self.nvml = self.handle = None
         try:
             nvml = ctypes.CDLL("libnvidia-ml.so.1")
@@ -299,14 +300,17 @@ class ClockSampler:
         while not self.stop.is_set():
             ok_c = self.nvml.nvmlDeviceGetClockInfo(self.handle, 1, ctypes.byref(mhz)) == 0  # NVML_CLOCK_SM
             ok_p = self.nvml.nvmlDeviceGetPowerUsage(self.handle, ctypes.byref(mw)) == 0
-            self.samples.append((time.perf_counter(), mhz.value if ok_c else None, mw.value / 1000 if ok_p else None))
+            # sample first, then its time: a reader that sees n times always finds n samples
+            self.samples.append((mhz.value if ok_c else None, mw.value / 1000 if ok_p else None))
+            self.times.append(time.perf_counter())
             time.sleep(self.period)
 
     def window(self, t0, t1):
         """Median clock and power of the samples taken in [t0, t1]; (None, None) without samples."""
-        got = [s for s in self.samples if t0 <= s[0] <= t1]
-        clk = [s[1] for s in got if s[1] is not None]
-        pw = [s[2] for s in got if s[2] is not None]
+        n = len(self.times)  # samples are in time order: bisect instead of scanning the whole run
+        got = self.samples[bisect.bisect_left(self.times, t0, 0, n):bisect.bisect_right(self.times, t1, 0, n)]
+        clk = [c for c, _ in got if c is not None]
+        pw = [w for _, w in got if w is not None]
         return (statistics.median(clk) if clk else None, statistics.median(pw) if pw else None)
 
     def close(self):

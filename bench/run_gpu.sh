@@ -14,6 +14,11 @@
 #     figures      python3 bench/first_figures.py --out $OUT/first_figures.md (torch needed)
 #     compare      python3 bench/compare.py --out $OUT (the full grid vs FA2 and cuDNN; torch, matplotlib)
 #     check-full   fagen check (the whole grid)
+#   and, only when named:
+#     tune           fagen tune --grid issue3 into a fresh cache directory; winners -> $OUT/tuned-v1.txt
+#     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
+#     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
+#   (`bench/run_gpu.sh build tune compare-tuned profile` is how the codegen-6 results were taken)
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
 set -u
@@ -57,6 +62,23 @@ do_tests() {
     return $rc
 }
 
+do_tune() {
+    export FAJIT_CACHE_DIR="${TMPDIR:-/tmp}/fajit-run-gpu-tune"
+    rm -rf "$FAJIT_CACHE_DIR"
+    "$FAGEN" tune --grid issue3 && cp "$FAJIT_CACHE_DIR/tuned-v1.txt" "$OUT/tuned-v1.txt"
+}
+
+# fields of the tuned BF16 D=128 N=4096 winner ("... | sm_80 bf16 d128 br128 bc32 s3 sw128 w4 noncausal | ...")
+do_profile() {
+    local w
+    w=$(grep -E "\| *bf16 d128 noncausal n4096 *\|" "$OUT/tuned-v1.txt" | head -1 | awk -F'|' '{print $5}')
+    [ -n "$w" ] || { echo "no bf16 d128 n4096 winner in $OUT/tuned-v1.txt (run the tune stage first)"; return 1; }
+    field() { echo " $w " | grep -oE " $1[0-9]+ " | tr -dc 0-9; }
+    echo "winner: $w"
+    bench/profile.sh "$FAGEN" --headdim 128 --seqlen 4096 --br "$(field br)" --bc "$(field bc)" \
+        --stages "$(field s)" --warps "$(field w)"
+}
+
 run_stage() {
     local name=$1 limit=$2 start rc
     shift 2
@@ -80,6 +102,10 @@ for s in "${stages[@]}"; do
         --out "$OUT/first_figures.md" ;;
     compare) run_stage compare 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" --out "$OUT" ;;
     check-full) run_stage check-full 590 "$FAGEN" check ;;
+    tune) run_stage tune 500 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_tune); do_tune" ;;
+    compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
+        --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;
+    profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac
 done

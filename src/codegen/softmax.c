@@ -96,12 +96,28 @@ void fj_emit_mask(fj_kctx *k)
     }
 }
 
+#define FJ_MAX_ROW_VALS 512
+
+/* idx[v] = the S register index of value v of row r. */
+static void row_indices(fj_kctx *k, int r, int *idx)
+{
+    for (int v = 0; v < k->frag.s_vals; v++) idx[v] = k->frag.s_reg(k->p, r, v);
+}
+
+/* 1 if a row's values fit the index arrays above; else the emitter's sticky error is set. */
+static int row_vals_fit(fj_kctx *k)
+{
+    if (k->frag.s_vals <= FJ_MAX_ROW_VALS) return 1;
+    fj_emit_error(k->e, "online softmax: %d values per row exceed %d", k->frag.s_vals, FJ_MAX_ROW_VALS);
+    return 0;
+}
+
 /* Row maxima of this tile, already scaled: mx[r] = max over the row's values and the quad * scale. */
 static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
 {
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t x = fj_at(mx, r);
-        for (int v = 0; v < k->frag.s_vals; v++) idx[v] = k->frag.s_reg(k->p, r, v);
+        row_indices(k, r, idx);
         fj_comment(k->e, 2, "row %d: tile max over the thread's values, then the quad", r);
         reduce_row(k, "max.f32", x, k->acc_s, idx, k->frag.s_vals);
         quad_reduce(k, "max.f32", x);
@@ -139,7 +155,7 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
     fj_reg_t muse = fj_alloc(k->e, k->b_f, 1), sum = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t m = fj_at(k->row_m, r), l = fj_at(k->row_l, r);
-        for (int v = 0; v < k->frag.s_vals; v++) idx[v] = k->frag.s_reg(k->p, r, v);
+        row_indices(k, r, idx);
         fj_comment(k->e, 2, "row %d: P = 2^(s * scale - m), one FMA and one ex2 per score; l += rowsum(P)", r);
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(m));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(m), R(pinf));
@@ -154,16 +170,11 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
     }
 }
 
-#define FJ_MAX_ROW_VALS 512
-
 void fj_emit_softmax_rebase(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     int idx[FJ_MAX_ROW_VALS];
-    if (k->frag.s_vals > FJ_MAX_ROW_VALS) {
-        fj_emit_error(k->e, "online softmax: %d values per row exceed %d", k->frag.s_vals, FJ_MAX_ROW_VALS);
-        return;
-    }
+    if (!row_vals_fit(k)) return;
     fj_reg_t scale = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
     fj_reg_t mx = fj_alloc(k->e, k->b_f, k->frag.rows);
     tile_row_max(k, idx, scale, mx);
@@ -201,10 +212,7 @@ void fj_emit_softmax_rebase(fj_kctx *k)
 void fj_emit_softmax_exp(fj_kctx *k)
 {
     int idx[FJ_MAX_ROW_VALS];
-    if (k->frag.s_vals > FJ_MAX_ROW_VALS) {
-        fj_emit_error(k->e, "online softmax: %d values per row exceed %d", k->frag.s_vals, FJ_MAX_ROW_VALS);
-        return;
-    }
+    if (!row_vals_fit(k)) return;
     exponentiate_rows(k, idx, fj_param_f32(k, FJ_PARAM_OFF(scale_log2)));
 }
 
