@@ -72,6 +72,9 @@ typedef struct fj_kctx {
     fj_reg_t bk[24];
 } fj_kctx;
 
+/* Which tiles a load_kv call copies. */
+enum { FJ_KV_K = 1, FJ_KV_V = 2, FJ_KV_BOTH = 3 };
+
 typedef struct fj_backend {
     const char *name;
     unsigned required_caps;
@@ -82,11 +85,15 @@ typedef struct fj_backend {
     void (*frag_desc)(const fj_plan *p, fj_frag_desc *out);
     /* Per-thread setup after the skeleton has loaded parameters: row_base, col_base, lane terms. */
     void (*setup)(fj_kctx *k);
+    /* Recompute row_base and col_base from %tid (setup does it first; the mask and the epilogue redo
+     * it so that neither register stays live across the KV loop). */
+    void (*geometry)(fj_kctx *k);
     /* Start the async copy of the Q tile (rows >= seqlen_q zero-filled). */
     void (*load_q)(fj_kctx *k);
-    /* Start the async copy of the K and V tiles at k_ptr/v_ptr into stage `slot`; rows >= rows_valid
-     * are zero-filled. The KV loop is unrolled by the number of stages, so a stage is a constant. */
-    void (*load_kv)(fj_kctx *k, int slot, fj_reg_t rows_valid);
+    /* Start the async copy of the K tile at k_ptr and/or the V tile at v_ptr (parts: FJ_KV_*) into
+     * stage `slot`; rows >= rows_valid are zero-filled. The KV loop is unrolled by the number of
+     * stages, so a stage is a constant. */
+    void (*load_kv)(fj_kctx *k, int slot, int parts, fj_reg_t rows_valid);
     /* Close the current group of async copies. */
     void (*commit)(fj_kctx *k);
     /* Wait until at most `pending` groups are in flight, then a CTA barrier. */
@@ -105,6 +112,9 @@ extern const fj_backend fj_backend_sm80;
 
 /* The forward skeleton (fwd_kernel.c): emits the whole entry body for k->p. */
 void fj_emit_fwd_kernel(fj_kctx *k);
+
+/* m0 = first query row of this CTA, from %ctaid.x (reversed for causal). */
+void fj_emit_m0(fj_kctx *k);
 
 /* Shared, arch-neutral phases over the fragment descriptor (softmax.c). */
 void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or above the causal diagonal -> -inf */

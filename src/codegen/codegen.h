@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-6"
+#define FJ_CODEGEN_VERSION "fajit-codegen-7"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
@@ -33,6 +33,8 @@ typedef struct fj_plan {
     int rescale_slack;           /* O rescale: -1 every tile; >= 0 behind a warp vote, only when a row max
                                     passes the reference max by more than 2^slack (softmax.c) */
     int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
+    int lean_regs;               /* registers are tight: m0 and the thread geometry are recomputed in the mask
+                                    and the epilogue instead of kept live across the KV loop */
 
     /* shared memory map (bytes); every tile is [rows][head_dim] of 2-byte elements, rows of row_bytes */
     int row_bytes;               /* head_dim * 2 */

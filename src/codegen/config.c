@@ -36,9 +36,10 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
 
 /* Defaults of the sm_80 path per head dim and mask: block_m, block_n, warps, stages. Measured on an
  * H100 (bench/sweep.sh, BF16, B*N = 16384, H*D = 2048; bench/results/h100-sweep-2026-11-22.md).
- * Two 16-row fragments per warp (block_m = 32 * warps) halve the K/V shared-memory reads per MMA;
- * causal at d128 takes the same br128 bc32 since the lazy rescale (codegen 5: fagen tune picked it for
- * every causal d128 class, +4% to +14% over br64 bc64; bench/results/h100-tune-issue3-codegen6-*.log).
+ * Two 16-row fragments per warp (block_m = 32 * warps) halve the K/V shared-memory reads per MMA.
+ * Non-causal d128 takes br128 bc64 s2 (FlashAttention-2's shape) since codegen 7 fits it in 255
+ * registers: +4% to +5% over br128 bc32 (bench/results/h100-ab-bc64-2026-11-22.md). Causal d128 keeps
+ * br128 bc32 s2: with the mask's terms the bc64 shape spills (the register model rejects it).
  * d96 and d192 were not swept: they take the shape of their neighbours. */
 typedef struct sm80_default {
     int head_dim, causal, block_m, block_n, warps, stages;
@@ -46,7 +47,7 @@ typedef struct sm80_default {
 
 static const sm80_default k_sm80_defaults[] = {
     {64, 0, 128, 64, 4, 2},  {64, 1, 128, 64, 4, 2},  {96, 0, 128, 32, 4, 2}, {96, 1, 64, 64, 4, 3},
-    {128, 0, 128, 32, 4, 2}, {128, 1, 128, 32, 4, 2}, {192, 0, 64, 64, 4, 1}, {192, 1, 64, 64, 4, 1},
+    {128, 0, 128, 64, 4, 2}, {128, 1, 128, 32, 4, 2}, {192, 0, 64, 64, 4, 1}, {192, 1, 64, 64, 4, 1},
     {256, 0, 64, 64, 4, 1},  {256, 1, 64, 64, 4, 1},
 };
 

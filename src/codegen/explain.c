@@ -40,7 +40,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     fj_buf_printf(out, "%sschedule: %s; O rescale %s\n", pf,
                   p->pipeline_qk ? "software-pipelined - S(j+1) = QK(j+1)^T is issued beside softmax(S(j)), K one "
                                    "tile ahead of V"
-                                 : "S = QK^T, softmax, O += PV in turn",
+                  : c->stages == 1 ? "S = QK^T, softmax, O += PV in turn; one stage, K a tile ahead of V (V(j) is "
+                                     "copied during QK(j), K(j+1) during softmax and PV)"
+                                   : "S = QK^T, softmax, O += PV in turn",
                   p->rescale_slack < 0   ? "every tile"
                   : p->rescale_slack > 0 ? "lazy - only when a row max passes the reference max by more than 2^slack (warp vote)"
                                          : "skipped by warp vote when no row max moved");

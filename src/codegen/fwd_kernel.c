@@ -94,29 +94,35 @@ static void tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_r
     fj_ins(k->e, "add.u64 %s, %s, %s", R(out), R(out), R(x));
 }
 
-static void emit_indices(fj_kctx *k)
+void fj_emit_m0(fj_kctx *k)
 {
-    const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    fj_banner(e, "Phase 0: block indices and tile pointers",
-              "grid = (ceil(Nq / block_m), Hq, B); one CTA computes block_m query rows of one head.\n"
-              "GQA: query head h reads KV head h / (Hq / Hkv).\n"
-              "Causal CTAs run in reverse order so the longest rows start first.");
-    fj_reg_t mb = fj_alloc(e, k->b_r, 1), h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
-    fj_reg_t hkv = fj_alloc(e, k->b_r, 1), grp = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
-    fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
-    fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
-    fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
+    fj_reg_t mb = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "mov.u32 %s, %%ctaid.x", R(mb));
-    if (p->cfg.causal) {
+    if (k->p->cfg.causal) {
         fj_reg_t n = fj_alloc(e, k->b_r, 1);
         fj_ins(e, "mov.u32 %s, %%nctaid.x", R(n));
         fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(n), R(mb));
         fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
     }
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), k->p->cfg.block_m);
+}
+
+static void emit_indices(fj_kctx *k)
+{
+    fj_emit *e = k->e;
+    fj_banner(e, "Phase 0: block indices and tile pointers",
+              "grid = (ceil(Nq / block_m), Hq, B); one CTA computes block_m query rows of one head.\n"
+              "GQA: query head h reads KV head h / (Hq / Hkv).\n"
+              "Causal CTAs run in reverse order so the longest rows start first.");
+    fj_reg_t h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
+    fj_reg_t hkv = fj_alloc(e, k->b_r, 1), grp = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
+    fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
+    fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
+    fj_emit_m0(k);
     fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
     fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
-    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
     fj_ins(e, PTX_LD_PARAM_U32, R(grp), OFF(group));
@@ -170,9 +176,9 @@ static void emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(mask_from), R(t));
 }
 
-/* Issue the next KV tile if it exists (uniform branch), then always close a copy group so the
- * wait counts stay the same on every path. */
-static void prefetch_kv(fj_kctx *k, int slot, fj_reg_t tile, fj_reg_t n_end)
+/* Issue the K and/or V tile (parts) `tile` if it exists (uniform branch), then always close a copy
+ * group so the wait counts stay the same on every path. */
+static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t n_end)
 {
     char skip[48];
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
@@ -182,9 +188,11 @@ static void prefetch_kv(fj_kctx *k, int slot, fj_reg_t tile, fj_reg_t n_end)
     fj_reg_t valid = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(valid), R(tile), -k->p->cfg.block_n);
     fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_param_s32(k, OFF(seqlen_k))));
-    k->p->backend->load_kv(k, slot, valid);
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(fj_param_u64(k, OFF(k_tile_bytes))));
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(fj_param_u64(k, OFF(v_tile_bytes))));
+    k->p->backend->load_kv(k, slot, parts, valid);
+    if (parts & FJ_KV_K)
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(fj_param_u64(k, OFF(k_tile_bytes))));
+    if (parts & FJ_KV_V)
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(fj_param_u64(k, OFF(v_tile_bytes))));
     fj_label(k->e, skip);
     k->p->backend->commit(k);
 }
@@ -195,18 +203,21 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     fj_emit *e = k->e;
     int stages = p->cfg.stages;
     fj_banner(e, "Phase 2: start the copies",
-              "Q tile first (one copy group), then stages - 1 KV tiles, one group each. Groups complete in\n"
-              "order, so 'wait until at most N groups are pending' names exactly which tile has landed.");
+              stages > 1 ? "Q tile first (one copy group), then stages - 1 KV tiles, one group each. Groups complete in\n"
+                           "order, so 'wait until at most N groups are pending' names exactly which tile has landed."
+                         : "Q tile first (one copy group), then K tile 0 (one group). With one stage K runs a tile\n"
+                           "ahead of V: each iteration copies V(j) during S = QK(j) and K(j+1) during softmax and PV.");
     p->backend->load_q(k);
     p->backend->commit(k);
     fj_reg_t tile = fj_alloc(e, k->b_r, 1);
-    for (int s = 0; s < stages - 1; s++) {
-        fj_comment(e, 1, "prologue: KV tile %d -> stage %d", s, s);
+    int ahead = stages > 1 ? stages - 1 : 1;
+    for (int s = 0; s < ahead; s++) {
+        fj_comment(e, 1, "prologue: %s tile %d -> stage %d", stages > 1 ? "KV" : "K", s, s);
         fj_ins(e, "mov.u32 %s, %d", R(tile), s);
-        prefetch_kv(k, s, tile, n_end);
+        prefetch_kv(k, s, stages > 1 ? FJ_KV_BOTH : FJ_KV_K, tile, n_end);
     }
-    fj_comment(e, 1, "Q has landed once at most %d groups (the KV prologue) are pending", stages - 1);
-    p->backend->wait(k, stages - 1);
+    fj_comment(e, 1, "Q has landed once at most %d groups (the %s prologue) are pending", ahead, stages > 1 ? "KV" : "K");
+    p->backend->wait(k, ahead);
     if (p->q_in_regs) {
         fj_comment(e, 1, "Q -> registers, kept for the whole loop");
         p->backend->q_to_regs(k);
@@ -245,17 +256,23 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         p->backend->wait(k, pending);
         fj_comment(e, 1, "prefetch tile j + %d into stage %d (freed by tile j - 1)", stages - 1, (slot + stages - 1) % stages);
         fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages - 1);
-        prefetch_kv(k, (slot + stages - 1) % stages, ahead, n_end);
+        prefetch_kv(k, (slot + stages - 1) % stages, FJ_KV_BOTH, ahead, n_end);
     } else {
-        fj_comment(e, 1, "one stage: every warp is done with the previous tile, then load and wait");
-        fj_ins(e, "bar.sync 0");
-        prefetch_kv(k, 0, j, n_end);
+        fj_comment(e, 1, "one stage, K a tile ahead of V: K(j) has landed (no group pending); the barrier also");
+        fj_comment(e, 1, "means every warp is done with V(j - 1), so V(j) is copied into its place during S = QK(j)");
         p->backend->wait(k, 0);
+        prefetch_kv(k, 0, FJ_KV_V, j, n_end);
     }
     k->acc_s = k->acc_s_set[buf];
     if (!pipe) {
         fj_comment(e, 1, "S = Q K^T");
         p->backend->mma_qk(k, slot);
+    }
+    if (stages == 1) {
+        fj_comment(e, 1, "every warp is done with K(j): copy K(j + 1) into its place during softmax and PV");
+        fj_ins(e, "bar.sync 0");
+        fj_ins(e, "add.s32 %s, %s, 1", R(ahead), R(j));
+        prefetch_kv(k, 0, FJ_KV_K, ahead, n_end);
     }
     fj_emit_score_hook(k);
     fj_label_new(e, "no_mask", nomask, sizeof nomask);
@@ -274,6 +291,10 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         k->acc_s = k->acc_s_set[buf];
     }
     fj_emit_softmax_exp(k);
+    if (stages == 1) {
+        fj_comment(e, 1, "V(j) has landed when at most 1 newer group (K(j + 1)) is pending");
+        p->backend->wait(k, 1);
+    }
     fj_comment(e, 1, "O += P V");
     p->backend->mma_pv(k, slot);
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
@@ -338,6 +359,11 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     emit_loop(k, n_end, mask_from);
     fj_banner(k->e, "Phase 4: epilogue",
               "Reduce l over the lanes sharing a row, scale O by 1/l, write LSE, store O (rows past Nq skipped).");
+    if (p->lean_regs) {
+        fj_comment(k->e, 1, "m0 and the thread geometry again: recomputed rather than kept live across the loop");
+        fj_emit_m0(k);
+        p->backend->geometry(k);
+    }
     emit_out_ptrs(k);
     fj_emit_normalize(k);
     p->backend->store_o(k);

@@ -39,8 +39,22 @@ enum {
 static const int k_row_bytes_off[3] = {FJ_PARAM_OFF(q_row_bytes), FJ_PARAM_OFF(k_row_bytes), FJ_PARAM_OFF(v_row_bytes)};
 static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF(k_pass_bytes), FJ_PARAM_OFF(v_pass_bytes)};
 
-/* Estimated registers above this spilled in the ptxas grid (tests/test_ptxas_grid.c). */
-#define FJ_SM80_REG_BUDGET 248
+/* Register model (32-bit registers per thread), calibrated with ptxas 13.0 -v over every tile shape
+ * the tuner explores (sm_80 and sm_90a, both dtypes): the accumulators a config keeps (O, S, the
+ * second S set of the pipelined schedule, Q when it stays in registers) plus FJ_SM80_REG_MISC for
+ * addresses, loop state, row statistics and fragments in flight fit in 255 without spills; one
+ * stage needs FJ_SM80_REG_ONE_STAGE more (its K copy is issued while S is live), the causal mask
+ * FJ_SM80_REG_CAUSAL more, and with one or two warps each extra copy chunk per thread and row costs
+ * its smem address and pass arithmetic. */
+#define FJ_SM80_REG_LIMIT 255
+#define FJ_SM80_REG_MISC 47
+#define FJ_SM80_REG_ONE_STAGE 24
+#define FJ_SM80_REG_CAUSAL 17 /* the causal mask's terms are computed where S and O are both live */
+#define FJ_SM80_REG_PER_CHUNK 6 /* each 16-byte copy chunk per thread and row past the first (1-2 warps) */
+#define FJ_SM80_LEAN_ABOVE 224
+/* Q stays in registers when O + S + Q fit in this many: room is left for pipelining and the lane
+ * terms, and bigger tiles pay more than the saved ldmatrix traffic. */
+#define FJ_SM80_Q_IN_REGS_MAX 152
 #define FJ_SM80_RESCALE_SLACK 8 /* log2 of how far P may exceed 1 before O is rescaled (softmax.c) */
 
 /* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
@@ -74,11 +88,10 @@ static fajit_status plan_sm80(fj_plan *p)
     if (st != FAJIT_OK) return st;
     p->reg_acc_o = p->m_frags * c->head_dim / 2;
     p->reg_acc_s = p->m_frags * c->block_n / 2;
-    /* addresses, loop state, row statistics, K/V fragments, softmax temporaries (a quarter of the
-     * S tile); calibrated on ptxas 13.0 -v over the test grid */
-    p->reg_misc = 64 + 16 * (p->m_frags - 1) + p->reg_acc_s / 4;
+    p->reg_misc = FJ_SM80_REG_MISC + (c->stages == 1 ? FJ_SM80_REG_ONE_STAGE : 0) + (c->causal ? FJ_SM80_REG_CAUSAL : 0) +
+                  FJ_SM80_REG_PER_CHUNK * (p->copy_chunks_per_thread_row - 1);
     int q_regs = p->m_frags * c->head_dim / 4;
-    p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs + p->reg_misc <= 224;
+    p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs <= FJ_SM80_Q_IN_REGS_MAX;
     p->reg_q = p->q_in_regs ? q_regs : 0;
     /* Lazy rescale (softmax.c): the reference max moves only when a row's max passes it by more than
      * 2^8, so after the first tiles the warp vote skips the O multiplies almost always. */
@@ -86,15 +99,21 @@ static fajit_status plan_sm80(fj_plan *p)
     /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
      * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room. */
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_q + p->reg_misc;
-    p->pipeline_qk = c->stages >= 3 && p->reg_total + p->reg_acc_s <= FJ_SM80_REG_BUDGET;
+    p->pipeline_qk = c->stages >= 3 && p->reg_total + p->reg_acc_s <= FJ_SM80_REG_LIMIT;
     p->reg_s_next = p->pipeline_qk ? p->reg_acc_s : 0;
     p->reg_total += p->reg_s_next;
-    if (p->reg_total > FJ_SM80_REG_BUDGET)
+    /* Above FJ_SM80_LEAN_ABOVE m0 and the thread geometry are recomputed in the mask and the epilogue
+     * instead of kept live across the loop: three registers, what d128 with Bc = 64 and two fragments
+     * (O + S = 192) needs to compile without spills (non-causal). Below it the recomputation would only
+     * cost issue slots. */
+    p->lean_regs = p->reg_total > FJ_SM80_LEAN_ABOVE;
+    if (p->reg_total > FJ_SM80_REG_LIMIT)
         return fj_fail(FAJIT_ERR_INVALID_CONFIG,
-                       "registers: about %d per thread (O acc %d + S acc %d + Q frags %d + addressing and softmax ~%d) exceed the "
-                       "budget of %d (255 less headroom: configs above it spilled with ptxas 13.0); lower block_n or "
-                       "block_m, or use more warps",
-                       p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc, FJ_SM80_REG_BUDGET);
+                       "registers: about %d per thread (O acc %d + S acc %d + Q frags %d + addressing and softmax ~%d%s) "
+                       "exceed %d, the most a thread can have (ptxas would spill); lower block_n or block_m, or use "
+                       "more warps",
+                       p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc,
+                       c->stages == 1 || c->causal ? ", more with one stage or a causal mask" : "", FJ_SM80_REG_LIMIT);
     return FAJIT_OK;
 }
 
@@ -105,7 +124,6 @@ static int s_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_
 static int o_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_o + v / 2) * 4 + (r % 2) * 2 + v % 2; }
 static int row_off(const fj_plan *p, int r) { (void)p; return (r / 2) * 16 + (r % 2) * 8; }
 static int col_off(const fj_plan *p, int v) { (void)p; return (v / 2) * 8 + v % 2; }
-
 static void frag_desc_sm80(const fj_plan *p, fj_frag_desc *d)
 {
     d->rows = 2 * p->m_frags;
@@ -191,24 +209,28 @@ static void setup_ldmatrix(fj_kctx *k)
     fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[BK_Q_ADDR]), R(qb), R(k->bk[BK_LT_A]));
 }
 
-static void setup_copy(fj_kctx *k)
+/* The copy layout's lane terms (bk[BK_CP_*]) from %tid, once in setup. */
+static void copy_lanes(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     int tpr = p->copy_tpr, kc = p->copy_chunks_per_thread_row;
     int tpr_shift = 0;
     while ((1 << tpr_shift) < tpr) tpr_shift++;
-    fj_comment(k->e, 1, "copy layout: thread -> (row r0 = tid / %d, chunks c0 + %d*j), %d rows per pass", tpr, tpr,
+    fj_comment(k->e, 2, "copy layout: thread -> (row r0 = tid / %d, chunks c0 + %d*j), %d rows per pass", tpr, tpr,
                p->copy_rows_per_pass);
-    fj_reg_t r0 = fj_alloc(k->e, k->b_r, 1), c0 = fj_alloc(k->e, k->b_r, 1), x = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "shr.u32 %s, %s, %d", R(r0), R(k->tid), tpr_shift);
-    fj_ins(k->e, "and.b32 %s, %s, %d", R(c0), R(k->tid), tpr - 1);
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1), r0 = fj_alloc(k->e, k->b_r, 1), c0 = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t x = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mov.u32 %s, %%tid.x", R(t));
+    fj_ins(k->e, "shr.u32 %s, %s, %d", R(r0), R(t), tpr_shift);
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(c0), R(t), tpr - 1);
     fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(r0), p->swz_mask);
     k->bk[BK_CP_R0] = r0;
     k->bk[BK_CP_SOFF] = fj_alloc(k->e, k->b_addr, kc);
     fj_reg_t rb = fj_alloc(k->e, k->b_r, 1), ch = fj_alloc(k->e, k->b_r, 1);
     fj_comment(k->e, 2, "rows r0 + i * %d keep (row & %d) = (r0 & %d), so one swizzled offset per chunk serves every pass",
                p->copy_rows_per_pass, p->swz_mask, p->swz_mask);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r0), p->row_bytes, R(k->smem));
+    fj_ins(k->e, "mov.u32 %s, fj_smem", R(rb));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r0), p->row_bytes, R(rb));
     for (int j = 0; j < kc; j++) {
         fj_ins(k->e, "add.u32 %s, %s, %d", R(ch), R(c0), j * tpr);
         fj_ins(k->e, "xor.b32 %s, %s, %s", R(ch), R(ch), R(x));
@@ -216,22 +238,30 @@ static void setup_copy(fj_kctx *k)
         fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(k->bk[BK_CP_SOFF], j)), R(rb), R(ch));
     }
     /* global: the thread's offset r0 * row_bytes + c0 * 16 is formed at each copy (row_bytes differs
-     * per tensor and comes from the constant bank) rather than kept in three 64-bit registers */
+     * per tensor and comes from the constant bank) */
     k->bk[BK_CP_C16] = fj_alloc(k->e, k->b_rd, 1);
     fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(k->bk[BK_CP_C16]), R(c0));
 }
 
-static void setup_sm80(fj_kctx *k)
+static void geometry_sm80(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     fj_comment(k->e, 1, "thread geometry: row_base = %d * warp + lane/4, col_base = 2 * (lane %% 4)", 16 * p->m_frags);
-    fj_reg_t g = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "shr.u32 %s, %s, 2", R(g), R(k->lane));
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->row_base), R(k->warp), 16 * p->m_frags, R(g));
-    fj_ins(k->e, "and.b32 %s, %s, 3", R(k->col_base), R(k->lane));
+    fj_reg_t g = fj_alloc(k->e, k->b_r, 1), w = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mov.u32 %s, %%tid.x", R(g));
+    fj_ins(k->e, "shr.u32 %s, %s, 5", R(w), R(g));
+    fj_ins(k->e, "and.b32 %s, %s, 31", R(g), R(g));
+    fj_ins(k->e, "and.b32 %s, %s, 3", R(k->col_base), R(g));
     fj_ins(k->e, "shl.b32 %s, %s, 1", R(k->col_base), R(k->col_base));
+    fj_ins(k->e, "shr.u32 %s, %s, 2", R(g), R(g));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->row_base), R(w), 16 * p->m_frags, R(g));
+}
+
+static void setup_sm80(fj_kctx *k)
+{
+    geometry_sm80(k);
     setup_ldmatrix(k);
-    setup_copy(k);
+    copy_lanes(k);
 }
 
 /* ---- copies ---------------------------------------------------------------------------------- */
@@ -258,13 +288,16 @@ static void copy_tile(fj_kctx *k, int tile_off, fj_reg_t gptr, int which, int ro
     }
 }
 
-static void load_q_sm80(fj_kctx *k) { copy_tile(k, k->p->q_off, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows); }
+static void load_q_sm80(fj_kctx *k)
+{
+    copy_tile(k, k->p->q_off, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows);
+}
 
-static void load_kv_sm80(fj_kctx *k, int slot, fj_reg_t valid)
+static void load_kv_sm80(fj_kctx *k, int slot, int parts, fj_reg_t valid)
 {
     const fj_plan *p = k->p;
-    copy_tile(k, p->k_off + slot * p->kv_tile_bytes, k->k_ptr, 1, p->cfg.block_n, valid);
-    copy_tile(k, p->v_off + slot * p->kv_tile_bytes, k->v_ptr, 2, p->cfg.block_n, valid);
+    if (parts & FJ_KV_K) copy_tile(k, p->k_off + slot * p->kv_tile_bytes, k->k_ptr, 1, p->cfg.block_n, valid);
+    if (parts & FJ_KV_V) copy_tile(k, p->v_off + slot * p->kv_tile_bytes, k->v_ptr, 2, p->cfg.block_n, valid);
 }
 
 static void commit_sm80(fj_kctx *k) { fj_ins(k->e, PTX_CP_ASYNC_COMMIT); }
@@ -389,6 +422,7 @@ const fj_backend fj_backend_sm80 = {
     .describe = describe_sm80,
     .frag_desc = frag_desc_sm80,
     .setup = setup_sm80,
+    .geometry = geometry_sm80,
     .load_q = load_q_sm80,
     .load_kv = load_kv_sm80,
     .commit = commit_sm80,

@@ -69,6 +69,12 @@ void fj_emit_mask(fj_kctx *k)
     fj_comment(k->e, 1, "last visible key: %s",
                p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1");
     fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base) < column offset of each value: one setp per score");
+    if (p->lean_regs) {
+        fj_comment(k->e, 2, "lean registers: the thread geometry%s recomputed here, not kept live across the loop",
+                   p->cfg.causal ? " and m0 are" : " is");
+        p->backend->geometry(k);
+        if (p->cfg.causal) fj_emit_m0(k);
+    }
     fj_reg_t nk = fj_param_s32(k, FJ_PARAM_OFF(seqlen_k));
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(last), R(k->j), p->cfg.block_n);
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(last));
