@@ -367,6 +367,16 @@ static int run_candidate(tune_run *r, fj_tune_bench *b, int i)
     double err = 0, ms = 0;
     char msg[512];
     fajit_status st = fajit_kernel_get(r->ctx, c, &k, NULL);
+    if (st == FAJIT_OK) {
+        fajit_kernel_get_info(k, &info);
+        if (info.spill_bytes > 0) {
+            /* the register model (plan) admits it, but ptxas spilled: never a winner */
+            snprintf(msg, sizeof msg, "spills: %d bytes of local memory per thread (ptxas), %d registers", info.spill_bytes,
+                     info.registers);
+            skip(r, i, FAJIT_ERR_INVALID_CONFIG, msg);
+            return 0;
+        }
+    }
     if (st == FAJIT_OK) st = fj_tune_bench_check(b, c, &err);
     if (st == FAJIT_OK && (err < 0 || err > b->tol)) {
         if (err < 0) snprintf(msg, sizeof msg, "wrong result: NaN, Inf or unwritten elements in O");
@@ -380,7 +390,6 @@ static int run_candidate(tune_run *r, fj_tune_bench *b, int i)
         skip(r, i, st, msg);
         return st == FAJIT_ERR_CUDA && fj_tune_bench_alive(b) != FAJIT_OK ? -1 : 0;
     }
-    fajit_kernel_get_info(k, &info);
     double tflops = b->flops / (ms * 1e-3) / 1e12;
     r->res.timed++;
     int heuristic = i == 0 && r->first_is_heuristic;
@@ -391,8 +400,7 @@ static int run_candidate(tune_run *r, fj_tune_bench *b, int i)
         r->res.median_ms = ms;
         r->res.tflops = tflops;
     }
-    note(r, i, c, tflops, "%.3f ms, %d regs%s%s", ms, info.registers, info.spill_bytes ? ", spills" : "",
-         heuristic ? " (heuristic)" : "");
+    note(r, i, c, tflops, "%.3f ms, %d regs%s", ms, info.registers, heuristic ? " (heuristic)" : "");
     return 0;
 }
 
