@@ -124,6 +124,7 @@ static int s_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_
 static int o_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_o + v / 2) * 4 + (r % 2) * 2 + v % 2; }
 static int row_off(const fj_plan *p, int r) { (void)p; return (r / 2) * 16 + (r % 2) * 8; }
 static int col_off(const fj_plan *p, int v) { (void)p; return (v / 2) * 8 + v % 2; }
+
 static void frag_desc_sm80(const fj_plan *p, fj_frag_desc *d)
 {
     d->rows = 2 * p->m_frags;
@@ -209,28 +210,24 @@ static void setup_ldmatrix(fj_kctx *k)
     fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[BK_Q_ADDR]), R(qb), R(k->bk[BK_LT_A]));
 }
 
-/* The copy layout's lane terms (bk[BK_CP_*]) from %tid, once in setup. */
-static void copy_lanes(fj_kctx *k)
+static void setup_copy(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     int tpr = p->copy_tpr, kc = p->copy_chunks_per_thread_row;
     int tpr_shift = 0;
     while ((1 << tpr_shift) < tpr) tpr_shift++;
-    fj_comment(k->e, 2, "copy layout: thread -> (row r0 = tid / %d, chunks c0 + %d*j), %d rows per pass", tpr, tpr,
+    fj_comment(k->e, 1, "copy layout: thread -> (row r0 = tid / %d, chunks c0 + %d*j), %d rows per pass", tpr, tpr,
                p->copy_rows_per_pass);
-    fj_reg_t t = fj_alloc(k->e, k->b_r, 1), r0 = fj_alloc(k->e, k->b_r, 1), c0 = fj_alloc(k->e, k->b_r, 1);
-    fj_reg_t x = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mov.u32 %s, %%tid.x", R(t));
-    fj_ins(k->e, "shr.u32 %s, %s, %d", R(r0), R(t), tpr_shift);
-    fj_ins(k->e, "and.b32 %s, %s, %d", R(c0), R(t), tpr - 1);
+    fj_reg_t r0 = fj_alloc(k->e, k->b_r, 1), c0 = fj_alloc(k->e, k->b_r, 1), x = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "shr.u32 %s, %s, %d", R(r0), R(k->tid), tpr_shift);
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(c0), R(k->tid), tpr - 1);
     fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(r0), p->swz_mask);
     k->bk[BK_CP_R0] = r0;
     k->bk[BK_CP_SOFF] = fj_alloc(k->e, k->b_addr, kc);
     fj_reg_t rb = fj_alloc(k->e, k->b_r, 1), ch = fj_alloc(k->e, k->b_r, 1);
     fj_comment(k->e, 2, "rows r0 + i * %d keep (row & %d) = (r0 & %d), so one swizzled offset per chunk serves every pass",
                p->copy_rows_per_pass, p->swz_mask, p->swz_mask);
-    fj_ins(k->e, "mov.u32 %s, fj_smem", R(rb));
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r0), p->row_bytes, R(rb));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r0), p->row_bytes, R(k->smem));
     for (int j = 0; j < kc; j++) {
         fj_ins(k->e, "add.u32 %s, %s, %d", R(ch), R(c0), j * tpr);
         fj_ins(k->e, "xor.b32 %s, %s, %s", R(ch), R(ch), R(x));
@@ -238,7 +235,7 @@ static void copy_lanes(fj_kctx *k)
         fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(k->bk[BK_CP_SOFF], j)), R(rb), R(ch));
     }
     /* global: the thread's offset r0 * row_bytes + c0 * 16 is formed at each copy (row_bytes differs
-     * per tensor and comes from the constant bank) */
+     * per tensor and comes from the constant bank) rather than kept in three 64-bit registers */
     k->bk[BK_CP_C16] = fj_alloc(k->e, k->b_rd, 1);
     fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(k->bk[BK_CP_C16]), R(c0));
 }
@@ -261,7 +258,7 @@ static void setup_sm80(fj_kctx *k)
 {
     geometry_sm80(k);
     setup_ldmatrix(k);
-    copy_lanes(k);
+    setup_copy(k);
 }
 
 /* ---- copies ---------------------------------------------------------------------------------- */
