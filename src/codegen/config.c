@@ -38,8 +38,9 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
  * H100 (bench/sweep.sh, BF16, B*N = 16384, H*D = 2048; bench/results/h100-sweep-2026-11-22.md).
  * Two 16-row fragments per warp (block_m = 32 * warps) halve the K/V shared-memory reads per MMA.
  * Non-causal d128 takes br128 bc64 s2 (FlashAttention-2's shape) since codegen 7 fits it in 255
- * registers: +4% to +5% over br128 bc32 (bench/results/h100-ab-bc64-2026-11-22.md). Causal d128 keeps
- * br128 bc32 s2: with the mask's terms the bc64 shape spills (the register model rejects it).
+ * registers: +4% to +5% over br128 bc32 (bench/results/h100-ab-bc64-2026-11-22.md). Causal d128 takes
+ * it too since codegen 8, whose KV range lives in uniform registers (ptxas's sm_90 allocation has no
+ * spills with the mask; bench/results/h100-ab-causal-bc64-2026-11-22.md).
  * d96 and d192 were not swept: they take the shape of their neighbours. */
 typedef struct sm80_default {
     int head_dim, causal, block_m, block_n, warps, stages;
@@ -47,7 +48,7 @@ typedef struct sm80_default {
 
 static const sm80_default k_sm80_defaults[] = {
     {64, 0, 128, 64, 4, 2},  {64, 1, 128, 64, 4, 2},  {96, 0, 128, 32, 4, 2}, {96, 1, 64, 64, 4, 3},
-    {128, 0, 128, 64, 4, 2}, {128, 1, 128, 32, 4, 2}, {192, 0, 64, 64, 4, 1}, {192, 1, 64, 64, 4, 1},
+    {128, 0, 128, 64, 4, 2}, {128, 1, 128, 64, 4, 2}, {192, 0, 64, 64, 4, 1}, {192, 1, 64, 64, 4, 1},
     {256, 0, 64, 64, 4, 1},  {256, 1, 64, 64, 4, 1},
 };
 

@@ -136,6 +136,16 @@ static void emit_indices(fj_kctx *k)
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
 
+/* dst = src / block_n for src >= 0: a shift when block_n is a power of two, which keeps the KV range on
+ * ptxas's uniform datapath (uniform registers, not the 255 per-thread ones); div.s32 otherwise. */
+static void div_block_n(fj_kctx *k, fj_reg_t dst, fj_reg_t src)
+{
+    int bc = k->p->cfg.block_n, sh = 0;
+    while ((1 << sh) < bc) sh++;
+    if ((1 << sh) == bc) fj_ins(k->e, "shr.u32 %s, %s, %d", R(dst), R(src), sh);
+    else fj_ins(k->e, "div.s32 %s, %s, %d", R(dst), R(src), bc);
+}
+
 /* n_end = number of KV tiles to visit; mask_from = first tile that needs masking. */
 static void emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 {
@@ -147,33 +157,32 @@ static void emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
                               "Tiles past the last row's limit are skipped; only tiles that cross a row's limit\n"
                               "(or the end of K) are masked - the others run the unmasked path."
                             : "All ceil(Nk / block_n) tiles; only the last one, if partial, is masked.");
-    fj_reg_t tiles = fj_alloc(e, k->b_r, 1), rem = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_reg_t tiles = fj_alloc(e, k->b_r, 1), full = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "tiles = ceil(Nk / block_n); full tiles = floor(Nk / block_n) (all operands >= 0)");
     fj_ins(e, "add.s32 %s, %s, %d", R(tiles), R(k->seqlen_k), bc - 1);
-    fj_ins(e, "div.s32 %s, %s, %d", R(tiles), R(tiles), bc);
-    fj_ins(e, "rem.s32 %s, %s, %d", R(rem), R(k->seqlen_k), bc);
-    fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(rem));
-    fj_ins(e, "selp.s32 %s, 1, 0, %s", R(rem), R(pr));
-    fj_ins(e, "sub.s32 %s, %s, %s", R(mask_from), R(tiles), R(rem));
+    div_block_n(k, tiles, tiles);
+    div_block_n(k, full, k->seqlen_k);
     if (!p->cfg.causal) {
         fj_ins(e, "mov.s32 %s, %s", R(n_end), R(tiles));
+        fj_ins(e, "mov.s32 %s, %s", R(mask_from), R(full));
         return;
     }
     fj_reg_t off = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "sub.s32 %s, %s, %s", R(off), R(k->seqlen_k), R(k->seqlen_q));
-    fj_comment(e, 1, "last visible key of the CTA's last row: m0 + block_m - 1 + Nk - Nq");
+    fj_comment(e, 1, "tiles up to the last visible key of the CTA's last row, m0 + block_m - 1 + Nk - Nq:");
+    fj_comment(e, 1, "ceil((max(that, -1) + 1) / block_n)");
     fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
     fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), p->cfg.block_m - 1);
     fj_ins(e, "max.s32 %s, %s, -1", R(t), R(t));
-    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(t));
-    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), bc - 1);
-    fj_ins(e, "div.s32 %s, %s, %d", R(t), R(t), bc);
+    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), bc);
+    div_block_n(k, t, t);
     fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(t), R(tiles));
-    fj_comment(e, 1, "first tile crossing the first row's limit: floor((m0 + Nk - Nq + 1) / block_n)");
+    fj_comment(e, 1, "first tile crossing the first row's limit: floor(max(m0 + Nk - Nq + 1, 0) / block_n)");
     fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
     fj_ins(e, "add.s32 %s, %s, 1", R(t), R(t));
     fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
-    fj_ins(e, "div.s32 %s, %s, %d", R(t), R(t), bc);
-    fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(mask_from), R(t));
+    div_block_n(k, t, t);
+    fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(full), R(t));
 }
 
 /* Issue the K and/or V tile (parts) `tile` if it exists (uniform branch), then always close a copy

@@ -39,17 +39,20 @@ enum {
 static const int k_row_bytes_off[3] = {FJ_PARAM_OFF(q_row_bytes), FJ_PARAM_OFF(k_row_bytes), FJ_PARAM_OFF(v_row_bytes)};
 static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF(k_pass_bytes), FJ_PARAM_OFF(v_pass_bytes)};
 
-/* Register model (32-bit registers per thread), calibrated with ptxas 13.0 -v over every tile shape
- * the tuner explores (sm_80 and sm_90a, both dtypes): the accumulators a config keeps (O, S, the
- * second S set of the pipelined schedule, Q when it stays in registers) plus FJ_SM80_REG_MISC for
- * addresses, loop state, row statistics and fragments in flight fit in 255 without spills; one
- * stage needs FJ_SM80_REG_ONE_STAGE more (its K copy is issued while S is live), the causal mask
- * FJ_SM80_REG_CAUSAL more, and with one or two warps each extra copy chunk per thread and row costs
- * its smem address and pass arithmetic. */
+/* Register model (32-bit registers per thread), calibrated with nvJitLink (the library's compiler) for
+ * sm_90 over every tile shape the tuner explores, both masks: the accumulators a config keeps (O, S,
+ * the second S set of the pipelined schedule, Q when it stays in registers) plus FJ_SM80_REG_MISC for
+ * addresses, loop state, row statistics and fragments in flight fit in 255 without spills; one stage
+ * needs FJ_SM80_REG_ONE_STAGE more (its K copy is issued while S is live), a causal kernel with 3 or 4
+ * stages FJ_SM80_REG_CAUSAL_DEEP more (with 1-2 stages the mask fits: the KV range it tests is on
+ * ptxas's uniform datapath), and with one or two warps each extra copy chunk per thread and row costs
+ * its smem address and pass arithmetic. Built for sm_80/sm_86 the same PTX is allocated differently:
+ * there ptxas reads %ctaid.x into a vector register, and the causal configs at the 255 edge spill 4-12
+ * bytes (their KV range); the tuner skips any config that spills on the GPU at hand. */
 #define FJ_SM80_REG_LIMIT 255
 #define FJ_SM80_REG_MISC 47
 #define FJ_SM80_REG_ONE_STAGE 24
-#define FJ_SM80_REG_CAUSAL 17 /* the causal mask's terms are computed where S and O are both live */
+#define FJ_SM80_REG_CAUSAL_DEEP 17 /* the causal mask with 3-4 stages: computed where S, O and more copy state are live */
 #define FJ_SM80_REG_PER_CHUNK 6 /* each 16-byte copy chunk per thread and row past the first (1-2 warps) */
 #define FJ_SM80_LEAN_ABOVE 224
 /* Q stays in registers when O + S + Q fit in this many: room is left for pipelining and the lane
@@ -88,7 +91,7 @@ static fajit_status plan_sm80(fj_plan *p)
     if (st != FAJIT_OK) return st;
     p->reg_acc_o = p->m_frags * c->head_dim / 2;
     p->reg_acc_s = p->m_frags * c->block_n / 2;
-    p->reg_misc = FJ_SM80_REG_MISC + (c->stages == 1 ? FJ_SM80_REG_ONE_STAGE : 0) + (c->causal ? FJ_SM80_REG_CAUSAL : 0) +
+    p->reg_misc = FJ_SM80_REG_MISC + (c->stages == 1 ? FJ_SM80_REG_ONE_STAGE : 0) + (c->causal && c->stages >= 3 ? FJ_SM80_REG_CAUSAL_DEEP : 0) +
                   FJ_SM80_REG_PER_CHUNK * (p->copy_chunks_per_thread_row - 1);
     int q_regs = p->m_frags * c->head_dim / 4;
     p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs <= FJ_SM80_Q_IN_REGS_MAX;
@@ -113,7 +116,7 @@ static fajit_status plan_sm80(fj_plan *p)
                        "exceed %d, the most a thread can have (ptxas would spill); lower block_n or block_m, or use "
                        "more warps",
                        p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc,
-                       c->stages == 1 || c->causal ? ", more with one stage or a causal mask" : "", FJ_SM80_REG_LIMIT);
+                       c->stages == 1 || (c->causal && c->stages >= 3) ? ", more with one stage or a causal mask at 3-4 stages" : "", FJ_SM80_REG_LIMIT);
     return FAJIT_OK;
 }
 
