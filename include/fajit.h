@@ -319,8 +319,10 @@ typedef struct fajit_tune_result {
  * the heuristic's config (which goes first) and the first max_candidates are compiled (through
  * fajit_kernel_get, so they land in the caches) and timed on the legacy default stream: random inputs,
  * `warmup` calls, then `reps` calls each between two CUDA events, rotating over at least two input
- * sets that together exceed 256 MB (well past L2). Each candidate's output is compared with the first
- * timed one's (a wrong result skips it). A candidate that fails to compile or launch is skipped, its
+ * sets that together exceed 256 MB (well past L2). The fastest three within 10% of the best are then
+ * timed again, interleaved over three rounds (clock drift over the tune hits them alike), and the best
+ * median over the rounds wins. Each candidate's output is compared with the first
+ * timed one's (a wrong result skips it); one whose kernel spills registers is skipped. A candidate that fails to compile or launch is skipped, its
  * reason passed to the progress callback; the tune goes on.
  *
  * shape (may be NULL) is what is timed; zero fields are filled as in the issue-3 workload: seqlen_q

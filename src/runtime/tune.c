@@ -323,6 +323,7 @@ typedef struct tune_run {
     int n;
     int first_is_heuristic; /* cands[0] is the heuristic's config (not pruned by the device) */
     double t0;
+    double *first_ms;       /* first-pass median per candidate, 0 when it was not timed */
     fajit_status first_fail;
     char first_msg[512];
 } tune_run;
@@ -392,6 +393,7 @@ static int run_candidate(tune_run *r, fj_tune_bench *b, int i)
     }
     double tflops = b->flops / (ms * 1e-3) / 1e12;
     r->res.timed++;
+    r->first_ms[i] = ms;
     int heuristic = i == 0 && r->first_is_heuristic;
     if (heuristic) r->res.heuristic_tflops = tflops;
     if (!r->res.found || ms < r->res.median_ms) {
@@ -402,6 +404,53 @@ static int run_candidate(tune_run *r, fj_tune_bench *b, int i)
     }
     note(r, i, c, tflops, "%.3f ms, %d regs%s", ms, info.registers, heuristic ? " (heuristic)" : "");
     return 0;
+}
+
+/* The first pass times candidates one after another, minutes apart, and the H100's clocks drift with
+ * its power and temperature over that span: configs within a few percent can swap places between
+ * runs. So the fastest few (within FJ_TUNE_FINAL_WITHIN of the best) are timed again, interleaved -
+ * A B C, A B C, ... FJ_TUNE_FINAL_ROUNDS times - and the winner is the best median over the rounds;
+ * drift then hits every finalist alike. The window is wide because the first candidate of a class
+ * runs on a GPU that idled while the inputs were filled, and has read 7% high (one outlier must not
+ * shut the real contenders out). */
+static fajit_status final_round(tune_run *r, fj_tune_bench *b)
+{
+    int fin[FJ_TUNE_FINALISTS], nf = 0;
+    double best = r->res.median_ms;
+    for (int i = 0; i < r->n; i++) { /* the nf fastest, kept sorted by first-pass time */
+        double t = r->first_ms[i];
+        if (!(t > 0) || t > best * (1.0 + FJ_TUNE_FINAL_WITHIN)) continue;
+        if (nf == FJ_TUNE_FINALISTS && t >= r->first_ms[fin[nf - 1]]) continue;
+        int at = nf < FJ_TUNE_FINALISTS ? nf++ : nf - 1;
+        for (; at > 0 && r->first_ms[fin[at - 1]] > t; at--) fin[at] = fin[at - 1];
+        fin[at] = i;
+    }
+    if (nf < 2) return FAJIT_OK;
+    double ms[FJ_TUNE_FINALISTS][FJ_TUNE_FINAL_ROUNDS];
+    note(r, -1, NULL, -1.0, "final round: the %d fastest (within %.0f%% of the best) timed again, interleaved, %d rounds",
+         nf, 100.0 * FJ_TUNE_FINAL_WITHIN, FJ_TUNE_FINAL_ROUNDS);
+    for (int round = 0; round < FJ_TUNE_FINAL_ROUNDS; round++)
+        for (int f = 0; f < nf; f++) {
+            fajit_status st = fj_tune_bench_time(b, &r->cands[fin[f]], r->o.warmup, &ms[f][round]);
+            if (st != FAJIT_OK) {
+                note(r, -1, NULL, -1.0, "final round stopped (%s); the first pass's winner stands", fajit_errmsg());
+                return fj_tune_bench_alive(b) == FAJIT_OK ? FAJIT_OK : fj_fail(FAJIT_ERR_CUDA, "fajit_tune: the CUDA context "
+                                                                        "is unusable after the final round");
+            }
+        }
+    int win = -1;
+    double win_ms = 0;
+    for (int f = 0; f < nf; f++) {
+        double m = fj_sort_median(ms[f], FJ_TUNE_FINAL_ROUNDS);
+        const fajit_config *c = &r->cands[fin[f]];
+        note(r, fin[f], c, b->flops / (m * 1e-3) / 1e12, "final: median of %d rounds %.3f ms (first pass %.3f ms)",
+             FJ_TUNE_FINAL_ROUNDS, m, r->first_ms[fin[f]]);
+        if (win < 0 || m < win_ms) win = fin[f], win_ms = m;
+    }
+    r->res.best = r->cands[win];
+    r->res.median_ms = win_ms;
+    r->res.tflops = b->flops / (win_ms * 1e-3) / 1e12;
+    return FAJIT_OK;
 }
 
 /* Time the candidates in order until done, out of budget, or the CUDA context fails. */
@@ -420,7 +469,7 @@ static fajit_status run_all(tune_run *r, fj_tune_bench *b)
                                            "winner is kept", i + 1, r->first_msg);
         }
     }
-    if (r->res.found) return FAJIT_OK;
+    if (r->res.found) return final_round(r, b);
     return fj_fail(r->first_fail, "fajit_tune: none of the %d candidates could be timed; the first failed with: %s",
                    r->n, r->first_msg);
 }
@@ -474,7 +523,8 @@ static fajit_status tune_prepare(tune_run *r, const fajit_shape *shape, fajit_dt
     if ((st = heuristic_config(r->ctx, &r->shape, heuristic)) != FAJIT_OK)
         return fj_fail_context(st, "fajit_tune: the heuristic's config");
     r->cands = calloc(FJ_TUNE_SPACE_MAX, sizeof *r->cands);
-    if (!r->cands) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: out of host memory");
+    r->first_ms = calloc(FJ_TUNE_SPACE_MAX, sizeof *r->first_ms);
+    if (!r->cands || !r->first_ms) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: out of host memory");
     r->n = fj_tune_space(r->ctx, heuristic, r->cands, r->o.max_candidates, &r->res.space, &r->res.pruned);
     r->res.candidates = r->n;
     r->first_is_heuristic = r->n > 0 && same_config(&r->cands[0], heuristic);
@@ -529,6 +579,7 @@ fajit_status fajit_tune(fajit_context *ctx, const fajit_shape *shape, fajit_dtyp
     if (st == FAJIT_OK && best_out) *best_out = r->res.best;
     if (result_out) *result_out = r->res;
     free(r->cands);
+    free(r->first_ms);
     free(r);
     return st;
 }

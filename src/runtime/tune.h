@@ -30,6 +30,9 @@
 #define FJ_TUNE_DEFAULT_WARMUP 3
 #define FJ_TUNE_ROTATE_BYTES (256.0 * 1024 * 1024) /* input sets span at least this (5x an H100's L2) */
 #define FJ_TUNE_MAX_SETS 64
+#define FJ_TUNE_FINALISTS 3       /* candidates timed again, interleaved, after the first pass */
+#define FJ_TUNE_FINAL_WITHIN 0.10 /* ... those within this fraction of the first pass's best time */
+#define FJ_TUNE_FINAL_ROUNDS 3
 
 /* The sequence-length class of a shape, or 0 when shape is NULL or has no sequence length. */
 int fj_tune_seqlen_class(const fajit_shape *shape);
