@@ -321,9 +321,9 @@ typedef struct fajit_tune_result {
  * `warmup` calls, then `reps` calls each between two CUDA events, rotating over at least two input
  * sets that together exceed 256 MB (well past L2). The fastest three within 10% of the best are then
  * timed again, interleaved over three rounds (clock drift over the tune hits them alike), and the best
- * median over the rounds wins. Each candidate's output is compared with the first
- * timed one's (a wrong result skips it); one whose kernel spills registers is skipped. A candidate that fails to compile or launch is skipped, its
- * reason passed to the progress callback; the tune goes on.
+ * median over the rounds wins. Each candidate's output is compared with the first timed one's (a
+ * wrong result skips it); one whose kernel spills registers is skipped. A candidate that fails to
+ * compile or launch is skipped, its reason passed to the progress callback; the tune goes on.
  *
  * shape (may be NULL) is what is timed; zero fields are filled as in the issue-3 workload: seqlen_q
  * and seqlen_k 4096 (or each other), batch 16384 / max(seqlen_q, seqlen_k) (at least 1), heads_q

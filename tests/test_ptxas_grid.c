@@ -141,7 +141,8 @@ static int assemble_both(const char *canon, int sm80_edge)
         char *text = fj_test_read_file(log[a], NULL);
         ptxas_report rep = parse_ptxas_log(text);
         char what[128];
-        if (sm80_edge && a == 0 && code == 0 && rep.bad && !rep.warned && rep.spill <= SM80_CAUSAL_EDGE_SPILL) {
+        if (sm80_edge && strcmp(k_archs[a], "sm_80") == 0 && code == 0 && rep.bad && !rep.warned &&
+            rep.spill <= SM80_CAUSAL_EDGE_SPILL) {
             printf("  known: %s spills %d bytes on %s (causal, 255-register edge; 0 on sm_90a)\n", canon, rep.spill,
                    k_archs[a]);
             g.sm80_edge_spills++;
@@ -160,12 +161,10 @@ static int assemble_both(const char *canon, int sm80_edge)
 }
 
 /* Register estimate of the plan against ptxas: reported, not asserted (the plan says "estimate"). */
-static void compare_register_estimate(const fajit_config *cfg, int regs)
+static void compare_register_estimate(const fj_plan *plan, int regs)
 {
-    fj_plan plan;
-    if (fj_plan_build(cfg, &plan) != FAJIT_OK) return;
-    if (regs - plan.reg_total > g.max_regs_over) g.max_regs_over = regs - plan.reg_total;
-    if (plan.reg_total - regs > g.max_regs_under) g.max_regs_under = plan.reg_total - regs;
+    if (regs - plan->reg_total > g.max_regs_over) g.max_regs_over = regs - plan->reg_total;
+    if (plan->reg_total - regs > g.max_regs_under) g.max_regs_under = plan->reg_total - regs;
 }
 
 /* Generate the PTX of a checked config into `path`; 0, or -1 after reporting the failure. */
@@ -218,8 +217,8 @@ static void try_config(const fajit_config *cfg)
         return;
     }
     fj_plan plan;
-    int edge = fj_plan_build(cfg, &plan) == FAJIT_OK && cfg->causal && plan.lean_regs;
-    regs = assemble_both(canon, edge);
+    int planned = fj_plan_build(cfg, &plan) == FAJIT_OK;
+    regs = assemble_both(canon, planned && cfg->causal && plan.lean_regs);
     if (regs < 0) {
         char kept[4096];
         snprintf(kept, sizeof kept, "%s/fail_%d.ptx", g.dir, ++g.failed);
@@ -227,7 +226,7 @@ static void try_config(const fajit_config *cfg)
         return;
     }
     if (regs > g.max_regs) g.max_regs = regs;
-    compare_register_estimate(cfg, regs);
+    if (planned) compare_register_estimate(&plan, regs);
     if (verbose()) printf("  ok %s (-v %d): %d registers\n", canon, verbosity, regs);
     keep_sass_cubin(cfg->dtype);
 }

@@ -21,6 +21,14 @@
 
 #include "../runtime/error.h"
 
+/* Smallest s with (1 << s) >= n, for n >= 1: the shift that divides by n when n is a power of two. */
+static inline int fj_log2_ceil(int n)
+{
+    int s = 0;
+    while ((1 << s) < n) s++;
+    return s;
+}
+
 /* ---- text buffer ---------------------------------------------------------------------------- */
 typedef struct fj_buf {
     char *data;

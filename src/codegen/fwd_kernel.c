@@ -140,8 +140,7 @@ static void emit_indices(fj_kctx *k)
  * ptxas's uniform datapath (uniform registers, not the 255 per-thread ones); div.s32 otherwise. */
 static void div_block_n(fj_kctx *k, fj_reg_t dst, fj_reg_t src)
 {
-    int bc = k->p->cfg.block_n, sh = 0;
-    while ((1 << sh) < bc) sh++;
+    int bc = k->p->cfg.block_n, sh = fj_log2_ceil(bc);
     if ((1 << sh) == bc) fj_ins(k->e, "shr.u32 %s, %s, %d", R(dst), R(src), sh);
     else fj_ins(k->e, "div.s32 %s, %s, %d", R(dst), R(src), bc);
 }

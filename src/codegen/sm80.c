@@ -91,8 +91,9 @@ static fajit_status plan_sm80(fj_plan *p)
     if (st != FAJIT_OK) return st;
     p->reg_acc_o = p->m_frags * c->head_dim / 2;
     p->reg_acc_s = p->m_frags * c->block_n / 2;
-    p->reg_misc = FJ_SM80_REG_MISC + (c->stages == 1 ? FJ_SM80_REG_ONE_STAGE : 0) + (c->causal && c->stages >= 3 ? FJ_SM80_REG_CAUSAL_DEEP : 0) +
-                  FJ_SM80_REG_PER_CHUNK * (p->copy_chunks_per_thread_row - 1);
+    int causal_deep = c->causal && c->stages >= 3;
+    p->reg_misc = FJ_SM80_REG_MISC + (c->stages == 1 ? FJ_SM80_REG_ONE_STAGE : 0) +
+                  (causal_deep ? FJ_SM80_REG_CAUSAL_DEEP : 0) + FJ_SM80_REG_PER_CHUNK * (p->copy_chunks_per_thread_row - 1);
     int q_regs = p->m_frags * c->head_dim / 4;
     p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs <= FJ_SM80_Q_IN_REGS_MAX;
     p->reg_q = p->q_in_regs ? q_regs : 0;
@@ -116,7 +117,8 @@ static fajit_status plan_sm80(fj_plan *p)
                        "exceed %d, the most a thread can have (ptxas would spill); lower block_n or block_m, or use "
                        "more warps",
                        p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc,
-                       c->stages == 1 || (c->causal && c->stages >= 3) ? ", more with one stage or a causal mask at 3-4 stages" : "", FJ_SM80_REG_LIMIT);
+                       c->stages == 1 || causal_deep ? ", more with one stage or a causal mask at 3-4 stages" : "",
+                       FJ_SM80_REG_LIMIT);
     return FAJIT_OK;
 }
 
@@ -217,8 +219,7 @@ static void setup_copy(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     int tpr = p->copy_tpr, kc = p->copy_chunks_per_thread_row;
-    int tpr_shift = 0;
-    while ((1 << tpr_shift) < tpr) tpr_shift++;
+    int tpr_shift = fj_log2_ceil(tpr);
     fj_comment(k->e, 1, "copy layout: thread -> (row r0 = tid / %d, chunks c0 + %d*j), %d rows per pass", tpr, tpr,
                p->copy_rows_per_pass);
     fj_reg_t r0 = fj_alloc(k->e, k->b_r, 1), c0 = fj_alloc(k->e, k->b_r, 1), x = fj_alloc(k->e, k->b_r, 1);

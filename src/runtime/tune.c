@@ -359,6 +359,8 @@ static void skip(tune_run *r, int i, fajit_status st, const char *why)
     note(r, i, &r->cands[i], -1.0, "%s", why);
 }
 
+static double tflops_at(const fj_tune_bench *b, double ms) { return b->flops / (ms * 1e-3) / 1e12; }
+
 /* One candidate: kernel, checked run, timing. 0 = timed or skipped, -1 = the CUDA context died. */
 static int run_candidate(tune_run *r, fj_tune_bench *b, int i)
 {
@@ -391,7 +393,7 @@ static int run_candidate(tune_run *r, fj_tune_bench *b, int i)
         skip(r, i, st, msg);
         return st == FAJIT_ERR_CUDA && fj_tune_bench_alive(b) != FAJIT_OK ? -1 : 0;
     }
-    double tflops = b->flops / (ms * 1e-3) / 1e12;
+    double tflops = tflops_at(b, ms);
     r->res.timed++;
     r->first_ms[i] = ms;
     int heuristic = i == 0 && r->first_is_heuristic;
@@ -434,8 +436,8 @@ static fajit_status final_round(tune_run *r, fj_tune_bench *b)
             fajit_status st = fj_tune_bench_time(b, &r->cands[fin[f]], r->o.warmup, &ms[f][round]);
             if (st != FAJIT_OK) {
                 note(r, -1, NULL, -1.0, "final round stopped (%s); the first pass's winner stands", fajit_errmsg());
-                return fj_tune_bench_alive(b) == FAJIT_OK ? FAJIT_OK : fj_fail(FAJIT_ERR_CUDA, "fajit_tune: the CUDA context "
-                                                                        "is unusable after the final round");
+                if (fj_tune_bench_alive(b) == FAJIT_OK) return FAJIT_OK;
+                return fj_fail(FAJIT_ERR_CUDA, "fajit_tune: the CUDA context is unusable after the final round");
             }
         }
     int win = -1;
@@ -443,13 +445,13 @@ static fajit_status final_round(tune_run *r, fj_tune_bench *b)
     for (int f = 0; f < nf; f++) {
         double m = fj_sort_median(ms[f], FJ_TUNE_FINAL_ROUNDS);
         const fajit_config *c = &r->cands[fin[f]];
-        note(r, fin[f], c, b->flops / (m * 1e-3) / 1e12, "final: median of %d rounds %.3f ms (first pass %.3f ms)",
+        note(r, fin[f], c, tflops_at(b, m), "final: median of %d rounds %.3f ms (first pass %.3f ms)",
              FJ_TUNE_FINAL_ROUNDS, m, r->first_ms[fin[f]]);
         if (win < 0 || m < win_ms) win = fin[f], win_ms = m;
     }
     r->res.best = r->cands[win];
     r->res.median_ms = win_ms;
-    r->res.tflops = b->flops / (win_ms * 1e-3) / 1e12;
+    r->res.tflops = tflops_at(b, win_ms);
     return FAJIT_OK;
 }
 
