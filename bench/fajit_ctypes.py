@@ -43,11 +43,13 @@ class Config(ctypes.Structure):
     """fajit_config: fields left 0 are chosen by config_fill."""
     _fields_ = [("arch", ctypes.c_int), ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int),
                 ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("stages", ctypes.c_int),
-                ("swizzle", ctypes.c_int), ("warps", ctypes.c_int), ("causal", ctypes.c_int)]
+                ("swizzle", ctypes.c_int), ("warps", ctypes.c_int), ("causal", ctypes.c_int),
+                ("col_warps", ctypes.c_int)]
 
     # canonical text, as fajit_config_format writes it: "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"
+    # ("cw2" after the warps when col_warps > 1)
     _TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
-                       r"\s+w(\d+)\s+(causal|noncausal)\s*$")
+                       r"\s+w(\d+)(?:\s+cw(\d+))?\s+(causal|noncausal)\s*$")
 
     @classmethod
     def from_text(cls, text):
@@ -57,11 +59,12 @@ class Config(ctypes.Structure):
         arch = {v: k for k, v in ARCH_NAMES.items()}.get(m.group(1)) if m else None
         if not m or arch is None:
             raise ValueError(f"config {text!r}: expected the canonical form "
-                             "'<sm_80|sm_90a|sm_100a> <f16|bf16> d<D> br<N> bc<N> s<N> sw<none|N> w<N> <causal|noncausal>'")
+                             "'<sm_80|sm_90a|sm_100a> <f16|bf16> d<D> br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] "
+                             "<causal|noncausal>'")
         sw = SWIZZLE_NONE if m.group(7) == "none" else int(m.group(7))
         return cls(arch=arch, dtype=DTYPE_F16 if m.group(2) == "f16" else DTYPE_BF16, head_dim=int(m.group(3)),
                    block_m=int(m.group(4)), block_n=int(m.group(5)), stages=int(m.group(6)), swizzle=sw,
-                   warps=int(m.group(8)), causal=int(m.group(9) == "causal"))
+                   warps=int(m.group(8)), col_warps=int(m.group(9) or 1), causal=int(m.group(10) == "causal"))
 
     def as_dict(self):
         """The fields as a plain dict (for JSON)."""

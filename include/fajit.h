@@ -95,12 +95,18 @@ typedef enum fajit_arch {
 
 /*
  * One kernel. Fields left 0 are chosen by fajit_config_fill(); fajit_config_check() rejects zeros.
- *  block_m   Br, query rows per CTA (multiple of 16 * warps)
+ *  block_m   Br, query rows per CTA (multiple of 16 * warps / col_warps)
  *  block_n   Bc, key rows per K/V tile (multiple of 16)
  *  stages    K/V tiles in flight (1..4; 1 = no overlap of copy and math)
  *  swizzle   smem XOR swizzle span in bytes: -1 = none, 32, 64 or 128 (0 = pick)
  *  warps     warps per CTA
  *  causal    0 or 1
+ *  col_warps warps that share one block of query rows, each computing 1/col_warps of its columns
+ *            (of S: keys; of O: head dims): 1 (FlashAttention-2: a warp owns whole rows) or 2 (warp
+ *            pairs exchange row maxima and P through smem; halves O's registers per row, so a warp can
+ *            own twice the rows and read K/V from smem half as often per MMA - what D >= 192 needs).
+ *            0 = pick in fajit_config_fill; fajit_config_check reads 0 as 1, so configs written before
+ *            this field existed keep their meaning.
  */
 typedef struct fajit_config {
     fajit_arch arch;
@@ -112,6 +118,7 @@ typedef struct fajit_config {
     int swizzle;
     int warps;
     int causal;
+    int col_warps;
 } fajit_config;
 
 #define FAJIT_SWIZZLE_NONE (-1)

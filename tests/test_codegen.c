@@ -79,7 +79,7 @@ static void test_emit_sticky_error(void **state)
 /* ---- config rules ------------------------------------------------------------------------------- */
 static fajit_config base_config(void)
 {
-    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0};
+    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1};
     return c;
 }
 

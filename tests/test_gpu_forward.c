@@ -140,9 +140,10 @@ static void test_growing_scores(void **state)
 /* ---- explicit configs: tails of every block size ------------------------------------------------- */
 
 /* A few tile shapes; those the library rejects or the device cannot fit are skipped (printed). */
-static const int k_tiles[][5] = {
-    /* block_m block_n stages swizzle warps */
-    {64, 64, 2, 128, 4}, {128, 64, 2, 128, 4}, {128, 32, 1, 64, 8}, {64, 32, 3, 32, 4}, {128, 128, 2, 128, 8},
+static const int k_tiles[][6] = {
+    /* block_m block_n stages swizzle warps col_warps */
+    {64, 64, 2, 128, 4, 1}, {128, 64, 2, 128, 4, 1}, {128, 32, 1, 64, 8, 1}, {64, 32, 3, 32, 4, 1}, {128, 128, 2, 128, 8, 1},
+    {128, 64, 1, 64, 8, 2}, {64, 32, 3, 32, 4, 2},
 };
 
 /* 1 if cfg passes fajit_config_check and fits the device; else prints why and returns 0. */
@@ -167,7 +168,7 @@ static void test_explicit_configs(void **state)
         for (int dt = FAJIT_DTYPE_F16; dt <= FAJIT_DTYPE_BF16; dt++)
             for (size_t t = 0; t < sizeof k_tiles / sizeof k_tiles[0]; t++) {
                 fajit_config cfg = {FAJIT_ARCH_SM80, (fajit_dtype)dt, dims[di], k_tiles[t][0], k_tiles[t][1],
-                                    k_tiles[t][2], k_tiles[t][3], k_tiles[t][4], (int)(t % 2)};
+                                    k_tiles[t][2], k_tiles[t][3], k_tiles[t][4], (int)(t % 2), k_tiles[t][5]};
                 char text[128];
                 fajit_config_format(&cfg, text, sizeof text);
                 if (!config_usable(&cfg, text)) continue;

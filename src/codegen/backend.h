@@ -24,7 +24,7 @@
  * lives. A thread owns `rows` rows; in each it owns `s_vals` score values and `o_vals` output
  * values. Rows are reduced across the `n_shuffles` lanes xor-masks in `shuffle_xor` (a quad for
  * mma.sync and wgmma; none when a thread owns a whole row, as after tcgen05.ld).
- * Positions are relative to per-thread bases kept in registers (fj_kctx.row_base / col_base).
+ * Positions are relative to per-thread bases kept in registers (fj_kctx.row_base, col_base_s, col_base_o).
  */
 typedef struct fj_frag_desc {
     int rows;
@@ -34,8 +34,8 @@ typedef struct fj_frag_desc {
     int (*s_reg)(const fj_plan *p, int row, int val);  /* index in the S accumulator bank */
     int (*o_reg)(const fj_plan *p, int row, int val);  /* index in the O accumulator bank */
     int (*row_off)(const fj_plan *p, int row);         /* + row_base = row within the CTA tile */
-    int (*s_col_off)(const fj_plan *p, int val);       /* + col_base = column within the KV tile */
-    int (*o_col_off)(const fj_plan *p, int val);       /* + col_base = column within head_dim */
+    int (*s_col_off)(const fj_plan *p, int val);       /* + col_base_s = column within the KV tile */
+    int (*o_col_off)(const fj_plan *p, int val);       /* + col_base_o = column within head_dim */
 } fj_frag_desc;
 
 /* Everything the skeleton and a backend share while emitting one kernel. */
@@ -55,7 +55,14 @@ typedef struct fj_kctx {
     /* thread geometry */
     fj_reg_t tid, warp, lane;
     fj_reg_t row_base;                /* s32: first row this thread owns, within the CTA tile */
-    fj_reg_t col_base;                /* s32: first column this thread owns, within a tile */
+    fj_reg_t col_base_s;              /* s32: first column this thread owns within the KV tile (S) */
+    fj_reg_t col_base_o;              /* s32: first column this thread owns within head_dim (O); the same
+                                         register as col_base_s unless col_warps splits the columns */
+
+    /* col_warps = 2: warps 2i and 2i+1 own the same rows (fwd_kernel.c, fj_emit_pair_*) */
+    fj_reg_t pair_bar;                /* u32: named barrier of the pair, 1 + warp / 2 */
+    fj_reg_t xchg_own, xchg_peer;     /* u32: this lane's 16-byte slot in this warp's / the partner's
+                                         exchange area (plan.xchg_off) */
 
     /* problem */
     fj_reg_t seqlen_q, seqlen_k;      /* s32, valid during setup only: later phases re-read the params */
@@ -72,6 +79,12 @@ typedef struct fj_kctx {
     fj_reg_t bk[24];
 } fj_kctx;
 
+/* Which keys of a tile an mma_pv call covers. */
+enum { FJ_KEYS_ALL = 0, FJ_KEYS_OWN = 1, FJ_KEYS_PEER = 2 };
+
+/* Slots (512 B each: 16 B per lane) of a warp's exchange area. */
+enum { FJ_XCHG_SLOT_MAX = 0, FJ_XCHG_SLOT_L = 1, FJ_XCHG_SLOT_P = 2 };
+
 /* Which tiles a load_kv call copies. */
 enum { FJ_KV_K = 1, FJ_KV_V = 2, FJ_KV_BOTH = 3 };
 
@@ -83,9 +96,9 @@ typedef struct fj_backend {
     /* Warp roles and fragment layout in words, for explain and the -v 2 header. */
     void (*describe)(const fj_plan *p, fj_buf *out, const char *prefix);
     void (*frag_desc)(const fj_plan *p, fj_frag_desc *out);
-    /* Per-thread setup after the skeleton has loaded parameters: row_base, col_base, lane terms. */
+    /* Per-thread setup after the skeleton has loaded parameters: row_base, col_base_s/o, lane terms. */
     void (*setup)(fj_kctx *k);
-    /* Recompute row_base and col_base from %tid (setup does it first; the mask and the epilogue redo
+    /* Recompute row_base and col_base_s/o from %tid (setup does it first; the mask and the epilogue redo
      * it so that neither register stays live across the KV loop). */
     void (*geometry)(fj_kctx *k);
     /* Start the async copy of the Q tile (rows >= seqlen_q zero-filled). */
@@ -102,8 +115,15 @@ typedef struct fj_backend {
     void (*q_to_regs)(fj_kctx *k);
     /* S = Q K^T for the K tile in `slot`. */
     void (*mma_qk)(fj_kctx *k, int slot);
-    /* O += P V for the V tile in `slot`; P is the exponentiated S (f32) held in acc_s. */
-    void (*mma_pv)(fj_kctx *k, int slot);
+    /* P (the exponentiated S, f32 in acc_s) -> the MMA's A operand registers (frag_p); with warp pairs
+     * the P of this warp's keys. */
+    void (*pack_p)(fj_kctx *k);
+    /* Warp pairs: this warp's packed P to its exchange area (get = 0), or the partner's from its area
+     * into frag_p (get = 1; after a pair barrier that follows the partner's put). */
+    void (*xchg_p)(fj_kctx *k, int get);
+    /* O += P V for the V tile in `slot` over the keys FJ_KEYS_* (all, or with warp pairs this warp's or
+     * the partner's half of the tile). */
+    void (*mma_pv)(fj_kctx *k, int slot, int keys);
     /* Store the normalized O accumulators (rows >= seqlen_q skipped). */
     void (*store_o)(fj_kctx *k);
 } fj_backend;
@@ -122,6 +142,18 @@ void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
+
+/* Warp pairs (plan.col_warps = 2, fwd_kernel.c). Each warp's exchange area holds 16 B per lane per
+ * slot (FJ_XCHG_SLOT_*): tile row maxima, the epilogue's l, then P. Both warps of a pair run the same
+ * sequence of pair barriers; a slot read after a pair barrier is rewritten only after a later barrier
+ * (pair or CTA) that the partner reaches after its read, and l has a slot of its own. */
+void fj_emit_pair_sync(fj_kctx *k);       /* bar.sync pair_bar, 64 */
+/* Store n (1, 2 or 4) registers of `type` in this lane's `slot` / load the partner's from it (after a
+ * fj_emit_pair_sync that follows the partner's store). */
+void fj_emit_pair_put(fj_kctx *k, int slot, fj_reg_t src, int n, const char *type);
+void fj_emit_pair_get(fj_kctx *k, int slot, fj_reg_t dst, int n, const char *type);
+/* v[i] = op(v[i], the partner's v[i]) for n (1..4) f32 registers (op "max.f32" / "add.f32"). */
+void fj_emit_pair_reduce(fj_kctx *k, const char *op, fj_reg_t v, int n);
 
 /* Load a field of struct fj_fwd_params (kernel_abi.h) at its point of use: ptxas reads it from the
  * constant bank instead of keeping a register live across the loop. */

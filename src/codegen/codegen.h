@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-8"
+#define FJ_CODEGEN_VERSION "fajit-codegen-9"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
@@ -24,11 +24,14 @@ typedef struct fj_plan {
 
     /* threads and warp roles */
     int threads;                 /* warps * 32 */
-    int m_frags;                 /* 16-row MMA fragments per warp: block_m = 16 * m_frags * warps */
-    int n_frags_s;               /* n8 fragments of S per warp row block: block_n / 8 */
-    int n_frags_o;               /* n8 fragments of O: head_dim / 8 */
+    int col_warps;               /* warps sharing a row block (1, or 2: a warp pair splits S's keys and O's
+                                    head dims and exchanges row maxima, P and l through smem) */
+    int row_warps;               /* warps / col_warps: row blocks per CTA */
+    int m_frags;                 /* 16-row MMA fragments per warp: block_m = 16 * m_frags * row_warps */
+    int n_frags_s;               /* n8 fragments of S per warp: block_n / 8 / col_warps */
+    int n_frags_o;               /* n8 fragments of O per warp: head_dim / 8 / col_warps */
     int k_steps_qk;              /* head_dim / 16 */
-    int k_steps_pv;              /* block_n / 16 */
+    int k_steps_pv;              /* block_n / 16 (a warp's P covers the whole tile after the exchange) */
     int q_in_regs;               /* Q fragments stay in registers for the whole KV loop */
     int rescale_slack;           /* O rescale: -1 every tile; >= 0 behind a warp vote, only when a row max
                                     passes the reference max by more than 2^slack (softmax.c) */
@@ -41,6 +44,7 @@ typedef struct fj_plan {
     int swz_mask;                /* 16-byte chunk index is XORed with (row & swz_mask): 0, 1, 3 or 7 */
     int q_off, q_bytes;
     int k_off, v_off, kv_tile_bytes; /* stages tiles each for K and V */
+    int xchg_off, xchg_warp_bytes; /* col_warps = 2: per-warp exchange area (row stats, then P), else 0 */
     int smem_bytes;
 
     /* global->shared copy layout: each thread moves 16-byte chunks */

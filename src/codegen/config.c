@@ -29,8 +29,10 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
     char sw[16];
     if (c->swizzle == FAJIT_SWIZZLE_NONE) snprintf(sw, sizeof sw, "none");
     else snprintf(sw, sizeof sw, "%d", c->swizzle);
-    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d %s", fj_arch_path_name(c->arch),
-                    dtype_name(c->dtype), c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps,
+    char cw[16] = "";
+    if (c->col_warps > 1) snprintf(cw, sizeof cw, " cw%d", c->col_warps);
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s %s", fj_arch_path_name(c->arch),
+                    dtype_name(c->dtype), c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
                     c->causal ? "causal" : "noncausal");
 }
 
@@ -43,13 +45,13 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
  * spills with the mask; bench/results/h100-ab-causal-bc64-2026-11-22.md).
  * d96 and d192 were not swept: they take the shape of their neighbours. */
 typedef struct sm80_default {
-    int head_dim, causal, block_m, block_n, warps, stages;
+    int head_dim, causal, block_m, block_n, warps, stages, col_warps;
 } sm80_default;
 
 static const sm80_default k_sm80_defaults[] = {
-    {64, 0, 128, 64, 4, 2},  {64, 1, 128, 64, 4, 2},  {96, 0, 128, 32, 4, 2}, {96, 1, 64, 64, 4, 3},
-    {128, 0, 128, 64, 4, 2}, {128, 1, 128, 64, 4, 2}, {192, 0, 64, 64, 4, 1}, {192, 1, 64, 64, 4, 1},
-    {256, 0, 64, 64, 4, 1},  {256, 1, 64, 64, 4, 1},
+    {64, 0, 128, 64, 4, 2, 1},  {64, 1, 128, 64, 4, 2, 1},  {96, 0, 128, 32, 4, 2, 1}, {96, 1, 64, 64, 4, 3, 1},
+    {128, 0, 128, 64, 4, 2, 1}, {128, 1, 128, 64, 4, 2, 1}, {192, 0, 64, 64, 4, 1, 1}, {192, 1, 64, 64, 4, 1, 1},
+    {256, 0, 64, 64, 4, 1, 2},  {256, 1, 64, 64, 4, 1, 1},
 };
 
 static void fill_sm80(fajit_config *c, const fajit_shape *shape)
@@ -58,21 +60,28 @@ static void fill_sm80(fajit_config *c, const fajit_shape *shape)
     for (size_t i = 0; i < sizeof k_sm80_defaults / sizeof k_sm80_defaults[0]; i++)
         if (k_sm80_defaults[i].head_dim == c->head_dim && k_sm80_defaults[i].causal == c->causal)
             d = &k_sm80_defaults[i];
+    if (!c->col_warps) c->col_warps = c->warps && c->warps < d->col_warps ? 1 : d->col_warps;
+    int cw = c->col_warps > 0 ? c->col_warps : 1; /* the check reports a bad one */
     if (!c->warps) {
-        c->warps = d->warps;
-        /* a given block_m decides the warps: whole 16-row fragments, at most 2 per warp */
-        while (c->block_m && c->warps > 1 && c->block_m % (16 * c->warps) != 0) c->warps /= 2;
-        while (c->block_m && c->warps < 8 && c->block_m / (16 * c->warps) > 2) c->warps *= 2;
+        c->warps = d->warps < cw ? cw : d->warps;
+        /* a given block_m decides the warps: whole 16-row fragments per warp row, at most 2 per warp */
+        while (c->block_m && c->warps > cw && c->block_m % (16 * c->warps / cw) != 0) c->warps /= 2;
+        while (c->block_m && c->warps < 8 && c->block_m / (16 * c->warps / cw) > 2) c->warps *= 2;
     }
+    int rows16 = 16 * (c->warps / cw > 0 ? c->warps / cw : 1); /* rows of one 16-row fragment per warp row */
     if (!c->block_m) {
         c->block_m = d->block_m;
         /* short queries: do not waste a CTA on rows that do not exist */
-        if (shape && shape->seqlen_q > 0 && shape->seqlen_q <= 64 && 64 % (16 * c->warps) == 0) c->block_m = 64;
-        if (c->block_m % (16 * c->warps) != 0 || c->block_m / (16 * c->warps) > 2) c->block_m = 16 * c->warps;
+        if (shape && shape->seqlen_q > 0 && shape->seqlen_q <= 64 && 64 % rows16 == 0) c->block_m = 64;
+        if (c->block_m % rows16 != 0 || c->block_m / rows16 > 2) c->block_m = rows16;
     }
     if (!c->block_n) c->block_n = d->block_n;
     if (!c->stages) c->stages = d->stages;
-    if (!c->swizzle) c->swizzle = (c->head_dim / 8) % 8 == 0 ? 128 : 64;
+    if (!c->swizzle) {
+        /* the largest span whose chunk group divides the part of a row one warp reads (half with pairs) */
+        int chunks = c->head_dim / 8 / cw;
+        c->swizzle = chunks % 8 == 0 ? 128 : chunks % 4 == 0 ? 64 : 32;
+    }
 }
 
 /* Shrink stages, then block_n, until the smem map fits `limit` bytes (only fields the caller left 0). */

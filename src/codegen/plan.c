@@ -5,6 +5,7 @@
  * config's arch path adds its own (copy layout, register budget). Every failure names the field, the
  * value and the rule, with the arithmetic where there is some.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
@@ -57,15 +58,21 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
         return CFG_FAIL("head_dim = %d: must be 64, 96, 128, 192 or 256", c->head_dim);
     if (c->warps != 1 && c->warps != 2 && c->warps != 4 && c->warps != 8)
         return CFG_FAIL("warps = %d: must be 1, 2, 4 or 8", c->warps);
-    if (c->block_m <= 0 || c->block_m % (16 * c->warps) != 0)
-        return CFG_FAIL("block_m = %d: must be a positive multiple of 16 x warps = %d (each warp owns whole "
-                        "16-row MMA fragments)",
-                        c->block_m, 16 * c->warps);
-    p->m_frags = c->block_m / (16 * c->warps);
+    int cw = c->col_warps ? c->col_warps : 1;
+    if (cw != 1 && cw != 2) return CFG_FAIL("col_warps = %d: must be 1 or 2 (0 reads as 1)", c->col_warps);
+    if (c->warps % cw != 0 || c->warps < cw)
+        return CFG_FAIL("col_warps = %d with warps = %d: the warps must form whole groups of col_warps", cw, c->warps);
+    p->col_warps = p->cfg.col_warps = cw;
+    p->row_warps = c->warps / cw;
+    if (c->block_m <= 0 || c->block_m % (16 * p->row_warps) != 0)
+        return CFG_FAIL("block_m = %d: must be a positive multiple of 16 x warps%s = %d (each warp owns whole 16-row "
+                        "MMA fragments)",
+                        c->block_m, cw > 1 ? " / col_warps" : "", 16 * p->row_warps);
+    p->m_frags = c->block_m / (16 * p->row_warps);
     if (p->m_frags > 2)
-        return CFG_FAIL("block_m = %d with warps = %d gives %d 16-row fragments per warp: at most 2 "
+        return CFG_FAIL("block_m = %d with warps = %d, col_warps = %d gives %d 16-row fragments per warp: at most 2 "
                         "(use more warps or a smaller block_m)",
-                        c->block_m, c->warps, p->m_frags);
+                        c->block_m, c->warps, cw, p->m_frags);
     if (c->block_n < 16 || c->block_n > 256 || c->block_n % 16 != 0)
         return CFG_FAIL("block_n = %d: must be a multiple of 16 in 16..256", c->block_n);
     if (c->stages < 1 || c->stages > 4) return CFG_FAIL("stages = %d: must be 1..4", c->stages);
@@ -78,6 +85,14 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
         return CFG_FAIL("swizzle = %d: it permutes groups of %d 16-byte chunks, but a head_dim %d row has %d "
                         "chunks (%d B), not a multiple; use a smaller swizzle",
                         c->swizzle, p->swz_mask + 1, c->head_dim, chunks, c->head_dim * 2);
+    if (cw == 2 && c->block_n % 32 != 0)
+        return CFG_FAIL("block_n = %d with col_warps = 2: each warp of a pair takes block_n / 2 keys, which must be "
+                        "whole 16-key MMA steps; use a multiple of 32",
+                        c->block_n);
+    if (cw == 2 && (chunks / 2) % (p->swz_mask + 1) != 0)
+        return CFG_FAIL("swizzle = %d with col_warps = 2: each warp of a pair reads half a head_dim %d row (%d "
+                        "16-byte chunks), which must be whole groups of %d swizzled chunks; use a smaller swizzle",
+                        c->swizzle, c->head_dim, chunks / 2, p->swz_mask + 1);
     return FAJIT_OK;
 }
 
@@ -91,6 +106,16 @@ void fj_plan_smem_map(fj_plan *p)
     p->k_off = p->q_off + p->q_bytes;
     p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
     p->smem_bytes = p->v_off + c->stages * p->kv_tile_bytes;
+    p->xchg_off = p->xchg_warp_bytes = 0;
+    int row_warps = c->col_warps == 2 ? c->warps / 2 : 0;
+    if (row_warps > 0) {
+        /* per warp, 16 B per lane: its tile row maxima and its l (at most 4 rows per thread), then P's A
+         * fragments of its half of the keys, one 512-byte [lane][4 regs] block per (fragment, k-step) */
+        int m_frags = c->block_m / (16 * row_warps);
+        p->xchg_warp_bytes = 512 * (2 + m_frags * (c->block_n / 32));
+        p->xchg_off = p->smem_bytes;
+        p->smem_bytes += c->warps * p->xchg_warp_bytes;
+    }
 }
 
 static fajit_status map_smem(fj_plan *p)
@@ -98,10 +123,14 @@ static fajit_status map_smem(fj_plan *p)
     const fajit_config *c = &p->cfg;
     fj_plan_smem_map(p);
     int limit = fj_arch_path_smem_max(c->arch);
-    if (p->smem_bytes > limit)
-        return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d) exceeds %d B, the most any GPU running %s code "
+    if (p->smem_bytes > limit) {
+        char xchg[64] = "";
+        if (p->xchg_warp_bytes)
+            snprintf(xchg, sizeof xchg, " + warp-pair exchange %d x %d", c->warps, p->xchg_warp_bytes);
+        return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d%s) exceeds %d B, the most any GPU running %s code "
                         "has; lower stages, block_n or block_m",
-                        p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, limit, p->arch->name);
+                        p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, xchg, limit, p->arch->name);
+    }
     return FAJIT_OK;
 }
 
@@ -114,8 +143,8 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     if ((st = check_arch(cfg, p)) != FAJIT_OK) return st;
     if ((st = check_shape(cfg, p)) != FAJIT_OK) return st;
     p->threads = cfg->warps * 32;
-    p->n_frags_s = cfg->block_n / 8;
-    p->n_frags_o = cfg->head_dim / 8;
+    p->n_frags_s = cfg->block_n / 8 / p->col_warps;
+    p->n_frags_o = cfg->head_dim / 8 / p->col_warps;
     p->k_steps_qk = cfg->head_dim / 16;
     p->k_steps_pv = cfg->block_n / 16;
     if ((st = map_smem(p)) != FAJIT_OK) return st;

@@ -32,7 +32,10 @@ enum {
     BK_Q_ADDR = 8, /* L of this warp's Q rows */
     BK_CP_SOFF = 12, /* first of copy_chunks_per_thread_row shared addresses (smem + row/chunk offset) */
     BK_CP_R0 = 13,  /* s32: copy row of this thread in the first pass */
-    BK_CP_C16 = 14  /* u64: c0 * 16, the thread's first chunk in bytes */
+    BK_CP_C16 = 14, /* u64: c0 * 16, the thread's first chunk in bytes */
+    BK_K_ADDR = 15, /* L of this warp's K rows: BK_LT_B, + its half of the keys with col_warps = 2 */
+    BK_V_OWN = 16,  /* L of V for this warp's head dims and its own keys (BK_LT_A with col_warps = 1) */
+    BK_V_PEER = 17  /* col_warps = 2: L of V for this warp's head dims and the partner's keys */
 };
 
 /* Byte offsets of a field in fj_fwd_params, per copied tensor (0 = Q, 1 = K, 2 = V). */
@@ -54,6 +57,9 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 #define FJ_SM80_REG_ONE_STAGE 24
 #define FJ_SM80_REG_CAUSAL_DEEP 17 /* the causal mask with 3-4 stages: computed where S, O and more copy state are live */
 #define FJ_SM80_REG_PER_CHUNK 6 /* each 16-byte copy chunk per thread and row past the first (1-2 warps) */
+#define FJ_SM80_REG_PAIR 12 /* col_warps = 2: the pair's barrier, exchange slots, K and V bases */
+#define FJ_SM80_REG_PAIR_CAUSAL_W8 32 /* causal warp pairs in 8 warps: at O + S = 160 they spill 8-12 bytes
+                                          on sm_90 where the same tiles in 4 warps do not (nvJitLink) */
 #define FJ_SM80_LEAN_ABOVE 224
 /* Q stays in registers when O + S + Q fit in this many: room is left for pipelining and the lane
  * terms, and bigger tiles pay more than the saved ldmatrix traffic. */
@@ -89,10 +95,12 @@ static fajit_status plan_sm80(fj_plan *p)
     const fajit_config *c = &p->cfg;
     fajit_status st = plan_copy(p);
     if (st != FAJIT_OK) return st;
-    p->reg_acc_o = p->m_frags * c->head_dim / 2;
-    p->reg_acc_s = p->m_frags * c->block_n / 2;
+    p->reg_acc_o = p->m_frags * c->head_dim / 2 / p->col_warps;
+    p->reg_acc_s = p->m_frags * c->block_n / 2 / p->col_warps;
     int causal_deep = c->causal && c->stages >= 3;
     p->reg_misc = FJ_SM80_REG_MISC + (c->stages == 1 ? FJ_SM80_REG_ONE_STAGE : 0) +
+                  (p->col_warps > 1 ? FJ_SM80_REG_PAIR : 0) +
+                  (p->col_warps > 1 && c->causal && c->warps == 8 ? FJ_SM80_REG_PAIR_CAUSAL_W8 : 0) +
                   (causal_deep ? FJ_SM80_REG_CAUSAL_DEEP : 0) + FJ_SM80_REG_PER_CHUNK * (p->copy_chunks_per_thread_row - 1);
     int q_regs = p->m_frags * c->head_dim / 4;
     p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs <= FJ_SM80_Q_IN_REGS_MAX;
@@ -101,9 +109,10 @@ static fajit_status plan_sm80(fj_plan *p)
      * 2^8, so after the first tiles the warp vote skips the O multiplies almost always. */
     p->rescale_slack = FJ_SM80_RESCALE_SLACK;
     /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
-     * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room. */
+     * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room, but not with
+     * warp pairs, whose tile flow (fwd_kernel.c) branches between the row maxima and the exponentials. */
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_q + p->reg_misc;
-    p->pipeline_qk = c->stages >= 3 && p->reg_total + p->reg_acc_s <= FJ_SM80_REG_LIMIT;
+    p->pipeline_qk = c->stages >= 3 && p->col_warps == 1 && p->reg_total + p->reg_acc_s <= FJ_SM80_REG_LIMIT;
     p->reg_s_next = p->pipeline_qk ? p->reg_acc_s : 0;
     p->reg_total += p->reg_s_next;
     /* Above FJ_SM80_LEAN_ABOVE m0 and the thread geometry are recomputed in the mask and the epilogue
@@ -148,9 +157,18 @@ static void frag_desc_sm80(const fj_plan *p, fj_frag_desc *d)
 static void describe_sm80(const fj_plan *p, fj_buf *out, const char *pf)
 {
     const fajit_config *c = &p->cfg;
-    fj_buf_printf(out, "%swarp roles: %d warps, all alike; warp w owns query rows [%d*w, %d*w + %d) of the tile "
-                       "(FlashAttention-2: Q split across warps, K/V shared)\n",
-                  pf, c->warps, 16 * p->m_frags, 16 * p->m_frags, 16 * p->m_frags);
+    if (p->col_warps == 1)
+        fj_buf_printf(out, "%swarp roles: %d warps, all alike; warp w owns query rows [%d*w, %d*w + %d) of the tile "
+                           "(FlashAttention-2: Q split across warps, K/V shared)\n",
+                      pf, c->warps, 16 * p->m_frags, 16 * p->m_frags, 16 * p->m_frags);
+    else
+        fj_buf_printf(out, "%swarp roles: %d warps in %d pairs; pair i owns query rows [%d*i, %d*i + %d), its warp h "
+                           "(= warp %% 2) keys [%d*h, %d*h + %d) of each KV tile for S and head dims [%d*h, %d*h + %d) "
+                           "for O; the pair exchanges row maxima, P and l through smem (%d B per warp) behind named "
+                           "barrier 1 + i\n",
+                      pf, c->warps, p->row_warps, 16 * p->m_frags, 16 * p->m_frags, 16 * p->m_frags, c->block_n / 2,
+                      c->block_n / 2, c->block_n / 2, c->head_dim / 2, c->head_dim / 2, c->head_dim / 2,
+                      p->xchg_warp_bytes);
     fj_buf_printf(out, "%sMMA: mma.sync.m16n8k16 %s -> f32; S = QK^T: %d x %d k-steps x %d n8 tiles per fragment; "
                        "O += PV: %d k-steps x %d n8 tiles\n",
                   pf, c->dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16", p->m_frags, p->k_steps_qk, p->n_frags_s,
@@ -207,12 +225,38 @@ static void setup_ldmatrix(fj_kctx *k)
     fj_ins(k->e, "add.u32 %s, %s, %s", R(row), R(row), R(t));
     fj_ins(k->e, "bfe.u32 %s, %s, 3, 1", R(cbit), R(k->lane));
     emit_lane_base(k, BK_LT_B, row, cbit);
-    fj_comment(k->e, 1, "Q ldmatrix base of this warp (its %d rows start at row %d * warp)", 16 * p->m_frags,
-               16 * p->m_frags);
     fj_reg_t qb = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(qb), R(k->warp), 16 * p->m_frags * p->row_bytes);
+    if (p->col_warps == 1) {
+        fj_comment(k->e, 1, "Q ldmatrix base of this warp (its %d rows start at row %d * warp)", 16 * p->m_frags,
+                   16 * p->m_frags);
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(qb), R(k->warp), 16 * p->m_frags * p->row_bytes);
+    } else {
+        fj_comment(k->e, 1, "Q ldmatrix base of this warp (the pair's %d rows start at row %d * (warp / 2))",
+                   16 * p->m_frags, 16 * p->m_frags);
+        fj_ins(k->e, "shr.u32 %s, %s, 1", R(qb), R(k->warp));
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(qb), R(qb), 16 * p->m_frags * p->row_bytes);
+    }
     k->bk[BK_Q_ADDR] = fj_alloc(k->e, k->b_addr, 1);
     fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[BK_Q_ADDR]), R(qb), R(k->bk[BK_LT_A]));
+    if (p->col_warps == 1) {
+        k->bk[BK_K_ADDR] = k->bk[BK_LT_B];
+        k->bk[BK_V_OWN] = k->bk[BK_LT_A];
+        return;
+    }
+    int half_keys = p->cfg.block_n / 2 * p->row_bytes, half_dims = p->row_bytes / 2;
+    fj_comment(k->e, 1, "warp 2i+h: K rows h * %d.. of a tile; V rows of its own keys and of the partner's, columns h * %d..",
+               p->cfg.block_n / 2, p->cfg.head_dim / 2);
+    fj_comment(k->e, 2, "(half a row is whole swizzle groups and half a tile whole 8-row groups: the XOR terms of L stay valid)");
+    fj_reg_t h = fj_alloc(k->e, k->b_r, 1), nh = fj_alloc(k->e, k->b_r, 1), vb = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "and.b32 %s, %s, 1", R(h), R(k->warp));
+    fj_ins(k->e, "xor.b32 %s, %s, 1", R(nh), R(h));
+    k->bk[BK_K_ADDR] = fj_alloc(k->e, k->b_addr, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->bk[BK_K_ADDR]), R(h), half_keys, R(k->bk[BK_LT_B]));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(vb), R(h), half_dims, R(k->bk[BK_LT_A]));
+    k->bk[BK_V_OWN] = fj_alloc(k->e, k->b_addr, 1);
+    k->bk[BK_V_PEER] = fj_alloc(k->e, k->b_addr, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->bk[BK_V_OWN]), R(h), half_keys, R(vb));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->bk[BK_V_PEER]), R(nh), half_keys, R(vb));
 }
 
 static void setup_copy(fj_kctx *k)
@@ -247,14 +291,26 @@ static void setup_copy(fj_kctx *k)
 static void geometry_sm80(fj_kctx *k)
 {
     const fj_plan *p = k->p;
-    fj_comment(k->e, 1, "thread geometry: row_base = %d * warp + lane/4, col_base = 2 * (lane %% 4)", 16 * p->m_frags);
     fj_reg_t g = fj_alloc(k->e, k->b_r, 1), w = fj_alloc(k->e, k->b_r, 1);
+    if (p->col_warps == 1)
+        fj_comment(k->e, 1, "thread geometry: row_base = %d * warp + lane/4, col_base = 2 * (lane %% 4)", 16 * p->m_frags);
+    else
+        fj_comment(k->e, 1, "thread geometry: row_base = %d * (warp / 2) + lane/4; with h = warp %% 2, col_base_s = "
+                            "2 * (lane %% 4) + %d h, col_base_o = 2 * (lane %% 4) + %d h",
+                   16 * p->m_frags, p->cfg.block_n / 2, p->cfg.head_dim / 2);
     fj_ins(k->e, "mov.u32 %s, %%tid.x", R(g));
     fj_ins(k->e, "shr.u32 %s, %s, 5", R(w), R(g));
     fj_ins(k->e, "and.b32 %s, %s, 31", R(g), R(g));
-    fj_ins(k->e, "and.b32 %s, %s, 3", R(k->col_base), R(g));
-    fj_ins(k->e, "shl.b32 %s, %s, 1", R(k->col_base), R(k->col_base));
+    fj_ins(k->e, "and.b32 %s, %s, 3", R(k->col_base_s), R(g));
+    fj_ins(k->e, "shl.b32 %s, %s, 1", R(k->col_base_s), R(k->col_base_s));
     fj_ins(k->e, "shr.u32 %s, %s, 2", R(g), R(g));
+    if (p->col_warps > 1) {
+        fj_reg_t h = fj_alloc(k->e, k->b_r, 1);
+        fj_ins(k->e, "and.b32 %s, %s, 1", R(h), R(w));
+        fj_ins(k->e, "shr.u32 %s, %s, 1", R(w), R(w));
+        fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->col_base_o), R(h), p->cfg.head_dim / 2, R(k->col_base_s));
+        fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->col_base_s), R(h), p->cfg.block_n / 2, R(k->col_base_s));
+    }
     fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->row_base), R(w), 16 * p->m_frags, R(g));
 }
 
@@ -346,7 +402,7 @@ static void mma_qk_sm80(fj_kctx *k, int slot)
         if (!p->q_in_regs)
             for (int mf = 0; mf < p->m_frags; mf++) ldmatrix_q(k, fj_at(qf, mf * 4), mf, ks);
         for (int np = 0; np < p->n_frags_s / 2; np++) {
-            fj_ins(k->e, PTX_LDMATRIX_X4, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)), R(lane_addr(k, k->bk[BK_LT_B], c)),
+            fj_ins(k->e, PTX_LDMATRIX_X4, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)), R(lane_addr(k, k->bk[BK_K_ADDR], c)),
                    tile + np * 16 * p->row_bytes + (c - lo) * 16);
             for (int mf = 0; mf < p->m_frags; mf++) {
                 fj_reg_t a = p->q_in_regs ? fj_at(qf, (mf * p->k_steps_qk + ks) * 4) : fj_at(qf, mf * 4);
@@ -357,11 +413,15 @@ static void mma_qk_sm80(fj_kctx *k, int slot)
     }
 }
 
-static void pack_p(fj_kctx *k)
+/* P of this warp's keys (k-steps 0 .. k_steps_pv / col_warps - 1 of frag_p), from the S accumulators. */
+static void pack_p_sm80(fj_kctx *k)
 {
     const fj_plan *p = k->p;
+    fj_comment(k->e, 2, "P (f32 in the S accumulators) -> %s pairs: the m16n8 C layout of two adjacent n8 tiles is "
+                        "the m16k16 A layout",
+               dt(k));
     for (int mf = 0; mf < p->m_frags; mf++)
-        for (int ks = 0; ks < p->k_steps_pv; ks++)
+        for (int ks = 0; ks < p->k_steps_pv / p->col_warps; ks++)
             for (int i = 0; i < 4; i++) {
                 /* a0: row g, tile 2ks; a1: row g+8, tile 2ks; a2: row g, tile 2ks+1; a3: row g+8, tile 2ks+1 */
                 int tile = 2 * ks + i / 2, h = i % 2;
@@ -370,20 +430,35 @@ static void pack_p(fj_kctx *k)
             }
 }
 
-static void mma_pv_sm80(fj_kctx *k, int slot)
+/* Warp pairs: this warp's packed P to its exchange area (get = 0), or the partner's into k-steps
+ * own..k_steps_pv - 1 of frag_p (get = 1). Both warps map lanes to rows and columns alike, so the
+ * partner's registers are this lane's A fragments for the partner's k-steps. */
+static void xchg_p_sm80(fj_kctx *k, int get)
 {
     const fj_plan *p = k->p;
-    fj_comment(k->e, 2, "P (f32 in the S accumulators) -> %s pairs: the m16n8 C layout of two adjacent n8 tiles is "
-                        "the m16k16 A layout",
-               dt(k));
-    pack_p(k);
+    int own = p->k_steps_pv / p->col_warps;
+    for (int mf = 0; mf < p->m_frags; mf++)
+        for (int ks = 0; ks < own; ks++) {
+            int slot = FJ_XCHG_SLOT_P + mf * own + ks;
+            if (get) fj_emit_pair_get(k, slot, fj_at(k->frag_p, (mf * p->k_steps_pv + own + ks) * 4), 4, "b32");
+            else fj_emit_pair_put(k, slot, fj_at(k->frag_p, (mf * p->k_steps_pv + ks) * 4), 4, "b32");
+        }
+}
+
+/* O += P V over the k-steps of `keys`: all of them, or (warp pairs) this warp's keys or the partner's. */
+static void mma_pv_sm80(fj_kctx *k, int slot, int keys)
+{
+    const fj_plan *p = k->p;
+    int own = p->k_steps_pv / p->col_warps;
+    int ks0 = keys == FJ_KEYS_PEER ? own : 0, ks1 = keys == FJ_KEYS_OWN ? own : p->k_steps_pv;
     int tile = p->v_off + slot * p->kv_tile_bytes;
     fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
-    for (int ks = 0; ks < p->k_steps_pv; ks++)
+    for (int ks = ks0; ks < ks1; ks++)
         for (int np = 0; np < p->n_frags_o / 2; np++) {
             int c = 2 * np, lo = chunk_low(p, c);
+            fj_reg_t vbase = k->bk[ks < own ? BK_V_OWN : BK_V_PEER];
             fj_ins(k->e, PTX_LDMATRIX_X4_TRANS, R(bf), R(fj_at(bf, 1)), R(fj_at(bf, 2)), R(fj_at(bf, 3)),
-                   R(lane_addr(k, k->bk[BK_LT_A], c)), tile + ks * 16 * p->row_bytes + (c - lo) * 16);
+                   R(lane_addr(k, vbase, c)), tile + (ks % own) * 16 * p->row_bytes + (c - lo) * 16);
             for (int mf = 0; mf < p->m_frags; mf++)
                 for (int h = 0; h < 2; h++)
                     mma(k, fj_at(k->acc_o, (mf * p->n_frags_o + 2 * np + h) * 4),
@@ -397,7 +472,7 @@ static void store_o_sm80(fj_kctx *k)
     const fj_plan *p = k->p;
     fj_reg_t row = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1), v = fj_alloc(k->e, k->b_r, 1);
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), cb = fj_alloc(k->e, k->b_rd, 1), rw = fj_alloc(k->e, k->b_rd, 1);
-    fj_ins(k->e, "mul.wide.u32 %s, %s, 2", R(cb), R(k->col_base));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 2", R(cb), R(k->col_base_o));
     for (int r = 0; r < k->frag.rows; r++) {
         char skip[48];
         fj_label_new(k->e, "store_skip", skip, sizeof skip);
@@ -430,6 +505,8 @@ const fj_backend fj_backend_sm80 = {
     .wait = wait_sm80,
     .q_to_regs = q_to_regs_sm80,
     .mma_qk = mma_qk_sm80,
+    .pack_p = pack_p_sm80,
+    .xchg_p = xchg_p_sm80,
     .mma_pv = mma_pv_sm80,
     .store_o = store_o_sm80,
 };

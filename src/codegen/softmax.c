@@ -68,7 +68,7 @@ void fj_emit_mask(fj_kctx *k)
     fj_reg_t rel = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
     fj_comment(k->e, 1, "last visible key: %s",
                p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1");
-    fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base) < column offset of each value: one setp per score");
+    fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base_s) < column offset of each value: one setp per score");
     if (p->lean_regs) {
         fj_comment(k->e, 2, "lean registers: the thread geometry%s recomputed here, not kept live across the loop",
                    p->cfg.causal ? " and m0 are" : " is");
@@ -78,7 +78,7 @@ void fj_emit_mask(fj_kctx *k)
     fj_reg_t nk = fj_param_s32(k, FJ_PARAM_OFF(seqlen_k));
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(last), R(k->j), p->cfg.block_n);
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(last));
-    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base));
+    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base_s));
     fj_ins(k->e, "add.s32 %s, %s, -1", R(last), R(last));
     fj_reg_t diag = fj_alloc(k->e, k->b_r, 1);
     if (p->cfg.causal) {
@@ -129,11 +129,15 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
         quad_reduce(k, "max.f32", x);
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(x), R(x), R(scale));
     }
+    if (k->p->col_warps > 1) {
+        fj_comment(k->e, 1, "the pair's other warp holds the other half of each row: max with its tile maxima");
+        fj_emit_pair_reduce(k, "max.f32", mx, k->frag.rows);
+    }
 }
 
 /* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
  * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l). */
-static void rebase_rows(fj_kctx *k, fj_reg_t mx)
+static fj_reg_t rebase_rows(fj_kctx *k, fj_reg_t mx)
 {
     fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
     fj_reg_t corr = fj_alloc(k->e, k->b_f, k->frag.rows);
@@ -152,6 +156,7 @@ static void rebase_rows(fj_kctx *k, fj_reg_t mx)
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(k->p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", o, o, R(fj_at(corr, r)));
         }
+    return corr;
 }
 
 /* P = 2^(S * scale - m) against the reference max m (the running max, or up to 2^slack below the
@@ -176,6 +181,23 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
     }
 }
 
+/* A warp-uniform predicate: some row's tile max mx is above its reference max m + slack. A fresh label
+ * "no_rescale" is written to label (its name is taken before the vote, as the PTX has always had it). */
+static fj_reg_t max_moved(fj_kctx *k, fj_reg_t mx, char *label, size_t label_size)
+{
+    fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1), pred = fj_alloc(k->e, k->b_p, 1);
+    fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
+    fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)k->p->rescale_slack));
+        fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
+        fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
+    }
+    fj_label_new(k->e, "no_rescale", label, label_size);
+    fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(pred), R(moved));
+    return pred;
+}
+
 void fj_emit_softmax_rebase(fj_kctx *k)
 {
     const fj_plan *p = k->p;
@@ -189,8 +211,6 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         rebase_rows(k, mx);
     } else {
         char skip[48];
-        fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1), any = fj_alloc(k->e, k->b_p, 1);
-        fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
         if (p->rescale_slack > 0) {
             fj_comment(k->e, 1, "lazy rescale: m is a reference max, moved only when a row's max passes m + %d", p->rescale_slack);
             fj_comment(k->e, 2, "(exp2 domain). Until then P = 2^(s*scale - m) <= 2^%d = %d - no overflow in f32 or in",
@@ -201,19 +221,13 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         } else {
             fj_comment(k->e, 1, "O rescale skipped by a warp vote when no row's max moved");
         }
-        fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
-        for (int r = 0; r < k->frag.rows; r++) {
-            fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)p->rescale_slack));
-            fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
-            fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
-        }
-        fj_label_new(k->e, "no_rescale", skip, sizeof skip);
-        fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
+        fj_reg_t any = max_moved(k, mx, skip, sizeof skip);
         fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
         rebase_rows(k, mx);
         fj_label(k->e, skip);
     }
 }
+
 
 void fj_emit_softmax_exp(fj_kctx *k)
 {
@@ -229,11 +243,17 @@ void fj_emit_normalize(fj_kctx *k)
     fj_reg_t row = fj_alloc(k->e, k->b_r, 1), pw = fj_alloc(k->e, k->b_p, 1), a = fj_alloc(k->e, k->b_rd, 1);
     fj_reg_t has_lse = fj_alloc(k->e, k->b_p, 1);
     fj_ins(k->e, "setp.ne.u64 %s, %s, 0", R(has_lse), R(k->lse_ptr));
-    fj_ins(k->e, "setp.eq.and.s32 %s, %s, 0, %s", R(has_lse), R(k->col_base), R(has_lse));
+    fj_ins(k->e, "setp.eq.and.s32 %s, %s, 0, %s", R(has_lse), R(k->col_base_o), R(has_lse));
+    int pairs = p->col_warps > 1;
+    if (pairs) {
+        fj_comment(k->e, 1, "l summed over the lanes sharing a row, then over the warp pair (each warp summed its keys)");
+        for (int r = 0; r < k->frag.rows; r++) quad_reduce(k, "add.f32", fj_at(k->row_l, r));
+        fj_emit_pair_reduce(k, "add.f32", k->row_l, k->frag.rows);
+    }
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t l = fj_at(k->row_l, r), m = fj_at(k->row_m, r);
-        fj_comment(k->e, 1, "row %d: l summed over the quad, O *= 1/l (0 when the row saw no key)", r);
-        quad_reduce(k, "add.f32", l);
+        fj_comment(k->e, 1, "row %d: %sO *= 1/l (0 when the row saw no key)", r, pairs ? "" : "l summed over the quad, ");
+        if (!pairs) quad_reduce(k, "add.f32", l);
         fj_ins(k->e, "setp.gt.f32 %s, %s, " PTX_F32_ZERO, R(pos), R(l));
         fj_ins(k->e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(l));
         fj_ins(k->e, "selp.f32 %s, %s, " PTX_F32_ZERO ", %s", R(inv), R(inv), R(pos));

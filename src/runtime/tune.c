@@ -119,6 +119,7 @@ int fj_tune_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg
     if (!m.stages) m.stages = rec.cfg.stages;
     if (!m.swizzle) m.swizzle = rec.cfg.swizzle;
     if (!m.warps) m.warps = rec.cfg.warps;
+    if (!m.col_warps) m.col_warps = rec.cfg.col_warps;
     if (!config_fits(ctx, &m)) return 0; /* the caller's fields and the winner's do not go together */
     *cfg = m;
     return 1;
@@ -141,22 +142,25 @@ static int log2_dist(int a, int b)
     return d;
 }
 
-/* The largest swizzle span whose 16-byte-chunk group divides a row of head_dim (see plan.c). */
-static int swizzle_max(int head_dim)
+/* The largest swizzle span whose 16-byte-chunk group divides the part of a head_dim row one warp reads
+ * (all of it, or half with col_warps = 2; see plan.c). */
+static int swizzle_max(int head_dim, int col_warps)
 {
-    int chunks = head_dim / 8;
+    int chunks = head_dim / 8 / col_warps;
     return chunks % 8 == 0 ? 128 : chunks % 4 == 0 ? 64 : chunks % 2 == 0 ? 32 : FAJIT_SWIZZLE_NONE;
 }
 
 static int swizzle_next(int sw) { return sw == 128 ? 64 : sw == 64 ? 32 : FAJIT_SWIZZLE_NONE; }
 
-/* Steps from the heuristic's config: one per doubling of a tile or the warps, one per stage. Two priors
- * push configs that rarely win behind the other neighbours: a single stage (no copy/math overlap) when
- * the heuristic pipelines, +3; a smaller swizzle than the heuristic's (bank conflicts in ldmatrix), +4. */
+/* Steps from the heuristic's config: one per doubling of a tile or the warps, one per stage, one for
+ * the other column split. Two priors push configs that rarely win behind the other neighbours: a single
+ * stage (no copy/math overlap) when the heuristic pipelines, +3; a smaller swizzle than the heuristic's
+ * (bank conflicts in ldmatrix), +4. */
 static int distance(const fajit_config *a, const fajit_config *h)
 {
     return log2_dist(a->block_m, h->block_m) + log2_dist(a->block_n, h->block_n) + log2_dist(a->warps, h->warps) +
-           abs(a->stages - h->stages) + 3 * (a->stages == 1 && h->stages > 1) + 4 * (a->swizzle != h->swizzle);
+           log2_dist(a->col_warps, h->col_warps) + abs(a->stages - h->stages) + 3 * (a->stages == 1 && h->stages > 1) +
+           4 * (a->swizzle != h->swizzle);
 }
 
 static int entry_compare(const void *pa, const void *pb)
@@ -170,7 +174,7 @@ static int same_config(const fajit_config *a, const fajit_config *b)
 {
     return a->arch == b->arch && a->dtype == b->dtype && a->head_dim == b->head_dim && a->block_m == b->block_m &&
            a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
-           a->causal == b->causal;
+           a->causal == b->causal && a->col_warps == b->col_warps;
 }
 
 /* Add c to the space unless it is there already; prune it when it breaks a rule or the device's limit. */
@@ -203,21 +207,27 @@ int fj_tune_space(const fajit_context *ctx, const fajit_config *first, fajit_con
     *space = *pruned = 0;
     if (!e) return 0;
     space_add(ctx, first, first, e, &n, space, pruned);
-    int sw0 = swizzle_max(first->head_dim);
-    const int swizzles[2] = {sw0, swizzle_next(sw0)};
-    for (int wi = 0; wi < 2; wi++)
-        for (int mi = 0; mi < 2; mi++)
-            for (int ni = 0; ni < 3; ni++)
-                for (int stages = 1; stages <= 4; stages++)
-                    for (int si = 0; si < 2; si++) {
-                        fajit_config c = *first;
-                        c.warps = warps[wi];
-                        c.block_m = 16 * warps[wi] * m_frags[mi];
-                        c.block_n = block_n[ni];
-                        c.stages = stages;
-                        c.swizzle = swizzles[si];
-                        space_add(ctx, &c, first, e, &n, space, pruned);
-                    }
+    /* warp pairs (col_warps 2) only where a warp's O for two 16-row fragments needs more than half the
+     * registers (head_dim >= 192): below it one warp owns those rows whole, with no exchange */
+    int col_splits = first->head_dim >= FJ_TUNE_COL_SPLIT_MIN_D ? 2 : 1;
+    for (int cw = 1; cw <= col_splits; cw++) {
+        int sw0 = swizzle_max(first->head_dim, cw);
+        const int swizzles[2] = {sw0, swizzle_next(sw0)};
+        for (int wi = 0; wi < 2; wi++)
+            for (int mi = 0; mi < 2; mi++)
+                for (int ni = 0; ni < 3; ni++)
+                    for (int stages = 1; stages <= 4; stages++)
+                        for (int si = 0; si < 2; si++) {
+                            fajit_config c = *first;
+                            c.warps = warps[wi];
+                            c.col_warps = cw;
+                            c.block_m = 16 * warps[wi] / cw * m_frags[mi];
+                            c.block_n = block_n[ni];
+                            c.stages = stages;
+                            c.swizzle = swizzles[si];
+                            space_add(ctx, &c, first, e, &n, space, pruned);
+                        }
+    }
     qsort(e, (size_t)n, sizeof *e, entry_compare);
     int count = n < cap ? n : cap;
     for (int i = 0; i < count; i++) out[i] = e[i].cfg;

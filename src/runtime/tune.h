@@ -24,7 +24,8 @@
 
 #define FJ_TUNE_CLASS_MIN 128
 #define FJ_TUNE_CLASS_MAX 16384
-#define FJ_TUNE_SPACE_MAX 128       /* configs the enumeration can produce (it makes ~100) */
+#define FJ_TUNE_SPACE_MAX 256       /* configs the enumeration can produce (it makes ~100, ~200 with pairs) */
+#define FJ_TUNE_COL_SPLIT_MIN_D 192 /* warp pairs (col_warps 2) are searched from this head dim up */
 #define FJ_TUNE_DEFAULT_CANDIDATES 16
 #define FJ_TUNE_MIN_REPS 10
 #define FJ_TUNE_DEFAULT_WARMUP 3

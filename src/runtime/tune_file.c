@@ -72,11 +72,14 @@ static int int_parse(const char *text, int lo, int hi, int *out)
 const char *fj_tune_parse_config(const char *text, fajit_config *c)
 {
     char arch[16], dt[8], sw[8], mask[16];
-    int n = 0;
+    int n = 0, m = 0;
     memset(c, 0, sizeof *c);
-    if (sscanf(text, " %15s %7s d%d br%d bc%d s%d sw%7s w%d %15s %n", arch, dt, &c->head_dim, &c->block_m,
-               &c->block_n, &c->stages, sw, &c->warps, mask, &n) != 9 ||
-        text[n] != '\0')
+    if (sscanf(text, " %15s %7s d%d br%d bc%d s%d sw%7s w%d %n", arch, dt, &c->head_dim, &c->block_m, &c->block_n,
+               &c->stages, sw, &c->warps, &n) != 8)
+        return "config is not in canonical form (sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal)";
+    c->col_warps = 1;
+    if (sscanf(text + n, "cw%d %n", &c->col_warps, &m) == 1) n += m; /* written only when > 1 */
+    if (sscanf(text + n, "%15s %n", mask, &m) != 1 || text[n + m] != '\0')
         return "config is not in canonical form (sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal)";
     const fj_arch_info *a = fj_arch_find(arch);
     if (!a || a->path == FAJIT_ARCH_AUTO) return "config: unknown code-generation path";

@@ -92,6 +92,10 @@ static int set_br(const char *f, const char *t, fajit_config *c) { return fagen_
 static int set_bc(const char *f, const char *t, fajit_config *c) { return fagen_parse_int(f, t, 1, 1024, &c->block_n); }
 static int set_stages(const char *f, const char *t, fajit_config *c) { return fagen_parse_int(f, t, 1, 4, &c->stages); }
 static int set_warps(const char *f, const char *t, fajit_config *c) { return fagen_parse_int(f, t, 1, 32, &c->warps); }
+static int set_col_warps(const char *f, const char *t, fajit_config *c)
+{
+    return fagen_parse_int(f, t, 1, 2, &c->col_warps);
+}
 static int set_swizzle(const char *f, const char *t, fajit_config *c)
 {
     return parse_choice(f, t, k_swizzle_choices, "none, 32, 64 or 128", &c->swizzle);
@@ -120,9 +124,15 @@ static const config_flag k_config_flags[] = {
     {"--stages", "1..4", set_stages, "K/V tiles in flight (default: heuristic)"},
     {"--swizzle", "none|32|64|128", set_swizzle, "smem XOR swizzle span in bytes (default: heuristic)"},
     {"--warps", "N", set_warps, "warps per CTA (default: heuristic)"},
+    {"--col-warps", "1|2", set_col_warps, "warps sharing a row block, splitting S's keys and O's head dims (default: heuristic)"},
     {"--causal", NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
 };
 #define N_CONFIG_FLAGS ((int)(sizeof k_config_flags / sizeof k_config_flags[0]))
+
+int fagen_config_has_tiles(const fajit_config *c)
+{
+    return c->arch || c->block_m || c->block_n || c->stages || c->swizzle || c->warps || c->col_warps;
+}
 
 void fagen_print_config_help(FILE *f)
 {

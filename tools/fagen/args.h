@@ -81,4 +81,8 @@ int fagen_report_status(fajit_status st, const char *what);
 /* Help text for the config flags, one line each (for the subcommands' --help). */
 void fagen_print_config_help(FILE *f);
 
+/* 1 when a config flag that picks the kernel's tiles was given (--arch --br --bc --stages --swizzle
+ * --warps --col-warps), as opposed to the problem's --dtype, --headdim, --causal. */
+int fagen_config_has_tiles(const fajit_config *c);
+
 #endif

@@ -230,7 +230,7 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
 static int same_tiles(const fajit_config *a, const fajit_config *b)
 {
     return a->arch == b->arch && a->block_m == b->block_m && a->block_n == b->block_n && a->stages == b->stages &&
-           a->swizzle == b->swizzle && a->warps == b->warps;
+           a->swizzle == b->swizzle && a->warps == b->warps && a->col_warps == b->col_warps;
 }
 
 /* The config to time: the user's fields, the rest from the tuned winner or the heuristic for this shape;
@@ -245,7 +245,7 @@ static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const b
     cfg->dtype = s->dtype, cfg->head_dim = s->d, cfg->causal = s->causal;
     fajit_status st = fajit_config_fill(ctx, &shape, cfg);
     if (st != FAJIT_OK) return st;
-    int flags = u->arch || u->block_m || u->block_n || u->stages || u->swizzle || u->warps;
+    int flags = fagen_config_has_tiles(u);
     int from_tune = fajit_tune_lookup(ctx, &shape, s->dtype, s->d, s->causal, &tuned) == FAJIT_OK && tuned.found;
     if (from_tune) { /* the winner with the flags' fields on top: what fill gives when it used the winner */
         fajit_config *w = &tuned.best;
@@ -255,6 +255,7 @@ static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const b
         if (u->stages) w->stages = u->stages;
         if (u->swizzle) w->swizzle = u->swizzle;
         if (u->warps) w->warps = u->warps;
+        if (u->col_warps) w->col_warps = u->col_warps;
         from_tune = same_tiles(w, cfg);
     }
     *source = from_tune ? (flags ? "flags+tuned" : "tuned") : flags ? "flags" : "heuristic";

@@ -47,10 +47,11 @@ static const check_shape k_shapes[] = {
 };
 #define N_SHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
-/* Tile shapes tried besides the heuristic: block_m, block_n, stages, swizzle, warps. */
-static const int k_tiles[][5] = {
-    {64, 64, 2, 128, 4}, {128, 64, 2, 128, 4}, {128, 32, 1, 64, 8}, {64, 32, 3, 32, 4},
-    {128, 128, 2, 128, 8}, {64, 128, 2, FAJIT_SWIZZLE_NONE, 4}, {128, 64, 3, 128, 8},
+/* Tile shapes tried besides the heuristic: block_m, block_n, stages, swizzle, warps, col_warps. */
+static const int k_tiles[][6] = {
+    {64, 64, 2, 128, 4, 1},  {128, 64, 2, 128, 4, 1}, {128, 32, 1, 64, 8, 1}, {64, 32, 3, 32, 4, 1},
+    {128, 128, 2, 128, 8, 1}, {64, 128, 2, FAJIT_SWIZZLE_NONE, 4, 1}, {128, 64, 3, 128, 8, 1},
+    {128, 64, 1, 64, 8, 2},  {64, 32, 3, 32, 4, 2},   {128, 64, 2, 64, 8, 2},
 };
 #define N_TILES ((int)(sizeof k_tiles / sizeof k_tiles[0]))
 
@@ -96,7 +97,7 @@ static void check_usage(FILE *f)
           "  --device N                     CUDA device ordinal (default 0)\n"
           "  --seed S                       base seed (default: fresh random inputs on every run)\n\n"
           "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only;\n"
-          "any tile flag (--br --bc --stages --swizzle --warps --arch) replaces the list of configs by\n"
+          "any tile flag (--br --bc --stages --swizzle --warps --col-warps --arch) replaces the list of configs by\n"
           "that one (its other fields from the heuristic):\n",
           f);
     fagen_print_config_help(f);
@@ -149,11 +150,6 @@ static int check_parse(int argc, char **argv, check_cli *o)
     return FAGEN_EXIT_OK;
 }
 
-static int user_gave_tiles(const fajit_config *u)
-{
-    return u->arch || u->block_m || u->block_n || u->stages || u->swizzle || u->warps;
-}
-
 /* ---- one (dtype, D, causal): its configs ------------------------------------------------------ */
 
 typedef struct check_cfg {
@@ -179,7 +175,7 @@ static int configs_for(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
                        check_totals *t)
 {
     int n = 0;
-    if (user_gave_tiles(&o->user)) {
+    if (fagen_config_has_tiles(&o->user)) {
         check_cfg c = {0, o->user, ""};
         c.cfg.dtype = dt, c.cfg.head_dim = dim, c.cfg.causal = causal;
         if (fajit_config_fill(ctx, NULL, &c.cfg) != FAJIT_OK) {
@@ -197,7 +193,7 @@ static int configs_for(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
     n++;
     for (int i = 0; i < (o->quick ? 1 : N_TILES); i++) {
         check_cfg c = {0, {FAJIT_ARCH_SM80, dt, dim, k_tiles[i][0], k_tiles[i][1], k_tiles[i][2], k_tiles[i][3],
-                           k_tiles[i][4], causal}, ""};
+                           k_tiles[i][4], causal, k_tiles[i][5]}, ""};
         if (!config_usable(ctx, &c.cfg, t)) continue;
         fajit_config_format(&c.cfg, c.text, sizeof c.text);
         out[n++] = c;

@@ -127,8 +127,8 @@ static int tune_parse(int argc, char **argv, tune_cli *o)
         if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
     }
     const fajit_config *f = &o->filter;
-    if (f->arch || f->block_m || f->block_n || f->stages || f->swizzle || f->warps) {
-        fprintf(stderr, "fagen: tune chooses --arch, --br, --bc, --stages, --swizzle and --warps; give only --dtype, "
+    if (fagen_config_has_tiles(f)) {
+        fprintf(stderr, "fagen: tune chooses --arch, --br, --bc, --stages, --swizzle, --warps and --col-warps; give only --dtype, "
                         "--headdim and --causal\n");
         return FAGEN_EXIT_USAGE;
     }
