@@ -151,6 +151,48 @@ static void test_config_rejected(void **state)
     assert_int_equal(fajit_config_check(NULL), FAJIT_ERR_INVALID_ARGUMENT);
 }
 
+/* Warp pairs: their rules, and the PTX shape of the exchange (named pair barrier, v4 smem slots). */
+static void test_warp_pairs(void **state)
+{
+    (void)state;
+    fajit_config c = base_config();
+    c.head_dim = 256, c.block_m = 64, c.block_n = 64, c.stages = 1, c.warps = 4, c.col_warps = 2;
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    char text[160];
+    fajit_config_format(&c, text, sizeof text);
+    assert_string_equal(text, "sm_80 bf16 d256 br64 bc64 s1 sw128 w4 cw2 noncausal");
+    char *ptx = NULL;
+    size_t len = 0;
+    assert_int_equal(fajit_generate_ptx(&c, 0, &ptx, &len), FAJIT_OK);
+    assert_non_null(strstr(ptx, "bar.sync %r"));                 /* the pair's named barrier */
+    assert_non_null(strstr(ptx, ", 64;"));                       /* ... over 64 threads */
+    assert_non_null(strstr(ptx, "st.shared.v4.b32"));            /* P out */
+    assert_non_null(strstr(ptx, "ld.shared.v4.b32"));            /* the partner's P in */
+    assert_non_null(strstr(ptx, "st.shared.v4.f32"));            /* row maxima and l */
+    fajit_free(ptx);
+    fajit_config one = c;
+    one.col_warps = 1;
+    assert_int_equal(fajit_generate_ptx(&one, 0, &ptx, &len), FAJIT_OK);
+    assert_null(strstr(ptx, "st.shared")); /* one warp per row block exchanges nothing */
+    fajit_free(ptx);
+    fajit_config bad = c;
+    bad.col_warps = 3;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"col_warps = 3", "1 or 2", NULL});
+    bad = c;
+    bad.block_n = 48;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_n = 48", "col_warps = 2", "multiple of 32", NULL});
+    bad = c;
+    bad.head_dim = 192; /* half a row is 12 chunks: not whole groups of 8 */
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"swizzle = 128", "col_warps = 2", "12", NULL});
+    bad = c;
+    bad.block_m = 48;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m = 48", "16 x warps / col_warps = 32", NULL});
+    bad = c;
+    bad.warps = 1;
+    bad.block_m = 16;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"col_warps = 2 with warps = 1", NULL});
+}
+
 /* ---- swizzle against brute force ------------------------------------------------------------- */
 static int phys_chunk(int row, int chunk, int m) { return chunk ^ (row & m); }
 
@@ -256,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_emit_sticky_error),
         cmocka_unit_test(test_config_accepted),
         cmocka_unit_test(test_config_rejected),
+        cmocka_unit_test(test_warp_pairs),
         cmocka_unit_test(test_swizzle_bijection_and_banks),
         cmocka_unit_test(test_swizzle_xor_addressing),
         cmocka_unit_test(test_ptx_deterministic),

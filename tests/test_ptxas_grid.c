@@ -56,6 +56,14 @@ static const tile k_tiles[] = {
     {128, 32, 2, FAJIT_SWIZZLE_NONE, 8}, {64, 32, 2, 32, 2}, {256, 32, 2, 64, 8}, {16, 64, 2, 128, 1},
 };
 
+/* Warp pairs (col_warps = 2): block_m, block_n, stages, swizzle, warps. A swizzle wider than half a
+ * row allows is rejected by the check (d96 at 64, d192 at 128) and counted as such. */
+static const struct {
+    int br, bc, stages, swizzle, warps;
+} k_pair_tiles[] = {
+    {64, 64, 1, 128, 4}, {128, 64, 2, 128, 8}, {128, 32, 3, 64, 8}, {64, 64, 2, 64, 4}, {64, 32, 2, 32, 4},
+};
+
 static const int k_head_dims[] = {64, 96, 128, 192, 256};
 
 typedef struct grid_state {
@@ -267,6 +275,16 @@ static void run_tiles(fajit_config base)
         cfg.stages = k_tiles[t].stages;
         cfg.swizzle = k_tiles[t].swizzle;
         cfg.warps = k_tiles[t].warps;
+        try_config(&cfg);
+    }
+    for (size_t t = 0; t < sizeof k_pair_tiles / sizeof k_pair_tiles[0]; t++) {
+        cfg = base;
+        cfg.block_m = k_pair_tiles[t].br;
+        cfg.block_n = k_pair_tiles[t].bc;
+        cfg.stages = k_pair_tiles[t].stages;
+        cfg.swizzle = k_pair_tiles[t].swizzle;
+        cfg.warps = k_pair_tiles[t].warps;
+        cfg.col_warps = 2;
         try_config(&cfg);
     }
 }

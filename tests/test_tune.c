@@ -142,6 +142,16 @@ static void test_line_round_trip(void **state)
     assert_int_equal(b.cfg.swizzle, FAJIT_SWIZZLE_NONE);
     assert_int_equal(b.key.dtype, FAJIT_DTYPE_F16);
     assert_string_equal(b.note, "");
+    /* a warp-pair winner: "cw2" after the warps, read back; without it col_warps is 1 */
+    fj_tune_record d = record(GPU, DRIVER, FJ_CODEGEN_VERSION, 1024, "sm_80 bf16 d256 br64 bc64 s1 sw128 w4 cw2 noncausal",
+                              318.0);
+    assert_int_equal(d.cfg.col_warps, 2);
+    fj_tune_format_line(&d, line, sizeof line);
+    assert_non_null(strstr(line, "| sm_80 bf16 d256 br64 bc64 s1 sw128 w4 cw2 noncausal |"));
+    assert_null(fj_tune_parse_line(line, &b));
+    assert_memory_equal(&d.cfg, &b.cfg, sizeof d.cfg);
+    assert_int_equal(a.cfg.col_warps, 1);
+    assert_non_null(fj_tune_parse_config("sm_80 bf16 d256 br64 bc64 s1 sw128 w4 cw2", &b.cfg)); /* no mask */
 }
 
 static void test_corrupt_lines(void **state)
