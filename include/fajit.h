@@ -322,8 +322,8 @@ typedef struct fajit_tune_result {
  * Tune one class on ctx's GPU. The search space is the sm_80 path's tiles: block_m 64..256 (one or two
  * 16-row fragments per warp), block_n 32..128, 4 or 8 warps, 1..4 stages, the largest swizzle a row
  * allows and the next smaller one, and from head_dim 192 up warp pairs (col_warps 2) as well. Configs
- * that break a plan rule (register or shared-memory budget, copy layout) or exceed the device's shared memory are pruned; the rest are ordered by closeness to
- * the heuristic's config (which goes first) and the first max_candidates are compiled (through
+ * that break a plan rule (register or shared-memory budget, copy layout) or exceed the device's shared
+ * memory are pruned; the rest are ordered by closeness to the heuristic's config (which goes first) and the first max_candidates are compiled (through
  * fajit_kernel_get, so they land in the caches) and timed on the legacy default stream: random inputs,
  * `warmup` calls, then `reps` calls each between two CUDA events, rotating over at least two input
  * sets that together exceed 256 MB (well past L2). The fastest three within 10% of the best are then
