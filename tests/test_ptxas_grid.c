@@ -58,9 +58,7 @@ static const tile k_tiles[] = {
 
 /* Warp pairs (col_warps = 2): block_m, block_n, stages, swizzle, warps. A swizzle wider than half a
  * row allows is rejected by the check (d96 at 64, d192 at 128) and counted as such. */
-static const struct {
-    int br, bc, stages, swizzle, warps;
-} k_pair_tiles[] = {
+static const tile k_pair_tiles[] = {
     {64, 64, 1, 128, 4}, {128, 64, 2, 128, 8}, {128, 32, 3, 64, 8}, {64, 64, 2, 64, 4}, {64, 32, 2, 32, 4},
 };
 
@@ -241,6 +239,21 @@ static void try_config(const fajit_config *cfg)
 
 /* ---- the grid ---------------------------------------------------------------------------------- */
 
+/* Every tile of a table on top of base, with col_warps. */
+static void run_table(fajit_config base, const tile *tiles, size_t n, int col_warps)
+{
+    for (size_t t = 0; t < n; t++) {
+        fajit_config cfg = base;
+        cfg.block_m = tiles[t].br;
+        cfg.block_n = tiles[t].bc;
+        cfg.stages = tiles[t].stages;
+        cfg.swizzle = tiles[t].swizzle;
+        cfg.warps = tiles[t].warps;
+        cfg.col_warps = col_warps;
+        try_config(&cfg);
+    }
+}
+
 static void run_tiles(fajit_config base)
 {
     static const int brs[] = {16, 32, 64, 128, 256}, bcs[] = {16, 32, 64, 128}, sws[] = {FAJIT_SWIZZLE_NONE, 32, 64, 128};
@@ -268,25 +281,8 @@ static void run_tiles(fajit_config base)
         }
         return;
     }
-    for (size_t t = 0; t < sizeof k_tiles / sizeof k_tiles[0]; t++) {
-        cfg = base;
-        cfg.block_m = k_tiles[t].br;
-        cfg.block_n = k_tiles[t].bc;
-        cfg.stages = k_tiles[t].stages;
-        cfg.swizzle = k_tiles[t].swizzle;
-        cfg.warps = k_tiles[t].warps;
-        try_config(&cfg);
-    }
-    for (size_t t = 0; t < sizeof k_pair_tiles / sizeof k_pair_tiles[0]; t++) {
-        cfg = base;
-        cfg.block_m = k_pair_tiles[t].br;
-        cfg.block_n = k_pair_tiles[t].bc;
-        cfg.stages = k_pair_tiles[t].stages;
-        cfg.swizzle = k_pair_tiles[t].swizzle;
-        cfg.warps = k_pair_tiles[t].warps;
-        cfg.col_warps = 2;
-        try_config(&cfg);
-    }
+    run_table(base, k_tiles, sizeof k_tiles / sizeof k_tiles[0], 1);
+    run_table(base, k_pair_tiles, sizeof k_pair_tiles / sizeof k_pair_tiles[0], 2);
 }
 
 static void test_grid_assembles(void **state)

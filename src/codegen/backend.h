@@ -82,8 +82,10 @@ typedef struct fj_kctx {
 /* Which keys of a tile an mma_pv call covers. */
 enum { FJ_KEYS_ALL = 0, FJ_KEYS_OWN = 1, FJ_KEYS_PEER = 2 };
 
-/* Slots (512 B each: 16 B per lane) of a warp's exchange area. */
-enum { FJ_XCHG_SLOT_MAX = 0, FJ_XCHG_SLOT_L = 1, FJ_XCHG_SLOT_P = 2 };
+/* Slots (512 B each: 16 B per lane) of a warp's exchange area: row statistics (the tile maxima, and l
+ * in the epilogue), then P. Slot 1 is unused: it was l's in a dropped one-barrier variant, and goes
+ * with the next codegen version (removing it changes every pair kernel's smem size). */
+enum { FJ_XCHG_SLOT_ROWS = 0, FJ_XCHG_SLOT_P = 2 };
 
 /* Which tiles a load_kv call copies. */
 enum { FJ_KV_K = 1, FJ_KV_V = 2, FJ_KV_BOTH = 3 };
@@ -144,15 +146,17 @@ void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score 
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 
 /* Warp pairs (plan.col_warps = 2, fwd_kernel.c). Each warp's exchange area holds 16 B per lane per
- * slot (FJ_XCHG_SLOT_*): tile row maxima, the epilogue's l, then P. Both warps of a pair run the same
- * sequence of pair barriers; a slot read after a pair barrier is rewritten only after a later barrier
- * (pair or CTA) that the partner reaches after its read, and l has a slot of its own. */
+ * slot (FJ_XCHG_SLOT_*): row statistics, then P. Both warps of a pair run the same sequence of pair
+ * barriers; a slot read after a pair barrier is rewritten only after a later barrier (pair or CTA) that
+ * the partner reaches after its read: the last tile's maxima are read before its P barrier, which both
+ * warps pass before the epilogue writes l into the same slot. */
 void fj_emit_pair_sync(fj_kctx *k);       /* bar.sync pair_bar, 64 */
 /* Store n (1, 2 or 4) registers of `type` in this lane's `slot` / load the partner's from it (after a
  * fj_emit_pair_sync that follows the partner's store). */
 void fj_emit_pair_put(fj_kctx *k, int slot, fj_reg_t src, int n, const char *type);
 void fj_emit_pair_get(fj_kctx *k, int slot, fj_reg_t dst, int n, const char *type);
-/* v[i] = op(v[i], the partner's v[i]) for n (1..4) f32 registers (op "max.f32" / "add.f32"). */
+/* v[i] = op(v[i], the partner's v[i]) for n (1, 2 or 4) f32 registers (op "max.f32" / "add.f32"),
+ * through the row-statistics slot. */
 void fj_emit_pair_reduce(fj_kctx *k, const char *op, fj_reg_t v, int n);
 
 /* Load a field of struct fj_fwd_params (kernel_abi.h) at its point of use: ptxas reads it from the

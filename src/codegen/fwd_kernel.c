@@ -456,9 +456,9 @@ void fj_emit_pair_get(fj_kctx *k, int slot, fj_reg_t dst, int n, const char *typ
 void fj_emit_pair_reduce(fj_kctx *k, const char *op, fj_reg_t v, int n)
 {
     fj_reg_t t = fj_alloc(k->e, k->b_f, n);
-    fj_emit_pair_put(k, 0, v, n, "f32");
+    fj_emit_pair_put(k, FJ_XCHG_SLOT_ROWS, v, n, "f32");
     fj_emit_pair_sync(k);
-    fj_emit_pair_get(k, 0, t, n, "f32");
+    fj_emit_pair_get(k, FJ_XCHG_SLOT_ROWS, t, n, "f32");
     for (int i = 0; i < n; i++) fj_ins(k->e, "%s %s, %s, %s", op, R(fj_at(v, i)), R(fj_at(v, i)), R(fj_at(t, i)));
 }
 

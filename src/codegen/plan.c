@@ -109,8 +109,9 @@ void fj_plan_smem_map(fj_plan *p)
     p->xchg_off = p->xchg_warp_bytes = 0;
     int row_warps = c->col_warps == 2 ? c->warps / 2 : 0;
     if (row_warps > 0) {
-        /* per warp, 16 B per lane: its tile row maxima and its l (at most 4 rows per thread), then P's A
-         * fragments of its half of the keys, one 512-byte [lane][4 regs] block per (fragment, k-step) */
+        /* per warp, 16 B per lane: its row statistics (at most 4 rows per thread), an unused slot (see
+         * FJ_XCHG_SLOT_P), then P's A fragments of its half of the keys, one 512-byte [lane][4 regs]
+         * block per (fragment, k-step) */
         int m_frags = c->block_m / (16 * row_warps);
         p->xchg_warp_bytes = 512 * (2 + m_frags * (c->block_n / 32));
         p->xchg_off = p->smem_bytes;

@@ -137,7 +137,7 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
 
 /* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
  * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l). */
-static fj_reg_t rebase_rows(fj_kctx *k, fj_reg_t mx)
+static void rebase_rows(fj_kctx *k, fj_reg_t mx)
 {
     fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
     fj_reg_t corr = fj_alloc(k->e, k->b_f, k->frag.rows);
@@ -156,7 +156,6 @@ static fj_reg_t rebase_rows(fj_kctx *k, fj_reg_t mx)
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(k->p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", o, o, R(fj_at(corr, r)));
         }
-    return corr;
 }
 
 /* P = 2^(S * scale - m) against the reference max m (the running max, or up to 2^slack below the
@@ -181,23 +180,6 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
     }
 }
 
-/* A warp-uniform predicate: some row's tile max mx is above its reference max m + slack. A fresh label
- * "no_rescale" is written to label (its name is taken before the vote, as the PTX has always had it). */
-static fj_reg_t max_moved(fj_kctx *k, fj_reg_t mx, char *label, size_t label_size)
-{
-    fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1), pred = fj_alloc(k->e, k->b_p, 1);
-    fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
-    fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
-    for (int r = 0; r < k->frag.rows; r++) {
-        fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)k->p->rescale_slack));
-        fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
-        fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
-    }
-    fj_label_new(k->e, "no_rescale", label, label_size);
-    fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(pred), R(moved));
-    return pred;
-}
-
 void fj_emit_softmax_rebase(fj_kctx *k)
 {
     const fj_plan *p = k->p;
@@ -211,6 +193,8 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         rebase_rows(k, mx);
     } else {
         char skip[48];
+        fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1), any = fj_alloc(k->e, k->b_p, 1);
+        fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
         if (p->rescale_slack > 0) {
             fj_comment(k->e, 1, "lazy rescale: m is a reference max, moved only when a row's max passes m + %d", p->rescale_slack);
             fj_comment(k->e, 2, "(exp2 domain). Until then P = 2^(s*scale - m) <= 2^%d = %d - no overflow in f32 or in",
@@ -221,13 +205,19 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         } else {
             fj_comment(k->e, 1, "O rescale skipped by a warp vote when no row's max moved");
         }
-        fj_reg_t any = max_moved(k, mx, skip, sizeof skip);
+        fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
+        for (int r = 0; r < k->frag.rows; r++) {
+            fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)p->rescale_slack));
+            fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
+            fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
+        }
+        fj_label_new(k->e, "no_rescale", skip, sizeof skip);
+        fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
         fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
         rebase_rows(k, mx);
         fj_label(k->e, skip);
     }
 }
-
 
 void fj_emit_softmax_exp(fj_kctx *k)
 {
