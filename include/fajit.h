@@ -89,7 +89,7 @@ typedef enum fajit_dtype {
 typedef enum fajit_arch {
     FAJIT_ARCH_AUTO = 0,   /* pick the best path for the device (or sm_80 when there is none) */
     FAJIT_ARCH_SM80 = 80,  /* mma.sync + ldmatrix + cp.async: runs on sm_80, 86, 89, 90, 100, 120 */
-    FAJIT_ARCH_SM90A = 90, /* wgmma + TMA + mbarrier: not implemented yet (FAJIT_ERR_UNSUPPORTED) */
+    FAJIT_ARCH_SM90A = 90, /* wgmma + TMA + mbarrier, warp-specialized: runs on sm_90 (H100, H200) only */
     FAJIT_ARCH_SM100A = 100 /* tcgen05 + tensor memory: not implemented yet (FAJIT_ERR_UNSUPPORTED) */
 } fajit_arch;
 
@@ -106,7 +106,18 @@ typedef enum fajit_arch {
  *            pairs exchange row maxima and P through smem; halves O's registers per row, so a warp can
  *            own twice the rows and read K/V from smem half as often per MMA - what D >= 192 needs).
  *            0 = pick in fajit_config_fill; fajit_config_check reads 0 as 1, so configs written before
- *            this field existed keep their meaning.
+ *            this field existed keep their meaning. sm_80 path only (sm_90a: 1).
+ *  overlap   sm_90a: 1 = each consumer warpgroup issues S(j+1) = Q K(j+1)^T before the softmax of S(j)
+ *            and O += P(j) V(j) after it, so the tensor cores work while it exponentiates (intra-warpgroup
+ *            overlap, FlashAttention-3 section 3.2); -1 = off (S, softmax, PV in turn).
+ *  pingpong  sm_90a with two or more consumer warpgroups: 1 = named barriers take the warpgroups through
+ *            their GEMMs in turn, so one's softmax runs while another's GEMMs do (FlashAttention-3
+ *            section 3.1); -1 = off.
+ *            For both: 0 = pick in fajit_config_fill; fajit_config_check reads 0 as off. On sm_80
+ *            only 0 and -1 are accepted.
+ *
+ * On sm_90a a CTA is one producer warpgroup (TMA loads) and block_m / 64 consumer warpgroups of 64
+ * query rows each: warps = 4 * (block_m / 64 + 1); swizzle 32, 64 or 128 (the TMA box width in bytes).
  */
 typedef struct fajit_config {
     fajit_arch arch;
@@ -119,6 +130,8 @@ typedef struct fajit_config {
     int warps;
     int causal;
     int col_warps;
+    int overlap;
+    int pingpong;
 } fajit_config;
 
 #define FAJIT_SWIZZLE_NONE (-1)
@@ -146,8 +159,9 @@ fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, faj
  * names the field, the value and the rule, with the arithmetic for smem and register budgets. */
 fajit_status fajit_config_check(const fajit_config *cfg);
 
-/* Canonical text of a config, e.g. "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal", written into
- * buf (always NUL-terminated). Returns the length it needed, like snprintf. */
+/* Canonical text of a config, e.g. "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal" or
+ * "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal" (ov / pp: overlap / pingpong on), written
+ * into buf (always NUL-terminated). Returns the length it needed, like snprintf. */
 int fajit_config_format(const fajit_config *cfg, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------------------
@@ -255,6 +269,15 @@ void fajit_args_set_bnhd_strides(fajit_attention_args *args);
  * until a fajit_tune on this context). The context's device must own the pointers.
  */
 fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_args *args, const fajit_config *cfg);
+
+/*
+ * The kernel the calling thread's last successful fajit_attention_forward launched: its config's
+ * canonical text ("sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal"), followed by
+ * "; fell back from sm_90a: <why>" when the TMA path could not describe the tensors (a stride TMA does
+ * not take, a driver without tensor maps) and the sm_80 path's kernel ran instead. "" before the first
+ * forward. The pointer stays valid for the thread's life; the text changes with its next forward.
+ */
+const char *fajit_last_forward(void);
 
 /* ---------------------------------------------------------------------------------------------------
  * Autotuning

@@ -79,7 +79,7 @@ static void test_emit_sticky_error(void **state)
 /* ---- config rules ------------------------------------------------------------------------------- */
 static fajit_config base_config(void)
 {
-    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1};
+    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0};
     return c;
 }
 
@@ -98,16 +98,20 @@ static void test_config_accepted(void **state)
 {
     (void)state;
     const int dims[] = {64, 96, 128, 192, 256};
-    for (int i = 0; i < 5; i++)
-        for (int causal = 0; causal < 2; causal++)
-            for (int dt = 1; dt <= 2; dt++) {
-                fajit_config c = {0};
-                c.head_dim = dims[i];
-                c.causal = causal;
-                c.dtype = (fajit_dtype)dt;
-                assert_int_equal(fajit_config_fill(NULL, NULL, &c), FAJIT_OK); /* every default is valid */
-                assert_int_equal(fajit_config_check(&c), FAJIT_OK);
-            }
+    const fajit_arch archs[] = {FAJIT_ARCH_AUTO, FAJIT_ARCH_SM90A};
+    for (int a = 0; a < 2; a++)
+        for (int i = 0; i < 5; i++)
+            for (int causal = 0; causal < 2; causal++)
+                for (int dt = 1; dt <= 2; dt++) {
+                    fajit_config c = {0};
+                    c.arch = archs[a];
+                    c.head_dim = dims[i];
+                    c.causal = causal;
+                    c.dtype = (fajit_dtype)dt;
+                    assert_int_equal(fajit_config_fill(NULL, NULL, &c), FAJIT_OK); /* every default is valid */
+                    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+                    assert_int_equal(c.arch, a ? FAJIT_ARCH_SM90A : FAJIT_ARCH_SM80); /* no GPU: sm_80 */
+                }
     fajit_config c = base_config();
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
     c.swizzle = FAJIT_SWIZZLE_NONE;
@@ -143,8 +147,11 @@ static void test_config_rejected(void **state)
     c.block_m = 192;
     expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"at most 2", NULL});
     c = base_config();
-    c.arch = FAJIT_ARCH_SM90A;
-    expect_reject(c, FAJIT_ERR_UNSUPPORTED, (const char *[]){"sm_90a", "not implemented", NULL});
+    c.arch = FAJIT_ARCH_SM100A;
+    expect_reject(c, FAJIT_ERR_UNSUPPORTED, (const char *[]){"sm_100a", "not implemented", NULL});
+    c = base_config();
+    c.overlap = 1; /* a warp-specialized schedule flag on the sm_80 path */
+    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"overlap = 1", "sm_80 path", NULL});
     c = base_config();
     c.arch = FAJIT_ARCH_AUTO;
     expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"arch = auto", NULL});
@@ -191,6 +198,101 @@ static void test_warp_pairs(void **state)
     bad.warps = 1;
     bad.block_m = 16;
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"col_warps = 2 with warps = 1", NULL});
+}
+
+/* ---- the sm_90a path ------------------------------------------------------------------------------ */
+static fajit_config sm90_config(void)
+{
+    fajit_config c = {FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 128, 128, 128, 2, 128, 12, 0, 1, 1, 1};
+    return c;
+}
+
+/* Its rules, with their messages, and what a default kernel is made of. */
+static void test_sm90_rules(void **state)
+{
+    (void)state;
+    fajit_config c = sm90_config();
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    char text[160];
+    fajit_config_format(&c, text, sizeof text);
+    assert_string_equal(text, "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal");
+    fajit_config bad = c;
+    bad.block_m = 96;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m = 96", "64, 128 or 192", NULL});
+    bad = c;
+    bad.warps = 8;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"warps = 8", "one producer warpgroup", "= 12", NULL});
+    bad = c;
+    bad.swizzle = FAJIT_SWIZZLE_NONE;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"swizzle = none", "32, 64 or 128", NULL});
+    bad = c;
+    bad.block_m = 64, bad.warps = 8;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"pingpong = 1 with block_m = 64", NULL});
+    bad = c;
+    bad.overlap = -1;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"pingpong = 1 with overlap", NULL});
+    bad = c;
+    bad.col_warps = 2;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"col_warps = 2", "no warp pairs", NULL});
+    bad = c;
+    bad.head_dim = 128, bad.block_n = 240, bad.stages = 1; /* O 64 + S 120 + P 60 + 28 */
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"registers: about 272", "exceed 240", NULL});
+    bad = c;
+    bad.head_dim = 256, bad.block_n = 128;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"smem", "mbarriers", "232448", NULL});
+    bad = c;
+    bad.overlap = 2;
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"overlap = 2", "1 (on), -1 (off) or 0", NULL});
+    /* three consumer warpgroups split the registers 160 / 32 */
+    fajit_config three = c;
+    three.head_dim = 64, three.block_m = 192, three.warps = 16;
+    fj_plan plan;
+    assert_int_equal(fj_plan_build(&three, &plan), FAJIT_OK);
+    assert_int_equal(plan.consumer_wgs, 3);
+    assert_int_equal(plan.consumer_regs, 160);
+    assert_int_equal(plan.producer_regs, 32);
+    assert_true(plan.whole_program);
+    assert_int_equal(128 * plan.producer_regs + 384 * plan.consumer_regs, 65536);
+}
+
+/* The PTX of a warp-specialized kernel: its instruction forms, and the wgmma descriptors' fixed bits
+ * (swizzle mode in 62-63, SBO = 8 rows x 128 B >> 4 = 64 in 32-45, LBO in 16-29: 1 for the K-major Q/K,
+ * one box = block_n x 128 B >> 4 for the N-major V). */
+static void test_sm90_ptx(void **state)
+{
+    (void)state;
+    fajit_config c = sm90_config();
+    c.block_n = 64, c.causal = 1;
+    char *a = NULL, *t = NULL;
+    size_t la = 0, lt = 0;
+    assert_int_equal(fajit_generate_ptx(&c, 0, &a, &la), FAJIT_OK);
+    assert_non_null(strstr(a, ".target sm_90a"));
+    assert_non_null(strstr(a, ".param .align 64 .b8 fajit_fwd_param_0["));
+    assert_non_null(strstr(a, ".maxntid 384, 1, 1"));
+    assert_non_null(strstr(a, "setmaxnreg.dec.sync.aligned.u32 24"));
+    assert_non_null(strstr(a, "setmaxnreg.inc.sync.aligned.u32 240"));
+    assert_non_null(strstr(a, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"));  /* S = QK^T, N = Bc */
+    assert_non_null(strstr(a, "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16")); /* O += PV, N = D */
+    assert_non_null(strstr(a, "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"));
+    assert_non_null(strstr(a, "mbarrier.try_wait.parity.shared::cta.b64"));
+    assert_non_null(strstr(a, "wgmma.wait_group.sync.aligned 1")); /* overlap: S(j) waited for before PV(j-1) */
+    assert_non_null(strstr(a, "bar.arrive")); /* ping-pong */
+    assert_non_null(strstr(a, "0x4000004000010000")); /* Q, K: 128 B swizzle, SBO 64, LBO 1 */
+    assert_non_null(strstr(a, "0x4000004002000000")); /* V: LBO = 64 x 128 >> 4 = 0x200 */
+    assert_null(strstr(a, "ldmatrix"));
+    assert_null(strstr(a, "mma.sync"));
+    fajit_free(a);
+    c.swizzle = 64;
+    assert_int_equal(fajit_generate_ptx(&c, 0, &a, &la), FAJIT_OK);
+    assert_non_null(strstr(a, "0x8000002000010000")); /* 64 B swizzle (mode 2), SBO = 8 x 64 >> 4 = 32 */
+    fajit_free(a);
+    assert_int_equal(fajit_generate_ptx(&c, 2, &t, &lt), FAJIT_OK);
+    assert_non_null(strstr(t, "warp roles: warpgroup 0 = producer"));
+    assert_non_null(strstr(t, "register split (setmaxnreg)"));
+    assert_non_null(strstr(t, "mbarriers at +"));
+    assert_non_null(strstr(t, "TMA: 4-D tensor maps"));
+    assert_non_null(strstr(t, "Producer warpgroup: TMA loads"));
+    fajit_free(t);
 }
 
 /* ---- swizzle against brute force ------------------------------------------------------------- */
@@ -299,6 +401,8 @@ int main(void)
         cmocka_unit_test(test_config_accepted),
         cmocka_unit_test(test_config_rejected),
         cmocka_unit_test(test_warp_pairs),
+        cmocka_unit_test(test_sm90_rules),
+        cmocka_unit_test(test_sm90_ptx),
         cmocka_unit_test(test_swizzle_bijection_and_banks),
         cmocka_unit_test(test_swizzle_xor_addressing),
         cmocka_unit_test(test_ptx_deterministic),

@@ -27,6 +27,7 @@
 #include "runtime/context.h"
 #include "runtime/half.h"
 #include "runtime/reference.h"
+#include "runtime/tune.h"
 #include "test_support.h"
 
 static fajit_context *g_ctx;
@@ -97,7 +98,9 @@ static fj_check_problem case_problem(const gpu_case *c)
     return p;
 }
 
-static int run_cases(const gpu_case *cases, size_t n, int growing)
+/* Run the cases with the heuristic's config for `arch` (AUTO: the forward's own choice, cfg NULL - the
+ * GPU's best path). */
+static int run_cases(const gpu_case *cases, size_t n, int growing, fajit_arch arch)
 {
     int failures = 0;
     for (size_t i = 0; i < n; i++) {
@@ -107,43 +110,69 @@ static int run_cases(const gpu_case *cases, size_t n, int growing)
         fj_check_result r;
         opts.reference = c->ref;
         p.fill = growing ? FJ_FILL_GROWING : i % 2 ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
-        fajit_status st = fj_check_run(g_ctx, NULL, &p, &opts, &r);
+        fajit_config cfg = {0};
+        char text[128] = "heuristic";
+        if (arch != FAJIT_ARCH_AUTO) {
+            fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
+            cfg.arch = arch, cfg.dtype = c->dtype, cfg.head_dim = c->d, cfg.causal = c->causal;
+            if (fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
+                printf("FAIL %-28s fajit_config_fill: %s\n", c->name, fajit_errmsg());
+                failures++;
+                continue;
+            }
+            fajit_config_format(&cfg, text, sizeof text);
+        }
+        fajit_status st = fj_check_run(g_ctx, arch != FAJIT_ARCH_AUTO ? &cfg : NULL, &p, &opts, &r);
         if (st != FAJIT_OK) {
-            printf("FAIL %-28s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
+            printf("FAIL %-28s %s: %s: %s\n", c->name, text, fajit_status_name(st), fajit_errmsg());
             failures++;
             if (st == FAJIT_ERR_CUDA) break; /* the CUDA context is likely unusable now */
             continue;
         }
-        printf("%s %-28s %s B%d H%d/%d N%d/%d D%d%s%s ref=%s relL2 %.2e row %.2e maxabs %.2e lse %.2e seed %llu %s\n",
+        printf("%s %-28s %s B%d H%d/%d N%d/%d D%d%s%s ref=%s relL2 %.2e row %.2e maxabs %.2e lse %.2e seed %llu [%s] %s\n",
                r.pass ? "PASS" : "FAIL", c->name, c->dtype == FH ? "f16 " : "bf16", c->b, c->hq, c->hkv, c->nq, c->nk,
                c->d, c->causal ? " causal" : "", c->layout == BNHD ? " bnhd" : "",
                r.reference == FJ_REF_CPU ? "cpu" : "gpu", r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs,
-               (unsigned long long)r.seed, r.why);
+               (unsigned long long)r.seed, text, r.why);
         failures += !r.pass;
     }
     fflush(stdout);
     return failures;
 }
 
+/* The forward's own choice (the GPU's best path), then, on a GPU whose best path is not sm_80, the
+ * sm_80 path forced. */
+static int run_both_paths(const gpu_case *cases, size_t n, int growing)
+{
+    int failures = run_cases(cases, n, growing, FAJIT_ARCH_AUTO);
+    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(cases, n, growing, FAJIT_ARCH_SM80);
+    return failures;
+}
+
 static void test_cases(void **state)
 {
     (void)state;
-    assert_int_equal(run_cases(k_cases, sizeof k_cases / sizeof k_cases[0], 0), 0);
+    assert_int_equal(run_both_paths(k_cases, sizeof k_cases / sizeof k_cases[0], 0), 0);
 }
 
 static void test_growing_scores(void **state)
 {
     (void)state;
-    assert_int_equal(run_cases(k_growing, sizeof k_growing / sizeof k_growing[0], 1), 0);
+    assert_int_equal(run_both_paths(k_growing, sizeof k_growing / sizeof k_growing[0], 1), 0);
 }
 
 /* ---- explicit configs: tails of every block size ------------------------------------------------- */
 
 /* A few tile shapes; those the library rejects or the device cannot fit are skipped (printed). */
-static const int k_tiles[][6] = {
-    /* block_m block_n stages swizzle warps col_warps */
-    {64, 64, 2, 128, 4, 1}, {128, 64, 2, 128, 4, 1}, {128, 32, 1, 64, 8, 1}, {64, 32, 3, 32, 4, 1}, {128, 128, 2, 128, 8, 1},
-    {128, 64, 1, 64, 8, 2}, {64, 32, 3, 32, 4, 2},
+#define T80(br, bc, st, sw, w, cw) {.arch = FAJIT_ARCH_SM80, .block_m = br, .block_n = bc, .stages = st, .swizzle = sw, \
+                                    .warps = w, .col_warps = cw, .overlap = -1, .pingpong = -1}
+#define T90(br, bc, st, sw, ov, pp) {.arch = FAJIT_ARCH_SM90A, .block_m = br, .block_n = bc, .stages = st, \
+                                     .swizzle = sw, .warps = 4 * (br / 64 + 1), .col_warps = 1, .overlap = ov, .pingpong = pp}
+static const fajit_config k_tiles[] = {
+    T80(64, 64, 2, 128, 4, 1),  T80(128, 64, 2, 128, 4, 1),  T80(128, 32, 1, 64, 8, 1),     T80(64, 32, 3, 32, 4, 1),
+    T80(128, 128, 2, 128, 8, 1), T80(128, 64, 1, 64, 8, 2),  T80(64, 32, 3, 32, 4, 2),
+    T90(128, 128, 2, 128, -1, -1), T90(64, 64, 1, 128, 1, -1), T90(192, 64, 3, 64, 1, 1),   T90(128, 80, 2, 32, 1, 1),
+    T90(128, 112, 4, 64, 1, 1),
 };
 
 /* 1 if cfg passes fajit_config_check and fits the device; else prints why and returns 0. */
@@ -167,8 +196,8 @@ static void test_explicit_configs(void **state)
     for (size_t di = 0; di < 3; di++)
         for (int dt = FAJIT_DTYPE_F16; dt <= FAJIT_DTYPE_BF16; dt++)
             for (size_t t = 0; t < sizeof k_tiles / sizeof k_tiles[0]; t++) {
-                fajit_config cfg = {FAJIT_ARCH_SM80, (fajit_dtype)dt, dims[di], k_tiles[t][0], k_tiles[t][1],
-                                    k_tiles[t][2], k_tiles[t][3], k_tiles[t][4], (int)(t % 2), k_tiles[t][5]};
+                fajit_config cfg = k_tiles[t];
+                cfg.dtype = (fajit_dtype)dt, cfg.head_dim = dims[di], cfg.causal = (int)(t % 2);
                 char text[128];
                 fajit_config_format(&cfg, text, sizeof text);
                 if (!config_usable(&cfg, text)) continue;

@@ -62,6 +62,17 @@ static const tile k_pair_tiles[] = {
     {64, 64, 1, 128, 4}, {128, 64, 2, 128, 8}, {128, 32, 3, 64, 8}, {64, 64, 2, 64, 4}, {64, 32, 2, 32, 4},
 };
 
+/* sm_90a (warp-specialized, assembled for sm_90a only): block_m, block_n, stages, swizzle, overlap,
+ * pingpong (warps follow from block_m). Each sits at or near a register or smem edge of the model. */
+typedef struct tile90 {
+    int br, bc, stages, swizzle, overlap, pingpong;
+} tile90;
+static const tile90 k_tiles90[] = {
+    {128, 128, 2, 128, 1, 1},  {128, 176, 2, 128, 1, 1},  {128, 80, 2, 128, 1, -1}, {192, 128, 2, 128, 1, 1},
+    {192, 96, 3, 64, 1, 1},    {64, 64, 2, 32, -1, -1},   {64, 112, 4, 128, 1, -1}, {128, 112, 1, 64, 1, 1},
+    {128, 192, 1, 128, -1, -1}, {128, 144, 1, 128, -1, -1}, {192, 112, 2, 32, 1, -1}, {128, 64, 3, 128, 1, 1},
+};
+
 static const int k_head_dims[] = {64, 96, 128, 192, 256};
 
 typedef struct grid_state {
@@ -69,6 +80,8 @@ typedef struct grid_state {
     int tried, accepted, failed, max_regs, max_regs_over, max_regs_under;
     int sm80_edge_spills; /* causal lean configs that spilled <= SM80_CAUSAL_EDGE_SPILL bytes on sm_80 */
     char sass_cubin[2][4096]; /* one sm_80 cubin per dtype (f16, bf16), kept for the SASS test */
+    char sass90_cubin[2][4096]; /* one warp-specialized sm_90a cubin per dtype */
+    int ws_accepted;          /* sm_90a configs accepted (assembled for sm_90a only) */
     double seconds;
 } grid_state;
 
@@ -128,29 +141,29 @@ static void report_failure(const char *canon, const char *what, const char *deta
     printf("FAIL %s: %s\n%s%s", canon, what, detail ? detail : "", detail && detail[0] ? "\n" : "");
 }
 
-/* Assemble dir/k.ptx for both archs at once; returns the max register count, or -1 on failure.
+/* Assemble dir/k.ptx for the given archs at once; returns the max register count, or -1 on failure.
  * sm80_edge: the config may spill up to SM80_CAUSAL_EDGE_SPILL bytes on sm_80 (see the file comment). */
-static int assemble_both(const char *canon, int sm80_edge)
+static int assemble(const char *canon, const char *const *archs, int n_archs, int sm80_edge)
 {
     char ptx[4096], cubin[N_ARCHS][4096], log[N_ARCHS][4096], arch_flag[N_ARCHS][32];
     int pid[N_ARCHS], regs = 0, ok = 1;
     snprintf(ptx, sizeof ptx, "%s/k.ptx", g.dir);
-    for (int a = 0; a < N_ARCHS; a++) {
-        snprintf(cubin[a], sizeof cubin[a], "%s/k_%s.cubin", g.dir, k_archs[a]);
-        snprintf(log[a], sizeof log[a], "%s/k_%s.log", g.dir, k_archs[a]);
-        snprintf(arch_flag[a], sizeof arch_flag[a], "-arch=%s", k_archs[a]);
+    for (int a = 0; a < n_archs; a++) {
+        snprintf(cubin[a], sizeof cubin[a], "%s/k_%s.cubin", g.dir, archs[a]);
+        snprintf(log[a], sizeof log[a], "%s/k_%s.log", g.dir, archs[a]);
+        snprintf(arch_flag[a], sizeof arch_flag[a], "-arch=%s", archs[a]);
         char *argv[] = {g.ptxas, arch_flag[a], "-v", ptx, "-o", cubin[a], NULL};
         pid[a] = fj_test_spawn(argv, log[a], log[a]);
     }
-    for (int a = 0; a < N_ARCHS; a++) {
+    for (int a = 0; a < n_archs; a++) {
         int code = fj_test_wait(pid[a]);
         char *text = fj_test_read_file(log[a], NULL);
         ptxas_report rep = parse_ptxas_log(text);
         char what[128];
-        if (sm80_edge && strcmp(k_archs[a], "sm_80") == 0 && code == 0 && rep.bad && !rep.warned &&
+        if (sm80_edge && strcmp(archs[a], "sm_80") == 0 && code == 0 && rep.bad && !rep.warned &&
             rep.spill <= SM80_CAUSAL_EDGE_SPILL) {
             printf("  known: %s spills %d bytes on %s (causal, 255-register edge; 0 on sm_90a)\n", canon, rep.spill,
-                   k_archs[a]);
+                   archs[a]);
             g.sm80_edge_spills++;
             rep.bad = 0;
         }
@@ -191,14 +204,14 @@ static int generate_to_file(const fajit_config *cfg, int verbosity, const char *
     return 0;
 }
 
-/* Keep the first sm_80 cubin of each dtype for the SASS test. */
-static void keep_sass_cubin(fajit_dtype dtype)
+/* Keep the first cubin of each path and dtype for the SASS test (sm_80's, or the warp-specialized sm_90a one). */
+static void keep_sass_cubin(fajit_dtype dtype, int ws)
 {
-    char *keep = g.sass_cubin[dtype == FAJIT_DTYPE_BF16];
+    char *keep = ws ? g.sass90_cubin[dtype == FAJIT_DTYPE_BF16] : g.sass_cubin[dtype == FAJIT_DTYPE_BF16];
     char from[4096];
     if (keep[0]) return;
-    snprintf(from, sizeof from, "%s/k_sm_80.cubin", g.dir);
-    snprintf(keep, sizeof g.sass_cubin[0], "%s/sass_%s.cubin", g.dir, dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16");
+    snprintf(from, sizeof from, "%s/k_%s.cubin", g.dir, ws ? "sm_90a" : "sm_80");
+    snprintf(keep, sizeof g.sass_cubin[0], "%s/sass%s_%s.cubin", g.dir, ws ? "90" : "", dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16");
     assert_int_equal(rename(from, keep), 0);
 }
 
@@ -223,8 +236,11 @@ static void try_config(const fajit_config *cfg)
         return;
     }
     fj_plan plan;
-    int planned = fj_plan_build(cfg, &plan) == FAJIT_OK;
-    regs = assemble_both(canon, planned && cfg->causal && plan.lean_regs);
+    int planned = fj_plan_build(cfg, &plan) == FAJIT_OK, ws = planned && plan.ws;
+    static const char *const sm90a_only[] = {"sm_90a"};
+    /* sm_90a PTX (wgmma, setmaxnreg) assembles for sm_90a only; the sm_80 PTX for both */
+    regs = ws ? assemble(canon, sm90a_only, 1, 0) : assemble(canon, k_archs, N_ARCHS, planned && cfg->causal && plan.lean_regs);
+    g.ws_accepted += ws;
     if (regs < 0) {
         char kept[4096];
         snprintf(kept, sizeof kept, "%s/fail_%d.ptx", g.dir, ++g.failed);
@@ -234,7 +250,7 @@ static void try_config(const fajit_config *cfg)
     if (regs > g.max_regs) g.max_regs = regs;
     if (planned) compare_register_estimate(&plan, regs);
     if (verbose()) printf("  ok %s (-v %d): %d registers\n", canon, verbosity, regs);
-    keep_sass_cubin(cfg->dtype);
+    keep_sass_cubin(cfg->dtype, ws);
 }
 
 /* ---- the grid ---------------------------------------------------------------------------------- */
@@ -250,6 +266,40 @@ static void run_table(fajit_config base, const tile *tiles, size_t n, int col_wa
         cfg.swizzle = tiles[t].swizzle;
         cfg.warps = tiles[t].warps;
         cfg.col_warps = col_warps;
+        try_config(&cfg);
+    }
+}
+
+/* The sm_90a grid: the heuristic's pick and every k_tiles90 entry, over the base's dtype, head dim, mask. */
+static void run_tiles90(fajit_config base)
+{
+    const char *mode = getenv("FAJIT_PTXAS_GRID");
+    fajit_config cfg = base;
+    base.arch = cfg.arch = FAJIT_ARCH_SM90A;
+    if (fajit_config_fill(NULL, NULL, &cfg) == FAJIT_OK) try_config(&cfg);
+    else {
+        report_failure("sm_90a heuristic", "fajit_config_fill found no config", fajit_errmsg());
+        g.failed++;
+    }
+    if (mode && strcmp(mode, "full") == 0) { /* the tuner's whole sm_90a space */
+        static const int bns[] = {64, 80, 96, 112, 128, 144, 160, 176, 192, 256}, flags[][2] = {{1, 1}, {1, -1}, {-1, -1}};
+        for (int wg = 1; wg <= 3; wg++)
+            for (int ni = 0; ni < 10; ni++)
+                for (int st = 1; st <= 3; st++)
+                    for (int fi = 0; fi < 3; fi++) {
+                        cfg = base;
+                        cfg.block_m = 64 * wg, cfg.warps = 4 * (wg + 1), cfg.block_n = bns[ni], cfg.stages = st;
+                        cfg.swizzle = base.head_dim % 64 == 0 ? 128 : 64;
+                        cfg.overlap = flags[fi][0], cfg.pingpong = wg > 1 ? flags[fi][1] : -1, cfg.col_warps = 1;
+                        try_config(&cfg);
+                    }
+        return;
+    }
+    for (size_t t = 0; t < sizeof k_tiles90 / sizeof k_tiles90[0]; t++) {
+        cfg = base;
+        cfg.block_m = k_tiles90[t].br, cfg.warps = 4 * (k_tiles90[t].br / 64 + 1), cfg.block_n = k_tiles90[t].bc;
+        cfg.stages = k_tiles90[t].stages, cfg.swizzle = k_tiles90[t].swizzle, cfg.col_warps = 1;
+        cfg.overlap = k_tiles90[t].overlap, cfg.pingpong = k_tiles90[t].pingpong;
         try_config(&cfg);
     }
 }
@@ -295,12 +345,14 @@ static void test_grid_assembles(void **state)
                 fajit_config base = {.arch = FAJIT_ARCH_SM80, .dtype = (fajit_dtype)dt,
                                      .head_dim = k_head_dims[h], .causal = causal};
                 run_tiles(base);
+                run_tiles90(base);
             }
     g.seconds = now_seconds() - t0;
-    printf("ptxas grid: %d configs x %d archs assembled, 0 spills on sm_90a; max registers %d "
-           "(%d tried, %d rejected by fajit_config_check, %d accepted configs FAILED; %.1f s, %.2f s per config)\n",
-           g.accepted - g.failed, N_ARCHS, g.max_regs, g.tried, g.tried - g.accepted, g.failed, g.seconds,
-           g.accepted ? g.seconds / g.accepted : 0.0);
+    printf("ptxas grid: %d configs assembled (%d sm_80 configs for sm_80 and sm_90a, %d warp-specialized sm_90a "
+           "configs for sm_90a), 0 spills on sm_90a; max registers %d (%d tried, %d rejected by fajit_config_check, %d "
+           "accepted configs FAILED; %.1f s, %.2f s per config)\n",
+           g.accepted - g.failed, g.accepted - g.ws_accepted, g.ws_accepted, g.max_regs, g.tried, g.tried - g.accepted,
+           g.failed, g.seconds, g.accepted ? g.seconds / g.accepted : 0.0);
     printf("register estimate vs ptxas: up to %d over the plan's reg_total, up to %d under\n", g.max_regs_over,
            g.max_regs_under);
     printf("sm_80 only: %d causal configs at the register edge spilled <= %d bytes (allowed, listed above)\n",
@@ -347,6 +399,29 @@ static void test_sass(void **state)
         assert_false(has_op(sass, "LDL"));
         assert_false(has_op(sass, "STL"));
         printf("SASS %s: HMMA present, no LDL/STL\n", d ? "bf16" : "f16");
+        free(sass);
+    }
+    /* the warp-specialized sm_90a kernels: wgmma, TMA and setmaxnreg survived into the SASS */
+    static const char *const must[] = {"HGMMA", "UTMALDG", "USETMAXREG", "SYNCS"};
+    for (int d = 0; d < 2; d++) {
+        char out[4096];
+        if (!g.sass90_cubin[d][0]) {
+            print_error("no %s sm_90a config assembled: nothing to disassemble\n", d ? "bf16" : "f16");
+            fail();
+        }
+        snprintf(out, sizeof out, "%s/sass90_%d.txt", g.dir, d);
+        char *argv[] = {g.nvdisasm, g.sass90_cubin[d], NULL};
+        assert_int_equal(fj_test_run(argv, out, NULL), 0);
+        char *sass = fj_test_read_file(out, NULL);
+        assert_non_null(sass);
+        for (size_t i = 0; i < sizeof must / sizeof must[0]; i++) {
+            if (!has_op(sass, must[i])) print_error("%s: no %s\n", g.sass90_cubin[d], must[i]);
+            assert_true(has_op(sass, must[i]));
+        }
+        assert_false(has_op(sass, "LDL"));
+        assert_false(has_op(sass, "STL"));
+        assert_false(has_op(sass, "HMMA")); /* no mma.sync fallback inside */
+        printf("SASS sm_90a %s: HGMMA, UTMALDG, USETMAXREG, SYNCS present; no HMMA, no LDL/STL\n", d ? "bf16" : "f16");
         free(sass);
     }
 }

@@ -95,6 +95,7 @@ static fajit_config filled(fajit_context *ctx, int seqlen, const fajit_config *g
     else memset(&c, 0, sizeof c);
     c.dtype = FAJIT_DTYPE_BF16;
     c.head_dim = 128;
+    if (!c.arch) c.arch = FAJIT_ARCH_SM80; /* these winners are sm_80 ones (test_fill_sm90a: the default path) */
     fajit_status st = fajit_config_fill(ctx, seqlen ? &shape : NULL, &c);
     if (st != FAJIT_OK) print_error("fajit_config_fill: %s\n", fajit_errmsg());
     assert_int_equal(st, FAJIT_OK);
@@ -365,6 +366,47 @@ static void test_fill_prefers_winner(void **state)
     free(root);
 }
 
+/* On an sm_90 GPU the default path is sm_90a: its winners fill a config that names no path, an sm_80
+ * winner of the same class does not, and a config that names sm_80 takes the sm_80 one. */
+static void test_fill_sm90a(void **state)
+{
+    (void)state;
+    const char *w90 = "sm_90a bf16 d128 br128 bc176 s2 sw128 w12 ov pp noncausal";
+    const char *w80 = "sm_80 bf16 d128 br64 bc32 s3 sw128 w4 noncausal";
+    char lines[4096];
+    snprintf(lines, sizeof lines, "%s%s", line_of(GPU, DRIVER, FJ_CODEGEN_VERSION, 16384, w90),
+             line_of(GPU, DRIVER, FJ_CODEGEN_VERSION, 4096, w80));
+    char *root = cache_with(lines);
+    fajit_context *ctx = fake_context(root, GPU, DRIVER);
+    fajit_shape shape = {1, 16, 16, 16384, 16384};
+    fajit_config c = {0};
+    c.head_dim = 128;
+    assert_int_equal(fajit_config_fill(ctx, &shape, &c), FAJIT_OK);
+    assert_config_text(&c, w90);
+    memset(&c, 0, sizeof c);
+    c.head_dim = 128;
+    shape.seqlen_q = shape.seqlen_k = 4096; /* the class of the sm_80 winner: not for an sm_90a config */
+    assert_int_equal(fajit_config_fill(ctx, &shape, &c), FAJIT_OK);
+    assert_int_equal(c.arch, FAJIT_ARCH_SM90A);
+    assert_int_equal(c.warps, 4 * (c.block_m / 64 + 1));
+    memset(&c, 0, sizeof c);
+    c.head_dim = 128;
+    c.arch = FAJIT_ARCH_SM80;
+    assert_int_equal(fajit_config_fill(ctx, &shape, &c), FAJIT_OK);
+    assert_config_text(&c, w80);
+    /* the schedule tokens round-trip through the file's parser */
+    fajit_config parsed;
+    assert_null(fj_tune_parse_config(w90, &parsed));
+    assert_int_equal(parsed.overlap, 1);
+    assert_int_equal(parsed.pingpong, 1);
+    assert_null(fj_tune_parse_config(w80, &parsed));
+    assert_int_equal(parsed.overlap, -1);
+    assert_int_equal(parsed.pingpong, -1);
+    fajit_context_destroy(ctx);
+    fj_test_remove_dir(root);
+    free(root);
+}
+
 static void test_other_identity_ignored(void **state)
 {
     (void)state;
@@ -527,6 +569,7 @@ int main(void)
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_merge_concurrent),
         cmocka_unit_test(test_fill_prefers_winner),
+        cmocka_unit_test(test_fill_sm90a),
         cmocka_unit_test(test_other_identity_ignored),
         cmocka_unit_test(test_bad_sources_never_fail),
         cmocka_unit_test(test_seqlen_class),

@@ -6,9 +6,12 @@
  * the hardware decides: how tiles move global->shared, how S = QK^T and O += PV are issued, which
  * accumulator register holds which (row, column) - the fragment descriptor - and how O is stored.
  *
- *   sm_80  (sm80.c)   cp.async + ldmatrix + mma.sync.m16n8k16        implemented
- *   sm_90a            TMA + mbarrier + wgmma, warp-specialized         not yet
+ *   sm_80  (sm80.c)   cp.async + ldmatrix + mma.sync.m16n8k16        every warp loads and computes
+ *   sm_90a (sm90.c)   TMA + mbarrier + wgmma, warp-specialized         producer / consumer warpgroups
  *   sm_100a           TMA + tcgen05.mma into tensor memory             not yet
+ * Two skeletons own the schedule: fwd_kernel.c (all warps alike, sm_80) and fwd_ws.c (warp-specialized:
+ * a TMA producer and consumer warpgroups linked by mbarrier rings; sm_90a, and sm_100a's shape). Both
+ * take the index math, the KV range, the softmax, the mask and the epilogue from the same code.
  */
 #ifndef FJ_BACKEND_H
 #define FJ_BACKEND_H
@@ -64,6 +67,18 @@ typedef struct fj_kctx {
     fj_reg_t xchg_own, xchg_peer;     /* u32: this lane's 16-byte slot in this warp's / the partner's
                                          exchange area (plan.xchg_off) */
 
+    /* warp-specialized skeleton (fwd_ws.c) */
+    fj_reg_t wg;                      /* u32: consumer warpgroup 0.. (warpgroup - 1) */
+    fj_reg_t phase;                   /* u32: parity of the current pass over the stage ring (0 / 1) */
+    fj_reg_t b, h, hkv;               /* u32: batch, query head, KV head: the TMA coordinates */
+    fj_reg_t params;                  /* u64: generic address of the parameter block (its tensor maps) */
+    fj_reg_t leader;                  /* pred: lane 0 of the warp (arrives on the K/V empty barriers) */
+    int defer_o_rescale;              /* softmax rebase leaves O alone: the factors stay in corr and
+                                         fj_emit_softmax_rescale_o applies them (O is an in-flight
+                                         wgmma accumulator meanwhile) */
+    fj_reg_t corr;                    /* f32 x frag.rows: the rescale factors of the last rebase */
+    fj_reg_t rescale_pred;            /* pred: the last rebase moved a reference max (O needs corr) */
+
     /* problem */
     fj_reg_t seqlen_q, seqlen_k;      /* s32, valid during setup only: later phases re-read the params */
     fj_reg_t m0;                      /* s32: first query row of this CTA */
@@ -93,6 +108,11 @@ enum { FJ_KV_K = 1, FJ_KV_V = 2, FJ_KV_BOTH = 3 };
 typedef struct fj_backend {
     const char *name;
     unsigned required_caps;
+    /* The path's tile rules (warps, block_m, col_warps, swizzle, schedule flags) and the warp geometry
+     * they give (threads, row_warps, m_frags, consumer_wgs...); before the smem map. */
+    fajit_status (*tiles)(fj_plan *p);
+    /* The smem map of p->cfg (no rules checked): fj_plan_smem_map calls it. */
+    void (*smem_map)(fj_plan *p);
     /* Derive the arch-specific plan fields (copy layout, register budget) and check their rules. */
     fajit_status (*plan)(fj_plan *p);
     /* Warp roles and fragment layout in words, for explain and the -v 2 header. */
@@ -128,12 +148,41 @@ typedef struct fj_backend {
     void (*mma_pv)(fj_kctx *k, int slot, int keys);
     /* Store the normalized O accumulators (rows >= seqlen_q skipped). */
     void (*store_o)(fj_kctx *k);
+    /* Warp-specialized paths: mma_qk / mma_pv issue asynchronously and close one group each; this waits
+     * until at most `pending` groups of this warpgroup are in flight (their results readable). */
+    void (*mma_wait)(fj_kctx *k, int pending);
 } fj_backend;
 
 extern const fj_backend fj_backend_sm80;
+extern const fj_backend fj_backend_sm90;
 
-/* The forward skeleton (fwd_kernel.c): emits the whole entry body for k->p. */
+/* The backend of a code-generation path, or NULL (not implemented). */
+const fj_backend *fj_backend_of(fajit_arch path);
+
+/* Accumulators in the m16n8 C layout (frag_m16n8.c), shared by mma.sync and wgmma: the fragment
+ * descriptor, P repacked into A-operand registers (k-steps 0 .. k_steps_pv / col_warps - 1 of frag_p),
+ * and the store of O (rows >= q_rows skipped; o_ptr, row_base, col_base_o set). */
+void fj_frag_desc_m16n8(const fj_plan *p, fj_frag_desc *d);
+void fj_emit_pack_p_m16n8(fj_kctx *k);
+void fj_emit_store_o_m16n8(fj_kctx *k);
+const char *fj_dtype_ptx(const fj_plan *p); /* "bf16" / "f16" */
+
+/* The forward skeletons: emit the whole entry body for k->p (fwd_kernel.c: all warps alike;
+ * fwd_ws.c: warp-specialized). fj_emit_fwd_kernel picks by plan.ws. */
 void fj_emit_fwd_kernel(fj_kctx *k);
+void fj_emit_fwd_ws_kernel(fj_kctx *k);
+
+/* Pieces of fwd_kernel.c both skeletons use. */
+void fj_emit_alloc_banks(fj_kctx *k);
+/* tid, warp, lane, m0, b, h, hkv (GQA: h / group), q_rows, the smem base; with pointers = 1 also the
+ * Q / K / V tile pointers of the CTA (the cp.async path addresses global memory itself). */
+void fj_emit_indices(fj_kctx *k, int pointers);
+/* n_end = KV tiles to visit, mask_from = first tile that needs a mask (causal bounds, the end of K). */
+void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
+/* O = 0, m = -inf, l = 0. */
+void fj_emit_init_accumulators(fj_kctx *k);
+/* Epilogue: O and LSE pointers (recomputed from %ctaid and the parameters), 1/l and LSE, store O. */
+void fj_emit_epilogue(fj_kctx *k);
 
 /* m0 = first query row of this CTA, from %ctaid.x (reversed for causal). */
 void fj_emit_m0(fj_kctx *k);
@@ -142,6 +191,7 @@ void fj_emit_m0(fj_kctx *k);
 void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or above the causal diagonal -> -inf */
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
+void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */
 void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 

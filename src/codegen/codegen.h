@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-9"
+#define FJ_CODEGEN_VERSION "fajit-codegen-10"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
@@ -24,6 +24,8 @@ typedef struct fj_plan {
 
     /* threads and warp roles */
     int threads;                 /* warps * 32 */
+    int ws;                      /* warp-specialized (fwd_ws.c): a producer warpgroup loads, consumer warpgroups
+                                    compute; else every warp does both (fwd_kernel.c) */
     int col_warps;               /* warps sharing a row block (1, or 2: a warp pair splits S's keys and O's
                                     head dims and exchanges row maxima, P and l through smem) */
     int row_warps;               /* warps / col_warps: row blocks per CTA */
@@ -54,14 +56,44 @@ typedef struct fj_plan {
 
     /* register budget (32-bit registers per thread, an estimate checked against ptxas in the tests) */
     int reg_acc_o, reg_acc_s, reg_q, reg_misc, reg_s_next, reg_total;
+    int reg_p;                   /* ws: P's A-operand registers (live beside S with overlap) */
+    int reg_limit;               /* what reg_total must fit: 255, or the consumers' setmaxnreg budget */
+
+    /* warp-specialized paths (ws = 1; sm_90a). Warpgroup 0 is the producer (one thread issues the TMA
+     * loads), warpgroups 1..consumer_wgs own 64 query rows each. */
+    int consumer_wgs;
+    int producer_regs, consumer_regs; /* setmaxnreg budgets (registers per thread) */
+    int overlap, pingpong;       /* 1 / 0: the config's schedule flags, resolved */
+    int whole_program;           /* the PTX uses setmaxnreg, which only a whole-program compile keeps
+                                    (runtime/compile.c: NVRTC; nvJitLink and the driver's linker drop it) */
+    int tma_box_cols;            /* elements in one TMA box row: the swizzle span / 2 */
+    int tma_boxes;               /* boxes per tile row: head_dim / tma_box_cols; a tile is stored box by box,
+                                    [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
+    int bar_off, n_bars;         /* mbarriers, 8 B each (fj_ws_bar_*): Q full, then per stage K full, V full,
+                                    K empty, V empty */
+    int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
+    int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
 } fj_plan;
 
 /* Check cfg and derive its plan. On failure the thread's message says which rule failed. */
 fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
 
-/* Fill the smem map of p (row_bytes, q/k/v offsets, kv_tile_bytes, smem_bytes) from p->cfg, unchecked.
- * The one place the layout is defined; the heuristic sizes configs with it too. */
+/* Fill the smem map of p (row_bytes, q/k/v offsets, kv_tile_bytes, smem_bytes) from p->cfg, unchecked
+ * (the config's arch path decides the layout; an unknown path leaves smem_bytes 0). The one place the
+ * layout is defined; the heuristic sizes configs with it too. */
 void fj_plan_smem_map(fj_plan *p);
+
+/* Fill the zero fields of dst from src (the tile and schedule fields; arch, dtype, head_dim, causal are
+ * left alone). The one place a partial config is completed from another (tuned winners, fagen flags). */
+void fj_config_overlay(fajit_config *dst, const fajit_config *src);
+/* 1 when two configs describe the same kernel: every field equal once the "pick" zeros a check reads
+ * as defaults are read so (col_warps 0 = 1, overlap / pingpong 0 = off). */
+int fj_config_same(const fajit_config *a, const fajit_config *b);
+
+/* The heuristic (config.c): fill the zero fields of cfg for its arch path (AUTO must be resolved by the
+ * caller) and shape (may be NULL), then shrink stages / block_n (the fields the caller left 0 in `given`)
+ * until the smem map fits smem_limit bytes (0 = the path's own limit). Pure: no device, no tune file. */
+void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit);
 
 /* Generate the PTX of a plan. *out is malloc'd (fajit_free / free). */
 fajit_status fj_generate_ptx_plan(const fj_plan *plan, int verbosity, char **out, size_t *len);

@@ -1,15 +1,14 @@
 /*
- * config.c - the public config calls: check, canonical text, and the heuristic that fills zeros.
- *
- * The heuristic is a table per head dim (the defaults measured best on an H100 for the sm_80 path,
- * see bench/results/), then shrunk until the plan fits the device's shared memory.
+ * config.c - the config calls of the code generator: check, canonical text, and the heuristic that
+ * fills zero fields (fj_config_heuristic: a table per path, head dim and mask, then shrunk until the
+ * plan fits the shared memory it is given). Choosing for a device - the path the GPU runs best, its
+ * tuned winners, its shared-memory limit - is the runtime's (runtime/config_fill.c: fajit_config_fill).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "codegen.h"
 #include "runtime/error.h"
-#include "runtime/tune.h"
 
 fajit_status fajit_config_check(const fajit_config *cfg)
 {
@@ -31,9 +30,31 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
     else snprintf(sw, sizeof sw, "%d", c->swizzle);
     char cw[16] = "";
     if (c->col_warps > 1) snprintf(cw, sizeof cw, " cw%d", c->col_warps);
-    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s %s", fj_arch_path_name(c->arch),
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s %s", fj_arch_path_name(c->arch),
                     dtype_name(c->dtype), c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
-                    c->causal ? "causal" : "noncausal");
+                    c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->causal ? "causal" : "noncausal");
+}
+
+void fj_config_overlay(fajit_config *dst, const fajit_config *src)
+{
+    if (!dst->block_m) dst->block_m = src->block_m;
+    if (!dst->block_n) dst->block_n = src->block_n;
+    if (!dst->stages) dst->stages = src->stages;
+    if (!dst->swizzle) dst->swizzle = src->swizzle;
+    if (!dst->warps) dst->warps = src->warps;
+    if (!dst->col_warps) dst->col_warps = src->col_warps;
+    if (!dst->overlap) dst->overlap = src->overlap;
+    if (!dst->pingpong) dst->pingpong = src->pingpong;
+}
+
+static int flag_read(int v) { return v == 1; }
+
+int fj_config_same(const fajit_config *a, const fajit_config *b)
+{
+    return a->arch == b->arch && a->dtype == b->dtype && a->head_dim == b->head_dim && a->block_m == b->block_m &&
+           a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
+           a->causal == b->causal && (a->col_warps ? a->col_warps : 1) == (b->col_warps ? b->col_warps : 1) &&
+           flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong);
 }
 
 /* Defaults of the sm_80 path per head dim and mask: block_m, block_n, warps, stages. Measured on an
@@ -84,6 +105,36 @@ static void fill_sm80(fajit_config *c, const fajit_shape *shape)
     }
 }
 
+/* Defaults of the sm_90a path per head dim and mask: block_m (64 per consumer warpgroup), block_n,
+ * stages, overlap, pingpong. FlashAttention-3's tile shapes as the starting point (2 consumer warpgroups
+ * at 240 registers; the K/V ring of 2 stages fills the shared memory at D = 256); fagen tune searches
+ * around them. */
+typedef struct sm90_default {
+    int head_dim, causal, block_m, block_n, stages, overlap, pingpong;
+} sm90_default;
+
+static const sm90_default k_sm90_defaults[] = {
+    {64, 0, 128, 128, 2, 1, 1},  {64, 1, 128, 128, 2, 1, 1},  {96, 0, 128, 128, 2, 1, 1}, {96, 1, 128, 128, 2, 1, 1},
+    {128, 0, 128, 128, 2, 1, 1}, {128, 1, 128, 128, 2, 1, 1}, {192, 0, 128, 96, 2, 1, 1}, {192, 1, 128, 96, 2, 1, 1},
+    {256, 0, 128, 80, 2, 1, 1},  {256, 1, 128, 80, 2, 1, 1},
+};
+
+static void fill_sm90(fajit_config *c)
+{
+    const sm90_default *d = &k_sm90_defaults[4];
+    for (size_t i = 0; i < sizeof k_sm90_defaults / sizeof k_sm90_defaults[0]; i++)
+        if (k_sm90_defaults[i].head_dim == c->head_dim && k_sm90_defaults[i].causal == c->causal)
+            d = &k_sm90_defaults[i];
+    if (!c->col_warps) c->col_warps = 1;
+    if (!c->block_m) c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : d->block_m;
+    if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);
+    if (!c->block_n) c->block_n = d->block_n;
+    if (!c->stages) c->stages = d->stages;
+    if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
+    if (!c->overlap) c->overlap = d->overlap ? 1 : -1;
+    if (!c->pingpong) c->pingpong = d->pingpong && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
+}
+
 /* Shrink stages, then block_n, until the smem map fits `limit` bytes (only fields the caller left 0). */
 static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
 {
@@ -93,27 +144,23 @@ static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
         fj_plan_smem_map(&map);
         if (map.smem_bytes <= limit) return;
         if (!given->stages && c->stages > 1) c->stages--;
-        else if (!given->block_n && c->block_n > 16) c->block_n /= 2;
+        else if (!given->block_n && c->block_n > 16) c->block_n = c->block_n / 2 / 16 * 16 > 16 ? c->block_n / 2 / 16 * 16 : 16;
         else return; /* the check reports it */
     }
 }
 
-fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg)
+void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit)
 {
-    fj_clear_error();
-    if (!cfg) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
-    const fajit_config given = *cfg;
-    const fj_arch_info *device = ctx ? fj_arch_find(fajit_context_sm(ctx)) : NULL;
     if (cfg->head_dim == 0) cfg->head_dim = 128;
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
-    /* Only the sm_80 path is implemented; its PTX runs on every GPU from sm_80 up. */
-    if (cfg->arch == FAJIT_ARCH_AUTO) cfg->arch = FAJIT_ARCH_SM80;
-    fj_tune_fill(ctx, shape, cfg); /* zero fields from the tuned winner of the shape's class, if any */
-    if (cfg->arch == FAJIT_ARCH_SM80) fill_sm80(cfg, shape);
+    if (cfg->arch == FAJIT_ARCH_SM80) {
+        fill_sm80(cfg, shape);
+        if (!cfg->overlap) cfg->overlap = -1;
+        if (!cfg->pingpong) cfg->pingpong = -1;
+    } else if (cfg->arch == FAJIT_ARCH_SM90A) {
+        fill_sm90(cfg);
+    }
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
-    /* the device's own limit when there is one (an H100 gives sm_80 code 227 KB), else the portable one */
-    int limit = device ? device->smem_per_block : target ? target->smem_per_block : 0;
-    if (limit) fit_smem(cfg, &given, limit);
-    fj_plan plan;
-    return fj_plan_build(cfg, &plan);
+    int limit = smem_limit ? smem_limit : target ? target->smem_per_block : 0;
+    if (limit) fit_smem(cfg, given, limit);
 }

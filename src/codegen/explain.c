@@ -25,7 +25,18 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     for (int s = 0; s < c->stages; s++)
         fj_buf_printf(out, "%s  [%6d, %6d)  V[%d]  %d rows x %d B\n", pf, p->v_off + s * p->kv_tile_bytes,
                       p->v_off + (s + 1) * p->kv_tile_bytes, s, c->block_n, p->row_bytes);
-    if (p->swz_mask)
+    if (p->xchg_warp_bytes)
+        fj_buf_printf(out, "%s  [%6d, %6d)  warp-pair exchange, %d B per warp\n", pf, p->xchg_off,
+                      p->xchg_off + c->warps * p->xchg_warp_bytes, p->xchg_warp_bytes);
+    if (p->n_bars)
+        fj_buf_printf(out, "%s  [%6d, %6d)  mbarriers: Q full, then per stage K full, V full, K empty, V empty\n", pf,
+                      p->bar_off, p->bar_off + 8 * p->n_bars);
+    if (p->ws)
+        fj_buf_printf(out, "%sswizzle: %d B - each tile is stored as %d TMA box%s of [rows][%d B]; 16-byte chunk c of "
+                           "row r sits at chunk c ^ (r %% %d) of its box (the copy engine writes it so, the wgmma "
+                           "descriptors read it so)\n",
+                      pf, c->swizzle, p->tma_boxes, p->tma_boxes > 1 ? "es" : "", c->swizzle, c->swizzle / 16);
+    else if (p->swz_mask)
         fj_buf_printf(out, "%sswizzle: %d B - 16-byte chunk c of row r is stored at chunk c ^ (r & %d), so the 8 rows "
                            "one ldmatrix 8x8 reads fall in %d different bank groups\n",
                       pf, c->swizzle, p->swz_mask, p->swz_mask + 1);
@@ -34,12 +45,26 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                            "multiple of 128 B)\n",
                       pf);
     p->backend->describe(p, out, pf);
-    fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs/thread): O acc %d + S acc %d + next S %d + Q frags %d + "
-                       "addressing/softmax ~%d = %d of 255\n",
-                  pf, p->reg_acc_o, p->reg_acc_s, p->reg_s_next, p->reg_q, p->reg_misc, p->reg_total);
+    if (p->ws)
+        fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs per consumer thread): O acc %d + S acc %d + P %d + "
+                           "addressing/softmax ~%d = %d of %d\n",
+                      pf, p->reg_acc_o, p->reg_acc_s, p->reg_p, p->reg_misc, p->reg_total, p->reg_limit);
+    else
+        fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs/thread): O acc %d + S acc %d + next S %d + Q frags "
+                           "%d + addressing/softmax ~%d = %d of 255\n",
+                      pf, p->reg_acc_o, p->reg_acc_s, p->reg_s_next, p->reg_q, p->reg_misc, p->reg_total);
     fj_buf_printf(out, "%sschedule: %s; O rescale %s\n", pf,
-                  p->pipeline_qk ? "software-pipelined - S(j+1) = QK(j+1)^T is issued beside softmax(S(j)), K one "
-                                   "tile ahead of V"
+                  p->ws && p->overlap
+                      ? (p->pingpong ? "producer/consumer; each consumer issues S(j) = QK(j)^T and O += P(j-1)V(j-1) "
+                                       "together and exponentiates S(j) while PV runs; ping-pong: consumer warpgroups "
+                                       "take turns issuing their GEMMs (named barriers 1..), so one's softmax overlaps "
+                                       "another's GEMMs"
+                                     : "producer/consumer; each consumer issues S(j) = QK(j)^T and O += P(j-1)V(j-1) "
+                                       "together and exponentiates S(j) while PV runs (intra-warpgroup overlap)")
+                  : p->ws ? "producer/consumer; each consumer runs S = QK^T, softmax, O += PV in turn while the "
+                            "producer keeps the K/V ring full"
+                  : p->pipeline_qk ? "software-pipelined - S(j+1) = QK(j+1)^T is issued beside softmax(S(j)), K one "
+                                     "tile ahead of V"
                   : c->stages == 1 ? "S = QK^T, softmax, O += PV in turn; one stage, K a tile ahead of V (V(j) is "
                                      "copied during QK(j), K(j+1) during softmax and PV)"
                                    : "S = QK^T, softmax, O += PV in turn",

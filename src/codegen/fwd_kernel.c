@@ -18,7 +18,7 @@
 #define R(reg) fj_r(k->e, reg)
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
 
-static void alloc_banks(fj_kctx *k)
+void fj_emit_alloc_banks(fj_kctx *k)
 {
     fj_emit *e = k->e;
     const fj_plan *p = k->p;
@@ -115,7 +115,7 @@ void fj_emit_m0(fj_kctx *k)
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), k->p->cfg.block_m);
 }
 
-static void emit_indices(fj_kctx *k)
+void fj_emit_indices(fj_kctx *k, int pointers)
 {
     fj_emit *e = k->e;
     fj_banner(e, "Phase 0: block indices and tile pointers",
@@ -124,6 +124,9 @@ static void emit_indices(fj_kctx *k)
               "Causal CTAs run in reverse order so the longest rows start first.");
     fj_reg_t h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
     fj_reg_t hkv = fj_alloc(e, k->b_r, 1), grp = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
+    k->h = h;
+    k->b = b;
+    k->hkv = hkv;
     fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
     fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
     fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
@@ -136,10 +139,12 @@ static void emit_indices(fj_kctx *k)
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
     fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
     fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
-    fj_ins(e, "mov.u32 %s, 0", R(zero));
-    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr);
-    tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
-    tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    if (pointers) {
+        fj_ins(e, "mov.u32 %s, 0", R(zero));
+        tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr);
+        tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
+        tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    }
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
 
@@ -153,7 +158,7 @@ static void div_block_n(fj_kctx *k, fj_reg_t dst, fj_reg_t src)
 }
 
 /* n_end = number of KV tiles to visit; mask_from = first tile that needs masking. */
-static void emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
@@ -244,6 +249,13 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
         k->acc_s = k->acc_s_set[0];
         p->backend->mma_qk(k, 0);
     }
+    fj_emit_init_accumulators(k);
+}
+
+void fj_emit_init_accumulators(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
     fj_comment(e, 1, "O = 0, m = -inf, l = 0");
     for (int i = 0; i < p->m_frags * p->n_frags_o * 4; i++) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->acc_o, i)));
     for (int r = 0; r < k->frag.rows; r++) {
@@ -462,17 +474,28 @@ void fj_emit_pair_reduce(fj_kctx *k, const char *op, fj_reg_t v, int n)
     for (int i = 0; i < n; i++) fj_ins(k->e, "%s %s, %s, %s", op, R(fj_at(v, i)), R(fj_at(v, i)), R(fj_at(t, i)));
 }
 
+void fj_emit_epilogue(fj_kctx *k)
+{
+    emit_out_ptrs(k);
+    fj_emit_normalize(k);
+    k->p->backend->store_o(k);
+}
+
 void fj_emit_fwd_kernel(fj_kctx *k)
 {
     const fj_plan *p = k->p;
+    if (p->ws) {
+        fj_emit_fwd_ws_kernel(k);
+        return;
+    }
     p->backend->frag_desc(p, &k->frag);
-    alloc_banks(k);
-    emit_indices(k);
+    fj_emit_alloc_banks(k);
+    fj_emit_indices(k, 1);
     fj_comment(k->e, 1, "backend setup: thread geometry, per-lane smem address terms, copy layout");
     p->backend->setup(k);
     if (p->col_warps > 1) setup_pairs(k);
     fj_reg_t n_end = fj_alloc(k->e, k->b_r, 1), mask_from = fj_alloc(k->e, k->b_r, 1);
-    emit_kv_range(k, n_end, mask_from);
+    fj_emit_kv_range(k, n_end, mask_from);
     emit_prologue(k, n_end);
     emit_loop(k, n_end, mask_from);
     fj_banner(k->e, "Phase 4: epilogue",
@@ -482,8 +505,6 @@ void fj_emit_fwd_kernel(fj_kctx *k)
         fj_emit_m0(k);
         p->backend->geometry(k);
     }
-    emit_out_ptrs(k);
-    fj_emit_normalize(k);
-    p->backend->store_o(k);
+    fj_emit_epilogue(k);
     fj_ins(k->e, "ret");
 }

@@ -1,10 +1,13 @@
 /*
  * kernel_abi.h - the contract between generated forward kernels and the launcher.
  *
- * Every generated forward kernel is one .entry named FJ_FWD_KERNEL_NAME taking a single parameter, a
- * byte array laid out exactly as struct fj_fwd_params (the code generator reads fields with
- * ld.param at offsetof() of this struct, so the two cannot drift apart). The launcher passes a
- * pointer to one filled struct as kernelParams[0].
+ * Every generated forward kernel is one .entry named FJ_FWD_KERNEL_NAME taking a single parameter,
+ * FJ_FWD_PARAM_NAME, a byte array laid out exactly as struct fj_fwd_params (sm_80 path) or struct
+ * fj_fwd_params_tma (warp-specialized paths: the same fields, then three TMA tensor maps); the code
+ * generator reads fields with ld.param at offsetof() of these structs, so they cannot drift apart.
+ * The launcher passes a pointer to one filled struct as kernelParams[0]. The parameter is named as
+ * NVVM names the first parameter of an extern "C" kernel, so the same body text also compiles inside
+ * the CUDA C wrapper of the whole-program compile (runtime/compile.c).
  *
  * Launch geometry (all arch paths):
  *   grid  = (ceil(seqlen_q / block_m), heads_q, batch)   block = plan.threads   smem = plan.smem_bytes
@@ -16,6 +19,7 @@
 #include <stdint.h>
 
 #define FJ_FWD_KERNEL_NAME "fajit_fwd"
+#define FJ_FWD_PARAM_NAME "fajit_fwd_param_0"
 
 typedef struct fj_fwd_params {
     uint64_t q, k, v, o; /* device pointers (16-byte aligned) */
@@ -35,6 +39,23 @@ typedef struct fj_fwd_params {
     int64_t k_tile_bytes, v_tile_bytes; /* block_n rows */
     int64_t q_pass_bytes, k_pass_bytes, v_pass_bytes; /* plan.copy_rows_per_pass rows */
 } fj_fwd_params;
+
+/*
+ * Warp-specialized kernels (sm_90a): the same fields, then a CUtensorMap (cuTensorMapEncodeTiled, 128
+ * bytes, 64-byte aligned) for each of Q, K and V. Each map is 4-D, innermost first: (head_dim, seqlen,
+ * heads, batch) with the tensor's byte strides, a box of (swizzle bytes / 2, block_m or block_n, 1, 1)
+ * and the plan's swizzle; rows past seqlen are zero-filled by the copy engine. The kernel takes the
+ * generic address of its parameter block (cvta.param) and passes base + offset to the TMA loads.
+ */
+#define FJ_TMAP_BYTES 128
+typedef struct fj_fwd_params_tma {
+    fj_fwd_params base;
+    uint8_t pad[256 - sizeof(fj_fwd_params)];
+    _Alignas(64) uint8_t tmap_q[FJ_TMAP_BYTES];
+    uint8_t tmap_k[FJ_TMAP_BYTES];
+    uint8_t tmap_v[FJ_TMAP_BYTES];
+} fj_fwd_params_tma;
+_Static_assert(sizeof(fj_fwd_params) <= 256, "fj_fwd_params must fit before the tensor maps");
 
 /* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */
 static inline void fj_fwd_params_derive(fj_fwd_params *p, int block_n, int copy_rows_per_pass)

@@ -13,10 +13,11 @@
 
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
 
-static const fj_backend *backend_of(fajit_arch path)
+const fj_backend *fj_backend_of(fajit_arch path)
 {
     switch (path) {
     case FAJIT_ARCH_SM80: return &fj_backend_sm80;
+    case FAJIT_ARCH_SM90A: return &fj_backend_sm90;
     default: return NULL;
     }
 }
@@ -28,11 +29,11 @@ static fajit_status check_arch(const fajit_config *c, fj_plan *p)
                         "fajit_config_fill() picks one");
     p->arch = fj_arch_of_path(c->arch);
     if (!p->arch) return CFG_FAIL("arch = %d: not a code-generation path (use 80, 90 or 100)", (int)c->arch);
-    p->backend = backend_of(c->arch);
+    p->backend = fj_backend_of(c->arch);
     if (!p->backend)
         return fj_fail(FAJIT_ERR_UNSUPPORTED,
-                       "arch = %s: this backend is not implemented yet; the sm_80 path (mma.sync) is, and its "
-                       "PTX runs on sm_80 and later GPUs (it assembles for sm_90a and sm_100a)",
+                       "arch = %s: this backend is not implemented yet; the sm_80 path (mma.sync, every GPU from "
+                       "sm_80) and the sm_90a path (wgmma, H100/H200) are; the sm_80 PTX assembles for sm_100a",
                        p->arch->name);
     if ((p->arch->caps & p->backend->required_caps) != p->backend->required_caps)
         return fj_fail(FAJIT_ERR_INTERNAL, "backend %s needs capabilities %s lacks", p->backend->name, p->arch->name);
@@ -50,29 +51,14 @@ static int swizzle_mask(int swizzle)
     }
 }
 
+/* Rules every path shares: dtype, head dim, block_n, stages, mask, the swizzle span against a row. The
+ * path's own (warps, block_m, column split, schedule flags) are its backend's `tiles` hook. */
 static fajit_status check_shape(const fajit_config *c, fj_plan *p)
 {
     if (c->dtype != FAJIT_DTYPE_F16 && c->dtype != FAJIT_DTYPE_BF16)
         return CFG_FAIL("dtype = %d: must be f16 (1) or bf16 (2)", (int)c->dtype);
     if (c->head_dim != 64 && c->head_dim != 96 && c->head_dim != 128 && c->head_dim != 192 && c->head_dim != 256)
         return CFG_FAIL("head_dim = %d: must be 64, 96, 128, 192 or 256", c->head_dim);
-    if (c->warps != 1 && c->warps != 2 && c->warps != 4 && c->warps != 8)
-        return CFG_FAIL("warps = %d: must be 1, 2, 4 or 8", c->warps);
-    int cw = c->col_warps ? c->col_warps : 1;
-    if (cw != 1 && cw != 2) return CFG_FAIL("col_warps = %d: must be 1 or 2 (0 reads as 1)", c->col_warps);
-    if (c->warps % cw != 0 || c->warps < cw)
-        return CFG_FAIL("col_warps = %d with warps = %d: the warps must form whole groups of col_warps", cw, c->warps);
-    p->col_warps = p->cfg.col_warps = cw;
-    p->row_warps = c->warps / cw;
-    if (c->block_m <= 0 || c->block_m % (16 * p->row_warps) != 0)
-        return CFG_FAIL("block_m = %d: must be a positive multiple of 16 x warps%s = %d (each warp owns whole 16-row "
-                        "MMA fragments)",
-                        c->block_m, cw > 1 ? " / col_warps" : "", 16 * p->row_warps);
-    p->m_frags = c->block_m / (16 * p->row_warps);
-    if (p->m_frags > 2)
-        return CFG_FAIL("block_m = %d with warps = %d, col_warps = %d gives %d 16-row fragments per warp: at most 2 "
-                        "(use more warps or a smaller block_m)",
-                        c->block_m, c->warps, cw, p->m_frags);
     if (c->block_n < 16 || c->block_n > 256 || c->block_n % 16 != 0)
         return CFG_FAIL("block_n = %d: must be a multiple of 16 in 16..256", c->block_n);
     if (c->stages < 1 || c->stages > 4) return CFG_FAIL("stages = %d: must be 1..4", c->stages);
@@ -85,38 +71,19 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
         return CFG_FAIL("swizzle = %d: it permutes groups of %d 16-byte chunks, but a head_dim %d row has %d "
                         "chunks (%d B), not a multiple; use a smaller swizzle",
                         c->swizzle, p->swz_mask + 1, c->head_dim, chunks, c->head_dim * 2);
-    if (cw == 2 && c->block_n % 32 != 0)
-        return CFG_FAIL("block_n = %d with col_warps = 2: each warp of a pair takes block_n / 2 keys, which must be "
-                        "whole 16-key MMA steps; use a multiple of 32",
-                        c->block_n);
-    if (cw == 2 && (chunks / 2) % (p->swz_mask + 1) != 0)
-        return CFG_FAIL("swizzle = %d with col_warps = 2: each warp of a pair reads half a head_dim %d row (%d "
-                        "16-byte chunks), which must be whole groups of %d swizzled chunks; use a smaller swizzle",
-                        c->swizzle, c->head_dim, chunks / 2, p->swz_mask + 1);
+    if (c->overlap < -1 || c->overlap > 1) return CFG_FAIL("overlap = %d: must be 1 (on), -1 (off) or 0 (pick)", c->overlap);
+    if (c->pingpong < -1 || c->pingpong > 1)
+        return CFG_FAIL("pingpong = %d: must be 1 (on), -1 (off) or 0 (pick)", c->pingpong);
+    p->overlap = c->overlap == 1;
+    p->pingpong = c->pingpong == 1;
     return FAJIT_OK;
 }
 
 void fj_plan_smem_map(fj_plan *p)
 {
-    const fajit_config *c = &p->cfg;
-    p->row_bytes = c->head_dim * 2;
-    p->q_off = 0;
-    p->q_bytes = c->block_m * p->row_bytes;
-    p->kv_tile_bytes = c->block_n * p->row_bytes;
-    p->k_off = p->q_off + p->q_bytes;
-    p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
-    p->smem_bytes = p->v_off + c->stages * p->kv_tile_bytes;
-    p->xchg_off = p->xchg_warp_bytes = 0;
-    int row_warps = c->col_warps == 2 ? c->warps / 2 : 0;
-    if (row_warps > 0) {
-        /* per warp, 16 B per lane: its row statistics (at most 4 rows per thread), an unused slot (see
-         * FJ_XCHG_SLOT_P), then P's A fragments of its half of the keys, one 512-byte [lane][4 regs]
-         * block per (fragment, k-step) */
-        int m_frags = c->block_m / (16 * row_warps);
-        p->xchg_warp_bytes = 512 * (2 + m_frags * (c->block_n / 32));
-        p->xchg_off = p->smem_bytes;
-        p->smem_bytes += c->warps * p->xchg_warp_bytes;
-    }
+    const fj_backend *b = fj_backend_of(p->cfg.arch);
+    p->smem_bytes = 0;
+    if (b) b->smem_map(p);
 }
 
 static fajit_status map_smem(fj_plan *p)
@@ -125,12 +92,13 @@ static fajit_status map_smem(fj_plan *p)
     fj_plan_smem_map(p);
     int limit = fj_arch_path_smem_max(c->arch);
     if (p->smem_bytes > limit) {
-        char xchg[64] = "";
+        char extra[64] = "";
         if (p->xchg_warp_bytes)
-            snprintf(xchg, sizeof xchg, " + warp-pair exchange %d x %d", c->warps, p->xchg_warp_bytes);
+            snprintf(extra, sizeof extra, " + warp-pair exchange %d x %d", c->warps, p->xchg_warp_bytes);
+        if (p->n_bars) snprintf(extra, sizeof extra, " + %d mbarriers x 8", p->n_bars);
         return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d%s) exceeds %d B, the most any GPU running %s code "
                         "has; lower stages, block_n or block_m",
-                        p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, xchg, limit, p->arch->name);
+                        p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, extra, limit, p->arch->name);
     }
     return FAJIT_OK;
 }
@@ -143,6 +111,7 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     fajit_status st;
     if ((st = check_arch(cfg, p)) != FAJIT_OK) return st;
     if ((st = check_shape(cfg, p)) != FAJIT_OK) return st;
+    if ((st = p->backend->tiles(p)) != FAJIT_OK) return st;
     p->threads = cfg->warps * 32;
     p->n_frags_s = cfg->block_n / 8 / p->col_warps;
     p->n_frags_o = cfg->head_dim / 8 / p->col_warps;

@@ -70,6 +70,72 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }
 
 /* ---- plan ------------------------------------------------------------------------------------ */
+#define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
+
+/* Warps, the column split and block_m; the schedule flags of the warp-specialized path are not ours. */
+static fajit_status tiles_sm80(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    if (c->warps != 1 && c->warps != 2 && c->warps != 4 && c->warps != 8)
+        return CFG_FAIL("warps = %d: must be 1, 2, 4 or 8", c->warps);
+    int cw = c->col_warps ? c->col_warps : 1;
+    if (cw != 1 && cw != 2) return CFG_FAIL("col_warps = %d: must be 1 or 2 (0 reads as 1)", c->col_warps);
+    if (c->warps % cw != 0 || c->warps < cw)
+        return CFG_FAIL("col_warps = %d with warps = %d: the warps must form whole groups of col_warps", cw, c->warps);
+    p->col_warps = p->cfg.col_warps = cw;
+    p->row_warps = c->warps / cw;
+    if (c->block_m <= 0 || c->block_m % (16 * p->row_warps) != 0)
+        return CFG_FAIL("block_m = %d: must be a positive multiple of 16 x warps%s = %d (each warp owns whole 16-row "
+                        "MMA fragments)",
+                        c->block_m, cw > 1 ? " / col_warps" : "", 16 * p->row_warps);
+    p->m_frags = c->block_m / (16 * p->row_warps);
+    if (p->m_frags > 2)
+        return CFG_FAIL("block_m = %d with warps = %d, col_warps = %d gives %d 16-row fragments per warp: at most 2 "
+                        "(use more warps or a smaller block_m)",
+                        c->block_m, c->warps, cw, p->m_frags);
+    int chunks = c->head_dim / 8;
+    if (cw == 2 && c->block_n % 32 != 0)
+        return CFG_FAIL("block_n = %d with col_warps = 2: each warp of a pair takes block_n / 2 keys, which must be "
+                        "whole 16-key MMA steps; use a multiple of 32",
+                        c->block_n);
+    if (cw == 2 && (chunks / 2) % (p->swz_mask + 1) != 0)
+        return CFG_FAIL("swizzle = %d with col_warps = 2: each warp of a pair reads half a head_dim %d row (%d "
+                        "16-byte chunks), which must be whole groups of %d swizzled chunks; use a smaller swizzle",
+                        c->swizzle, c->head_dim, chunks / 2, p->swz_mask + 1);
+    if (p->overlap || p->pingpong)
+        return CFG_FAIL("%s = 1: the sm_80 path has no warp specialization (every warp loads and computes); "
+                        "use 0 or -1, or arch sm_90a",
+                        p->overlap ? "overlap" : "pingpong");
+    p->params_bytes = (int)sizeof(fj_fwd_params);
+    p->params_align = 8;
+    return FAJIT_OK;
+}
+
+/* Q, then `stages` K tiles, then `stages` V tiles, each [rows][head_dim]; warp pairs add their exchange
+ * areas at the end. */
+static void smem_map_sm80(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    p->row_bytes = c->head_dim * 2;
+    p->q_off = 0;
+    p->q_bytes = c->block_m * p->row_bytes;
+    p->kv_tile_bytes = c->block_n * p->row_bytes;
+    p->k_off = p->q_off + p->q_bytes;
+    p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
+    p->smem_bytes = p->v_off + c->stages * p->kv_tile_bytes;
+    p->xchg_off = p->xchg_warp_bytes = 0;
+    int row_warps = c->col_warps == 2 ? c->warps / 2 : 0;
+    if (row_warps > 0) {
+        /* per warp, 16 B per lane: its row statistics (at most 4 rows per thread), an unused slot (see
+         * FJ_XCHG_SLOT_P), then P's A fragments of its half of the keys, one 512-byte [lane][4 regs]
+         * block per (fragment, k-step) */
+        int m_frags = c->block_m / (16 * row_warps);
+        p->xchg_warp_bytes = 512 * (2 + m_frags * (c->block_n / 32));
+        p->xchg_off = p->smem_bytes;
+        p->smem_bytes += c->warps * p->xchg_warp_bytes;
+    }
+}
+
 static fajit_status plan_copy(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
@@ -120,6 +186,7 @@ static fajit_status plan_sm80(fj_plan *p)
      * (O + S = 192) needs to compile without spills (non-causal). Below it the recomputation would only
      * cost issue slots. */
     p->lean_regs = p->reg_total > FJ_SM80_LEAN_ABOVE;
+    p->reg_limit = FJ_SM80_REG_LIMIT;
     if (p->reg_total > FJ_SM80_REG_LIMIT)
         return fj_fail(FAJIT_ERR_INVALID_CONFIG,
                        "registers: about %d per thread (O acc %d + S acc %d + Q frags %d + addressing and softmax ~%d%s) "
@@ -129,29 +196,6 @@ static fajit_status plan_sm80(fj_plan *p)
                        c->stages == 1 || causal_deep ? ", more with one stage or a causal mask at 3-4 stages" : "",
                        FJ_SM80_REG_LIMIT);
     return FAJIT_OK;
-}
-
-/* ---- fragment descriptor: mma.sync m16n8 C layout ------------------------------------------------
- * Thread (g = lane >> 2, t = lane & 3) holds, per n8 tile, c0,c1 at row g cols 2t,2t+1 and c2,c3 at
- * row g+8. Local row r = 2 * mf + h (h: upper/lower 8 rows), value v = 2 * tile + e. */
-static int s_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_s + v / 2) * 4 + (r % 2) * 2 + v % 2; }
-static int o_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_o + v / 2) * 4 + (r % 2) * 2 + v % 2; }
-static int row_off(const fj_plan *p, int r) { (void)p; return (r / 2) * 16 + (r % 2) * 8; }
-static int col_off(const fj_plan *p, int v) { (void)p; return (v / 2) * 8 + v % 2; }
-
-static void frag_desc_sm80(const fj_plan *p, fj_frag_desc *d)
-{
-    d->rows = 2 * p->m_frags;
-    d->s_vals = 2 * p->n_frags_s;
-    d->o_vals = 2 * p->n_frags_o;
-    d->n_shuffles = 2;
-    d->shuffle_xor[0] = 1;
-    d->shuffle_xor[1] = 2;
-    d->s_reg = s_reg;
-    d->o_reg = o_reg;
-    d->row_off = row_off;
-    d->s_col_off = col_off;
-    d->o_col_off = col_off;
 }
 
 static void describe_sm80(const fj_plan *p, fj_buf *out, const char *pf)
@@ -366,7 +410,7 @@ static void wait_sm80(fj_kctx *k, int pending)
 }
 
 /* ---- MMA ------------------------------------------------------------------------------------- */
-static const char *dt(const fj_kctx *k) { return k->p->cfg.dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16"; }
+static const char *dt(const fj_kctx *k) { return fj_dtype_ptx(k->p); }
 
 /* A fragment (4 regs) of Q for fragment mf, k-step ks into dst. */
 static void ldmatrix_q(fj_kctx *k, fj_reg_t dst, int mf, int ks)
@@ -413,23 +457,6 @@ static void mma_qk_sm80(fj_kctx *k, int slot)
     }
 }
 
-/* P of this warp's keys (k-steps 0 .. k_steps_pv / col_warps - 1 of frag_p), from the S accumulators. */
-static void pack_p_sm80(fj_kctx *k)
-{
-    const fj_plan *p = k->p;
-    fj_comment(k->e, 2, "P (f32 in the S accumulators) -> %s pairs: the m16n8 C layout of two adjacent n8 tiles is "
-                        "the m16k16 A layout",
-               dt(k));
-    for (int mf = 0; mf < p->m_frags; mf++)
-        for (int ks = 0; ks < p->k_steps_pv / p->col_warps; ks++)
-            for (int i = 0; i < 4; i++) {
-                /* a0: row g, tile 2ks; a1: row g+8, tile 2ks; a2: row g, tile 2ks+1; a3: row g+8, tile 2ks+1 */
-                int tile = 2 * ks + i / 2, h = i % 2;
-                fj_reg_t s = fj_at(k->acc_s, (mf * p->n_frags_s + tile) * 4 + 2 * h);
-                fj_ins(k->e, PTX_CVT_PACK, dt(k), R(fj_at(k->frag_p, (mf * p->k_steps_pv + ks) * 4 + i)), R(fj_at(s, 1)), R(s));
-            }
-}
-
 /* Warp pairs: this warp's packed P to its exchange area (get = 0), or the partner's into k-steps
  * own..k_steps_pv - 1 of frag_p (get = 1). Both warps map lanes to rows and columns alike, so the
  * partner's registers are this lane's A fragments for the partner's k-steps. */
@@ -466,37 +493,14 @@ static void mma_pv_sm80(fj_kctx *k, int slot, int keys)
         }
 }
 
-/* ---- epilogue store -------------------------------------------------------------------------- */
-static void store_o_sm80(fj_kctx *k)
-{
-    const fj_plan *p = k->p;
-    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1), v = fj_alloc(k->e, k->b_r, 1);
-    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), cb = fj_alloc(k->e, k->b_rd, 1), rw = fj_alloc(k->e, k->b_rd, 1);
-    fj_ins(k->e, "mul.wide.u32 %s, %s, 2", R(cb), R(k->col_base_o));
-    for (int r = 0; r < k->frag.rows; r++) {
-        char skip[48];
-        fj_label_new(k->e, "store_skip", skip, sizeof skip);
-        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), row_off(p, r));
-        fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
-        fj_ins(k->e, "@%s bra %s", R(pr), skip);
-        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(rw), R(row));
-        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(fj_param_u64(k, FJ_PARAM_OFF(o_row_bytes))), R(cb));
-        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
-        for (int t = 0; t < p->n_frags_o; t++) {
-            fj_reg_t o0 = fj_at(k->acc_o, o_reg(p, r, 2 * t));
-            fj_ins(k->e, PTX_CVT_PACK, dt(k), R(v), R(fj_at(o0, 1)), R(o0));
-            fj_ins(k->e, "st.global.b32 [%s+%d], %s", R(a), t * 16, R(v));
-        }
-        fj_label(k->e, skip);
-    }
-}
-
 const fj_backend fj_backend_sm80 = {
     .name = "sm80-mma.sync",
     .required_caps = FJ_CAP_MMA_SYNC | FJ_CAP_CP_ASYNC | FJ_CAP_LDMATRIX,
+    .tiles = tiles_sm80,
+    .smem_map = smem_map_sm80,
     .plan = plan_sm80,
     .describe = describe_sm80,
-    .frag_desc = frag_desc_sm80,
+    .frag_desc = fj_frag_desc_m16n8,
     .setup = setup_sm80,
     .geometry = geometry_sm80,
     .load_q = load_q_sm80,
@@ -505,8 +509,8 @@ const fj_backend fj_backend_sm80 = {
     .wait = wait_sm80,
     .q_to_regs = q_to_regs_sm80,
     .mma_qk = mma_qk_sm80,
-    .pack_p = pack_p_sm80,
+    .pack_p = fj_emit_pack_p_m16n8,
     .xchg_p = xchg_p_sm80,
     .mma_pv = mma_pv_sm80,
-    .store_o = store_o_sm80,
+    .store_o = fj_emit_store_o_m16n8,
 };

@@ -135,12 +135,14 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
     }
 }
 
+static void scale_o(fj_kctx *k, fj_reg_t corr);
+
 /* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
  * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l). */
 static void rebase_rows(fj_kctx *k, fj_reg_t mx)
 {
     fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
-    fj_reg_t corr = fj_alloc(k->e, k->b_f, k->frag.rows);
+    fj_reg_t corr = k->defer_o_rescale ? k->corr : fj_alloc(k->e, k->b_f, k->frag.rows);
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t m = fj_at(k->row_m, r), c = fj_at(corr, r);
         fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(fj_at(mx, r)));
@@ -151,6 +153,13 @@ static void rebase_rows(fj_kctx *k, fj_reg_t mx)
         fj_ins(k->e, "mov.f32 %s, %s", R(m), R(mnew));
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
     }
+    if (k->defer_o_rescale) return; /* fj_emit_softmax_rescale_o, once O is no longer an MMA in flight */
+    scale_o(k, corr);
+}
+
+/* O *= corr, row by row. */
+static void scale_o(fj_kctx *k, fj_reg_t corr)
+{
     for (int r = 0; r < k->frag.rows; r++)
         for (int v = 0; v < k->frag.o_vals; v++) {
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(k->p, r, v)));
@@ -190,10 +199,12 @@ void fj_emit_softmax_rebase(fj_kctx *k)
     tile_row_max(k, idx, scale, mx);
     if (p->rescale_slack < 0) {
         fj_comment(k->e, 1, "new running max m for every row; l and O scaled by 2^(m_old - m_new)");
+        if (k->defer_o_rescale) fj_ins(k->e, "setp.eq.u32 %s, 0, 0", R(k->rescale_pred));
         rebase_rows(k, mx);
     } else {
         char skip[48];
-        fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1), any = fj_alloc(k->e, k->b_p, 1);
+        fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1);
+        fj_reg_t any = k->defer_o_rescale ? k->rescale_pred : fj_alloc(k->e, k->b_p, 1);
         fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
         if (p->rescale_slack > 0) {
             fj_comment(k->e, 1, "lazy rescale: m is a reference max, moved only when a row's max passes m + %d", p->rescale_slack);
@@ -217,6 +228,16 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         rebase_rows(k, mx);
         fj_label(k->e, skip);
     }
+}
+
+void fj_emit_softmax_rescale_o(fj_kctx *k)
+{
+    char skip[48];
+    fj_label_new(k->e, "no_rescale_o", skip, sizeof skip);
+    fj_comment(k->e, 1, "O *= 2^(m_old - m_new) for the rows whose reference max moved in this tile's rebase");
+    fj_ins(k->e, "@!%s bra.uni %s", R(k->rescale_pred), skip);
+    scale_o(k, k->corr);
+    fj_label(k->e, skip);
 }
 
 void fj_emit_softmax_exp(fj_kctx *k)

@@ -21,7 +21,4 @@
 #define PTX_CP_ASYNC_COMMIT "cp.async.commit_group"
 #define PTX_CP_ASYNC_WAIT "cp.async.wait_group %d"
 
-/* two f32 -> packed pair; the first source lands in the upper half */
-#define PTX_CVT_PACK "cvt.rn.%sx2.f32 %s, %s, %s"
-
 #endif

@@ -1,5 +1,13 @@
 /*
- * compile.c - generated PTX -> cubin with nvJitLink: fajit_compile_cubin (public) and fj_compile_ptx.
+ * compile.c - generated PTX -> cubin: fajit_compile_cubin (public), fj_compile_kernel (a plan's PTX by
+ * the compile path it needs), fj_compile_ptx (nvJitLink) and fj_compile_ptx_whole (NVRTC).
+ *
+ * Two paths. nvJitLink compiles PTX as a relocatable unit and drops setmaxnreg (info C7504), which the
+ * warp-specialized kernels need to move registers from the producer warpgroup to the consumers. A
+ * whole-program compile keeps it: the entry's body is wrapped as one inline-asm statement in a CUDA C
+ * kernel of the same name, parameter block (NVVM names it fajit_fwd_param_0, as the generator does),
+ * __launch_bounds__ (.maxntid, .minnctapersm 1) and extern shared window, and NVRTC compiles that to a
+ * cubin (its ptxas runs in whole-program mode). The PTX text is the same either way.
  *
  * nvJitLink reports PTX errors from nvJitLinkAddData (nvJitLinkComplete may then still "succeed" with
  * an empty image), so every step's result is checked and the error log is read on the first failure.
@@ -13,6 +21,8 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/emit.h"
+#include "codegen/kernel_abi.h"
 #include "cuda_api.h"
 #include "error.h"
 
@@ -152,6 +162,122 @@ fajit_status fj_compile_ptx(const char *ptx, size_t len, const char *sm, void **
 }
 
 /* ---------------------------------------------------------------------------------------------------
+ * NVRTC: CUDA C -> cubin (whole program)
+ * ------------------------------------------------------------------------------------------------- */
+static char *rtc_log(const fj_nvrtc_api *rtc, void *prog)
+{
+    size_t n = 0;
+    char *log = rtc->get_program_log_size(prog, &n) == 0 ? calloc(1, n + 1) : NULL;
+    if (log && n > 0 && rtc->get_program_log(prog, log) != 0) log[0] = '\0';
+    return log;
+}
+
+fajit_status fj_nvrtc_cubin(const char *src, const char *name, const char *const *opts, int n_opts, void **cubin,
+                            size_t *size, char **log_out)
+{
+    const fj_nvrtc_api *rtc;
+    void *prog = NULL;
+    if (log_out) *log_out = NULL;
+    fajit_status st = fj_nvrtc_load(&rtc);
+    if (st != FAJIT_OK) return st;
+    int rc = rtc->create_program(&prog, src, name, 0, NULL, NULL);
+    if (rc != 0) return fj_fail(FAJIT_ERR_COMPILE, "%s: nvrtcCreateProgram: %s", name, rtc->get_error_string(rc));
+    rc = rtc->compile_program(prog, n_opts, opts);
+    char *log = rtc_log(rtc, prog);
+    if (rc != 0) {
+        int len = log ? (int)strlen(log) : 0;
+        st = fj_fail(FAJIT_ERR_COMPILE, "%s: NVRTC (%s): %s: %.*s%s", name, opts[0], rtc->get_error_string(rc),
+                     len > LOG_QUOTE_MAX ? LOG_QUOTE_MAX : len, log ? log : "(no log)",
+                     len > LOG_QUOTE_MAX ? "\n... (log truncated; the whole log is returned in the log buffer)" : "");
+    } else if (rtc->get_cubin_size(prog, size) != 0 || *size == 0 || !(*cubin = malloc(*size))) {
+        st = fj_fail(FAJIT_ERR_COMPILE, "%s: NVRTC gave no cubin (%s)", name, opts[0]);
+    } else if (rtc->get_cubin(prog, *cubin) != 0) {
+        free(*cubin);
+        *cubin = NULL;
+        st = fj_fail(FAJIT_ERR_COMPILE, "%s: nvrtcGetCUBIN failed (%s)", name, opts[0]);
+    }
+    rtc->destroy_program(&prog);
+    if (log_out) *log_out = log;
+    else free(log);
+    return st;
+}
+
+/* The body of the generated entry: from after its opening "{" line to before the closing "}". */
+static int entry_body(const char *ptx, size_t len, const char **body, size_t *body_len)
+{
+    const char *entry = strstr(ptx, ".entry " FJ_FWD_KERNEL_NAME "(");
+    const char *open = entry ? strstr(entry, "\n{\n") : NULL;
+    if (!open) return -1;
+    const char *start = open + 3, *end = ptx + len;
+    while (end > start && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\0')) end--;
+    if (end <= start || end[-1] != '}') return -1;
+    *body = start;
+    *body_len = (size_t)(end - 1 - start);
+    return 0;
+}
+
+/* The CUDA C wrapper of a whole-program kernel (see the file comment). */
+static fajit_status wrap_ptx(const fj_plan *plan, const char *ptx, size_t len, fj_buf *src)
+{
+    const char *body;
+    size_t n;
+    if (entry_body(ptx, len, &body, &n) != 0)
+        return fj_fail(FAJIT_ERR_INTERNAL, "compile.c: no \".entry %s(\" body in the generated PTX", FJ_FWD_KERNEL_NAME);
+    fj_buf_printf(src,
+                  "// fajit whole-program wrapper: the PTX body of %s as one inline-asm statement\n"
+                  "struct __align__(%d) fj_params_t { unsigned char bytes[%d]; };\n"
+                  "extern \"C\" __shared__ __align__(1024) unsigned char fj_smem[];\n"
+                  "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(const __grid_constant__ fj_params_t p)\n"
+                  "{\n"
+                  "    asm volatile(\"\" ::\"l\"(fj_smem)); /* keeps fj_smem declared for the body */\n"
+                  "    asm volatile(\"{\\n\"\n\"",
+                  FJ_FWD_KERNEL_NAME, plan->params_align, plan->params_bytes, plan->threads, FJ_FWD_KERNEL_NAME);
+    for (size_t i = 0; i < n; i++) {
+        char c = body[i];
+        if (c == '\n') fj_buf_puts(src, "\\n\"\n\"");
+        else if (c == '"' || c == '\\') fj_buf_printf(src, "\\%c", c);
+        else if (c == '\t') fj_buf_puts(src, " ");
+        else fj_buf_printf(src, "%c", c);
+    }
+    fj_buf_puts(src, "\\n}\" ::: \"memory\"); /* its own scope: the body's registers shadow NVVM's */\n}\n");
+    return src->failed ? fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "compile.c: out of host memory") : FAJIT_OK;
+}
+
+fajit_status fj_compile_ptx_whole(const fj_plan *plan, const char *ptx, size_t len, const char *sm, void **cubin,
+                                  size_t *size, char **info_log)
+{
+    char arch_opt[48];
+    fj_buf src;
+    if (info_log) *info_log = NULL;
+    fj_buf_init(&src);
+    fajit_status st = wrap_ptx(plan, ptx, len, &src);
+    snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", sm);
+    const char *opts[] = {arch_opt, "-Xptxas=-v"};
+    if (st == FAJIT_OK) st = fj_nvrtc_cubin(src.data, "fajit_fwd.cu", opts, 2, cubin, size, info_log);
+    fj_buf_free(&src);
+    return st;
+}
+
+fajit_status fj_compile_kernel(const fj_plan *plan, const char *ptx, size_t len, const char *sm, void **cubin,
+                               size_t *size, char **info_log)
+{
+    if (plan->whole_program) return fj_compile_ptx_whole(plan, ptx, len, sm, cubin, size, info_log);
+    return fj_compile_ptx(ptx, len, sm, cubin, size, info_log);
+}
+
+fajit_status fj_compiler_identity_for(const fj_plan *plan, char *buf, size_t size)
+{
+    if (!plan->whole_program) return fj_compiler_identity(buf, size);
+    const fj_nvrtc_api *rtc;
+    int major = 0, minor = 0;
+    fajit_status st = fj_nvrtc_load(&rtc);
+    if (st != FAJIT_OK) return st;
+    if (rtc->version(&major, &minor) != 0) return fj_fail(FAJIT_ERR_COMPILE, "nvrtcVersion failed");
+    snprintf(buf, size, "NVRTC %d.%d whole-program", major, minor);
+    return FAJIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
  * Public: config -> cubin
  * ------------------------------------------------------------------------------------------------- */
 fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void **cubin_out, size_t *size_out,
@@ -174,7 +300,7 @@ fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void *
     fajit_status st = fj_plan_build(cfg, &plan);
     if (st == FAJIT_OK) st = fj_compile_check_target(plan.arch, target);
     if (st == FAJIT_OK) st = fj_generate_ptx_plan(&plan, 0, &ptx, &ptx_len);
-    if (st == FAJIT_OK) st = fj_compile_ptx(ptx, ptx_len, target->name, cubin_out, size_out, log_out);
+    if (st == FAJIT_OK) st = fj_compile_kernel(&plan, ptx, ptx_len, target->name, cubin_out, size_out, log_out);
     free(ptx);
     return st;
 }

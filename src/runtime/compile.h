@@ -25,6 +25,25 @@ fajit_status fj_compile_ptx(const char *ptx, size_t len, const char *sm, void **
 /* The compiler's identity for cache keys, e.g. "nvJitLink 13.0" (loads nvJitLink). */
 fajit_status fj_compiler_identity(char *buf, size_t size);
 
+/* A plan's PTX -> cubin by the path it needs: whole-program (NVRTC, fj_compile_ptx_whole) when
+ * plan->whole_program (setmaxnreg), else nvJitLink (fj_compile_ptx). Same contract as fj_compile_ptx. */
+struct fj_plan;
+fajit_status fj_compile_kernel(const struct fj_plan *plan, const char *ptx, size_t len, const char *sm, void **cubin,
+                               size_t *size, char **info_log);
+/* Whole-program compile of generated PTX: its entry body wrapped in CUDA C (compile.c), compiled by NVRTC
+ * with --gpu-architecture=<sm> -Xptxas=-v; *info_log receives NVRTC's log (ptxas -v lines). */
+fajit_status fj_compile_ptx_whole(const struct fj_plan *plan, const char *ptx, size_t len, const char *sm,
+                                  void **cubin, size_t *size, char **info_log);
+/* The identity of the compiler a plan's path uses, for cache keys ("nvJitLink 13.0", "NVRTC 13.0
+ * whole-program"); loads that library. */
+fajit_status fj_compiler_identity_for(const struct fj_plan *plan, char *buf, size_t size);
+
+/* CUDA C source -> cubin with NVRTC. opts[0] should name the architecture (it is quoted in messages).
+ * On failure FAJIT_ERR_COMPILE quotes the start of the log; *log_out (may be NULL) receives the whole
+ * log either way (free()). */
+fajit_status fj_nvrtc_cubin(const char *src, const char *name, const char *const *opts, int n_opts, void **cubin,
+                            size_t *size, char **log_out);
+
 /*
  * Whether PTX written for code-generation target `code` (plan.arch) may be compiled for `target`:
  * an "a" target (sm_90a) only for itself; a plain one for any row at or above it. On refusal returns

@@ -212,11 +212,11 @@ fajit_status fj_context_target(const fajit_context *ctx, const fj_plan *plan, co
         *target_out = ctx->arch;
         return fj_compile_check_target(code, ctx->arch);
     }
-    if (ctx->cc_major * 10 + ctx->cc_minor != code->sm)
+    if (!ctx->arch || ctx->arch->sm != code->sm)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "the %s path runs only on compute capability %d.%d; device %d (%s) is "
-                                              "%d.%d",
-                       code->name, code->sm / 10, code->sm % 10, ctx->device, ctx->device_name, ctx->cc_major,
-                       ctx->cc_minor);
+                                              "%s",
+                       code->name, code->sm / 10, code->sm % 10, ctx->device, ctx->device_name,
+                       ctx->arch ? ctx->arch->name : "unknown");
     *target_out = code; /* an arch-specific path: build for exactly its target (sm_90a) */
     return FAJIT_OK;
 }
@@ -258,7 +258,7 @@ static fajit_status kernel_load_module(fajit_context *ctx, fajit_kernel *k, cons
 static fajit_status kernel_disk_key(const fajit_kernel *k, char *key, size_t size)
 {
     char compiler[64];
-    fajit_status st = fj_compiler_identity(compiler, sizeof compiler);
+    fajit_status st = fj_compiler_identity_for(&k->plan, compiler, sizeof compiler);
     if (st != FAJIT_OK) return st;
     if (fj_disk_cache_key(key, size, k->config_text, k->target, compiler) >= (int)size)
         return fj_fail(FAJIT_ERR_INTERNAL, "context.c: disk-cache key of \"%s\" longer than %zu", k->config_text, size);
@@ -287,7 +287,7 @@ static fajit_status kernel_compile(fajit_context *ctx, fajit_kernel *k, const ch
     void *cubin = NULL;
     size_t ptx_len = 0, size = 0;
     fajit_status st = fj_generate_ptx_plan(&k->plan, 0, &ptx, &ptx_len);
-    if (st == FAJIT_OK) st = fj_compile_ptx(ptx, ptx_len, k->target, &cubin, &size, NULL);
+    if (st == FAJIT_OK) st = fj_compile_kernel(&k->plan, ptx, ptx_len, k->target, &cubin, &size, NULL);
     if (st == FAJIT_OK && key) {
         if (fj_disk_cache_store(&ctx->disk, key, "cubin", cubin, size) == 0)
             (void)fj_disk_cache_store(&ctx->disk, key, "ptx", ptx, ptx_len);

@@ -17,6 +17,7 @@
 #include "cuda_api.h"
 #include "disk_cache.h"
 #include "fajit.h"
+#include "tensor_map.h"
 #include "tune_file.h"
 
 #define FJ_CONFIG_TEXT_MAX 128 /* fajit_config_format() text */
@@ -60,6 +61,7 @@ struct fajit_context {
     fajit_kernel *kernels;
     fj_choice *choices;
     fj_tune_list tuned;        /* winners for this GPU, driver and codegen version (tune.c) */
+    fj_tmap_cache tmaps;       /* TMA tensor maps of recent warp-specialized launches (tensor_map.c) */
     int tuned_loaded;          /* the tune file has been read into `tuned` */
 };
 

@@ -60,6 +60,12 @@ typedef struct fj_cuda_api {
     fj_CUresult (*cuEventElapsedTime)(float *ms, fj_CUevent start, fj_CUevent end);
     fj_CUresult (*cuGetErrorName)(fj_CUresult err, const char **str);
     fj_CUresult (*cuGetErrorString)(fj_CUresult err, const char **str);
+    /* Optional (drivers for CUDA 12.0 and later): NULL when the driver lacks it; the TMA paths then
+     * report FAJIT_ERR_UNSUPPORTED. tensor_map is a 64-byte aligned 128-byte CUtensorMap. */
+    fj_CUresult (*cuTensorMapEncodeTiled)(void *tensor_map, int data_type, uint32_t rank, void *global_address,
+                                          const uint64_t *global_dim, const uint64_t *global_strides,
+                                          const uint32_t *box_dim, const uint32_t *element_strides, int interleave,
+                                          int swizzle, int l2_promotion, int oob_fill);
 } fj_cuda_api;
 
 /* Load libcuda.so.1 once; on failure returns FAJIT_ERR_LIBRARY_MISSING with the dlerror text. */
@@ -77,6 +83,18 @@ enum {
     FJ_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3,
     FJ_CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
     FJ_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+};
+
+/* cuTensorMapEncodeTiled's enums (checked against cuda.h in cuda_api.c). */
+enum {
+    FJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
+    FJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
+    FJ_CU_TENSOR_MAP_INTERLEAVE_NONE = 0,
+    FJ_CU_TENSOR_MAP_SWIZZLE_32B = 1,
+    FJ_CU_TENSOR_MAP_SWIZZLE_64B = 2,
+    FJ_CU_TENSOR_MAP_SWIZZLE_128B = 3,
+    FJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
+    FJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
 };
 
 /* CUresult values fajit tests for (checked against cuda.h in cuda_api.c). */

@@ -11,9 +11,11 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "context.h"
 #include "error.h"
+#include "tensor_map.h"
 
 #define LOG2E 1.4426950408889634
 
@@ -225,14 +227,24 @@ int fj_forward_class(const fajit_attention_args *a, char *key, size_t size, faji
  * Kernel choice and launch
  * ------------------------------------------------------------------------------------------------- */
 
-/* The kernel for args without a given config: cached per shape class, else heuristic + fajit_kernel_get. */
-static fajit_status forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_kernel **k)
+/* The kernel the calling thread's last successful forward launched, in words (fajit_last_forward). */
+static _Thread_local char t_last_forward[FJ_CONFIG_TEXT_MAX + 320];
+
+const char *fajit_last_forward(void) { return t_last_forward; }
+
+/* The kernel for args without a given config on `path` (AUTO: the device's best): cached per shape class
+ * and path, else heuristic + fajit_kernel_get. */
+static fajit_status forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_arch path,
+                                   fajit_kernel **k)
 {
     char key[FJ_CHOICE_KEY_MAX];
     fajit_shape shape;
-    fj_forward_class(a, key, sizeof key, &shape);
+    int n = fj_forward_class(a, key, sizeof key, &shape);
+    if (path != FAJIT_ARCH_AUTO && n >= 0 && (size_t)n < sizeof key)
+        snprintf(key + n, sizeof key - (size_t)n, " %s", fj_arch_path_name(path));
     if ((*k = fj_context_choice_find(ctx, key, NULL)) != NULL) return FAJIT_OK;
     fajit_config cfg = {0};
+    cfg.arch = path;
     cfg.dtype = a->dtype;
     cfg.head_dim = a->head_dim;
     cfg.causal = a->causal;
@@ -242,12 +254,11 @@ static fajit_status forward_choose(fajit_context *ctx, const fajit_attention_arg
     return fj_context_choice_add(ctx, key, &cfg, *k);
 }
 
-static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a)
+static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a,
+                                   void *params)
 {
-    fj_fwd_params params;
     unsigned grid[3];
-    void *kernel_params[1] = {&params};
-    fj_forward_params(a, &k->plan, &params);
+    void *kernel_params[1] = {params};
     fj_forward_grid(a, &k->plan, grid);
     fajit_status st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
@@ -260,6 +271,31 @@ static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, co
                            grid[0], grid[1], grid[2], k->plan.threads, k->plan.smem_bytes);
 }
 
+/* Launch k; a warp-specialized kernel gets its tensor maps, and when TMA cannot describe the tensors the
+ * sm_80 path's kernel for the shape runs instead (said in fajit_last_forward). */
+static fajit_status forward_run(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a)
+{
+    fj_fwd_params_tma params;
+    char why[256];
+    memset(&params, 0, sizeof params);
+    fj_forward_params(a, &k->plan, &params.base);
+    if (!k->plan.ws) {
+        snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
+        return forward_launch(ctx, k, a, &params.base);
+    }
+    if (fj_tensor_maps(ctx, &k->plan, a, &params, why, sizeof why) == 0) {
+        snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
+        return forward_launch(ctx, k, a, &params);
+    }
+    fajit_kernel *fallback = NULL;
+    fajit_status st = forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
+    if (st != FAJIT_OK) return fj_fail_context(st, "falling back from %s (%s) to the sm_80 path", k->config_text, why);
+    fj_forward_params(a, &fallback->plan, &params.base);
+    snprintf(t_last_forward, sizeof t_last_forward, "%s; fell back from %s: %s", fallback->config_text,
+             fj_arch_path_name(k->plan.cfg.arch), why);
+    return forward_launch(ctx, fallback, a, &params.base);
+}
+
 fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_args *args, const fajit_config *cfg)
 {
     fajit_kernel *k = NULL;
@@ -267,7 +303,7 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_attention_forward needs a context");
     fajit_status st = fj_forward_validate(args, cfg);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
-    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : forward_choose(ctx, args, &k);
-    if (st == FAJIT_OK) st = forward_launch(ctx, k, args);
+    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
+    if (st == FAJIT_OK) st = forward_run(ctx, k, args);
     return st;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "compile.h"
 #include "cuda_api.h"
 #include "error.h"
 #include "reference.h"
@@ -190,33 +191,12 @@ static pthread_mutex_t g_ref_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Compile the reference source for sm with HEAD_DIM = dim; *image is malloc'd. */
 static fajit_status ref_nvrtc_compile(const char *sm, int dim, void **image, size_t *size)
 {
-    const fj_nvrtc_api *rtc;
-    fajit_status st = fj_nvrtc_load(&rtc);
-    if (st != FAJIT_OK) return st;
     char arch[48], hd[32];
     snprintf(arch, sizeof arch, "--gpu-architecture=%s", sm);
     snprintf(hd, sizeof hd, "-DHEAD_DIM=%d", dim);
     const char *opts[] = {arch, hd, "--std=c++17"};
-    void *prog = NULL;
-    int rc = rtc->create_program(&prog, fj_reference_gpu_source(), "fj_reference.cu", 0, NULL, NULL);
-    if (rc != 0) return fj_fail(FAJIT_ERR_COMPILE, "reference: nvrtcCreateProgram: %s", rtc->get_error_string(rc));
-    rc = rtc->compile_program(prog, 3, opts);
-    if (rc != 0) {
-        size_t n = 0;
-        char *log = rtc->get_program_log_size(prog, &n) == 0 && n > 0 ? calloc(1, n + 1) : NULL;
-        if (log && rtc->get_program_log(prog, log) != 0) log[0] = '\0';
-        st = fj_fail(FAJIT_ERR_COMPILE, "reference: NVRTC for %s, HEAD_DIM %d: %s: %s", sm, dim,
-                     rtc->get_error_string(rc), log ? log : "(no log)");
-        free(log);
-    } else if (rtc->get_cubin_size(prog, size) != 0 || *size == 0 || !(*image = malloc(*size))) {
-        st = fj_fail(FAJIT_ERR_COMPILE, "reference: NVRTC gave no cubin for %s (is %s newer than this NVRTC?)", sm, sm);
-    } else if (rtc->get_cubin(prog, *image) != 0) {
-        free(*image);
-        *image = NULL;
-        st = fj_fail(FAJIT_ERR_COMPILE, "reference: nvrtcGetCUBIN failed for %s", sm);
-    }
-    rtc->destroy_program(&prog);
-    return st;
+    fajit_status st = fj_nvrtc_cubin(fj_reference_gpu_source(), "fj_reference.cu", opts, 3, image, size, NULL);
+    return st == FAJIT_OK ? FAJIT_OK : fj_fail_context(st, "reference kernel, HEAD_DIM %d", dim);
 }
 
 /* The cached cubin for (sm, dim), compiling it on first use. The image lives until process exit. */

@@ -114,12 +114,7 @@ int fj_tune_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg
     if (!ctx || !cfg || !tuned_find(ctx, shape, cfg->dtype, cfg->head_dim, cfg->causal, &rec)) return 0;
     if (cfg->arch != rec.cfg.arch) return 0;
     fajit_config m = *cfg;
-    if (!m.block_m) m.block_m = rec.cfg.block_m;
-    if (!m.block_n) m.block_n = rec.cfg.block_n;
-    if (!m.stages) m.stages = rec.cfg.stages;
-    if (!m.swizzle) m.swizzle = rec.cfg.swizzle;
-    if (!m.warps) m.warps = rec.cfg.warps;
-    if (!m.col_warps) m.col_warps = rec.cfg.col_warps;
+    fj_config_overlay(&m, &rec.cfg);
     if (!config_fits(ctx, &m)) return 0; /* the caller's fields and the winner's do not go together */
     *cfg = m;
     return 1;
@@ -152,15 +147,19 @@ static int swizzle_max(int head_dim, int col_warps)
 
 static int swizzle_next(int sw) { return sw == 128 ? 64 : sw == 64 ? 32 : FAJIT_SWIZZLE_NONE; }
 
-/* Steps from the heuristic's config: one per doubling of a tile or the warps, one per stage, one for
- * the other column split. Two priors push configs that rarely win behind the other neighbours: a single
- * stage (no copy/math overlap) when the heuristic pipelines, +3; a smaller swizzle than the heuristic's
- * (bank conflicts in ldmatrix), +4. */
+/* Steps from the heuristic's config. sm_80: one per doubling of a tile or the warps, one per stage, one
+ * for the other column split. sm_90a: one per consumer warpgroup, per 32 keys of block_n, per stage and
+ * per schedule flag. Two priors push configs that rarely win behind the other neighbours: a single stage
+ * (no copy/math overlap) when the heuristic pipelines, +3; a smaller swizzle than the heuristic's (bank
+ * conflicts), +4. */
 static int distance(const fajit_config *a, const fajit_config *h)
 {
+    int priors = abs(a->stages - h->stages) + 3 * (a->stages == 1 && h->stages > 1) + 4 * (a->swizzle != h->swizzle);
+    if (a->arch == FAJIT_ARCH_SM90A)
+        return abs(a->block_m - h->block_m) / 64 + abs(a->block_n - h->block_n) / 32 + (a->overlap != h->overlap) +
+               (a->pingpong != h->pingpong) + priors;
     return log2_dist(a->block_m, h->block_m) + log2_dist(a->block_n, h->block_n) + log2_dist(a->warps, h->warps) +
-           log2_dist(a->col_warps, h->col_warps) + abs(a->stages - h->stages) + 3 * (a->stages == 1 && h->stages > 1) +
-           4 * (a->swizzle != h->swizzle);
+           log2_dist(a->col_warps, h->col_warps) + priors;
 }
 
 static int entry_compare(const void *pa, const void *pb)
@@ -170,12 +169,6 @@ static int entry_compare(const void *pa, const void *pb)
     return a->order - b->order;
 }
 
-static int same_config(const fajit_config *a, const fajit_config *b)
-{
-    return a->arch == b->arch && a->dtype == b->dtype && a->head_dim == b->head_dim && a->block_m == b->block_m &&
-           a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
-           a->causal == b->causal && a->col_warps == b->col_warps;
-}
 
 /* Add c to the space unless it is there already; prune it when it breaks a rule or the device's limit. */
 static void space_add(const fajit_context *ctx, const fajit_config *c, const fajit_config *h, space_entry *e, int *n,
@@ -184,7 +177,7 @@ static void space_add(const fajit_context *ctx, const fajit_config *c, const faj
     fj_plan plan;
     const fj_arch_info *target;
     for (int i = 0; i < *n; i++)
-        if (same_config(&e[i].cfg, c)) return;
+        if (fj_config_same(&e[i].cfg, c)) return;
     (*space)++;
     if (fj_plan_build(c, &plan) != FAJIT_OK || fj_context_target(ctx, &plan, &target) != FAJIT_OK) {
         fj_clear_error();
@@ -193,20 +186,17 @@ static void space_add(const fajit_context *ctx, const fajit_config *c, const faj
     }
     if (*n >= FJ_TUNE_SPACE_MAX) return;
     e[*n].cfg = *c;
-    e[*n].dist = same_config(c, h) ? -1 : distance(c, h); /* the heuristic's own config goes first */
+    e[*n].dist = fj_config_same(c, h) ? -1 : distance(c, h); /* the heuristic's own config goes first */
     e[*n].order = *n;
     (*n)++;
 }
 
-int fj_tune_space(const fajit_context *ctx, const fajit_config *first, fajit_config *out, int cap, int *space,
-                  int *pruned)
+/* The sm_80 tiles: 4 or 8 warps with one or two 16-row fragments each, block_n 32..128, 1..4 stages, the
+ * widest swizzle a row allows and the next, warp pairs from FJ_TUNE_COL_SPLIT_MIN_D. */
+static void space_sm80(const fajit_context *ctx, const fajit_config *first, space_entry *e, int *n, int *space,
+                       int *pruned)
 {
     static const int warps[] = {4, 8}, m_frags[] = {1, 2}, block_n[] = {64, 128, 32};
-    space_entry *e = calloc(FJ_TUNE_SPACE_MAX, sizeof *e);
-    int n = 0;
-    *space = *pruned = 0;
-    if (!e) return 0;
-    space_add(ctx, first, first, e, &n, space, pruned);
     /* warp pairs (col_warps 2) only where a warp's O for two 16-row fragments needs more than half the
      * registers (head_dim >= 192): below it one warp owns those rows whole, with no exchange */
     int col_splits = first->head_dim >= FJ_TUNE_COL_SPLIT_MIN_D ? 2 : 1;
@@ -225,9 +215,44 @@ int fj_tune_space(const fajit_context *ctx, const fajit_config *first, fajit_con
                             c.block_n = block_n[ni];
                             c.stages = stages;
                             c.swizzle = swizzles[si];
-                            space_add(ctx, &c, first, e, &n, space, pruned);
+                            space_add(ctx, &c, first, e, n, space, pruned);
                         }
     }
+}
+
+/* The sm_90a tiles: 1-3 consumer warpgroups, block_n 64..192 in steps of 16 (and 256), 1..3 stages,
+ * overlap and ping-pong on or off, the widest swizzle the row allows. The register and smem budgets
+ * prune most of the large ones. */
+static void space_sm90(const fajit_context *ctx, const fajit_config *first, space_entry *e, int *n, int *space,
+                       int *pruned)
+{
+    static const int block_n[] = {64, 80, 96, 112, 128, 144, 160, 176, 192, 256};
+    static const int flags[][2] = {{1, 1}, {1, -1}, {-1, -1}};
+    for (int wg = 1; wg <= 3; wg++)
+        for (size_t ni = 0; ni < sizeof block_n / sizeof block_n[0]; ni++)
+            for (int stages = 1; stages <= 3; stages++)
+                for (int fi = 0; fi < 3; fi++) {
+                    fajit_config c = *first;
+                    c.block_m = 64 * wg;
+                    c.warps = 4 * (wg + 1);
+                    c.block_n = block_n[ni];
+                    c.stages = stages;
+                    c.overlap = flags[fi][0];
+                    c.pingpong = wg > 1 ? flags[fi][1] : -1;
+                    space_add(ctx, &c, first, e, n, space, pruned);
+                }
+}
+
+int fj_tune_space(const fajit_context *ctx, const fajit_config *first, fajit_config *out, int cap, int *space,
+                  int *pruned)
+{
+    space_entry *e = calloc(FJ_TUNE_SPACE_MAX, sizeof *e);
+    int n = 0;
+    *space = *pruned = 0;
+    if (!e) return 0;
+    space_add(ctx, first, first, e, &n, space, pruned);
+    if (first->arch == FAJIT_ARCH_SM90A) space_sm90(ctx, first, e, &n, space, pruned);
+    else space_sm80(ctx, first, e, &n, space, pruned);
     qsort(e, (size_t)n, sizeof *e, entry_compare);
     int count = n < cap ? n : cap;
     for (int i = 0; i < count; i++) out[i] = e[i].cfg;
@@ -539,7 +564,7 @@ static fajit_status tune_prepare(tune_run *r, const fajit_shape *shape, fajit_dt
     if (!r->cands || !r->first_ms) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: out of host memory");
     r->n = fj_tune_space(r->ctx, heuristic, r->cands, r->o.max_candidates, &r->res.space, &r->res.pruned);
     r->res.candidates = r->n;
-    r->first_is_heuristic = r->n > 0 && same_config(&r->cands[0], heuristic);
+    r->first_is_heuristic = r->n > 0 && fj_config_same(&r->cands[0], heuristic);
     if (r->n == 0)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "fajit_tune: every config of the space (%d) breaks a rule or exceeds "
                                               "the device's %d B of shared memory", r->res.space, r->ctx->smem_optin);

@@ -35,6 +35,10 @@
 #define FJ_TUNE_FINAL_WITHIN 0.10 /* ... those within this fraction of the first pass's best time */
 #define FJ_TUNE_FINAL_ROUNDS 3
 
+/* The code-generation path fajit_config_fill picks for ctx's device (config_fill.c): sm_90a on a
+ * compute-capability 9.0 GPU, sm_80 elsewhere and without a device. */
+fajit_arch fj_best_path(const fajit_context *ctx);
+
 /* The sequence-length class of a shape, or 0 when shape is NULL or has no sequence length. */
 int fj_tune_seqlen_class(const fajit_shape *shape);
 

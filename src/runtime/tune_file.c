@@ -78,7 +78,10 @@ const char *fj_tune_parse_config(const char *text, fajit_config *c)
                &c->stages, sw, &c->warps, &n) != 8)
         return "config is not in canonical form (sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal)";
     c->col_warps = 1;
+    c->overlap = c->pingpong = -1; /* the schedule flags are written only when on */
     if (sscanf(text + n, "cw%d %n", &c->col_warps, &m) == 1) n += m; /* written only when > 1 */
+    if (strncmp(text + n, "ov ", 3) == 0) c->overlap = 1, n += 3;
+    if (strncmp(text + n, "pp ", 3) == 0) c->pingpong = 1, n += 3;
     if (sscanf(text + n, "%15s %n", mask, &m) != 1 || text[n + m] != '\0')
         return "config is not in canonical form (sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal)";
     const fj_arch_info *a = fj_arch_find(arch);

@@ -29,6 +29,7 @@ static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128},
                                            {NULL, 0}};
 static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
                                            {NULL, 0}};
+static const choice k_on_off_choices[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
 
 /* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
 static int parse_choice(const char *flag, const char *text, const choice *list, const char *rule, int *out)
@@ -100,6 +101,14 @@ static int set_swizzle(const char *f, const char *t, fajit_config *c)
 {
     return parse_choice(f, t, k_swizzle_choices, "none, 32, 64 or 128", &c->swizzle);
 }
+static int set_overlap(const char *f, const char *t, fajit_config *c)
+{
+    return parse_choice(f, t, k_on_off_choices, "on or off", &c->overlap);
+}
+static int set_pingpong(const char *f, const char *t, fajit_config *c)
+{
+    return parse_choice(f, t, k_on_off_choices, "on or off", &c->pingpong);
+}
 static int set_causal(const char *f, const char *t, fajit_config *c)
 {
     (void)f;
@@ -116,7 +125,8 @@ typedef struct config_flag {
 } config_flag;
 
 static const config_flag k_config_flags[] = {
-    {"--arch", "sm_80|sm_90a|sm_100a", set_arch, "code-generation path (default: sm_80)"},
+    {"--arch", "sm_80|sm_90a|sm_100a", set_arch,
+     "code-generation path (default: the GPU's best, sm_90a on an H100/H200; sm_80 without a GPU)"},
     {"--dtype", "f16|bf16", set_dtype, "element type of Q, K, V and O (default: bf16)"},
     {"--headdim", "64|96|128|192|256", set_headdim, "head dimension D (default: 128)"},
     {"--br", "N", set_br, "Br, query rows per CTA (default: heuristic)"},
@@ -125,13 +135,18 @@ static const config_flag k_config_flags[] = {
     {"--swizzle", "none|32|64|128", set_swizzle, "smem XOR swizzle span in bytes (default: heuristic)"},
     {"--warps", "N", set_warps, "warps per CTA (default: heuristic)"},
     {"--col-warps", "1|2", set_col_warps, "warps sharing a row block, splitting S's keys and O's head dims (default: heuristic)"},
+    {"--overlap", "on|off", set_overlap,
+     "sm_90a: S(j+1) = QK^T issued with PV(j), exponentiating while it runs (default: heuristic)"},
+    {"--pingpong", "on|off", set_pingpong,
+     "sm_90a: consumer warpgroups take turns issuing their GEMMs (default: heuristic)"},
     {"--causal", NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
 };
 #define N_CONFIG_FLAGS ((int)(sizeof k_config_flags / sizeof k_config_flags[0]))
 
 int fagen_config_has_tiles(const fajit_config *c)
 {
-    return c->arch || c->block_m || c->block_n || c->stages || c->swizzle || c->warps || c->col_warps;
+    return c->arch || c->block_m || c->block_n || c->stages || c->swizzle || c->warps || c->col_warps || c->overlap ||
+           c->pingpong;
 }
 
 void fagen_print_config_help(FILE *f)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "codegen/codegen.h"
 #include "runtime/context.h"
 #include "runtime/error.h"
 #include "runtime/half.h"
@@ -227,12 +228,6 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
 
 /* ---- timing ----------------------------------------------------------------------------------- */
 
-static int same_tiles(const fajit_config *a, const fajit_config *b)
-{
-    return a->arch == b->arch && a->block_m == b->block_m && a->block_n == b->block_n && a->stages == b->stages &&
-           a->swizzle == b->swizzle && a->warps == b->warps && a->col_warps == b->col_warps;
-}
-
 /* The config to time: the user's fields, the rest from the tuned winner or the heuristic for this shape;
  * *source says which. */
 static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const bench_shape *s, fajit_config *cfg,
@@ -248,15 +243,11 @@ static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const b
     int flags = fagen_config_has_tiles(u);
     int from_tune = fajit_tune_lookup(ctx, &shape, s->dtype, s->d, s->causal, &tuned) == FAJIT_OK && tuned.found;
     if (from_tune) { /* the winner with the flags' fields on top: what fill gives when it used the winner */
-        fajit_config *w = &tuned.best;
-        if (u->arch) w->arch = u->arch;
-        if (u->block_m) w->block_m = u->block_m;
-        if (u->block_n) w->block_n = u->block_n;
-        if (u->stages) w->stages = u->stages;
-        if (u->swizzle) w->swizzle = u->swizzle;
-        if (u->warps) w->warps = u->warps;
-        if (u->col_warps) w->col_warps = u->col_warps;
-        from_tune = same_tiles(w, cfg);
+        fajit_config w = *u;
+        if (!w.arch) w.arch = tuned.best.arch;
+        w.dtype = s->dtype, w.head_dim = s->d, w.causal = s->causal;
+        fj_config_overlay(&w, &tuned.best);
+        from_tune = fj_config_same(&w, cfg);
     }
     *source = from_tune ? (flags ? "flags+tuned" : "tuned") : flags ? "flags" : "heuristic";
     return FAJIT_OK;

@@ -47,11 +47,19 @@ static const check_shape k_shapes[] = {
 };
 #define N_SHAPES ((int)(sizeof k_shapes / sizeof k_shapes[0]))
 
-/* Tile shapes tried besides the heuristic: block_m, block_n, stages, swizzle, warps, col_warps. */
-static const int k_tiles[][6] = {
-    {64, 64, 2, 128, 4, 1},  {128, 64, 2, 128, 4, 1}, {128, 32, 1, 64, 8, 1}, {64, 32, 3, 32, 4, 1},
-    {128, 128, 2, 128, 8, 1}, {64, 128, 2, FAJIT_SWIZZLE_NONE, 4, 1}, {128, 64, 3, 128, 8, 1},
-    {128, 64, 1, 64, 8, 2},  {64, 32, 3, 32, 4, 2},   {128, 64, 2, 64, 8, 2},
+/* Tile shapes tried besides the heuristic (dtype, head_dim and causal are the group's). A config that
+ * breaks a rule for a head dim (a swizzle wider than its row allows, a register budget) or does not
+ * fit the device (sm_90a configs on another GPU) is skipped and counted. */
+#define T80(br, bc, st, sw, w, cw) {.arch = FAJIT_ARCH_SM80, .block_m = br, .block_n = bc, .stages = st, .swizzle = sw, \
+                                    .warps = w, .col_warps = cw, .overlap = -1, .pingpong = -1}
+#define T90(br, bc, st, sw, ov, pp) {.arch = FAJIT_ARCH_SM90A, .block_m = br, .block_n = bc, .stages = st, \
+                                     .swizzle = sw, .warps = 4 * (br / 64 + 1), .col_warps = 1, .overlap = ov, .pingpong = pp}
+static const fajit_config k_tiles[] = {
+    T80(64, 64, 2, 128, 4, 1),   T80(128, 64, 2, 128, 4, 1), T80(128, 32, 1, 64, 8, 1),  T80(64, 32, 3, 32, 4, 1),
+    T80(128, 128, 2, 128, 8, 1), T80(64, 128, 2, FAJIT_SWIZZLE_NONE, 4, 1), T80(128, 64, 3, 128, 8, 1),
+    T80(128, 64, 1, 64, 8, 2),   T80(64, 32, 3, 32, 4, 2),   T80(128, 64, 2, 64, 8, 2),
+    T90(128, 128, 2, 128, -1, -1), T90(128, 128, 2, 128, 1, -1), T90(128, 80, 2, 128, 1, 1), T90(64, 64, 2, 64, -1, -1),
+    T90(192, 64, 3, 64, 1, 1),   T90(128, 48, 1, 32, 1, 1),  T90(64, 112, 4, 128, 1, -1), T90(128, 96, 2, 64, 1, 1),
 };
 #define N_TILES ((int)(sizeof k_tiles / sizeof k_tiles[0]))
 
@@ -93,12 +101,12 @@ static void check_usage(FILE *f)
     fputs("usage: fagen check [--quick] [config flags] [--device N] [--seed S]\n"
           "Run forward kernels on the GPU over configs x shapes; compare every element of O and LSE with a\n"
           "reference (CPU float64 for small problems, else an fp32 GPU kernel compared in double).\n\n"
-          "  --quick                        D 64/128/256, the heuristic and one tile shape, 6 shapes\n"
+          "  --quick                        D 64/128/256, the heuristic and one tile shape per path, 6 shapes\n"
           "  --device N                     CUDA device ordinal (default 0)\n"
           "  --seed S                       base seed (default: fresh random inputs on every run)\n\n"
-          "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only;\n"
-          "any tile flag (--br --bc --stages --swizzle --warps --col-warps --arch) replaces the list of configs by\n"
-          "that one (its other fields from the heuristic):\n",
+          "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only, --arch\n"
+          "keeps that path's configs; any tile flag (--br --bc --stages --swizzle --warps --col-warps --overlap\n"
+          "--pingpong) replaces the list of configs by that one (its other fields from the heuristic):\n",
           f);
     fagen_print_config_help(f);
     fputs("\npass: rel L2 <= 1e-2 (bf16) / 2e-3 (f16), worst row <= 4x that, |LSE err| <= 1e-3, no NaN,\n"
@@ -174,8 +182,10 @@ static int config_usable(fajit_context *ctx, const fajit_config *cfg, check_tota
 static int configs_for(fajit_context *ctx, const check_cli *o, fajit_dtype dt, int dim, int causal, check_cfg *out,
                        check_totals *t)
 {
-    int n = 0;
-    if (fagen_config_has_tiles(&o->user)) {
+    int n = 0, seen_arch[2] = {0, 0};
+    fajit_config tiles_only = o->user;
+    tiles_only.arch = FAJIT_ARCH_AUTO; /* --arch alone filters the list below */
+    if (fagen_config_has_tiles(&tiles_only)) {
         check_cfg c = {0, o->user, ""};
         c.cfg.dtype = dt, c.cfg.head_dim = dim, c.cfg.causal = causal;
         if (fajit_config_fill(ctx, NULL, &c.cfg) != FAJIT_OK) {
@@ -191,9 +201,11 @@ static int configs_for(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
     snprintf(out[n].text, sizeof out[n].text, "heuristic %s d%d%s", dt == FAJIT_DTYPE_F16 ? "f16" : "bf16", dim,
              causal ? " causal" : "");
     n++;
-    for (int i = 0; i < (o->quick ? 1 : N_TILES); i++) {
-        check_cfg c = {0, {FAJIT_ARCH_SM80, dt, dim, k_tiles[i][0], k_tiles[i][1], k_tiles[i][2], k_tiles[i][3],
-                           k_tiles[i][4], causal, k_tiles[i][5]}, ""};
+    for (int i = 0; i < N_TILES; i++) {
+        check_cfg c = {0, k_tiles[i], ""};
+        c.cfg.dtype = dt, c.cfg.head_dim = dim, c.cfg.causal = causal;
+        if (o->user.arch && c.cfg.arch != o->user.arch) continue;
+        if (o->quick && seen_arch[c.cfg.arch == FAJIT_ARCH_SM90A]++) continue; /* quick: the first of each path */
         if (!config_usable(ctx, &c.cfg, t)) continue;
         fajit_config_format(&c.cfg, c.text, sizeof c.text);
         out[n++] = c;

@@ -1,0 +1,92 @@
+/*
+ * async.c - mbarrier rings and TMA tile loads (sm_90+, PTX ISA 8.0): the pieces a warp-specialized
+ * skeleton (fwd_ws.c) builds its producer / consumer pipeline from. Nothing here depends on the MMA
+ * the consumers issue, so the sm_100a path (tcgen05) takes them as they are. See async.h for the
+ * barrier map and the phase rule.
+ */
+#include "async.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "kernel_abi.h"
+#include "ptx_templates/sm90.h"
+
+#define R(reg) fj_r(k->e, reg)
+
+int fj_ws_bar_count(int stages) { return 1 + FJ_WS_BARS_PER_STAGE * stages; }
+
+int fj_ws_bar(const fj_plan *p, int which, int stage)
+{
+    if (which == FJ_BAR_Q) return p->bar_off;
+    return p->bar_off + 8 * (1 + FJ_WS_BARS_PER_STAGE * stage + (which - FJ_BAR_K_FULL));
+}
+
+void fj_emit_ws_bar_init(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int consumer_warps = 4 * p->consumer_wgs;
+    fj_comment(k->e, 1, "mbarriers: Q full (1 arrival + %d bytes); per stage K / V full (1 arrival + the tile's bytes), "
+                        "K / V empty (%d arrivals: lane 0 of every consumer warp)",
+               p->q_bytes, consumer_warps);
+    fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q, 0), 1);
+    for (int s = 0; s < p->cfg.stages; s++) {
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_FULL, s), 1);
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s), 1);
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_EMPTY, s), consumer_warps);
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s), consumer_warps);
+    }
+    fj_ins(k->e, PTX_FENCE_MBAR_INIT);
+}
+
+/* The spin loop; parity is formatted text ("%r3" or "1"), used at once. */
+static void mbar_wait(fj_kctx *k, int off, const char *parity)
+{
+    char again[48];
+    fj_reg_t done = fj_alloc(k->e, k->b_p, 1);
+    fj_label_new(k->e, "mbar_wait", again, sizeof again);
+    fj_label(k->e, again);
+    fj_ins(k->e, PTX_MBAR_TRY_WAIT_PARITY, R(done), R(k->smem), off, parity);
+    fj_ins(k->e, "@!%s bra %s", R(done), again);
+}
+
+void fj_emit_mbar_wait(fj_kctx *k, int off, fj_reg_t parity)
+{
+    char text[40];
+    snprintf(text, sizeof text, "%s", R(parity));
+    mbar_wait(k, off, text);
+}
+
+void fj_emit_mbar_wait_imm(fj_kctx *k, int off, int parity) { mbar_wait(k, off, parity ? "1" : "0"); }
+
+void fj_emit_mbar_arrive(fj_kctx *k, int off, fj_reg_t pred)
+{
+    fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(pred), R(k->smem), off);
+}
+
+void fj_emit_mbar_expect_tx(fj_kctx *k, int off, int bytes)
+{
+    fj_ins(k->e, PTX_MBAR_ARRIVE_EXPECT_TX, R(k->smem), off, bytes);
+}
+
+static int tmap_offset(int tensor)
+{
+    switch (tensor) {
+    case FJ_TMA_Q: return (int)offsetof(fj_fwd_params_tma, tmap_q);
+    case FJ_TMA_K: return (int)offsetof(fj_fwd_params_tma, tmap_k);
+    default: return (int)offsetof(fj_fwd_params_tma, tmap_v);
+    }
+}
+
+void fj_emit_tma_tile(fj_kctx *k, int tensor, int smem_off, int rows, fj_reg_t row, fj_reg_t head, int bar_off)
+{
+    const fj_plan *p = k->p;
+    int box_bytes = rows * 2 * p->tma_box_cols;
+    fj_reg_t map = fj_alloc(k->e, k->b_rd, 1), col = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(k->params), tmap_offset(tensor));
+    for (int box = 0; box < p->tma_boxes; box++) {
+        fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
+        fj_ins(k->e, PTX_TMA_LOAD_4D, R(k->smem), smem_off + box * box_bytes, R(map), R(col), R(row), R(head), R(k->b),
+               R(k->smem), bar_off);
+    }
+}

@@ -1,0 +1,296 @@
+/*
+ * sm90.c - the sm_90a backend: wgmma.mma_async with shared-memory descriptors, fed by TMA, in the
+ * warp-specialized skeleton (fwd_ws.c). PTX ISA 8.0, .target sm_90a (wgmma and setmaxnreg exist on
+ * sm_90a only). ISA sections: 9.7.15 (wgmma, its descriptors and shared-memory layouts).
+ *
+ * Work split: warpgroup 0 loads (async.c), consumer warpgroup c = 0.. owns query rows [64c, 64c + 64)
+ * of the CTA tile: S = Q K^T is one m64nBc k16 wgmma per 16 head dims, O += P V one m64nD k16 wgmma per
+ * 16 keys. A wgmma accumulator gives each warp 16 rows in the m16n8 C layout (frag_m16n8.c), so the
+ * softmax, the mask, the P repack and the store are the sm_80 path's.
+ *
+ * Shared-memory tiles are stored as TMA writes them: a [rows][head_dim] tile is tma_boxes boxes of
+ * [rows][W bytes] (W = the swizzle span, 32/64/128 B), each row's 16-byte chunks XOR-swizzled within W
+ * by the row's index (mod W / 16). That is the canonical wgmma layout of the same swizzle mode:
+ *   Q (A) and K (B) are K-major (head dims contiguous): an 8-row group of a box is 8 * W bytes (SBO);
+ *     a k16 step is 32 bytes further along a row, the next box after rows * W bytes.
+ *   V (B of O += P V) is N-major (its rows are the keys = the K dimension, head dims contiguous): SBO =
+ *     8 * W bytes between 8-key groups, LBO = rows * W bytes between the W / 2-column boxes along N; a
+ *     k16 step is 16 rows = 16 * W bytes further, and transB = 1.
+ * Descriptor (64 bits): start address >> 4 in bits 0-13, LBO >> 4 in 16-29, SBO >> 4 in 32-45, base
+ * offset 0 (every tile starts on a whole swizzle pattern), swizzle mode in 62-63 (1 = 128 B, 2 = 64 B,
+ * 3 = 32 B). Per-thread 64-bit bases are built once; each wgmma adds an immediate offset >> 4 (the
+ * address field cannot carry: the smem window ends below 2^18 bytes).
+ */
+#include <stdio.h>
+
+#include "async.h"
+#include "backend.h"
+#include "kernel_abi.h"
+#include "ptx_templates/common.h"
+#include "ptx_templates/sm90.h"
+#include "runtime/error.h"
+
+#define R(reg) fj_r(k->e, reg)
+#define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
+
+/* bk[] slots of this backend */
+enum {
+    BK_DESC_Q = 0, /* u64: descriptor of this warpgroup's Q rows, box 0, k-step 0 */
+    BK_DESC_K = 1, /* u64: K-major descriptor of smem offset 0 (K tiles add their offset) */
+    BK_DESC_V = 2  /* u64: N-major descriptor of smem offset 0 (V tiles add their offset) */
+};
+
+/* Registers per thread after setmaxnreg, by consumer warpgroups: 1 consumer takes what a 256-thread CTA
+ * gets anyway (no setmaxnreg); 2 and 3 split the 64K registers of the SM with the producer warpgroup
+ * (2: 128 x 24 + 256 x 240 = 64512; 3: 128 x 32 + 384 x 160 = 65536). */
+static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
+#define FJ_SM90_REG_LIMIT_1WG 255
+/* Registers besides O, S and (with overlap) P's A fragments: addresses, descriptors, loop state, row
+ * statistics, the mask and softmax temporaries. Calibrated with ptxas -v against the setmaxnreg caps
+ * (consumers compile under them and spill past them): with overlap, O + S + P = 212 fits 240 and 216 spills
+ * (D192 Bc160: 48 B), 132 fits 160 and 136 spills (D128 Bc96, 3 warpgroups); without overlap P is packed
+ * as S dies and O + S + 28 fits everywhere measured (D192 Bc192 s1: 0 spills). tests/test_ptxas_grid.c
+ * holds the model to it. */
+#define FJ_SM90_REG_MISC 28
+#define FJ_SM90_RESCALE_SLACK 8
+
+static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
+
+/* ---- plan ------------------------------------------------------------------------------------ */
+static fajit_status tiles_sm90(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    if (c->col_warps != 0 && c->col_warps != 1)
+        return CFG_FAIL("col_warps = %d: the sm_90a path has no warp pairs (a consumer warpgroup owns whole rows); "
+                        "use 0 or 1",
+                        c->col_warps);
+    p->col_warps = p->cfg.col_warps = 1;
+    if (c->swizzle == FAJIT_SWIZZLE_NONE)
+        return CFG_FAIL("swizzle = none: the sm_90a path stores tiles as TMA boxes of the swizzle span, which the "
+                        "wgmma descriptors read; use 32, 64 or 128");
+    if (c->block_m != 64 && c->block_m != 128 && c->block_m != 192)
+        return CFG_FAIL("block_m = %d: must be 64, 128 or 192 on sm_90a (one consumer warpgroup per 64 query rows, "
+                        "the m64 wgmma shape; at most 3)",
+                        c->block_m);
+    p->consumer_wgs = c->block_m / 64;
+    int want = 4 * (p->consumer_wgs + 1);
+    if (c->warps != want)
+        return CFG_FAIL("warps = %d: the sm_90a path runs one producer warpgroup and block_m / 64 = %d consumer "
+                        "warpgroups, so warps must be 4 x %d = %d",
+                        c->warps, p->consumer_wgs, p->consumer_wgs + 1, want);
+    if (p->pingpong && p->consumer_wgs < 2)
+        return CFG_FAIL("pingpong = 1 with block_m = %d: ping-pong alternates two or more consumer warpgroups; use "
+                        "block_m >= 128 or pingpong = -1",
+                        c->block_m);
+    if (p->pingpong && !p->overlap)
+        return CFG_FAIL("pingpong = 1 with overlap = %d: a warpgroup's turn issues S(j) and PV(j-1) together, which "
+                        "is the overlapped schedule; use overlap = 1",
+                        c->overlap);
+    p->ws = 1;
+    p->row_warps = 4 * p->consumer_wgs;
+    p->m_frags = 1;
+    p->params_bytes = (int)sizeof(fj_fwd_params_tma);
+    p->params_align = 64;
+    return FAJIT_OK;
+}
+
+static void smem_map_sm90(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    p->row_bytes = c->head_dim * 2;
+    p->q_off = 0;
+    p->q_bytes = c->block_m * p->row_bytes;
+    p->kv_tile_bytes = c->block_n * p->row_bytes;
+    /* 1024-byte alignment of every tile (the 128-byte swizzle repeats every 8 rows x 128 B): Q is a
+     * multiple of 64 rows and a K / V tile of 16 rows x >= 128 B, so the offsets below already are */
+    p->k_off = p->q_off + p->q_bytes;
+    p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
+    p->bar_off = p->v_off + c->stages * p->kv_tile_bytes;
+    p->n_bars = fj_ws_bar_count(c->stages);
+    p->smem_bytes = p->bar_off + 8 * p->n_bars;
+    p->xchg_off = p->xchg_warp_bytes = 0;
+}
+
+static fajit_status plan_sm90(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    int w = c->swizzle;
+    p->tma_box_cols = w / 2;
+    p->tma_boxes = c->head_dim / p->tma_box_cols;
+    p->producer_regs = k_reg_split[p->consumer_wgs][0];
+    p->consumer_regs = k_reg_split[p->consumer_wgs][1];
+    p->whole_program = p->consumer_regs > 0;
+    p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
+    p->reg_acc_o = c->head_dim / 2;
+    p->reg_acc_s = c->block_n / 2;
+    p->reg_p = c->block_n / 4;
+    p->reg_q = 0;
+    p->q_in_regs = 0;
+    p->pipeline_qk = 0;
+    p->lean_regs = 0;
+    p->reg_s_next = 0;
+    p->rescale_slack = FJ_SM90_RESCALE_SLACK;
+    p->reg_misc = FJ_SM90_REG_MISC;
+    /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
+    if (!p->overlap) p->reg_p = 0;
+    p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;
+    if (p->reg_total > p->reg_limit)
+        return CFG_FAIL("registers: about %d per consumer thread (O acc %d + S acc %d + P %d + addressing and softmax "
+                        "~%d) exceed %d, what %d consumer warpgroup%s get (setmaxnreg); lower block_n, or use fewer "
+                        "consumer warpgroups (block_m)",
+                        p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_p, p->reg_misc, p->reg_limit, p->consumer_wgs,
+                        p->consumer_wgs > 1 ? "s" : "");
+    return FAJIT_OK;
+}
+
+static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
+{
+    const fajit_config *c = &p->cfg;
+    const char *dt = fj_dtype_ptx(p);
+    fj_buf_printf(out, "%swarp roles: warpgroup 0 = producer (thread 0 issues every TMA load; %s), warpgroups 1..%d = "
+                       "consumers, warpgroup c owns query rows [64(c-1), 64(c-1) + 64) of the tile%s\n",
+                  pf, p->producer_regs ? "setmaxnreg.dec to its budget, the other warps then exit" : "no setmaxnreg",
+                  p->consumer_wgs, p->consumer_regs ? "; setmaxnreg.inc to theirs" : "");
+    if (p->consumer_regs)
+        fj_buf_printf(out, "%sregister split (setmaxnreg): producer %d x 128 threads + consumers %d x %d threads = %d of "
+                           "65536\n",
+                      pf, p->producer_regs, p->consumer_regs, 128 * p->consumer_wgs,
+                      128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs);
+    fj_buf_printf(out, "%sMMA: S = QK^T: %d x wgmma.m64n%dk16.f32.%s.%s (A = Q and B = K from smem, both K-major); "
+                       "O += PV: %d x wgmma.m64n%dk16 (A = P from registers, B = V from smem, N-major, transB = 1)\n",
+                  pf, p->k_steps_qk, c->block_n, dt, dt, p->k_steps_pv, c->head_dim);
+    fj_buf_printf(out, "%sfragment layout: each consumer warp holds 16 rows of its warpgroup's 64 in the m16n8 C layout "
+                       "(lane = 4g + t: rows g and g+8, columns 2t, 2t+1 of each n8 block); row max/sum reduce over the "
+                       "quad (shfl.bfly 1, 2); P re-packed into A fragments from the S accumulators\n",
+                  pf);
+    fj_buf_printf(out, "%sTMA: 4-D tensor maps (head_dim, seqlen, heads, batch) in the parameter block; boxes of %d "
+                       "columns (%d B, swizzle %d B) x %d rows (Q) / %d rows (K, V), %d per tile; rows past seqlen are "
+                       "zero-filled; descriptors: SBO %d B, %s\n",
+                  pf, p->tma_box_cols, c->swizzle, c->swizzle, c->block_m, c->block_n, p->tma_boxes, 8 * c->swizzle,
+                  "V's LBO = one box (block_n x swizzle bytes)");
+    fj_buf_printf(out, "%smbarriers at +%d (8 B each): Q full (count 1 + %d bytes, phase 0 only); per stage s: K full[s], "
+                       "V full[s] (count 1: the producer's arrive.expect_tx, + %d bytes from the copy engine), K "
+                       "empty[s], V empty[s] (count %d: lane 0 of each consumer warp). Tile j uses stage j %% %d in "
+                       "pass u = j / %d: consumers wait for the full barriers' phase u (parity u & 1), the producer "
+                       "for the empty barriers' phase u - 1 (parity (u & 1) ^ 1; pass 0 does not wait)\n",
+                  pf, p->bar_off, p->q_bytes, p->kv_tile_bytes, 4 * p->consumer_wgs, c->stages, c->stages);
+}
+
+/* ---- thread geometry and descriptor bases ------------------------------------------------------ */
+static void geometry_sm90(fj_kctx *k)
+{
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1), w = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "thread geometry: row_base = 64 * wg + 16 * (warp %% 4) + lane / 4, col_base = 2 * (lane %% 4)");
+    fj_ins(k->e, "mov.u32 %s, %%tid.x", R(t));
+    fj_ins(k->e, "shr.u32 %s, %s, 5", R(w), R(t));
+    fj_ins(k->e, "and.b32 %s, %s, 3", R(w), R(w));
+    fj_ins(k->e, "and.b32 %s, %s, 31", R(t), R(t));
+    fj_ins(k->e, "and.b32 %s, %s, 3", R(k->col_base_s), R(t));
+    fj_ins(k->e, "shl.b32 %s, %s, 1", R(k->col_base_s), R(k->col_base_s));
+    fj_ins(k->e, "shr.u32 %s, %s, 2", R(t), R(t));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, 16, %s", R(t), R(w), R(t));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, 64, %s", R(k->row_base), R(k->wg), R(t));
+}
+
+/* A 64-bit descriptor base: (addr >> 4) | lbo << 16 | (sbo >> 4) << 32 | mode << 62, addr a register. */
+static fj_reg_t desc_base(fj_kctx *k, fj_reg_t addr, int lbo_field)
+{
+    const fj_plan *p = k->p;
+    int sw = p->cfg.swizzle;
+    unsigned long long hi = (unsigned long long)((8 * sw) >> 4) | ((unsigned long long)swizzle_mode(sw) << 30);
+    unsigned long long bits = (hi << 32) | ((unsigned long long)lbo_field << 16);
+    fj_reg_t a = fj_alloc(k->e, k->b_r, 1), d = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "shr.u32 %s, %s, 4", R(a), R(addr));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(d), R(a));
+    fj_ins(k->e, "or.b64 %s, %s, 0x%016llX", R(d), R(d), bits);
+    return d;
+}
+
+static void setup_sm90(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int w = p->cfg.swizzle;
+    geometry_sm90(k);
+    fj_comment(k->e, 2, "wgmma descriptors: start address >> 4 (bits 0-13), LBO >> 4 (16-29), SBO >> 4 = %d (32-45), "
+                        "swizzle mode %d (62-63); each wgmma adds its tile's offset >> 4",
+               (8 * w) >> 4, swizzle_mode(w));
+    fj_reg_t qa = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(qa), R(k->wg), 64 * w, R(k->smem));
+    if (p->q_off) fj_ins(k->e, "add.u32 %s, %s, %d", R(qa), R(qa), p->q_off);
+    k->bk[BK_DESC_Q] = desc_base(k, qa, 1);
+    k->bk[BK_DESC_K] = desc_base(k, k->smem, 1);
+    k->bk[BK_DESC_V] = desc_base(k, k->smem, p->cfg.block_n * w >> 4);
+}
+
+/* ---- MMA ------------------------------------------------------------------------------------- */
+/* "%acc0, %acc1, ..." for n registers from r. */
+static void reg_list(fj_kctx *k, fj_reg_t r, int n, fj_buf *out)
+{
+    for (int i = 0; i < n; i++) fj_buf_printf(out, "%s%s", i ? ", " : "", R(fj_at(r, i)));
+}
+
+/* d = base + off >> 4 (off a multiple of 16). */
+static fj_reg_t desc_at(fj_kctx *k, fj_reg_t base, int off)
+{
+    fj_reg_t d = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "add.s64 %s, %s, %d", R(d), R(base), off >> 4);
+    return d;
+}
+
+static void mma_qk_sm90(fj_kctx *k, int slot)
+{
+    const fj_plan *p = k->p;
+    const char *dt = fj_dtype_ptx(p);
+    int w = p->cfg.swizzle, bc = p->cfg.block_n, tile = p->k_off + slot * p->kv_tile_bytes;
+    fj_buf acc;
+    fj_buf_init(&acc);
+    reg_list(k, k->acc_s, bc / 2, &acc);
+    fj_ins(k->e, PTX_WGMMA_FENCE);
+    for (int ks = 0; ks < p->k_steps_qk; ks++) {
+        int col = 16 * ks, box = col / p->tma_box_cols, inner = 2 * (col % p->tma_box_cols);
+        fj_reg_t da = desc_at(k, k->bk[BK_DESC_Q], box * p->cfg.block_m * w + inner);
+        fj_reg_t db = desc_at(k, k->bk[BK_DESC_K], tile + box * bc * w + inner);
+        fj_ins(k->e, PTX_WGMMA_SS, bc, dt, dt, acc.data ? acc.data : "", R(da), R(db), ks ? 1 : 0, 0);
+    }
+    fj_ins(k->e, PTX_WGMMA_COMMIT);
+    fj_buf_free(&acc);
+}
+
+static void mma_pv_sm90(fj_kctx *k, int slot, int keys)
+{
+    const fj_plan *p = k->p;
+    const char *dt = fj_dtype_ptx(p);
+    int w = p->cfg.swizzle, tile = p->v_off + slot * p->kv_tile_bytes;
+    fj_buf acc;
+    (void)keys; /* no warp pairs on this path: always all keys */
+    fj_buf_init(&acc);
+    reg_list(k, k->acc_o, p->cfg.head_dim / 2, &acc);
+    fj_ins(k->e, PTX_WGMMA_FENCE);
+    for (int ks = 0; ks < p->k_steps_pv; ks++) {
+        fj_reg_t a = fj_at(k->frag_p, 4 * ks);
+        fj_reg_t db = desc_at(k, k->bk[BK_DESC_V], tile + ks * 16 * w);
+        fj_ins(k->e, PTX_WGMMA_RS, p->cfg.head_dim, dt, dt, acc.data ? acc.data : "", R(a), R(fj_at(a, 1)),
+               R(fj_at(a, 2)), R(fj_at(a, 3)), R(db), 1, 1);
+    }
+    fj_ins(k->e, PTX_WGMMA_COMMIT);
+    fj_buf_free(&acc);
+}
+
+static void mma_wait_sm90(fj_kctx *k, int pending) { fj_ins(k->e, PTX_WGMMA_WAIT, pending); }
+
+const fj_backend fj_backend_sm90 = {
+    .name = "sm90a-wgmma",
+    .required_caps = FJ_CAP_WGMMA | FJ_CAP_TMA | FJ_CAP_SETMAXNREG,
+    .tiles = tiles_sm90,
+    .smem_map = smem_map_sm90,
+    .plan = plan_sm90,
+    .describe = describe_sm90,
+    .frag_desc = fj_frag_desc_m16n8,
+    .setup = setup_sm90,
+    .geometry = geometry_sm90,
+    .mma_qk = mma_qk_sm90,
+    .pack_p = fj_emit_pack_p_m16n8,
+    .mma_pv = mma_pv_sm90,
+    .store_o = fj_emit_store_o_m16n8,
+    .mma_wait = mma_wait_sm90,
+};

@@ -1,0 +1,49 @@
+/*
+ * sm90.h - PTX instruction forms of the warp-specialized paths (PTX ISA 8.0+, .target sm_90a):
+ *   mbarrier.init / arrive / arrive.expect_tx / try_wait.parity   (ISA 9.7.13.15)
+ *   cp.async.bulk.tensor (TMA tile loads completing on an mbarrier)  (ISA 9.7.9.25.5)
+ *   wgmma.mma_async, wgmma.fence / commit_group / wait_group       (ISA 9.7.15)
+ *   setmaxnreg.inc / dec                                           (ISA 9.7.19.5)
+ *   fence.mbarrier_init, named barriers bar.sync / bar.arrive      (ISA 9.7.13.4, 9.7.13.1)
+ * The mbarrier and TMA forms are shared with sm_100a (async.c); the wgmma forms are sm_90a only.
+ * A wgmma operand list (N / 2 or D / 2 accumulator registers) is built by a loop in sm90.c, not
+ * written out per N: the format strings below take it as one %s.
+ */
+#ifndef FJ_PTX_SM90_H
+#define FJ_PTX_SM90_H
+
+/* ---- mbarrier (8-byte objects in shared memory; addresses are 32-bit shared-window addresses) ---- */
+#define PTX_MBAR_INIT "mbarrier.init.shared::cta.b64 [%s+%d], %d"
+/* arrive and set the expected transaction bytes of the current phase (the TMA copies complete them) */
+#define PTX_MBAR_ARRIVE_EXPECT_TX "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s+%d], %d"
+#define PTX_MBAR_ARRIVE "mbarrier.arrive.shared::cta.b64 _, [%s+%d]"
+/* true once the phase of the given parity has completed (a fresh barrier counts parity 1 as done) */
+#define PTX_MBAR_TRY_WAIT_PARITY "mbarrier.try_wait.parity.shared::cta.b64 %s, [%s+%d], %s"
+/* makes mbarrier.init visible to the async proxy (TMA) and to the other threads after the barrier */
+#define PTX_FENCE_MBAR_INIT "fence.mbarrier_init.release.cluster"
+
+/* ---- TMA: one box of a 4-D tensor map (col, row, head, batch) -> shared memory, completing on an mbarrier */
+#define PTX_TMA_LOAD_4D                                                                                            \
+    "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s+%d], [%s, {%s, %s, %s, %s}], " \
+    "[%s+%d]"
+/* the tensor maps live in the kernel parameter block: a generic address of it */
+#define PTX_CVTA_PARAM "cvta.param.u64 %s, %s"
+
+/* ---- wgmma: S = Q K^T with both operands in shared memory (descriptors) ------------------------- */
+/* wgmma.mma_async.sync.aligned.m64n<N>k16.f32.<t>.<t> {d...}, descA, descB, scale-d, 1, 1, transA, transB */
+#define PTX_WGMMA_SS "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %s, %s, %d, 1, 1, 0, %d"
+/* O += P V with P (A) from registers: ..., {a0, a1, a2, a3}, descB, scale-d, 1, 1, transB */
+#define PTX_WGMMA_RS "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, {%s, %s, %s, %s}, %s, %d, 1, 1, %d"
+#define PTX_WGMMA_FENCE "wgmma.fence.sync.aligned"
+#define PTX_WGMMA_COMMIT "wgmma.commit_group.sync.aligned"
+#define PTX_WGMMA_WAIT "wgmma.wait_group.sync.aligned %d"
+
+/* ---- registers per warpgroup (needs .maxntid + .minnctapersm on the entry, and a whole-program compile) */
+#define PTX_SETMAXNREG_INC "setmaxnreg.inc.sync.aligned.u32 %d"
+#define PTX_SETMAXNREG_DEC "setmaxnreg.dec.sync.aligned.u32 %d"
+
+/* ---- named barriers: id 0 is the CTA's; 1.. are for groups of warps (a multiple of 32 threads) */
+#define PTX_BAR_SYNC_N "bar.sync %d, %d"
+#define PTX_BAR_ARRIVE_N "bar.arrive %d, %d"
+
+#endif

@@ -1,0 +1,125 @@
+/*
+ * tensor_map.c - the TMA tensor maps of a warp-specialized launch (kernel_abi.h, fj_fwd_params_tma),
+ * and a per-context cache of them.
+ *
+ * Each of Q, K, V gets a 4-D map, innermost first: (head_dim, seqlen, heads, batch), the tensor's byte
+ * strides, a box of (swizzle bytes / 2 columns, block_m or block_n rows, 1, 1), the plan's swizzle, zero
+ * fill past the ends. cuTensorMapEncodeTiled is a host call of a few microseconds; a steady stream of
+ * forwards on the same tensors finds its maps in the cache instead (keyed by every input of the encode,
+ * so a hit is the same map), which keeps the encode off the per-call path.
+ */
+#include "tensor_map.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/kernel_abi.h"
+#include "context.h"
+#include "error.h"
+
+static const char *const k_names[3] = {"q", "k", "v"};
+
+/* The encode inputs of one tensor; 0 when it can be described, else -1 with the reason in why. */
+static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor, fj_tmap_key *key, char *why,
+                    size_t size)
+{
+    const int64_t *s = tensor == 0 ? a->q_stride : tensor == 1 ? a->k_stride : a->v_stride;
+    uint64_t ptr = tensor == 0 ? a->q : tensor == 1 ? a->k : a->v;
+    uint64_t extent[3] = {(uint64_t)(tensor ? a->seqlen_k : a->seqlen_q), (uint64_t)(tensor ? a->heads_kv : a->heads_q),
+                          (uint64_t)a->batch};
+    memset(key, 0, sizeof *key);
+    key->ptr = ptr;
+    key->dims[0] = (uint64_t)a->head_dim;
+    for (int i = 0; i < 3; i++) {
+        key->dims[i + 1] = extent[i];
+        int64_t bytes = 2 * s[2 - i];
+        /* a dimension of extent 1 is never stepped over: any legal stride describes it */
+        if (extent[i] == 1 && bytes == 0) bytes = 16;
+        if (bytes <= 0 || bytes % 16 != 0 || bytes >= ((int64_t)1 << 40)) {
+            snprintf(why, size, "%s's %s stride is %" PRId64 " bytes; TMA needs a multiple of 16 in (0, 2^40)",
+                     k_names[tensor], i == 0 ? "sequence" : i == 1 ? "head" : "batch", bytes);
+            return -1;
+        }
+        key->strides[i] = (uint64_t)bytes;
+    }
+    if (ptr % 16 != 0) {
+        snprintf(why, size, "%s = 0x%" PRIx64 " is not 16-byte aligned, which TMA needs", k_names[tensor], ptr);
+        return -1;
+    }
+    key->box[0] = (uint32_t)p->tma_box_cols;
+    key->box[1] = (uint32_t)(tensor ? p->cfg.block_n : p->cfg.block_m);
+    key->dtype = a->dtype == FAJIT_DTYPE_BF16 ? FJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : FJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    key->swizzle = p->cfg.swizzle == 128 ? FJ_CU_TENSOR_MAP_SWIZZLE_128B
+                   : p->cfg.swizzle == 64 ? FJ_CU_TENSOR_MAP_SWIZZLE_64B
+                                          : FJ_CU_TENSOR_MAP_SWIZZLE_32B;
+    return 0;
+}
+
+static int tmap_encode(const fj_cuda_api *cu, const fj_tmap_key *key, uint8_t map[FJ_TMAP_BYTES], int tensor, char *why,
+                       size_t size)
+{
+    const uint32_t box[4] = {key->box[0], key->box[1], 1, 1}, unit[4] = {1, 1, 1, 1};
+    _Alignas(64) uint8_t tmp[FJ_TMAP_BYTES];
+    fj_CUresult rc = cu->cuTensorMapEncodeTiled(tmp, key->dtype, 4, (void *)(uintptr_t)key->ptr, key->dims,
+                                                key->strides, box, unit, FJ_CU_TENSOR_MAP_INTERLEAVE_NONE, key->swizzle,
+                                                FJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                FJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (rc != FJ_CUDA_SUCCESS) {
+        const char *name = NULL;
+        if (cu->cuGetErrorName(rc, &name) != FJ_CUDA_SUCCESS) name = NULL;
+        snprintf(why, size, "cuTensorMapEncodeTiled(%s: dims %" PRIu64 "x%" PRIu64 "x%" PRIu64 "x%" PRIu64
+                            ", strides %" PRIu64 "/%" PRIu64 "/%" PRIu64 " B) = %s (%d)",
+                 k_names[tensor], key->dims[0], key->dims[1], key->dims[2], key->dims[3], key->strides[0],
+                 key->strides[1], key->strides[2], name ? name : "?", rc);
+        return -1;
+    }
+    memcpy(map, tmp, FJ_TMAP_BYTES);
+    return 0;
+}
+
+/* Look a key up in the context's cache (lock held): the map, or NULL. */
+static const uint8_t *cache_find(fj_tmap_cache *c, const fj_tmap_key *key)
+{
+    for (int i = 0; i < c->n; i++)
+        if (memcmp(&c->entries[i].key, key, sizeof *key) == 0) return c->entries[i].map;
+    return NULL;
+}
+
+static void cache_put(fj_tmap_cache *c, const fj_tmap_key *key, const uint8_t map[FJ_TMAP_BYTES])
+{
+    int slot = c->n < FJ_TMAP_CACHE_SLOTS ? c->n++ : c->next++ % FJ_TMAP_CACHE_SLOTS; /* oldest first */
+    c->entries[slot].key = *key;
+    memcpy(c->entries[slot].map, map, FJ_TMAP_BYTES);
+}
+
+int fj_tensor_maps(fajit_context *ctx, const fj_plan *p, const fajit_attention_args *a, fj_fwd_params_tma *params,
+                   char *why, size_t size)
+{
+    uint8_t *dst[3] = {params->tmap_q, params->tmap_k, params->tmap_v};
+    if (!ctx->cu->cuTensorMapEncodeTiled) {
+        snprintf(why, size, "the driver has no cuTensorMapEncodeTiled (it predates CUDA 12.0)");
+        return -1;
+    }
+    for (int t = 0; t < 3; t++) {
+        fj_tmap_key key;
+        if (tmap_key(a, p, t, &key, why, size) != 0) return -1;
+        pthread_mutex_lock(&ctx->lock);
+        const uint8_t *hit = cache_find(&ctx->tmaps, &key);
+        if (hit) memcpy(dst[t], hit, FJ_TMAP_BYTES);
+        pthread_mutex_unlock(&ctx->lock);
+        if (hit) continue;
+        /* the driver encodes for the current context (else CUDA_ERROR_INVALID_CONTEXT) */
+        if (fj_context_push(ctx) != FAJIT_OK) {
+            snprintf(why, size, "%s", fajit_errmsg());
+            return -1;
+        }
+        int bad = tmap_encode(ctx->cu, &key, dst[t], t, why, size);
+        fj_context_pop(ctx);
+        if (bad) return -1;
+        pthread_mutex_lock(&ctx->lock);
+        cache_put(&ctx->tmaps, &key, dst[t]);
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    return 0;
+}
