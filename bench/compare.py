@@ -1,5 +1,6 @@
-"""compare.py - fajit next to PyTorch SDPA's FlashAttention-2 and cuDNN backends: the benchmark every fajit
-code-generation path is judged by.
+"""compare.py - fajit next to FlashAttention-2 and cuDNN (PyTorch SDPA's backends), FlashAttention-3 and
+FlashAttention-4 (when their wheels are importable): the benchmark every fajit code-generation path is
+judged by.
 
 Grid (defaults): BF16 and FP16 forward; head dim D in {64, 128, 256}; N in {512, ..., 16384}; B*N = 16384
 tokens and H*D = 2048 (so B = 16384 / N, H = 2048 / D); causal and not; BHND layout, Nq = Nk, no GQA.
@@ -11,8 +12,12 @@ For each shape, in one process, on the same inputs:
     explicitly). fajit fails the check above 2e-2 (bf16) / 5e-3 (f16); the row is marked FAIL, the failure
     is printed at once and the exit status is 1 (the shape is still timed). FA2's and cuDNN's own errors
     against the reference are recorded too.
- 2. Time. fajit, SDPA flash (FlashAttention-2) and SDPA cuDNN: `--warmup` calls each, then `--reps`
-    calls each in 5 interleaved rounds (fajit, FA2, cuDNN, then FA2, cuDNN, fajit, ...), every call between
+ 2. Time. fajit (the library's choice for the GPU: sm_90a on an H100), fajit's sm_80 path (forced, where
+    the default path is another), SDPA flash (FlashAttention-2), SDPA cuDNN, FlashAttention-3 (`import
+    fa3_fwd_interface`) and FlashAttention-4 (`from flash_attn.cute import flash_attn_func`; its first call
+    per kernel JIT-compiles, during the check, untimed) - the last two on [B, N, H, D] copies of the same
+    inputs, their native layout: `--warmup` calls each, then `--reps`
+    calls each in 5 interleaved rounds (fajit, FA2, cuDNN, ..., then FA2, cuDNN, ..., fajit), every call between
     two CUDA events on the current stream; the median is reported. Each window is preceded by >= --settle
     calls and >= --settle-ms of the same system and ends with a synchronize; NVML's SM clock and board
     power, sampled every 2 ms in a thread, give each system's median clock and power over its windows. Inputs rotate over several Q/K/V sets
@@ -69,7 +74,7 @@ import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from fajit_ctypes import DTYPE_BF16, DTYPE_F16, DTYPE_NAMES, Config  # noqa: E402  (no torch needed)
-from compare_report import LABEL, SYSTEMS, fmt, print_table, ratio, write_outputs  # noqa: E402
+from compare_report import LABEL, PEERS, SYSTEMS, fmt, print_table, ratio, write_outputs  # noqa: E402
 
 TOKENS = 16384            # B * N
 HIDDEN = 2048             # H * D
@@ -341,6 +346,28 @@ class Bench:
         self.flat = None  # (dtype name, elements per tensor, [(q, k, v, o) flat tensors per set])
         self.compiled = {}  # config text -> info on its first use
         self.clock = ClockSampler()
+        self.hopper, self.hopper_error, self.hopper_version = {}, {}, {}
+        self.load_hopper_peers()
+        # the sm_80 path is timed beside the default one where the default is another path
+        probe = Config(dtype=DTYPE_BF16, head_dim=128)
+        self.fa.config_fill(probe)
+        self.default_path = self.fa.config_text(probe).split()[0]
+
+    def load_hopper_peers(self):
+        """FA3 and FA4 when importable (bench/README: ../shared/bench/peer-wheels.sh brings them)."""
+        from importlib import metadata
+        try:
+            import fa3_fwd_interface
+            self.hopper["fa3"] = fa3_fwd_interface.flash_attn_func
+            self.hopper_version["fa3"] = metadata.version("fa3-fwd")
+        except Exception as e:  # ImportError, or a library that does not load
+            self.hopper_error["fa3"] = f"not importable: {type(e).__name__}: {str(e)[:160]}"
+        try:
+            from flash_attn.cute import flash_attn_func
+            self.hopper["fa4"] = flash_attn_func
+            self.hopper_version["fa4"] = metadata.version("flash-attn-4")
+        except Exception as e:
+            self.hopper_error["fa4"] = f"not importable: {type(e).__name__}: {str(e)[:160]}"
 
     def close(self):
         self.clock.close()
@@ -379,11 +406,21 @@ class Bench:
         self.fa.config_fill(cfg, (shape["B"], h, h, shape["N"], shape["N"]))
         return cfg, "heuristic"
 
-    def fajit_prepare(self, shape, sets, row):
-        """Config, kernel (cold compile on first use), and one call per set. Returns the calls."""
-        cfg, source = self.fajit_config(shape)
+    def fajit_prepare(self, shape, sets, row, sm80=False):
+        """Config, kernel (cold compile on first use), and one call per set. Returns the calls. sm80: the
+        heuristic's config of the sm_80 path instead (the fajit80 system)."""
+        if sm80:
+            h = shape["H"]
+            cfg = Config(arch=80, dtype=DTYPE_BF16 if shape["dtype"] == "bf16" else DTYPE_F16, head_dim=shape["D"],
+                         causal=int(shape["causal"]))
+            self.fa.config_fill(cfg, (shape["B"], h, h, shape["N"], shape["N"]))
+            source = "heuristic (sm_80 path)"
+            row["config80"] = self.fa.config_text(cfg)
+        else:
+            cfg, source = self.fajit_config(shape)
         text = self.fa.config_text(cfg)
-        row["config"], row["config_source"] = text, source
+        if not sm80:
+            row["config"], row["config_source"] = text, source
         t0 = time.perf_counter()
         info, got = self.fa.kernel(cfg)
         get_ms = (time.perf_counter() - t0) * 1e3
@@ -397,21 +434,40 @@ class Bench:
             log(f"  fajit config {text} ({source}): {got} in {get_ms:.1f} ms, {info.registers} regs, "
                 f"{info.smem_bytes} B smem, {info.threads} threads, spill {info.spill_bytes} B")
         self.compiled[text]["shapes"] += 1
-        row["regs"], row["smem"], row["spill"] = info.registers, info.smem_bytes, info.spill_bytes
+        if not sm80:
+            row["regs"], row["smem"], row["spill"] = info.registers, info.smem_bytes, info.spill_bytes
         args = [self.fa.make_args(q, k, v, o, causal=shape["causal"]) for q, k, v, o in sets]
         fa = self.fa
         return [lambda x=x: fa.forward_args(x, cfg) for x in args]
 
     # -- peers
-    def peer_calls(self, sets, causal):
-        """One SDPA call per input set (the backend is chosen by the context around the calls)."""
+    def peer_calls(self, sets, causal, name="fa2"):
+        """One call of peer `name` per input set, returning O as [B, H, N, D]. SDPA's backend is chosen by
+        the context around the calls; FA3 / FA4 take the [B, N, H, D] copies (bnhd_sets)."""
+        if name in ("fa3", "fa4"):
+            f = self.hopper[name]
+            first = lambda out: out[0] if isinstance(out, (tuple, list)) else out  # noqa: E731 (out or (out, lse))
+            return [lambda q=q, k=k, v=v: first(f(q, k, v, causal=causal)).transpose(1, 2)
+                    for q, k, v in self.bnhd_sets[:len(sets)]]
         F = self.F
         return [lambda q=q, k=k, v=v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
                 for q, k, v, _ in sets]
 
     def peer_context(self, name):
+        if name in ("fa3", "fa4"):
+            return contextlib.nullcontext
         be = {"fa2": self.SDPBackend.FLASH_ATTENTION, "cudnn": self.SDPBackend.CUDNN_ATTENTION}[name]
         return lambda: self.sdpa_kernel([be])
+
+    def peers_for(self, row):
+        """The peers to try on this shape (FA3 / FA4 only when importable; else their reason goes in row)."""
+        out = []
+        for name in PEERS:
+            if name in ("fa3", "fa4") and name not in self.hopper:
+                row[name + "_error"] = self.hopper_error[name]
+                continue
+            out.append(name)
+        return out
 
     def try_peer(self, name, call):
         """(output, None) or (None, reason) for one call of a peer."""
@@ -456,8 +512,8 @@ class Bench:
         self.torch.cuda.synchronize()
         ref, pick = self.reference(q, k, v, shape["causal"])
         peers = {}
-        for name in ("fa2", "cudnn"):
-            out, why = self.try_peer(name, self.peer_calls(sets[:1], shape["causal"])[0])
+        for name in self.peers_for(row):
+            out, why = self.try_peer(name, self.peer_calls(sets[:1], shape["causal"], name)[0])
             if why:
                 row[name + "_error"] = why
                 continue
@@ -475,7 +531,7 @@ class Bench:
         if bad:
             log(f"  !!! FAIL: fajit's output differs: {', '.join(bad)} > {tol:.0e} ({shape['dtype']})")
         del peers, ref
-        return [n for n in ("fa2", "cudnn") if n + "_error" not in row]
+        return [n for n in PEERS if n + "_error" not in row]
 
     # -- timing
     def time_systems(self, systems, row):
@@ -551,6 +607,7 @@ class Bench:
         flops = 4.0 * shape["B"] * shape["H"] * shape["N"] * shape["N"] * shape["D"] * (0.5 if shape["causal"] else 1.0)
         row["gflop"] = flops / 1e9
         sets = self.inputs(shape)
+        self.bnhd_sets = [tuple(t.transpose(1, 2).contiguous() for t in s[:3]) for s in sets] if self.hopper else []
         systems = {}
         try:
             fajit_calls = self.fajit_prepare(shape, sets, row)
@@ -560,6 +617,14 @@ class Bench:
             row["fajit_error"] = str(e)[:300]
             row.setdefault("config", None)
             fajit_calls = None
+        fajit80_calls = None
+        if self.default_path != "sm_80":
+            try:
+                fajit80_calls = self.fajit_prepare(shape, sets, row, sm80=True)
+            except Exception as e:
+                if not self.alive():
+                    raise
+                row["fajit80_error"] = str(e)[:300]
         with torch.inference_mode():
             if fajit_calls is not None:
                 try:
@@ -568,26 +633,30 @@ class Bench:
                     if not self.alive():
                         raise
                     row["fajit_error"] = "check: " + str(e)[:300]
-                    peers = [n for n in ("fa2", "cudnn") if n + "_error" not in row]
+                    peers = [n for n in PEERS if n + "_error" not in row]
                 if "fajit_error" not in row:
                     systems["fajit"] = (fajit_calls, contextlib.nullcontext)
+                    row["last_forward"] = self.fa.last_forward()
             else:
                 peers = []
-                for name in ("fa2", "cudnn"):
-                    _, why = self.try_peer(name, self.peer_calls(sets[:1], shape["causal"])[0])
+                for name in self.peers_for(row):
+                    _, why = self.try_peer(name, self.peer_calls(sets[:1], shape["causal"], name)[0])
                     if why:
                         row[name + "_error"] = why
                     else:
                         peers.append(name)
+            if fajit80_calls is not None:
+                systems["fajit80"] = (fajit80_calls, contextlib.nullcontext)
             for name in peers:
-                systems[name] = (self.peer_calls(sets, shape["causal"]), self.peer_context(name))
-            # fixed order fajit, FA2, cuDNN for the rounds' rotation
+                systems[name] = (self.peer_calls(sets, shape["causal"], name), self.peer_context(name))
+            # fixed order (SYSTEMS) for the rounds' rotation
             systems = {n: systems[n] for n in SYSTEMS if n in systems}
             if systems:
                 self.time_systems(systems, row)
         for name in SYSTEMS:
             ms = row.get(name + "_ms")
             row[name] = flops / ms / 1e9 if ms else None
+        self.bnhd_sets = []
         return row
 
     def gpu_warmup(self, seconds=1.0):
@@ -664,6 +733,8 @@ def environment(bench, argv):
         "torch": torch.__version__,
         "cudnn": str(torch.backends.cudnn.version()),
         "flash_impl": impl,
+        "fa3": bench.hopper_version.get("fa3") or bench.hopper_error.get("fa3", "?"),
+        "fa4": bench.hopper_version.get("fa4") or bench.hopper_error.get("fa4", "?"),
         "fajit": f"{bench.fa.version} ({bench.lib_path})",
         "fajit_git": rev or "?",
         "command": shlex.join(["python3"] + argv),
@@ -686,7 +757,7 @@ def fake_rows(grid, seed=0):
         r = dict(s)
         flops = 4.0 * s["B"] * s["H"] * s["N"] ** 2 * s["D"] * (0.5 if s["causal"] else 1.0)
         r["gflop"] = flops / 1e9
-        base = {"fajit": 300, "fa2": 310, "cudnn": 520}
+        base = {"fajit": 600, "fajit80": 330, "fa2": 310, "cudnn": 520, "fa3": 640, "fa4": 650}
         for name in SYSTEMS:
             tf = base[name] * (0.75 + 0.25 * min(1, s["N"] / 4096)) * (0.85 if s["causal"] else 1) * rng.uniform(.95, 1.05)
             r[name + "_ms"] = flops / tf / 1e9
@@ -695,7 +766,7 @@ def fake_rows(grid, seed=0):
                       f"{'causal' if s['causal'] else 'noncausal'}"
         r["config_source"], r["regs"], r["smem"], r["spill"] = "heuristic", 255, 65536, 0
         r["err_fa2"], r["err_ref"], r["err_cudnn"] = 3e-3 * rng.uniform(.5, 1), 2.9e-3, 3.1e-3
-        r["err_fa2_ref"], r["err_cudnn_ref"] = 2.8e-3, 2.8e-3
+        r["err_fa2_ref"], r["err_cudnn_ref"], r["err_fa3_ref"], r["err_fa4_ref"] = 2.8e-3, 2.8e-3, 2.9e-3, 2.9e-3
         r["check"] = "ok"
         r["times"] = {n: [r[n + "_ms"]] * 3 for n in SYSTEMS}
         rows.append(r)
@@ -831,11 +902,11 @@ def main(argv=None):
             break
         rows.append(r)
         errs = f"err vs FA2 {fmt(r.get('err_fa2'), '.1e', '-')}, vs ref {fmt(r.get('err_ref'), '.1e', '-')}"
-        log(f"  check {r.get('check', '-')} ({errs})  fajit {fmt(r.get('fajit'), '.1f')}  FA2 {fmt(r.get('fa2'), '.1f')}"
-            f"  cuDNN {fmt(r.get('cudnn'), '.1f')} TFLOP/s  fajit/FA2 {fmt(ratio(r, 'fajit', 'fa2'), '.2f', '-')}"
+        log(f"  check {r.get('check', '-')} ({errs})  " + "  ".join(f"{LABEL[n]} {fmt(r.get(n), '.1f')}" for n in SYSTEMS)
+            + f" TFLOP/s  fajit/best(FA3,FA4) {fmt(ratio(r, 'fajit', 'hopper'), '.2f', '-')}"
             f"  fajit/cuDNN {fmt(ratio(r, 'fajit', 'cudnn'), '.2f', '-')}  ({time.perf_counter() - t0:.1f} s)")
         for name in SYSTEMS:
-            if name + "_error" in r:
+            if name + "_error" in r and not (i and "not importable" in r[name + "_error"]):
                 log(f"  {LABEL[name]} n/a: {r[name + '_error']}")
     sets = len(bench.flat[2]) if bench.flat else 0
     configs = list(bench.compiled.values())

@@ -9,8 +9,11 @@ import math
 import os
 import re
 
-SYSTEMS = ("fajit", "fa2", "cudnn")
-LABEL = {"fajit": "fajit", "fa2": "FA2", "cudnn": "cuDNN"}
+# fajit = the library's own choice for the GPU (its best path: sm_90a on an H100); fajit80 = the sm_80 path
+# forced (timed only where the default path is another); FA3 / FA4 when their wheels are importable
+SYSTEMS = ("fajit", "fajit80", "fa2", "cudnn", "fa3", "fa4")
+LABEL = {"fajit": "fajit", "fajit80": "fajit sm_80", "fa2": "FA2", "cudnn": "cuDNN", "fa3": "FA3", "fa4": "FA4"}
+PEERS = ("fa2", "cudnn", "fa3", "fa4")
 DTYPE_TITLE = {"bf16": "BF16", "f16": "FP16"}
 
 
@@ -37,7 +40,16 @@ def fmt(x, spec, none="n/a"):
 
 
 def ratio(r, a, b):
+    if b == "hopper":
+        best = max([r[p] for p in ("fa3", "fa4") if r.get(p)], default=None)
+        return r[a] / best if r.get(a) and best else None
     return r[a] / r[b] if r.get(a) and r.get(b) else None
+
+
+def hopper_best(r):
+    """'FA3' or 'FA4': the faster of the two in this row, or None."""
+    got = [(r[p], LABEL[p]) for p in ("fa3", "fa4") if r.get(p)]
+    return max(got)[1] if got else None
 
 
 def geomean(xs):
@@ -45,31 +57,38 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-TABLE_HEAD = ["D", "N", "B", "H", "causal", "fajit", "FA2", "cuDNN", "fajit/FA2", "fajit/cuDNN",
-              "MHz fajit, FA2, cuDNN", "err vs FA2", "err vs ref", "FA2, cuDNN vs ref", "check", "fajit config"]
+TABLE_HEAD = ["D", "N", "B", "H", "causal", "fajit", "fajit sm_80", "FA2", "cuDNN", "FA3", "FA4", "fajit/best(FA3,FA4)",
+              "fajit/cuDNN", "fajit/FA2", "MHz fajit, cuDNN, FA3, FA4", "err vs ref", "peers vs ref (FA2, cuDNN, FA3, FA4)",
+              "check", "fajit config"]
 
 
 def table_row(r):
     cfg = r.get("config") or "-"
+    best = hopper_best(r)
     return [str(r["D"]), str(r["N"]), str(r["B"]), str(r["H"]), "y" if r["causal"] else "n",
-            fmt(r.get("fajit"), ".1f", "error" if "fajit_error" in r else "n/a"),
-            fmt(r.get("fa2"), ".1f"), fmt(r.get("cudnn"), ".1f"),
-            fmt(ratio(r, "fajit", "fa2"), ".2f", "-"), fmt(ratio(r, "fajit", "cudnn"), ".2f", "-"),
-            ", ".join(fmt(r.get(n + "_mhz"), ".0f", "-") for n in ("fajit", "fa2", "cudnn")),
-            fmt(r.get("err_fa2"), ".2e", "-"), fmt(r.get("err_ref"), ".2e", "-"),
-            fmt(r.get("err_fa2_ref"), ".1e", "-") + ", " + fmt(r.get("err_cudnn_ref"), ".1e", "-"),
+            fmt(r.get("fajit"), ".1f", "error" if "fajit_error" in r else "n/a"), fmt(r.get("fajit80"), ".1f", "-"),
+            fmt(r.get("fa2"), ".1f"), fmt(r.get("cudnn"), ".1f"), fmt(r.get("fa3"), ".1f"), fmt(r.get("fa4"), ".1f"),
+            fmt(ratio(r, "fajit", "hopper"), ".2f", "-") + (f" ({best})" if best else ""),
+            fmt(ratio(r, "fajit", "cudnn"), ".2f", "-"), fmt(ratio(r, "fajit", "fa2"), ".2f", "-"),
+            ", ".join(fmt(r.get(n + "_mhz"), ".0f", "-") for n in ("fajit", "cudnn", "fa3", "fa4")),
+            fmt(r.get("err_ref"), ".2e", "-"),
+            ", ".join(fmt(r.get(f"err_{p}_ref"), ".1e", "-") for p in PEERS),
             r.get("check", "-"), cfg]
 
 
-def summary_rows(rows):
+SUMMARY_PEERS = (("hopper", "best(FA3,FA4)"), ("cudnn", "cuDNN"), ("fa2", "FA2"), ("fajit80", "fajit sm_80"))
+
+
+def summary_rows(rows, min_n=1024):
+    """Per dtype and mask, over the shapes with N >= min_n: fajit / peer as geomean (min-max, count)."""
     out = []
     for dt in [d for d in ("bf16", "f16") if any(r["dtype"] == d for r in rows)]:
         for causal in (False, True):
-            rs = [r for r in rows if r["dtype"] == dt and r["causal"] == causal]
+            rs = [r for r in rows if r["dtype"] == dt and r["causal"] == causal and r["N"] >= min_n]
             if not rs:
                 continue
             cells = [DTYPE_TITLE[dt], "y" if causal else "n", str(len(rs))]
-            for peer in ("fa2", "cudnn"):
+            for peer, _ in SUMMARY_PEERS:
                 xs = [ratio(r, "fajit", peer) for r in rs if ratio(r, "fajit", peer)]
                 cells.append(f"{geomean(xs):.2f} ({min(xs):.2f}-{max(xs):.2f}, {len(xs)} shapes)" if xs else "-")
             out.append(cells)
@@ -92,7 +111,7 @@ def problems(rows, tol):
 def markdown(env, settings, rows, configs, png_name, aborted=None):
     gpu, st = env.get("gpu", "?"), settings
     path = path_label(rows)
-    out = [f"# fajit ({path}) vs FlashAttention-2 and cuDNN: {gpu}", ""]
+    out = [f"# fajit ({path}) vs FlashAttention-2/3/4 and cuDNN: {gpu}", ""]
     out += [f"- {k}: {v}" for k, v in env.items()]
     out += [f"- settings: {json.dumps(settings)}", ""]
     out.append(
@@ -101,8 +120,11 @@ def markdown(env, settings, rows, configs, png_name, aborted=None):
         f"{st['reps']} calls each timed with CUDA events, after {st['warmup']} warm-up calls, in "
         f"{st['rounds']} interleaved rounds, each timed window preceded by >= {st.get('settle', 0)} untimed calls and "
         f">= {st.get('settle_ms', 0):g} ms of the same system (clocks settle to its power draw); inputs rotated over {st['sets']} Q/K/V sets "
-        f"(>= {st['rotate_bytes'] >> 20} MB). FA2 = SDPA flash backend, cuDNN = SDPA cuDNN backend, same process "
-        "and inputs. 'err vs FA2' = ||O_fajit - O_FA2|| / ||O_FA2|| over the whole output; 'err vs ref' = the "
+        f"(>= {st['rotate_bytes'] >> 20} MB). fajit = the library's choice for this GPU (heuristic or tuned, its "
+        "best path), fajit sm_80 = the sm_80 path forced; FA2 = SDPA flash backend, cuDNN = SDPA cuDNN backend, "
+        "FA3 = the fa3-fwd wheel, FA4 = the flash-attn-4 wheel (CuTe DSL, its sm90 kernel), FA3 and FA4 on [B, N, H, "
+        "D] copies of the same inputs, same process. 'err vs FA2' = ||O_fajit - O_FA2|| / ||O_FA2|| over the whole "
+        "output; 'err vs ref' = the "
         f"same against a float32 SDPA math reference on a slice (batch 0, first and last head, {st['ref_rows']} query "
         f"rows), with the peers' own errors against it for scale; check = fajit's two errors <= "
         f"{st['tolerance']['bf16']:.0e} (bf16) / {st['tolerance']['f16']:.0e} (f16). fajit writes no LSE; the peers compute it.")
@@ -112,8 +134,9 @@ def markdown(env, settings, rows, configs, png_name, aborted=None):
     fails = [r for r in rows if r.get("check") == "FAIL" or "fajit_error" in r]
     if fails:
         out += [f"**{len(fails)} shape(s) where fajit failed the check or did not run: see below.**", ""]
-    out += ["## Summary: fajit / peer, geometric mean over N (min-max)", "",
-            "| dtype | causal | shapes | fajit/FA2 | fajit/cuDNN |", "|---|---|---|---|---|"]
+    out += ["## Summary: fajit / peer over the shapes with N >= 1024, geometric mean (min-max)", "",
+            "| dtype | causal | shapes | " + " | ".join("fajit/" + label for _, label in SUMMARY_PEERS) + " |",
+            "|---|---|---|" + "---|" * len(SUMMARY_PEERS)]
     out += ["| " + " | ".join(c) + " |" for c in summary_rows(rows)]
     out.append("")
     if png_name:
@@ -137,10 +160,11 @@ def markdown(env, settings, rows, configs, png_name, aborted=None):
     return "\n".join(out)
 
 
-CSV_FIELDS = ["dtype", "D", "N", "B", "H", "causal", "gflop", "fajit", "fa2", "cudnn", "fajit_ms", "fa2_ms",
-              "cudnn_ms", "fajit_mhz", "fa2_mhz", "cudnn_mhz", "fajit_watts", "fa2_watts", "cudnn_watts", "fajit_over_fa2", "fajit_over_cudnn", "err_fa2", "err_cudnn", "err_ref", "err_fa2_ref",
-              "err_cudnn_ref", "check", "config", "config_source", "regs", "smem", "spill", "fajit_error",
-              "fa2_error", "cudnn_error"]
+CSV_FIELDS = (["dtype", "D", "N", "B", "H", "causal", "gflop"] + list(SYSTEMS) + [n + "_ms" for n in SYSTEMS]
+              + [n + "_mhz" for n in SYSTEMS] + [n + "_watts" for n in SYSTEMS]
+              + ["fajit_over_best_fa3_fa4", "fajit_over_cudnn", "fajit_over_fa2", "err_fa2", "err_cudnn", "err_ref"]
+              + [f"err_{p}_ref" for p in PEERS] + ["check", "config", "config_source", "config80", "regs", "smem",
+                                                  "spill", "last_forward"] + [n + "_error" for n in SYSTEMS])
 
 
 def write_csv(path, rows):
@@ -148,7 +172,8 @@ def write_csv(path, rows):
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         for r in rows:
-            d = dict(r, fajit_over_fa2=ratio(r, "fajit", "fa2"), fajit_over_cudnn=ratio(r, "fajit", "cudnn"))
+            d = dict(r, fajit_over_fa2=ratio(r, "fajit", "fa2"), fajit_over_cudnn=ratio(r, "fajit", "cudnn"),
+                     fajit_over_best_fa3_fa4=ratio(r, "fajit", "hopper"))
             w.writerow({k: ("" if d.get(k) is None else d[k]) for k in CSV_FIELDS})
 
 
@@ -177,7 +202,9 @@ def write_png(path, env, settings, rows):
     from matplotlib.lines import Line2D
     dts = [d for d in ("bf16", "f16") if any(r["dtype"] == d for r in rows)]
     dims = sorted({r["D"] for r in rows})
-    colors = {"fajit": "tab:blue", "fa2": "tab:orange", "cudnn": "tab:green"}
+    colors = {"fajit": "tab:blue", "fajit80": "tab:cyan", "fa2": "tab:orange", "cudnn": "tab:green", "fa3": "tab:red",
+              "fa4": "tab:purple"}
+    shown = [s for s in SYSTEMS if any(r.get(s) for r in rows)]
     fig, axes = plt.subplots(len(dts), len(dims), figsize=(4.6 * len(dims), 3.8 * len(dts)), squeeze=False,
                              sharey=True)
     ymax = max([r[s] for r in rows for s in SYSTEMS if r.get(s)] + [1.0])
@@ -188,7 +215,7 @@ def write_png(path, env, settings, rows):
             for causal in (False, True):
                 rs = sorted((r for r in rows if r["dtype"] == dt and r["D"] == d and r["causal"] == causal),
                             key=lambda r: r["N"])
-                for s in SYSTEMS:
+                for s in shown:
                     pts = [(r["N"], r[s]) for r in rs if r.get(s)]
                     if pts:
                         ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[s],
@@ -207,13 +234,13 @@ def write_png(path, env, settings, rows):
                 ax.set_ylabel("TFLOP/s")
     handles = [Line2D([], [], color=colors[s], marker="o", label=LABEL[s] + (" (SDPA flash)" if s == "fa2" else
                                                                             " (SDPA cuDNN)" if s == "cudnn" else ""))
-               for s in SYSTEMS]
+               for s in shown]
     handles += [Line2D([], [], color="gray", linestyle="-", label="non-causal"),
                 Line2D([], [], color="gray", linestyle="--", label="causal")]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False, fontsize=9)
-    fig.suptitle(f"fajit ({path_label(rows)}) forward vs SDPA: {env.get('gpu', '?')}, {env.get('date', '')}",
+    fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 5), frameon=False, fontsize=9)
+    fig.suptitle(f"fajit ({path_label(rows)}) forward vs FA2/3/4 and cuDNN: {env.get('gpu', '?')}, {env.get('date', '')}",
                  fontsize=11)
-    fig.tight_layout(rect=(0, 0.06, 1, 0.96))
+    fig.tight_layout(rect=(0, 0.09, 1, 0.96))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
@@ -247,8 +274,9 @@ def print_table(rows, tol):
             log("  ".join(c.ljust(w) for c, w in zip(b, widths)))
     summ = summary_rows(rows)
     if summ:
-        log("\nfajit / peer, geometric mean over N (min-max)")
+        log("\nfajit / peer over N >= 1024, geometric mean (min-max)")
         for c in summ:
-            log(f"  {c[0]:5} causal={c[1]}  fajit/FA2 {c[3]}   fajit/cuDNN {c[4]}")
+            log(f"  {c[0]:5} causal={c[1]}  " + "   ".join(f"fajit/{label} {c[3 + i]}"
+                                                          for i, (_, label) in enumerate(SUMMARY_PEERS)))
     for p in problems(rows, tol):
         log("  " + p)

@@ -44,12 +44,12 @@ class Config(ctypes.Structure):
     _fields_ = [("arch", ctypes.c_int), ("dtype", ctypes.c_int), ("head_dim", ctypes.c_int),
                 ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("stages", ctypes.c_int),
                 ("swizzle", ctypes.c_int), ("warps", ctypes.c_int), ("causal", ctypes.c_int),
-                ("col_warps", ctypes.c_int)]
+                ("col_warps", ctypes.c_int), ("overlap", ctypes.c_int), ("pingpong", ctypes.c_int)]
 
     # canonical text, as fajit_config_format writes it: "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"
-    # ("cw2" after the warps when col_warps > 1)
+    # ("cw2" after the warps when col_warps > 1; "ov" / "pp" when the sm_90a schedule flags are on)
     _TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
-                       r"\s+w(\d+)(?:\s+cw(\d+))?\s+(causal|noncausal)\s*$")
+                       r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?\s+(causal|noncausal)\s*$")
 
     @classmethod
     def from_text(cls, text):
@@ -59,12 +59,13 @@ class Config(ctypes.Structure):
         arch = {v: k for k, v in ARCH_NAMES.items()}.get(m.group(1)) if m else None
         if not m or arch is None:
             raise ValueError(f"config {text!r}: expected the canonical form "
-                             "'<sm_80|sm_90a|sm_100a> <f16|bf16> d<D> br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] "
+                             "'<sm_80|sm_90a|sm_100a> <f16|bf16> d<D> br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] "
                              "<causal|noncausal>'")
         sw = SWIZZLE_NONE if m.group(7) == "none" else int(m.group(7))
         return cls(arch=arch, dtype=DTYPE_F16 if m.group(2) == "f16" else DTYPE_BF16, head_dim=int(m.group(3)),
                    block_m=int(m.group(4)), block_n=int(m.group(5)), stages=int(m.group(6)), swizzle=sw,
-                   warps=int(m.group(8)), col_warps=int(m.group(9) or 1), causal=int(m.group(10) == "causal"))
+                   warps=int(m.group(8)), col_warps=int(m.group(9) or 1), overlap=1 if m.group(10) else -1,
+                   pingpong=1 if m.group(11) else -1, causal=int(m.group(12) == "causal"))
 
     def as_dict(self):
         """The fields as a plain dict (for JSON)."""
@@ -122,6 +123,7 @@ def _declare(lib):
         "fajit_kernel_get": (c_int, [ctypes.c_void_p, P(Config), P(ctypes.c_void_p), P(c_int)]),
         "fajit_kernel_get_info": (c_int, [ctypes.c_void_p, P(KernelInfo)]),
         "fajit_attention_forward": (c_int, [ctypes.c_void_p, P(Args), P(Config)]),
+        "fajit_last_forward": (c_char_p, []),
     }
     for name, (res, argtypes) in sigs.items():
         fn = getattr(lib, name)
@@ -271,6 +273,11 @@ class Fajit:
             stream = torch.cuda.current_stream(q.device).cuda_stream
         a.stream = stream
         return a
+
+    def last_forward(self):
+        """What the calling thread's last forward launched: the config's canonical text, and
+        "; fell back from sm_90a: <why>" when the TMA path could not take the tensors."""
+        return self.lib.fajit_last_forward().decode()
 
     def forward_args(self, args, cfg=None):
         """Launch with a prepared Args (the lowest-overhead call, for timing loops)."""

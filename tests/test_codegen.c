@@ -235,8 +235,8 @@ static void test_sm90_rules(void **state)
     bad.col_warps = 2;
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"col_warps = 2", "no warp pairs", NULL});
     bad = c;
-    bad.head_dim = 128, bad.block_n = 240, bad.stages = 1; /* O 64 + S 120 + P 60 + 28 */
-    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"registers: about 272", "exceed 240", NULL});
+    bad.head_dim = 128, bad.block_n = 240, bad.stages = 1; /* O 64 + S 120 + P 60 + 36 */
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"registers: about 280", "exceed 240", NULL});
     bad = c;
     bad.head_dim = 256, bad.block_n = 128;
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"smem", "mbarriers", "232448", NULL});

@@ -235,11 +235,25 @@ static void test_params_and_grid(void **state)
     fj_forward_params(&a, &plan, &p);
     assert_true(fabsf(p.scale_log2 - 0.25f * 1.4426950408889634f) < 1e-7f);
     plan.cfg.block_m = 64;
-    fj_forward_grid(&a, &plan, grid);
+    fj_forward_grid(&a, &plan, 132, grid);
     assert_true(grid[0] == 2 && grid[1] == 8 && grid[2] == 2); /* ceil(100 / 64) */
     a.seqlen_q = 128;
-    fj_forward_grid(&a, &plan, grid);
+    fj_forward_grid(&a, &plan, 132, grid);
     assert_int_equal(grid[0], 2);
+    /* warp-specialized: persistent, min(work tiles, SMs) CTAs; the schedule's counts in the parameters */
+    plan.ws = 1;
+    plan.cfg.block_m = 128;
+    a.seqlen_q = 1000;                       /* 8 query blocks x 8 heads x 2 = 128 work tiles */
+    fj_forward_grid(&a, &plan, 132, grid);
+    assert_true(grid[0] == 128 && grid[1] == 1 && grid[2] == 1);
+    fj_forward_grid(&a, &plan, 100, grid);
+    assert_int_equal(grid[0], 100);
+    fj_fwd_params_tma pt;
+    fj_forward_params_tma(&a, &plan, &pt);
+    assert_int_equal(pt.n_mblocks, 8);
+    assert_int_equal(pt.heads_batch, 16);
+    assert_int_equal(pt.n_tiles, 128);
+    assert_int_equal(pt.base.seqlen_q, 1000);
 }
 
 static void test_shape_class(void **state)

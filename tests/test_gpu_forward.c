@@ -161,6 +161,32 @@ static void test_growing_scores(void **state)
     assert_int_equal(run_both_paths(k_growing, sizeof k_growing / sizeof k_growing[0], 1), 0);
 }
 
+/* The warp-specialized path's persistent schedule with few CTAs (FAJIT_PERSISTENT_CTAS=3, read when a
+ * context is made): every CTA runs many work tiles of these small shapes, so the K/V ring, the Q buffers
+ * and the ping-pong turns carry over from tile to tile. Skipped where the GPU's best path is sm_80. */
+static void test_persistent_few_ctas(void **state)
+{
+    (void)state;
+    if (fj_best_path(g_ctx) == FAJIT_ARCH_SM80) {
+        printf("SKIP: persistent schedule: the GPU's best path is sm_80\n");
+        skip();
+    }
+    fajit_context *saved = g_ctx, *few = NULL;
+    fajit_context_options opts = fajit_context_options_default();
+    opts.disk_cache = 0;
+    setenv("FAJIT_PERSISTENT_CTAS", "3", 1);
+    fajit_status st = fajit_context_create(&opts, &few);
+    unsetenv("FAJIT_PERSISTENT_CTAS");
+    assert_int_equal(st, FAJIT_OK);
+    assert_int_equal(few->persistent_ctas, 3);
+    g_ctx = few;
+    int failures = run_cases(k_cases, sizeof k_cases / sizeof k_cases[0], 0, FAJIT_ARCH_AUTO) +
+                   run_cases(k_growing, sizeof k_growing / sizeof k_growing[0], 1, FAJIT_ARCH_AUTO);
+    g_ctx = saved;
+    fajit_context_destroy(few);
+    assert_int_equal(failures, 0);
+}
+
 /* ---- explicit configs: tails of every block size ------------------------------------------------- */
 
 /* A few tile shapes; those the library rejects or the device cannot fit are skipped (printed). */
@@ -314,6 +340,7 @@ int main(void)
         cmocka_unit_test(test_gpu_reference),
         cmocka_unit_test(test_cases),
         cmocka_unit_test(test_growing_scores),
+        cmocka_unit_test(test_persistent_few_ctas),
         cmocka_unit_test(test_explicit_configs),
     };
     int rc = cmocka_run_group_tests_name("gpu_forward", tests, NULL, NULL);

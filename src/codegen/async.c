@@ -14,22 +14,25 @@
 
 #define R(reg) fj_r(k->e, reg)
 
-int fj_ws_bar_count(int stages) { return 1 + FJ_WS_BARS_PER_STAGE * stages; }
+int fj_ws_bar_count(int stages) { return 4 + FJ_WS_BARS_PER_STAGE * stages; }
 
-int fj_ws_bar(const fj_plan *p, int which, int stage)
+int fj_ws_bar(const fj_plan *p, int which, int index)
 {
-    if (which == FJ_BAR_Q) return p->bar_off;
-    return p->bar_off + 8 * (1 + FJ_WS_BARS_PER_STAGE * stage + (which - FJ_BAR_K_FULL));
+    if (which == FJ_BAR_Q_FULL || which == FJ_BAR_Q_EMPTY) return p->bar_off + 8 * (2 * which + index);
+    return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * index + (which - FJ_BAR_K_FULL));
 }
 
 void fj_emit_ws_bar_init(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     int consumer_warps = 4 * p->consumer_wgs;
-    fj_comment(k->e, 1, "mbarriers: Q full (1 arrival + %d bytes); per stage K / V full (1 arrival + the tile's bytes), "
-                        "K / V empty (%d arrivals: lane 0 of every consumer warp)",
-               p->q_bytes, consumer_warps);
-    fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q, 0), 1);
+    fj_comment(k->e, 1, "mbarriers: Q full[2] (1 arrival + %d bytes), Q empty[2] (%d arrivals); per stage K / V full "
+                        "(1 arrival + the tile's bytes), K / V empty (%d arrivals: lane 0 of every consumer warp)",
+               p->q_bytes, consumer_warps, consumer_warps);
+    for (int b = 0; b < 2; b++) {
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_FULL, b), 1);
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_EMPTY, b), consumer_warps);
+    }
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_FULL, s), 1);
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s), 1);
@@ -64,6 +67,21 @@ void fj_emit_mbar_arrive(fj_kctx *k, int off, fj_reg_t pred)
     fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(pred), R(k->smem), off);
 }
 
+void fj_emit_mbar_arrive_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t pred)
+{
+    fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(pred), R(base), off);
+}
+
+void fj_emit_mbar_wait_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t parity)
+{
+    char again[48];
+    fj_reg_t done = fj_alloc(k->e, k->b_p, 1);
+    fj_label_new(k->e, "mbar_wait", again, sizeof again);
+    fj_label(k->e, again);
+    fj_ins(k->e, PTX_MBAR_TRY_WAIT_PARITY, R(done), R(base), off, R(parity));
+    fj_ins(k->e, "@!%s bra %s", R(done), again);
+}
+
 void fj_emit_mbar_expect_tx(fj_kctx *k, int off, int bytes)
 {
     fj_ins(k->e, PTX_MBAR_ARRIVE_EXPECT_TX, R(k->smem), off, bytes);
@@ -78,7 +96,8 @@ static int tmap_offset(int tensor)
     }
 }
 
-void fj_emit_tma_tile(fj_kctx *k, int tensor, int smem_off, int rows, fj_reg_t row, fj_reg_t head, int bar_off)
+void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                      fj_reg_t bar, int bar_off)
 {
     const fj_plan *p = k->p;
     int box_bytes = rows * 2 * p->tma_box_cols;
@@ -86,7 +105,7 @@ void fj_emit_tma_tile(fj_kctx *k, int tensor, int smem_off, int rows, fj_reg_t r
     fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(k->params), tmap_offset(tensor));
     for (int box = 0; box < p->tma_boxes; box++) {
         fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
-        fj_ins(k->e, PTX_TMA_LOAD_4D, R(k->smem), smem_off + box * box_bytes, R(map), R(col), R(row), R(head), R(k->b),
-               R(k->smem), bar_off);
+        fj_ins(k->e, PTX_TMA_LOAD_4D, R(dst), smem_off + box * box_bytes, R(map), R(col), R(row), R(head), R(k->b),
+               R(bar), bar_off);
     }
 }

@@ -3,25 +3,29 @@
  * same): mbarrier rings between a TMA producer and consumer warpgroups, TMA tile loads, warp roles.
  *
  * The mbarriers of a plan live at plan.bar_off, 8 bytes each, in this order:
- *   Q full                          count 1 (the producer's arrive.expect_tx) + the Q tile's bytes
+ *   Q full[b], b = 0, 1             count 1 (the producer's arrive.expect_tx) + the Q tile's bytes
+ *   Q empty[b]                      count = consumer warps (lane 0 of each arrives after its last S = QK^T)
  *   per stage s: K full, V full     count 1 + the tile's bytes (the copy engine completes them)
  *                K empty, V empty   count = consumer warps (lane 0 of each arrives once it is done)
- * Phases: pass u over the ring (u = j / stages for tile j) completes phase u of a stage's barriers. A
- * consumer waits for the full barrier's phase u (parity u & 1); the producer, before refilling a stage
- * for pass u, waits for the empty barrier's phase u - 1 (parity (u & 1) ^ 1: a fresh barrier counts
- * the phase before its first as complete, so pass 0 does not wait).
+ * A CTA runs several work tiles (the persistent schedule, fwd_ws.c); the K/V ring runs on across them,
+ * and Q alternates between plan.q_bufs buffers (1 or 2) from one work tile to the next.
+ * Phases: use u of a buffer or stage completes phase u of its barriers. A consumer waits for the full
+ * barrier's phase u (parity u & 1); the producer, before refilling it for use u, waits for the empty
+ * barrier's phase u - 1 (parity (u & 1) ^ 1: a fresh barrier counts the phase before its first as
+ * complete, so the first use does not wait).
  */
 #ifndef FJ_ASYNC_H
 #define FJ_ASYNC_H
 
 #include "backend.h"
 
-enum fj_ws_bar { FJ_BAR_Q = 0, FJ_BAR_K_FULL, FJ_BAR_V_FULL, FJ_BAR_K_EMPTY, FJ_BAR_V_EMPTY };
+enum fj_ws_bar { FJ_BAR_Q_FULL = 0, FJ_BAR_Q_EMPTY, FJ_BAR_K_FULL, FJ_BAR_V_FULL, FJ_BAR_K_EMPTY, FJ_BAR_V_EMPTY };
 #define FJ_WS_BARS_PER_STAGE 4
 
-/* Byte offset (from the smem base) of barrier `which` of stage `stage` (FJ_BAR_Q: stage ignored). */
-int fj_ws_bar(const fj_plan *p, int which, int stage);
-/* Barriers a plan needs: 1 + 4 * stages. */
+/* Byte offset (from the smem base) of barrier `which` of stage `index` (for the Q barriers: of Q buffer
+ * `index`). */
+int fj_ws_bar(const fj_plan *p, int which, int index);
+/* Barriers a plan needs: 4 + 4 * stages. */
 int fj_ws_bar_count(int stages);
 
 /* One thread (the caller branches) initializes every barrier; then a fence makes the init visible to the
@@ -33,14 +37,20 @@ void fj_emit_mbar_wait(fj_kctx *k, int off, fj_reg_t parity);
 void fj_emit_mbar_wait_imm(fj_kctx *k, int off, int parity);
 /* Arrive on a barrier, only in the threads where predicate `pred` holds (e.g. lane 0 of each warp). */
 void fj_emit_mbar_arrive(fj_kctx *k, int off, fj_reg_t pred);
+/* fj_emit_mbar_wait for the barrier at shared address base + off (base: a register, e.g. the smem base
+ * plus the current Q buffer's barrier offset). */
+void fj_emit_mbar_wait_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t parity);
+void fj_emit_mbar_arrive_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t pred);
 /* Arrive and add `bytes` to the transactions the current phase waits for. */
 void fj_emit_mbar_expect_tx(fj_kctx *k, int off, int bytes);
 
 /* Which tensor a TMA load reads (the tensor map in the parameter block). */
 enum fj_tma_tensor { FJ_TMA_Q = 0, FJ_TMA_K = 1, FJ_TMA_V = 2 };
 /* Copy one tile of `rows` rows starting at sequence row `row` (a register) of head `head` and batch
- * k->b into smem at byte offset `smem_off`, box by box ([tma_boxes][rows][swizzle bytes]), completing
- * on the barrier at `bar_off`. k->params holds the generic address of the parameter block. */
-void fj_emit_tma_tile(fj_kctx *k, int tensor, int smem_off, int rows, fj_reg_t row, fj_reg_t head, int bar_off);
+ * k->b into shared address dst + smem_off, box by box ([tma_boxes][rows][swizzle bytes]), completing
+ * on the barrier at shared address bar + bar_off. k->params holds the generic address of the parameter
+ * block. */
+void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                      fj_reg_t bar, int bar_off);
 
 #endif

@@ -72,6 +72,7 @@ typedef struct fj_kctx {
     fj_reg_t phase;                   /* u32: parity of the current pass over the stage ring (0 / 1) */
     fj_reg_t b, h, hkv;               /* u32: batch, query head, KV head: the TMA coordinates */
     fj_reg_t params;                  /* u64: generic address of the parameter block (its tensor maps) */
+    fj_reg_t q_buf;                   /* u32: the current work tile's Q buffer, as bytes past plan.q_off */
     fj_reg_t leader;                  /* pred: lane 0 of the warp (arrives on the K/V empty barriers) */
     int defer_o_rescale;              /* softmax rebase leaves O alone: the factors stay in corr and
                                          fj_emit_softmax_rescale_o applies them (O is an in-flight
@@ -151,6 +152,8 @@ typedef struct fj_backend {
     /* Warp-specialized paths: mma_qk / mma_pv issue asynchronously and close one group each; this waits
      * until at most `pending` groups of this warpgroup are in flight (their results readable). */
     void (*mma_wait)(fj_kctx *k, int pending);
+    /* Warp-specialized paths, at the start of each work tile: per-tile operand state (k->q_buf is set). */
+    void (*tile_start)(fj_kctx *k);
 } fj_backend;
 
 extern const fj_backend fj_backend_sm80;

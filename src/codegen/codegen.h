@@ -69,8 +69,10 @@ typedef struct fj_plan {
     int tma_box_cols;            /* elements in one TMA box row: the swizzle span / 2 */
     int tma_boxes;               /* boxes per tile row: head_dim / tma_box_cols; a tile is stored box by box,
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
-    int bar_off, n_bars;         /* mbarriers, 8 B each (fj_ws_bar_*): Q full, then per stage K full, V full,
-                                    K empty, V empty */
+    int q_bufs;                  /* Q buffers (1 or 2: two when they fit, so the producer loads the next work
+                                    tile's Q while the consumers finish this one) */
+    int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
+                                    V full, K empty, V empty */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
 } fj_plan;

@@ -105,34 +105,37 @@ static void fill_sm80(fajit_config *c, const fajit_shape *shape)
     }
 }
 
-/* Defaults of the sm_90a path per head dim and mask: block_m (64 per consumer warpgroup), block_n,
- * stages, overlap, pingpong. FlashAttention-3's tile shapes as the starting point (2 consumer warpgroups
- * at 240 registers; the K/V ring of 2 stages fills the shared memory at D = 256); fagen tune searches
- * around them. */
+/* Defaults of the sm_90a path per head dim and mask: block_m (64 per consumer warpgroup), block_n (and
+ * block_n from seqlen_long up), stages, overlap, pingpong. From the first sweep on the H100 (fagen bench,
+ * BF16, B*N = 16384, H*D = 2048, N 4k and 16k): D=64 takes three consumer warpgroups (br192 bc128:
+ * 538-556 TFLOP/s against 460-484 for br128); D=128 bc128 at 4k (686) but bc176 from 8k (707-721 at 16k
+ * against 665-686); D=256 bc80 without ping-pong (761 / 799 causal at 16k against 740 / 758 with it).
+ * D=96 and D=192 take their neighbours' shapes (not swept). fagen tune searches around them. */
 typedef struct sm90_default {
-    int head_dim, causal, block_m, block_n, stages, overlap, pingpong;
+    int head_dim, block_m, block_n, block_n_long, stages, overlap, pingpong;
 } sm90_default;
 
+#define FJ_SM90_SEQLEN_LONG 8192
+
 static const sm90_default k_sm90_defaults[] = {
-    {64, 0, 128, 128, 2, 1, 1},  {64, 1, 128, 128, 2, 1, 1},  {96, 0, 128, 128, 2, 1, 1}, {96, 1, 128, 128, 2, 1, 1},
-    {128, 0, 128, 128, 2, 1, 1}, {128, 1, 128, 128, 2, 1, 1}, {192, 0, 128, 96, 2, 1, 1}, {192, 1, 128, 96, 2, 1, 1},
-    {256, 0, 128, 80, 2, 1, 1},  {256, 1, 128, 80, 2, 1, 1},
+    {64, 192, 128, 128, 2, 1, 1}, {96, 192, 96, 96, 2, 1, 1}, {128, 128, 128, 176, 2, 1, 1},
+    {192, 128, 96, 96, 2, 1, 1},  {256, 128, 80, 80, 2, 1, -1},
 };
 
-static void fill_sm90(fajit_config *c)
+static void fill_sm90(fajit_config *c, const fajit_shape *shape)
 {
-    const sm90_default *d = &k_sm90_defaults[4];
+    const sm90_default *d = &k_sm90_defaults[2];
     for (size_t i = 0; i < sizeof k_sm90_defaults / sizeof k_sm90_defaults[0]; i++)
-        if (k_sm90_defaults[i].head_dim == c->head_dim && k_sm90_defaults[i].causal == c->causal)
-            d = &k_sm90_defaults[i];
+        if (k_sm90_defaults[i].head_dim == c->head_dim) d = &k_sm90_defaults[i];
+    int n = shape ? (shape->seqlen_q > shape->seqlen_k ? shape->seqlen_q : shape->seqlen_k) : 0;
     if (!c->col_warps) c->col_warps = 1;
     if (!c->block_m) c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : d->block_m;
     if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);
-    if (!c->block_n) c->block_n = d->block_n;
+    if (!c->block_n) c->block_n = n >= FJ_SM90_SEQLEN_LONG ? d->block_n_long : d->block_n;
     if (!c->stages) c->stages = d->stages;
     if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
     if (!c->overlap) c->overlap = d->overlap ? 1 : -1;
-    if (!c->pingpong) c->pingpong = d->pingpong && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
+    if (!c->pingpong) c->pingpong = d->pingpong == 1 && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
 }
 
 /* Shrink stages, then block_n, until the smem map fits `limit` bytes (only fields the caller left 0). */
@@ -158,7 +161,7 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
         if (!cfg->overlap) cfg->overlap = -1;
         if (!cfg->pingpong) cfg->pingpong = -1;
     } else if (cfg->arch == FAJIT_ARCH_SM90A) {
-        fill_sm90(cfg);
+        fill_sm90(cfg, shape);
     }
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
     int limit = smem_limit ? smem_limit : target ? target->smem_per_block : 0;

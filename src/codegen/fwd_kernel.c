@@ -386,9 +386,12 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 static void emit_out_ptrs(fj_kctx *k)
 {
     fj_emit *e = k->e;
-    fj_reg_t h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
-    fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
-    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
+    fj_reg_t h = k->h, b = k->b; /* a persistent (warp-specialized) CTA: its current work tile's */
+    if (!k->p->ws) {
+        h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
+        fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
+        fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
+    }
     tensor_ptr(k, OFF(o), OFF(o_stride), b, h, k->m0, k->o_ptr);
     fj_comment(e, 1, "LSE row pointer: lse + 4 * ((b * Hq + h) * Nq + m0), or 0");
     fj_reg_t hq = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1), w = fj_alloc(e, k->b_rd, 1);

@@ -1,21 +1,34 @@
 /*
  * fwd_ws.c - the warp-specialized forward skeleton (sm_90a; the sm_100a path takes the same shape).
  *
- *   all threads: indices, KV range, mbarrier init (thread 0), CTA barrier
- *   warpgroup 0, the producer: gives registers back (setmaxnreg.dec); one thread loads Q, then for each
- *       KV tile j waits until the consumers have freed its stage (empty barriers) and starts the TMA
- *       loads of K(j) and V(j), each completing on its stage's full barrier
- *   warpgroups 1.., the consumers (64 query rows each): take registers (setmaxnreg.inc); for each tile
- *       wait for K(j), S = Q K^T (wgmma), free K's stage, mask, online softmax, wait for V(j),
- *       O += P V (wgmma, P from registers), free V's stage; then the epilogue
+ *   all threads: mbarrier init (thread 0), CTA barrier
+ *   warpgroup 0, the producer: gives registers back (setmaxnreg.dec); one thread walks the CTA's work
+ *       tiles: for each, Q into its buffer once the consumers have freed it, then for each KV tile j the
+ *       TMA loads of K(j) and V(j) into the next stage of the ring once the consumers have freed it
+ *   warpgroups 1.., the consumers (64 query rows of each work tile): take registers (setmaxnreg.inc);
+ *       per work tile: for each KV tile wait for K(j), S = Q K^T (wgmma), free K's stage, mask, online
+ *       softmax, wait for V(j), O += P V (wgmma, P from registers), free V's stage; then free Q and run
+ *       the epilogue while the producer is already loading the next work tile
+ * Work tiles are (query block, head, batch), query blocks varying fastest (a head's blocks run close
+ * together in time, so its K/V stays in L2), for causal kernels from the last block down (the longest
+ * rows first). Non-causal launches are persistent: the grid is min(work tiles, SMs) CTAs and CTA c takes
+ * tiles c, c + G, c + 2G..., so the producer loads the next tile's Q and K/V while the consumers finish
+ * one. Causal launches get one CTA per tile (G = work tiles) and leave the balancing of their uneven
+ * lengths to the hardware's block scheduler, which hands the next tile to the first SM that frees up: a
+ * static round-robin of causal tiles measured 1.3-1.4x slower on the H100 (some CTAs drew the long
+ * tiles of every round, and a round-robin over the longest-first order loses the K/V reuse in L2).
+ * The K/V ring runs on across work tiles: the loop over KV tiles is written once per stage (stage offsets
+ * and barriers are immediates) and each work tile enters it at the stage the last one left (a short
+ * dispatch on a register).
  * With plan.overlap a consumer issues S(j + 1) = Q K(j + 1)^T and O += P(j) V(j) together and
  * exponentiates S(j + 1) while the PV product runs (FlashAttention-3, section 3.2); with plan.pingpong
  * the consumer warpgroups take turns issuing their GEMMs (named barriers 1 + warpgroup), so one's
  * softmax overlaps another's GEMMs (section 3.1).
- * The index math, the KV range, the mask, the softmax and the epilogue are fwd_kernel.c's and
- * softmax.c's; the MMAs are the backend's (mma_qk, mma_pv, mma_wait); the pipeline is async.c's.
+ * The KV range, the mask, the softmax and the epilogue are fwd_kernel.c's and softmax.c's; the MMAs are
+ * the backend's (mma_qk, mma_pv, mma_wait); the pipeline is async.c's.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "async.h"
 #include "backend.h"
@@ -24,9 +37,126 @@
 #include "ptx_templates/sm90.h"
 
 #define R(reg) fj_r(k->e, reg)
+#define TMA_OFF(field) ((int)offsetof(fj_fwd_params_tma, field))
 
 /* Named barriers of the ping-pong schedule: consumer warpgroup c waits on 1 + c. */
 #define FJ_PINGPONG_BAR0 1
+#define FJ_MAX_STAGES 4
+
+/* Per-role loop state besides the kctx registers. */
+typedef struct ws_loop {
+    fj_reg_t ring;      /* u32: the stage the next KV tile goes to (0 .. stages - 1) */
+    fj_reg_t tile;      /* u32: the current work tile, 0 .. n_tiles - 1 */
+    fj_reg_t round;     /* u32: how many work tiles this CTA has started before this one */
+    fj_reg_t n_end, mask_from; /* s32: KV tiles of the work tile, first one that needs a mask */
+    fj_reg_t qbar;      /* u32: smem + 8 * (Q buffer index): its Q full / Q empty barriers */
+    fj_reg_t qpar;      /* u32: parity of this use of the Q buffer */
+    fj_reg_t last;      /* pred: this is the CTA's last work tile */
+    char stage_label[FJ_MAX_STAGES][48]; /* entry of the loop body for each stage */
+    char next_tile[48]; /* where a work tile's loop leaves */
+} ws_loop;
+
+/* ---- the work-tile schedule ------------------------------------------------------------------ */
+
+/* dst = this CTA's work tile in round `round` (see the file comment); may be >= n_tiles (none). */
+static void tile_of_round(fj_kctx *k, fj_reg_t dst, fj_reg_t round)
+{
+    fj_emit *e = k->e;
+    fj_reg_t cta = fj_alloc(e, k->b_r, 1), g = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(cta));
+    fj_ins(e, "mov.u32 %s, %%nctaid.x", R(g));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(dst), R(round), R(g), R(cta));
+}
+
+/* l->tile = this CTA's work tile of round l->round; l->last = it has none in the next round. */
+static void schedule_tile(fj_kctx *k, ws_loop *l)
+{
+    fj_emit *e = k->e;
+    fj_reg_t next = fj_alloc(e, k->b_r, 1), r1 = fj_alloc(e, k->b_r, 1), n = fj_alloc(e, k->b_r, 1);
+    tile_of_round(k, l->tile, l->round);
+    fj_ins(e, "add.u32 %s, %s, 1", R(r1), R(l->round));
+    tile_of_round(k, next, r1);
+    fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
+    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(l->last), R(next), R(n));
+}
+
+/* What decode_tile computes: the query block (m0), the KV range and the Q buffer; the head, batch and
+ * KV head. The consumers need the heads only in the epilogue and compute them there, so that they are
+ * not live across the KV loop. */
+enum { DECODE_ROWS = 1, DECODE_HEADS = 2 };
+
+/* Decode l->tile (see the file comment). */
+static void decode_tile(fj_kctx *k, ws_loop *l, int what)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_reg_t nmb = fj_alloc(e, k->b_r, 1), hb = fj_alloc(e, k->b_r, 1), mb = fj_alloc(e, k->b_r, 1);
+    fj_reg_t t = fj_alloc(e, k->b_r, 1), hq = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(nmb), TMA_OFF(n_mblocks));
+    fj_comment(e, 1, "head-batch tile / n_mblocks, query block tile %% n_mblocks%s (a head's blocks run together: its "
+                     "K/V stays in L2)",
+               p->cfg.causal ? " counted from the last (longest rows first)" : "");
+    fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(l->tile), R(nmb));
+    fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(l->tile), R(nmb));
+    if (p->cfg.causal) {
+        fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
+        fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
+    }
+    (void)t;
+    if (what & DECODE_HEADS) {
+        fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+        fj_ins(e, "rem.u32 %s, %s, %s", R(k->h), R(hb), R(hq));
+        fj_ins(e, "div.u32 %s, %s, %s", R(k->b), R(hb), R(hq));
+        fj_ins(e, "div.u32 %s, %s, %s", R(k->hkv), R(k->h), R(fj_param_s32(k, FJ_PARAM_OFF(group))));
+    }
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
+    if (!(what & DECODE_ROWS)) return;
+    fj_emit_kv_range(k, l->n_end, l->mask_from);
+    fj_comment(e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
+    if (p->q_bufs == 2) {
+        fj_ins(e, "and.b32 %s, %s, 1", R(t), R(l->round));
+        fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
+    } else {
+        fj_ins(e, "mov.u32 %s, 0", R(t));
+        fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
+    }
+    fj_ins(e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->q_buf), R(t), p->q_bytes);
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(l->qbar), R(t), R(k->smem));
+}
+
+/* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
+static void tile_loop_head(fj_kctx *k, ws_loop *l, const char *top, int what)
+{
+    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1), n = fj_alloc(k->e, k->b_r, 1);
+    fj_label(k->e, top);
+    schedule_tile(k, l);
+    fj_ins(k->e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
+    fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(pr), R(l->tile), R(n));
+    fj_ins(k->e, "@%s bra.uni $L_exit", R(pr));
+    decode_tile(k, l, what);
+}
+
+/* Jump to the loop body of stage l->ring (the stage the last work tile left the ring at). */
+static void dispatch_ring(fj_kctx *k, ws_loop *l, char labels[][48])
+{
+    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    for (int s = 1; s < k->p->cfg.stages; s++) {
+        fj_ins(k->e, "setp.eq.u32 %s, %s, %d", R(pr), R(l->ring), s);
+        fj_ins(k->e, "@%s bra.uni %s", R(pr), labels[s]);
+    }
+    fj_ins(k->e, "bra.uni %s", labels[0]);
+}
+
+/* At the end of stage s's body: on to stage s + 1, or after the last stage back to 0 in the next pass
+ * (the barriers' next phase). */
+static void next_stage(fj_kctx *k, int s, char labels[][48])
+{
+    if (s + 1 < k->p->cfg.stages) return; /* falls through into the next stage's body */
+    fj_comment(k->e, 1, "stage 0 again: the barriers' next phase");
+    fj_ins(k->e, "xor.b32 %s, %s, 1", R(k->phase), R(k->phase));
+    fj_ins(k->e, "bra.uni %s", labels[0]);
+}
 
 /* ---- producer ---------------------------------------------------------------------------------- */
 
@@ -40,25 +170,26 @@ static void producer_tile(fj_kctx *k, int s, fj_reg_t empty_parity)
     fj_comment(k->e, 2, "K(j) -> stage %d once every consumer warp has freed it; the copy completes K full[%d]", s, s);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, s), empty_parity);
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), tile_tx);
-    fj_emit_tma_tile(k, FJ_TMA_K, p->k_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv,
+    fj_emit_tma_tile(k, FJ_TMA_K, k->smem, p->k_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_K_FULL, s));
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
-    fj_emit_tma_tile(k, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv,
+    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_V_FULL, s));
 }
 
-static void emit_producer(fj_kctx *k, fj_reg_t n_end)
+static void emit_producer(fj_kctx *k, ws_loop *l)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    char top[48], done[48];
-    fj_reg_t pr = fj_alloc(e, k->b_p, 1), not_phase = fj_alloc(e, k->b_r, 1);
+    char top[48];
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), not_phase = fj_alloc(e, k->b_r, 1), dst = fj_alloc(e, k->b_r, 1);
     fj_banner(e, "Producer warpgroup: TMA loads",
               "One thread issues every copy; the other 127 have nothing to do and leave once the\n"
-              "warpgroup has handed its registers to the consumers. K(j) and V(j) go to stage j % stages\n"
-              "when the consumers have freed it (its empty barriers) and complete its full barriers.");
+              "warpgroup has handed its registers to the consumers. Per work tile: Q into its buffer once\n"
+              "the consumers have freed it (Q empty), then K(j) and V(j) to the next stage of the ring when\n"
+              "the consumers have freed it (its empty barriers); the copies complete the full barriers.");
     if (p->producer_regs) {
         fj_comment(e, 1, "registers: %d per thread here, so the consumers can take %d", p->producer_regs, p->consumer_regs);
         fj_ins(e, PTX_SETMAXNREG_DEC, p->producer_regs);
@@ -67,37 +198,39 @@ static void emit_producer(fj_kctx *k, fj_reg_t n_end)
     fj_ins(e, "@%s bra $L_exit", R(pr));
     fj_ins(e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(k->params));
     fj_ins(e, PTX_CVTA_PARAM, R(k->params), R(k->params));
-    fj_comment(e, 1, "Q: %d rows from m0 (rows past Nq arrive as zeros)", p->cfg.block_m);
-    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_Q, 0), p->q_bytes);
-    fj_emit_tma_tile(k, FJ_TMA_Q, p->q_off, p->cfg.block_m, k->m0, k->h, fj_ws_bar(p, FJ_BAR_Q, 0));
-    fj_ins(e, "mov.u32 %s, 0", R(k->j));
+    fj_ins(e, "mov.u32 %s, 0", R(l->round));
+    fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
-    fj_label_new(e, "prod_loop", top, sizeof top);
-    fj_label_new(e, "prod_done", done, sizeof done);
-    fj_label(e, top);
-    fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
+    fj_label_new(e, "prod_tile", top, sizeof top);
+    fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
+    for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
+    tile_loop_head(k, l, top, DECODE_ROWS | DECODE_HEADS);
+    fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
+               p->cfg.block_m);
+    fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), not_phase);
+    fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
+    fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
+    fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+    fj_ins(e, "mov.u32 %s, 0", R(k->j));
+    dispatch_ring(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {
-        fj_comment(e, 1, "---- tile j -> stage %d ----", s);
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(n_end));
-        fj_ins(e, "@%s bra.uni %s", R(pr), done);
+        fj_label(e, l->stage_label[s]);
+        fj_comment(e, 1, "---- KV tile j -> stage %d ----", s);
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
+        fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
+        fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
         producer_tile(k, s, not_phase);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        next_stage(k, s, l->stage_label);
     }
-    fj_comment(e, 1, "next pass over the stages: the barriers' next phase");
-    fj_ins(e, "xor.b32 %s, %s, 1", R(k->phase), R(k->phase));
+    fj_label(e, l->next_tile);
+    fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
     fj_ins(e, "bra.uni %s", top);
-    fj_label(e, done);
-    fj_ins(e, "bra.uni $L_exit");
 }
 
 /* ---- consumers ---------------------------------------------------------------------------------- */
-
-/* Wait for K(j) in stage s (phase parity in a register). */
-static void consumer_wait_k(fj_kctx *k, int s, fj_reg_t parity)
-{
-    fj_comment(k->e, 1, "wait for K(j) in stage %d", s);
-    fj_emit_mbar_wait(k, fj_ws_bar(k->p, FJ_BAR_K_FULL, s), parity);
-}
 
 /* This warp is done with the K or V tile of stage s: lane 0 arrives on its empty barrier. */
 static void release(fj_kctx *k, int which, int s)
@@ -121,40 +254,43 @@ static void consumer_softmax(fj_kctx *k, fj_reg_t mask_from)
     fj_emit_softmax_exp(k);
 }
 
-/* Ping-pong: wait for this warpgroup's turn to issue GEMMs / hand the turn to the next warpgroup. */
-static void turn_wait(fj_kctx *k, fj_reg_t my_bar)
+/* Ping-pong turns (see emit_consumer). */
+typedef struct turns {
+    fj_reg_t my_bar, next_bar; /* u32: named barriers 1 + this warpgroup, 1 + the next */
+    fj_reg_t pass;             /* pred: this turn is passed on (all but the last warpgroup's last turn) */
+} turns;
+
+static void turn_wait(fj_kctx *k, const turns *tn)
 {
-    if (!k->p->pingpong) return;
-    fj_ins(k->e, "bar.sync %s, %d", R(my_bar), 256);
+    if (k->p->pingpong) fj_ins(k->e, "bar.sync %s, %d", R(tn->my_bar), 32 * 4 * 2);
 }
 
-/* pred: a predicate register, or NULL for every thread. */
-static void turn_pass(fj_kctx *k, fj_reg_t next_bar, const fj_reg_t *pred)
+static void turn_pass(fj_kctx *k, const turns *tn, int last_of_tile)
 {
     if (!k->p->pingpong) return;
-    if (pred) fj_ins(k->e, "@%s bar.arrive %s, %d", R(*pred), R(next_bar), 256);
-    else fj_ins(k->e, "bar.arrive %s, %d", R(next_bar), 256);
+    if (last_of_tile) fj_ins(k->e, "@%s bar.arrive %s, %d", R(tn->pass), R(tn->next_bar), 32 * 4 * 2);
+    else fj_ins(k->e, "bar.arrive %s, %d", R(tn->next_bar), 32 * 4 * 2);
 }
 
-/* Serial schedule: per tile S = QK^T, softmax, O += PV, each waited for before the next. */
-static void consumer_loop_serial(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from, const char *done)
+/* Serial schedule: per KV tile S = QK^T, softmax, O += PV, each waited for before the next. */
+static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    char top[48];
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
-    fj_label_new(e, "kv_loop", top, sizeof top);
-    fj_label(e, top);
+    dispatch_ring(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {
+        fj_label(e, l->stage_label[s]);
         fj_comment(e, 1, "---- KV tile j in stage %d ----", s);
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(n_end));
-        fj_ins(e, "@%s bra.uni %s", R(pr), done);
-        consumer_wait_k(k, s, k->phase);
-        fj_comment(e, 1, "S = Q K^T; then the stage's K is free");
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
+        fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
+        fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
         p->backend->mma_qk(k, s);
         p->backend->mma_wait(k, 0);
         release(k, FJ_BAR_K_EMPTY, s);
-        consumer_softmax(k, mask_from);
+        consumer_softmax(k, l->mask_from);
         fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), k->phase);
         p->backend->pack_p(k);
@@ -162,108 +298,105 @@ static void consumer_loop_serial(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from,
         p->backend->mma_wait(k, 0);
         release(k, FJ_BAR_V_EMPTY, s);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        next_stage(k, s, l->stage_label);
     }
-    fj_ins(e, "xor.b32 %s, %s, 1", R(k->phase), R(k->phase));
-    fj_ins(e, "bra.uni %s", top);
 }
 
-/* O += P V for the last tile, whose V is in stage sp (the loop leaves through one tail per stage). */
-static void overlap_tail(fj_kctx *k, int sp, fj_reg_t vparity, fj_reg_t my_bar, fj_reg_t next_bar,
-                         fj_reg_t not_last_wg)
-{
-    const fj_plan *p = k->p;
-    fj_comment(k->e, 1, "last tile: its V is in stage %d; the last warpgroup's last turn passes to nobody", sp);
-    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, sp), vparity);
-    turn_wait(k, my_bar);
-    p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
-    turn_pass(k, next_bar, &not_last_wg);
-    p->backend->mma_wait(k, 0);
-    release(k, FJ_BAR_V_EMPTY, sp);
-}
-
-/* Overlapped schedule (FlashAttention-3, Algorithm 2): tile 0's S and softmax first; then iteration j
- * issues S(j) = Q K(j)^T and O += P(j-1) V(j-1), waits for S(j) only, exponentiates it while the PV
- * product runs, waits for that, rescales O when the softmax says so and packs P(j). */
-static void consumer_loop_overlap(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from, fj_reg_t my_bar, fj_reg_t next_bar,
-                                  fj_reg_t not_last_wg, const char *done)
+/* Overlapped schedule (FlashAttention-3, Algorithm 2): the work tile's first KV tile - in stage s0, the
+ * ring's current one - gets S and its softmax and P first (one prologue per stage, reached by the
+ * dispatch); then the body of stage s issues S(j) = Q K(j)^T and O += P(j-1) V(j-1) (V in the stage
+ * before), waits for S(j) only, exponentiates it while the PV product runs, waits for that, rescales O
+ * when the softmax says so and packs P(j). The loop leaves through one tail per stage, which runs the
+ * last PV. */
+static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     int stages = p->cfg.stages;
-    char top[48], tail[4][48];
+    char pro[FJ_MAX_STAGES][48], tail[FJ_MAX_STAGES][48];
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), vph = fj_alloc(e, k->b_r, 1);
-    fj_comment(e, 1, "tile 0: S(0), its softmax and P(0); the loop then overlaps PV(j-1) with the softmax of S(j)");
-    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(n_end));
-    fj_ins(e, "@%s bra.uni %s", R(pr), done);
-    fj_comment(e, 1, "wait for K(0) in stage 0 (pass 0)");
-    fj_emit_mbar_wait_imm(k, fj_ws_bar(p, FJ_BAR_K_FULL, 0), 0);
-    turn_wait(k, my_bar);
-    p->backend->mma_qk(k, 0);
-    turn_pass(k, next_bar, NULL);
-    p->backend->mma_wait(k, 0);
-    release(k, FJ_BAR_K_EMPTY, 0);
-    k->defer_o_rescale = 0; /* O is still 0 */
-    consumer_softmax(k, mask_from);
-    p->backend->pack_p(k);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
-    for (int s = 0; s < stages; s++) fj_label_new(e, "kv_tail", tail[s], sizeof tail[s]);
-    fj_label_new(e, "kv_loop", top, sizeof top);
-    fj_label(e, top);
-    /* the unrolled body starts at stage 1 % stages: tile j = 1 is the first it sees */
-    for (int i = 1; i <= stages; i++) {
-        int s = i % stages, sp = (s + stages - 1) % stages;
-        fj_comment(e, 1, "---- KV tile j in stage %d; PV of tile j - 1 from stage %d ----", s, sp);
-        if (s == 0) fj_ins(e, "mov.u32 %s, %s", R(vph), R(k->phase));
-        else if (i == 1) fj_ins(e, "mov.u32 %s, %s", R(vph), R(k->phase));
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(n_end));
-        fj_ins(e, "@%s bra.uni %s", R(pr), tail[sp]);
-        if (s == 0) {
-            fj_comment(e, 1, "stage 0 again: the next pass over the ring (tile j - 1 was the last of this one)");
+    for (int s = 0; s < stages; s++) {
+        fj_label_new(e, "kv_first", pro[s], sizeof pro[s]);
+        fj_label_new(e, "kv_tail", tail[s], sizeof tail[s]);
+    }
+    dispatch_ring(k, l, pro);
+    for (int s = 0; s < stages; s++) {
+        fj_label(e, pro[s]);
+        fj_comment(e, 1, "first KV tile of the work tile, in stage %d: S, its softmax and P", s);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
+        turn_wait(k, tn);
+        p->backend->mma_qk(k, s);
+        turn_pass(k, tn, 0);
+        p->backend->mma_wait(k, 0);
+        release(k, FJ_BAR_K_EMPTY, s);
+        k->defer_o_rescale = 0; /* O is still 0 */
+        consumer_softmax(k, l->mask_from);
+        p->backend->pack_p(k);
+        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        if (s + 1 < stages) {
+            fj_ins(e, "bra.uni %s", l->stage_label[s + 1]);
+        } else {
             fj_ins(e, "xor.b32 %s, %s, 1", R(k->phase), R(k->phase));
+            fj_ins(e, "bra.uni %s", l->stage_label[0]);
         }
-        consumer_wait_k(k, s, k->phase);
+    }
+    for (int s = 0; s < stages; s++) {
+        int sp = (s + stages - 1) % stages;
+        fj_label(e, l->stage_label[s]);
+        fj_comment(e, 1, "---- KV tile j in stage %d; PV of tile j - 1 from stage %d ----", s, sp);
+        if (s == 0) fj_ins(e, "xor.b32 %s, %s, 1", R(vph), R(k->phase)); /* tile j - 1 was the last pass's */
+        else fj_ins(e, "mov.u32 %s, %s", R(vph), R(k->phase));
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ins(e, "@%s bra.uni %s", R(pr), tail[sp]);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, sp), vph);
-        turn_wait(k, my_bar);
+        turn_wait(k, tn);
         fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
         p->backend->mma_qk(k, s);
         p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
-        turn_pass(k, next_bar, NULL);
+        turn_pass(k, tn, 0);
         p->backend->mma_wait(k, 1);
         release(k, FJ_BAR_K_EMPTY, s);
         k->defer_o_rescale = 1;
-        consumer_softmax(k, mask_from);
+        consumer_softmax(k, l->mask_from);
         fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
         p->backend->mma_wait(k, 0);
         release(k, FJ_BAR_V_EMPTY, sp);
         fj_emit_softmax_rescale_o(k);
+        k->defer_o_rescale = 0;
         p->backend->pack_p(k);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
-        if (s != 0) fj_ins(e, "mov.u32 %s, %s", R(vph), R(k->phase));
+        next_stage(k, s, l->stage_label);
     }
-    fj_ins(e, "bra.uni %s", top);
     for (int sp = 0; sp < stages; sp++) {
         fj_label(e, tail[sp]);
-        overlap_tail(k, sp, vph, my_bar, next_bar, not_last_wg);
-        fj_ins(e, "bra.uni %s", done);
+        fj_comment(e, 1, "last KV tile: its V is in stage %d; the ring goes on at stage %d", sp, (sp + 1) % stages);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, sp), vph);
+        turn_wait(k, tn);
+        p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
+        turn_pass(k, tn, 1);
+        p->backend->mma_wait(k, 0);
+        release(k, FJ_BAR_V_EMPTY, sp);
+        fj_ins(e, "mov.u32 %s, %d", R(l->ring), (sp + 1) % stages);
+        fj_ins(e, "bra.uni %s", l->next_tile);
     }
-    k->defer_o_rescale = 0;
 }
 
-static void emit_consumer(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+static void emit_consumer(fj_kctx *k, ws_loop *l)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    char done[48];
-    fj_reg_t my_bar = fj_alloc(e, k->b_r, 1), next_bar = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
-    fj_reg_t not_last_wg = fj_alloc(e, k->b_p, 1), pr = fj_alloc(e, k->b_p, 1);
+    char top[48], epi[48];
+    turns tn = {fj_alloc(e, k->b_r, 1), fj_alloc(e, k->b_r, 1), fj_alloc(e, k->b_p, 1)};
+    fj_reg_t t = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1), not_last_wg = fj_alloc(e, k->b_p, 1);
     fj_banner(e, "Consumer warpgroups: S = QK^T, softmax, O += PV",
-              p->overlap ? "Warpgroup c owns query rows [64c, 64c + 64) of the tile. Tile j: wait for K(j), issue\n"
-                           "S(j) = QK(j)^T and O += P(j-1) V(j-1) (wgmma), wait for S(j), free K's stage, mask and\n"
-                           "exponentiate while the PV product runs, wait for it, free V's stage, rescale O if the\n"
-                           "reference max moved, pack P(j). The last tile's PV runs after the loop."
-                         : "Warpgroup c owns query rows [64c, 64c + 64) of the tile. Tile j: wait for K(j),\n"
-                           "S = QK^T (wgmma, both operands from smem), free K's stage, mask, online softmax, wait\n"
-                           "for V(j), O += PV (wgmma, P from registers), free V's stage.");
+              p->overlap ? "Warpgroup c owns query rows [64c, 64c + 64) of each work tile. KV tile j: wait for K(j),\n"
+                           "issue S(j) = QK(j)^T and O += P(j-1) V(j-1) (wgmma), wait for S(j), free K's stage,\n"
+                           "mask and exponentiate while the PV product runs, wait for it, free V's stage, rescale\n"
+                           "O if the reference max moved, pack P(j). The last KV tile's PV runs after the loop."
+                         : "Warpgroup c owns query rows [64c, 64c + 64) of each work tile. KV tile j: wait for\n"
+                           "K(j), S = QK^T (wgmma, both operands from smem), free K's stage, mask, online softmax,\n"
+                           "wait for V(j), O += PV (wgmma, P from registers), free V's stage.");
     if (p->consumer_regs) {
         fj_comment(e, 1, "registers: %d per thread", p->consumer_regs);
         fj_ins(e, PTX_SETMAXNREG_INC, p->consumer_regs);
@@ -271,54 +404,97 @@ static void emit_consumer(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     p->backend->setup(k);
     fj_ins(e, "and.b32 %s, %s, 31", R(t), R(k->tid));
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(k->leader), R(t));
+    fj_ins(e, "mov.u32 %s, 0", R(l->round));
+    fj_ins(e, "mov.u32 %s, 0", R(l->ring));
+    fj_ins(e, "mov.u32 %s, 0", R(k->phase));
     if (p->pingpong) {
         fj_comment(e, 1, "ping-pong: warpgroup c issues its GEMMs after bar.sync %d + c and then lets the next one go "
-                         "(bar.arrive on its barrier); the last warpgroup lets warpgroup 0 start",
+                         "(bar.arrive on its barrier); the last warpgroup lets warpgroup 0 start, and passes its last "
+                         "turn of its last work tile to nobody",
                    FJ_PINGPONG_BAR0);
-        fj_ins(e, "add.u32 %s, %s, %d", R(my_bar), R(k->wg), FJ_PINGPONG_BAR0);
+        fj_ins(e, "add.u32 %s, %s, %d", R(tn.my_bar), R(k->wg), FJ_PINGPONG_BAR0);
         fj_ins(e, "add.u32 %s, %s, 1", R(t), R(k->wg));
         fj_ins(e, "rem.u32 %s, %s, %d", R(t), R(t), p->consumer_wgs);
-        fj_ins(e, "add.u32 %s, %s, %d", R(next_bar), R(t), FJ_PINGPONG_BAR0);
+        fj_ins(e, "add.u32 %s, %s, %d", R(tn.next_bar), R(t), FJ_PINGPONG_BAR0);
         fj_ins(e, "setp.ne.u32 %s, %s, %d", R(not_last_wg), R(k->wg), p->consumer_wgs - 1);
-        fj_ins(e, "setp.gt.s32 %s, %s, 0", R(pr), R(n_end));
+        fj_ins(e, "mov.u32 %s, %%ctaid.x", R(t));
+        fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(l->n_end), TMA_OFF(n_tiles));
+        fj_ins(e, "setp.lt.u32 %s, %s, %s", R(pr), R(t), R(l->n_end));
         fj_ins(e, "@%s bra.uni $L_no_first_turn", R(not_last_wg));
-        fj_ins(e, "@%s bar.arrive %d, %d", R(pr), FJ_PINGPONG_BAR0, 256);
+        fj_ins(e, "@%s bar.arrive %d, %d", R(pr), FJ_PINGPONG_BAR0, 32 * 4 * 2);
         fj_label(e, "$L_no_first_turn");
     }
+    fj_label_new(e, "tile", top, sizeof top);
+    fj_label_new(e, "epilogue", epi, sizeof epi);
+    for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "kv_stage", l->stage_label[s], sizeof l->stage_label[s]);
+    memcpy(l->next_tile, epi, sizeof epi);
+    tile_loop_head(k, l, top, DECODE_ROWS);
+    if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
+    p->backend->tile_start(k);
     fj_emit_init_accumulators(k);
-    fj_comment(e, 1, "wait for Q (one use: phase 0)");
-    fj_emit_mbar_wait_imm(k, fj_ws_bar(p, FJ_BAR_Q, 0), 0);
+    fj_comment(e, 1, "wait for this work tile's Q");
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
     fj_ins(e, "mov.u32 %s, 0", R(k->j));
-    fj_ins(e, "mov.u32 %s, 0", R(k->phase));
-    fj_label_new(e, "kv_done", done, sizeof done);
-    if (p->overlap) consumer_loop_overlap(k, n_end, mask_from, my_bar, next_bar, not_last_wg, done);
-    else consumer_loop_serial(k, n_end, mask_from, done);
-    fj_label(e, done);
+    fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
+    fj_ins(e, "@%s bra.uni %s", R(pr), epi);
+    if (p->overlap) consumer_loop_overlap(k, l, &tn);
+    else consumer_loop_serial(k, l);
+    fj_label(e, epi);
     fj_banner(e, "Consumer epilogue",
-              "Reduce l over the lanes sharing a row, scale O by 1/l, write LSE, store O (rows past Nq skipped).");
+              "Q is free for the producer's next load; reduce l over the lanes sharing a row, scale O by 1/l,\n"
+              "write LSE, store O (rows past Nq skipped). Then the next work tile.");
+    fj_reg_t qbar = fj_alloc(e, k->b_r, 1);
+    if (p->q_bufs == 2) {
+        fj_ins(e, "and.b32 %s, %s, 1", R(qbar), R(l->round));
+        fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(qbar), R(qbar), R(k->smem));
+    } else {
+        fj_ins(e, "mov.u32 %s, %s", R(qbar), R(k->smem));
+    }
+    fj_emit_mbar_arrive_at(k, qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), k->leader);
+    fj_comment(e, 1, "the work tile's head and batch again (not kept live across the KV loop)");
+    decode_tile(k, l, DECODE_HEADS);
     fj_emit_epilogue(k);
-    fj_ins(e, "bra.uni $L_exit");
+    fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
+    fj_ins(e, "bra.uni %s", top);
 }
 
 void fj_emit_fwd_ws_kernel(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
+    ws_loop l;
     p->backend->frag_desc(p, &k->frag);
     fj_emit_alloc_banks(k);
     k->wg = fj_alloc(e, k->b_r, 1);
     k->phase = fj_alloc(e, k->b_r, 1);
     k->params = fj_alloc(e, k->b_rd, 1);
     k->leader = fj_alloc(e, k->b_p, 1);
+    k->q_buf = fj_alloc(e, k->b_r, 1);
+    k->h = fj_alloc(e, k->b_r, 1);
+    k->b = fj_alloc(e, k->b_r, 1);
+    k->hkv = fj_alloc(e, k->b_r, 1);
     k->corr = fj_alloc(e, k->b_f, k->frag.rows);
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
-    fj_emit_indices(k, 0);
-    fj_reg_t n_end = fj_alloc(e, k->b_r, 1), mask_from = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
-    fj_emit_kv_range(k, n_end, mask_from);
-    fj_banner(e, "Warp roles",
+    l.ring = fj_alloc(e, k->b_r, 1);
+    l.tile = fj_alloc(e, k->b_r, 1);
+    l.round = fj_alloc(e, k->b_r, 1);
+    l.n_end = fj_alloc(e, k->b_r, 1);
+    l.mask_from = fj_alloc(e, k->b_r, 1);
+    l.qbar = fj_alloc(e, k->b_r, 1);
+    l.qpar = fj_alloc(e, k->b_r, 1);
+    l.last = fj_alloc(e, k->b_p, 1);
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1);
+    fj_banner(e, "Setup and warp roles",
               "Thread 0 initializes the mbarriers; after a CTA barrier warpgroup 0 becomes the producer\n"
               "and warpgroups 1.. the consumers. setmaxnreg moves registers from the first to the others;\n"
               "no CTA-wide barrier follows (the producer's idle warps leave early).");
+    fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
+    fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
+    fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
+    fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), FJ_PARAM_OFF(seqlen_q));
+    fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), FJ_PARAM_OFF(seqlen_k));
+    fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
+    fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
     fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->tid));
     fj_ins(e, "@%s bra.uni $L_bars_done", R(pr));
     fj_emit_ws_bar_init(k);
@@ -327,10 +503,10 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     fj_ins(e, "shr.u32 %s, %s, 2", R(k->wg), R(k->warp));
     fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->wg));
     fj_ins(e, "@%s bra.uni $L_consumer", R(pr));
-    emit_producer(k, n_end);
+    emit_producer(k, &l);
     fj_label(e, "$L_consumer");
     fj_ins(e, "sub.u32 %s, %s, 1", R(k->wg), R(k->wg));
-    emit_consumer(k, n_end, mask_from);
+    emit_consumer(k, &l);
     fj_label(e, "$L_exit");
     fj_ins(e, "ret");
 }

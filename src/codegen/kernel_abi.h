@@ -9,9 +9,11 @@
  * NVVM names the first parameter of an extern "C" kernel, so the same body text also compiles inside
  * the CUDA C wrapper of the whole-program compile (runtime/compile.c).
  *
- * Launch geometry (all arch paths):
- *   grid  = (ceil(seqlen_q / block_m), heads_q, batch)   block = plan.threads   smem = plan.smem_bytes
- * Causal kernels visit query blocks in reverse (the longest rows first).
+ * Launch geometry:
+ *   sm_80 path:   grid = (ceil(seqlen_q / block_m), heads_q, batch); causal CTAs take query blocks in reverse
+ *                 (the longest rows first)
+ *   warp-specialized paths (persistent): grid = (min(n_tiles, SMs), 1, 1); each CTA loops over work tiles
+ *   block = plan.threads   smem = plan.smem_bytes
  */
 #ifndef FJ_KERNEL_ABI_H
 #define FJ_KERNEL_ABI_H
@@ -50,12 +52,17 @@ typedef struct fj_fwd_params {
 #define FJ_TMAP_BYTES 128
 typedef struct fj_fwd_params_tma {
     fj_fwd_params base;
-    uint8_t pad[256 - sizeof(fj_fwd_params)];
+    /* the persistent schedule: CTA c takes work tiles c, c + gridDim.x, ... of n_tiles = n_mblocks x
+     * heads_q x batch (fwd_ws.c says in which order) */
+    uint32_t n_mblocks;  /* ceil(seqlen_q / block_m) */
+    uint32_t n_tiles;
+    uint32_t heads_batch; /* heads_q x batch */
+    uint8_t pad[256 - sizeof(fj_fwd_params) - 3 * sizeof(uint32_t)];
     _Alignas(64) uint8_t tmap_q[FJ_TMAP_BYTES];
     uint8_t tmap_k[FJ_TMAP_BYTES];
     uint8_t tmap_v[FJ_TMAP_BYTES];
 } fj_fwd_params_tma;
-_Static_assert(sizeof(fj_fwd_params) <= 256, "fj_fwd_params must fit before the tensor maps");
+_Static_assert(sizeof(fj_fwd_params) + 3 * sizeof(uint32_t) <= 256, "fj_fwd_params must fit before the tensor maps");
 
 /* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */
 static inline void fj_fwd_params_derive(fj_fwd_params *p, int block_n, int copy_rows_per_pass)

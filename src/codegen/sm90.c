@@ -45,13 +45,14 @@ enum {
  * (2: 128 x 24 + 256 x 240 = 64512; 3: 128 x 32 + 384 x 160 = 65536). */
 static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
 #define FJ_SM90_REG_LIMIT_1WG 255
-/* Registers besides O, S and (with overlap) P's A fragments: addresses, descriptors, loop state, row
- * statistics, the mask and softmax temporaries. Calibrated with ptxas -v against the setmaxnreg caps
- * (consumers compile under them and spill past them): with overlap, O + S + P = 212 fits 240 and 216 spills
- * (D192 Bc160: 48 B), 132 fits 160 and 136 spills (D128 Bc96, 3 warpgroups); without overlap P is packed
- * as S dies and O + S + 28 fits everywhere measured (D192 Bc192 s1: 0 spills). tests/test_ptxas_grid.c
- * holds the model to it. */
-#define FJ_SM90_REG_MISC 28
+/* Registers besides O, S and (with overlap) P's A fragments: addresses, descriptors, the persistent
+ * schedule's and the ring's state, row statistics, the mask and softmax temporaries. Calibrated with
+ * ptxas -v against the setmaxnreg caps (consumers compile under them and spill past them): with overlap,
+ * O + S + P = 204 fits 240 and 208 spills (D128 Bc192: 4-12 B; D256 Bc112: 8 B), 128 fits 160 and 132
+ * spills (D96 Bc112, 3 warpgroups: 20 B); without overlap P is packed as S dies and O + S + misc fits
+ * everywhere measured (D256 Bc160 s1: 0 spills). tests/test_ptxas_grid.c holds the model to it. */
+#define FJ_SM90_REG_MISC 36
+#define FJ_SM90_REG_MISC_3WG 32 /* three consumer warpgroups (160 registers): less per-row state each */
 #define FJ_SM90_RESCALE_SLACK 8
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
@@ -103,10 +104,12 @@ static void smem_map_sm90(fj_plan *p)
     p->kv_tile_bytes = c->block_n * p->row_bytes;
     /* 1024-byte alignment of every tile (the 128-byte swizzle repeats every 8 rows x 128 B): Q is a
      * multiple of 64 rows and a K / V tile of 16 rows x >= 128 B, so the offsets below already are */
-    p->k_off = p->q_off + p->q_bytes;
+    p->n_bars = fj_ws_bar_count(c->stages);
+    int rest = 2 * c->stages * p->kv_tile_bytes + 8 * p->n_bars;
+    p->q_bufs = 2 * p->q_bytes + rest <= fj_arch_path_smem_max(FAJIT_ARCH_SM90A) ? 2 : 1;
+    p->k_off = p->q_off + p->q_bufs * p->q_bytes;
     p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
     p->bar_off = p->v_off + c->stages * p->kv_tile_bytes;
-    p->n_bars = fj_ws_bar_count(c->stages);
     p->smem_bytes = p->bar_off + 8 * p->n_bars;
     p->xchg_off = p->xchg_warp_bytes = 0;
 }
@@ -130,7 +133,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->lean_regs = 0;
     p->reg_s_next = 0;
     p->rescale_slack = FJ_SM90_RESCALE_SLACK;
-    p->reg_misc = FJ_SM90_REG_MISC;
+    p->reg_misc = p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC;
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
     if (!p->overlap) p->reg_p = 0;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;
@@ -214,12 +217,21 @@ static void setup_sm90(fj_kctx *k)
     fj_comment(k->e, 2, "wgmma descriptors: start address >> 4 (bits 0-13), LBO >> 4 (16-29), SBO >> 4 = %d (32-45), "
                         "swizzle mode %d (62-63); each wgmma adds its tile's offset >> 4",
                (8 * w) >> 4, swizzle_mode(w));
-    fj_reg_t qa = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(qa), R(k->wg), 64 * w, R(k->smem));
-    if (p->q_off) fj_ins(k->e, "add.u32 %s, %s, %d", R(qa), R(qa), p->q_off);
-    k->bk[BK_DESC_Q] = desc_base(k, qa, 1);
     k->bk[BK_DESC_K] = desc_base(k, k->smem, 1);
     k->bk[BK_DESC_V] = desc_base(k, k->smem, p->cfg.block_n * w >> 4);
+    k->bk[BK_DESC_Q] = fj_alloc(k->e, k->b_rd, 1);
+}
+
+/* The Q descriptor of this warpgroup's 64 rows in the work tile's Q buffer. */
+static void tile_start_sm90(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t qa = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(qa), R(k->wg), 64 * p->cfg.swizzle, R(k->q_buf));
+    fj_ins(k->e, "shr.u32 %s, %s, 4", R(qa), R(qa));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(k->bk[BK_DESC_Q]), R(qa));
+    fj_ins(k->e, "add.s64 %s, %s, %s", R(k->bk[BK_DESC_Q]), R(k->bk[BK_DESC_Q]), R(k->bk[BK_DESC_K]));
+    if (p->q_off) fj_ins(k->e, "add.s64 %s, %s, %d", R(k->bk[BK_DESC_Q]), R(k->bk[BK_DESC_Q]), p->q_off >> 4);
 }
 
 /* ---- MMA ------------------------------------------------------------------------------------- */
@@ -293,4 +305,5 @@ const fj_backend fj_backend_sm90 = {
     .mma_pv = mma_pv_sm90,
     .store_o = fj_emit_store_o_m16n8,
     .mma_wait = mma_wait_sm90,
+    .tile_start = tile_start_sm90,
 };

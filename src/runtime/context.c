@@ -101,6 +101,9 @@ static fajit_status device_query(fajit_context *ctx)
                                        ctx->cu_device)) ||
         (rc = cu->cuDriverGetVersion(&ctx->driver_version)))
         return fj_cuda_fail(rc, "cuDeviceGetName / cuDeviceGetAttribute / cuDriverGetVersion");
+    ctx->persistent_ctas = ctx->sm_count;
+    const char *cap = getenv("FAJIT_PERSISTENT_CTAS");
+    if (cap && atoi(cap) > 0) ctx->persistent_ctas = atoi(cap), ctx->persistent_forced = 1;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

@@ -196,12 +196,27 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
 }
 
-void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, unsigned grid[3])
+void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, int max_ctas, unsigned grid[3])
 {
-    unsigned bm = (unsigned)plan->cfg.block_m;
-    grid[0] = ((unsigned)a->seqlen_q + bm - 1) / bm;
+    unsigned bm = (unsigned)plan->cfg.block_m, mblocks = ((unsigned)a->seqlen_q + bm - 1) / bm;
+    if (plan->ws) { /* persistent: at most max_ctas CTAs (0 = no cap), each looping over work tiles */
+        unsigned tiles = mblocks * (unsigned)a->heads_q * (unsigned)a->batch;
+        grid[0] = max_ctas > 0 && tiles > (unsigned)max_ctas ? (unsigned)max_ctas : tiles;
+        grid[1] = grid[2] = 1;
+        return;
+    }
+    grid[0] = mblocks;
     grid[1] = (unsigned)a->heads_q;
     grid[2] = (unsigned)a->batch;
+}
+
+void fj_forward_params_tma(const fajit_attention_args *a, const fj_plan *plan, fj_fwd_params_tma *p)
+{
+    unsigned bm = (unsigned)plan->cfg.block_m;
+    fj_forward_params(a, plan, &p->base);
+    p->n_mblocks = ((unsigned)a->seqlen_q + bm - 1) / bm;
+    p->heads_batch = (uint32_t)a->heads_q * (uint32_t)a->batch;
+    p->n_tiles = p->n_mblocks * p->heads_batch;
 }
 
 /* The smallest power of two >= n, clamped to INT_MAX. */
@@ -259,7 +274,9 @@ static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, co
 {
     unsigned grid[3];
     void *kernel_params[1] = {params};
-    fj_forward_grid(a, &k->plan, grid);
+    /* non-causal: persistent, one CTA per SM; causal: one CTA per work tile, balanced by the hardware's
+     * block scheduler (fwd_ws.c says why); FAJIT_PERSISTENT_CTAS caps both (tests) */
+    fj_forward_grid(a, &k->plan, k->plan.cfg.causal && !ctx->persistent_forced ? 0 : ctx->persistent_ctas, grid);
     fajit_status st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
     fj_CUresult rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
@@ -278,7 +295,7 @@ static fajit_status forward_run(fajit_context *ctx, const fajit_kernel *k, const
     fj_fwd_params_tma params;
     char why[256];
     memset(&params, 0, sizeof params);
-    fj_forward_params(a, &k->plan, &params.base);
+    fj_forward_params_tma(a, &k->plan, &params);
     if (!k->plan.ws) {
         snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
         return forward_launch(ctx, k, a, &params.base);

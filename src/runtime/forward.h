@@ -23,8 +23,14 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
 /* The kernel parameter block for validated args (scale_log2 = scale * log2(e), group = Hq / Hkv). */
 void fj_forward_params(const fajit_attention_args *args, const fj_plan *plan, fj_fwd_params *p);
 
-/* Launch grid: (ceil(seqlen_q / block_m), heads_q, batch). */
-void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, unsigned grid[3]);
+/* Launch grid: (ceil(seqlen_q / block_m), heads_q, batch); warp-specialized plans: (work tiles, 1, 1)
+ * with work tiles = ceil(seqlen_q / block_m) * heads_q * batch, at most max_ctas (0 = no cap; the
+ * persistent schedule of fwd_ws.c: the launcher gives the SM count for non-causal kernels). */
+void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, int max_ctas, unsigned grid[3]);
+
+/* The parameter block of a warp-specialized kernel (the tensor maps are fj_tensor_maps'): the base
+ * fields and the persistent schedule's counts. */
+void fj_forward_params_tma(const fajit_attention_args *args, const fj_plan *plan, fj_fwd_params_tma *p);
 
 /*
  * The shape class of args, for the per-context cache of heuristic choices: dtype, head_dim, causal and
