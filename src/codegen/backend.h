@@ -73,6 +73,7 @@ typedef struct fj_kctx {
     fj_reg_t b, h, hkv;               /* u32: batch, query head, KV head: the TMA coordinates */
     fj_reg_t params;                  /* u64: generic address of the parameter block (its tensor maps) */
     fj_reg_t q_buf;                   /* u32: the current work tile's Q buffer, as bytes past plan.q_off */
+    fj_reg_t wg_leader;               /* pred: thread 0 of the consumer warpgroup (issues its TMA stores) */
     fj_reg_t leader;                  /* pred: lane 0 of the warp (arrives on the K/V empty barriers) */
     int defer_o_rescale;              /* softmax rebase leaves O alone: the factors stay in corr and
                                          fj_emit_softmax_rescale_o applies them (O is an in-flight
@@ -154,6 +155,9 @@ typedef struct fj_backend {
     void (*mma_wait)(fj_kctx *k, int pending);
     /* Warp-specialized paths, at the start of each work tile: per-tile operand state (k->q_buf is set). */
     void (*tile_start)(fj_kctx *k);
+    /* Warp-specialized paths, before a consumer warpgroup leaves: wait for what it left in flight (its
+     * asynchronous O stores). */
+    void (*finish)(fj_kctx *k);
 } fj_backend;
 
 extern const fj_backend fj_backend_sm80;

@@ -71,6 +71,9 @@ typedef struct fj_plan {
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
     int q_bufs;                  /* Q buffers (1 or 2: two when they fit, so the producer loads the next work
                                     tile's Q while the consumers finish this one) */
+    int o_stage, o_off;          /* 1: O is staged in smem at o_off (block_m rows, TMA box layout) and written
+                                    by TMA stores that run while the warpgroup goes on; 0: st.global from
+                                    registers (when the staging buffer does not fit) */
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */

@@ -17,8 +17,10 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                   c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "", c->block_m);
     fj_buf_printf(out, "%ssmem map (%d B total; %s GPUs give a CTA up to %d B, up to %d B on later GPUs):\n", pf,
                   p->smem_bytes, p->arch->name, p->arch->smem_per_block, fj_arch_path_smem_max(c->arch));
-    fj_buf_printf(out, "%s  [%6d, %6d)  Q     %d rows x %d B\n", pf, p->q_off, p->q_off + p->q_bytes, c->block_m,
-                  p->row_bytes);
+    for (int b = 0; b < (p->ws ? p->q_bufs : 1); b++)
+        fj_buf_printf(out, "%s  [%6d, %6d)  Q%s  %d rows x %d B%s\n", pf, p->q_off + b * p->q_bytes,
+                      p->q_off + (b + 1) * p->q_bytes, p->ws ? (b ? "[1]" : "[0]") : "   ", c->block_m, p->row_bytes,
+                      p->ws && p->q_bufs == 2 ? (b ? " (work tiles 1, 3, ...)" : " (work tiles 0, 2, ...)") : "");
     for (int s = 0; s < c->stages; s++)
         fj_buf_printf(out, "%s  [%6d, %6d)  K[%d]  %d rows x %d B\n", pf, p->k_off + s * p->kv_tile_bytes,
                       p->k_off + (s + 1) * p->kv_tile_bytes, s, c->block_n, p->row_bytes);
@@ -28,6 +30,10 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     if (p->xchg_warp_bytes)
         fj_buf_printf(out, "%s  [%6d, %6d)  warp-pair exchange, %d B per warp\n", pf, p->xchg_off,
                       p->xchg_off + c->warps * p->xchg_warp_bytes, p->xchg_warp_bytes);
+    if (p->ws && p->o_stage)
+        fj_buf_printf(out, "%s  [%6d, %6d)  O     %d rows x %d B: the TMA-store epilogue's staging, 64 rows per consumer "
+                           "warpgroup\n",
+                      pf, p->o_off, p->o_off + p->q_bytes, c->block_m, p->row_bytes);
     if (p->n_bars)
         fj_buf_printf(out, "%s  [%6d, %6d)  mbarriers: Q full, then per stage K full, V full, K empty, V empty\n", pf,
                       p->bar_off, p->bar_off + 8 * p->n_bars);

@@ -11,12 +11,12 @@
  *       the epilogue while the producer is already loading the next work tile
  * Work tiles are (query block, head, batch), query blocks varying fastest (a head's blocks run close
  * together in time, so its K/V stays in L2), for causal kernels from the last block down (the longest
- * rows first). Non-causal launches are persistent: the grid is min(work tiles, SMs) CTAs and CTA c takes
- * tiles c, c + G, c + 2G..., so the producer loads the next tile's Q and K/V while the consumers finish
- * one. Causal launches get one CTA per tile (G = work tiles) and leave the balancing of their uneven
- * lengths to the hardware's block scheduler, which hands the next tile to the first SM that frees up: a
- * static round-robin of causal tiles measured 1.3-1.4x slower on the H100 (some CTAs drew the long
- * tiles of every round, and a round-robin over the longest-first order loses the K/V reuse in L2).
+ * rows first). Launches are persistent: the grid is min(work tiles, SMs) CTAs and CTA c takes tile
+ * round * G + c in each round, so the producer loads the next tile's Q and K/V while the consumers
+ * finish one, and the TMA-store epilogue of one tile runs under the next. Causal tiles differ in length;
+ * odd rounds run the CTAs backwards (G - 1 - c), which pairs long tiles with short ones along the
+ * diagonal (a plain round-robin gave some CTAs the long tile of every round: 1.3-1.4x slower on the
+ * H100; ordering all heads' longest tiles first instead loses the K/V reuse in L2).
  * The K/V ring runs on across work tiles: the loop over KV tiles is written once per stage (stage offsets
  * and barriers are immediates) and each work tile enters it at the stage the last one left (a short
  * dispatch on a register).
@@ -65,6 +65,15 @@ static void tile_of_round(fj_kctx *k, fj_reg_t dst, fj_reg_t round)
     fj_reg_t cta = fj_alloc(e, k->b_r, 1), g = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "mov.u32 %s, %%ctaid.x", R(cta));
     fj_ins(e, "mov.u32 %s, %%nctaid.x", R(g));
+    if (k->p->cfg.causal) {
+        fj_reg_t t = fj_alloc(e, k->b_r, 1), odd = fj_alloc(e, k->b_p, 1);
+        fj_comment(e, 2, "causal: odd rounds run the CTAs backwards, tile = round * G + (round odd ? G - 1 - cta : cta)");
+        fj_ins(e, "and.b32 %s, %s, 1", R(t), R(round));
+        fj_ins(e, "setp.ne.u32 %s, %s, 0", R(odd), R(t));
+        fj_ins(e, "sub.u32 %s, %s, %s", R(t), R(g), R(cta));
+        fj_ins(e, "sub.u32 %s, %s, 1", R(t), R(t));
+        fj_ins(e, "selp.u32 %s, %s, %s, %s", R(cta), R(t), R(cta), R(odd));
+    }
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(dst), R(round), R(g), R(cta));
 }
 
@@ -126,14 +135,14 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
 }
 
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
-static void tile_loop_head(fj_kctx *k, ws_loop *l, const char *top, int what)
+static void tile_loop_head(fj_kctx *k, ws_loop *l, const char *top, int what, const char *exit)
 {
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1), n = fj_alloc(k->e, k->b_r, 1);
     fj_label(k->e, top);
     schedule_tile(k, l);
     fj_ins(k->e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
     fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(pr), R(l->tile), R(n));
-    fj_ins(k->e, "@%s bra.uni $L_exit", R(pr));
+    fj_ins(k->e, "@%s bra.uni %s", R(pr), exit);
     decode_tile(k, l, what);
 }
 
@@ -204,7 +213,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
-    tile_loop_head(k, l, top, DECODE_ROWS | DECODE_HEADS);
+    tile_loop_head(k, l, top, DECODE_ROWS | DECODE_HEADS, "$L_exit");
     fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
                p->cfg.block_m);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
@@ -428,7 +437,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     fj_label_new(e, "epilogue", epi, sizeof epi);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "kv_stage", l->stage_label[s], sizeof l->stage_label[s]);
     memcpy(l->next_tile, epi, sizeof epi);
-    tile_loop_head(k, l, top, DECODE_ROWS);
+    tile_loop_head(k, l, top, DECODE_ROWS, "$L_consumer_exit");
     if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
     p->backend->tile_start(k);
     fj_emit_init_accumulators(k);
@@ -451,11 +460,15 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
         fj_ins(e, "mov.u32 %s, %s", R(qbar), R(k->smem));
     }
     fj_emit_mbar_arrive_at(k, qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), k->leader);
-    fj_comment(e, 1, "the work tile's head and batch again (not kept live across the KV loop)");
+    fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
+    tile_of_round(k, l->tile, l->round);
     decode_tile(k, l, DECODE_HEADS);
     fj_emit_epilogue(k);
     fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
     fj_ins(e, "bra.uni %s", top);
+    fj_label(e, "$L_consumer_exit");
+    p->backend->finish(k);
+    fj_ins(e, "bra.uni $L_exit");
 }
 
 void fj_emit_fwd_ws_kernel(fj_kctx *k)
@@ -475,6 +488,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->hkv = fj_alloc(e, k->b_r, 1);
     k->corr = fj_alloc(e, k->b_f, k->frag.rows);
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
+    k->wg_leader = fj_alloc(e, k->b_p, 1);
     l.ring = fj_alloc(e, k->b_r, 1);
     l.tile = fj_alloc(e, k->b_r, 1);
     l.round = fj_alloc(e, k->b_r, 1);

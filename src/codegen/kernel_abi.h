@@ -44,9 +44,9 @@ typedef struct fj_fwd_params {
 
 /*
  * Warp-specialized kernels (sm_90a): the same fields, then a CUtensorMap (cuTensorMapEncodeTiled, 128
- * bytes, 64-byte aligned) for each of Q, K and V. Each map is 4-D, innermost first: (head_dim, seqlen,
- * heads, batch) with the tensor's byte strides, a box of (swizzle bytes / 2, block_m or block_n, 1, 1)
- * and the plan's swizzle; rows past seqlen are zero-filled by the copy engine. The kernel takes the
+ * bytes, 64-byte aligned) for each of Q, K, V and O. Each map is 4-D, innermost first: (head_dim, seqlen,
+ * heads, batch) with the tensor's byte strides, a box of (swizzle bytes / 2, block_m, block_n or 64 rows,
+ * 1, 1) and the plan's swizzle; rows past seqlen are zero-filled by loads and not written by stores. The kernel takes the
  * generic address of its parameter block (cvta.param) and passes base + offset to the TMA loads.
  */
 #define FJ_TMAP_BYTES 128
@@ -61,6 +61,7 @@ typedef struct fj_fwd_params_tma {
     _Alignas(64) uint8_t tmap_q[FJ_TMAP_BYTES];
     uint8_t tmap_k[FJ_TMAP_BYTES];
     uint8_t tmap_v[FJ_TMAP_BYTES];
+    uint8_t tmap_o[FJ_TMAP_BYTES]; /* O, box of 64 rows (one consumer warpgroup's): the TMA store epilogue */
 } fj_fwd_params_tma;
 _Static_assert(sizeof(fj_fwd_params) + 3 * sizeof(uint32_t) <= 256, "fj_fwd_params must fit before the tensor maps");
 

@@ -37,8 +37,14 @@
 enum {
     BK_DESC_Q = 0, /* u64: descriptor of this warpgroup's Q rows, box 0, k-step 0 */
     BK_DESC_K = 1, /* u64: K-major descriptor of smem offset 0 (K tiles add their offset) */
-    BK_DESC_V = 2  /* u64: N-major descriptor of smem offset 0 (V tiles add their offset) */
+    BK_DESC_V = 2, /* u64: N-major descriptor of smem offset 0 (V tiles add their offset) */
+    BK_O_LANE = 3, /* u32: this thread's first O staging address (row, 4 t, swizzle XOR applied) */
+    BK_O_WG = 4,   /* u32: this warpgroup's O staging region */
+    BK_EPI_BAR = 5 /* u32: named barrier of this warpgroup's epilogue */
 };
+
+/* Named barriers 4 + c: consumer warpgroup c's epilogue (ping-pong takes 1..3). */
+#define FJ_SM90_EPI_BAR0 4
 
 /* Registers per thread after setmaxnreg, by consumer warpgroups: 1 consumer takes what a 256-thread CTA
  * gets anyway (no setmaxnreg); 2 and 3 split the 64K registers of the SM with the producer warpgroup
@@ -53,6 +59,8 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
  * everywhere measured (D256 Bc160 s1: 0 spills). tests/test_ptxas_grid.c holds the model to it. */
 #define FJ_SM90_REG_MISC 36
 #define FJ_SM90_REG_MISC_3WG 32 /* three consumer warpgroups (160 registers): less per-row state each */
+#define FJ_SM90_REG_CAUSAL_DEEP 4 /* a causal kernel with 3-4 stages: the only spill in the tuner's whole
+                                     space (1234 configs) was D64 br192 bc128 s3 causal at 160 of 160 */
 #define FJ_SM90_RESCALE_SLACK 8
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
@@ -105,11 +113,15 @@ static void smem_map_sm90(fj_plan *p)
     /* 1024-byte alignment of every tile (the 128-byte swizzle repeats every 8 rows x 128 B): Q is a
      * multiple of 64 rows and a K / V tile of 16 rows x >= 128 B, so the offsets below already are */
     p->n_bars = fj_ws_bar_count(c->stages);
-    int rest = 2 * c->stages * p->kv_tile_bytes + 8 * p->n_bars;
-    p->q_bufs = 2 * p->q_bytes + rest <= fj_arch_path_smem_max(FAJIT_ARCH_SM90A) ? 2 : 1;
+    /* Q and the K/V ring must fit; the O staging buffer (TMA-store epilogue) and a second Q buffer are
+     * added in that order of preference while they fit too */
+    int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), base = p->q_bytes + 2 * c->stages * p->kv_tile_bytes + 8 * p->n_bars;
+    p->o_stage = base + p->q_bytes <= limit;
+    p->q_bufs = base + (p->o_stage + 1) * p->q_bytes <= limit ? 2 : 1;
     p->k_off = p->q_off + p->q_bufs * p->q_bytes;
     p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
-    p->bar_off = p->v_off + c->stages * p->kv_tile_bytes;
+    p->o_off = p->v_off + c->stages * p->kv_tile_bytes;
+    p->bar_off = p->o_off + (p->o_stage ? p->q_bytes : 0);
     p->smem_bytes = p->bar_off + 8 * p->n_bars;
     p->xchg_off = p->xchg_warp_bytes = 0;
 }
@@ -133,7 +145,8 @@ static fajit_status plan_sm90(fj_plan *p)
     p->lean_regs = 0;
     p->reg_s_next = 0;
     p->rescale_slack = FJ_SM90_RESCALE_SLACK;
-    p->reg_misc = p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC;
+    p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
+                  (c->causal && c->stages >= 3 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
     if (!p->overlap) p->reg_p = 0;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;
@@ -214,12 +227,42 @@ static void setup_sm90(fj_kctx *k)
     const fj_plan *p = k->p;
     int w = p->cfg.swizzle;
     geometry_sm90(k);
+    fj_reg_t lt = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mov.u32 %s, %%tid.x", R(lt));
+    fj_ins(k->e, "and.b32 %s, %s, 127", R(lt), R(lt));
+    fj_ins(k->e, "setp.eq.u32 %s, %s, 0", R(k->wg_leader), R(lt));
     fj_comment(k->e, 2, "wgmma descriptors: start address >> 4 (bits 0-13), LBO >> 4 (16-29), SBO >> 4 = %d (32-45), "
                         "swizzle mode %d (62-63); each wgmma adds its tile's offset >> 4",
                (8 * w) >> 4, swizzle_mode(w));
     k->bk[BK_DESC_K] = desc_base(k, k->smem, 1);
     k->bk[BK_DESC_V] = desc_base(k, k->smem, p->cfg.block_n * w >> 4);
     k->bk[BK_DESC_Q] = fj_alloc(k->e, k->b_rd, 1);
+}
+
+/* The O staging addresses of this thread (computed per work tile in the epilogue, not kept live across
+ * the KV loop): warpgroup c's 64 rows at o_off + c * 64 * row_bytes as tma_boxes boxes of [64][W]; row r,
+ * 16-byte chunk c at r * W + ((c ^ x) << 4) with x = (r * W >> 7) & (W / 16 - 1), the TMA swizzle. x is
+ * the same for rows r and r + 8, so one lane address L = (row r + 4 t) ^ (x << 4) serves both. */
+static void o_stage_addresses(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int w = p->cfg.swizzle;
+    fj_reg_t r = fj_alloc(k->e, k->b_r, 1), x = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_r, 1);
+    k->bk[BK_O_WG] = fj_alloc(k->e, k->b_addr, 1);
+    k->bk[BK_O_LANE] = fj_alloc(k->e, k->b_addr, 1);
+    k->bk[BK_EPI_BAR] = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->bk[BK_O_WG]), R(k->wg), 64 * p->row_bytes, R(k->smem));
+    fj_ins(k->e, "add.u32 %s, %s, %d", R(k->bk[BK_O_WG]), R(k->bk[BK_O_WG]), p->o_off);
+    fj_ins(k->e, "and.b32 %s, %s, 63", R(r), R(k->row_base));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(x), R(r), w);
+    fj_ins(k->e, "shr.u32 %s, %s, 7", R(x), R(x));
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(x), w / 16 - 1);
+    fj_ins(k->e, "shl.b32 %s, %s, 4", R(x), R(x));
+    fj_ins(k->e, "shl.b32 %s, %s, 1", R(t), R(k->col_base_o)); /* 2 t columns = 4 t bytes */
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->bk[BK_O_LANE]), R(r), w, R(k->bk[BK_O_WG]));
+    fj_ins(k->e, "add.u32 %s, %s, %s", R(k->bk[BK_O_LANE]), R(k->bk[BK_O_LANE]), R(t));
+    fj_ins(k->e, "xor.b32 %s, %s, %s", R(k->bk[BK_O_LANE]), R(k->bk[BK_O_LANE]), R(x));
+    fj_ins(k->e, "add.u32 %s, %s, %d", R(k->bk[BK_EPI_BAR]), R(k->wg), FJ_SM90_EPI_BAR0);
 }
 
 /* The Q descriptor of this warpgroup's 64 rows in the work tile's Q buffer. */
@@ -290,6 +333,60 @@ static void mma_pv_sm90(fj_kctx *k, int slot, int keys)
 
 static void mma_wait_sm90(fj_kctx *k, int pending) { fj_ins(k->e, PTX_WGMMA_WAIT, pending); }
 
+/* ---- epilogue store --------------------------------------------------------------------------- */
+/* O (normalized f32 accumulators) -> packed pairs in the warpgroup's staging region, in the TMA box
+ * layout; thread 0 of the warpgroup then stores the boxes with TMA (rows past Nq are not written) and
+ * goes on without waiting: the next work tile's epilogue waits for the reads of this one's store before
+ * it writes the region again. Without a staging buffer: st.global from registers. */
+static void store_o_sm90(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int w = p->cfg.swizzle, box_bytes = 64 * w;
+    if (!p->o_stage) {
+        fj_emit_store_o_m16n8(k);
+        return;
+    }
+    fj_comment(k->e, 1, "O -> this warpgroup's staging region (its last TMA store has read it), then one TMA store");
+    o_stage_addresses(k);
+    fj_ins(k->e, "@%s " PTX_BULK_WAIT_READ, R(k->wg_leader), 0);
+    fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
+    fj_reg_t v = fj_alloc(k->e, k->b_r, 1), a = fj_alloc(k->e, k->b_addr, 1);
+    for (int r = 0; r < k->frag.rows; r++)
+        for (int i = 0; i < p->n_frags_o; i++) {
+            int col = 8 * i, box = col / p->tma_box_cols, c = (col % p->tma_box_cols) / 8;
+            fj_reg_t o0 = fj_at(k->acc_o, k->frag.o_reg(p, r, 2 * i));
+            fj_ins(k->e, PTX_CVT_PACK, fj_dtype_ptx(p), R(v), R(fj_at(o0, 1)), R(o0));
+            fj_reg_t addr = k->bk[BK_O_LANE];
+            if (c) {
+                fj_ins(k->e, "xor.b32 %s, %s, %d", R(a), R(k->bk[BK_O_LANE]), c << 4);
+                addr = a;
+            }
+            fj_ins(k->e, "st.shared.b32 [%s+%d], %s", R(addr), box * box_bytes + k->frag.row_off(p, r) * w, R(v));
+        }
+    fj_ins(k->e, PTX_FENCE_PROXY_ASYNC_SMEM);
+    fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
+    char skip[48];
+    fj_label_new(k->e, "no_store", skip, sizeof skip);
+    fj_ins(k->e, "@!%s bra %s", R(k->wg_leader), skip);
+    fj_reg_t map = fj_alloc(k->e, k->b_rd, 1), row = fj_alloc(k->e, k->b_r, 1), col = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(map));
+    fj_ins(k->e, PTX_CVTA_PARAM, R(map), R(map));
+    fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(map), (int)offsetof(fj_fwd_params_tma, tmap_o));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, 64, %s", R(row), R(k->wg), R(k->m0));
+    for (int box = 0; box < p->tma_boxes; box++) {
+        fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
+        fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(k->b), R(k->bk[BK_O_WG]), box * box_bytes);
+    }
+    fj_ins(k->e, PTX_BULK_COMMIT);
+    fj_label(k->e, skip);
+}
+
+/* Before the warpgroup leaves: its TMA stores have finished (their smem is read and their writes done). */
+static void finish_sm90(fj_kctx *k)
+{
+    if (k->p->o_stage) fj_ins(k->e, "@%s " PTX_BULK_WAIT, R(k->wg_leader), 0);
+}
+
 const fj_backend fj_backend_sm90 = {
     .name = "sm90a-wgmma",
     .required_caps = FJ_CAP_WGMMA | FJ_CAP_TMA | FJ_CAP_SETMAXNREG,
@@ -303,7 +400,8 @@ const fj_backend fj_backend_sm90 = {
     .mma_qk = mma_qk_sm90,
     .pack_p = fj_emit_pack_p_m16n8,
     .mma_pv = mma_pv_sm90,
-    .store_o = fj_emit_store_o_m16n8,
+    .store_o = store_o_sm90,
     .mma_wait = mma_wait_sm90,
     .tile_start = tile_start_sm90,
+    .finish = finish_sm90,
 };

@@ -26,6 +26,13 @@
 #define PTX_TMA_LOAD_4D                                                                                            \
     "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s+%d], [%s, {%s, %s, %s, %s}], " \
     "[%s+%d]"
+/* TMA store of one box from shared memory (rows past the tensor's end are not written), its bulk group */
+#define PTX_TMA_STORE_4D "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%s, {%s, %s, %s, %s}], [%s+%d]"
+#define PTX_BULK_COMMIT "cp.async.bulk.commit_group"
+#define PTX_BULK_WAIT_READ "cp.async.bulk.wait_group.read %d" /* the source smem may be written again */
+#define PTX_BULK_WAIT "cp.async.bulk.wait_group %d"           /* the writes are done */
+/* generic-proxy smem writes (st.shared) made visible to the async proxy (a TMA store reads them) */
+#define PTX_FENCE_PROXY_ASYNC_SMEM "fence.proxy.async.shared::cta"
 /* the tensor maps live in the kernel parameter block: a generic address of it */
 #define PTX_CVTA_PARAM "cvta.param.u64 %s, %s"
 

@@ -103,7 +103,7 @@ static fajit_status device_query(fajit_context *ctx)
         return fj_cuda_fail(rc, "cuDeviceGetName / cuDeviceGetAttribute / cuDriverGetVersion");
     ctx->persistent_ctas = ctx->sm_count;
     const char *cap = getenv("FAJIT_PERSISTENT_CTAS");
-    if (cap && atoi(cap) > 0) ctx->persistent_ctas = atoi(cap), ctx->persistent_forced = 1;
+    if (cap && atoi(cap) > 0) ctx->persistent_ctas = atoi(cap);
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

@@ -52,7 +52,6 @@ struct fajit_context {
     int sm_count;              /* multiprocessors */
     int persistent_ctas;       /* CTAs of a persistent (warp-specialized) launch at most: sm_count, or
                                   $FAJIT_PERSISTENT_CTAS when set (tests force several work tiles per CTA) */
-    int persistent_forced;     /* $FAJIT_PERSISTENT_CTAS was set: causal launches are capped too */
     int smem_optin;            /* largest dynamic shared memory per block after opt-in, bytes */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */

@@ -274,9 +274,7 @@ static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, co
 {
     unsigned grid[3];
     void *kernel_params[1] = {params};
-    /* non-causal: persistent, one CTA per SM; causal: one CTA per work tile, balanced by the hardware's
-     * block scheduler (fwd_ws.c says why); FAJIT_PERSISTENT_CTAS caps both (tests) */
-    fj_forward_grid(a, &k->plan, k->plan.cfg.causal && !ctx->persistent_forced ? 0 : ctx->persistent_ctas, grid);
+    fj_forward_grid(a, &k->plan, ctx->persistent_ctas, grid); /* persistent: one CTA per SM */
     fajit_status st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
     fj_CUresult rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,

@@ -25,7 +25,7 @@ void fj_forward_params(const fajit_attention_args *args, const fj_plan *plan, fj
 
 /* Launch grid: (ceil(seqlen_q / block_m), heads_q, batch); warp-specialized plans: (work tiles, 1, 1)
  * with work tiles = ceil(seqlen_q / block_m) * heads_q * batch, at most max_ctas (0 = no cap; the
- * persistent schedule of fwd_ws.c: the launcher gives the SM count for non-causal kernels). */
+ * persistent schedule of fwd_ws.c: the launcher gives the SM count). */
 void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, int max_ctas, unsigned grid[3]);
 
 /* The parameter block of a warp-specialized kernel (the tensor maps are fj_tensor_maps'): the base

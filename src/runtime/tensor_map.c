@@ -2,9 +2,9 @@
  * tensor_map.c - the TMA tensor maps of a warp-specialized launch (kernel_abi.h, fj_fwd_params_tma),
  * and a per-context cache of them.
  *
- * Each of Q, K, V gets a 4-D map, innermost first: (head_dim, seqlen, heads, batch), the tensor's byte
- * strides, a box of (swizzle bytes / 2 columns, block_m or block_n rows, 1, 1), the plan's swizzle, zero
- * fill past the ends. cuTensorMapEncodeTiled is a host call of a few microseconds; a steady stream of
+ * Each of Q, K, V (and O, for the TMA-store epilogue) gets a 4-D map, innermost first: (head_dim, seqlen,
+ * heads, batch), the tensor's byte strides, a box of (swizzle bytes / 2 columns, block_m, block_n or 64
+ * rows, 1, 1), the plan's swizzle, zero fill past the ends (and no writes past them). cuTensorMapEncodeTiled is a host call of a few microseconds; a steady stream of
  * forwards on the same tensors finds its maps in the cache instead (keyed by every input of the encode,
  * so a hit is the same map), which keeps the encode off the per-call path.
  */
@@ -18,15 +18,18 @@
 #include "context.h"
 #include "error.h"
 
-static const char *const k_names[3] = {"q", "k", "v"};
+static const char *const k_names[4] = {"q", "k", "v", "o"};
+enum { TM_Q = 0, TM_K = 1, TM_V = 2, TM_O = 3 };
 
 /* The encode inputs of one tensor; 0 when it can be described, else -1 with the reason in why. */
 static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor, fj_tmap_key *key, char *why,
                     size_t size)
 {
-    const int64_t *s = tensor == 0 ? a->q_stride : tensor == 1 ? a->k_stride : a->v_stride;
-    uint64_t ptr = tensor == 0 ? a->q : tensor == 1 ? a->k : a->v;
-    uint64_t extent[3] = {(uint64_t)(tensor ? a->seqlen_k : a->seqlen_q), (uint64_t)(tensor ? a->heads_kv : a->heads_q),
+    const int64_t *s = tensor == TM_Q ? a->q_stride : tensor == TM_K ? a->k_stride : tensor == TM_V ? a->v_stride
+                                                                                           : a->o_stride;
+    uint64_t ptr = tensor == TM_Q ? a->q : tensor == TM_K ? a->k : tensor == TM_V ? a->v : a->o;
+    int kv = tensor == TM_K || tensor == TM_V;
+    uint64_t extent[3] = {(uint64_t)(kv ? a->seqlen_k : a->seqlen_q), (uint64_t)(kv ? a->heads_kv : a->heads_q),
                           (uint64_t)a->batch};
     memset(key, 0, sizeof *key);
     key->ptr = ptr;
@@ -48,7 +51,7 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
         return -1;
     }
     key->box[0] = (uint32_t)p->tma_box_cols;
-    key->box[1] = (uint32_t)(tensor ? p->cfg.block_n : p->cfg.block_m);
+    key->box[1] = (uint32_t)(tensor == TM_Q ? p->cfg.block_m : kv ? p->cfg.block_n : 64);
     key->dtype = a->dtype == FAJIT_DTYPE_BF16 ? FJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : FJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     key->swizzle = p->cfg.swizzle == 128 ? FJ_CU_TENSOR_MAP_SWIZZLE_128B
                    : p->cfg.swizzle == 64 ? FJ_CU_TENSOR_MAP_SWIZZLE_64B
@@ -96,12 +99,13 @@ static void cache_put(fj_tmap_cache *c, const fj_tmap_key *key, const uint8_t ma
 int fj_tensor_maps(fajit_context *ctx, const fj_plan *p, const fajit_attention_args *a, fj_fwd_params_tma *params,
                    char *why, size_t size)
 {
-    uint8_t *dst[3] = {params->tmap_q, params->tmap_k, params->tmap_v};
+    uint8_t *dst[4] = {params->tmap_q, params->tmap_k, params->tmap_v, params->tmap_o};
+    int n = p->o_stage ? 4 : 3; /* O's map only for the TMA-store epilogue */
     if (!ctx->cu->cuTensorMapEncodeTiled) {
         snprintf(why, size, "the driver has no cuTensorMapEncodeTiled (it predates CUDA 12.0)");
         return -1;
     }
-    for (int t = 0; t < 3; t++) {
+    for (int t = 0; t < n; t++) {
         fj_tmap_key key;
         if (tmap_key(a, p, t, &key, why, size) != 0) return -1;
         pthread_mutex_lock(&ctx->lock);
