@@ -254,6 +254,16 @@ static void test_params_and_grid(void **state)
     assert_int_equal(pt.heads_batch, 16);
     assert_int_equal(pt.n_tiles, 128);
     assert_int_equal(pt.base.seqlen_q, 1000);
+    /* causal: persistent where the alternating rounds pair long and short tiles evenly (8 query blocks a
+     * head on 132 CTAs: every CTA's pair of rounds sums to the same), one CTA per tile where they do not
+     * (128 blocks a head on 132 CTAs: the pairs wrap around the head and some CTAs get twice the work) */
+    plan.cfg.causal = 1, plan.cfg.block_n = 128;
+    a.causal = 1, a.batch = 16, a.heads_q = 16, a.heads_kv = 16, a.seqlen_q = a.seqlen_k = 1024;
+    fj_forward_grid(&a, &plan, 132, grid);
+    assert_int_equal(grid[0], 132);
+    a.batch = 1, a.seqlen_q = a.seqlen_k = 16384;
+    fj_forward_grid(&a, &plan, 132, grid);
+    assert_int_equal(grid[0], 128 * 16);
 }
 
 static void test_shape_class(void **state)

@@ -30,6 +30,8 @@ struct fajit_kernel {
     fj_plan plan;                         /* threads, smem_bytes, block_m for the launcher */
     fj_CUmodule module;
     fj_CUfunction function;
+    int grid_key[4];   /* forward.c: the (batch, heads_q, seqlen_q, seqlen_k) of grid_x (under the lock) */
+    unsigned grid_x;   /* its grid, for a causal warp-specialized kernel (the balance check is O(tiles)) */
     int registers;   /* CU_FUNC_ATTRIBUTE_NUM_REGS */
     int spill_bytes; /* CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES */
     size_t cubin_bytes;

@@ -196,12 +196,47 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
 }
 
+/* KV tiles a causal work tile of query block mb visits (fwd_kernel.c's KV range, on the host). */
+static long causal_kv_tiles(const fajit_attention_args *a, const fj_plan *plan, long mb)
+{
+    long bm = plan->cfg.block_m, bn = plan->cfg.block_n, all = (a->seqlen_k + bn - 1) / bn;
+    long last = mb * bm + bm - 1 + (long)a->seqlen_k - a->seqlen_q; /* the block's last row's last key */
+    long n = ((last < -1 ? -1 : last) + 1 + bn - 1) / bn;
+    return n < all ? n : all;
+}
+
+/* Does the persistent schedule of fwd_ws.c (CTA c: tile round * G + c, odd rounds backwards) share the
+ * causal tiles' uneven work out evenly over G CTAs? The heaviest CTA within 10% of the mean (a tile costs
+ * its KV tiles plus one for its prologue and epilogue; measured on the H100, persistent launches up to
+ * 1.08x over the mean still beat one CTA per tile by 3-10% at N 1k-4k, and 1.5x was 1.5x slower at 16k).
+ * Where it does not (its pairing of long and short
+ * tiles breaks when a head's query blocks do not line up with the rounds, e.g. 128 blocks on 132 SMs:
+ * up to 2x), a launch of one CTA per tile lets the hardware's block scheduler balance instead. */
+static int causal_schedule_balances(const fajit_attention_args *a, const fj_plan *plan, unsigned mblocks,
+                                    unsigned tiles, unsigned g)
+{
+    long total = 0, worst = 0;
+    for (unsigned c = 0; c < g; c++) {
+        long sum = 0;
+        for (unsigned r = 0;; r++) {
+            unsigned t = r * g + (r % 2 ? g - 1 - c : c);
+            if (t >= tiles) break;
+            sum += causal_kv_tiles(a, plan, (long)mblocks - 1 - (long)(t % mblocks)) + 1;
+        }
+        total += sum;
+        if (sum > worst) worst = sum;
+    }
+    return worst * g <= total + total / 10;
+}
+
 void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, int max_ctas, unsigned grid[3])
 {
     unsigned bm = (unsigned)plan->cfg.block_m, mblocks = ((unsigned)a->seqlen_q + bm - 1) / bm;
     if (plan->ws) { /* persistent: at most max_ctas CTAs (0 = no cap), each looping over work tiles */
         unsigned tiles = mblocks * (unsigned)a->heads_q * (unsigned)a->batch;
         grid[0] = max_ctas > 0 && tiles > (unsigned)max_ctas ? (unsigned)max_ctas : tiles;
+        if (plan->cfg.causal && grid[0] < tiles && !causal_schedule_balances(a, plan, mblocks, tiles, grid[0]))
+            grid[0] = tiles;
         grid[1] = grid[2] = 1;
         return;
     }
@@ -269,12 +304,34 @@ static fajit_status forward_choose(fajit_context *ctx, const fajit_attention_arg
     return fj_context_choice_add(ctx, key, &cfg, *k);
 }
 
-static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a,
-                                   void *params)
+/* The launch grid of k for a; a causal warp-specialized kernel's (its balance check walks every work
+ * tile) is kept per kernel for the last shape it was asked for. */
+static void forward_grid_cached(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, unsigned grid[3])
+{
+    if (!k->plan.ws || !k->plan.cfg.causal) {
+        fj_forward_grid(a, &k->plan, ctx->persistent_ctas, grid); /* persistent: one CTA per SM */
+        return;
+    }
+    const int key[4] = {a->batch, a->heads_q, a->seqlen_q, a->seqlen_k};
+    pthread_mutex_lock(&ctx->lock);
+    int hit = memcmp(k->grid_key, key, sizeof key) == 0;
+    if (hit) grid[0] = k->grid_x;
+    pthread_mutex_unlock(&ctx->lock);
+    if (!hit) {
+        fj_forward_grid(a, &k->plan, ctx->persistent_ctas, grid);
+        pthread_mutex_lock(&ctx->lock);
+        memcpy(k->grid_key, key, sizeof key);
+        k->grid_x = grid[0];
+        pthread_mutex_unlock(&ctx->lock);
+    }
+    grid[1] = grid[2] = 1;
+}
+
+static fajit_status forward_launch(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, void *params)
 {
     unsigned grid[3];
     void *kernel_params[1] = {params};
-    fj_forward_grid(a, &k->plan, ctx->persistent_ctas, grid); /* persistent: one CTA per SM */
+    forward_grid_cached(ctx, k, a, grid);
     fajit_status st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
     fj_CUresult rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
@@ -288,7 +345,7 @@ static fajit_status forward_launch(fajit_context *ctx, const fajit_kernel *k, co
 
 /* Launch k; a warp-specialized kernel gets its tensor maps, and when TMA cannot describe the tensors the
  * sm_80 path's kernel for the shape runs instead (said in fajit_last_forward). */
-static fajit_status forward_run(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a)
+static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a)
 {
     fj_fwd_params_tma params;
     char why[256];
