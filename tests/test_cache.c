@@ -5,7 +5,9 @@
  * mismatched entries detected, deleted and reported as misses; invalidation; a store that cannot be
  * written (kept as a diagnostic, not a failure); forked processes storing one key at once leave a valid
  * entry and no temp files; FAJIT_CACHE and the directory resolution order (also through the public
- * fajit_context_cache_dir). Run: ctest --test-dir build -R test_cache
+ * fajit_context_cache_dir); the compiler stamps (compiler_stamp.c): a new process reads the compiler's
+ * identity from the stamp without loading the library, and loads it again when the stamped file changes or
+ * the environment that picks the library does. Run: ctest --test-dir build -R test_cache
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,6 +25,8 @@
 
 #include "codegen/codegen.h"
 #include "fajit.h"
+#include "runtime/compiler_stamp.h"
+#include "runtime/cuda_api.h"
 #include "runtime/disk_cache.h"
 #include "runtime/hash.h"
 #include "test_support.h"
@@ -399,6 +403,118 @@ static void test_context_cache_dir(void **state)
     clear_env();
 }
 
+/* ---------------------------------------------------------------------------------------------------
+ * Compiler stamps: each step runs in a new process (fork), as a program starting on a warm cache would
+ * ------------------------------------------------------------------------------------------------- */
+typedef struct stamp_result {
+    int status, loaded_before, loaded_after;
+    char identity[128];
+} stamp_result;
+
+static stamp_result stamp_in_child(const char *root, int whole_program)
+{
+    stamp_result r = {-1, -1, -1, ""};
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        fj_disk_cache c;
+        fj_plan plan;
+        char id[128] = "";
+        memset(&plan, 0, sizeof plan);
+        plan.whole_program = whole_program;
+        int before = whole_program ? fj_nvrtc_loaded() : fj_nvjitlink_loaded();
+        fajit_status st = fj_disk_cache_init(&c, 1, root);
+        if (st == FAJIT_OK) st = fj_compiler_identity_stamped(&c, &plan, id, sizeof id);
+        int after = whole_program ? fj_nvrtc_loaded() : fj_nvjitlink_loaded();
+        dprintf(fds[1], "%d %d %d %s", (int)st, before, after, id);
+        _exit(0);
+    }
+    close(fds[1]);
+    char buf[256] = "";
+    ssize_t n = read(fds[0], buf, sizeof buf - 1);
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    int used = 0;
+    assert_int_equal(sscanf(buf, "%d %d %d %n", &r.status, &r.loaded_before, &r.loaded_after, &used), 3);
+    snprintf(r.identity, sizeof r.identity, "%s", buf + used);
+    return r;
+}
+
+/* Write a stamp for NVRTC by hand, naming `file` with the given identity (the key as compiler_stamp.c makes it). */
+static void write_stamp(fj_disk_cache *c, const char *file, const char *identity)
+{
+    char key[2048], payload[2048];
+    struct stat st;
+    const char *lp = getenv("LD_LIBRARY_PATH"), *ch = getenv("CUDA_HOME");
+    assert_int_equal(stat(file, &st), 0);
+    snprintf(key, sizeof key, "compiler stamp NVRTC\nLD_LIBRARY_PATH=%s\nCUDA_HOME=%s", lp ? lp : "", ch ? ch : "");
+    snprintf(payload, sizeof payload, "%s\n%lld\n%lld.%09ld\n%s\n", file, (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec, identity);
+    assert_int_equal(fj_disk_cache_store_meta(c, key, "stamp", payload, strlen(payload)), 0);
+}
+
+static void test_compiler_stamp(void **state)
+{
+    fixture *f = *state;
+    for (int whole = 1; whole >= 0; whole--) {
+        const char *name = whole ? "NVRTC " : "nvJitLink ";
+        stamp_result a = stamp_in_child(f->root, whole);
+        if (a.status == FAJIT_ERR_LIBRARY_MISSING) {
+            printf("SKIP: %slibrary not found, compiler stamps not tested\n", name);
+            skip();
+        }
+        assert_int_equal(a.status, FAJIT_OK);
+        assert_int_equal(a.loaded_before, 0);
+        assert_int_equal(a.loaded_after, 1); /* no stamp yet: loaded and asked */
+        assert_memory_equal(a.identity, name, strlen(name));
+        stamp_result b = stamp_in_child(f->root, whole);
+        assert_int_equal(b.status, FAJIT_OK);
+        assert_int_equal(b.loaded_after, 0); /* the stamp answered */
+        assert_string_equal(b.identity, a.identity);
+    }
+    /* A stamp naming a file of ours: believed while the file is unchanged, dropped once it changes. */
+    char lib[512];
+    snprintf(lib, sizeof lib, "%s/libfake.so", f->root);
+    FILE *fp = fopen(lib, "w");
+    assert_non_null(fp);
+    fputs("x", fp);
+    fclose(fp);
+    write_stamp(&f->cache, lib, "NVRTC 99.9 fake");
+    stamp_result c = stamp_in_child(f->root, 1);
+    assert_int_equal(c.loaded_after, 0);
+    assert_string_equal(c.identity, "NVRTC 99.9 fake");
+    fp = fopen(lib, "a");
+    assert_non_null(fp);
+    fputs("y", fp); /* another size: "the library was upgraded" */
+    fclose(fp);
+    stamp_result d = stamp_in_child(f->root, 1);
+    assert_int_equal(d.status, FAJIT_OK);
+    assert_int_equal(d.loaded_after, 1);
+    assert_string_not_equal(d.identity, "NVRTC 99.9 fake");
+    stamp_result e = stamp_in_child(f->root, 1); /* d wrote the real stamp back */
+    assert_int_equal(e.loaded_after, 0);
+    assert_string_equal(e.identity, d.identity);
+    /* Another CUDA_HOME may pick another library: another stamp, so the compiler is loaded again. */
+    char *home = getenv("CUDA_HOME") ? strdup(getenv("CUDA_HOME")) : NULL;
+    setenv("CUDA_HOME", "/nonexistent/fajit-test-cuda", 1);
+    stamp_result g = stamp_in_child(f->root, 1);
+    assert_int_equal(g.status, FAJIT_OK);
+    assert_int_equal(g.loaded_after, 1);
+    if (home) setenv("CUDA_HOME", home, 1);
+    else unsetenv("CUDA_HOME");
+    free(home);
+    /* Stamps are metadata: the kernel counters of this process's cache did not move. */
+    fj_disk_cache_stats s;
+    fj_disk_cache_stats_get(&f->cache, &s);
+    assert_int_equal(s.hits + s.misses + s.stores + s.store_failures, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_switch),
         cmocka_unit_test(test_dir_order),
         cmocka_unit_test(test_context_cache_dir),
+        cmocka_unit_test_setup_teardown(test_compiler_stamp, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

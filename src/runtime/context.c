@@ -16,6 +16,7 @@
 
 #include "codegen/kernel_abi.h"
 #include "compile.h"
+#include "compiler_stamp.h"
 #include "error.h"
 
 #define SMEM_DEFAULT_LIMIT (48 * 1024) /* above this a kernel must opt in to dynamic shared memory */
@@ -257,11 +258,12 @@ static fajit_status kernel_load_module(fajit_context *ctx, fajit_kernel *k, cons
     return FAJIT_OK;
 }
 
-/* The disk-cache key of a kernel (needs the compiler identity, hence nvJitLink). */
-static fajit_status kernel_disk_key(const fajit_kernel *k, char *key, size_t size)
+/* The disk-cache key of a kernel (needs the compiler identity: from the cache's stamp, else by loading the
+ * compiler; compiler_stamp.c). */
+static fajit_status kernel_disk_key(fajit_context *ctx, const fajit_kernel *k, char *key, size_t size)
 {
     char compiler[64];
-    fajit_status st = fj_compiler_identity_for(&k->plan, compiler, sizeof compiler);
+    fajit_status st = fj_compiler_identity_stamped(&ctx->disk, &k->plan, compiler, sizeof compiler);
     if (st != FAJIT_OK) return st;
     if (fj_disk_cache_key(key, size, k->config_text, k->target, compiler) >= (int)size)
         return fj_fail(FAJIT_ERR_INTERNAL, "context.c: disk-cache key of \"%s\" longer than %zu", k->config_text, size);
@@ -307,7 +309,7 @@ static fajit_status kernel_build(fajit_context *ctx, fajit_kernel *k, fajit_cach
     char key[FJ_DISK_CACHE_KEY_MAX];
     int use_disk = ctx->disk.enabled;
     if (use_disk) {
-        fajit_status st = kernel_disk_key(k, key, sizeof key);
+        fajit_status st = kernel_disk_key(ctx, k, key, sizeof key);
         if (st != FAJIT_OK) return st;
         if (kernel_from_disk(ctx, k, key)) {
             *source = FAJIT_SOURCE_DISK;

@@ -15,6 +15,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@ typedef struct lib_state {
     fajit_status status;
     char message[LIB_MSG_SIZE];
     void *handle;
+    atomic_int ready; /* set last, once the table is filled: lets a caller ask without loading */
 } lib_state;
 
 /* A table field and the symbol names that may fill it, preferred first. */
@@ -124,6 +126,18 @@ static void lib_load(lib_state *st, const char *what, const char *const *sonames
         return;
     }
     st->status = FAJIT_OK;
+    atomic_store(&st->ready, 1);
+}
+
+/* The file the loader mapped for a loaded library (its search result, not the soname): "" if unknown. */
+static void lib_path(const lib_state *st, const void *table, char *buf, size_t size)
+{
+    void *sym;
+    Dl_info info;
+    buf[0] = '\0';
+    if (!atomic_load(&st->ready)) return;
+    memcpy(&sym, table, sizeof sym); /* the table's first function */
+    if (dladdr(sym, &info) && info.dli_fname) snprintf(buf, size, "%s", info.dli_fname);
 }
 
 static fajit_status lib_result(const lib_state *st)
@@ -171,7 +185,7 @@ static const sym_entry k_cuda_syms[] = {
     CU_SYM(cuGetErrorString, "cuGetErrorString", NULL),
 };
 
-static lib_state g_cuda = {PTHREAD_ONCE_INIT, FAJIT_ERR_INTERNAL, "", NULL};
+static lib_state g_cuda = {PTHREAD_ONCE_INIT, FAJIT_ERR_INTERNAL, "", NULL, 0};
 static fj_cuda_api g_cuda_api;
 
 static void cuda_load_once(void)
@@ -228,7 +242,7 @@ static const sym_entry k_nvjitlink_syms[] = {
     {offsetof(fj_nvjitlink_api, version), "nvJitLinkVersion", NULL},
 };
 
-static lib_state g_nvjitlink = {PTHREAD_ONCE_INIT, FAJIT_ERR_INTERNAL, "", NULL};
+static lib_state g_nvjitlink = {PTHREAD_ONCE_INIT, FAJIT_ERR_INTERNAL, "", NULL, 0};
 static fj_nvjitlink_api g_nvjitlink_api;
 
 static void nvjitlink_load_once(void)
@@ -247,6 +261,9 @@ fajit_status fj_nvjitlink_load(const fj_nvjitlink_api **api_out)
     if (st == FAJIT_OK && api_out) *api_out = &g_nvjitlink_api;
     return st;
 }
+
+int fj_nvjitlink_loaded(void) { return atomic_load(&g_nvjitlink.ready); }
+void fj_nvjitlink_path(char *buf, size_t size) { lib_path(&g_nvjitlink, &g_nvjitlink_api, buf, size); }
 
 const char *fj_nvjitlink_result_name(int result)
 {
@@ -280,7 +297,7 @@ static const sym_entry k_nvrtc_syms[] = {
     RTC_SYM(version, "nvrtcVersion"),
 };
 
-static lib_state g_nvrtc = {PTHREAD_ONCE_INIT, FAJIT_ERR_INTERNAL, "", NULL};
+static lib_state g_nvrtc = {PTHREAD_ONCE_INIT, FAJIT_ERR_INTERNAL, "", NULL, 0};
 static fj_nvrtc_api g_nvrtc_api;
 
 static void nvrtc_load_once(void)
@@ -299,6 +316,9 @@ fajit_status fj_nvrtc_load(const fj_nvrtc_api **api_out)
     if (st == FAJIT_OK && api_out) *api_out = &g_nvrtc_api;
     return st;
 }
+
+int fj_nvrtc_loaded(void) { return atomic_load(&g_nvrtc.ready); }
+void fj_nvrtc_path(char *buf, size_t size) { lib_path(&g_nvrtc, &g_nvrtc_api, buf, size); }
 
 /* ---------------------------------------------------------------------------------------------------
  * The mirrored constants, checked against the real headers. Included last: cuda.h #defines names

@@ -129,6 +129,10 @@ typedef struct fj_nvjitlink_api {
     int (*version)(unsigned *major, unsigned *minor);
 } fj_nvjitlink_api;
 fajit_status fj_nvjitlink_load(const fj_nvjitlink_api **api_out);
+/* Whether nvJitLink is loaded in this process (never loads it); the file the loader mapped for it ("" when not
+ * loaded). Same pair for NVRTC below. */
+int fj_nvjitlink_loaded(void);
+void fj_nvjitlink_path(char *buf, size_t size);
 
 /* NVRTC: CUDA C -> PTX or cubin (used for the reference kernel). */
 typedef struct fj_nvrtc_api {
@@ -144,5 +148,7 @@ typedef struct fj_nvrtc_api {
     int (*version)(int *major, int *minor);
 } fj_nvrtc_api;
 fajit_status fj_nvrtc_load(const fj_nvrtc_api **api_out);
+int fj_nvrtc_loaded(void);
+void fj_nvrtc_path(char *buf, size_t size);
 
 #endif

@@ -239,7 +239,10 @@ static const char *entry_read(int fd, const struct stat *st, const char *full_ke
     return NULL;
 }
 
-int fj_disk_cache_load(fj_disk_cache *c, const char *key, const char *kind, void **payload, size_t *size)
+/* counted = 0: a metadata entry (compiler stamp), left out of the hit/miss/store counters. */
+#define COUNTER(c, field, counted) ((counted) ? &(c)->stats.field : NULL)
+
+static int cache_load(fj_disk_cache *c, const char *key, const char *kind, void **payload, size_t *size, int counted)
 {
     char path[FJ_DISK_CACHE_PATH_MAX + 64], ebuf[128];
     struct stat st;
@@ -248,8 +251,8 @@ int fj_disk_cache_load(fj_disk_cache *c, const char *key, const char *kind, void
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int err = errno;
-        if (err == ENOENT) cache_note(c, &c->stats.misses, NULL);
-        else cache_note(c, &c->stats.misses, "cannot open %s: %s", path, fj_errno_text(err, ebuf, sizeof ebuf));
+        if (err == ENOENT) cache_note(c, COUNTER(c, misses, counted), NULL);
+        else cache_note(c, COUNTER(c, misses, counted), "cannot open %s: %s", path, fj_errno_text(err, ebuf, sizeof ebuf));
         return 0;
     }
     char *full = entry_key(key, kind);
@@ -258,15 +261,25 @@ int fj_disk_cache_load(fj_disk_cache *c, const char *key, const char *kind, void
     close(fd);
     free(full);
     if (!bad) {
-        cache_note(c, &c->stats.hits, NULL);
+        cache_note(c, COUNTER(c, hits, counted), NULL);
         return 1;
     }
     if (strcmp(bad, "out of memory") == 0 || strcmp(bad, "fstat failed") == 0)
         cache_note(c, NULL, "cannot read %s: %s", path, bad);
     else
         entry_discard(c, path, &st, bad);
-    cache_note(c, &c->stats.misses, NULL);
+    cache_note(c, COUNTER(c, misses, counted), NULL);
     return 0;
+}
+
+int fj_disk_cache_load(fj_disk_cache *c, const char *key, const char *kind, void **payload, size_t *size)
+{
+    return cache_load(c, key, kind, payload, size, 1);
+}
+
+int fj_disk_cache_load_meta(fj_disk_cache *c, const char *key, const char *kind, void **payload, size_t *size)
+{
+    return cache_load(c, key, kind, payload, size, 0);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -325,7 +338,8 @@ static const char *entry_publish(fj_disk_cache *c, const char *path, const char 
     return step;
 }
 
-int fj_disk_cache_store(fj_disk_cache *c, const char *key, const char *kind, const void *payload, size_t size)
+static int cache_store(fj_disk_cache *c, const char *key, const char *kind, const void *payload, size_t size,
+                       int counted)
 {
     char path[FJ_DISK_CACHE_PATH_MAX + 64], ebuf[128];
     if (!c->enabled) return -1;
@@ -335,13 +349,23 @@ int fj_disk_cache_store(fj_disk_cache *c, const char *key, const char *kind, con
     int err = full ? errno : ENOMEM;
     free(full);
     if (step) {
-        cache_note(c, &c->stats.store_failures, "cannot store %s (%s): %s", path, step,
+        cache_note(c, COUNTER(c, store_failures, counted), "cannot store %s (%s): %s", path, step,
                    fj_errno_text(err, ebuf, sizeof ebuf));
         return -1;
     }
     dir_sync(c->entries_dir);
-    cache_note(c, &c->stats.stores, NULL);
+    cache_note(c, COUNTER(c, stores, counted), NULL);
     return 0;
+}
+
+int fj_disk_cache_store(fj_disk_cache *c, const char *key, const char *kind, const void *payload, size_t size)
+{
+    return cache_store(c, key, kind, payload, size, 1);
+}
+
+int fj_disk_cache_store_meta(fj_disk_cache *c, const char *key, const char *kind, const void *payload, size_t size)
+{
+    return cache_store(c, key, kind, payload, size, 0);
 }
 
 void fj_disk_cache_invalidate(fj_disk_cache *c, const char *key, const char *kind, const char *why)

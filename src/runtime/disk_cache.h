@@ -74,6 +74,12 @@ int fj_disk_cache_load(fj_disk_cache *cache, const char *key, const char *kind, 
 /* Store atomically. Returns 0, or -1 when the entry could not be written (reason in the stats). */
 int fj_disk_cache_store(fj_disk_cache *cache, const char *key, const char *kind, const void *payload, size_t size);
 
+/* The same for metadata entries (the compiler stamps of compiler_stamp.c): same format and checks, left out of
+ * the hits/misses/stores counters (a failure still sets last_error). */
+int fj_disk_cache_load_meta(fj_disk_cache *cache, const char *key, const char *kind, void **payload, size_t *size);
+int fj_disk_cache_store_meta(fj_disk_cache *cache, const char *key, const char *kind, const void *payload,
+                             size_t size);
+
 /* Delete an entry whose payload turned out unusable (e.g. the driver rejected a cubin), saying why. */
 void fj_disk_cache_invalidate(fj_disk_cache *cache, const char *key, const char *kind, const char *why);
 

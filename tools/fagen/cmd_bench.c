@@ -4,7 +4,7 @@
  *   fagen bench [--batch B --heads H --heads-kv H --seqlen N --seqlen-k N --layout bhnd|bnhd]
  *               [config flags] [--reps N] [--warmup N] [--device N] [--untuned]
  *   fagen bench --grid first [config flags]   D 64/128/256 x N 4k/16k (B*N = 16384, H*D = 2048), both masks
- *   fagen bench --latency [config flags]      PTX generation, cold compile, disk-cache and memory-cache hits
+ *   fagen bench --latency [config flags]      getting a kernel: cold in a new process, then a disk hit in another
  *
  * Timing: `warmup` calls, then `reps` (>= 20) calls each between two CUDA events on the default
  * stream; the median is reported. Inputs rotate over as many Q/K/V/O sets as it takes to pass 256 MB
@@ -23,11 +23,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "args.h"
 #include "codegen/codegen.h"
 #include "runtime/context.h"
+#include "runtime/cuda_api.h"
 #include "runtime/error.h"
 #include "runtime/half.h"
 #include "runtime/tune.h"
@@ -82,7 +84,8 @@ static void bench_usage(FILE *f)
           "  --reps N                       timed calls (>= 20, default 30)\n"
           "  --warmup N                     untimed calls first (default 10)\n"
           "  --grid first                   D 64/128/256 x N 4096/16384, B*N = 16384, H*D = 2048, both masks\n"
-          "  --latency                      time PTX generation, cold compile, disk and memory cache hits\n"
+          "  --latency                      time getting a kernel: a new process with empty caches (PTX generation,\n"
+          "                                 compiler load, compile), then a disk-cache hit in another new process\n"
           "  --untuned                      ignore tuned winners (fagen tune): the built-in heuristic only\n"
           "  --device N                     CUDA device ordinal (default 0)\n\n"
           "config flags (omitted ones: the library heuristic for the shape):\n",
@@ -363,7 +366,7 @@ static fajit_status lat_get(fajit_context *ctx, const fajit_config *cfg, const c
     double t0 = now_ms();
     fajit_status st = fajit_kernel_get(ctx, cfg, &k, &src);
     double ms = now_ms() - t0;
-    if (st == FAJIT_OK) printf("  %-54s %10.3f ms  (%s)\n", what, ms, source_name(src));
+    if (st == FAJIT_OK) printf("  %-58s %10.3f ms  (%s)\n", what, ms, source_name(src));
     return st;
 }
 
@@ -379,58 +382,96 @@ static fajit_status lat_ptx(const fajit_config *cfg)
         fajit_free(ptx);
         if (st != FAJIT_OK) return st;
     }
-    printf("  %-54s %10.3f ms  (then median %.3f ms; %zu bytes)\n", "PTX generation, first call", times[0],
+    printf("  %-58s %10.3f ms  (then median %.3f ms; %zu bytes)\n", "PTX generation, first call", times[0],
            fj_sort_median(times + 1, 20), len);
     return FAJIT_OK;
 }
 
-/* Two fresh cache directories: the first compile of the process pays for loading nvJitLink. */
-static fajit_status lat_steps(const bench_cli *o, const fajit_config *cfg, char *dir_a, char *dir_b)
+/* Whether the compiler of cfg's path is loaded in this process (compile.c: NVRTC for whole-program plans). */
+static const char *lat_compiler_state(const fajit_config *cfg)
 {
-    fajit_context *a = NULL, *b = NULL;
+    fj_plan plan;
+    if (fj_plan_build(cfg, &plan) != FAJIT_OK) return "?";
+    if (plan.whole_program) return fj_nvrtc_loaded() ? "NVRTC loaded" : "NVRTC not loaded";
+    return fj_nvjitlink_loaded() ? "nvJitLink loaded" : "nvJitLink not loaded";
+}
+
+/*
+ * One process of the latency run (a fork of fagen, before it touched CUDA): a context with the disk cache
+ * in dir and the driver's JIT cache (where nvJitLink keeps its own) off and empty. cold: the disk cache is
+ * empty; the first kernel and a second one (the mask flipped) are compiled. warm: the first process's
+ * entries are there; the kernel is read from disk, then from memory.
+ */
+static fajit_status lat_process(const bench_cli *o, const char *dir, const char *driver_dir, int cold)
+{
+    fajit_context *ctx = NULL;
     double ms;
-    fajit_status st = lat_ptx(cfg);
-    if (st == FAJIT_OK && (st = lat_context(o, dir_a, &a, &ms)) == FAJIT_OK) {
-        printf("  %-54s %10.3f ms  (%s, %s)\n", "context create, first (loads libcuda)", ms, a->device_name, a->sm);
-        st = lat_get(a, cfg, "cold compile, first in process (loads nvJitLink)");
+    setenv("CUDA_CACHE_DISABLE", "1", 1);
+    setenv("CUDA_CACHE_PATH", driver_dir, 1);
+    fajit_status st = lat_context(o, dir, &ctx, &ms);
+    if (st != FAJIT_OK) return st;
+    fajit_config cfg = o->user;
+    if (!cfg.head_dim) cfg.head_dim = 128;
+    if (!cfg.dtype) cfg.dtype = FAJIT_DTYPE_BF16;
+    st = fajit_config_fill(ctx, NULL, &cfg);
+    if (st == FAJIT_OK && cold) {
+        char text[128];
+        fajit_config_format(&cfg, text, sizeof text);
+        printf("latency of %s on %s (%s)\n", text, ctx->device_name, ctx->sm);
+        printf(" process 1: empty caches\n");
+        printf("  %-58s %10.3f ms\n", "context create (loads libcuda, makes the CUDA context)", ms);
+        st = lat_ptx(&cfg);
+        if (st == FAJIT_OK) st = lat_get(ctx, &cfg, "first kernel: generate, load compiler, compile, load");
+        fajit_config other = cfg;
+        other.causal = !cfg.causal;
+        if (st == FAJIT_OK) st = lat_get(ctx, &other, "second kernel (mask flipped): compiler already loaded");
+    } else if (st == FAJIT_OK) {
+        printf(" process 2: a new process, the disk cache of process 1\n");
+        printf("  %-58s %10.3f ms\n", "context create", ms);
+        st = lat_get(ctx, &cfg, "disk-cache hit");
+        if (st == FAJIT_OK) printf("  %-58s %13s  (%s)\n", "compiler", "", lat_compiler_state(&cfg));
+        if (st == FAJIT_OK) st = lat_get(ctx, &cfg, "memory-cache hit");
     }
-    if (st == FAJIT_OK && (st = lat_context(o, dir_b, &b, &ms)) == FAJIT_OK) {
-        printf("  %-54s %10.3f ms\n", "context create", ms);
-        st = lat_get(b, cfg, "cold compile (fresh disk cache, empty memory cache)");
-    }
-    fajit_context_destroy(b);
-    b = NULL;
-    if (st == FAJIT_OK && (st = lat_context(o, dir_b, &b, &ms)) == FAJIT_OK) {
-        st = lat_get(b, cfg, "disk-cache hit (new context, warm disk)");
-        if (st == FAJIT_OK) st = lat_get(b, cfg, "memory-cache hit");
-    }
-    fajit_context_destroy(a);
-    fajit_context_destroy(b);
+    fajit_context_destroy(ctx);
     return st;
+}
+
+/* Run lat_process in a child; its status (FAJIT_ERR_INTERNAL when it could not be started or died). */
+static fajit_status lat_fork(const bench_cli *o, const char *dir, const char *driver_dir, int cold)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return FAJIT_ERR_INTERNAL;
+    if (pid == 0) {
+        fajit_status st = lat_process(o, dir, driver_dir, cold);
+        if (st != FAJIT_OK) fprintf(stderr, "fagen: bench --latency: %s\n", fajit_errmsg());
+        fflush(stdout);
+        _exit(st == FAJIT_OK ? 0 : 100 + (int)st);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return FAJIT_ERR_INTERNAL;
+    int code = WEXITSTATUS(status);
+    return code == 0 ? FAJIT_OK : code >= 100 ? (fajit_status)(code - 100) : FAJIT_ERR_INTERNAL;
 }
 
 static int bench_latency(const bench_cli *o)
 {
-    fajit_config cfg = o->user;
-    char dir_a[] = "/tmp/fagen-latency-XXXXXX", dir_b[] = "/tmp/fagen-latency-XXXXXX", text[128];
-    if (!cfg.head_dim) cfg.head_dim = 128;
-    if (!cfg.dtype) cfg.dtype = FAJIT_DTYPE_BF16;
-    fajit_status st = fajit_config_fill(NULL, NULL, &cfg);
-    if (st != FAJIT_OK) return fagen_report_status(st, "config");
-    if (!mkdtemp(dir_a) || !mkdtemp(dir_b)) {
+    char dir[] = "/tmp/fagen-latency-XXXXXX", driver_dir[] = "/tmp/fagen-latency-driver-XXXXXX";
+    if (!mkdtemp(dir) || !mkdtemp(driver_dir)) {
         fprintf(stderr, "fagen: bench --latency: cannot make a directory under /tmp\n");
         return FAGEN_EXIT_FAIL;
     }
-    fajit_config_format(&cfg, text, sizeof text);
-    printf("latency of %s (caches in %s, %s)\n", text, dir_a, dir_b);
-    st = lat_steps(o, &cfg, dir_a, dir_b);
-    nftw(dir_a, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    nftw(dir_b, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-    if (st == FAJIT_ERR_LIBRARY_MISSING || st == FAJIT_ERR_NO_DEVICE) {
-        fprintf(stderr, "fagen: bench needs a GPU: %s\n", fajit_errmsg());
-        return FAGEN_EXIT_FAIL;
-    }
-    return st == FAJIT_OK ? FAGEN_EXIT_OK : fagen_report_status(st, "bench --latency");
+    fajit_status st = lat_fork(o, dir, driver_dir, 1);
+    if (st == FAJIT_OK) st = lat_fork(o, dir, driver_dir, 0);
+    if (st == FAJIT_OK)
+        printf("caches: fajit's disk cache a fresh directory (%s), its memory cache new with each process;\n"
+               "the driver's JIT cache, which also holds nvJitLink's, off (CUDA_CACHE_DISABLE=1) and empty\n"
+               "(CUDA_CACHE_PATH=%s); the OS page cache (the compiler's library files) not emptied\n",
+               dir, driver_dir);
+    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    nftw(driver_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return st == FAJIT_OK ? FAGEN_EXIT_OK : FAGEN_EXIT_FAIL; /* the child said why */
 }
 
 /* ---- the command ------------------------------------------------------------------------------ */

@@ -1,0 +1,22 @@
+/*
+ * compiler_stamp.h - the compiler identity of a disk-cache key, without loading the compiler (compiler_stamp.c).
+ */
+#ifndef FJ_COMPILER_STAMP_H
+#define FJ_COMPILER_STAMP_H
+
+#include <stddef.h>
+
+#include "disk_cache.h"
+#include "fajit.h"
+
+struct fj_plan;
+
+/*
+ * The identity of the compiler plan's path uses ("NVRTC 13.0 whole-program", "nvJitLink 13.0"), as
+ * fj_compiler_identity_for gives it, but read from cache's stamp when this process has not loaded that
+ * compiler and the stamp still matches the library file it names. Loads the compiler (and writes the
+ * stamp) only when there is no valid stamp. With the cache off it is fj_compiler_identity_for.
+ */
+fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const struct fj_plan *plan, char *buf, size_t size);
+
+#endif
