@@ -299,7 +299,8 @@ const char *fajit_last_forward(void);
  * the context that measured them only.
  * ------------------------------------------------------------------------------------------------- */
 
-/* Called after each candidate, and with index -1 for notes about the tune as a whole.
+/* Called after each candidate, with index -1 for notes about the tune as a whole, and once more for each
+ * finalist re-timed in the final round (its note then starts with "final:" and tflops is the final median).
  *   index   0-based candidate number, or -1 (then cfg is NULL)
  *   total   candidates to time in this tune
  *   cfg     the candidate (valid for the call only)

@@ -393,6 +393,42 @@ static void test_ptx_deterministic(void **state)
     fajit_free(b);
 }
 
+/* The sm_90a heuristic's shape rules: D=64 takes three consumer warpgroups with ping-pong, except causal
+ * at N <= 1024 (two, no ping-pong); D=128 widens block_n from N 8192. Fields the caller gave are kept. */
+static void sm90_default(int d, int causal, int n, fajit_config *c)
+{
+    fajit_shape shape = {1, 8, 8, n, n};
+    memset(c, 0, sizeof *c);
+    c->arch = FAJIT_ARCH_SM90A, c->head_dim = d, c->causal = causal;
+    fajit_config given = *c;
+    fj_config_heuristic(c, &given, n ? &shape : NULL, 0);
+    assert_int_equal(fajit_config_check(c), FAJIT_OK);
+}
+
+static void test_sm90_heuristic_shapes(void **state)
+{
+    (void)state;
+    fajit_config c;
+    sm90_default(64, 1, 1024, &c);
+    assert_int_equal(c.block_m, 128);
+    assert_int_equal(c.pingpong, -1);
+    sm90_default(64, 1, 17, &c);
+    assert_int_equal(c.block_m, 128);
+    sm90_default(64, 1, 2048, &c);
+    assert_int_equal(c.block_m, 192);
+    assert_int_equal(c.pingpong, 1);
+    sm90_default(64, 0, 1024, &c);
+    assert_int_equal(c.block_m, 192);
+    sm90_default(64, 1, 0, &c); /* no shape: the long-sequence default */
+    assert_int_equal(c.block_m, 192);
+    sm90_default(128, 0, 4096, &c);
+    assert_int_equal(c.block_n, 128);
+    sm90_default(128, 0, 8192, &c);
+    assert_int_equal(c.block_n, 176);
+    sm90_default(256, 1, 4096, &c);
+    assert_int_equal(c.pingpong, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -401,6 +437,7 @@ int main(void)
         cmocka_unit_test(test_config_accepted),
         cmocka_unit_test(test_config_rejected),
         cmocka_unit_test(test_warp_pairs),
+        cmocka_unit_test(test_sm90_heuristic_shapes),
         cmocka_unit_test(test_sm90_rules),
         cmocka_unit_test(test_sm90_ptx),
         cmocka_unit_test(test_swizzle_bijection_and_banks),
