@@ -182,7 +182,8 @@ fajit_status fajit_explain(const fajit_config *cfg, char **text_out);
 
 /*
  * Compile a config to a cubin for `sm` ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a", "sm_100a", ...)
- * with nvJitLink. Needs nvJitLink, not a GPU. *cubin_out is owned by the caller (fajit_free);
+ * with nvJitLink, or with NVRTC (a whole-program compile) for the warp-specialized sm_90a kernels, whose
+ * setmaxnreg nvJitLink would drop. Needs that library, not a GPU. *cubin_out is owned by the caller (fajit_free);
  * *log_out (may be NULL) receives the compiler's info log, also owned by the caller.
  */
 fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void **cubin_out, size_t *size_out,

@@ -1,6 +1,6 @@
 /*
  * cmd_gen.c - the fagen subcommands that need no GPU: `ptx` (generated PTX), `cubin` (PTX compiled
- * with nvJitLink through fajit_compile_cubin) and `explain` (the derived plan in words).
+ * with nvJitLink, or NVRTC for whole-program sm_90a kernels, through fajit_compile_cubin) and `explain`
  *
  * Each parses the shared flags (args.h), completes the config with the library's heuristic, calls
  * one library function and writes its result to stdout or -o FILE. Output depends only on the
@@ -111,7 +111,8 @@ int fagen_cmd_explain(int argc, char **argv)
 static void cubin_usage(FILE *f)
 {
     fputs("usage: fagen cubin [config flags] [--sm SM] [-o FILE] [-v]\n"
-          "Compile one kernel to a cubin with nvJitLink (loaded at run time; no GPU needed).\n\n"
+          "Compile one kernel to a cubin (loaded at run time, no GPU needed): nvJitLink, or NVRTC for\n"
+          "the warp-specialized sm_90a kernels, whose setmaxnreg only a whole-program compile keeps.\n\n"
           "config flags (omitted ones are chosen by the library's heuristic):\n",
           f);
     fagen_print_config_help(f);
@@ -119,7 +120,7 @@ static void cubin_usage(FILE *f)
           "                                 (default: the --arch path's own target)\n"
           "  -o FILE                        output file (default: fajit_<config>.cubin in the current\n"
           "                                 directory; - for stdout)\n"
-          "  -v                             print nvJitLink's info log on stderr\n\n"
+          "  -v                             print the compiler's info log (ptxas -v) on stderr\n\n"
           "example: fagen cubin --headdim 64 --sm sm_90a -o fa_d64.cubin -v\n",
           f);
 }
