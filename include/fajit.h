@@ -344,12 +344,16 @@ typedef struct fajit_tune_result {
 } fajit_tune_result;
 
 /*
- * Tune one class on ctx's GPU. The search space is the sm_80 path's tiles: block_m 64..256 (one or two
- * 16-row fragments per warp), block_n 32..128, 4 or 8 warps, 1..4 stages, the largest swizzle a row
- * allows and the next smaller one, and from head_dim 192 up warp pairs (col_warps 2) as well. Configs
+ * Tune one class on ctx's GPU, on the path fajit_config_fill picks for it (sm_90a on a compute-capability
+ * 9.0 GPU, else sm_80). The sm_90a space: 1..3 consumer warpgroups (block_m 64/128/192), block_n 64..192 in
+ * steps of 16 and 256, 1..3 stages, overlap and ping-pong on or off, the widest swizzle the row allows.
+ * The sm_80 space: block_m 64..256 (one or two 16-row fragments per warp), block_n 32..128, 4 or 8 warps,
+ * 1..4 stages, the largest swizzle a row allows and the next smaller one, and from head_dim 192 up warp
+ * pairs (col_warps 2) as well. Configs
  * that break a plan rule (register or shared-memory budget, copy layout) or exceed the device's shared
- * memory are pruned; the rest are ordered by closeness to the heuristic's config (which goes first) and the first max_candidates are compiled (through
- * fajit_kernel_get, so they land in the caches) and timed on the legacy default stream: random inputs,
+ * memory are pruned; the rest are ordered by closeness to the heuristic's config (which goes first) and
+ * the first max_candidates are compiled (through fajit_kernel_get, on up to 8 threads at once, so they land
+ * in the caches) and timed on the legacy default stream: random inputs,
  * `warmup` calls, then `reps` calls each between two CUDA events, rotating over at least two input
  * sets that together exceed 256 MB (well past L2). The fastest three within 10% of the best are then
  * timed again, interleaved over three rounds (clock drift over the tune hits them alike), and the best

@@ -94,7 +94,9 @@ static void test_refused_cubin(void **state)
     fj_plan plan;
     assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
     assert_int_equal(fj_compiler_identity_for(&plan, compiler, sizeof compiler), FAJIT_OK); /* NVRTC on sm_90a */
-    fj_disk_cache_key(key, sizeof key, text, fajit_context_sm(a), compiler);
+    const fj_arch_info *target = NULL; /* the kernel's target: sm_90a for the sm_90a path on an sm_90 GPU */
+    assert_int_equal(fj_context_target(a, &plan, &target), FAJIT_OK);
+    fj_disk_cache_key(key, sizeof key, text, target->name, compiler);
     assert_int_equal(fj_disk_cache_store(&a->disk, key, "cubin", "not a cubin", 12), 0);
     assert_int_equal(get(a, &c, &k), FAJIT_SOURCE_COMPILED);
     fj_disk_cache_stats_get(&a->disk, &s);

@@ -13,8 +13,17 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     fj_buf_printf(out, "%sconfig: %s\n", pf, cfg);
     fj_buf_printf(out, "%starget: %s (PTX ISA %d.%d), backend %s, %d threads (%d warps) per CTA\n", pf, p->arch->name,
                   p->arch->ptx_isa_major, p->arch->ptx_isa_minor, p->backend->name, p->threads, c->warps);
-    fj_buf_printf(out, "%stiles: Q %d x %d per CTA; K, V %d x %d per stage, %d stage%s; grid (ceil(Nq/%d), Hq, B)\n", pf,
-                  c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "", c->block_m);
+    if (p->ws)
+        fj_buf_printf(out, "%stiles: Q %d x %d per work tile; K, V %d x %d per stage, %d stage%s; work tiles (query block "
+                           "of %d rows, head, batch), query blocks fastest (causal: the last block first); persistent "
+                           "grid: min(work tiles, SMs) CTAs, CTA c takes tiles c, c + G, c + 2G, ... (causal: odd "
+                           "rounds backwards, c -> G - 1 - c; one CTA per tile when that would not balance)\n",
+                      pf, c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "",
+                      c->block_m);
+    else
+        fj_buf_printf(out, "%stiles: Q %d x %d per CTA; K, V %d x %d per stage, %d stage%s; grid (ceil(Nq/%d), Hq, B)\n",
+                      pf, c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "",
+                      c->block_m);
     fj_buf_printf(out, "%ssmem map (%d B total; %s GPUs give a CTA up to %d B, up to %d B on later GPUs):\n", pf,
                   p->smem_bytes, p->arch->name, p->arch->smem_per_block, fj_arch_path_smem_max(c->arch));
     for (int b = 0; b < (p->ws ? p->q_bufs : 1); b++)
@@ -35,7 +44,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                            "warpgroup\n",
                       pf, p->o_off, p->o_off + p->q_bytes, c->block_m, p->row_bytes);
     if (p->n_bars)
-        fj_buf_printf(out, "%s  [%6d, %6d)  mbarriers: Q full, then per stage K full, V full, K empty, V empty\n", pf,
+        fj_buf_printf(out, "%s  [%6d, %6d)  mbarriers: Q full[2], Q empty[2], then per stage K full, V full, K empty, "
+                           "V empty\n",
+                      pf,
                       p->bar_off, p->bar_off + 8 * p->n_bars);
     if (p->ws)
         fj_buf_printf(out, "%sswizzle: %d B - each tile is stored as %d TMA box%s of [rows][%d B]; 16-byte chunk c of "

@@ -3,7 +3,7 @@
  *
  * Every generated forward kernel is one .entry named FJ_FWD_KERNEL_NAME taking a single parameter,
  * FJ_FWD_PARAM_NAME, a byte array laid out exactly as struct fj_fwd_params (sm_80 path) or struct
- * fj_fwd_params_tma (warp-specialized paths: the same fields, then three TMA tensor maps); the code
+ * fj_fwd_params_tma (warp-specialized paths: the same fields, then four TMA tensor maps: Q, K, V, O); the code
  * generator reads fields with ld.param at offsetof() of these structs, so they cannot drift apart.
  * The launcher passes a pointer to one filled struct as kernelParams[0]. The parameter is named as
  * NVVM names the first parameter of an extern "C" kernel, so the same body text also compiles inside
@@ -13,6 +13,7 @@
  *   sm_80 path:   grid = (ceil(seqlen_q / block_m), heads_q, batch); causal CTAs take query blocks in reverse
  *                 (the longest rows first)
  *   warp-specialized paths (persistent): grid = (min(n_tiles, SMs), 1, 1); each CTA loops over work tiles
+ *                 (causal: n_tiles CTAs where that static schedule would not balance; runtime/forward.c)
  *   block = plan.threads   smem = plan.smem_bytes
  */
 #ifndef FJ_KERNEL_ABI_H

@@ -184,12 +184,24 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                        "zero-filled; descriptors: SBO %d B, %s\n",
                   pf, p->tma_box_cols, c->swizzle, c->swizzle, c->block_m, c->block_n, p->tma_boxes, 8 * c->swizzle,
                   "V's LBO = one box (block_n x swizzle bytes)");
-    fj_buf_printf(out, "%smbarriers at +%d (8 B each): Q full (count 1 + %d bytes, phase 0 only); per stage s: K full[s], "
-                       "V full[s] (count 1: the producer's arrive.expect_tx, + %d bytes from the copy engine), K "
-                       "empty[s], V empty[s] (count %d: lane 0 of each consumer warp). Tile j uses stage j %% %d in "
-                       "pass u = j / %d: consumers wait for the full barriers' phase u (parity u & 1), the producer "
-                       "for the empty barriers' phase u - 1 (parity (u & 1) ^ 1; pass 0 does not wait)\n",
-                  pf, p->bar_off, p->q_bytes, p->kv_tile_bytes, 4 * p->consumer_wgs, c->stages, c->stages);
+    fj_buf_printf(out, "%smbarriers at +%d (8 B each): Q full[b] (count 1: the producer's arrive.expect_tx, + %d bytes "
+                       "from the copy engine) and Q empty[b] (count %d: lane 0 of each consumer warp) for %s; both used "
+                       "every %s, so their parity is %s. Per "
+                       "stage s: K full[s], V full[s] (count 1 + %d bytes), K empty[s], V empty[s] (count %d). The "
+                       "ring runs on across work tiles: its u-th KV tile overall uses stage u %% %d in pass u / %d; "
+                       "consumers wait for the full barriers' phase of that pass (parity (u / %d) & 1), the producer "
+                       "for the empty barriers' previous phase (parity ((u / %d) & 1) ^ 1; the first pass does not "
+                       "wait)\n",
+                  pf, p->bar_off, p->q_bytes, 4 * p->consumer_wgs,
+                  p->q_bufs == 2 ? "Q buffer b = round % 2 (round: the CTA's work tiles counted from 0)"
+                                 : "the one Q buffer (b = 0; round: the CTA's work tiles counted from 0)",
+                  p->q_bufs == 2 ? "second round" : "round",
+                  p->q_bufs == 2 ? "(round / 2) & 1" : "round & 1", p->kv_tile_bytes, 4 * p->consumer_wgs, c->stages,
+                  c->stages, c->stages, c->stages);
+    fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O written to the staging buffer in the TMA box layout, then "
+                       "one TMA store per consumer warpgroup (%d-row box; rows past seqlen are not written), waited for "
+                       "only before the buffer's next use or the exit%s\n",
+                  pf, 64, p->o_stage ? "" : " (no staging buffer fits: O is stored from registers)");
 }
 
 /* ---- thread geometry and descriptor bases ------------------------------------------------------ */
