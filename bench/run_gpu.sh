@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_gpu.sh - every GPU-side part of fajit in one scripted run on a GPU machine, from the repository
-# root: build, the gpu tests, fagen check, fagen bench (latency and the first grid),
-# bench/first_figures.py and bench/compare.py. Each stage writes $OUT/<stage>.log under a time limit; a
+# root: build, the gpu tests, fagen check, fagen bench (latency and the first grid) and bench/compare.py.
+# Each stage writes $OUT/<stage>.log under a time limit; a
 # failing stage does not stop the next; $OUT/summary.txt gets one line per stage (exit status, seconds).
 #
 #   usage: [OUT=dir] [BUILD=dir] bench/run_gpu.sh [stage...]      (defaults: $BUILD/gpu-out, ./build)
@@ -9,9 +9,8 @@
 #     build        cmake Release into $BUILD (tests too when cmocka is found or can be unpacked from .deps/)
 #     tests        $BUILD/tests/test_gpu_forward (label gpu), and the unit tests of the reference
 #     check-quick  fagen check --quick
-#     latency      fagen bench --latency (D 128 bf16, heuristic config)
+#     latency      fagen bench --latency (D 128 bf16, the default config: cold and disk-hit in new processes)
 #     bench        fagen bench --grid first
-#     figures      python3 bench/first_figures.py --out $OUT/first_figures.md (torch needed)
 #     compare      python3 bench/compare.py --out $OUT (the full grid vs FA2 and cuDNN; torch, matplotlib)
 #     check-full   fagen check (the whole grid)
 #   and, only when named:
@@ -27,7 +26,7 @@ BUILD=${BUILD:-build}
 OUT=${OUT:-$BUILD/gpu-out}
 mkdir -p "$OUT"
 stages=("$@")
-[ ${#stages[@]} -eq 0 ] && stages=(build tests check-quick latency bench figures compare check-full)
+[ ${#stages[@]} -eq 0 ] && stages=(build tests check-quick latency bench compare check-full)
 FAGEN=$BUILD/tools/fagen/fagen
 
 cmocka_setup() {
@@ -98,8 +97,6 @@ for s in "${stages[@]}"; do
     check-quick) run_stage check-quick 300 "$FAGEN" check --quick ;;
     latency) run_stage latency 120 "$FAGEN" bench --latency ;;
     bench) run_stage bench 300 "$FAGEN" bench --grid first ;;
-    figures) run_stage figures 540 python3 bench/first_figures.py --lib "$BUILD/libfajit.so" --fagen "$FAGEN" \
-        --out "$OUT/first_figures.md" ;;
     compare) run_stage compare 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" --out "$OUT" ;;
     check-full) run_stage check-full 590 "$FAGEN" check ;;
     tune) run_stage tune 500 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_tune); do_tune" ;;
