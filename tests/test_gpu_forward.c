@@ -190,10 +190,8 @@ static void test_persistent_few_ctas(void **state)
 /* ---- explicit configs: tails of every block size ------------------------------------------------- */
 
 /* A few tile shapes; those the library rejects or the device cannot fit are skipped (printed). */
-#define T80(br, bc, st, sw, w, cw) {.arch = FAJIT_ARCH_SM80, .block_m = br, .block_n = bc, .stages = st, .swizzle = sw, \
-                                    .warps = w, .col_warps = cw, .overlap = -1, .pingpong = -1}
-#define T90(br, bc, st, sw, ov, pp) {.arch = FAJIT_ARCH_SM90A, .block_m = br, .block_n = bc, .stages = st, \
-                                     .swizzle = sw, .warps = 4 * (br / 64 + 1), .col_warps = 1, .overlap = ov, .pingpong = pp}
+#define T80 FJ_CHECK_T80
+#define T90 FJ_CHECK_T90
 static const fajit_config k_tiles[] = {
     T80(64, 64, 2, 128, 4, 1),  T80(128, 64, 2, 128, 4, 1),  T80(128, 32, 1, 64, 8, 1),     T80(64, 32, 3, 32, 4, 1),
     T80(128, 128, 2, 128, 8, 1), T80(128, 64, 1, 64, 8, 2),  T80(64, 32, 3, 32, 4, 2),

@@ -111,4 +111,14 @@ typedef struct fj_check_view {
 } fj_check_view;
 void fj_check_compare(const fj_check_view *view, fj_check_result *res);
 
+/* Tile configs for the check grids (fagen check, the GPU tests): an sm_80 one (Br, Bc, stages, swizzle, warps,
+ * col_warps) and an sm_90a one (Br, Bc, stages, swizzle, overlap, ping-pong; warps follow from Br). dtype,
+ * head_dim and causal are left 0 for the grid to set. */
+#define FJ_CHECK_T80(br, bc, st, sw, w, cw)                                                                          \
+    {.arch = FAJIT_ARCH_SM80, .block_m = br, .block_n = bc, .stages = st, .swizzle = sw, .warps = w,                \
+     .col_warps = cw, .overlap = -1, .pingpong = -1}
+#define FJ_CHECK_T90(br, bc, st, sw, ov, pp)                                                                         \
+    {.arch = FAJIT_ARCH_SM90A, .block_m = br, .block_n = bc, .stages = st, .swizzle = sw,                           \
+     .warps = 4 * ((br) / 64 + 1), .col_warps = 1, .overlap = ov, .pingpong = pp}
+
 #endif
