@@ -201,8 +201,10 @@ static void dev_read(fajit_context *ctx, void *host, uint64_t p, size_t bytes)
     fj_context_pop(ctx);
 }
 
+/* One forward against the reference. kv_shared: K and V hold one batch that every batch reads (batch
+ * stride 0), which TMA cannot encode: the sm_90a path hands the call to the sm_80 kernel. */
 static void run_case(fajit_context *ctx, fajit_dtype dtype, int B, int Hq, int Hkv, int Nq, int Nk, int D,
-                     int causal, int bnhd)
+                     int causal, int bnhd, int kv_shared)
 {
     fajit_attention_args a;
     memset(&a, 0, sizeof a);
@@ -210,7 +212,8 @@ static void run_case(fajit_context *ctx, fajit_dtype dtype, int B, int Hq, int H
     a.head_dim = D, a.causal = causal;
     if (bnhd) fajit_args_set_bnhd_strides(&a);
     else fajit_args_set_bhnd_strides(&a);
-    size_t nq = (size_t)B * Hq * Nq * D, nk = (size_t)B * Hkv * Nk * D, nl = (size_t)B * Hq * Nq;
+    if (kv_shared) a.k_stride[0] = a.v_stride[0] = 0;
+    size_t nq = (size_t)B * Hq * Nq * D, nk = (size_t)(kv_shared ? 1 : B) * Hkv * Nk * D, nl = (size_t)B * Hq * Nq;
     uint16_t *q = malloc(2 * nq), *k = malloc(2 * nk), *v = malloc(2 * nk), *o = malloc(2 * nq);
     float *lse = malloc(4 * nl);
     srand(1234);
@@ -226,9 +229,10 @@ static void run_case(fajit_context *ctx, fajit_dtype dtype, int B, int Hq, int H
     dev_read(ctx, q, a.q, 2 * nq), dev_read(ctx, k, a.k, 2 * nk), dev_read(ctx, v, a.v, 2 * nk);
     double lse_err, err = reference_error(&a, q, k, v, o, lse, &lse_err);
     double tol = dtype == FAJIT_DTYPE_BF16 ? 1.6e-2 : 4e-3;
-    print_message("%s B%d Hq%d Hkv%d Nq%d Nk%d D%d causal%d %s: max |O - ref| %.3g, max |LSE - ref| %.3g\n",
+    print_message("%s B%d Hq%d Hkv%d Nq%d Nk%d D%d causal%d %s%s: max |O - ref| %.3g, max |LSE - ref| %.3g\n"
+                  "  ran: %s\n",
                   dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16", B, Hq, Hkv, Nq, Nk, D, causal, bnhd ? "bnhd" : "bhnd",
-                  err, lse_err);
+                  kv_shared ? " K/V shared by the batches" : "", err, lse_err, fajit_last_forward());
     assert_true(err < tol);
     assert_true(lse_err < 1e-3);
     free(q), free(k), free(v), free(o), free(lse);
@@ -238,11 +242,34 @@ static void test_forward(void **state)
 {
     (void)state;
     fajit_context *ctx = context_new();
-    run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 77, 130, 64, 0, 0);
-    run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 77, 130, 64, 0, 0); /* choice cached: same kernel */
-    run_case(ctx, FAJIT_DTYPE_F16, 1, 6, 3, 130, 77, 128, 1, 1);
-    run_case(ctx, FAJIT_DTYPE_BF16, 1, 2, 1, 100, 300, 128, 1, 0);
+    run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 77, 130, 64, 0, 0, 0);
+    run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 77, 130, 64, 0, 0, 0); /* choice cached: same kernel */
+    run_case(ctx, FAJIT_DTYPE_F16, 1, 6, 3, 130, 77, 128, 1, 1, 0);
+    run_case(ctx, FAJIT_DTYPE_BF16, 1, 2, 1, 100, 300, 128, 1, 0, 0);
     assert_non_null(ctx->choices);
+    fajit_context_destroy(ctx);
+}
+
+/* Tensors TMA cannot describe (here K and V with batch stride 0) run on the sm_80 path's kernel, correctly,
+ * and fajit_last_forward says so; on a GPU whose default is sm_80 nothing falls back. */
+static void test_tma_fallback(void **state)
+{
+    (void)state;
+    fajit_context *ctx = context_new();
+    fajit_config c = config_for(ctx, FAJIT_DTYPE_BF16, 64, 1);
+    for (int causal = 0; causal <= 1; causal++) {
+        run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 77, 130, 64, causal, 0, 1);
+        const char *ran = fajit_last_forward();
+        if (c.arch == FAJIT_ARCH_SM90A) {
+            assert_non_null(strstr(ran, "fell back from sm_90a"));
+            assert_non_null(strstr(ran, "stride"));
+            assert_memory_equal(ran, "sm_80 ", 6);
+        } else {
+            assert_null(strstr(ran, "fell back"));
+        }
+    }
+    run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 77, 130, 64, 1, 0, 0); /* the same shape with its own K/V: no fallback */
+    assert_null(strstr(fajit_last_forward(), "fell back"));
     fajit_context_destroy(ctx);
 }
 
@@ -305,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_sources),
         cmocka_unit_test(test_refused_cubin),
         cmocka_unit_test(test_forward),
+        cmocka_unit_test(test_tma_fallback),
         cmocka_unit_test(test_current_context_untouched),
         cmocka_unit_test(test_threads),
     };
