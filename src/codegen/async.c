@@ -42,36 +42,6 @@ void fj_emit_ws_bar_init(fj_kctx *k)
     fj_ins(k->e, PTX_FENCE_MBAR_INIT);
 }
 
-/* The spin loop; parity is formatted text ("%r3" or "1"), used at once. */
-static void mbar_wait(fj_kctx *k, int off, const char *parity)
-{
-    char again[48];
-    fj_reg_t done = fj_alloc(k->e, k->b_p, 1);
-    fj_label_new(k->e, "mbar_wait", again, sizeof again);
-    fj_label(k->e, again);
-    fj_ins(k->e, PTX_MBAR_TRY_WAIT_PARITY, R(done), R(k->smem), off, parity);
-    fj_ins(k->e, "@!%s bra %s", R(done), again);
-}
-
-void fj_emit_mbar_wait(fj_kctx *k, int off, fj_reg_t parity)
-{
-    char text[40];
-    snprintf(text, sizeof text, "%s", R(parity));
-    mbar_wait(k, off, text);
-}
-
-void fj_emit_mbar_wait_imm(fj_kctx *k, int off, int parity) { mbar_wait(k, off, parity ? "1" : "0"); }
-
-void fj_emit_mbar_arrive(fj_kctx *k, int off, fj_reg_t pred)
-{
-    fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(pred), R(k->smem), off);
-}
-
-void fj_emit_mbar_arrive_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t pred)
-{
-    fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(pred), R(base), off);
-}
-
 void fj_emit_mbar_wait_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t parity)
 {
     char again[48];
@@ -81,6 +51,15 @@ void fj_emit_mbar_wait_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t parity)
     fj_ins(k->e, PTX_MBAR_TRY_WAIT_PARITY, R(done), R(base), off, R(parity));
     fj_ins(k->e, "@!%s bra %s", R(done), again);
 }
+
+void fj_emit_mbar_wait(fj_kctx *k, int off, fj_reg_t parity) { fj_emit_mbar_wait_at(k, k->smem, off, parity); }
+
+void fj_emit_mbar_arrive_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t pred)
+{
+    fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(pred), R(base), off);
+}
+
+void fj_emit_mbar_arrive(fj_kctx *k, int off, fj_reg_t pred) { fj_emit_mbar_arrive_at(k, k->smem, off, pred); }
 
 void fj_emit_mbar_expect_tx(fj_kctx *k, int off, int bytes)
 {

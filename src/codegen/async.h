@@ -32,9 +32,8 @@ int fj_ws_bar_count(int stages);
  * copy engine. The caller follows with a CTA barrier. */
 void fj_emit_ws_bar_init(fj_kctx *k);
 /* Spin until the phase of parity `parity` (a u32 register holding 0 or 1) of the barrier at byte offset
- * `off` has completed; fj_emit_mbar_wait_imm with a constant parity. */
+ * `off` has completed. */
 void fj_emit_mbar_wait(fj_kctx *k, int off, fj_reg_t parity);
-void fj_emit_mbar_wait_imm(fj_kctx *k, int off, int parity);
 /* Arrive on a barrier, only in the threads where predicate `pred` holds (e.g. lane 0 of each warp). */
 void fj_emit_mbar_arrive(fj_kctx *k, int off, fj_reg_t pred);
 /* fj_emit_mbar_wait for the barrier at shared address base + off (base: a register, e.g. the smem base

@@ -181,9 +181,6 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k);
 
 /* Pieces of fwd_kernel.c both skeletons use. */
 void fj_emit_alloc_banks(fj_kctx *k);
-/* tid, warp, lane, m0, b, h, hkv (GQA: h / group), q_rows, the smem base; with pointers = 1 also the
- * Q / K / V tile pointers of the CTA (the cp.async path addresses global memory itself). */
-void fj_emit_indices(fj_kctx *k, int pointers);
 /* n_end = KV tiles to visit, mask_from = first tile that needs a mask (causal bounds, the end of K). */
 void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
 /* O = 0, m = -inf, l = 0. */

@@ -115,7 +115,7 @@ void fj_emit_m0(fj_kctx *k)
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), k->p->cfg.block_m);
 }
 
-void fj_emit_indices(fj_kctx *k, int pointers)
+static void emit_indices(fj_kctx *k)
 {
     fj_emit *e = k->e;
     fj_banner(e, "Phase 0: block indices and tile pointers",
@@ -124,9 +124,6 @@ void fj_emit_indices(fj_kctx *k, int pointers)
               "Causal CTAs run in reverse order so the longest rows start first.");
     fj_reg_t h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
     fj_reg_t hkv = fj_alloc(e, k->b_r, 1), grp = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
-    k->h = h;
-    k->b = b;
-    k->hkv = hkv;
     fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
     fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
     fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
@@ -139,12 +136,10 @@ void fj_emit_indices(fj_kctx *k, int pointers)
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
     fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
     fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
-    if (pointers) {
-        fj_ins(e, "mov.u32 %s, 0", R(zero));
-        tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr);
-        tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
-        tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
-    }
+    fj_ins(e, "mov.u32 %s, 0", R(zero));
+    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr);
+    tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
+    tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
 
@@ -493,7 +488,7 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     }
     p->backend->frag_desc(p, &k->frag);
     fj_emit_alloc_banks(k);
-    fj_emit_indices(k, 1);
+    emit_indices(k);
     fj_comment(k->e, 1, "backend setup: thread geometry, per-lane smem address terms, copy layout");
     p->backend->setup(k);
     if (p->col_warps > 1) setup_pairs(k);

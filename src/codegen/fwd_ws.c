@@ -77,16 +77,32 @@ static void tile_of_round(fj_kctx *k, fj_reg_t dst, fj_reg_t round)
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(dst), R(round), R(g), R(cta));
 }
 
-/* l->tile = this CTA's work tile of round l->round; l->last = it has none in the next round. */
-static void schedule_tile(fj_kctx *k, ws_loop *l)
+/* l->tile = this CTA's work tile of round l->round; l->last = it has none in the next round (n_tiles: the
+ * parameter, in a register). */
+static void schedule_tile(fj_kctx *k, ws_loop *l, fj_reg_t n_tiles)
 {
     fj_emit *e = k->e;
-    fj_reg_t next = fj_alloc(e, k->b_r, 1), r1 = fj_alloc(e, k->b_r, 1), n = fj_alloc(e, k->b_r, 1);
+    fj_reg_t next = fj_alloc(e, k->b_r, 1), r1 = fj_alloc(e, k->b_r, 1);
     tile_of_round(k, l->tile, l->round);
     fj_ins(e, "add.u32 %s, %s, 1", R(r1), R(l->round));
     tile_of_round(k, next, r1);
-    fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
-    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(l->last), R(next), R(n));
+    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(l->last), R(next), R(n_tiles));
+}
+
+/* qbar = the shared address of Q buffer (round % q_bufs)'s barriers (Q full / Q empty add their offsets);
+ * with q_buf set, also that buffer's offset past plan.q_off. */
+static void q_buffer(fj_kctx *k, fj_reg_t round, fj_reg_t qbar, int q_buf)
+{
+    const fj_plan *p = k->p;
+    if (p->q_bufs == 1) {
+        if (q_buf) fj_ins(k->e, "mov.u32 %s, 0", R(k->q_buf));
+        fj_ins(k->e, "mov.u32 %s, %s", R(qbar), R(k->smem));
+        return;
+    }
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "and.b32 %s, %s, 1", R(t), R(round));
+    if (q_buf) fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(k->q_buf), R(t), p->q_bytes);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, 8, %s", R(qbar), R(t), R(k->smem));
 }
 
 /* What decode_tile computes: the query block (m0), the KV range and the Q buffer; the head, batch and
@@ -100,7 +116,7 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     fj_reg_t nmb = fj_alloc(e, k->b_r, 1), hb = fj_alloc(e, k->b_r, 1), mb = fj_alloc(e, k->b_r, 1);
-    fj_reg_t t = fj_alloc(e, k->b_r, 1), hq = fj_alloc(e, k->b_r, 1);
+    fj_reg_t hq = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(nmb), TMA_OFF(n_mblocks));
     fj_comment(e, 1, "head-batch tile / n_mblocks, query block tile %% n_mblocks%s (a head's blocks run together: its "
                      "K/V stays in L2)",
@@ -111,7 +127,6 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
         fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
         fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
     }
-    (void)t;
     if (what & DECODE_HEADS) {
         fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
         fj_ins(e, "rem.u32 %s, %s, %s", R(k->h), R(hb), R(hq));
@@ -122,16 +137,10 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     if (!(what & DECODE_ROWS)) return;
     fj_emit_kv_range(k, l->n_end, l->mask_from);
     fj_comment(e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
-    if (p->q_bufs == 2) {
-        fj_ins(e, "and.b32 %s, %s, 1", R(t), R(l->round));
-        fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
-    } else {
-        fj_ins(e, "mov.u32 %s, 0", R(t));
-        fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
-    }
+    q_buffer(k, l->round, l->qbar, 1);
+    if (p->q_bufs == 2) fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
+    else fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
     fj_ins(e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
-    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->q_buf), R(t), p->q_bytes);
-    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(l->qbar), R(t), R(k->smem));
 }
 
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
@@ -139,8 +148,8 @@ static void tile_loop_head(fj_kctx *k, ws_loop *l, const char *top, int what, co
 {
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1), n = fj_alloc(k->e, k->b_r, 1);
     fj_label(k->e, top);
-    schedule_tile(k, l);
     fj_ins(k->e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
+    schedule_tile(k, l, n);
     fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(pr), R(l->tile), R(n));
     fj_ins(k->e, "@%s bra.uni %s", R(pr), exit);
     decode_tile(k, l, what);
@@ -342,12 +351,8 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         consumer_softmax(k, l->mask_from);
         p->backend->pack_p(k);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
-        if (s + 1 < stages) {
-            fj_ins(e, "bra.uni %s", l->stage_label[s + 1]);
-        } else {
-            fj_ins(e, "xor.b32 %s, %s, 1", R(k->phase), R(k->phase));
-            fj_ins(e, "bra.uni %s", l->stage_label[0]);
-        }
+        if (s + 1 < stages) fj_ins(e, "bra.uni %s", l->stage_label[s + 1]);
+        else next_stage(k, s, l->stage_label);
     }
     for (int s = 0; s < stages; s++) {
         int sp = (s + stages - 1) % stages;
@@ -453,12 +458,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
               "Q is free for the producer's next load; reduce l over the lanes sharing a row, scale O by 1/l,\n"
               "write LSE, store O (rows past Nq skipped). Then the next work tile.");
     fj_reg_t qbar = fj_alloc(e, k->b_r, 1);
-    if (p->q_bufs == 2) {
-        fj_ins(e, "and.b32 %s, %s, 1", R(qbar), R(l->round));
-        fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(qbar), R(qbar), R(k->smem));
-    } else {
-        fj_ins(e, "mov.u32 %s, %s", R(qbar), R(k->smem));
-    }
+    q_buffer(k, l->round, qbar, 0);
     fj_emit_mbar_arrive_at(k, qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), k->leader);
     fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
     tile_of_round(k, l->tile, l->round);
