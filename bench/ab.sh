@@ -11,7 +11,7 @@ for flags in "$@"; do
         for side in A B; do
             bin=$A; [ $side = B ] && bin=$B
             # shellcheck disable=SC2086
-            line=$("$bin" bench --reps 20 $flags 2>&1 | grep -E "^sm_80|fagen:" | head -1)
+            line=$("$bin" bench --reps 20 $flags 2>&1 | grep -E "^sm_|fagen:" | head -1)
             printf '%s r%d  %s\n' "$side" "$round" "$line"
         done
     done

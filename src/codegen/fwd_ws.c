@@ -89,20 +89,30 @@ static void schedule_tile(fj_kctx *k, ws_loop *l, fj_reg_t n_tiles)
     fj_ins(e, "setp.ge.u32 %s, %s, %s", R(l->last), R(next), R(n_tiles));
 }
 
-/* qbar = the shared address of Q buffer (round % q_bufs)'s barriers (Q full / Q empty add their offsets);
- * with q_buf set, also that buffer's offset past plan.q_off. */
-static void q_buffer(fj_kctx *k, fj_reg_t round, fj_reg_t qbar, int q_buf)
+/* dst = the shared address of Q buffer (round % q_bufs)'s barriers (Q full / Q empty add their offsets). */
+static void q_barriers(fj_kctx *k, fj_reg_t round, fj_reg_t dst)
 {
-    const fj_plan *p = k->p;
-    if (p->q_bufs == 1) {
-        if (q_buf) fj_ins(k->e, "mov.u32 %s, 0", R(k->q_buf));
-        fj_ins(k->e, "mov.u32 %s, %s", R(qbar), R(k->smem));
+    if (k->p->q_bufs == 1) {
+        fj_ins(k->e, "mov.u32 %s, %s", R(dst), R(k->smem));
         return;
     }
     fj_reg_t t = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "and.b32 %s, %s, 1", R(t), R(round));
-    if (q_buf) fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(k->q_buf), R(t), p->q_bytes);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, 8, %s", R(qbar), R(t), R(k->smem));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, 8, %s", R(dst), R(t), R(k->smem));
+}
+
+/* l->qbar = Q buffer (l->round % q_bufs)'s barriers, k->q_buf = that buffer's offset past plan.q_off. */
+static void q_buffer(fj_kctx *k, ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    q_barriers(k, l->round, l->qbar);
+    if (p->q_bufs == 1) {
+        fj_ins(k->e, "mov.u32 %s, 0", R(k->q_buf));
+        return;
+    }
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "and.b32 %s, %s, 1", R(t), R(l->round));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(k->q_buf), R(t), p->q_bytes);
 }
 
 /* What decode_tile computes: the query block (m0), the KV range and the Q buffer; the head, batch and
@@ -137,7 +147,7 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     if (!(what & DECODE_ROWS)) return;
     fj_emit_kv_range(k, l->n_end, l->mask_from);
     fj_comment(e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
-    q_buffer(k, l->round, l->qbar, 1);
+    q_buffer(k, l);
     if (p->q_bufs == 2) fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
     else fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
     fj_ins(e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
@@ -256,6 +266,25 @@ static void release(fj_kctx *k, int which, int s)
     fj_emit_mbar_arrive(k, fj_ws_bar(k->p, which, s), k->leader);
 }
 
+/* Q is read by S = Q K^T only: once the work tile's last S (tile j = n_end - 1) has completed, lane 0 of
+ * each warp frees Q, so the producer loads the next work tile's Q (and, behind it, that tile's first K/V)
+ * under this tile's last softmax, last PV and epilogue instead of after them. A work tile with no KV tile
+ * frees Q in the epilogue (release_q_at_epilogue). */
+static void release_q_if_last(fj_kctx *k, ws_loop *l)
+{
+    fj_emit *e = k->e;
+    char skip[48];
+    fj_reg_t t = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_label_new(e, "q_kept", skip, sizeof skip);
+    fj_comment(e, 1, "the work tile's last S done (j + 1 = n_end): Q is free for the next work tile");
+    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(k->j));
+    fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+    fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+    q_barriers(k, l->round, t); /* not kept live across the loop: registers are tight with 3 warpgroups */
+    fj_emit_mbar_arrive_at(k, t, fj_ws_bar(k->p, FJ_BAR_Q_EMPTY, 0), k->leader);
+    fj_label(e, skip);
+}
+
 /* Mask (edge tiles only) and the online softmax of the S accumulators for tile j. */
 static void consumer_softmax(fj_kctx *k, fj_reg_t mask_from)
 {
@@ -308,6 +337,7 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
         p->backend->mma_qk(k, s);
         p->backend->mma_wait(k, 0);
         release(k, FJ_BAR_K_EMPTY, s);
+        release_q_if_last(k, l);
         consumer_softmax(k, l->mask_from);
         fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), k->phase);
@@ -347,6 +377,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         turn_pass(k, tn, 0);
         p->backend->mma_wait(k, 0);
         release(k, FJ_BAR_K_EMPTY, s);
+        release_q_if_last(k, l);
         k->defer_o_rescale = 0; /* O is still 0 */
         consumer_softmax(k, l->mask_from);
         p->backend->pack_p(k);
@@ -371,6 +402,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         turn_pass(k, tn, 0);
         p->backend->mma_wait(k, 1);
         release(k, FJ_BAR_K_EMPTY, s);
+        release_q_if_last(k, l);
         k->defer_o_rescale = 1;
         consumer_softmax(k, l->mask_from);
         fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
@@ -455,11 +487,12 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     else consumer_loop_serial(k, l);
     fj_label(e, epi);
     fj_banner(e, "Consumer epilogue",
-              "Q is free for the producer's next load; reduce l over the lanes sharing a row, scale O by 1/l,\n"
-              "write LSE, store O (rows past Nq skipped). Then the next work tile.");
-    fj_reg_t qbar = fj_alloc(e, k->b_r, 1);
-    q_buffer(k, l->round, qbar, 0);
-    fj_emit_mbar_arrive_at(k, qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), k->leader);
+              "Reduce l over the lanes sharing a row, scale O by 1/l, write LSE, store O (rows past Nq\n"
+              "skipped). Then the next work tile. (Q was freed after the tile's last S = QK^T.)");
+    fj_comment(e, 1, "a work tile with no KV tile frees Q here (the others did after their last S)");
+    fj_ins(e, "setp.le.and.s32 %s, %s, 0, %s", R(pr), R(l->n_end), R(k->leader));
+    q_barriers(k, l->round, t);
+    fj_emit_mbar_arrive_at(k, t, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), pr);
     fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
     tile_of_round(k, l->tile, l->round);
     decode_tile(k, l, DECODE_HEADS);

@@ -185,7 +185,9 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   pf, p->tma_box_cols, c->swizzle, c->swizzle, c->block_m, c->block_n, p->tma_boxes, 8 * c->swizzle,
                   "V's LBO = one box (block_n x swizzle bytes)");
     fj_buf_printf(out, "%smbarriers at +%d (8 B each): Q full[b] (count 1: the producer's arrive.expect_tx, + %d bytes "
-                       "from the copy engine) and Q empty[b] (count %d: lane 0 of each consumer warp) for %s; both used "
+                       "from the copy engine) and Q empty[b] (count %d: lane 0 of each consumer warp, as soon as the work "
+                       "tile's last S = QK^T has completed, so the next Q loads under the last softmax, PV and "
+                       "epilogue) for %s; both used "
                        "every %s, so their parity is %s. Per "
                        "stage s: K full[s], V full[s] (count 1 + %d bytes), K empty[s], V empty[s] (count %d). The "
                        "ring runs on across work tiles: its u-th KV tile overall uses stage u %% %d in pass u / %d; "
@@ -198,10 +200,15 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   p->q_bufs == 2 ? "second round" : "round",
                   p->q_bufs == 2 ? "(round / 2) & 1" : "round & 1", p->kv_tile_bytes, 4 * p->consumer_wgs, c->stages,
                   c->stages, c->stages, c->stages);
-    fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O written to the staging buffer in the TMA box layout, then "
-                       "one TMA store per consumer warpgroup (%d-row box; rows past seqlen are not written), waited for "
-                       "only before the buffer's next use or the exit%s\n",
-                  pf, 64, p->o_stage ? "" : " (no staging buffer fits: O is stored from registers)");
+    if (p->o_stage)
+        fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O written to the staging buffer in the TMA box layout, "
+                           "then one TMA store per consumer warpgroup (%d-row box; rows past seqlen are not written), "
+                           "waited for only before the buffer's next use or the exit\n",
+                      pf, 64);
+    else
+        fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O stored from registers (no staging buffer fits beside "
+                           "Q and the K/V ring; rows past seqlen are not written)\n",
+                      pf);
 }
 
 /* ---- thread geometry and descriptor bases ------------------------------------------------------ */
