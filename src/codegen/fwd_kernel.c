@@ -17,6 +17,7 @@
 
 #define R(reg) fj_r(k->e, reg)
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
+#define DOFF(field) ((int)offsetof(fj_fwd_params_decode, field))
 
 void fj_emit_alloc_banks(fj_kctx *k)
 {
@@ -115,6 +116,43 @@ void fj_emit_m0(fj_kctx *k)
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), k->p->cfg.block_m);
 }
 
+/* b = the batch of this CTA: %ctaid.z, or with split-KV %ctaid.z / splits (and, when want_split,
+ * k->split = the rest). */
+static void emit_batch(fj_kctx *k, fj_reg_t b, int want_split)
+{
+    fj_ins(k->e, "mov.u32 %s, %%ctaid.z", R(b));
+    if (!(k->p->variant & FJ_VARIANT_SPLIT)) return;
+    fj_reg_t z = fj_alloc(k->e, k->b_r, 1), n = fj_param_s32(k, DOFF(splits));
+    fj_comment(k->e, 1, "split-KV: %%ctaid.z = batch x splits + split");
+    fj_ins(k->e, "mov.u32 %s, %s", R(z), R(b));
+    fj_ins(k->e, "div.u32 %s, %s, %s", R(b), R(z), R(n));
+    if (!want_split) return;
+    k->split = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->split), R(b), R(n));
+    fj_ins(k->e, "sub.u32 %s, %s, %s", R(k->split), R(z), R(k->split));
+}
+
+/* Per-sequence lengths: seqlen_k (already in k->seqlen_k) becomes min(max(seqlens_k[b], 0), seqlen_k),
+ * kept in k->kv_len for the mask and the copies. */
+static void emit_seq_len(fj_kctx *k, fj_reg_t b)
+{
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1), len = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k]");
+    fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(seqlens_k));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(b));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(w));
+    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(len), R(a));
+    fj_ins(k->e, "min.s32 %s, %s, %s", R(len), R(len), R(k->seqlen_k));
+    fj_ins(k->e, "max.s32 %s, %s, 0", R(len), R(len));
+    fj_ins(k->e, "mov.s32 %s, %s", R(k->seqlen_k), R(len));
+    k->kv_len = k->seqlen_k;
+}
+
+fj_reg_t fj_emit_kv_len(fj_kctx *k)
+{
+    return k->p->variant & FJ_VARIANT_SEQLENS ? k->kv_len : fj_param_s32(k, OFF(seqlen_k));
+}
+
 static void emit_indices(fj_kctx *k)
 {
     fj_emit *e = k->e;
@@ -129,9 +167,10 @@ static void emit_indices(fj_kctx *k)
     fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
     fj_emit_m0(k);
     fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
-    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
+    emit_batch(k, b, 1);
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
+    if (k->p->variant & FJ_VARIANT_SEQLENS) emit_seq_len(k, b);
     fj_ins(e, PTX_LD_PARAM_U32, R(grp), OFF(group));
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
     fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
@@ -152,8 +191,32 @@ static void div_block_n(fj_kctx *k, fj_reg_t dst, fj_reg_t src)
     else fj_ins(k->e, "div.s32 %s, %s, %d", R(dst), R(src), bc);
 }
 
+/* Split-KV: narrow [0, n_end) to split k->split's part [kv_first, n_end). */
+static void kv_range_split(fj_kctx *k, fj_reg_t n_end)
+{
+    fj_emit *e = k->e;
+    fj_reg_t per = fj_alloc(e, k->b_r, 1), n = fj_param_s32(k, DOFF(splits)), t = fj_alloc(e, k->b_r, 1);
+    k->kv_first = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "split-KV: this CTA takes tiles [s * per, min(n_end, (s + 1) * per)), per = ceil(n_end / splits)");
+    fj_comment(e, 2, "(a split past the end is empty: no iteration runs, its partial is O = 0, LSE = -inf)");
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(n_end), R(n));
+    fj_ins(e, "sub.s32 %s, %s, 1", R(t), R(t));
+    fj_ins(e, "div.u32 %s, %s, %s", R(per), R(t), R(n));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(k->kv_first), R(k->split), R(per));
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->kv_first), R(per));
+    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(n_end), R(t));
+}
+
+static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
+
 /* n_end = number of KV tiles to visit; mask_from = first tile that needs masking. */
 void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+{
+    kv_range_tiles(k, n_end, mask_from);
+    if (k->p->variant & FJ_VARIANT_SPLIT) kv_range_split(k, n_end);
+}
+
+static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
@@ -202,7 +265,7 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
     fj_ins(k->e, "@%s bra.uni %s", R(pr), skip);
     fj_reg_t valid = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(valid), R(tile), -k->p->cfg.block_n);
-    fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_param_s32(k, OFF(seqlen_k))));
+    fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_emit_kv_len(k)));
     k->p->backend->load_kv(k, slot, parts, valid);
     if (parts & FJ_KV_K)
         fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(fj_param_u64(k, OFF(k_tile_bytes))));
@@ -228,7 +291,8 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     int ahead = stages > 1 ? stages - 1 : 1;
     for (int s = 0; s < ahead; s++) {
         fj_comment(e, 1, "prologue: %s tile %d -> stage %d", stages > 1 ? "KV" : "K", s, s);
-        fj_ins(e, "mov.u32 %s, %d", R(tile), s);
+        if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), s);
+        else fj_ins(e, "mov.u32 %s, %d", R(tile), s);
         prefetch_kv(k, s, stages > 1 ? FJ_KV_BOTH : FJ_KV_K, tile, n_end);
     }
     fj_comment(e, 1, "Q has landed once at most %d groups (the %s prologue) are pending", ahead, stages > 1 ? "KV" : "K");
@@ -365,7 +429,8 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
               "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"
               "O += PV. The loop body is written once per stage, so every stage's smem offsets are\n"
               "immediates and no register holds a stage index or a stage address.");
-    fj_ins(e, "mov.u32 %s, 0", R(j));
+    if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "mov.u32 %s, %s", R(j), R(k->kv_first));
+    else fj_ins(e, "mov.u32 %s, 0", R(j));
     fj_label_new(e, "kv_loop", top, sizeof top);
     fj_label_new(e, "kv_done", done, sizeof done);
     fj_label(e, top);
@@ -376,11 +441,36 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_label(e, done);
 }
 
+/* Split-KV: this CTA's rows of the partials, row index (%ctaid.z x Hq + h) x Nq + m0 (kernel_abi.h):
+ * o_ptr = ws_o + 4 x head_dim x index, lse_ptr = ws_lse + 4 x index. */
+static void emit_partial_ptrs(fj_kctx *k)
+{
+    fj_emit *e = k->e;
+    fj_reg_t z = fj_alloc(e, k->b_r, 1), h = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1);
+    fj_reg_t w = fj_alloc(e, k->b_rd, 1), nq = fj_param_s32(k, OFF(seqlen_q));
+    fj_comment(e, 1, "split-KV partials: row (ctaid.z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse");
+    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(z));
+    fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(z), R(fj_param_s32(k, OFF(heads_q))), R(h));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
+    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
+    fj_ins(e, "mul.wide.u32 %s, %s, %d", R(w), R(idx), 4 * k->p->cfg.head_dim);
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->o_ptr), DOFF(ws_o));
+    fj_ins(e, "add.u64 %s, %s, %s", R(k->o_ptr), R(k->o_ptr), R(w));
+    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), DOFF(ws_lse));
+    fj_ins(e, "add.u64 %s, %s, %s", R(k->lse_ptr), R(k->lse_ptr), R(w));
+}
+
 /* O and LSE pointers, computed in the epilogue from %ctaid and the parameters: kept live across
  * the KV loop instead, ptxas spills them. */
 static void emit_out_ptrs(fj_kctx *k)
 {
     fj_emit *e = k->e;
+    if (k->p->variant & FJ_VARIANT_SPLIT) {
+        emit_partial_ptrs(k);
+        return;
+    }
     fj_reg_t h = k->h, b = k->b; /* a persistent (warp-specialized) CTA: its current work tile's */
     if (!k->p->ws) {
         h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
@@ -476,7 +566,18 @@ void fj_emit_epilogue(fj_kctx *k)
 {
     emit_out_ptrs(k);
     fj_emit_normalize(k);
-    k->p->backend->store_o(k);
+    if (k->p->variant & FJ_VARIANT_SPLIT) fj_emit_store_o_partial(k);
+    else k->p->backend->store_o(k);
+}
+
+/* Split-KV: K and V start at the split's first tile. */
+static void emit_split_kv_ptrs(fj_kctx *k)
+{
+    fj_reg_t t = fj_alloc(k->e, k->b_rd, 1);
+    fj_comment(k->e, 1, "K and V from the split's first tile");
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(k->kv_first));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->k_ptr), R(t), R(fj_param_u64(k, OFF(k_tile_bytes))), R(k->k_ptr));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->v_ptr), R(t), R(fj_param_u64(k, OFF(v_tile_bytes))), R(k->v_ptr));
 }
 
 void fj_emit_fwd_kernel(fj_kctx *k)
@@ -494,6 +595,7 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     if (p->col_warps > 1) setup_pairs(k);
     fj_reg_t n_end = fj_alloc(k->e, k->b_r, 1), mask_from = fj_alloc(k->e, k->b_r, 1);
     fj_emit_kv_range(k, n_end, mask_from);
+    if (p->variant & FJ_VARIANT_SPLIT) emit_split_kv_ptrs(k);
     emit_prologue(k, n_end);
     emit_loop(k, n_end, mask_from);
     fj_banner(k->e, "Phase 4: epilogue",

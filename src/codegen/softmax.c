@@ -66,8 +66,9 @@ void fj_emit_mask(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     fj_reg_t rel = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
-    fj_comment(k->e, 1, "last visible key: %s",
-               p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1");
+    fj_comment(k->e, 1, "last visible key: %s%s",
+               p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1",
+               p->variant & FJ_VARIANT_SEQLENS ? ", Nk = this sequence's length" : "");
     fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base_s) < column offset of each value: one setp per score");
     if (p->lean_regs) {
         fj_comment(k->e, 2, "lean registers: the thread geometry%s recomputed here, not kept live across the loop",
@@ -75,7 +76,7 @@ void fj_emit_mask(fj_kctx *k)
         p->backend->geometry(k);
         if (p->cfg.causal) fj_emit_m0(k);
     }
-    fj_reg_t nk = fj_param_s32(k, FJ_PARAM_OFF(seqlen_k));
+    fj_reg_t nk = fj_emit_kv_len(k);
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(last), R(k->j), p->cfg.block_n);
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(last));
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base_s));
@@ -282,5 +283,38 @@ void fj_emit_normalize(fj_kctx *k)
         fj_ins(k->e, "mul.wide.s32 %s, %s, 4", R(a), R(row));
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->lse_ptr));
         fj_ins(k->e, "@%s st.global.f32 [%s], %s", R(pw), R(a), R(lse));
+    }
+}
+
+/* fp32 partial O rows for split-KV: row pitch head_dim floats; adjacent values of a row (a column and
+ * the next, which m16n8 gives a thread in pairs at even columns) go out as one 8-byte store. */
+void fj_emit_store_o_partial(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1), a = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t cb = fj_alloc(k->e, k->b_rd, 1);
+    fj_comment(k->e, 1, "store the fp32 partial O rows of this split (rows past Nq skipped)");
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(cb), R(k->col_base_o));
+    for (int r = 0; r < k->frag.rows; r++) {
+        char skip[48];
+        fj_label_new(k->e, "partial_skip", skip, sizeof skip);
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(p, r));
+        fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
+        fj_ins(k->e, "@%s bra %s", R(pr), skip);
+        fj_ins(k->e, "mul.wide.s32 %s, %s, %d", R(a), R(row), 4 * p->cfg.head_dim);
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(cb));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
+        for (int v = 0; v < k->frag.o_vals; v++) {
+            int col = k->frag.o_col_off(p, v);
+            const char *o = R(fj_at(k->acc_o, k->frag.o_reg(p, r, v)));
+            if (col % 2 == 0 && v + 1 < k->frag.o_vals && k->frag.o_col_off(p, v + 1) == col + 1) {
+                fj_ins(k->e, "st.global.v2.f32 [%s+%d], {%s, %s}", R(a), 4 * col, o,
+                       R(fj_at(k->acc_o, k->frag.o_reg(p, r, v + 1))));
+                v++;
+            } else {
+                fj_ins(k->e, "st.global.f32 [%s+%d], %s", R(a), 4 * col, o);
+            }
+        }
+        fj_label(k->e, skip);
     }
 }

@@ -67,7 +67,17 @@ struct fajit_context {
     fj_tune_list tuned;        /* winners for this GPU, driver and codegen version (tune.c) */
     fj_tmap_cache tmaps;       /* TMA tensor maps of recent warp-specialized launches (tensor_map.c) */
     int tuned_loaded;          /* the tune file has been read into `tuned` */
+    fj_CUdeviceptr workspace;  /* split-KV partials of forwards without a workspace of their own (decode.c), */
+    size_t workspace_bytes;    /* grown on demand under `lock`, freed with the context */
 };
+
+/* A kernel for a config and decode variant (FJ_VARIANT_* of codegen.h; 0 = fajit_kernel_get). */
+fajit_status fj_kernel_get_variant(fajit_context *ctx, const fajit_config *cfg, unsigned variant,
+                                   fajit_kernel **kernel_out, fajit_cache_source *source_out);
+
+/* The context's workspace, grown to at least `bytes` (freeing the old one first: cuMemFree waits for the
+ * device). Not stream-ordered: forwards on several streams that use it at once race (fajit.h). */
+fajit_status fj_context_workspace(fajit_context *ctx, size_t bytes, fj_CUdeviceptr *ptr_out);
 
 /* Make the context's CUDA context current on this thread (push) / restore the previous one (pop). */
 fajit_status fj_context_push(const fajit_context *ctx);

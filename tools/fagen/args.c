@@ -30,6 +30,9 @@ static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128},
 static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
                                            {NULL, 0}};
 static const choice k_on_off_choices[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
+/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine */
+static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2}, {"seqlens+split", 3}, {"combine", 4},
+                                           {NULL, 0}};
 
 /* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
 static int parse_choice(const char *flag, const char *text, const choice *list, const char *rule, int *out)
@@ -261,6 +264,13 @@ static int parse_common_flag(int argc, char **argv, int *i, unsigned opts, fagen
     if ((opts & FAGEN_OPT_SM) && strcmp(flag, "--sm") == 0) {
         a->sm = fagen_flag_value(argc, argv, i, flag, sizeof flag);
         return a->sm ? FAGEN_ARG_TAKEN : FAGEN_ARG_ERROR;
+    }
+    if ((opts & FAGEN_OPT_VARIANT) && strcmp(flag, "--variant") == 0) {
+        const char *t = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        int v = 0, r = t ? parse_choice(flag, t, k_variant_choices, "seqlens, split, seqlens+split or combine", &v)
+                         : FAGEN_ARG_ERROR;
+        a->variant = (unsigned)v;
+        return r;
     }
     return FAGEN_ARG_NOT_MINE;
 }

@@ -1,0 +1,253 @@
+/*
+ * decode.c - per-sequence KV lengths and split-KV for fajit_attention_forward (see decode.h): the grown
+ * argument fields and their rules, the split heuristic, the workspace, and the launches of the decode
+ * variant and the combine kernel. On an sm_90a kernel these run the sm_80 path's variant for now, and
+ * fajit_last_forward says so.
+ */
+#include "decode.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/kernel_abi.h"
+#include "context.h"
+#include "error.h"
+#include "forward.h"
+
+#define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
+#define FJ_GRID_Z_MAX 65535
+#define FJ_WS_ALIGN 256
+#define FJ_COMBINE_ROWS_PER_CTA 4 /* combine.c: one warp per row, four warps */
+
+void fajit_attention_args_init(fajit_attention_args *args)
+{
+    if (!args) return;
+    memset(args, 0, sizeof *args);
+    args->struct_size = sizeof *args;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The grown fields
+ * ------------------------------------------------------------------------------------------------- */
+void fj_decode_read(const fajit_attention_args *a, fj_decode_args *d)
+{
+    d->seqlens_k = a->seqlens_k;
+    d->num_splits = a->num_splits;
+    d->workspace = a->workspace;
+    d->workspace_bytes = a->workspace_bytes;
+}
+
+static fajit_status check_struct_size(const fajit_attention_args *a)
+{
+    size_t n = a->struct_size;
+    if (n == 0) return FAJIT_OK;
+    if (n < FAJIT_ATTENTION_ARGS_SIZE_1)
+        return BAD("args->struct_size = %zu: must be 0 or at least %zu (FAJIT_ATTENTION_ARGS_SIZE_1); call "
+                   "fajit_attention_args_init() to set it", n, (size_t)FAJIT_ATTENTION_ARGS_SIZE_1);
+    const unsigned char *bytes = (const unsigned char *)a;
+    for (size_t i = sizeof *a; i < n; i++)
+        if (bytes[i] != 0)
+            return BAD("args->struct_size = %zu: byte %zu is not 0, but this libfajit knows the first %zu bytes "
+                       "only (a field of a newer fajit.h; upgrade libfajit or leave it 0)", n, i, sizeof *a);
+    return FAJIT_OK;
+}
+
+/* workspace and workspace_bytes: both or neither, an aligned pointer. */
+static fajit_status check_workspace_fields(const fj_decode_args *d)
+{
+    if (d->workspace == 0 && d->workspace_bytes != 0)
+        return BAD("args->workspace_bytes = %zu with args->workspace = 0: give both (the caller's workspace) or "
+                   "neither (the context's)", d->workspace_bytes);
+    if (d->workspace != 0 && d->workspace_bytes == 0)
+        return BAD("args->workspace = 0x%" PRIx64 " with args->workspace_bytes = 0: give its size "
+                   "(fajit_attention_workspace_size)", d->workspace);
+    if (d->workspace % FJ_WS_ALIGN)
+        return BAD("args->workspace = 0x%" PRIx64 ": must be %d-byte aligned", d->workspace, FJ_WS_ALIGN);
+    return FAJIT_OK;
+}
+
+fajit_status fj_decode_validate(const fajit_attention_args *a)
+{
+    fajit_status st = check_struct_size(a);
+    if (st != FAJIT_OK) return st;
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    if (a->reserved0 != 0) return BAD("args->reserved0 = %d: must be 0", a->reserved0);
+    if (d.seqlens_k % 4)
+        return BAD("args->seqlens_k = 0x%" PRIx64 ": must be 4-byte aligned (a device pointer to int32 [batch]) or 0",
+                   d.seqlens_k);
+    if (d.num_splits < 0 || d.num_splits > FAJIT_MAX_SPLITS)
+        return BAD("args->num_splits = %d: must be 0 (the heuristic), 1 (no split) or 2..%d", d.num_splits,
+                   FAJIT_MAX_SPLITS);
+    if ((long long)a->batch * (d.num_splits ? d.num_splits : 1) > FJ_GRID_Z_MAX)
+        return BAD("args->num_splits = %d with batch = %d: batch x num_splits must be <= %d (the grid's z dimension)",
+                   d.num_splits, a->batch, FJ_GRID_Z_MAX);
+    if (d.num_splits >= 2 && (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q > INT32_MAX)
+        return BAD("args->num_splits = %d: batch x num_splits x heads_q x seqlen_q = %lld partial rows exceed "
+                   "2^31 - 1; use fewer splits",
+                   d.num_splits, (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q);
+    return check_workspace_fields(&d);
+}
+
+int fj_decode_wanted(const fajit_attention_args *a)
+{
+    return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Splits and workspace
+ * ------------------------------------------------------------------------------------------------- */
+int fj_decode_splits(const fajit_attention_args *a, int block_m, int block_n, int sm_count)
+{
+    if (a->num_splits >= 1) return a->num_splits;
+    if (a->seqlen_q > FJ_SPLIT_AUTO_MAX_SEQLEN_Q || sm_count < 1 || block_m < 1 || block_n < 1) return 1;
+    long long ctas = (long long)((a->seqlen_q + block_m - 1) / block_m) * a->heads_q * a->batch;
+    long long tiles = (a->seqlen_k + block_n - 1) / block_n;
+    if (ctas * 5 >= (long long)sm_count * 4 || tiles < 4) return 1;
+    long long max_s = tiles / 2, rows = (long long)a->batch * a->heads_q * a->seqlen_q;
+    if (max_s > FAJIT_MAX_SPLITS) max_s = FAJIT_MAX_SPLITS;
+    if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
+    if (max_s > INT32_MAX / rows) max_s = INT32_MAX / rows;
+    long long s0 = (2LL * sm_count + ctas - 1) / ctas;
+    if (s0 > max_s) s0 = max_s;
+    int best = 1;
+    double best_eff = 0.0;
+    for (long long s = s0 / 2 > 1 ? s0 / 2 : 1; s <= s0; s++) { /* ties go to more splits */
+        long long n = ctas * s, waves = (n + sm_count - 1) / sm_count;
+        double eff = (double)n / (double)(waves * sm_count);
+        if (eff >= best_eff) best_eff = eff, best = (int)s;
+    }
+    return best;
+}
+
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+size_t fj_decode_workspace_bytes(const fajit_attention_args *a, int splits, size_t *lse_offset)
+{
+    if (lse_offset) *lse_offset = 0;
+    if (splits <= 1) return 0;
+    size_t rows = (size_t)a->batch * (size_t)splits * (size_t)a->heads_q * (size_t)a->seqlen_q;
+    size_t o_bytes = align_up(rows * (size_t)a->head_dim * 4, FJ_WS_ALIGN);
+    if (lse_offset) *lse_offset = o_bytes;
+    return o_bytes + align_up(rows * 4, FJ_WS_ALIGN);
+}
+
+fajit_status fj_decode_check_workspace(const fajit_attention_args *a, int splits)
+{
+    size_t need = fj_decode_workspace_bytes(a, splits, NULL);
+    if (a->workspace == 0 || a->workspace_bytes >= need) return FAJIT_OK;
+    return BAD("args->workspace_bytes = %zu: %d splits of batch %d x heads_q %d x seqlen_q %d rows need %zu bytes "
+               "(fajit_attention_workspace_size)", a->workspace_bytes, splits, a->batch, a->heads_q, a->seqlen_q, need);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Launch
+ * ------------------------------------------------------------------------------------------------- */
+static fajit_status launch(fajit_context *ctx, fajit_kernel *k, const unsigned grid[3], void *params, void *stream)
+{
+    void *kernel_params[1] = {params};
+    fajit_status st = fj_context_push(ctx);
+    if (st != FAJIT_OK) return st;
+    fj_CUresult rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
+                                             (unsigned)k->plan.smem_bytes, (fj_CUstream)stream, kernel_params, NULL);
+    fj_context_pop(ctx);
+    if (rc == FJ_CUDA_SUCCESS) return FAJIT_OK;
+    fj_cuda_fail(rc, "cuLaunchKernel");
+    return fj_fail_context(FAJIT_ERR_CUDA, "kernel \"%s\", grid (%u, %u, %u), block %d, smem %d B", k->config_text,
+                           grid[0], grid[1], grid[2], k->plan.threads, k->plan.smem_bytes);
+}
+
+/* The sm_80 kernel a decode variant starts from: k itself, or for a warp-specialized k the sm_80 path's
+ * choice for the shape. */
+static fajit_status sm80_base(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, fajit_kernel **out)
+{
+    *out = k;
+    if (!k->plan.ws) return FAJIT_OK;
+    fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, out);
+    return st == FAJIT_OK ? st : fj_fail_context(st, "decode variant: the sm_80 path's kernel");
+}
+
+/* The split partials' memory: the caller's workspace or the context's. */
+static fajit_status workspace_for(fajit_context *ctx, const fajit_attention_args *a, int splits, fj_fwd_params_decode *p)
+{
+    size_t lse_off = 0, bytes = fj_decode_workspace_bytes(a, splits, &lse_off);
+    fj_CUdeviceptr base = a->workspace;
+    fajit_status st = fj_decode_check_workspace(a, splits);
+    if (st == FAJIT_OK && !base) st = fj_context_workspace(ctx, bytes, &base);
+    p->ws_o = base;
+    p->ws_lse = base + lse_off;
+    return st;
+}
+
+/* The decode variant of k80, then (splits > 1) the combine kernel; fajit_last_forward in words. */
+static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const fajit_attention_args *a, int splits,
+                                const char *fell_from)
+{
+    unsigned variant = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (splits > 1 ? FJ_VARIANT_SPLIT : 0);
+    fajit_kernel *kv = NULL, *kc = NULL;
+    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
+    fajit_status st = fj_kernel_get_variant(ctx, &k80->plan.cfg, variant, &kv, NULL);
+    if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
+    fj_fwd_params_decode p;
+    memset(&p, 0, sizeof p);
+    if (st == FAJIT_OK && splits > 1) st = workspace_for(ctx, a, splits, &p);
+    if (st != FAJIT_OK) return st;
+    fj_forward_params(a, &kv->plan, &p.base);
+    p.seqlens_k = a->seqlens_k;
+    p.splits = (uint32_t)splits;
+    p.batch = (uint32_t)a->batch;
+    p.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
+    unsigned bm = (unsigned)kv->plan.cfg.block_m;
+    unsigned grid[3] = {((unsigned)a->seqlen_q + bm - 1) / bm, (unsigned)a->heads_q, (unsigned)(a->batch * splits)};
+    st = launch(ctx, kv, grid, &p, a->stream);
+    if (st == FAJIT_OK && kc) {
+        unsigned cgrid[3] = {(p.rows + FJ_COMBINE_ROWS_PER_CTA - 1) / FJ_COMBINE_ROWS_PER_CTA, 1, 1};
+        st = launch(ctx, kc, cgrid, &p, a->stream);
+    }
+    if (st != FAJIT_OK) return st;
+    char text[FJ_CONFIG_TEXT_MAX + 320];
+    int n = snprintf(text, sizeof text, "%s", kv->config_text);
+    if (splits > 1 && n >= 0 && (size_t)n < sizeof text)
+        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits) + %s", splits, kc->config_text);
+    if (fell_from && n >= 0 && (size_t)n < sizeof text)
+        snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: seqlens_k / split-KV run on the sm_80 path "
+                 "only so far", fell_from);
+    fj_forward_set_last(text);
+    return FAJIT_OK;
+}
+
+fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, int *handled)
+{
+    fajit_kernel *k80 = NULL;
+    *handled = 0;
+    fajit_status st = sm80_base(ctx, k, a, &k80);
+    if (st != FAJIT_OK) return st;
+    int splits = fj_decode_splits(a, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
+    if (!a->seqlens_k && splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
+    *handled = 1;
+    return run_variant(ctx, k80, a, splits, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
+}
+
+fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_attention_args *args,
+                                            const fajit_config *cfg, size_t *bytes_out)
+{
+    fj_clear_error();
+    if (!bytes_out) return BAD("bytes_out = NULL: an output pointer is required");
+    *bytes_out = 0;
+    fajit_status st = fj_forward_validate(args, cfg);
+    if (st != FAJIT_OK || !fj_decode_wanted(args)) return st;
+    if (args->num_splits >= 1) {
+        *bytes_out = fj_decode_workspace_bytes(args, args->num_splits, NULL);
+        return FAJIT_OK;
+    }
+    if (!ctx) return BAD("ctx = NULL: the split heuristic needs the context's device (or force args->num_splits)");
+    fajit_kernel *k = NULL, *k80 = NULL;
+    st = fj_context_require_device(ctx, "fajit_attention_workspace_size");
+    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
+    if (st == FAJIT_OK) st = sm80_base(ctx, k, args, &k80);
+    if (st != FAJIT_OK) return st;
+    int splits = fj_decode_splits(args, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
+    *bytes_out = fj_decode_workspace_bytes(args, splits, NULL);
+    return FAJIT_OK;
+}
