@@ -28,6 +28,7 @@
 #define CHECK_CPU_MAX_MACS 2147483648.0 /* 2^31 multiply-adds: above, the GPU reference */
 #define CHECK_GUARD_BYTES 4096  /* poisoned bytes after O and after LSE */
 #define CHECK_POISON16 0xFFFFu
+#define CHECK_LEN_TILE 64       /* seqlens: one sequence of every five has a multiple of this many keys */
 
 fj_check_problem fj_check_problem_default(void)
 {
@@ -261,9 +262,11 @@ typedef struct check_run {
     int64_t out_elems, rows;                        /* contiguous reference sizes */
     uint16_t *hq, *hk, *hv, *ho;
     float *hlse;
+    int32_t *hlens;                                 /* per-sequence KV lengths, or NULL */
     double *ref_o_d, *ref_lse_d;
     float *ref_o_f, *ref_lse_f;
-    fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse;
+    fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse, dlens, dws;
+    char kernel[448];                               /* fajit_last_forward() after the forward */
 } check_run;
 
 static fajit_status check_cuda(fj_CUresult rc, const char *call)
@@ -283,13 +286,34 @@ static fajit_status check_alloc(check_run *r, fj_CUdeviceptr *p, int64_t bytes, 
 
 static void check_free(check_run *r)
 {
-    fj_CUdeviceptr *dev[] = {&r->dq, &r->dk, &r->dv, &r->do_, &r->dlse, &r->dref_o, &r->dref_lse};
+    fj_CUdeviceptr *dev[] = {&r->dq, &r->dk, &r->dv, &r->do_, &r->dlse, &r->dref_o, &r->dref_lse, &r->dlens, &r->dws};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         if (*dev[i] && r->cu) r->cu->cuMemFree(*dev[i]);
         *dev[i] = 0;
     }
-    void *host[] = {r->hq, r->hk, r->hv, r->ho, r->hlse, r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f};
+    void *host[] = {r->hq, r->hk, r->hv, r->ho, r->hlse, r->hlens, r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* Per-sequence KV lengths by b % 5: 1, a multiple of CHECK_LEN_TILE, Nk, random in [1, Nk], 0. */
+static fajit_status check_lens(check_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->prob;
+    int nk = p->seqlen_k;
+    r->hlens = malloc(sizeof(int32_t) * (size_t)p->batch);
+    if (!r->hlens) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: %d sequence lengths", p->batch);
+    for (int b = 0; b < p->batch; b++) {
+        int tiles = nk / CHECK_LEN_TILE, len;
+        switch (b % 5) {
+        case 0: len = 1; break;
+        case 1: len = tiles ? CHECK_LEN_TILE * (1 + (int)(splitmix64(&seed) % (uint64_t)tiles)) : nk; break;
+        case 2: len = nk; break;
+        case 3: len = 1 + (int)(splitmix64(&seed) % (uint64_t)nk); break;
+        default: len = 0; break;
+        }
+        r->hlens[b] = len;
+    }
+    return FAJIT_OK;
 }
 
 /* Host arrays, random inputs. */
@@ -317,6 +341,29 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     check_fill(r->hq, q_rows, p->head_dim, ld, p, splitmix64(&s), 0);
     check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s), 1);
     check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s), 0);
+    return p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
+}
+
+/* The decode fields: the lengths uploaded, the splits, the caller's workspace when asked for. */
+static fajit_status check_decode_setup(check_run *r)
+{
+    const fj_check_problem *p = r->prob;
+    fajit_status st;
+    r->args.num_splits = p->num_splits;
+    if (r->hlens) {
+        size_t bytes = sizeof(int32_t) * (size_t)p->batch;
+        if ((st = check_alloc(r, &r->dlens, (int64_t)bytes, "seqlens_k")) != FAJIT_OK) return st;
+        if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dlens, r->hlens, bytes), "cuMemcpyHtoD(seqlens_k)")) != FAJIT_OK)
+            return st;
+        r->args.seqlens_k = r->dlens;
+    }
+    if (!p->own_workspace) return FAJIT_OK;
+    size_t ws = 0;
+    if ((st = fajit_attention_workspace_size(r->ctx, &r->args, NULL, &ws)) != FAJIT_OK) return st;
+    if (ws == 0) return FAJIT_OK;
+    if ((st = check_alloc(r, &r->dws, (int64_t)ws, "workspace")) != FAJIT_OK) return st;
+    r->args.workspace = r->dws;
+    r->args.workspace_bytes = ws;
     return FAJIT_OK;
 }
 
@@ -346,7 +393,7 @@ static fajit_status check_device_setup(check_run *r)
     r->args.v = r->dv;
     r->args.o = r->do_;
     r->args.lse = r->dlse;
-    return FAJIT_OK;
+    return check_decode_setup(r);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -356,6 +403,7 @@ static fajit_status check_forward(check_run *r, const fajit_config *cfg)
 {
     fajit_status st = fajit_attention_forward(r->ctx, &r->args, cfg);
     if (st != FAJIT_OK) return fj_fail_context(st, "check: fajit_attention_forward");
+    snprintf(r->kernel, sizeof r->kernel, "%s", fajit_last_forward());
     return check_cuda(r->cu->cuCtxSynchronize(), "cuCtxSynchronize after fajit_attention_forward");
 }
 
@@ -373,7 +421,7 @@ static fajit_status check_reference_cpu(check_run *r)
     r->ref_lse_d = malloc((size_t)r->rows * sizeof(double));
     if (!r->ref_o_d || !r->ref_lse_d)
         return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld doubles", (long long)r->out_elems);
-    return fj_reference_cpu(&r->args, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
+    return fj_reference_cpu_lens(&r->args, r->hlens, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
 }
 
 static fajit_status check_reference_gpu(check_run *r)
@@ -413,6 +461,7 @@ static fajit_status check_steps(check_run *r, const fajit_config *cfg, fj_check_
     fj_check_view vw = {&r->args, r->ho, r->o_words, r->hlse, r->lse_words,
                         r->ref_o_d, r->ref_o_f, r->ref_lse_d, r->ref_lse_f};
     fj_check_compare(&vw, res);
+    snprintf(res->kernel, sizeof res->kernel, "%s", r->kernel);
     return FAJIT_OK;
 }
 
