@@ -18,6 +18,12 @@
 #     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
 #   (`bench/run_gpu.sh build tune compare-tuned profile` is how the codegen-6 results were taken)
+#     decode-tests   test_decode_args, test_reference (unit) and test_gpu_decode (seqlens_k, split-KV, both paths)
+#     decode-check   fagen check over the quick grid's D 128 shapes with 5 splits and per-sequence lengths, and
+#                    one decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace
+#     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
+#                    without splits
+#   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
 set -u
@@ -58,6 +64,32 @@ do_tests() {
     [ $g -eq 0 ] || rc=1
     "$BUILD"/tests/test_runtime_gpu || rc=1
     "$BUILD"/tests/test_tune_gpu || rc=1
+    return $rc
+}
+
+do_decode_tests() {
+    cmocka_setup
+    local rc=0 g=0
+    "$BUILD"/tests/test_decode_args || rc=1
+    "$BUILD"/tests/test_reference || rc=1
+    "$BUILD"/tests/test_gpu_decode || g=$?
+    [ $rc -eq 0 ] && [ $g -eq 77 ] && return 77 # skipped: no GPU (the log says why)
+    [ $g -eq 0 ] || rc=1
+    return $rc
+}
+
+do_decode_check() {
+    local rc=0
+    "$FAGEN" check --quick --headdim 128 --splits 5 --seqlens || rc=1
+    "$FAGEN" check --headdim 128 --causal --batch 5 --heads-q 16 --heads-kv 2 --seqlen-q 16 --seqlen-k 3000 \
+        --splits 0 --seqlens --workspace || rc=1
+    return $rc
+}
+
+do_decode_bench() {
+    local rc=0
+    "$FAGEN" bench --grid decode --reps 20 --warmup 5 || rc=1
+    "$FAGEN" bench --batch 1 --heads 32 --heads-kv 32 --seqlen 1 --seqlen-k 32768 --splits 1 --reps 20 --warmup 5 || rc=1
     return $rc
 }
 
@@ -103,6 +135,9 @@ for s in "${stages[@]}"; do
     compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
         --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
+    decode-tests) run_stage decode-tests 170 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
+    decode-check) run_stage decode-check 100 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
+    decode-bench) run_stage decode-bench 150 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac
 done
