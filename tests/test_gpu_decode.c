@@ -151,13 +151,7 @@ static void test_sm80_forced(void **state)
 
 int main(void)
 {
-    fajit_context_options opts = fajit_context_options_default();
-    fajit_status st = fajit_context_create(&opts, &g_ctx);
-    fj_test_skip_without_gpu(st);
-    if (st != FAJIT_OK) {
-        printf("FAIL: fajit_context_create: %s: %s\n", fajit_status_name(st), fajit_errmsg());
-        return 1;
-    }
+    if (!(g_ctx = fj_test_gpu_context())) return 1;
     printf("device: %s (%s), %d SMs\n", g_ctx->device_name, fajit_context_sm(g_ctx), g_ctx->sm_count);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_choice),

@@ -326,13 +326,7 @@ static void test_gpu_reference(void **state)
 
 int main(void)
 {
-    fajit_context_options opts = fajit_context_options_default();
-    fajit_status st = fajit_context_create(&opts, &g_ctx);
-    fj_test_skip_without_gpu(st);
-    if (st != FAJIT_OK) {
-        printf("FAIL: fajit_context_create: %s: %s\n", fajit_status_name(st), fajit_errmsg());
-        return 1;
-    }
+    if (!(g_ctx = fj_test_gpu_context())) return 1;
     printf("device: %s (%s)\n", g_ctx->device_name, fajit_context_sm(g_ctx));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_reference),
