@@ -27,6 +27,9 @@
  *    keys j <= i + (Nk - Nq). A query row that sees no key gets O = 0 and LSE = -inf.
  *  - LSE (optional, fp32, [B, Hq, Nq] contiguous) is the natural-log log-sum-exp of the scaled scores.
  *  - Any Nq, Nk >= 1: tails are masked inside the kernel; nothing needs padding.
+ *  - Decode / long context (fields appended to fajit_attention_args, set up by fajit_attention_args_init):
+ *    per-sequence KV lengths (seqlens_k: sequence b sees keys [0, seqlens_k[b]), causal bottom-right per
+ *    sequence) and split-KV (num_splits, workspace). Both run on the sm_80 path's kernels for now.
  */
 #ifndef FAJIT_H
 #define FAJIT_H

@@ -267,6 +267,7 @@ typedef struct check_run {
     float *ref_o_f, *ref_lse_f;
     fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse, dlens, dws;
     char kernel[448];                               /* fajit_last_forward() after the forward */
+    const fajit_config *cfg;                        /* the forward's config, or NULL */
 } check_run;
 
 static fajit_status check_cuda(fj_CUresult rc, const char *call)
@@ -359,7 +360,7 @@ static fajit_status check_decode_setup(check_run *r)
     }
     if (!p->own_workspace) return FAJIT_OK;
     size_t ws = 0;
-    if ((st = fajit_attention_workspace_size(r->ctx, &r->args, NULL, &ws)) != FAJIT_OK) return st;
+    if ((st = fajit_attention_workspace_size(r->ctx, &r->args, r->cfg, &ws)) != FAJIT_OK) return st;
     if (ws == 0) return FAJIT_OK;
     if ((st = check_alloc(r, &r->dws, (int64_t)ws, "workspace")) != FAJIT_OK) return st;
     r->args.workspace = r->dws;
@@ -478,6 +479,7 @@ fajit_status fj_check_run(fajit_context *ctx, const fajit_config *cfg, const fj_
     r.ctx = ctx;
     r.cu = ctx->cu;
     r.prob = prob;
+    r.cfg = cfg;
     check_tolerances(prob, opts, res);
     res->reference = check_pick_reference(prob, opts);
     res->seed = prob->seed ? prob->seed : check_fresh_seed();
