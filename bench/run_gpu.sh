@@ -19,8 +19,9 @@
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
 #   (`bench/run_gpu.sh build tune compare-tuned profile` is how the codegen-6 results were taken)
 #     decode-tests   test_decode_args, test_reference (unit) and test_gpu_decode (seqlens_k, split-KV, both paths)
-#     decode-check   fagen check over the quick grid's D 128 shapes with 5 splits and per-sequence lengths, and
-#                    one decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace
+#     decode-check   fagen check over the quick grid's D 128 shapes with 5 splits and per-sequence lengths, one
+#                    decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace,
+#                    and one under compute-sanitizer memcheck (sm_80 configs, 7 splits, per-sequence lengths)
 #     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
 #                    without splits
 #   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
@@ -83,6 +84,14 @@ do_decode_check() {
     "$FAGEN" check --quick --headdim 128 --splits 5 --seqlens || rc=1
     "$FAGEN" check --headdim 128 --causal --batch 5 --heads-q 16 --heads-kv 2 --seqlen-q 16 --seqlen-k 3000 \
         --splits 0 --seqlens --workspace || rc=1
+    local san=compute-sanitizer
+    command -v $san >/dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+    if [ -x "$(command -v $san)" ]; then # the new kernels' memory accesses: seqlens_k, the workspace, the combine
+        $san --tool memcheck --error-exitcode 9 "$FAGEN" check --dtype bf16 --headdim 128 --arch sm_80 \
+            --batch 5 --heads-q 8 --heads-kv 2 --seqlen-q 4 --seqlen-k 1000 --splits 7 --seqlens || rc=1
+    else
+        echo "SKIP: compute-sanitizer not found"
+    fi
     return $rc
 }
 
@@ -135,9 +144,9 @@ for s in "${stages[@]}"; do
     compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
         --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
-    decode-tests) run_stage decode-tests 170 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
-    decode-check) run_stage decode-check 100 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
-    decode-bench) run_stage decode-bench 150 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
+    decode-tests) run_stage decode-tests 160 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
+    decode-check) run_stage decode-check 130 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
+    decode-bench) run_stage decode-bench 140 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac
 done

@@ -188,6 +188,14 @@ static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const faj
     fajit_kernel *kv = NULL, *kc = NULL;
     fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
     fajit_status st = fj_kernel_get_variant(ctx, &k80->plan.cfg, variant, &kv, NULL);
+    if (st == FAJIT_ERR_INVALID_CONFIG) { /* a given or tuned config at the register edge: the heuristic's */
+        fajit_kernel *h = NULL;
+        fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal};
+        fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
+        fj_config_heuristic(&c, &c, &shape, 0);
+        st = fj_kernel_get_variant(ctx, &c, variant, &h, NULL);
+        kv = h;
+    }
     if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
     fj_fwd_params_decode p;
     memset(&p, 0, sizeof p);
