@@ -21,7 +21,7 @@
 #     decode-tests   test_decode_args, test_reference (unit) and test_gpu_decode (seqlens_k, split-KV, both paths)
 #     decode-check   fagen check over the quick grid's D 128 shapes with 5 splits and per-sequence lengths, one
 #                    decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace,
-#                    and one under compute-sanitizer memcheck (sm_80 configs, 7 splits, per-sequence lengths)
+#                    and one under compute-sanitizer memcheck (sm_80 br64 bc64, both masks, 7 splits, seqlens)
 #     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
 #                    without splits
 #   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
@@ -87,7 +87,7 @@ do_decode_check() {
     local san=compute-sanitizer
     command -v $san >/dev/null || san=/usr/local/cuda/bin/compute-sanitizer
     if [ -x "$(command -v $san)" ]; then # the new kernels' memory accesses: seqlens_k, the workspace, the combine
-        $san --tool memcheck --error-exitcode 9 "$FAGEN" check --dtype bf16 --headdim 128 --arch sm_80 \
+        $san --tool memcheck --error-exitcode 9 "$FAGEN" check --dtype bf16 --headdim 128 --arch sm_80 --br 64 --bc 64 --stages 2 --warps 4 \
             --batch 5 --heads-q 8 --heads-kv 2 --seqlen-q 4 --seqlen-k 1000 --splits 7 --seqlens || rc=1
     else
         echo "SKIP: compute-sanitizer not found"
