@@ -98,13 +98,16 @@ int fj_decode_wanted(const fajit_attention_args *a)
 /* ---------------------------------------------------------------------------------------------------
  * Splits and workspace
  * ------------------------------------------------------------------------------------------------- */
+/* The heuristic's test of a grid: splitting pays when the CTAs fill less than 80% of the SMs. */
+static int grid_underfills(long long ctas, int sm_count) { return ctas * 5 < (long long)sm_count * 4; }
+
 int fj_decode_splits(const fajit_attention_args *a, int block_m, int block_n, int sm_count)
 {
     if (a->num_splits >= 1) return a->num_splits;
     if (a->seqlen_q > FJ_SPLIT_AUTO_MAX_SEQLEN_Q || sm_count < 1 || block_m < 1 || block_n < 1) return 1;
     long long ctas = (long long)((a->seqlen_q + block_m - 1) / block_m) * a->heads_q * a->batch;
     long long tiles = (a->seqlen_k + block_n - 1) / block_n;
-    if (ctas * 5 >= (long long)sm_count * 4 || tiles < 4) return 1;
+    if (!grid_underfills(ctas, sm_count) || tiles < 4) return 1;
     long long max_s = tiles / 2, rows = (long long)a->batch * a->heads_q * a->seqlen_q;
     if (max_s > FAJIT_MAX_SPLITS) max_s = FAJIT_MAX_SPLITS;
     if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
@@ -229,6 +232,10 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
 {
     fajit_kernel *k80 = NULL;
     *handled = 0;
+    /* the heuristic cannot split when even one row block per (batch, head) fills the GPU: the plain kernel,
+     * without asking for the sm_80 one (on sm_90a that would compile it) */
+    if (!a->seqlens_k && a->num_splits == 0 && !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
+        return FAJIT_OK;
     fajit_status st = sm80_base(ctx, k, a, &k80);
     if (st != FAJIT_OK) return st;
     int splits = fj_decode_splits(a, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
