@@ -23,7 +23,7 @@
 #                    decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace,
 #                    and one under compute-sanitizer memcheck (sm_80 br64 bc64, both masks, 7 splits, seqlens)
 #     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
-#                    without splits
+#                    without splits, then the GQA rows at Nq 1 with GQA packing (FAJIT_PACK_GQA=1)
 #   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
@@ -99,6 +99,12 @@ do_decode_bench() {
     local rc=0
     "$FAGEN" bench --grid decode --reps 20 --warmup 5 || rc=1
     "$FAGEN" bench --batch 1 --heads 32 --heads-kv 32 --seqlen 1 --seqlen-k 32768 --splits 1 --reps 20 --warmup 5 || rc=1
+    echo "GQA packing (FAJIT_PACK_GQA=1, experimental), the GQA / MQA rows at Nq 1:"
+    for row in "1 32 8 131072" "8 32 8 8192" "64 32 8 2048" "1 8 1 524288"; do
+        set -- $row
+        FAJIT_PACK_GQA=1 "$FAGEN" bench --batch $1 --heads $2 --heads-kv $3 --seqlen 1 --seqlen-k $4 --splits 0 \
+            --reps 20 --warmup 5 | tail -n 1 || rc=1
+    done
     return $rc
 }
 
@@ -144,9 +150,9 @@ for s in "${stages[@]}"; do
     compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
         --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
-    decode-tests) run_stage decode-tests 160 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
-    decode-check) run_stage decode-check 130 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
-    decode-bench) run_stage decode-bench 140 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
+    decode-tests) run_stage decode-tests 180 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
+    decode-check) run_stage decode-check 110 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
+    decode-bench) run_stage decode-bench 150 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac
 done

@@ -139,27 +139,31 @@ static void test_split_heuristic(void **state)
     (void)state;
     fajit_attention_args a = decode_args();
     a.num_splits = 7;
-    assert_int_equal(fj_decode_splits(&a, 64, 64, 132), 7);
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 7);
     a.num_splits = 0;
     a.batch = 1, a.heads_q = 32, a.heads_kv = 32, a.seqlen_k = 32768; /* 32 CTAs on 132 SMs */
-    int s = fj_decode_splits(&a, 64, 64, 132);
+    int s = fj_decode_splits(&a, 0, 64, 64, 132);
     printf("B1 Hq32 Nk32k on 132 SMs: %d splits\n", s);
     assert_true(s >= 4 && s <= 16);
     a.heads_q = 8, a.heads_kv = 1, a.seqlen_k = 512 * 1024;
-    s = fj_decode_splits(&a, 64, 64, 132);
+    s = fj_decode_splits(&a, 0, 64, 64, 132);
     printf("B1 Hq8 Nk512k on 132 SMs: %d splits\n", s);
     assert_true(s >= 17 && s <= FAJIT_MAX_SPLITS);
+    a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 131072; /* GQA 4: packed, 8 CTAs (one per KV head) instead of 32 */
+    int unpacked = fj_decode_splits(&a, 0, 64, 64, 132), packed = fj_decode_splits(&a, 1, 64, 64, 132);
+    printf("B1 Hq32 Hkv8 Nk128k on 132 SMs: %d splits, packed %d\n", unpacked, packed);
+    assert_true(packed > unpacked);
     a.batch = 64, a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 2048; /* 2048 CTAs: full */
-    assert_int_equal(fj_decode_splits(&a, 64, 64, 132), 1);
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 1);
     a.batch = 1, a.seqlen_q = 1000; /* prefill: never by the heuristic */
-    assert_int_equal(fj_decode_splits(&a, 64, 64, 132), 1);
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 1);
     a.seqlen_q = 1, a.seqlen_k = 100; /* too few KV tiles */
-    assert_int_equal(fj_decode_splits(&a, 64, 64, 132), 1);
-    assert_int_equal(fj_decode_wanted(&a), 1);
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 1);
+    assert_int_equal(fj_decode_wanted(NULL, &a), 1);
     a.seqlen_q = 1000;
-    assert_int_equal(fj_decode_wanted(&a), 0);
+    assert_int_equal(fj_decode_wanted(NULL, &a), 0);
     a.num_splits = 2;
-    assert_int_equal(fj_decode_wanted(&a), 1);
+    assert_int_equal(fj_decode_wanted(NULL, &a), 1);
 }
 
 /* Variant plans: their text, the parameter block, the sm_90a refusal, and variant 0 = the plain plan. */
@@ -178,6 +182,9 @@ static void test_variant_plans(void **state)
     assert_string_equal(text, "sm_80 f16 d128 br64 bc64 s2 sw128 w4 causal seqlens split");
     assert_int_equal(p1.params_bytes, (int)sizeof(fj_fwd_params_decode));
     assert_int_equal(p1.reg_total, p0.reg_total + 2);
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_OK);
+    fj_plan_format(&p1, text, sizeof text);
+    assert_string_equal(text, "sm_80 f16 d128 br64 bc64 s2 sw128 w4 causal split packgqa");
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE, &p1), FAJIT_OK);
     fj_plan_format(&p1, text, sizeof text);
     assert_string_equal(text, "sm_80 f16 d128 combine");
@@ -185,8 +192,8 @@ static void test_variant_plans(void **state)
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE | FJ_VARIANT_SPLIT, &p1), FAJIT_ERR_INTERNAL);
     fajit_config w = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
                       .block_n = 128, .stages = 2, .swizzle = 128, .warps = 12, .overlap = 1, .pingpong = 1};
-    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT, &p1), FAJIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(fajit_errmsg(), "split-KV"));
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "split-KV GQA packing"));
     assert_non_null(strstr(fajit_errmsg(), "sm_80 path"));
 }
 

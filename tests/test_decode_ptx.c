@@ -1,7 +1,7 @@
 /*
  * test_decode_ptx.c - the decode kernels' PTX assembles (label ptxas; no GPU): the combine kernel for
  * every head dim and dtype, and the sm_80 forward's decode variants (per-sequence lengths, split-KV,
- * both) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
+ * both; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
  * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a
  * (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
  * test_ptxas_grid.c). Also: the variant PTX reads its parameter block where kernel_abi.h puts the
@@ -104,34 +104,38 @@ static void test_forward_variants(void **state)
         T80(128, 64, 1, 64, 8, 2),  /* warp pairs */
     };
     static const int dims[] = {64, 128, 256};
-    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT};
+    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
+                                        FJ_VARIANT_PACK, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK};
     int failures = 0, ran = 0;
-    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
-        for (size_t d = 0; d < 3; d++) {
-            fajit_config c = tiles[t];
-            c.head_dim = dims[d];
-            c.causal = (int)((t + d) % 2);
-            c.dtype = d == 1 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
-            fj_plan p;
-            if (fj_plan_build(&c, &p) != FAJIT_OK) continue; /* a tile shape a head dim does not take */
-            unsigned v = variants[(t + d) % 3];
-            char *ptx, text[160];
-            size_t len;
-            gen(&c, v, &ptx, &len, text, sizeof text);
-            char splits[64];
-            snprintf(splits, sizeof splits, "[fajit_fwd_param_0+%d]", (int)offsetof(fj_fwd_params_decode, splits));
-            if (v & FJ_VARIANT_SPLIT) assert_non_null(strstr(ptx, splits));
-            for (int a = 0; a < 2; a++) {
-                const char *arch = a ? "sm_90a" : "sm_80";
-                int spill = assemble(ptx, len, arch, text);
-                int ok = spill == 0 || (spill > 0 && !a);
-                printf("%s %-58s %s spill %d\n", ok ? "PASS" : "FAIL", text, arch, spill);
-                failures += !ok;
+    for (int pack = 0; pack <= 1; pack++) {
+        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+            for (size_t d = 0; d < 3; d++) {
+                fajit_config c = tiles[t];
+                c.head_dim = dims[d];
+                c.causal = (int)((t + d) % 2);
+                c.dtype = d == 1 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
+                fj_plan p;
+                if (fj_plan_build(&c, &p) != FAJIT_OK) continue; /* a tile shape a head dim does not take */
+                unsigned v = variants[(t + d) % 3 + 3 * pack];
+                char *ptx, text[160];
+                size_t len;
+                gen(&c, v, &ptx, &len, text, sizeof text);
+                char splits[64];
+                snprintf(splits, sizeof splits, "[fajit_fwd_param_0+%d]", (int)offsetof(fj_fwd_params_decode, splits));
+                if (v & FJ_VARIANT_SPLIT) assert_non_null(strstr(ptx, splits));
+                for (int a = 0; a < 2; a++) {
+                    const char *arch = a ? "sm_90a" : "sm_80";
+                    int spill = assemble(ptx, len, arch, text);
+                    int ok = spill == 0 || (spill > 0 && !a);
+                    printf("%s %-58s %s spill %d\n", ok ? "PASS" : "FAIL", text, arch, spill);
+                    failures += !ok;
+                }
+                ran++;
+                fajit_free(ptx);
             }
-            ran++;
-            fajit_free(ptx);
-        }
-    assert_true(ran >= 8);
+    }
+    assert_true(ran >= 16);
     assert_int_equal(failures, 0);
 }
 

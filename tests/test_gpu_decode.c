@@ -7,7 +7,7 @@
  * (every rescale path, across split boundaries), and one long problem against the GPU reference.
  * Each case runs with the forward's own choice (on an H100/H200: the sm_90a path, which runs these
  * through its sm_80 fallback, said by fajit_last_forward and checked here) and with the sm_80 path
- * forced. Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * forced; then all again with GQA packing on (FAJIT_PACK_GQA=1). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/check.h"
@@ -88,7 +89,12 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
             printf("     kernel text lacks \"%s\": %s\n", need[i], text);
             return 0;
         }
-    int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split;
+    int packs = g_ctx->pack_gqa && c->hq > c->hkv && c->nq <= 128;
+    if (packs != (strstr(text, " packgqa") != NULL)) {
+        printf("     GQA packing %s: %s\n", packs ? "expected" : "not expected", text);
+        return 0;
+    }
+    int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs;
     if (arch == FAJIT_ARCH_AUTO && fj_best_path(g_ctx) == FAJIT_ARCH_SM90A && used && !fell) {
         printf("     expected the sm_90a fallback: %s\n", text);
         return 0;
@@ -149,6 +155,26 @@ static void test_sm80_forced(void **state)
     assert_int_equal(run_cases(FAJIT_ARCH_SM80), 0);
 }
 
+/* The same cases with GQA packing (FAJIT_PACK_GQA=1, read when a context is made): the GQA and MQA cases
+ * with Nq <= 128 run the packed variant (checked in the kernel text), the others as before. */
+static void test_gqa_packing(void **state)
+{
+    (void)state;
+    fajit_context *saved = g_ctx, *packed = NULL;
+    fajit_context_options opts = fajit_context_options_default();
+    setenv("FAJIT_PACK_GQA", "1", 1);
+    fajit_status st = fajit_context_create(&opts, &packed);
+    unsetenv("FAJIT_PACK_GQA");
+    assert_int_equal(st, FAJIT_OK);
+    assert_int_equal(packed->pack_gqa, 1);
+    g_ctx = packed;
+    int failures = run_cases(FAJIT_ARCH_AUTO);
+    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
+    g_ctx = saved;
+    fajit_context_destroy(packed);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -156,6 +182,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_choice),
         cmocka_unit_test(test_sm80_forced),
+        cmocka_unit_test(test_gqa_packing),
     };
     int rc = cmocka_run_group_tests_name("gpu_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

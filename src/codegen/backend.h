@@ -200,6 +200,12 @@ void fj_emit_m0(fj_kctx *k);
 /* The number of keys of this CTA's sequence: k->kv_len with per-sequence lengths, else seqlen_k read
  * from the parameters at the point of use. */
 fj_reg_t fj_emit_kv_len(fj_kctx *k);
+/* GQA packing: the tile-relative packed row `row` (s32) of this CTA (m0 + row = g x Nq + i) as query head
+ * offset g and position i (u32 registers given); and as a byte offset from the group's first head, row 0:
+ * out (u64) = g x 2 x stride[1] + i x row_bytes, with the tensor's strides at off_stride (fj_fwd_params) and
+ * its row bytes at off_row_bytes. */
+void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i);
+void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off_row_bytes, fj_reg_t out);
 /* Split variant: the epilogue's stores of fp32 partial O rows (row pitch head_dim floats at o_ptr; rows
  * >= q_rows skipped), over the fragment descriptor. */
 void fj_emit_store_o_partial(fj_kctx *k);

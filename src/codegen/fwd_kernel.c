@@ -153,6 +153,26 @@ fj_reg_t fj_emit_kv_len(fj_kctx *k)
     return k->p->variant & FJ_VARIANT_SEQLENS ? k->kv_len : fj_param_s32(k, OFF(seqlen_k));
 }
 
+void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i)
+{
+    fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
+    fj_ins(k->e, "add.s32 %s, %s, %s", R(i), R(k->m0), R(row));
+    fj_ins(k->e, "div.u32 %s, %s, %s", R(g), R(i), R(nq));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(nq), R(g), R(nq));
+    fj_ins(k->e, "sub.u32 %s, %s, %s", R(i), R(i), R(nq));
+}
+
+void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off_row_bytes, fj_reg_t out)
+{
+    fj_reg_t g = fj_alloc(k->e, k->b_r, 1), i = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_rd, 1);
+    fj_emit_packed_row(k, row, g, i);
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(g));
+    fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(out), R(t), R(fj_param_u64(k, off_stride + 8)));
+    fj_ins(k->e, "shl.b64 %s, %s, 1", R(out), R(out));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(i));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(out), R(t), R(fj_param_u64(k, off_row_bytes)), R(out));
+}
+
 static void emit_indices(fj_kctx *k)
 {
     fj_emit *e = k->e;
@@ -173,10 +193,19 @@ static void emit_indices(fj_kctx *k)
     if (k->p->variant & FJ_VARIANT_SEQLENS) emit_seq_len(k, b);
     fj_ins(e, PTX_LD_PARAM_U32, R(grp), OFF(group));
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
-    fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
-    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
+    if (k->p->variant & FJ_VARIANT_PACK) {
+        fj_comment(e, 1, "GQA packing: %%ctaid.y is the KV head; the tile's rows are (query head hkv x group + g, row i)");
+        fj_comment(e, 1, "at packed row g x Nq + i; Q and O are addressed per row from head hkv x group, row 0");
+        fj_ins(e, "mov.u32 %s, %s", R(hkv), R(h));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(h), R(hkv), R(grp));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(grp));
+        fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->q_rows), R(k->m0));
+    } else {
+        fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
+        fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
+    }
     fj_ins(e, "mov.u32 %s, 0", R(zero));
-    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr);
+    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->p->variant & FJ_VARIANT_PACK ? zero : k->m0, k->q_ptr);
     tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
     tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
@@ -209,6 +238,26 @@ static void kv_range_split(fj_kctx *k, fj_reg_t n_end)
 
 static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
 
+/* GQA packing, causal: a tile's rows hold several query heads, so its rows' positions i can be anything
+ * in [0, Nq): the range is that of rows 0 .. Nq - 1 (tiles up to the last row's limit, masks from the
+ * first row's). The mask then works out each row's i (fj_emit_mask). */
+static void kv_range_packed_causal(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from, fj_reg_t tiles, fj_reg_t full,
+                                   fj_reg_t off)
+{
+    fj_emit *e = k->e;
+    fj_reg_t t = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "packed rows: tiles up to row Nq - 1's last key, ceil((max(Nk - 1, -1) + 1) / block_n), masks from row 0's");
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->seqlen_q), R(off));
+    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
+    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), k->p->cfg.block_n - 1);
+    div_block_n(k, t, t);
+    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(t), R(tiles));
+    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(off));
+    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
+    div_block_n(k, t, t);
+    fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(full), R(t));
+}
+
 /* n_end = number of KV tiles to visit; mask_from = first tile that needs masking. */
 void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 {
@@ -238,6 +287,10 @@ static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     }
     fj_reg_t off = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "sub.s32 %s, %s, %s", R(off), R(k->seqlen_k), R(k->seqlen_q));
+    if (p->variant & FJ_VARIANT_PACK) {
+        kv_range_packed_causal(k, n_end, mask_from, tiles, full, off);
+        return;
+    }
     fj_comment(e, 1, "tiles up to the last visible key of the CTA's last row, m0 + block_m - 1 + Nk - Nq:");
     fj_comment(e, 1, "ceil((max(that, -1) + 1) / block_n)");
     fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
@@ -441,6 +494,24 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_label(e, done);
 }
 
+/* The CTA's (first) query head: %ctaid.y, or with GQA packing %ctaid.y x group (the KV head's first). */
+static void emit_out_head(fj_kctx *k, fj_reg_t h)
+{
+    fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(h));
+    if (k->p->variant & FJ_VARIANT_PACK) fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(h), R(h), R(fj_param_s32(k, OFF(group))));
+}
+
+/* q_rows = rows of the tile that exist: Nq - m0, or with GQA packing group x Nq - m0. */
+static void emit_out_rows(fj_kctx *k, fj_reg_t nq)
+{
+    if (k->p->variant & FJ_VARIANT_PACK) {
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->q_rows), R(nq), R(fj_param_s32(k, OFF(group))));
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->q_rows), R(k->m0));
+    } else {
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
+    }
+}
+
 /* Split-KV: this CTA's rows of the partials, row index (%ctaid.z x Hq + h) x Nq + m0 (kernel_abi.h):
  * o_ptr = ws_o + 4 x head_dim x index, lse_ptr = ws_lse + 4 x index. */
 static void emit_partial_ptrs(fj_kctx *k)
@@ -450,10 +521,10 @@ static void emit_partial_ptrs(fj_kctx *k)
     fj_reg_t w = fj_alloc(e, k->b_rd, 1), nq = fj_param_s32(k, OFF(seqlen_q));
     fj_comment(e, 1, "split-KV partials: row (ctaid.z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse");
     fj_ins(e, "mov.u32 %s, %%ctaid.z", R(z));
-    fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
+    emit_out_head(k, h);
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(z), R(fj_param_s32(k, OFF(heads_q))), R(h));
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
-    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
+    emit_out_rows(k, nq);
     fj_ins(e, "mul.wide.u32 %s, %s, %d", R(w), R(idx), 4 * k->p->cfg.head_dim);
     fj_ins(e, PTX_LD_PARAM_U64, R(k->o_ptr), DOFF(ws_o));
     fj_ins(e, "add.u64 %s, %s, %s", R(k->o_ptr), R(k->o_ptr), R(w));
@@ -472,12 +543,17 @@ static void emit_out_ptrs(fj_kctx *k)
         return;
     }
     fj_reg_t h = k->h, b = k->b; /* a persistent (warp-specialized) CTA: its current work tile's */
+    fj_reg_t row0 = k->m0;
     if (!k->p->ws) {
         h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
-        fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
+        emit_out_head(k, h);
         fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
     }
-    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, k->m0, k->o_ptr);
+    if (k->p->variant & FJ_VARIANT_PACK) { /* rows are addressed one by one (fj_emit_packed_row_offset) */
+        row0 = fj_alloc(e, k->b_r, 1);
+        fj_ins(e, "mov.u32 %s, 0", R(row0));
+    }
+    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, row0, k->o_ptr);
     fj_comment(e, 1, "LSE row pointer: lse + 4 * ((b * Hq + h) * Nq + m0), or 0");
     fj_reg_t hq = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1), w = fj_alloc(e, k->b_rd, 1);
     fj_reg_t has = fj_alloc(e, k->b_p, 1);
@@ -485,7 +561,7 @@ static void emit_out_ptrs(fj_kctx *k)
     fj_ins(e, PTX_LD_PARAM_U32, R(hq), OFF(heads_q));
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(b), R(hq), R(h));
     fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
-    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
+    emit_out_rows(k, nq);
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
     fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
     fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(k->lse_ptr));

@@ -151,7 +151,7 @@ static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
 
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *p)
 {
-    if (variant & ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE))
+    if (variant & ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
     if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
     if (variant & FJ_VARIANT_COMBINE) {
@@ -162,10 +162,10 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     fajit_status st = fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     if (p->ws)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "%s%s%s: the %s kernel does not take them yet; the sm_80 path's does "
-                                              "(fajit_attention_forward falls back to it)",
-                       variant & FJ_VARIANT_SEQLENS ? "seqlens_k" : "", variant == 3 ? " and " : "",
-                       variant & FJ_VARIANT_SPLIT ? "split-KV" : "", p->arch->name);
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s%s: the %s kernel does not take them yet; the "
+                                              "sm_80 path's does (fajit_attention_forward falls back to it)",
+                       variant & FJ_VARIANT_SEQLENS ? " seqlens_k" : "", variant & FJ_VARIANT_SPLIT ? " split-KV" : "",
+                       variant & FJ_VARIANT_PACK ? " GQA packing" : "", p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)sizeof(fj_fwd_params_decode);
     p->reg_misc += FJ_VARIANT_REGS;
@@ -184,8 +184,9 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
                         p->cfg.dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16", p->cfg.head_dim);
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n < 0 || !p->variant) return n;
-    return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, "%s%s",
-                        p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "", p->variant & FJ_VARIANT_SPLIT ? " split" : "");
+    return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, "%s%s%s",
+                        p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "", p->variant & FJ_VARIANT_SPLIT ? " split" : "",
+                        p->variant & FJ_VARIANT_PACK ? " packgqa" : "");
 }
 
 const char *fj_plan_entry(const fj_plan *p)

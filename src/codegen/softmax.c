@@ -60,6 +60,32 @@ void fj_emit_score_hook(fj_kctx *k)
     fj_comment(k->e, 2, "(none for this config: S is used as computed)");
 }
 
+/* -inf where column >= lim (a register) for row r's values. */
+static void mask_row(fj_kctx *k, int r, fj_reg_t lim, fj_reg_t pr)
+{
+    for (int v = 0; v < k->frag.s_vals; v++) {
+        fj_ins(k->e, "setp.lt.s32 %s, %s, %d", R(pr), R(lim), k->frag.s_col_off(k->p, v));
+        fj_ins(k->e, "@%s mov.f32 %s, " PTX_F32_NEG_INF, R(pr), R(fj_at(k->acc_s, k->frag.s_reg(k->p, r, v))));
+    }
+}
+
+/* GQA packing, causal: row r's position is i = (m0 + row) mod Nq (fj_emit_packed_row); its limit,
+ * relative to the thread's first column, is min(last, i + Nk - Nq - j * block_n - col_base). */
+static void mask_packed_causal(fj_kctx *k, fj_reg_t last, fj_reg_t rel, fj_reg_t pr)
+{
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), g = fj_alloc(k->e, k->b_r, 1), i = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "packed rows: each row's position i = (m0 + row) mod Nq gives its limit");
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(k->p, r));
+        fj_emit_packed_row(k, row, g, i);
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(rel), R(i), R(last));
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(rel), R(rel), R(fj_param_s32(k, FJ_PARAM_OFF(seqlen_q))));
+        fj_ins(k->e, "add.s32 %s, %s, 1", R(rel), R(rel));
+        fj_ins(k->e, "min.s32 %s, %s, %s", R(rel), R(rel), R(last));
+        mask_row(k, r, rel, pr);
+    }
+}
+
 /* Scores whose column is past the row's last visible key become -inf. The limit is recomputed here,
  * on the (few) masked tiles, rather than kept live across the loop: live, ptxas spills it. */
 void fj_emit_mask(fj_kctx *k)
@@ -82,6 +108,10 @@ void fj_emit_mask(fj_kctx *k)
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base_s));
     fj_ins(k->e, "add.s32 %s, %s, -1", R(last), R(last));
     fj_reg_t diag = fj_alloc(k->e, k->b_r, 1);
+    if (p->cfg.causal && (p->variant & FJ_VARIANT_PACK)) {
+        mask_packed_causal(k, last, rel, pr);
+        return;
+    }
     if (p->cfg.causal) {
         /* row + Nk - Nq - n0 - col_base, for row = m0 + row_base + row_off(r) */
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(k->m0), R(k->row_base));

@@ -90,9 +90,15 @@ fajit_status fj_decode_validate(const fajit_attention_args *a)
     return check_workspace_fields(&d);
 }
 
-int fj_decode_wanted(const fajit_attention_args *a)
+int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *a)
 {
-    return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q);
+    return ctx && ctx->pack_gqa && a->heads_q > a->heads_kv && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q;
+}
+
+int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
+{
+    return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
+           fj_decode_packs(ctx, a);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -101,11 +107,12 @@ int fj_decode_wanted(const fajit_attention_args *a)
 /* The heuristic's test of a grid: splitting pays when the CTAs fill less than 80% of the SMs. */
 static int grid_underfills(long long ctas, int sm_count) { return ctas * 5 < (long long)sm_count * 4; }
 
-int fj_decode_splits(const fajit_attention_args *a, int block_m, int block_n, int sm_count)
+int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int block_n, int sm_count)
 {
     if (a->num_splits >= 1) return a->num_splits;
     if (a->seqlen_q > FJ_SPLIT_AUTO_MAX_SEQLEN_Q || sm_count < 1 || block_m < 1 || block_n < 1) return 1;
-    long long ctas = (long long)((a->seqlen_q + block_m - 1) / block_m) * a->heads_q * a->batch;
+    long long group = packed ? a->heads_q / a->heads_kv : 1;
+    long long ctas = (group * a->seqlen_q + block_m - 1) / block_m * (a->heads_q / group) * a->batch;
     long long tiles = (a->seqlen_k + block_n - 1) / block_n;
     if (!grid_underfills(ctas, sm_count) || tiles < 4) return 1;
     long long max_s = tiles / 2, rows = (long long)a->batch * a->heads_q * a->seqlen_q;
@@ -185,9 +192,10 @@ static fajit_status workspace_for(fajit_context *ctx, const fajit_attention_args
 
 /* The decode variant of k80, then (splits > 1) the combine kernel; fajit_last_forward in words. */
 static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const fajit_attention_args *a, int splits,
-                                const char *fell_from)
+                                int packed, const char *fell_from)
 {
-    unsigned variant = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (splits > 1 ? FJ_VARIANT_SPLIT : 0);
+    unsigned variant = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (splits > 1 ? FJ_VARIANT_SPLIT : 0) |
+                       (packed ? FJ_VARIANT_PACK : 0);
     fajit_kernel *kv = NULL, *kc = NULL;
     fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
     fajit_status st = fj_kernel_get_variant(ctx, &k80->plan.cfg, variant, &kv, NULL);
@@ -209,8 +217,9 @@ static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const faj
     p.splits = (uint32_t)splits;
     p.batch = (uint32_t)a->batch;
     p.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
-    unsigned bm = (unsigned)kv->plan.cfg.block_m;
-    unsigned grid[3] = {((unsigned)a->seqlen_q + bm - 1) / bm, (unsigned)a->heads_q, (unsigned)(a->batch * splits)};
+    unsigned bm = (unsigned)kv->plan.cfg.block_m, group = packed ? (unsigned)(a->heads_q / a->heads_kv) : 1;
+    unsigned grid[3] = {(group * (unsigned)a->seqlen_q + bm - 1) / bm, (unsigned)a->heads_q / group,
+                        (unsigned)(a->batch * splits)}; /* packed: (packed row blocks, KV heads, ...) */
     st = launch(ctx, kv, grid, &p, a->stream);
     if (st == FAJIT_OK && kc) {
         unsigned cgrid[3] = {(p.rows + FJ_COMBINE_ROWS_PER_CTA - 1) / FJ_COMBINE_ROWS_PER_CTA, 1, 1};
@@ -222,8 +231,8 @@ static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const faj
     if (splits > 1 && n >= 0 && (size_t)n < sizeof text)
         n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits) + %s", splits, kc->config_text);
     if (fell_from && n >= 0 && (size_t)n < sizeof text)
-        snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: seqlens_k / split-KV run on the sm_80 path "
-                 "only so far", fell_from);
+        snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: seqlens_k / split-KV / GQA packing run on "
+                 "the sm_80 path only so far", fell_from);
     fj_forward_set_last(text);
     return FAJIT_OK;
 }
@@ -232,16 +241,18 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
 {
     fajit_kernel *k80 = NULL;
     *handled = 0;
+    int packed = fj_decode_packs(ctx, a);
     /* the heuristic cannot split when even one row block per (batch, head) fills the GPU: the plain kernel,
      * without asking for the sm_80 one (on sm_90a that would compile it) */
-    if (!a->seqlens_k && a->num_splits == 0 && !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
+    if (!a->seqlens_k && !packed && a->num_splits == 0 &&
+        !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
         return FAJIT_OK;
     fajit_status st = sm80_base(ctx, k, a, &k80);
     if (st != FAJIT_OK) return st;
-    int splits = fj_decode_splits(a, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
-    if (!a->seqlens_k && splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
+    int splits = fj_decode_splits(a, packed, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
+    if (!a->seqlens_k && !packed && splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
     *handled = 1;
-    return run_variant(ctx, k80, a, splits, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
+    return run_variant(ctx, k80, a, splits, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
 }
 
 fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_attention_args *args,
@@ -251,7 +262,7 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
     if (!bytes_out) return BAD("bytes_out = NULL: an output pointer is required");
     *bytes_out = 0;
     fajit_status st = fj_forward_validate(args, cfg);
-    if (st != FAJIT_OK || !fj_decode_wanted(args)) return st;
+    if (st != FAJIT_OK || !fj_decode_wanted(ctx, args)) return st;
     if (args->num_splits >= 1) {
         *bytes_out = fj_decode_workspace_bytes(args, args->num_splits, NULL);
         return FAJIT_OK;
@@ -262,7 +273,8 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
     if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
     if (st == FAJIT_OK) st = sm80_base(ctx, k, args, &k80);
     if (st != FAJIT_OK) return st;
-    int splits = fj_decode_splits(args, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
+    int splits = fj_decode_splits(args, fj_decode_packs(ctx, args), k80->plan.cfg.block_m, k80->plan.cfg.block_n,
+                                  ctx->sm_count);
     *bytes_out = fj_decode_workspace_bytes(args, splits, NULL);
     return FAJIT_OK;
 }

@@ -33,14 +33,20 @@ void fj_decode_read(const fajit_attention_args *args, fj_decode_args *d);
  * pointer and size given together. FAJIT_ERR_INVALID_ARGUMENT naming the field, the value and the rule. */
 fajit_status fj_decode_validate(const fajit_attention_args *args);
 
-/* 1 when the call may use a decode feature: seqlens_k, num_splits >= 2, or the heuristic may split. */
-int fj_decode_wanted(const fajit_attention_args *args);
+/* 1 when the call packs GQA query heads: the context asks for it ($FAJIT_PACK_GQA=1, experimental: not
+ * measured yet), heads_q > heads_kv and seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q. ctx may be NULL (no). */
+int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *args);
 
-/* The splits a call runs with, for a kernel of block_m x block_n tiles on sm_count SMs: num_splits when
- * the caller forced it, else the heuristic (1 unless seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q and the grid
- * of row blocks x heads_q x batch fills less than 80% of the SMs; then about two CTAs per SM, with the
- * best wave efficiency, at least 2 KV tiles per split). Untuned: no GPU measured it yet. */
-int fj_decode_splits(const fajit_attention_args *args, int block_m, int block_n, int sm_count);
+/* 1 when the call may use a decode feature: seqlens_k, num_splits >= 2, the heuristic may split, or it
+ * packs GQA heads. */
+int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *args);
+
+/* The splits a call runs with, for a kernel of block_m x block_n tiles on sm_count SMs (packed: GQA packing,
+ * row blocks of group x seqlen_q rows per KV head): num_splits when the caller forced it, else the
+ * heuristic (1 unless seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q and the grid of row blocks x heads x batch
+ * fills less than 80% of the SMs; then about two CTAs per SM, with the best wave efficiency, at least 2 KV
+ * tiles per split). Untuned: no GPU measured it yet. */
+int fj_decode_splits(const fajit_attention_args *args, int packed, int block_m, int block_n, int sm_count);
 
 /* Workspace bytes for `splits` (0 when splits <= 1): fp32 partial O [B][S][Hq][Nq][D], then at the next
  * 256 bytes the partial LSE [B][S][Hq][Nq]. *lse_offset (may be NULL) receives the LSE part's offset. */

@@ -379,7 +379,7 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
     if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
     int handled = 0;
-    if (st == FAJIT_OK && fj_decode_wanted(args)) st = fj_decode_run(ctx, k, args, &handled);
+    if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, &handled);
     if (st == FAJIT_OK && !handled) st = forward_run(ctx, k, args);
     return st;
 }

@@ -18,7 +18,7 @@ enum {
     FAGEN_OPT_VERBOSE = 1u << 0, /* -v [0|1|2] */
     FAGEN_OPT_OUTPUT = 1u << 1,  /* -o FILE */
     FAGEN_OPT_SM = 1u << 2,      /* --sm sm_XX */
-    FAGEN_OPT_VARIANT = 1u << 3  /* --variant seqlens|split|seqlens+split|combine (FJ_VARIANT_* bits) */
+    FAGEN_OPT_VARIANT = 1u << 3  /* --variant seqlens+split+packgqa (any of them) or combine (FJ_VARIANT_* bits) */
 };
 
 typedef struct fagen_args {

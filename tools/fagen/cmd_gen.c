@@ -60,8 +60,9 @@ static void ptx_usage(FILE *f)
     fputs("  -v 0|1|2                       comments: 0 none, 1 per block, 2 teaching view (bare -v = 1)\n"
           "  -o FILE                        write to FILE instead of stdout\n"
           "  --variant V                    a decode variant (sm_80 path): seqlens (per-sequence KV lengths),\n"
-          "                                 split (split-KV partials), seqlens+split, or combine (the split\n"
-          "                                 partials' combine kernel; only --dtype and --headdim count)\n\n"
+          "                                 split (split-KV partials), packgqa (GQA packing), any of them joined\n"
+          "                                 with + (seqlens+split), or combine (the split partials' combine\n"
+          "                                 kernel; only --dtype and --headdim count)\n\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }
