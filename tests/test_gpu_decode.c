@@ -19,7 +19,6 @@
 #include <cmocka.h>
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/check.h"
@@ -112,10 +111,9 @@ static int run_cases(fajit_arch arch)
         fj_check_result r;
         opts.reference = c->ref;
         fajit_config cfg = {0};
+        fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
         if (arch != FAJIT_ARCH_AUTO) {
-            fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
-            cfg.arch = arch, cfg.dtype = c->dtype, cfg.head_dim = c->d, cfg.causal = c->causal;
-            if (fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
+            if (fj_test_path_config(g_ctx, arch, &shape, c->dtype, c->d, c->causal, &cfg) != FAJIT_OK) {
                 printf("FAIL %-36s fajit_config_fill: %s\n", c->name, fajit_errmsg());
                 failures++;
                 continue;
@@ -161,11 +159,7 @@ static void test_gqa_packing(void **state)
 {
     (void)state;
     fajit_context *saved = g_ctx, *packed = NULL;
-    fajit_context_options opts = fajit_context_options_default();
-    setenv("FAJIT_PACK_GQA", "1", 1);
-    fajit_status st = fajit_context_create(&opts, &packed);
-    unsetenv("FAJIT_PACK_GQA");
-    assert_int_equal(st, FAJIT_OK);
+    assert_int_equal(fj_test_context_with_env("FAJIT_PACK_GQA", "1", -1, &packed), FAJIT_OK);
     assert_int_equal(packed->pack_gqa, 1);
     g_ctx = packed;
     int failures = run_cases(FAJIT_ARCH_AUTO);

@@ -201,3 +201,21 @@ fajit_attention_args fj_test_args(fajit_dtype dtype, int batch, int heads_q, int
     fajit_args_set_bhnd_strides(&a);
     return a;
 }
+
+fajit_status fj_test_path_config(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
+                                 int head_dim, int causal, fajit_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->arch = arch, cfg->dtype = dtype, cfg->head_dim = head_dim, cfg->causal = causal;
+    return fajit_config_fill(ctx, shape, cfg);
+}
+
+fajit_status fj_test_context_with_env(const char *name, const char *value, int disk_cache, fajit_context **ctx_out)
+{
+    fajit_context_options opts = fajit_context_options_default();
+    opts.disk_cache = disk_cache;
+    setenv(name, value, 1);
+    fajit_status st = fajit_context_create(&opts, ctx_out);
+    unsetenv(name);
+    return st;
+}

@@ -62,6 +62,13 @@ int fj_test_status_says(fajit_status st, fajit_status want, const char *f1, cons
  * addresses: for argument checks that never launch. */
 fajit_attention_args fj_test_args(fajit_dtype dtype, int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                                   int head_dim);
+/* The heuristic's config on `arch` for a shape (fajit_config_fill on ctx): what the gpu tests pass when they
+ * force a path. */
+fajit_status fj_test_path_config(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
+                                 int head_dim, int causal, fajit_config *cfg);
+/* A context made with the environment variable `name` set to `value` (then unset again: contexts read such
+ * variables when they are made); disk_cache as in fajit_context_options. */
+fajit_status fj_test_context_with_env(const char *name, const char *value, int disk_cache, fajit_context **ctx_out);
 /* Create and destroy a context (disk cache off) to see that a GPU is usable: fj_test_skip_without_gpu. */
 void fj_test_require_gpu(void);
 /* A context on device 0 with the disk cache on in cache_dir; its status (and fajit_errmsg() on failure). */
