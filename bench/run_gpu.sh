@@ -21,6 +21,7 @@
 #     decode-tests   test_decode_args, test_reference (unit) and test_gpu_decode (seqlens_k, split-KV, both paths)
 #     decode-check   fagen check over the quick grid's D 128 shapes with 5 splits and per-sequence lengths, one
 #                    decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace,
+#                    one with paged K/V (16-row pages),
 #                    and one under compute-sanitizer memcheck (sm_80 br64 bc64, both masks, 7 splits, seqlens)
 #     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
 #                    without splits, then the GQA rows at Nq 1 with GQA packing (FAJIT_PACK_GQA=1)
@@ -84,6 +85,8 @@ do_decode_check() {
     "$FAGEN" check --quick --headdim 128 --splits 5 --seqlens || rc=1
     "$FAGEN" check --headdim 128 --causal --batch 5 --heads-q 16 --heads-kv 2 --seqlen-q 16 --seqlen-k 3000 \
         --splits 0 --seqlens --workspace || rc=1
+    "$FAGEN" check --headdim 128 --batch 5 --heads-q 8 --heads-kv 1 --seqlen-q 4 --seqlen-k 2000 --seqlens \
+        --page-size 16 --splits 3 || rc=1
     local san=compute-sanitizer
     command -v $san >/dev/null || san=/usr/local/cuda/bin/compute-sanitizer
     if [ -x "$(command -v $san)" ]; then # the new kernels' memory accesses: seqlens_k, the workspace, the combine

@@ -29,7 +29,8 @@
  *  - Any Nq, Nk >= 1: tails are masked inside the kernel; nothing needs padding.
  *  - Decode / long context (fields appended to fajit_attention_args, set up by fajit_attention_args_init):
  *    per-sequence KV lengths (seqlens_k: sequence b sees keys [0, seqlens_k[b]), causal bottom-right per
- *    sequence) and split-KV (num_splits, workspace). Both run on the sm_80 path's kernels for now.
+ *    sequence), split-KV (num_splits, workspace) and paged K/V (block_table). They run on the sm_80
+ *    path's kernels for now.
  */
 #ifndef FAJIT_H
 #define FAJIT_H
@@ -293,12 +294,25 @@ typedef struct fajit_attention_args {
      * graph). fajit_attention_workspace_size() gives the size a call needs (0 when it does not split). */
     uint64_t workspace;
     size_t workspace_bytes;
+    /* ---- read only when struct_size covers them (fajit_attention_args_init) ----
+     * Paged KV (vLLM's / FlashAttention's block tables): K and V are pools of pages of page_size rows and
+     * sequence b's logical page p is pool page block_table[b * max_pages + p]. k / v point at the pools; the
+     * strides become k_stride[0] = elements from one page to the next, [1] = from one KV head to the next,
+     * [2] = from one row of a page to the next (a [pages, page_size, Hkv, D] pool: page_size x Hkv x D, D,
+     * Hkv x D). seqlen_k (the capacity) must be <= max_pages x page_size; with seqlens_k, sequence b reads
+     * its first seqlens_k[b] rows only. Runs on the sm_80 path's kernels (with tiles of at most page_size
+     * keys). 0 = not paged. */
+    uint64_t block_table;   /* device pointer to int32 [batch][max_pages] (4-byte aligned), or 0 */
+    int max_pages;          /* entries per row of block_table, >= 1 */
+    int page_size;          /* keys per page: a multiple of 16 */
 } fajit_attention_args;
 
 /* Splits at most (args->num_splits). */
 #define FAJIT_MAX_SPLITS 128
 /* sizeof the args as of the first grown layout (through workspace_bytes): what struct_size 0 reads as. */
 #define FAJIT_ATTENTION_ARGS_SIZE_1 (offsetof(fajit_attention_args, workspace_bytes) + sizeof(size_t))
+/* ... and through page_size (paged KV): fajit_attention_args_init's struct_size in this version. */
+#define FAJIT_ATTENTION_ARGS_SIZE_2 (offsetof(fajit_attention_args, page_size) + sizeof(int))
 
 /* Zero *args and set struct_size = sizeof(fajit_attention_args). Fill the fields after it. */
 void fajit_attention_args_init(fajit_attention_args *args);

@@ -38,7 +38,8 @@ static void test_layout_and_init(void **state)
                      (offsetof(fajit_attention_args, stream) + sizeof(void *) + 7) / 8 * 8);
     assert_true(offsetof(fajit_attention_args, seqlens_k) > offsetof(fajit_attention_args, struct_size));
     assert_true(offsetof(fajit_attention_args, workspace_bytes) > offsetof(fajit_attention_args, workspace));
-    assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_1, sizeof(fajit_attention_args));
+    assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_1, offsetof(fajit_attention_args, block_table));
+    assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_2, sizeof(fajit_attention_args));
     fajit_attention_args a;
     memset(&a, 0x5a, sizeof a);
     fajit_attention_args_init(&a);
@@ -91,6 +92,37 @@ static void test_seqlens_and_splits(void **state)
     a.batch = 1000;
     a.num_splits = 66;
     expect_invalid(&a, "args->num_splits = 66", "batch = 1000", "<= 65535");
+}
+
+/* Paged K/V: the fields go together, the pages cover seqlen_k, and a struct_size of the first grown layout
+ * (or 0) does not read them at all. */
+static void test_paged_rules(void **state)
+{
+    (void)state;
+    fajit_attention_args a = decode_args(); /* Nk 4096 */
+    a.block_table = 0x7f0000700000ull, a.max_pages = 64, a.page_size = 64;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.page_size = 24;
+    expect_invalid(&a, "args->page_size = 24", "multiple of 16", "");
+    a.page_size = 64, a.max_pages = 63;
+    expect_invalid(&a, "args->max_pages = 63", "page_size = 64", "less than seqlen_k = 4096");
+    a.max_pages = 0;
+    expect_invalid(&a, "args->max_pages = 0", ">= 1", "block table");
+    a.max_pages = 64, a.block_table = 0x7f0000700002ull;
+    expect_invalid(&a, "args->block_table = 0x7f0000700002", "4-byte aligned", "max_pages");
+    a.block_table = 0;
+    expect_invalid(&a, "args->max_pages = 64, page_size = 64", "block_table = 0", "leave both 0");
+    /* the older layouts do not have these fields: they are not read (not even checked) */
+    a.block_table = 0x7f0000700002ull;
+    a.struct_size = FAJIT_ATTENTION_ARGS_SIZE_1;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    fj_decode_args d;
+    fj_decode_read(&a, &d);
+    assert_int_equal(d.block_table, 0);
+    a.struct_size = 0;
+    fj_decode_read(&a, &d);
+    assert_int_equal(d.page_size, 0);
+    assert_int_equal(fj_decode_wanted(NULL, &a), 1); /* seqlen_q 1: the split heuristic may still split */
 }
 
 static void test_workspace_rules(void **state)
@@ -181,10 +213,15 @@ static void test_variant_plans(void **state)
     fj_plan_format(&p1, text, sizeof text);
     assert_string_equal(text, "sm_80 f16 d128 br64 bc64 s2 sw128 w4 causal seqlens split");
     assert_int_equal(p1.params_bytes, (int)sizeof(fj_fwd_params_decode));
-    assert_int_equal(p1.reg_total, p0.reg_total + 2);
-    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_OK);
+    assert_int_equal(p1.reg_total, p0.reg_total + 17); /* plan.c: FJ_VARIANT_REGS */
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED, &p1), FAJIT_OK);
     fj_plan_format(&p1, text, sizeof text);
-    assert_string_equal(text, "sm_80 f16 d128 br64 bc64 s2 sw128 w4 causal split packgqa");
+    assert_string_equal(text, "sm_80 f16 d128 br64 bc64 s2 sw128 w4 causal split packgqa paged");
+    fajit_config edge = c; /* the causal d128 128-row tile at the register edge: refused for the variants */
+    edge.block_m = 128;
+    assert_int_equal(fj_plan_build(&edge, &p1), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&edge, FJ_VARIANT_SEQLENS, &p1), FAJIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(fajit_errmsg(), "decode variant"));
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE, &p1), FAJIT_OK);
     fj_plan_format(&p1, text, sizeof text);
     assert_string_equal(text, "sm_80 f16 d128 combine");
@@ -220,6 +257,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_and_init),   cmocka_unit_test(test_struct_size),
         cmocka_unit_test(test_seqlens_and_splits), cmocka_unit_test(test_workspace_rules),
+        cmocka_unit_test(test_paged_rules),
         cmocka_unit_test(test_split_heuristic),   cmocka_unit_test(test_variant_plans),
         cmocka_unit_test(test_public_call_without_device),
     };

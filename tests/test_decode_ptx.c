@@ -1,7 +1,7 @@
 /*
  * test_decode_ptx.c - the decode kernels' PTX assembles (label ptxas; no GPU): the combine kernel for
- * every head dim and dtype, and the sm_80 forward's decode variants (per-sequence lengths, split-KV,
- * both; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
+ * every head dim and dtype, and the sm_80 forward's decode variants (per-sequence lengths, split-KV, paged
+ * K/V, combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
  * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a
  * (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
  * test_ptxas_grid.c). Also: the variant PTX reads its parameter block where kernel_abi.h puts the
@@ -104,9 +104,10 @@ static void test_forward_variants(void **state)
         T80(128, 64, 1, 64, 8, 2),  /* warp pairs */
     };
     static const int dims[] = {64, 128, 256};
-    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
-                                        FJ_VARIANT_PACK, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
-                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK};
+    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED,
+                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
+                                        FJ_VARIANT_PACK | FJ_VARIANT_PAGED, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED};
     int failures = 0, ran = 0;
     for (int pack = 0; pack <= 1; pack++) {
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)

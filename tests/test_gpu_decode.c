@@ -2,7 +2,8 @@
  * test_gpu_decode.c - decode and long-context forwards on a GPU against the references (label gpu):
  * per-sequence KV lengths (seqlens_k; by sequence: 1, a multiple of 64, the capacity, random, 0),
  * split-KV forced to 1..64 splits (more splits than KV tiles included: empty splits) and chosen by the
- * heuristic, the caller's workspace and the context's, GQA 1/4/8 and MQA, Nq 1/4/16 (and 100, 300)
+ * heuristic, the caller's workspace and the context's, paged K/V (pages of 16..256 rows, shuffled in a pool
+ * with spare pages, unused rows NaN), GQA 1/4/8 and MQA, Nq 1/4/16 (and 100, 300)
  * with and without the causal mask, D 64/96/128/256, BF16 and FP16, scores growing along the keys
  * (every rescale path, across split boundaries), and one long problem against the GPU reference.
  * Each case runs with the forward's own choice (on an H100/H200: the sm_90a path, which runs these
@@ -36,6 +37,7 @@ typedef struct decode_case {
     fj_check_fill fill;
     fj_check_layout layout;
     fj_check_ref ref;
+    int page; /* paged K/V with pages of this many rows (0: contiguous) */
 } decode_case;
 
 #define BF FAJIT_DTYPE_BF16
@@ -48,23 +50,30 @@ typedef struct decode_case {
 #define AUTO FJ_REF_AUTO
 
 static const decode_case k_cases[] = {
-    /* name                          dt  B  Hq Hkv Nq    Nk    D  causal lens splits ws fill layout ref */
-    {"MHA Nq1 lens splits1", BF, 5, 4, 4, 1, 1000, 128, 0, 1, 1, 0, NORM, BHND, AUTO},
-    {"GQA4 Nq1 lens splits2 causal", FH, 5, 8, 2, 1, 1024, 128, 1, 1, 2, 0, UNI, BHND, AUTO},
-    {"GQA8 Nq1 lens splits3 own ws", BF, 5, 16, 2, 1, 777, 128, 0, 1, 3, 1, GROW, BHND, AUTO},
-    {"MQA Nq1 lens splits7 causal d64", FH, 5, 8, 1, 1, 2048, 64, 1, 1, 7, 0, NORM, BNHD, AUTO},
-    {"GQA4 Nq4 lens splits16 causal", BF, 5, 8, 2, 4, 1500, 128, 1, 1, 16, 0, GROW, BHND, AUTO},
-    {"GQA8 Nq16 lens splits64 causal", FH, 5, 16, 2, 16, 4096, 128, 1, 1, 64, 1, UNI, BHND, AUTO},
-    {"Nq16 splits64 > tiles causal", BF, 5, 4, 1, 16, 200, 128, 1, 1, 64, 0, NORM, BHND, AUTO},
-    {"MQA Nq4 splits33 no lens", FH, 2, 8, 1, 4, 3000, 256, 0, 0, 33, 0, GROW, BHND, AUTO},
-    {"auto splits long MQA", BF, 1, 8, 1, 1, 16384, 128, 0, 0, 0, 0, NORM, BHND, AUTO},
-    {"auto splits lens GQA4 own ws", FH, 5, 32, 8, 1, 4096, 128, 1, 1, 0, 1, UNI, BHND, AUTO},
-    {"Nq16 d256 lens no split causal", BF, 3, 4, 2, 16, 513, 256, 1, 1, 1, 0, NORM, BHND, AUTO},
-    {"Nq4 d96 splits5", FH, 2, 6, 3, 4, 900, 96, 0, 0, 5, 0, GROW, BNHD, AUTO},
-    {"Nq100 causal splits4 (2 row blocks)", BF, 2, 4, 2, 100, 2000, 128, 1, 0, 4, 0, NORM, BHND, AUTO},
-    {"Nq300>Nk causal splits3 lens", BF, 5, 2, 2, 300, 100, 64, 1, 1, 3, 0, UNI, BHND, AUTO},
-    {"lens exact tiles GPU ref", FH, 5, 8, 2, 4, 640, 128, 1, 1, 6, 0, NORM, BHND, FJ_REF_GPU},
-    {"long Nq16 causal lens GPU ref", BF, 2, 32, 8, 16, 32768, 128, 1, 1, 8, 0, GROW, BHND, AUTO},
+    /* name                          dt  B  Hq Hkv Nq    Nk    D  causal lens splits ws fill layout ref page */
+    {"MHA Nq1 lens splits1", BF, 5, 4, 4, 1, 1000, 128, 0, 1, 1, 0, NORM, BHND, AUTO, 0},
+    {"GQA4 Nq1 lens splits2 causal", FH, 5, 8, 2, 1, 1024, 128, 1, 1, 2, 0, UNI, BHND, AUTO, 0},
+    {"GQA8 Nq1 lens splits3 own ws", BF, 5, 16, 2, 1, 777, 128, 0, 1, 3, 1, GROW, BHND, AUTO, 0},
+    {"MQA Nq1 lens splits7 causal d64", FH, 5, 8, 1, 1, 2048, 64, 1, 1, 7, 0, NORM, BNHD, AUTO, 0},
+    {"GQA4 Nq4 lens splits16 causal", BF, 5, 8, 2, 4, 1500, 128, 1, 1, 16, 0, GROW, BHND, AUTO, 0},
+    {"GQA8 Nq16 lens splits64 causal", FH, 5, 16, 2, 16, 4096, 128, 1, 1, 64, 1, UNI, BHND, AUTO, 0},
+    {"Nq16 splits64 > tiles causal", BF, 5, 4, 1, 16, 200, 128, 1, 1, 64, 0, NORM, BHND, AUTO, 0},
+    {"MQA Nq4 splits33 no lens", FH, 2, 8, 1, 4, 3000, 256, 0, 0, 33, 0, GROW, BHND, AUTO, 0},
+    {"auto splits long MQA", BF, 1, 8, 1, 1, 16384, 128, 0, 0, 0, 0, NORM, BHND, AUTO, 0},
+    {"auto splits lens GQA4 own ws", FH, 5, 32, 8, 1, 4096, 128, 1, 1, 0, 1, UNI, BHND, AUTO, 0},
+    {"Nq16 d256 lens no split causal", BF, 3, 4, 2, 16, 513, 256, 1, 1, 1, 0, NORM, BHND, AUTO, 0},
+    {"Nq4 d96 splits5", FH, 2, 6, 3, 4, 900, 96, 0, 0, 5, 0, GROW, BNHD, AUTO, 0},
+    {"Nq100 causal splits4 (2 row blocks)", BF, 2, 4, 2, 100, 2000, 128, 1, 0, 4, 0, NORM, BHND, AUTO, 0},
+    {"Nq300>Nk causal splits3 lens", BF, 5, 2, 2, 300, 100, 64, 1, 1, 3, 0, UNI, BHND, AUTO, 0},
+    {"lens exact tiles GPU ref", FH, 5, 8, 2, 4, 640, 128, 1, 1, 6, 0, NORM, BHND, FJ_REF_GPU, 0},
+    {"long Nq16 causal lens GPU ref", BF, 2, 32, 8, 16, 32768, 128, 1, 1, 8, 0, GROW, BHND, AUTO, 0},
+    {"paged p16 lens splits3", BF, 5, 8, 2, 1, 1000, 128, 0, 1, 3, 0, NORM, BHND, AUTO, 16},
+    {"paged p64 lens causal Nq4 MQA", FH, 5, 8, 1, 4, 1024, 128, 1, 1, 0, 0, UNI, BHND, AUTO, 64},
+    {"paged p128 GQA8 Nq16 splits8", BF, 5, 16, 2, 16, 2048, 128, 1, 1, 8, 1, GROW, BHND, AUTO, 128},
+    {"paged p256 MQA d64 no lens", FH, 3, 8, 1, 1, 3000, 64, 0, 0, 0, 0, NORM, BHND, AUTO, 256},
+    {"paged p32 d256 causal Nq16", BF, 2, 4, 2, 16, 700, 256, 1, 1, 5, 0, UNI, BHND, AUTO, 32},
+    {"paged p48 d96 lens", FH, 5, 6, 3, 1, 500, 96, 0, 1, 2, 0, NORM, BHND, AUTO, 48},
+    {"paged p64 long GPU ref", BF, 2, 32, 8, 16, 32768, 128, 1, 1, 0, 0, GROW, BHND, FJ_REF_GPU, 64},
 };
 
 static fj_check_problem case_problem(const decode_case *c)
@@ -73,7 +82,7 @@ static fj_check_problem case_problem(const decode_case *c)
     p.dtype = c->dtype;
     p.batch = c->b, p.heads_q = c->hq, p.heads_kv = c->hkv, p.seqlen_q = c->nq, p.seqlen_k = c->nk;
     p.head_dim = c->d, p.causal = c->causal, p.layout = c->layout, p.fill = c->fill;
-    p.seqlens = c->seqlens, p.num_splits = c->splits, p.own_workspace = c->own_ws;
+    p.seqlens = c->seqlens, p.num_splits = c->splits, p.own_workspace = c->own_ws, p.page_size = c->page;
     return p;
 }
 
@@ -81,9 +90,9 @@ static fj_check_problem case_problem(const decode_case *c)
 static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *text)
 {
     int split = c->splits >= 2 || (c->splits == 0 && strstr(text, " split"));
-    const char *need[3] = {c->seqlens ? " seqlens" : NULL, c->splits >= 2 ? " split" : NULL,
-                           split ? "combine" : NULL};
-    for (int i = 0; i < 3; i++)
+    const char *need[4] = {c->seqlens ? " seqlens" : NULL, c->splits >= 2 ? " split" : NULL,
+                           split ? "combine" : NULL, c->page ? " paged" : NULL};
+    for (int i = 0; i < 4; i++)
         if (need[i] && !strstr(text, need[i])) {
             printf("     kernel text lacks \"%s\": %s\n", need[i], text);
             return 0;
@@ -93,7 +102,7 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
         printf("     GQA packing %s: %s\n", packs ? "expected" : "not expected", text);
         return 0;
     }
-    int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs;
+    int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs || c->page;
     if (arch == FAJIT_ARCH_AUTO && fj_best_path(g_ctx) == FAJIT_ARCH_SM90A && used && !fell) {
         printf("     expected the sm_90a fallback: %s\n", text);
         return 0;

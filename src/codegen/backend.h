@@ -92,8 +92,6 @@ typedef struct fj_kctx {
     fj_reg_t q_rows;                  /* s32: seqlen_q - m0, rows of this CTA that exist (set in the
                                          prologue and again in the epilogue, not kept across the loop) */
     /* decode variants (plan.variant) */
-    fj_reg_t kv_len;                  /* s32, SEQLENS: this sequence's keys, clamped to [0, seqlen_k]; live
-                                         through the loop (plain kernels re-read seqlen_k from the params) */
     fj_reg_t split;                   /* u32, SPLIT: this CTA's split, 0..splits-1 (set before the KV range) */
     fj_reg_t kv_first;                /* s32, SPLIT: the first KV tile of this CTA's split (set by the KV range) */
 
@@ -197,8 +195,8 @@ void fj_emit_epilogue(fj_kctx *k);
 
 /* m0 = first query row of this CTA, from %ctaid.x (reversed for causal). */
 void fj_emit_m0(fj_kctx *k);
-/* The number of keys of this CTA's sequence: k->kv_len with per-sequence lengths, else seqlen_k read
- * from the parameters at the point of use. */
+/* The number of keys of this CTA's sequence, read at the point of use: seqlen_k from the parameters, or
+ * with per-sequence lengths seqlens_k[b] (clamped) from global memory (an L1 hit after the first). */
 fj_reg_t fj_emit_kv_len(fj_kctx *k);
 /* GQA packing: the tile-relative packed row `row` (s32) of this CTA (m0 + row = g x Nq + i) as query head
  * offset g and position i (u32 registers given); and as a byte offset from the group's first head, row 0:

@@ -132,25 +132,34 @@ static void emit_batch(fj_kctx *k, fj_reg_t b, int want_split)
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(k->split), R(z), R(k->split));
 }
 
-/* Per-sequence lengths: seqlen_k (already in k->seqlen_k) becomes min(max(seqlens_k[b], 0), seqlen_k),
- * kept in k->kv_len for the mask and the copies. */
-static void emit_seq_len(fj_kctx *k, fj_reg_t b)
+/* len = min(max(seqlens_k[b], 0), seqlen_k) (the seqlen_k register given, or read from the parameters). */
+static void load_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len)
 {
-    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1), len = fj_alloc(k->e, k->b_r, 1);
-    fj_comment(k->e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k]");
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1);
     fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(seqlens_k));
     fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(b));
     fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(w));
     fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(len), R(a));
-    fj_ins(k->e, "min.s32 %s, %s, %s", R(len), R(len), R(k->seqlen_k));
+    fj_ins(k->e, "min.s32 %s, %s, %s", R(len), R(len), R(cap));
     fj_ins(k->e, "max.s32 %s, %s, 0", R(len), R(len));
-    fj_ins(k->e, "mov.s32 %s, %s", R(k->seqlen_k), R(len));
-    k->kv_len = k->seqlen_k;
 }
 
+/* Per-sequence lengths: seqlen_k (already in k->seqlen_k) becomes this sequence's length for the KV range. */
+static void emit_seq_len(fj_kctx *k, fj_reg_t b)
+{
+    fj_comment(k->e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k]");
+    load_seq_len(k, b, k->seqlen_k, k->seqlen_k);
+}
+
+/* With per-sequence lengths the length is read again where it is used (the copies' zero fill, the mask):
+ * kept live across the loop, it makes the causal d128 128-row tiles spill (nvJitLink, sm_90). */
 fj_reg_t fj_emit_kv_len(fj_kctx *k)
 {
-    return k->p->variant & FJ_VARIANT_SEQLENS ? k->kv_len : fj_param_s32(k, OFF(seqlen_k));
+    if (!(k->p->variant & FJ_VARIANT_SEQLENS)) return fj_param_s32(k, OFF(seqlen_k));
+    fj_reg_t b = fj_alloc(k->e, k->b_r, 1), len = fj_alloc(k->e, k->b_r, 1);
+    emit_batch(k, b, 0);
+    load_seq_len(k, b, fj_param_s32(k, OFF(seqlen_k)), len);
+    return len;
 }
 
 void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i)
@@ -171,6 +180,43 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
     fj_ins(k->e, "shl.b64 %s, %s, 1", R(out), R(out));
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(i));
     fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(out), R(t), R(fj_param_u64(k, off_row_bytes)), R(out));
+}
+
+/* Paged K/V: k_ptr / v_ptr = base + hkv x head stride + page x page stride + row x row stride (bytes) for the
+ * tile's first key j = tile x block_n: page = block_table[b][j / page_size], row = j mod page_size (a tile
+ * never straddles pages: page_size is a multiple of block_n). b and the KV head are worked out again from
+ * %ctaid for each tile (kept live across the loop, they make the d128 128-row tiles spill). */
+static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
+{
+    fj_reg_t j = fj_alloc(k->e, k->b_r, 1), pg = fj_alloc(k->e, k->b_r, 1), ps = fj_param_s32(k, DOFF(page_size));
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), phys = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t b = fj_alloc(k->e, k->b_r, 1), hkv = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "paged K/V: the tile's page from block_table[b][j / page_size], its row j mod page_size");
+    emit_batch(k, b, 0);
+    fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(hkv));
+    if (!(k->p->variant & FJ_VARIANT_PACK))
+        fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(fj_param_s32(k, OFF(group))));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(j), R(tile), k->p->cfg.block_n);
+    fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
+    fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(fj_param_s32(k, DOFF(max_pages))), R(pg));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(fj_param_u64(k, DOFF(block_table))));
+    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
+    const int ptr_off[2] = {OFF(k), OFF(v)}, stride_off[2] = {OFF(k_stride), OFF(v_stride)};
+    const int row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
+    fj_reg_t out[2] = {k->k_ptr, k->v_ptr};
+    for (int x = 0; x < 2; x++) {
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(phys));
+        fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(a), R(t), R(fj_param_u64(k, stride_off[x])));
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(hkv));
+        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(fj_param_u64(k, stride_off[x] + 8)), R(a));
+        fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(j));
+        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(fj_param_u64(k, row_off[x])), R(a));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(fj_param_u64(k, ptr_off[x])));
+    }
 }
 
 static void emit_indices(fj_kctx *k)
@@ -206,8 +252,10 @@ static void emit_indices(fj_kctx *k)
     }
     fj_ins(e, "mov.u32 %s, 0", R(zero));
     tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->p->variant & FJ_VARIANT_PACK ? zero : k->m0, k->q_ptr);
-    tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
-    tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    if (!(k->p->variant & FJ_VARIANT_PAGED)) { /* paged: each tile's pointers from its page (paged_tile_ptrs) */
+        tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
+        tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    }
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
 
@@ -319,6 +367,13 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
     fj_reg_t valid = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(valid), R(tile), -k->p->cfg.block_n);
     fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_emit_kv_len(k)));
+    if (k->p->variant & FJ_VARIANT_PAGED) { /* the tile's page; no running pointers */
+        paged_tile_ptrs(k, tile);
+        k->p->backend->load_kv(k, slot, parts, valid);
+        fj_label(k->e, skip);
+        k->p->backend->commit(k);
+        return;
+    }
     k->p->backend->load_kv(k, slot, parts, valid);
     if (parts & FJ_KV_K)
         fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(fj_param_u64(k, OFF(k_tile_bytes))));
@@ -671,7 +726,7 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     if (p->col_warps > 1) setup_pairs(k);
     fj_reg_t n_end = fj_alloc(k->e, k->b_r, 1), mask_from = fj_alloc(k->e, k->b_r, 1);
     fj_emit_kv_range(k, n_end, mask_from);
-    if (p->variant & FJ_VARIANT_SPLIT) emit_split_kv_ptrs(k);
+    if ((p->variant & FJ_VARIANT_SPLIT) && !(p->variant & FJ_VARIANT_PAGED)) emit_split_kv_ptrs(k);
     emit_prologue(k, n_end);
     emit_loop(k, n_end, mask_from);
     fj_banner(k->e, "Phase 4: epilogue",

@@ -87,6 +87,9 @@ typedef struct fj_fwd_params_decode {
     uint32_t batch;
     uint32_t rows;       /* combine: batch x heads_q x seqlen_q */
     uint32_t reserved;
+    uint64_t block_table; /* paged K/V: int32 [batch][max_pages] of pool pages, or 0 */
+    uint32_t max_pages;
+    uint32_t page_size;   /* a multiple of block_n (a K/V tile never straddles pages) */
 } fj_fwd_params_decode;
 
 /* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */

@@ -140,6 +140,9 @@ static fajit_status check_problem_args(const fj_check_problem *p, fajit_attentio
     check_strides(p, p->heads_kv, p->seqlen_k, a->k_stride);
     check_strides(p, p->heads_kv, p->seqlen_k, a->v_stride);
     check_strides(p, p->heads_q, p->seqlen_q, a->o_stride);
+    a->struct_size = sizeof *a; /* the paged fields are read */
+    if (p->page_size < 0 || p->page_size % 16)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: page_size = %d: must be 0 or a multiple of 16", p->page_size);
     return fj_reference_check_args(a, 0);
 }
 
@@ -266,6 +269,9 @@ typedef struct check_run {
     double *ref_o_d, *ref_lse_d;
     float *ref_o_f, *ref_lse_f;
     fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse, dlens, dws;
+    fj_CUdeviceptr dpool_k, dpool_v, dtable;        /* paged K/V */
+    fajit_attention_args ref_args;                  /* the references' view (K/V laid out as usual) */
+    uint64_t seed;                                  /* the problem's seed */
     char kernel[448];                               /* fajit_last_forward() after the forward */
     const fajit_config *cfg;                        /* the forward's config, or NULL */
 } check_run;
@@ -287,7 +293,8 @@ static fajit_status check_alloc(check_run *r, fj_CUdeviceptr *p, int64_t bytes, 
 
 static void check_free(check_run *r)
 {
-    fj_CUdeviceptr *dev[] = {&r->dq, &r->dk, &r->dv, &r->do_, &r->dlse, &r->dref_o, &r->dref_lse, &r->dlens, &r->dws};
+    fj_CUdeviceptr *dev[] = {&r->dq,   &r->dk,   &r->dv,    &r->do_,     &r->dlse,    &r->dref_o,
+                             &r->dref_lse, &r->dlens, &r->dws, &r->dpool_k, &r->dpool_v, &r->dtable};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         if (*dev[i] && r->cu) r->cu->cuMemFree(*dev[i]);
         *dev[i] = 0;
@@ -320,6 +327,7 @@ static fajit_status check_lens(check_run *r, uint64_t seed)
 /* Host arrays, random inputs. */
 static fajit_status check_host_setup(check_run *r, uint64_t seed)
 {
+    r->seed = seed;
     const fj_check_problem *p = r->prob;
     const int ld = p->head_dim + p->row_pad;
     int64_t q_rows = (int64_t)p->batch * p->heads_q * p->seqlen_q;
@@ -345,11 +353,63 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     return p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
 }
 
-/* The decode fields: the lengths uploaded, the splits, the caller's workspace when asked for. */
+/* Paged K/V: pools of max_pages x batch + 2 pages (a random permutation gives sequence b's page i), filled
+ * with NaN, then every logical row of K and V copied into its page; the forward's args then point at the
+ * pools. The references keep the usual layout (r->ref_args). */
+static fajit_status check_paged_setup(check_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->prob;
+    const fajit_attention_args *a = &r->ref_args;
+    int ps = p->page_size, hkv = p->heads_kv, dim = p->head_dim, max_pages = (p->seqlen_k + ps - 1) / ps;
+    int pages = p->batch * max_pages + 2;
+    size_t page_elems = (size_t)ps * (size_t)hkv * (size_t)dim, elems = page_elems * (size_t)pages;
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)pages);
+    uint16_t *pool = malloc(2 * elems);
+    fajit_status st = table && pool ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: paged pools (%zu elements)", elems);
+    for (int i = 0; st == FAJIT_OK && i < pages; i++) table[i] = i;
+    for (int i = pages - 1; st == FAJIT_OK && i > 0; i--) { /* Fisher-Yates */
+        int j = (int)(splitmix64(&seed) % (uint64_t)(i + 1)), t = table[i];
+        table[i] = table[j], table[j] = t;
+    }
+    fj_CUdeviceptr *dst[2] = {&r->dpool_k, &r->dpool_v};
+    const uint16_t *src[2] = {r->hk, r->hv};
+    const int64_t *stride[2] = {a->k_stride, a->v_stride};
+    for (int x = 0; x < 2 && st == FAJIT_OK; x++) {
+        uint16_t nan16 = p->dtype == FAJIT_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
+        for (size_t e = 0; e < elems; e++) pool[e] = nan16;
+        for (int b = 0; b < p->batch; b++)
+            for (int h = 0; h < hkv; h++)
+                for (int j = 0; j < p->seqlen_k; j++) {
+                    size_t page = (size_t)table[b * max_pages + j / ps];
+                    memcpy(pool + page * page_elems + ((size_t)(j % ps) * hkv + h) * dim,
+                           src[x] + b * stride[x][0] + h * stride[x][1] + j * stride[x][2], 2 * (size_t)dim);
+                }
+        if ((st = check_alloc(r, dst[x], (int64_t)(2 * elems), x ? "V pool" : "K pool")) == FAJIT_OK)
+            st = check_cuda(r->cu->cuMemcpyHtoD(*dst[x], pool, 2 * elems), "cuMemcpyHtoD(pool)");
+    }
+    size_t table_bytes = sizeof(int32_t) * (size_t)p->batch * (size_t)max_pages;
+    if (st == FAJIT_OK) st = check_alloc(r, &r->dtable, (int64_t)table_bytes, "block table");
+    if (st == FAJIT_OK) st = check_cuda(r->cu->cuMemcpyHtoD(r->dtable, table, table_bytes), "cuMemcpyHtoD(table)");
+    free(table);
+    free(pool);
+    if (st != FAJIT_OK) return st;
+    fajit_attention_args *f = &r->args;
+    f->k = r->dpool_k, f->v = r->dpool_v;
+    f->block_table = r->dtable, f->max_pages = max_pages, f->page_size = ps;
+    int64_t s[3] = {(int64_t)page_elems, dim, (int64_t)hkv * dim};
+    memcpy(f->k_stride, s, sizeof s);
+    memcpy(f->v_stride, s, sizeof s);
+    return FAJIT_OK;
+}
+
+/* The decode fields: the lengths uploaded, the splits, paged K/V, the caller's workspace when asked for. */
 static fajit_status check_decode_setup(check_run *r)
 {
     const fj_check_problem *p = r->prob;
     fajit_status st;
+    r->ref_args = r->args;
+    if (p->page_size > 0 && (st = check_paged_setup(r, (uint64_t)p->seqlen_k * 0x9e3779b97f4a7c15ull + r->seed)) != FAJIT_OK)
+        return st;
     r->args.num_splits = p->num_splits;
     if (r->hlens) {
         size_t bytes = sizeof(int32_t) * (size_t)p->batch;
@@ -357,6 +417,7 @@ static fajit_status check_decode_setup(check_run *r)
         if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dlens, r->hlens, bytes), "cuMemcpyHtoD(seqlens_k)")) != FAJIT_OK)
             return st;
         r->args.seqlens_k = r->dlens;
+        r->ref_args.seqlens_k = r->dlens;
     }
     if (!p->own_workspace) return FAJIT_OK;
     size_t ws = 0;
@@ -422,7 +483,7 @@ static fajit_status check_reference_cpu(check_run *r)
     r->ref_lse_d = malloc((size_t)r->rows * sizeof(double));
     if (!r->ref_o_d || !r->ref_lse_d)
         return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld doubles", (long long)r->out_elems);
-    return fj_reference_cpu_lens(&r->args, r->hlens, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
+    return fj_reference_cpu_lens(&r->ref_args, r->hlens, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
 }
 
 static fajit_status check_reference_gpu(check_run *r)
@@ -434,7 +495,7 @@ static fajit_status check_reference_gpu(check_run *r)
         return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld floats", (long long)r->out_elems);
     if ((st = check_alloc(r, &r->dref_o, r->out_elems * 4, "reference O")) != FAJIT_OK) return st;
     if ((st = check_alloc(r, &r->dref_lse, r->rows * 4, "reference LSE")) != FAJIT_OK) return st;
-    if ((st = fj_reference_gpu(r->ctx, &r->args, r->dref_o, r->dref_lse)) != FAJIT_OK) return st;
+    if ((st = fj_reference_gpu(r->ctx, &r->ref_args, r->dref_o, r->dref_lse)) != FAJIT_OK) return st;
     st = check_cuda(r->cu->cuMemcpyDtoH(r->ref_o_f, r->dref_o, (size_t)r->out_elems * 4), "cuMemcpyDtoH(ref O)");
     if (st == FAJIT_OK)
         st = check_cuda(r->cu->cuMemcpyDtoH(r->ref_lse_f, r->dref_lse, (size_t)r->rows * 4), "cuMemcpyDtoH(ref LSE)");

@@ -63,6 +63,9 @@ typedef struct fj_check_problem {
                              (at least 64 when seqlen_k allows), seqlen_k, random in [1, seqlen_k], 0 */
     int num_splits;       /* args->num_splits: 0 heuristic, 1 none, 2.. forced */
     int own_workspace;    /* 1: pass a workspace of fajit_attention_workspace_size bytes (else the context's) */
+    int page_size;        /* > 0: paged K/V - the forward reads K and V from pools of pages of this many rows
+                             ([pages, page_size, Hkv, D], pages shuffled, two spare pages, unused rows NaN) through
+                             a block table; the references read the same values laid out as usual */
 } fj_check_problem;
 
 typedef struct fj_check_options {

@@ -32,10 +32,39 @@ void fajit_attention_args_init(fajit_attention_args *args)
  * ------------------------------------------------------------------------------------------------- */
 void fj_decode_read(const fajit_attention_args *a, fj_decode_args *d)
 {
+    size_t n = a->struct_size ? a->struct_size : FAJIT_ATTENTION_ARGS_SIZE_1;
     d->seqlens_k = a->seqlens_k;
     d->num_splits = a->num_splits;
     d->workspace = a->workspace;
     d->workspace_bytes = a->workspace_bytes;
+    int paged = n >= FAJIT_ATTENTION_ARGS_SIZE_2;
+    d->block_table = paged ? a->block_table : 0;
+    d->max_pages = paged ? a->max_pages : 0;
+    d->page_size = paged ? a->page_size : 0;
+}
+
+/* block_table, max_pages, page_size: all or none, and the pages cover seqlen_k. */
+static fajit_status check_paged_fields(const fajit_attention_args *a, const fj_decode_args *d)
+{
+    if (!d->block_table) {
+        if (d->max_pages || d->page_size)
+            return BAD("args->max_pages = %d, page_size = %d with args->block_table = 0: paged K/V needs the block "
+                       "table (or leave both 0)", d->max_pages, d->page_size);
+        return FAJIT_OK;
+    }
+    if (d->block_table % 4)
+        return BAD("args->block_table = 0x%" PRIx64 ": must be 4-byte aligned (a device pointer to int32 "
+                   "[batch][max_pages])", d->block_table);
+    if (d->max_pages < 1) return BAD("args->max_pages = %d: must be >= 1 with a block table", d->max_pages);
+    if (d->page_size < 16 || d->page_size % 16)
+        return BAD("args->page_size = %d: must be a positive multiple of 16 keys", d->page_size);
+    if ((long long)d->max_pages * d->page_size < a->seqlen_k)
+        return BAD("args->max_pages = %d x page_size = %d = %lld keys: less than seqlen_k = %d", d->max_pages,
+                   d->page_size, (long long)d->max_pages * d->page_size, a->seqlen_k);
+    if ((long long)a->batch * d->max_pages > INT32_MAX)
+        return BAD("args->max_pages = %d with batch = %d: the block table's %lld entries exceed 2^31 - 1", d->max_pages,
+                   a->batch, (long long)a->batch * d->max_pages);
+    return FAJIT_OK;
 }
 
 static fajit_status check_struct_size(const fajit_attention_args *a)
@@ -87,7 +116,8 @@ fajit_status fj_decode_validate(const fajit_attention_args *a)
         return BAD("args->num_splits = %d: batch x num_splits x heads_q x seqlen_q = %lld partial rows exceed "
                    "2^31 - 1; use fewer splits",
                    d.num_splits, (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q);
-    return check_workspace_fields(&d);
+    if ((st = check_workspace_fields(&d)) != FAJIT_OK) return st;
+    return check_paged_fields(a, &d);
 }
 
 int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *a)
@@ -97,8 +127,10 @@ int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *a)
 
 int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 {
+    fj_decode_args d;
+    fj_decode_read(a, &d);
     return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
-           fj_decode_packs(ctx, a);
+           fj_decode_packs(ctx, a) || d.block_table != 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -190,23 +222,57 @@ static fajit_status workspace_for(fajit_context *ctx, const fajit_attention_args
     return st;
 }
 
+/* The heuristic's sm_80 config for a, with block_m / block_n given when > 0 (block_n: one column of warps). */
+static fajit_config heuristic_sm80(const fajit_attention_args *a, int block_m, int block_n)
+{
+    fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal,
+                      .block_m = block_m, .block_n = block_n, .col_warps = block_n ? 1 : 0};
+    fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
+    fj_config_heuristic(&c, &c, &shape, 0);
+    return c;
+}
+
+/* Paged K/V: a tile must not straddle pages. cfg as it is when page_size is a multiple of its block_n, else
+ * the heuristic's with the largest block_n (a multiple of 16) that divides page_size and plans. */
+static fajit_status paged_config(const fajit_attention_args *a, int page_size, fajit_config *cfg)
+{
+    if (page_size % cfg->block_n == 0) return FAJIT_OK;
+    for (int bn = cfg->block_n - 16; bn >= 16; bn -= 16) {
+        fj_plan p;
+        fajit_config c = heuristic_sm80(a, cfg->block_m, bn);
+        if (page_size % bn || fj_plan_build(&c, &p) != FAJIT_OK) continue;
+        *cfg = c;
+        return FAJIT_OK;
+    }
+    return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->page_size = %d: no sm_80 tile of at most %d keys divides it for "
+                                          "head_dim %d", page_size, cfg->block_n, a->head_dim);
+}
+
+/* The decode variant's kernel: k80's config (paged: fitted to the pages), or, when the variant's registers
+ * push it over the 255-register edge (plan.c: FJ_VARIANT_REGS), the heuristic's with 64-row tiles. */
+static fajit_status variant_kernel(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
+                                   unsigned variant, int page_size, fajit_kernel **kv)
+{
+    fajit_config cfg = k80->plan.cfg;
+    fajit_status st = page_size ? paged_config(a, page_size, &cfg) : FAJIT_OK;
+    if (st == FAJIT_OK) st = fj_kernel_get_variant(ctx, &cfg, variant, kv, NULL);
+    if (st != FAJIT_ERR_INVALID_CONFIG) return st;
+    cfg = heuristic_sm80(a, 64, 0);
+    st = page_size ? paged_config(a, page_size, &cfg) : FAJIT_OK;
+    return st == FAJIT_OK ? fj_kernel_get_variant(ctx, &cfg, variant, kv, NULL) : st;
+}
+
 /* The decode variant of k80, then (splits > 1) the combine kernel; fajit_last_forward in words. */
 static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const fajit_attention_args *a, int splits,
                                 int packed, const char *fell_from)
 {
+    fj_decode_args d;
+    fj_decode_read(a, &d);
     unsigned variant = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (splits > 1 ? FJ_VARIANT_SPLIT : 0) |
-                       (packed ? FJ_VARIANT_PACK : 0);
+                       (packed ? FJ_VARIANT_PACK : 0) | (d.block_table ? FJ_VARIANT_PAGED : 0);
     fajit_kernel *kv = NULL, *kc = NULL;
     fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
-    fajit_status st = fj_kernel_get_variant(ctx, &k80->plan.cfg, variant, &kv, NULL);
-    if (st == FAJIT_ERR_INVALID_CONFIG) { /* a given or tuned config at the register edge: the heuristic's */
-        fajit_kernel *h = NULL;
-        fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal};
-        fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
-        fj_config_heuristic(&c, &c, &shape, 0);
-        st = fj_kernel_get_variant(ctx, &c, variant, &h, NULL);
-        kv = h;
-    }
+    fajit_status st = variant_kernel(ctx, k80, a, variant, d.block_table ? d.page_size : 0, &kv);
     if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
     fj_fwd_params_decode p;
     memset(&p, 0, sizeof p);
@@ -214,6 +280,9 @@ static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const faj
     if (st != FAJIT_OK) return st;
     fj_forward_params(a, &kv->plan, &p.base);
     p.seqlens_k = a->seqlens_k;
+    p.block_table = d.block_table;
+    p.max_pages = (uint32_t)d.max_pages;
+    p.page_size = (uint32_t)d.page_size;
     p.splits = (uint32_t)splits;
     p.batch = (uint32_t)a->batch;
     p.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
@@ -241,16 +310,17 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
 {
     fajit_kernel *k80 = NULL;
     *handled = 0;
-    int packed = fj_decode_packs(ctx, a);
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table;
     /* the heuristic cannot split when even one row block per (batch, head) fills the GPU: the plain kernel,
      * without asking for the sm_80 one (on sm_90a that would compile it) */
-    if (!a->seqlens_k && !packed && a->num_splits == 0 &&
-        !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
+    if (!special && a->num_splits == 0 && !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
         return FAJIT_OK;
     fajit_status st = sm80_base(ctx, k, a, &k80);
     if (st != FAJIT_OK) return st;
     int splits = fj_decode_splits(a, packed, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
-    if (!a->seqlens_k && !packed && splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
+    if (!special && splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
     *handled = 1;
     return run_variant(ctx, k80, a, splits, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
 }

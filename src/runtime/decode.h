@@ -26,19 +26,22 @@ typedef struct fj_decode_args {
     int num_splits;
     uint64_t workspace;
     size_t workspace_bytes;
+    uint64_t block_table; /* paged K/V (0 when struct_size does not cover it) */
+    int max_pages, page_size;
 } fj_decode_args;
 void fj_decode_read(const fajit_attention_args *args, fj_decode_args *d);
 
 /* struct_size, reserved0, the seqlens_k pointer, num_splits' range and the grid limit, the workspace
- * pointer and size given together. FAJIT_ERR_INVALID_ARGUMENT naming the field, the value and the rule. */
+ * pointer and size given together, the paged-K/V fields. FAJIT_ERR_INVALID_ARGUMENT naming the field, the
+ * value and the rule. */
 fajit_status fj_decode_validate(const fajit_attention_args *args);
 
 /* 1 when the call packs GQA query heads: the context asks for it ($FAJIT_PACK_GQA=1, experimental: not
  * measured yet), heads_q > heads_kv and seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q. ctx may be NULL (no). */
 int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *args);
 
-/* 1 when the call may use a decode feature: seqlens_k, num_splits >= 2, the heuristic may split, or it
- * packs GQA heads. */
+/* 1 when the call may use a decode feature: seqlens_k, num_splits >= 2, the heuristic may split, it packs
+ * GQA heads, or K/V are paged. */
 int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *args);
 
 /* The splits a call runs with, for a kernel of block_m x block_n tiles on sm_count SMs (packed: GQA packing,

@@ -5,6 +5,7 @@
  *   fagen check [--quick] [--dtype f16|bf16] [--headdim D] [--causal] [--br N --bc N --stages N
  *               --swizzle S --warps N --arch A] [--device N] [--seed S]
  *               [--batch B --heads-q H --heads-kv H --seqlen-q N --seqlen-k N] [--splits S] [--seqlens] [--workspace]
+ *               [--page-size N]
  *
  * Grid: dtype {f16, bf16} x D {64, 96, 128, 192, 256} x {non-causal, causal} x configs (the heuristic
  * and a list of tile shapes, or the one config given by tile flags) x shapes (N = 1, 17, 1000,
@@ -75,6 +76,7 @@ typedef struct check_cli {
     int batch, heads_q, heads_kv, seqlen_q, seqlen_k; /* one shape instead of the list (0 = not given) */
     int splits;        /* args->num_splits, -1 = not given (0: the heuristic) */
     int seqlens, workspace;
+    int page_size;     /* paged K/V (0 = contiguous) */
 } check_cli;
 
 /* ---- results ---------------------------------------------------------------------------------- */
@@ -113,7 +115,8 @@ static void check_usage(FILE *f)
           "                                 one shape instead of the list (unset: B 5, Hq 8, Hkv 2, Nq 1, Nk 4096)\n"
           "  --splits S                     split-KV: 0 the heuristic, 1 none, 2..128 forced (every shape)\n"
           "  --seqlens                      per-sequence KV lengths by sequence: 1, a multiple of 64, Nk, random, 0\n"
-          "  --workspace                    pass the caller's workspace (fajit_attention_workspace_size bytes)\n\n"
+          "  --workspace                    pass the caller's workspace (fajit_attention_workspace_size bytes)\n"
+          "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16), shuffled, via a block table\n\n"
           "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only, --arch\n"
           "keeps that path's configs; any tile flag (--br --bc --stages --swizzle --warps --col-warps --overlap\n"
           "--pingpong) replaces the list of configs by that one (its other fields from the heuristic):\n",
@@ -147,6 +150,7 @@ static int check_int_flag(int argc, char **argv, int *i, check_cli *o)
         {"--seqlen-q", offsetof(check_cli, seqlen_q), 1, 1 << 24},
         {"--seqlen-k", offsetof(check_cli, seqlen_k), 1, 1 << 24},
         {"--splits", offsetof(check_cli, splits), 0, FAJIT_MAX_SPLITS},
+        {"--page-size", offsetof(check_cli, page_size), 16, 1 << 20},
     };
     return fagen_parse_int_flag(argc, argv, i, k_ints, sizeof k_ints / sizeof k_ints[0], o);
 }
@@ -262,7 +266,10 @@ static void shape_text(const check_shape *s, char *buf, size_t size)
 }
 
 /* Any decode flag given: the lines name what ran. */
-static int check_decode_flags(const check_cli *o) { return o->splits >= 0 || o->seqlens || o->workspace || o->seqlen_q; }
+static int check_decode_flags(const check_cli *o)
+{
+    return o->splits >= 0 || o->seqlens || o->workspace || o->seqlen_q || o->page_size;
+}
 
 /* The one shape of the shape flags, or NULL when none was given. */
 static const check_shape *custom_shape(const check_cli *o, check_shape *s)
@@ -294,6 +301,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     p.num_splits = o->splits > 0 ? o->splits : 0;
     p.seqlens = o->seqlens;
     p.own_workspace = o->workspace;
+    p.page_size = o->page_size;
     shape_text(s, shape, sizeof shape);
     t->runs++;
     fajit_status st = fj_check_run(ctx, c->heuristic ? NULL : &c->cfg, &p, NULL, &r);
