@@ -344,8 +344,8 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
  * forward. The pointer stays valid for the thread's life; the text changes with its next forward.
  * Decode variants name their features after the config ("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal
  * seqlens split paged (8 splits) + sm_80 bf16 d128 combine"), and on an sm_90a device a call that uses
- * them runs the sm_80 path's kernels for now ("; fell back from sm_90a: seqlens_k / split-KV / GQA
- * packing run on the sm_80 path only so far").
+ * them runs the sm_80 path's kernels for now ("; fell back from sm_90a: the decode features (seqlens_k,
+ * split-KV, GQA packing, paged K/V) run on the sm_80 path only so far").
  */
 const char *fajit_last_forward(void);
 

@@ -300,8 +300,8 @@ static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const faj
     if (splits > 1 && n >= 0 && (size_t)n < sizeof text)
         n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits) + %s", splits, kc->config_text);
     if (fell_from && n >= 0 && (size_t)n < sizeof text)
-        snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: seqlens_k / split-KV / GQA packing run on "
-                 "the sm_80 path only so far", fell_from);
+        snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: the decode features (seqlens_k, split-KV, "
+                 "GQA packing, paged K/V) run on the sm_80 path only so far", fell_from);
     fj_forward_set_last(text);
     return FAJIT_OK;
 }
