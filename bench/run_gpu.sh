@@ -161,7 +161,7 @@ for s in "${stages[@]}"; do
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
     decode-tests) run_stage decode-tests 180 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
     decode-check) run_stage decode-check 110 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
-    decode-bench) run_stage decode-bench 150 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
+    decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac
 done
