@@ -100,7 +100,11 @@ class Args(ctypes.Structure):
                 ("q", ctypes.c_uint64), ("k", ctypes.c_uint64), ("v", ctypes.c_uint64), ("o", ctypes.c_uint64),
                 ("lse", ctypes.c_uint64),
                 ("q_stride", Strides3), ("k_stride", Strides3), ("v_stride", Strides3), ("o_stride", Strides3),
-                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int), ("stream", ctypes.c_void_p)]
+                ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int), ("stream", ctypes.c_void_p),
+                # the grown fields (fajit.h): the library reads past `stream`, so they must be here; zeros (what
+                # ctypes gives) mean struct_size 0 = this layout, no per-sequence lengths, heuristic splits
+                ("struct_size", ctypes.c_size_t), ("seqlens_k", ctypes.c_uint64), ("num_splits", ctypes.c_int),
+                ("reserved0", ctypes.c_int), ("workspace", ctypes.c_uint64), ("workspace_bytes", ctypes.c_size_t)]
 
 
 def _declare(lib):

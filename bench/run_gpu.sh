@@ -18,6 +18,15 @@
 #     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
 #   (`bench/run_gpu.sh build tune compare-tuned profile` is how the codegen-6 results were taken)
+#     decode-tests   test_decode_args, test_reference (unit) and test_gpu_decode (seqlens_k, split-KV, both paths)
+#     decode-check   fagen check over the quick grid's D 128 shapes with 5 splits and per-sequence lengths, one
+#                    decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace,
+#                    one with paged K/V (16-row pages),
+#                    and one under compute-sanitizer memcheck (sm_80 br64 bc64, both masks, 7 splits, seqlens)
+#     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
+#                    without splits, the B 8 row paged (pages of 16, 64, 256 rows), then the GQA rows at Nq 1
+#                    with GQA packing (FAJIT_PACK_GQA=1)
+#   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
 set -u
@@ -58,6 +67,53 @@ do_tests() {
     [ $g -eq 0 ] || rc=1
     "$BUILD"/tests/test_runtime_gpu || rc=1
     "$BUILD"/tests/test_tune_gpu || rc=1
+    return $rc
+}
+
+do_decode_tests() {
+    cmocka_setup
+    local rc=0 g=0
+    "$BUILD"/tests/test_decode_args || rc=1
+    "$BUILD"/tests/test_reference || rc=1
+    "$BUILD"/tests/test_gpu_decode || g=$?
+    [ $rc -eq 0 ] && [ $g -eq 77 ] && return 77 # skipped: no GPU (the log says why)
+    [ $g -eq 0 ] || rc=1
+    return $rc
+}
+
+do_decode_check() {
+    local rc=0
+    "$FAGEN" check --quick --headdim 128 --splits 5 --seqlens || rc=1
+    "$FAGEN" check --headdim 128 --causal --batch 5 --heads-q 16 --heads-kv 2 --seqlen-q 16 --seqlen-k 3000 \
+        --splits 0 --seqlens --workspace || rc=1
+    "$FAGEN" check --headdim 128 --batch 5 --heads-q 8 --heads-kv 1 --seqlen-q 4 --seqlen-k 2000 --seqlens \
+        --page-size 16 --splits 3 || rc=1
+    local san=compute-sanitizer
+    command -v $san >/dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+    if [ -x "$(command -v $san)" ]; then # the new kernels' memory accesses: seqlens_k, the workspace, the combine
+        $san --tool memcheck --error-exitcode 9 "$FAGEN" check --dtype bf16 --headdim 128 --arch sm_80 --br 64 --bc 64 --stages 2 --warps 4 \
+            --batch 5 --heads-q 8 --heads-kv 2 --seqlen-q 4 --seqlen-k 1000 --splits 7 --seqlens || rc=1
+    else
+        echo "SKIP: compute-sanitizer not found"
+    fi
+    return $rc
+}
+
+do_decode_bench() {
+    local rc=0
+    "$FAGEN" bench --grid decode --reps 20 --warmup 5 || rc=1
+    "$FAGEN" bench --batch 1 --heads 32 --heads-kv 32 --seqlen 1 --seqlen-k 32768 --splits 1 --reps 20 --warmup 5 || rc=1
+    echo "paged K/V (shuffled pages) on the B 8 row at Nq 1, next to its contiguous line above:"
+    for ps in 16 64 256; do
+        "$FAGEN" bench --batch 8 --heads 32 --heads-kv 8 --seqlen 1 --seqlen-k 8192 --page-size $ps \
+            --reps 20 --warmup 5 | tail -n 1 || rc=1
+    done
+    echo "GQA packing (FAJIT_PACK_GQA=1, experimental), the GQA / MQA rows at Nq 1:"
+    for row in "1 32 8 131072" "8 32 8 8192" "64 32 8 2048" "1 8 1 524288"; do
+        set -- $row
+        FAJIT_PACK_GQA=1 "$FAGEN" bench --batch $1 --heads $2 --heads-kv $3 --seqlen 1 --seqlen-k $4 --splits 0 \
+            --reps 20 --warmup 5 | tail -n 1 || rc=1
+    done
     return $rc
 }
 
@@ -103,6 +159,9 @@ for s in "${stages[@]}"; do
     compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
         --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
+    decode-tests) run_stage decode-tests 180 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
+    decode-check) run_stage decode-check 110 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
+    decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac
 done

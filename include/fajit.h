@@ -27,6 +27,10 @@
  *    keys j <= i + (Nk - Nq). A query row that sees no key gets O = 0 and LSE = -inf.
  *  - LSE (optional, fp32, [B, Hq, Nq] contiguous) is the natural-log log-sum-exp of the scaled scores.
  *  - Any Nq, Nk >= 1: tails are masked inside the kernel; nothing needs padding.
+ *  - Decode / long context (fields appended to fajit_attention_args, set up by fajit_attention_args_init):
+ *    per-sequence KV lengths (seqlens_k: sequence b sees keys [0, seqlens_k[b]), causal bottom-right per
+ *    sequence), split-KV (num_splits, workspace) and paged K/V (block_table). They run on the sm_80
+ *    path's kernels for now.
  */
 #ifndef FAJIT_H
 #define FAJIT_H
@@ -258,7 +262,60 @@ typedef struct fajit_attention_args {
     float softmax_scale; /* 0 = 1/sqrt(head_dim) */
     int causal;          /* bottom-right aligned when seqlen_q != seqlen_k */
     void *stream;        /* CUstream / cudaStream_t, NULL = default stream */
+
+    /* ---- growth: every field below was added after 0.1. Fields are only ever appended. ---------
+     * struct_size says how much of this struct the caller's build knows: fajit_attention_args_init()
+     * sets it to sizeof(fajit_attention_args) of the header the caller compiled against. 0 (a struct
+     * zeroed with = {0} or memset) reads as FAJIT_ATTENTION_ARGS_SIZE_1, the layout that ends with
+     * workspace_bytes, so zeroed structs keep working when later fields are appended. A size past the
+     * library's own is accepted when the bytes the library does not know are all zero. Every field
+     * below is off when 0. (Binaries built against the 0.1 header, which had no struct_size, must be
+     * rebuilt; their source compiles unchanged.) */
+    size_t struct_size;
+    /* Per-sequence KV lengths (the cache fill of each sequence, vLLM's seq_lens / FlashAttention's
+     * cache_seqlens): a device pointer to int32 [batch], 4-byte aligned, or 0 (every sequence has
+     * seqlen_k keys). Sequence b attends to keys [0, seqlens_k[b]) of K/V; seqlen_k is the capacity
+     * (the extent of the K/V tensors' sequence dim). Values are clamped to [0, seqlen_k] in the kernel.
+     * Causal is bottom-right aligned per sequence: query i of sequence b sees keys
+     * j <= i + seqlens_k[b] - seqlen_q. Rows that see no key give O = 0, LSE = -inf. */
+    uint64_t seqlens_k;
+    /* Split-KV: each row block's KV range is cut into num_splits parts computed by different CTAs into
+     * fp32 partial O and LSE in a workspace, then a combine kernel reduces them (LSE-weighted) into O
+     * and LSE. 0 = the library's heuristic (splits only when seqlen_q <= 128 and the grid of
+     * batch x heads_q x row blocks leaves SMs idle); 1 = never split; 2..FAJIT_MAX_SPLITS = exactly
+     * that many (splits beyond the KV tiles are empty and cost a CTA each). batch x num_splits must
+     * be <= 65535 (the grid's z dimension). */
+    int num_splits;
+    int reserved0;          /* must be 0 */
+    /* Device memory for the split partials (256-byte aligned) and its size in bytes, or 0 / 0 for the
+     * context's own buffer (allocated with cuMemAlloc on first need, grown as needed, freed with the
+     * context; shared by every forward of the context, so forwards that split on different streams at
+     * once need workspaces of their own, and a forward that grows it must not be captured in a CUDA
+     * graph). fajit_attention_workspace_size() gives the size a call needs (0 when it does not split). */
+    uint64_t workspace;
+    size_t workspace_bytes;
+    /* ---- read only when struct_size covers them (fajit_attention_args_init) ----
+     * Paged KV (vLLM's / FlashAttention's block tables): K and V are pools of pages of page_size rows and
+     * sequence b's logical page p is pool page block_table[b * max_pages + p]. k / v point at the pools; the
+     * strides become k_stride[0] = elements from one page to the next, [1] = from one KV head to the next,
+     * [2] = from one row of a page to the next (a [pages, page_size, Hkv, D] pool: page_size x Hkv x D, D,
+     * Hkv x D). seqlen_k (the capacity) must be <= max_pages x page_size; with seqlens_k, sequence b reads
+     * its first seqlens_k[b] rows only. Runs on the sm_80 path's kernels (with tiles of at most page_size
+     * keys). 0 = not paged. */
+    uint64_t block_table;   /* device pointer to int32 [batch][max_pages] (4-byte aligned), or 0 */
+    int max_pages;          /* entries per row of block_table, >= 1 */
+    int page_size;          /* keys per page: a multiple of 16 */
 } fajit_attention_args;
+
+/* Splits at most (args->num_splits). */
+#define FAJIT_MAX_SPLITS 128
+/* sizeof the args as of the first grown layout (through workspace_bytes): what struct_size 0 reads as. */
+#define FAJIT_ATTENTION_ARGS_SIZE_1 (offsetof(fajit_attention_args, workspace_bytes) + sizeof(size_t))
+/* ... and through page_size (paged KV): fajit_attention_args_init's struct_size in this version. */
+#define FAJIT_ATTENTION_ARGS_SIZE_2 (offsetof(fajit_attention_args, page_size) + sizeof(int))
+
+/* Zero *args and set struct_size = sizeof(fajit_attention_args). Fill the fields after it. */
+void fajit_attention_args_init(fajit_attention_args *args);
 
 /* Fill strides for contiguous BHND ([B,H,N,D]) or BNHD ([B,N,H,D]) tensors from the shape fields. */
 void fajit_args_set_bhnd_strides(fajit_attention_args *args);
@@ -272,11 +329,23 @@ void fajit_args_set_bnhd_strides(fajit_attention_args *args);
 fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_args *args, const fajit_config *cfg);
 
 /*
+ * Bytes of workspace fajit_attention_forward(ctx, args, cfg) needs for its split partials with these
+ * args (the splits it would choose: args->num_splits, or the heuristic's on ctx's device), written to
+ * *bytes_out; 0 when the call would not split. The same checks as the forward; no launch.
+ */
+fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_attention_args *args,
+                                            const fajit_config *cfg, size_t *bytes_out);
+
+/*
  * The kernel the calling thread's last successful fajit_attention_forward launched: its config's
  * canonical text ("sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal"), followed by
  * "; fell back from sm_90a: <why>" when the TMA path could not describe the tensors (a stride TMA does
  * not take, a driver without tensor maps) and the sm_80 path's kernel ran instead. "" before the first
  * forward. The pointer stays valid for the thread's life; the text changes with its next forward.
+ * Decode variants name their features after the config ("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal
+ * seqlens split paged (8 splits) + sm_80 bf16 d128 combine"), and on an sm_90a device a call that uses
+ * them runs the sm_80 path's kernels for now ("; fell back from sm_90a: the decode features (seqlens_k,
+ * split-KV, GQA packing, paged K/V) run on the sm_80 path only so far").
  */
 const char *fajit_last_forward(void);
 

@@ -112,10 +112,9 @@ static int run_cases(const gpu_case *cases, size_t n, int growing, fajit_arch ar
         p.fill = growing ? FJ_FILL_GROWING : i % 2 ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
         fajit_config cfg = {0};
         char text[128] = "heuristic";
+        fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
         if (arch != FAJIT_ARCH_AUTO) {
-            fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
-            cfg.arch = arch, cfg.dtype = c->dtype, cfg.head_dim = c->d, cfg.causal = c->causal;
-            if (fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
+            if (fj_test_path_config(g_ctx, arch, &shape, c->dtype, c->d, c->causal, &cfg) != FAJIT_OK) {
                 printf("FAIL %-28s fajit_config_fill: %s\n", c->name, fajit_errmsg());
                 failures++;
                 continue;
@@ -172,12 +171,7 @@ static void test_persistent_few_ctas(void **state)
         skip();
     }
     fajit_context *saved = g_ctx, *few = NULL;
-    fajit_context_options opts = fajit_context_options_default();
-    opts.disk_cache = 0;
-    setenv("FAJIT_PERSISTENT_CTAS", "3", 1);
-    fajit_status st = fajit_context_create(&opts, &few);
-    unsetenv("FAJIT_PERSISTENT_CTAS");
-    assert_int_equal(st, FAJIT_OK);
+    assert_int_equal(fj_test_context_with_env("FAJIT_PERSISTENT_CTAS", "3", 0, &few), FAJIT_OK);
     assert_int_equal(few->persistent_ctas, 3);
     g_ctx = few;
     int failures = run_cases(k_cases, sizeof k_cases / sizeof k_cases[0], 0, FAJIT_ARCH_AUTO) +
@@ -326,13 +320,7 @@ static void test_gpu_reference(void **state)
 
 int main(void)
 {
-    fajit_context_options opts = fajit_context_options_default();
-    fajit_status st = fajit_context_create(&opts, &g_ctx);
-    fj_test_skip_without_gpu(st);
-    if (st != FAJIT_OK) {
-        printf("FAIL: fajit_context_create: %s: %s\n", fajit_status_name(st), fajit_errmsg());
-        return 1;
-    }
+    if (!(g_ctx = fj_test_gpu_context())) return 1;
     printf("device: %s (%s)\n", g_ctx->device_name, fajit_context_sm(g_ctx));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpu_reference),

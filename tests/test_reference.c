@@ -150,8 +150,10 @@ static void test_hand_case(void **state)
     assert_near(lse, log(es + 1), REF_TOL);
 }
 
-/* Naive formula, written independently of reference.c: logical BHND float inputs, no max shift. */
-static void naive(const fajit_attention_args *a, const float *q, const float *k, const float *v, double *o, double *lse)
+/* Naive formula, written independently of reference.c: logical BHND float inputs, no max shift; lens (may
+ * be NULL) are per-sequence key counts, used as given (the tests pass them in [0, Nk]). */
+static void naive(const fajit_attention_args *a, const int32_t *lens, const float *q, const float *k, const float *v,
+                  double *o, double *lse)
 {
     const int d = a->head_dim, g = a->heads_q / a->heads_kv;
     const double scale = a->softmax_scale ? a->softmax_scale : 1 / sqrt((double)d);
@@ -163,8 +165,9 @@ static void naive(const fajit_attention_args *a, const float *q, const float *k,
                 int64_t kvbase = ((int64_t)b * a->heads_kv + h / g) * a->seqlen_k;
                 double sum = 0;
                 for (int dd = 0; dd < d; dd++) o[row * d + dd] = 0;
-                for (int j = 0; j < a->seqlen_k; j++) {
-                    if (a->causal && j - i > a->seqlen_k - a->seqlen_q) continue;
+                int nk = lens ? lens[b] : a->seqlen_k;
+                for (int j = 0; j < nk; j++) {
+                    if (a->causal && j - i > nk - a->seqlen_q) continue;
                     double s = 0;
                     for (int dd = 0; dd < d; dd++) s += (double)qr[dd] * k[(kvbase + j) * d + dd];
                     double p = exp(scale * s);
@@ -221,7 +224,7 @@ static void problem_make(problem_data *p, fajit_attention_args a, float amp)
         p->vf[i] = fj_half_to_f32(a.dtype, p->v[i]);
     }
     assert_int_equal(fj_reference_cpu(&p->a, p->q, p->k, p->v, p->o, p->lse), FAJIT_OK);
-    naive(&p->a, p->qf, p->kf, p->vf, p->no, p->nlse);
+    naive(&p->a, NULL, p->qf, p->kf, p->vf, p->no, p->nlse);
 }
 
 static void problem_free(problem_data *p)
@@ -256,6 +259,25 @@ static void test_random_vs_naive(void **state)
         problem_data p;
         problem_make(&p, make_args((fajit_dtype)x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]), 2.0f);
         expect_matches_naive(&p);
+        problem_free(&p);
+    }
+}
+
+/* Per-sequence KV lengths (1, 16, 20, 7, 0 of capacity 20; and -3, 99 clamped to 0 and 20) against the naive
+ * formula on the same lengths, with and without the causal mask (bottom-right per sequence). */
+static void test_seqlens_vs_naive(void **state)
+{
+    (void)state;
+    static const int32_t lens[5] = {1, 16, 20, 7, 0}, wild[5] = {1, 16, 99, 7, -3};
+    for (int causal = 0; causal <= 1; causal++) {
+        problem_data p;
+        problem_make(&p, make_args(FAJIT_DTYPE_BF16, 5, 4, 2, 3, 20, 16, causal), 2.0f);
+        assert_int_equal(fj_reference_cpu_lens(&p.a, lens, p.q, p.k, p.v, p.o, p.lse), FAJIT_OK);
+        naive(&p.a, lens, p.qf, p.kf, p.vf, p.no, p.nlse);
+        expect_matches_naive(&p);
+        for (int64_t r = 4 * 4 * 3; r < 5 * 4 * 3; r++) assert_true(isinf(p.lse[r]) && p.lse[r] < 0); /* b = 4 */
+        assert_int_equal(fj_reference_cpu_lens(&p.a, wild, p.q, p.k, p.v, p.o, p.lse), FAJIT_OK);
+        expect_matches_naive(&p); /* the same: 99 reads as 20, -3 as 0 */
         problem_free(&p);
     }
 }
@@ -497,6 +519,7 @@ int main(void)
         cmocka_unit_test(test_round_trips),       cmocka_unit_test(test_hand_case),
         cmocka_unit_test(test_random_vs_naive),   cmocka_unit_test(test_causal_bottom_right),
         cmocka_unit_test(test_gqa_mapping),       cmocka_unit_test(test_bnhd_strides),
+        cmocka_unit_test(test_seqlens_vs_naive),
         cmocka_unit_test(test_bad_args),          cmocka_unit_test(test_compare_pass),
         cmocka_unit_test(test_compare_failures),  cmocka_unit_test(test_gpu_reference_compiles),
     };

@@ -164,3 +164,58 @@ void fj_test_require_gpu(void)
     fj_test_skip_without_gpu(fajit_context_create(&o, &probe));
     fajit_context_destroy(probe);
 }
+
+fajit_context *fj_test_gpu_context(void)
+{
+    fajit_context *ctx = NULL;
+    fajit_context_options opts = fajit_context_options_default();
+    fajit_status st = fajit_context_create(&opts, &ctx);
+    fj_test_skip_without_gpu(st);
+    if (st != FAJIT_OK) printf("FAIL: fajit_context_create: %s: %s\n", fajit_status_name(st), fajit_errmsg());
+    return st == FAJIT_OK ? ctx : NULL;
+}
+
+int fj_test_status_says(fajit_status st, fajit_status want, const char *f1, const char *f2, const char *f3)
+{
+    const char *msg = fajit_errmsg(), *frag[3] = {f1, f2, f3};
+    int ok = st == want;
+    for (int i = 0; i < 3; i++) ok = ok && (!frag[i] || strstr(msg, frag[i]));
+    if (!ok)
+        printf("status %s (wanted %s), message \"%s\"; expected \"%s\", \"%s\", \"%s\"\n", fajit_status_name(st),
+               fajit_status_name(want), msg, f1 ? f1 : "", f2 ? f2 : "", f3 ? f3 : "");
+    return ok;
+}
+
+fajit_attention_args fj_test_args(fajit_dtype dtype, int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+                                  int head_dim)
+{
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = dtype;
+    a.batch = batch, a.heads_q = heads_q, a.heads_kv = heads_kv;
+    a.seqlen_q = seqlen_q, a.seqlen_k = seqlen_k, a.head_dim = head_dim;
+    a.q = 0x7f0000000000ull;
+    a.k = 0x7f0000100000ull;
+    a.v = 0x7f0000200000ull;
+    a.o = 0x7f0000300000ull;
+    fajit_args_set_bhnd_strides(&a);
+    return a;
+}
+
+fajit_status fj_test_path_config(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
+                                 int head_dim, int causal, fajit_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->arch = arch, cfg->dtype = dtype, cfg->head_dim = head_dim, cfg->causal = causal;
+    return fajit_config_fill(ctx, shape, cfg);
+}
+
+fajit_status fj_test_context_with_env(const char *name, const char *value, int disk_cache, fajit_context **ctx_out)
+{
+    fajit_context_options opts = fajit_context_options_default();
+    opts.disk_cache = disk_cache;
+    setenv(name, value, 1);
+    fajit_status st = fajit_context_create(&opts, ctx_out);
+    unsetenv(name);
+    return st;
+}

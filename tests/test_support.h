@@ -52,6 +52,23 @@ void fj_test_skip_all(const char *fmt, ...)
 /* For the gpu tests: when st (from fajit_context_create) says there is no CUDA driver or no device,
  * skip with "no GPU for the gpu tests (<status>): <message>"; otherwise return. */
 void fj_test_skip_without_gpu(fajit_status st);
+/* The gpu tests' context (device 0, default options): skips without a GPU (fj_test_skip_without_gpu);
+ * NULL, with the reason printed as a FAIL line, when it cannot be made otherwise. */
+fajit_context *fj_test_gpu_context(void);
+/* 1 when st == want and the calling thread's fajit_errmsg() holds every non-NULL fragment; otherwise
+ * prints the status, the message and the fragments, and returns 0 (assert on it). */
+int fj_test_status_says(fajit_status st, fajit_status want, const char *f1, const char *f2, const char *f3);
+/* fajit_attention_args (fajit_attention_args_init, BHND strides) of a problem on made-up, aligned device
+ * addresses: for argument checks that never launch. */
+fajit_attention_args fj_test_args(fajit_dtype dtype, int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
+                                  int head_dim);
+/* The heuristic's config on `arch` for a shape (fajit_config_fill on ctx): what the gpu tests pass when they
+ * force a path. */
+fajit_status fj_test_path_config(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
+                                 int head_dim, int causal, fajit_config *cfg);
+/* A context made with the environment variable `name` set to `value` (then unset again: contexts read such
+ * variables when they are made); disk_cache as in fajit_context_options. */
+fajit_status fj_test_context_with_env(const char *name, const char *value, int disk_cache, fajit_context **ctx_out);
 /* Create and destroy a context (disk cache off) to see that a GPU is usable: fj_test_skip_without_gpu. */
 void fj_test_require_gpu(void);
 /* A context on device 0 with the disk cache on in cache_dir; its status (and fajit_errmsg() on failure). */

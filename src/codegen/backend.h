@@ -91,6 +91,9 @@ typedef struct fj_kctx {
     fj_reg_t smem;                    /* u32: shared address of the dynamic smem base */
     fj_reg_t q_rows;                  /* s32: seqlen_q - m0, rows of this CTA that exist (set in the
                                          prologue and again in the epilogue, not kept across the loop) */
+    /* decode variants (plan.variant) */
+    fj_reg_t split;                   /* u32, SPLIT: this CTA's split, 0..splits-1 (set before the KV range) */
+    fj_reg_t kv_first;                /* s32, SPLIT: the first KV tile of this CTA's split (set by the KV range) */
 
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];
@@ -181,7 +184,9 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k);
 
 /* Pieces of fwd_kernel.c both skeletons use. */
 void fj_emit_alloc_banks(fj_kctx *k);
-/* n_end = KV tiles to visit, mask_from = first tile that needs a mask (causal bounds, the end of K). */
+/* n_end = KV tiles to visit, mask_from = first tile that needs a mask (causal bounds, the end of K). With
+ * plan.variant SPLIT, the tiles [kv_first, n_end) of split k->split: [0, n_end) cut in splits parts of
+ * ceil(n_end / splits) tiles (a part past the end is empty: kv_first >= n_end). */
 void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
 /* O = 0, m = -inf, l = 0. */
 void fj_emit_init_accumulators(fj_kctx *k);
@@ -190,6 +195,20 @@ void fj_emit_epilogue(fj_kctx *k);
 
 /* m0 = first query row of this CTA, from %ctaid.x (reversed for causal). */
 void fj_emit_m0(fj_kctx *k);
+/* The number of keys of this CTA's sequence, read at the point of use: seqlen_k from the parameters, or
+ * with per-sequence lengths seqlens_k[b] (clamped) from global memory (an L1 hit after the first). */
+fj_reg_t fj_emit_kv_len(fj_kctx *k);
+/* GQA packing: the tile-relative packed row `row` (s32) of this CTA (m0 + row = g x Nq + i) as query head
+ * offset g and position i (u32 registers given); and as a byte offset from the group's first head, row 0:
+ * out (u64) = g x 2 x stride[1] + i x row_bytes, with the tensor's strides at off_stride (fj_fwd_params) and
+ * its row bytes at off_row_bytes. */
+void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i);
+void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off_row_bytes, fj_reg_t out);
+/* Split variant: the epilogue's stores of fp32 partial O rows (row pitch head_dim floats at o_ptr; rows
+ * >= q_rows skipped), over the fragment descriptor. */
+void fj_emit_store_o_partial(fj_kctx *k);
+/* The combine kernel's body (combine.c): reduce the split partials into O and LSE. */
+void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p);
 
 /* Shared, arch-neutral phases over the fragment descriptor (softmax.c). */
 void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or above the causal diagonal -> -inf */

@@ -76,12 +76,31 @@ typedef struct fj_plan {
                                     registers (when the staging buffer does not fit) */
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
+    unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
 } fj_plan;
 
 /* Check cfg and derive its plan. On failure the thread's message says which rule failed. */
 fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
+
+/* Decode variants of a kernel (fj_plan.variant; the runtime picks them from the forward's arguments):
+ *   SEQLENS  per-sequence KV lengths read from fj_fwd_params_decode.seqlens_k
+ *   SPLIT    the KV range of each row block split over gridDim.z / batch CTAs writing fp32 partials
+ *   COMBINE  not a forward kernel: the combine kernel of the split partials (combine.c); of the config
+ *            only dtype and head_dim count (the rest is zeroed), its PTX targets the sm_80 path
+ *   PACK     GQA packing: a CTA takes the heads_q / heads_kv query heads of one KV head, their rows
+ *            stacked in the M tile (packed row r = g x seqlen_q + i for query head hkv x group + g)
+ *   PAGED    K/V in pages of a pool through a block table: each tile's address from its page's entry
+ *            (the page size a multiple of block_n)
+ * Variants other than COMBINE run on the sm_80 path only so far (FAJIT_ERR_UNSUPPORTED on sm_90a). */
+enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16 };
+fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
+/* The canonical text of a plan's kernel: fajit_config_format of its config, then " seqlens", " split"
+ * for the variants; "sm_80 bf16 d128 combine" for the combine kernel. The kernel caches' key. */
+int fj_plan_format(const fj_plan *plan, char *buf, size_t size);
+/* The .entry name of the plan's kernel (FJ_FWD_KERNEL_NAME, or FJ_COMBINE_KERNEL_NAME). */
+const char *fj_plan_entry(const fj_plan *plan);
 
 /* Fill the smem map of p (row_bytes, q/k/v offsets, kv_tile_bytes, smem_bytes) from p->cfg, unchecked
  * (the config's arch path decides the layout; an unknown path leaves smem_bytes 0). The one place the

@@ -67,8 +67,13 @@ void fj_emit_store_o_m16n8(fj_kctx *k)
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), row_off(p, r));
         fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
         fj_ins(k->e, "@%s bra %s", R(pr), skip);
-        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(rw), R(row));
-        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(fj_param_u64(k, FJ_PARAM_OFF(o_row_bytes))), R(cb));
+        if (p->variant & FJ_VARIANT_PACK) { /* packed rows: head g, row i */
+            fj_emit_packed_row_offset(k, row, FJ_PARAM_OFF(o_stride), FJ_PARAM_OFF(o_row_bytes), a);
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(cb));
+        } else {
+            fj_ins(k->e, "cvt.u64.u32 %s, %s", R(rw), R(row));
+            fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(fj_param_u64(k, FJ_PARAM_OFF(o_row_bytes))), R(cb));
+        }
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
         for (int t = 0; t < p->n_frags_o; t++) {
             fj_reg_t o0 = fj_at(k->acc_o, o_reg(p, r, 2 * t));

@@ -17,6 +17,7 @@
 
 #define R(reg) fj_r(k->e, reg)
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
+#define DOFF(field) ((int)offsetof(fj_fwd_params_decode, field))
 
 void fj_emit_alloc_banks(fj_kctx *k)
 {
@@ -115,6 +116,109 @@ void fj_emit_m0(fj_kctx *k)
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), k->p->cfg.block_m);
 }
 
+/* b = the batch of this CTA: %ctaid.z, or with split-KV %ctaid.z / splits (and, when want_split,
+ * k->split = the rest). */
+static void emit_batch(fj_kctx *k, fj_reg_t b, int want_split)
+{
+    fj_ins(k->e, "mov.u32 %s, %%ctaid.z", R(b));
+    if (!(k->p->variant & FJ_VARIANT_SPLIT)) return;
+    fj_reg_t z = fj_alloc(k->e, k->b_r, 1), n = fj_param_s32(k, DOFF(splits));
+    fj_comment(k->e, 1, "split-KV: %%ctaid.z = batch x splits + split");
+    fj_ins(k->e, "mov.u32 %s, %s", R(z), R(b));
+    fj_ins(k->e, "div.u32 %s, %s, %s", R(b), R(z), R(n));
+    if (!want_split) return;
+    k->split = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->split), R(b), R(n));
+    fj_ins(k->e, "sub.u32 %s, %s, %s", R(k->split), R(z), R(k->split));
+}
+
+/* len = min(max(seqlens_k[b], 0), seqlen_k) (the seqlen_k register given, or read from the parameters). */
+static void load_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len)
+{
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(seqlens_k));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(b));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(w));
+    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(len), R(a));
+    fj_ins(k->e, "min.s32 %s, %s, %s", R(len), R(len), R(cap));
+    fj_ins(k->e, "max.s32 %s, %s, 0", R(len), R(len));
+}
+
+/* Per-sequence lengths: seqlen_k (already in k->seqlen_k) becomes this sequence's length for the KV range. */
+static void emit_seq_len(fj_kctx *k, fj_reg_t b)
+{
+    fj_comment(k->e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k]");
+    load_seq_len(k, b, k->seqlen_k, k->seqlen_k);
+}
+
+/* With per-sequence lengths the length is read again where it is used (the copies' zero fill, the mask):
+ * kept live across the loop, it makes the causal d128 128-row tiles spill (nvJitLink, sm_90). */
+fj_reg_t fj_emit_kv_len(fj_kctx *k)
+{
+    if (!(k->p->variant & FJ_VARIANT_SEQLENS)) return fj_param_s32(k, OFF(seqlen_k));
+    fj_reg_t b = fj_alloc(k->e, k->b_r, 1), len = fj_alloc(k->e, k->b_r, 1);
+    emit_batch(k, b, 0);
+    load_seq_len(k, b, fj_param_s32(k, OFF(seqlen_k)), len);
+    return len;
+}
+
+void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i)
+{
+    fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
+    fj_ins(k->e, "add.s32 %s, %s, %s", R(i), R(k->m0), R(row));
+    fj_ins(k->e, "div.u32 %s, %s, %s", R(g), R(i), R(nq));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(nq), R(g), R(nq));
+    fj_ins(k->e, "sub.u32 %s, %s, %s", R(i), R(i), R(nq));
+}
+
+void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off_row_bytes, fj_reg_t out)
+{
+    fj_reg_t g = fj_alloc(k->e, k->b_r, 1), i = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_rd, 1);
+    fj_emit_packed_row(k, row, g, i);
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(g));
+    fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(out), R(t), R(fj_param_u64(k, off_stride + 8)));
+    fj_ins(k->e, "shl.b64 %s, %s, 1", R(out), R(out));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(i));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(out), R(t), R(fj_param_u64(k, off_row_bytes)), R(out));
+}
+
+/* Paged K/V: k_ptr / v_ptr = base + hkv x head stride + page x page stride + row x row stride (bytes) for the
+ * tile's first key j = tile x block_n: page = block_table[b][j / page_size], row = j mod page_size (a tile
+ * never straddles pages: page_size is a multiple of block_n). b and the KV head are worked out again from
+ * %ctaid for each tile (kept live across the loop, they make the d128 128-row tiles spill). */
+static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
+{
+    fj_reg_t j = fj_alloc(k->e, k->b_r, 1), pg = fj_alloc(k->e, k->b_r, 1), ps = fj_param_s32(k, DOFF(page_size));
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), phys = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t b = fj_alloc(k->e, k->b_r, 1), hkv = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "paged K/V: the tile's page from block_table[b][j / page_size], its row j mod page_size");
+    emit_batch(k, b, 0);
+    fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(hkv));
+    if (!(k->p->variant & FJ_VARIANT_PACK))
+        fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(fj_param_s32(k, OFF(group))));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(j), R(tile), k->p->cfg.block_n);
+    fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
+    fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(fj_param_s32(k, DOFF(max_pages))), R(pg));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(fj_param_u64(k, DOFF(block_table))));
+    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
+    const int ptr_off[2] = {OFF(k), OFF(v)}, stride_off[2] = {OFF(k_stride), OFF(v_stride)};
+    const int row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
+    fj_reg_t out[2] = {k->k_ptr, k->v_ptr};
+    for (int x = 0; x < 2; x++) {
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(phys));
+        fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(a), R(t), R(fj_param_u64(k, stride_off[x])));
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(hkv));
+        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(fj_param_u64(k, stride_off[x] + 8)), R(a));
+        fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(j));
+        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(fj_param_u64(k, row_off[x])), R(a));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(fj_param_u64(k, ptr_off[x])));
+    }
+}
+
 static void emit_indices(fj_kctx *k)
 {
     fj_emit *e = k->e;
@@ -129,17 +233,29 @@ static void emit_indices(fj_kctx *k)
     fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
     fj_emit_m0(k);
     fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
-    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
+    emit_batch(k, b, 1);
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
     fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
+    if (k->p->variant & FJ_VARIANT_SEQLENS) emit_seq_len(k, b);
     fj_ins(e, PTX_LD_PARAM_U32, R(grp), OFF(group));
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
-    fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
-    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
+    if (k->p->variant & FJ_VARIANT_PACK) {
+        fj_comment(e, 1, "GQA packing: %%ctaid.y is the KV head; the tile's rows are (query head hkv x group + g, row i)");
+        fj_comment(e, 1, "at packed row g x Nq + i; Q and O are addressed per row from head hkv x group, row 0");
+        fj_ins(e, "mov.u32 %s, %s", R(hkv), R(h));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(h), R(hkv), R(grp));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(grp));
+        fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->q_rows), R(k->m0));
+    } else {
+        fj_ins(e, "div.u32 %s, %s, %s", R(hkv), R(h), R(grp));
+        fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
+    }
     fj_ins(e, "mov.u32 %s, 0", R(zero));
-    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->m0, k->q_ptr);
-    tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
-    tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->p->variant & FJ_VARIANT_PACK ? zero : k->m0, k->q_ptr);
+    if (!(k->p->variant & FJ_VARIANT_PAGED)) { /* paged: each tile's pointers from its page (paged_tile_ptrs) */
+        tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
+        tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    }
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
 
@@ -152,8 +268,52 @@ static void div_block_n(fj_kctx *k, fj_reg_t dst, fj_reg_t src)
     else fj_ins(k->e, "div.s32 %s, %s, %d", R(dst), R(src), bc);
 }
 
+/* Split-KV: narrow [0, n_end) to split k->split's part [kv_first, n_end). */
+static void kv_range_split(fj_kctx *k, fj_reg_t n_end)
+{
+    fj_emit *e = k->e;
+    fj_reg_t per = fj_alloc(e, k->b_r, 1), n = fj_param_s32(k, DOFF(splits)), t = fj_alloc(e, k->b_r, 1);
+    k->kv_first = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "split-KV: this CTA takes tiles [s * per, min(n_end, (s + 1) * per)), per = ceil(n_end / splits)");
+    fj_comment(e, 2, "(a split past the end is empty: no iteration runs, its partial is O = 0, LSE = -inf)");
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(n_end), R(n));
+    fj_ins(e, "sub.s32 %s, %s, 1", R(t), R(t));
+    fj_ins(e, "div.u32 %s, %s, %s", R(per), R(t), R(n));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(k->kv_first), R(k->split), R(per));
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->kv_first), R(per));
+    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(n_end), R(t));
+}
+
+static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
+
+/* GQA packing, causal: a tile's rows hold several query heads, so its rows' positions i can be anything
+ * in [0, Nq): the range is that of rows 0 .. Nq - 1 (tiles up to the last row's limit, masks from the
+ * first row's). The mask then works out each row's i (fj_emit_mask). */
+static void kv_range_packed_causal(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from, fj_reg_t tiles, fj_reg_t full,
+                                   fj_reg_t off)
+{
+    fj_emit *e = k->e;
+    fj_reg_t t = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "packed rows: tiles up to row Nq - 1's last key, ceil((max(Nk - 1, -1) + 1) / block_n), masks from row 0's");
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->seqlen_q), R(off));
+    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
+    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), k->p->cfg.block_n - 1);
+    div_block_n(k, t, t);
+    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(t), R(tiles));
+    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(off));
+    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
+    div_block_n(k, t, t);
+    fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(full), R(t));
+}
+
 /* n_end = number of KV tiles to visit; mask_from = first tile that needs masking. */
 void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
+{
+    kv_range_tiles(k, n_end, mask_from);
+    if (k->p->variant & FJ_VARIANT_SPLIT) kv_range_split(k, n_end);
+}
+
+static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
@@ -175,6 +335,10 @@ void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     }
     fj_reg_t off = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "sub.s32 %s, %s, %s", R(off), R(k->seqlen_k), R(k->seqlen_q));
+    if (p->variant & FJ_VARIANT_PACK) {
+        kv_range_packed_causal(k, n_end, mask_from, tiles, full, off);
+        return;
+    }
     fj_comment(e, 1, "tiles up to the last visible key of the CTA's last row, m0 + block_m - 1 + Nk - Nq:");
     fj_comment(e, 1, "ceil((max(that, -1) + 1) / block_n)");
     fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
@@ -202,7 +366,14 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
     fj_ins(k->e, "@%s bra.uni %s", R(pr), skip);
     fj_reg_t valid = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(valid), R(tile), -k->p->cfg.block_n);
-    fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_param_s32(k, OFF(seqlen_k))));
+    fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_emit_kv_len(k)));
+    if (k->p->variant & FJ_VARIANT_PAGED) { /* the tile's page; no running pointers */
+        paged_tile_ptrs(k, tile);
+        k->p->backend->load_kv(k, slot, parts, valid);
+        fj_label(k->e, skip);
+        k->p->backend->commit(k);
+        return;
+    }
     k->p->backend->load_kv(k, slot, parts, valid);
     if (parts & FJ_KV_K)
         fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(fj_param_u64(k, OFF(k_tile_bytes))));
@@ -228,7 +399,8 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     int ahead = stages > 1 ? stages - 1 : 1;
     for (int s = 0; s < ahead; s++) {
         fj_comment(e, 1, "prologue: %s tile %d -> stage %d", stages > 1 ? "KV" : "K", s, s);
-        fj_ins(e, "mov.u32 %s, %d", R(tile), s);
+        if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), s);
+        else fj_ins(e, "mov.u32 %s, %d", R(tile), s);
         prefetch_kv(k, s, stages > 1 ? FJ_KV_BOTH : FJ_KV_K, tile, n_end);
     }
     fj_comment(e, 1, "Q has landed once at most %d groups (the %s prologue) are pending", ahead, stages > 1 ? "KV" : "K");
@@ -365,7 +537,8 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
               "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"
               "O += PV. The loop body is written once per stage, so every stage's smem offsets are\n"
               "immediates and no register holds a stage index or a stage address.");
-    fj_ins(e, "mov.u32 %s, 0", R(j));
+    if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "mov.u32 %s, %s", R(j), R(k->kv_first));
+    else fj_ins(e, "mov.u32 %s, 0", R(j));
     fj_label_new(e, "kv_loop", top, sizeof top);
     fj_label_new(e, "kv_done", done, sizeof done);
     fj_label(e, top);
@@ -376,18 +549,66 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_label(e, done);
 }
 
+/* The CTA's (first) query head: %ctaid.y, or with GQA packing %ctaid.y x group (the KV head's first). */
+static void emit_out_head(fj_kctx *k, fj_reg_t h)
+{
+    fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(h));
+    if (k->p->variant & FJ_VARIANT_PACK) fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(h), R(h), R(fj_param_s32(k, OFF(group))));
+}
+
+/* q_rows = rows of the tile that exist: Nq - m0, or with GQA packing group x Nq - m0. */
+static void emit_out_rows(fj_kctx *k, fj_reg_t nq)
+{
+    if (k->p->variant & FJ_VARIANT_PACK) {
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->q_rows), R(nq), R(fj_param_s32(k, OFF(group))));
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->q_rows), R(k->m0));
+    } else {
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
+    }
+}
+
+/* Split-KV: this CTA's rows of the partials, row index (%ctaid.z x Hq + h) x Nq + m0 (kernel_abi.h):
+ * o_ptr = ws_o + 4 x head_dim x index, lse_ptr = ws_lse + 4 x index. */
+static void emit_partial_ptrs(fj_kctx *k)
+{
+    fj_emit *e = k->e;
+    fj_reg_t z = fj_alloc(e, k->b_r, 1), h = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1);
+    fj_reg_t w = fj_alloc(e, k->b_rd, 1), nq = fj_param_s32(k, OFF(seqlen_q));
+    fj_comment(e, 1, "split-KV partials: row (ctaid.z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse");
+    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(z));
+    emit_out_head(k, h);
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(z), R(fj_param_s32(k, OFF(heads_q))), R(h));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
+    emit_out_rows(k, nq);
+    fj_ins(e, "mul.wide.u32 %s, %s, %d", R(w), R(idx), 4 * k->p->cfg.head_dim);
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->o_ptr), DOFF(ws_o));
+    fj_ins(e, "add.u64 %s, %s, %s", R(k->o_ptr), R(k->o_ptr), R(w));
+    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), DOFF(ws_lse));
+    fj_ins(e, "add.u64 %s, %s, %s", R(k->lse_ptr), R(k->lse_ptr), R(w));
+}
+
 /* O and LSE pointers, computed in the epilogue from %ctaid and the parameters: kept live across
  * the KV loop instead, ptxas spills them. */
 static void emit_out_ptrs(fj_kctx *k)
 {
     fj_emit *e = k->e;
+    if (k->p->variant & FJ_VARIANT_SPLIT) {
+        emit_partial_ptrs(k);
+        return;
+    }
     fj_reg_t h = k->h, b = k->b; /* a persistent (warp-specialized) CTA: its current work tile's */
+    fj_reg_t row0 = k->m0;
     if (!k->p->ws) {
         h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
-        fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
+        emit_out_head(k, h);
         fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
     }
-    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, k->m0, k->o_ptr);
+    if (k->p->variant & FJ_VARIANT_PACK) { /* rows are addressed one by one (fj_emit_packed_row_offset) */
+        row0 = fj_alloc(e, k->b_r, 1);
+        fj_ins(e, "mov.u32 %s, 0", R(row0));
+    }
+    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, row0, k->o_ptr);
     fj_comment(e, 1, "LSE row pointer: lse + 4 * ((b * Hq + h) * Nq + m0), or 0");
     fj_reg_t hq = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1), w = fj_alloc(e, k->b_rd, 1);
     fj_reg_t has = fj_alloc(e, k->b_p, 1);
@@ -395,7 +616,7 @@ static void emit_out_ptrs(fj_kctx *k)
     fj_ins(e, PTX_LD_PARAM_U32, R(hq), OFF(heads_q));
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(b), R(hq), R(h));
     fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
-    fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
+    emit_out_rows(k, nq);
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
     fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
     fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(k->lse_ptr));
@@ -476,7 +697,18 @@ void fj_emit_epilogue(fj_kctx *k)
 {
     emit_out_ptrs(k);
     fj_emit_normalize(k);
-    k->p->backend->store_o(k);
+    if (k->p->variant & FJ_VARIANT_SPLIT) fj_emit_store_o_partial(k);
+    else k->p->backend->store_o(k);
+}
+
+/* Split-KV: K and V start at the split's first tile. */
+static void emit_split_kv_ptrs(fj_kctx *k)
+{
+    fj_reg_t t = fj_alloc(k->e, k->b_rd, 1);
+    fj_comment(k->e, 1, "K and V from the split's first tile");
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(k->kv_first));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->k_ptr), R(t), R(fj_param_u64(k, OFF(k_tile_bytes))), R(k->k_ptr));
+    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->v_ptr), R(t), R(fj_param_u64(k, OFF(v_tile_bytes))), R(k->v_ptr));
 }
 
 void fj_emit_fwd_kernel(fj_kctx *k)
@@ -494,6 +726,7 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     if (p->col_warps > 1) setup_pairs(k);
     fj_reg_t n_end = fj_alloc(k->e, k->b_r, 1), mask_from = fj_alloc(k->e, k->b_r, 1);
     fj_emit_kv_range(k, n_end, mask_from);
+    if ((p->variant & FJ_VARIANT_SPLIT) && !(p->variant & FJ_VARIANT_PAGED)) emit_split_kv_ptrs(k);
     emit_prologue(k, n_end);
     emit_loop(k, n_end, mask_from);
     fj_banner(k->e, "Phase 4: epilogue",

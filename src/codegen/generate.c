@@ -12,12 +12,14 @@
 static void module_header(const fj_plan *p, int verbosity, fj_buf *out)
 {
     char cfg[160];
-    fajit_config_format(&p->cfg, cfg, sizeof cfg);
-    fj_buf_printf(out, "// fajit %s (%s): forward attention, %s\n", FAJIT_VERSION, FJ_CODEGEN_VERSION, cfg);
-    if (verbosity >= 2) {
+    fj_plan_format(p, cfg, sizeof cfg);
+    fj_buf_printf(out, "// fajit %s (%s): %s, %s\n", FAJIT_VERSION, FJ_CODEGEN_VERSION,
+                  p->variant & FJ_VARIANT_COMBINE ? "split-KV combine" : "forward attention", cfg);
+    if (verbosity >= 2 && !(p->variant & FJ_VARIANT_COMBINE)) {
         fj_buf_puts(out, "//\n");
         fj_plan_describe(p, out, "// ");
-        fj_buf_puts(out, "//\n// Parameters: one struct fj_fwd_params (src/codegen/kernel_abi.h), read with ld.param.\n");
+        fj_buf_printf(out, "//\n// Parameters: one struct %s (src/codegen/kernel_abi.h), read with ld.param.\n",
+                      p->variant ? "fj_fwd_params_decode" : "fj_fwd_params");
     }
     fj_buf_printf(out, PTX_MODULE_HEADER, p->arch->ptx_isa_major, p->arch->ptx_isa_minor, p->arch->name);
     fj_buf_puts(out, "\n");
@@ -33,12 +35,13 @@ fajit_status fj_generate_ptx_plan(const fj_plan *p, int verbosity, char **out, s
     memset(&k, 0, sizeof k);
     k.e = &e;
     k.p = p;
-    fj_emit_fwd_kernel(&k);
+    if (p->variant & FJ_VARIANT_COMBINE) fj_emit_combine_kernel(&e, p);
+    else fj_emit_fwd_kernel(&k);
 
     fj_buf mod;
     fj_buf_init(&mod);
     module_header(p, verbosity, &mod);
-    fj_buf_printf(&mod, PTX_ENTRY_OPEN, FJ_FWD_KERNEL_NAME, p->params_align, p->params_bytes, p->threads);
+    fj_buf_printf(&mod, PTX_ENTRY_OPEN, fj_plan_entry(p), p->params_align, p->params_bytes, p->threads);
     fj_emit_declare_banks(&e, &mod);
     fj_buf_puts(&mod, e.body.data ? e.body.data : "");
     fj_buf_puts(&mod, PTX_ENTRY_CLOSE);

@@ -66,6 +66,32 @@ typedef struct fj_fwd_params_tma {
 } fj_fwd_params_tma;
 _Static_assert(sizeof(fj_fwd_params) + 3 * sizeof(uint32_t) <= 256, "fj_fwd_params must fit before the tensor maps");
 
+/*
+ * Decode variants of the sm_80 kernel (per-sequence KV lengths, split-KV) and the combine kernel take
+ * this block: the same fields, then the decode ones. Plain kernels keep struct fj_fwd_params, so their
+ * PTX does not change.
+ *   split kernel: grid (ceil(seqlen_q / block_m), heads_q, batch x splits), z = b x splits + s; split s
+ *     writes rows of partial O (fp32, head_dim each, normalized by its own l) and partial LSE (fp32,
+ *     natural log, -inf for a split that saw no key) at row ((z x heads_q + h) x seqlen_q + i) of
+ *     ws_o / ws_lse
+ *   combine kernel (FJ_COMBINE_KERNEL_NAME): one warp per output row (b, h, i), rows in that order;
+ *     LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s, written to o / lse
+ */
+#define FJ_COMBINE_KERNEL_NAME "fajit_combine"
+typedef struct fj_fwd_params_decode {
+    fj_fwd_params base;
+    uint64_t seqlens_k;  /* int32 [batch] or 0 */
+    uint64_t ws_o;       /* split partial O, fp32 [batch][splits][heads_q][seqlen_q][head_dim] */
+    uint64_t ws_lse;     /* split partial LSE, fp32 [batch][splits][heads_q][seqlen_q] */
+    uint32_t splits;     /* 1 = no split */
+    uint32_t batch;
+    uint32_t rows;       /* combine: batch x heads_q x seqlen_q */
+    uint32_t reserved;
+    uint64_t block_table; /* paged K/V: int32 [batch][max_pages] of pool pages, or 0 */
+    uint32_t max_pages;
+    uint32_t page_size;   /* a multiple of block_n (a K/V tile never straddles pages) */
+} fj_fwd_params_decode;
+
 /* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */
 static inline void fj_fwd_params_derive(fj_fwd_params *p, int block_n, int copy_rows_per_pass)
 {

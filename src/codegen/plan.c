@@ -120,3 +120,83 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     if ((st = map_smem(p)) != FAJIT_OK) return st;
     return p->backend->plan(p);
 }
+
+/* ---- decode variants ---------------------------------------------------------------------------- */
+
+/* Registers a decode variant adds to the model: it keeps the split's first tile live and adds per-tile
+ * address and length arithmetic (lengths and pages are re-read per tile, not kept live). Sized from
+ * nvJitLink for sm_90 (what the library compiles with): the causal d128 br128 bc64 s2 kernel (model 239)
+ * spills 8-24 bytes with any variant, d128 br64 and every other default tile of the sm_80 table does not;
+ * so configs above 255 - 17 are refused for the variants and the runtime takes a 64-row tile instead. */
+#define FJ_VARIANT_REGS 17
+
+/* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
+static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
+{
+    fajit_config c = {0};
+    c.arch = FAJIT_ARCH_SM80;
+    c.dtype = cfg->dtype;
+    c.head_dim = cfg->head_dim;
+    c.warps = 4;
+    p->cfg = c;
+    p->arch = fj_arch_of_path(FAJIT_ARCH_SM80);
+    p->backend = &fj_backend_sm80;
+    if (c.dtype != FAJIT_DTYPE_F16 && c.dtype != FAJIT_DTYPE_BF16)
+        return CFG_FAIL("dtype = %d: must be f16 (1) or bf16 (2)", (int)c.dtype);
+    if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 192 && c.head_dim != 256)
+        return CFG_FAIL("head_dim = %d: must be 64, 96, 128, 192 or 256", c.head_dim);
+    p->variant = FJ_VARIANT_COMBINE;
+    p->threads = 128;
+    p->params_bytes = (int)sizeof(fj_fwd_params_decode);
+    p->params_align = 8;
+    return FAJIT_OK;
+}
+
+fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *p)
+{
+    if (variant &
+        ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
+    if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
+    if (variant & FJ_VARIANT_COMBINE) {
+        memset(p, 0, sizeof *p);
+        return variant == FJ_VARIANT_COMBINE ? plan_combine(cfg, p)
+                                             : fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: combine alone", variant);
+    }
+    fajit_status st = fj_plan_build(cfg, p);
+    if (st != FAJIT_OK || !variant) return st;
+    if (p->ws)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s%s%s: the %s kernel does not take them yet; the "
+                                              "sm_80 path's does (fajit_attention_forward falls back to it)",
+                       variant & FJ_VARIANT_SEQLENS ? " seqlens_k" : "", variant & FJ_VARIANT_SPLIT ? " split-KV" : "",
+                       variant & FJ_VARIANT_PACK ? " GQA packing" : "", variant & FJ_VARIANT_PAGED ? " paged K/V" : "",
+                       p->arch->name);
+    p->variant = variant;
+    p->params_bytes = (int)sizeof(fj_fwd_params_decode);
+    int extra = FJ_VARIANT_REGS;
+    p->reg_misc += extra;
+    p->reg_total += extra;
+    if (p->reg_total > p->reg_limit)
+        return CFG_FAIL("registers: about %d per thread with the decode variant's %d (split range, per-tile length and "
+                        "page arithmetic) exceed %d; lower block_n or block_m",
+                        p->reg_total, extra, p->reg_limit);
+    return FAJIT_OK;
+}
+
+int fj_plan_format(const fj_plan *p, char *buf, size_t size)
+{
+    if (p->variant & FJ_VARIANT_COMBINE)
+        return snprintf(buf, size, "%s %s d%d combine", fj_arch_path_name(p->cfg.arch),
+                        p->cfg.dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16", p->cfg.head_dim);
+    int n = fajit_config_format(&p->cfg, buf, size);
+    if (n < 0 || !p->variant) return n;
+    return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
+                        "%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                        p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
+                        p->variant & FJ_VARIANT_PAGED ? " paged" : "");
+}
+
+const char *fj_plan_entry(const fj_plan *p)
+{
+    return p->variant & FJ_VARIANT_COMBINE ? FJ_COMBINE_KERNEL_NAME : FJ_FWD_KERNEL_NAME;
+}

@@ -389,9 +389,33 @@ static void copy_tile(fj_kctx *k, int tile_off, fj_reg_t gptr, int which, int ro
     }
 }
 
+/* GQA packing: the Q tile's rows belong to several query heads, so each pass's row address is worked out
+ * from its packed row (fj_emit_packed_row_offset); rows >= q_rows are zero-filled. */
+static void copy_q_packed(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int kc = p->copy_chunks_per_thread_row, rpp = p->copy_rows_per_pass;
+    fj_reg_t g = fj_alloc(k->e, k->b_rd, 1), gs = fj_alloc(k->e, k->b_rd, 1), off = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), sz = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
+    fj_comment(k->e, 1, "Q of packed rows: each pass's row (g x Nq + i) addressed as head g, row i");
+    for (int i = 0; i < p->cfg.block_m / rpp; i++) {
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK_CP_R0]), i * rpp);
+        fj_emit_packed_row_offset(k, row, FJ_PARAM_OFF(q_stride), FJ_PARAM_OFF(q_row_bytes), off);
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(off), R(k->bk[BK_CP_C16]));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(k->q_ptr));
+        fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
+        fj_ins(k->e, "selp.u32 %s, 16, 0, %s", R(sz), R(pr));
+        fj_ins(k->e, "selp.b64 %s, %s, %s, %s", R(gs), R(g), R(k->q_ptr), R(pr));
+        for (int j = 0; j < kc; j++)
+            fj_ins(k->e, PTX_CP_ASYNC_16, R(fj_at(k->bk[BK_CP_SOFF], j)), p->q_off + i * rpp * p->row_bytes, R(gs),
+                   j * p->copy_tpr * 16, R(sz));
+    }
+}
+
 static void load_q_sm80(fj_kctx *k)
 {
-    copy_tile(k, k->p->q_off, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows);
+    if (k->p->variant & FJ_VARIANT_PACK) copy_q_packed(k);
+    else copy_tile(k, k->p->q_off, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows);
 }
 
 static void load_kv_sm80(fj_kctx *k, int slot, int parts, fj_reg_t valid)

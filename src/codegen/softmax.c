@@ -60,14 +60,41 @@ void fj_emit_score_hook(fj_kctx *k)
     fj_comment(k->e, 2, "(none for this config: S is used as computed)");
 }
 
+/* -inf where column >= lim (a register) for row r's values. */
+static void mask_row(fj_kctx *k, int r, fj_reg_t lim, fj_reg_t pr)
+{
+    for (int v = 0; v < k->frag.s_vals; v++) {
+        fj_ins(k->e, "setp.lt.s32 %s, %s, %d", R(pr), R(lim), k->frag.s_col_off(k->p, v));
+        fj_ins(k->e, "@%s mov.f32 %s, " PTX_F32_NEG_INF, R(pr), R(fj_at(k->acc_s, k->frag.s_reg(k->p, r, v))));
+    }
+}
+
+/* GQA packing, causal: row r's position is i = (m0 + row) mod Nq (fj_emit_packed_row); its limit,
+ * relative to the thread's first column, is min(last, i + Nk - Nq - j * block_n - col_base). */
+static void mask_packed_causal(fj_kctx *k, fj_reg_t last, fj_reg_t rel, fj_reg_t pr)
+{
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), g = fj_alloc(k->e, k->b_r, 1), i = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "packed rows: each row's position i = (m0 + row) mod Nq gives its limit");
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(k->p, r));
+        fj_emit_packed_row(k, row, g, i);
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(rel), R(i), R(last));
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(rel), R(rel), R(fj_param_s32(k, FJ_PARAM_OFF(seqlen_q))));
+        fj_ins(k->e, "add.s32 %s, %s, 1", R(rel), R(rel));
+        fj_ins(k->e, "min.s32 %s, %s, %s", R(rel), R(rel), R(last));
+        mask_row(k, r, rel, pr);
+    }
+}
+
 /* Scores whose column is past the row's last visible key become -inf. The limit is recomputed here,
  * on the (few) masked tiles, rather than kept live across the loop: live, ptxas spills it. */
 void fj_emit_mask(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     fj_reg_t rel = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
-    fj_comment(k->e, 1, "last visible key: %s",
-               p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1");
+    fj_comment(k->e, 1, "last visible key: %s%s",
+               p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1",
+               p->variant & FJ_VARIANT_SEQLENS ? ", Nk = this sequence's length" : "");
     fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base_s) < column offset of each value: one setp per score");
     if (p->lean_regs) {
         fj_comment(k->e, 2, "lean registers: the thread geometry%s recomputed here, not kept live across the loop",
@@ -75,12 +102,16 @@ void fj_emit_mask(fj_kctx *k)
         p->backend->geometry(k);
         if (p->cfg.causal) fj_emit_m0(k);
     }
-    fj_reg_t nk = fj_param_s32(k, FJ_PARAM_OFF(seqlen_k));
+    fj_reg_t nk = fj_emit_kv_len(k);
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(last), R(k->j), p->cfg.block_n);
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(last));
     fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base_s));
     fj_ins(k->e, "add.s32 %s, %s, -1", R(last), R(last));
     fj_reg_t diag = fj_alloc(k->e, k->b_r, 1);
+    if (p->cfg.causal && (p->variant & FJ_VARIANT_PACK)) {
+        mask_packed_causal(k, last, rel, pr);
+        return;
+    }
     if (p->cfg.causal) {
         /* row + Nk - Nq - n0 - col_base, for row = m0 + row_base + row_off(r) */
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(k->m0), R(k->row_base));
@@ -282,5 +313,38 @@ void fj_emit_normalize(fj_kctx *k)
         fj_ins(k->e, "mul.wide.s32 %s, %s, 4", R(a), R(row));
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->lse_ptr));
         fj_ins(k->e, "@%s st.global.f32 [%s], %s", R(pw), R(a), R(lse));
+    }
+}
+
+/* fp32 partial O rows for split-KV: row pitch head_dim floats; adjacent values of a row (a column and
+ * the next, which m16n8 gives a thread in pairs at even columns) go out as one 8-byte store. */
+void fj_emit_store_o_partial(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1), a = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t cb = fj_alloc(k->e, k->b_rd, 1);
+    fj_comment(k->e, 1, "store the fp32 partial O rows of this split (rows past Nq skipped)");
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(cb), R(k->col_base_o));
+    for (int r = 0; r < k->frag.rows; r++) {
+        char skip[48];
+        fj_label_new(k->e, "partial_skip", skip, sizeof skip);
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(p, r));
+        fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
+        fj_ins(k->e, "@%s bra %s", R(pr), skip);
+        fj_ins(k->e, "mul.wide.s32 %s, %s, %d", R(a), R(row), 4 * p->cfg.head_dim);
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(cb));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
+        for (int v = 0; v < k->frag.o_vals; v++) {
+            int col = k->frag.o_col_off(p, v);
+            const char *o = R(fj_at(k->acc_o, k->frag.o_reg(p, r, v)));
+            if (col % 2 == 0 && v + 1 < k->frag.o_vals && k->frag.o_col_off(p, v + 1) == col + 1) {
+                fj_ins(k->e, "st.global.v2.f32 [%s+%d], {%s, %s}", R(a), 4 * col, o,
+                       R(fj_at(k->acc_o, k->frag.o_reg(p, r, v + 1))));
+                v++;
+            } else {
+                fj_ins(k->e, "st.global.f32 [%s+%d], %s", R(a), 4 * col, o);
+            }
+        }
+        fj_label(k->e, skip);
     }
 }

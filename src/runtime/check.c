@@ -28,6 +28,7 @@
 #define CHECK_CPU_MAX_MACS 2147483648.0 /* 2^31 multiply-adds: above, the GPU reference */
 #define CHECK_GUARD_BYTES 4096  /* poisoned bytes after O and after LSE */
 #define CHECK_POISON16 0xFFFFu
+#define CHECK_LEN_TILE 64       /* seqlens: one sequence of every five has a multiple of this many keys */
 
 fj_check_problem fj_check_problem_default(void)
 {
@@ -139,6 +140,9 @@ static fajit_status check_problem_args(const fj_check_problem *p, fajit_attentio
     check_strides(p, p->heads_kv, p->seqlen_k, a->k_stride);
     check_strides(p, p->heads_kv, p->seqlen_k, a->v_stride);
     check_strides(p, p->heads_q, p->seqlen_q, a->o_stride);
+    a->struct_size = sizeof *a; /* the paged fields are read */
+    if (p->page_size < 0 || p->page_size % 16)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: page_size = %d: must be 0 or a multiple of 16", p->page_size);
     return fj_reference_check_args(a, 0);
 }
 
@@ -261,9 +265,15 @@ typedef struct check_run {
     int64_t out_elems, rows;                        /* contiguous reference sizes */
     uint16_t *hq, *hk, *hv, *ho;
     float *hlse;
+    int32_t *hlens;                                 /* per-sequence KV lengths, or NULL */
     double *ref_o_d, *ref_lse_d;
     float *ref_o_f, *ref_lse_f;
-    fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse;
+    fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse, dlens, dws;
+    fj_CUdeviceptr dpool_k, dpool_v, dtable;        /* paged K/V */
+    fajit_attention_args ref_args;                  /* the references' view (K/V laid out as usual) */
+    uint64_t seed;                                  /* the problem's seed */
+    char kernel[448];                               /* fajit_last_forward() after the forward */
+    const fajit_config *cfg;                        /* the forward's config, or NULL */
 } check_run;
 
 static fajit_status check_cuda(fj_CUresult rc, const char *call)
@@ -283,18 +293,41 @@ static fajit_status check_alloc(check_run *r, fj_CUdeviceptr *p, int64_t bytes, 
 
 static void check_free(check_run *r)
 {
-    fj_CUdeviceptr *dev[] = {&r->dq, &r->dk, &r->dv, &r->do_, &r->dlse, &r->dref_o, &r->dref_lse};
+    fj_CUdeviceptr *dev[] = {&r->dq,   &r->dk,   &r->dv,    &r->do_,     &r->dlse,    &r->dref_o,
+                             &r->dref_lse, &r->dlens, &r->dws, &r->dpool_k, &r->dpool_v, &r->dtable};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         if (*dev[i] && r->cu) r->cu->cuMemFree(*dev[i]);
         *dev[i] = 0;
     }
-    void *host[] = {r->hq, r->hk, r->hv, r->ho, r->hlse, r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f};
+    void *host[] = {r->hq, r->hk, r->hv, r->ho, r->hlse, r->hlens, r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* Per-sequence KV lengths by b % 5: 1, a multiple of CHECK_LEN_TILE, Nk, random in [1, Nk], 0. */
+static fajit_status check_lens(check_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->prob;
+    int nk = p->seqlen_k;
+    r->hlens = malloc(sizeof(int32_t) * (size_t)p->batch);
+    if (!r->hlens) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: %d sequence lengths", p->batch);
+    for (int b = 0; b < p->batch; b++) {
+        int tiles = nk / CHECK_LEN_TILE, len;
+        switch (b % 5) {
+        case 0: len = 1; break;
+        case 1: len = tiles ? CHECK_LEN_TILE * (1 + (int)(splitmix64(&seed) % (uint64_t)tiles)) : nk; break;
+        case 2: len = nk; break;
+        case 3: len = 1 + (int)(splitmix64(&seed) % (uint64_t)nk); break;
+        default: len = 0; break;
+        }
+        r->hlens[b] = len;
+    }
+    return FAJIT_OK;
 }
 
 /* Host arrays, random inputs. */
 static fajit_status check_host_setup(check_run *r, uint64_t seed)
 {
+    r->seed = seed;
     const fj_check_problem *p = r->prob;
     const int ld = p->head_dim + p->row_pad;
     int64_t q_rows = (int64_t)p->batch * p->heads_q * p->seqlen_q;
@@ -317,6 +350,82 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     check_fill(r->hq, q_rows, p->head_dim, ld, p, splitmix64(&s), 0);
     check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s), 1);
     check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s), 0);
+    return p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
+}
+
+/* Paged K/V: pools of max_pages x batch + 2 pages (a random permutation gives sequence b's page i), filled
+ * with NaN, then every logical row of K and V copied into its page; the forward's args then point at the
+ * pools. The references keep the usual layout (r->ref_args). */
+static fajit_status check_paged_setup(check_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->prob;
+    const fajit_attention_args *a = &r->ref_args;
+    int ps = p->page_size, hkv = p->heads_kv, dim = p->head_dim, max_pages = (p->seqlen_k + ps - 1) / ps;
+    int pages = p->batch * max_pages + 2;
+    size_t page_elems = (size_t)ps * (size_t)hkv * (size_t)dim, elems = page_elems * (size_t)pages;
+    int32_t *table = malloc(sizeof(int32_t) * (size_t)pages);
+    uint16_t *pool = malloc(2 * elems);
+    fajit_status st = table && pool ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: paged pools (%zu elements)", elems);
+    for (int i = 0; st == FAJIT_OK && i < pages; i++) table[i] = i;
+    for (int i = pages - 1; st == FAJIT_OK && i > 0; i--) { /* Fisher-Yates */
+        int j = (int)(splitmix64(&seed) % (uint64_t)(i + 1)), t = table[i];
+        table[i] = table[j], table[j] = t;
+    }
+    fj_CUdeviceptr *dst[2] = {&r->dpool_k, &r->dpool_v};
+    const uint16_t *src[2] = {r->hk, r->hv};
+    const int64_t *stride[2] = {a->k_stride, a->v_stride};
+    for (int x = 0; x < 2 && st == FAJIT_OK; x++) {
+        uint16_t nan16 = p->dtype == FAJIT_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
+        for (size_t e = 0; e < elems; e++) pool[e] = nan16;
+        for (int b = 0; b < p->batch; b++)
+            for (int h = 0; h < hkv; h++)
+                for (int j = 0; j < p->seqlen_k; j++) {
+                    size_t page = (size_t)table[b * max_pages + j / ps];
+                    memcpy(pool + page * page_elems + ((size_t)(j % ps) * hkv + h) * dim,
+                           src[x] + b * stride[x][0] + h * stride[x][1] + j * stride[x][2], 2 * (size_t)dim);
+                }
+        if ((st = check_alloc(r, dst[x], (int64_t)(2 * elems), x ? "V pool" : "K pool")) == FAJIT_OK)
+            st = check_cuda(r->cu->cuMemcpyHtoD(*dst[x], pool, 2 * elems), "cuMemcpyHtoD(pool)");
+    }
+    size_t table_bytes = sizeof(int32_t) * (size_t)p->batch * (size_t)max_pages;
+    if (st == FAJIT_OK) st = check_alloc(r, &r->dtable, (int64_t)table_bytes, "block table");
+    if (st == FAJIT_OK) st = check_cuda(r->cu->cuMemcpyHtoD(r->dtable, table, table_bytes), "cuMemcpyHtoD(table)");
+    free(table);
+    free(pool);
+    if (st != FAJIT_OK) return st;
+    fajit_attention_args *f = &r->args;
+    f->k = r->dpool_k, f->v = r->dpool_v;
+    f->block_table = r->dtable, f->max_pages = max_pages, f->page_size = ps;
+    int64_t s[3] = {(int64_t)page_elems, dim, (int64_t)hkv * dim};
+    memcpy(f->k_stride, s, sizeof s);
+    memcpy(f->v_stride, s, sizeof s);
+    return FAJIT_OK;
+}
+
+/* The decode fields: the lengths uploaded, the splits, paged K/V, the caller's workspace when asked for. */
+static fajit_status check_decode_setup(check_run *r)
+{
+    const fj_check_problem *p = r->prob;
+    fajit_status st;
+    r->ref_args = r->args;
+    if (p->page_size > 0 && (st = check_paged_setup(r, (uint64_t)p->seqlen_k * 0x9e3779b97f4a7c15ull + r->seed)) != FAJIT_OK)
+        return st;
+    r->args.num_splits = p->num_splits;
+    if (r->hlens) {
+        size_t bytes = sizeof(int32_t) * (size_t)p->batch;
+        if ((st = check_alloc(r, &r->dlens, (int64_t)bytes, "seqlens_k")) != FAJIT_OK) return st;
+        if ((st = check_cuda(r->cu->cuMemcpyHtoD(r->dlens, r->hlens, bytes), "cuMemcpyHtoD(seqlens_k)")) != FAJIT_OK)
+            return st;
+        r->args.seqlens_k = r->dlens;
+        r->ref_args.seqlens_k = r->dlens;
+    }
+    if (!p->own_workspace) return FAJIT_OK;
+    size_t ws = 0;
+    if ((st = fajit_attention_workspace_size(r->ctx, &r->args, r->cfg, &ws)) != FAJIT_OK) return st;
+    if (ws == 0) return FAJIT_OK;
+    if ((st = check_alloc(r, &r->dws, (int64_t)ws, "workspace")) != FAJIT_OK) return st;
+    r->args.workspace = r->dws;
+    r->args.workspace_bytes = ws;
     return FAJIT_OK;
 }
 
@@ -346,7 +455,7 @@ static fajit_status check_device_setup(check_run *r)
     r->args.v = r->dv;
     r->args.o = r->do_;
     r->args.lse = r->dlse;
-    return FAJIT_OK;
+    return check_decode_setup(r);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -356,6 +465,7 @@ static fajit_status check_forward(check_run *r, const fajit_config *cfg)
 {
     fajit_status st = fajit_attention_forward(r->ctx, &r->args, cfg);
     if (st != FAJIT_OK) return fj_fail_context(st, "check: fajit_attention_forward");
+    snprintf(r->kernel, sizeof r->kernel, "%s", fajit_last_forward());
     return check_cuda(r->cu->cuCtxSynchronize(), "cuCtxSynchronize after fajit_attention_forward");
 }
 
@@ -373,7 +483,7 @@ static fajit_status check_reference_cpu(check_run *r)
     r->ref_lse_d = malloc((size_t)r->rows * sizeof(double));
     if (!r->ref_o_d || !r->ref_lse_d)
         return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld doubles", (long long)r->out_elems);
-    return fj_reference_cpu(&r->args, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
+    return fj_reference_cpu_lens(&r->ref_args, r->hlens, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
 }
 
 static fajit_status check_reference_gpu(check_run *r)
@@ -385,7 +495,7 @@ static fajit_status check_reference_gpu(check_run *r)
         return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld floats", (long long)r->out_elems);
     if ((st = check_alloc(r, &r->dref_o, r->out_elems * 4, "reference O")) != FAJIT_OK) return st;
     if ((st = check_alloc(r, &r->dref_lse, r->rows * 4, "reference LSE")) != FAJIT_OK) return st;
-    if ((st = fj_reference_gpu(r->ctx, &r->args, r->dref_o, r->dref_lse)) != FAJIT_OK) return st;
+    if ((st = fj_reference_gpu(r->ctx, &r->ref_args, r->dref_o, r->dref_lse)) != FAJIT_OK) return st;
     st = check_cuda(r->cu->cuMemcpyDtoH(r->ref_o_f, r->dref_o, (size_t)r->out_elems * 4), "cuMemcpyDtoH(ref O)");
     if (st == FAJIT_OK)
         st = check_cuda(r->cu->cuMemcpyDtoH(r->ref_lse_f, r->dref_lse, (size_t)r->rows * 4), "cuMemcpyDtoH(ref LSE)");
@@ -413,6 +523,7 @@ static fajit_status check_steps(check_run *r, const fajit_config *cfg, fj_check_
     fj_check_view vw = {&r->args, r->ho, r->o_words, r->hlse, r->lse_words,
                         r->ref_o_d, r->ref_o_f, r->ref_lse_d, r->ref_lse_f};
     fj_check_compare(&vw, res);
+    snprintf(res->kernel, sizeof res->kernel, "%s", r->kernel);
     return FAJIT_OK;
 }
 
@@ -429,6 +540,7 @@ fajit_status fj_check_run(fajit_context *ctx, const fajit_config *cfg, const fj_
     r.ctx = ctx;
     r.cu = ctx->cu;
     r.prob = prob;
+    r.cfg = cfg;
     check_tolerances(prob, opts, res);
     res->reference = check_pick_reference(prob, opts);
     res->seed = prob->seed ? prob->seed : check_fresh_seed();

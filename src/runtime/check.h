@@ -58,6 +58,14 @@ typedef struct fj_check_problem {
     fj_check_fill fill;
     int no_lse;           /* 1: pass lse = 0 to the forward and check O only */
     uint64_t seed;        /* 0 = a fresh seed for this call (reported in the result) */
+    /* decode (fajit_attention_args' grown fields) */
+    int seqlens;          /* 1: per-sequence KV lengths (seqlens_k), sequence b's by b % 5: 1, a multiple of 64
+                             (at least 64 when seqlen_k allows), seqlen_k, random in [1, seqlen_k], 0 */
+    int num_splits;       /* args->num_splits: 0 heuristic, 1 none, 2.. forced */
+    int own_workspace;    /* 1: pass a workspace of fajit_attention_workspace_size bytes (else the context's) */
+    int page_size;        /* > 0: paged K/V - the forward reads K and V from pools of pages of this many rows
+                             ([pages, page_size, Hkv, D], pages shuffled, two spare pages, unused rows NaN) through
+                             a block table; the references read the same values laid out as usual */
 } fj_check_problem;
 
 typedef struct fj_check_options {
@@ -79,6 +87,7 @@ typedef struct fj_check_result {
     double tol_rel_l2, tol_row_rel, tol_lse; /* the tolerances applied */
     fj_check_ref reference;     /* FJ_REF_CPU or FJ_REF_GPU: which one was used */
     uint64_t seed;              /* the seed used */
+    char kernel[448];           /* fajit_last_forward() after the run: which kernel(s) ran */
     char why[160];              /* on failure, the first failed criterion in words; else "" */
 } fj_check_result;
 

@@ -105,6 +105,8 @@ static fajit_status device_query(fajit_context *ctx)
     ctx->persistent_ctas = ctx->sm_count;
     const char *cap = getenv("FAJIT_PERSISTENT_CTAS");
     if (cap && atoi(cap) > 0) ctx->persistent_ctas = atoi(cap);
+    const char *pack = getenv("FAJIT_PACK_GQA");
+    ctx->pack_gqa = pack && strcmp(pack, "1") == 0;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];
@@ -182,6 +184,7 @@ void fajit_context_destroy(fajit_context *ctx)
         if (pushed && k->module) ctx->cu->cuModuleUnload(k->module);
         free(k);
     }
+    if (pushed && ctx->workspace) ctx->cu->cuMemFree(ctx->workspace);
     if (pushed) fj_context_pop(ctx);
     if (ctx->cu) ctx->cu->cuDevicePrimaryCtxRelease(ctx->cu_device);
     for (fj_choice *c = ctx->choices, *next; c; c = next) {
@@ -239,8 +242,8 @@ static fajit_status kernel_load_module(fajit_context *ctx, fajit_kernel *k, cons
     if (st != FAJIT_OK) return st;
     fj_CUresult rc = cu->cuModuleLoadData(&mod, cubin);
     if (rc != FJ_CUDA_SUCCESS) st = fj_cuda_fail(rc, "cuModuleLoadData");
-    else if ((rc = cu->cuModuleGetFunction(&fn, mod, FJ_FWD_KERNEL_NAME)) != FJ_CUDA_SUCCESS)
-        st = fj_cuda_fail(rc, "cuModuleGetFunction(\"" FJ_FWD_KERNEL_NAME "\")");
+    else if ((rc = cu->cuModuleGetFunction(&fn, mod, fj_plan_entry(&k->plan))) != FJ_CUDA_SUCCESS)
+        st = fj_cuda_fail(rc, "cuModuleGetFunction");
     else if (k->plan.smem_bytes > SMEM_DEFAULT_LIMIT &&
              (rc = cu->cuFuncSetAttribute(fn, FJ_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                           k->plan.smem_bytes)) != FJ_CUDA_SUCCESS)
@@ -349,13 +352,13 @@ static fajit_kernel *kernel_insert(fajit_context *ctx, fajit_kernel *k)
     return old;
 }
 
-/* Plan and memory-cache key of a config; *found is the cached kernel or NULL. */
-static fajit_status kernel_lookup(fajit_context *ctx, const fajit_config *cfg, fj_plan *plan, char *text,
-                                  fajit_kernel **found)
+/* Plan and memory-cache key of a config (and decode variant); *found is the cached kernel or NULL. */
+static fajit_status kernel_lookup(fajit_context *ctx, const fajit_config *cfg, unsigned variant, fj_plan *plan,
+                                  char *text, fajit_kernel **found)
 {
-    fajit_status st = fj_plan_build(cfg, plan);
+    fajit_status st = fj_plan_build_variant(cfg, variant, plan);
     if (st != FAJIT_OK) return st;
-    if (fajit_config_format(&plan->cfg, text, FJ_CONFIG_TEXT_MAX) >= FJ_CONFIG_TEXT_MAX)
+    if (fj_plan_format(plan, text, FJ_CONFIG_TEXT_MAX) >= FJ_CONFIG_TEXT_MAX)
         return fj_fail(FAJIT_ERR_INTERNAL, "context.c: canonical config text longer than %d", FJ_CONFIG_TEXT_MAX - 1);
     pthread_mutex_lock(&ctx->lock);
     *found = kernel_find(ctx, text);
@@ -387,6 +390,12 @@ static fajit_status kernel_create(fajit_context *ctx, const fj_plan *plan, const
 fajit_status fajit_kernel_get(fajit_context *ctx, const fajit_config *cfg, fajit_kernel **kernel_out,
                               fajit_cache_source *source_out)
 {
+    return fj_kernel_get_variant(ctx, cfg, 0, kernel_out, source_out);
+}
+
+fajit_status fj_kernel_get_variant(fajit_context *ctx, const fajit_config *cfg, unsigned variant,
+                                   fajit_kernel **kernel_out, fajit_cache_source *source_out)
+{
     fajit_kernel *k = NULL;
     fajit_cache_source source = FAJIT_SOURCE_MEMORY;
     fj_plan plan;
@@ -397,7 +406,7 @@ fajit_status fajit_kernel_get(fajit_context *ctx, const fajit_config *cfg, fajit
                        !ctx ? "ctx" : !cfg ? "cfg" : "kernel_out");
     *kernel_out = NULL;
     fajit_status st = fj_context_require_device(ctx, "fajit_kernel_get");
-    if (st == FAJIT_OK) st = kernel_lookup(ctx, cfg, &plan, text, &k);
+    if (st == FAJIT_OK) st = kernel_lookup(ctx, cfg, variant, &plan, text, &k);
     if (st == FAJIT_OK && !k) st = kernel_create(ctx, &plan, text, &k, &source);
     if (st != FAJIT_OK) return st;
     *kernel_out = k;
@@ -466,4 +475,31 @@ fajit_status fj_context_choice_add(fajit_context *ctx, const char *key, const fa
     pthread_mutex_unlock(&ctx->lock);
     if (old) free(c);
     return FAJIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The context's split-KV workspace
+ * ------------------------------------------------------------------------------------------------- */
+fajit_status fj_context_workspace(fajit_context *ctx, size_t bytes, fj_CUdeviceptr *ptr_out)
+{
+    fajit_status st = FAJIT_OK;
+    pthread_mutex_lock(&ctx->lock);
+    if (ctx->workspace_bytes < bytes) {
+        size_t want = bytes + bytes / 4; /* grow with room, so a slowly growing cache does not reallocate each call */
+        fj_CUdeviceptr p = 0;
+        st = fj_context_push(ctx);
+        if (st == FAJIT_OK) {
+            if (ctx->workspace) ctx->cu->cuMemFree(ctx->workspace); /* waits for the kernels using it */
+            ctx->workspace = 0;
+            ctx->workspace_bytes = 0;
+            fj_CUresult rc = ctx->cu->cuMemAlloc(&p, want);
+            if (rc != FJ_CUDA_SUCCESS)
+                st = fj_fail_context(fj_cuda_fail(rc, "cuMemAlloc"), "the context's split-KV workspace (%zu bytes)", want);
+            else ctx->workspace = p, ctx->workspace_bytes = want;
+            fj_context_pop(ctx);
+        }
+    }
+    *ptr_out = ctx->workspace;
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }

@@ -55,6 +55,8 @@ struct fajit_context {
     int persistent_ctas;       /* CTAs of a persistent (warp-specialized) launch at most: sm_count, or
                                   $FAJIT_PERSISTENT_CTAS when set (tests force several work tiles per CTA) */
     int smem_optin;            /* largest dynamic shared memory per block after opt-in, bytes */
+    int pack_gqa;              /* $FAJIT_PACK_GQA=1: decode calls pack GQA query heads (decode.c; experimental,
+                                  off by default until measured) */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */
@@ -67,7 +69,17 @@ struct fajit_context {
     fj_tune_list tuned;        /* winners for this GPU, driver and codegen version (tune.c) */
     fj_tmap_cache tmaps;       /* TMA tensor maps of recent warp-specialized launches (tensor_map.c) */
     int tuned_loaded;          /* the tune file has been read into `tuned` */
+    fj_CUdeviceptr workspace;  /* split-KV partials of forwards without a workspace of their own (decode.c), */
+    size_t workspace_bytes;    /* grown on demand under `lock`, freed with the context */
 };
+
+/* A kernel for a config and decode variant (FJ_VARIANT_* of codegen.h; 0 = fajit_kernel_get). */
+fajit_status fj_kernel_get_variant(fajit_context *ctx, const fajit_config *cfg, unsigned variant,
+                                   fajit_kernel **kernel_out, fajit_cache_source *source_out);
+
+/* The context's workspace, grown to at least `bytes` (freeing the old one first: cuMemFree waits for the
+ * device). Not stream-ordered: forwards on several streams that use it at once race (fajit.h). */
+fajit_status fj_context_workspace(fajit_context *ctx, size_t bytes, fj_CUdeviceptr *ptr_out);
 
 /* Make the context's CUDA context current on this thread (push) / restore the previous one (pop). */
 fajit_status fj_context_push(const fajit_context *ctx);

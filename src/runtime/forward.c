@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "context.h"
+#include "decode.h"
 #include "error.h"
 #include "tensor_map.h"
 
@@ -166,7 +167,7 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
 {
     fajit_status st;
     if (!args) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args = NULL: fajit_attention_forward needs arguments");
-    if ((st = check_shape(args)) || (st = check_memory(args))) return st;
+    if ((st = check_shape(args)) || (st = check_memory(args)) || (st = fj_decode_validate(args))) return st;
     return cfg ? check_config(args, cfg) : FAJIT_OK;
 }
 
@@ -282,10 +283,11 @@ static _Thread_local char t_last_forward[FJ_CONFIG_TEXT_MAX + 320];
 
 const char *fajit_last_forward(void) { return t_last_forward; }
 
+void fj_forward_set_last(const char *text) { snprintf(t_last_forward, sizeof t_last_forward, "%s", text); }
+
 /* The kernel for args without a given config on `path` (AUTO: the device's best): cached per shape class
  * and path, else heuristic + fajit_kernel_get. */
-static fajit_status forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_arch path,
-                                   fajit_kernel **k)
+fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_arch path, fajit_kernel **k)
 {
     char key[FJ_CHOICE_KEY_MAX];
     fajit_shape shape;
@@ -360,7 +362,7 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
         return forward_launch(ctx, k, a, &params);
     }
     fajit_kernel *fallback = NULL;
-    fajit_status st = forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
+    fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
     if (st != FAJIT_OK) return fj_fail_context(st, "falling back from %s (%s) to the sm_80 path", k->config_text, why);
     fj_forward_params(a, &fallback->plan, &params.base);
     snprintf(t_last_forward, sizeof t_last_forward, "%s; fell back from %s: %s", fallback->config_text,
@@ -375,7 +377,9 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_attention_forward needs a context");
     fajit_status st = fj_forward_validate(args, cfg);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
-    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
-    if (st == FAJIT_OK) st = forward_run(ctx, k, args);
+    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
+    int handled = 0;
+    if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, &handled);
+    if (st == FAJIT_OK && !handled) st = forward_run(ctx, k, args);
     return st;
 }

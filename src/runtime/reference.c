@@ -56,6 +56,7 @@ double fj_reference_scale(const fajit_attention_args *a)
 typedef struct ref_job {
     const fajit_attention_args *a;
     const uint16_t *q, *k, *v;
+    const int32_t *lens; /* per-sequence KV lengths, or NULL */
     double *o, *lse;
     double scale;
     int64_t items_per_head; /* ceil(Nq / REF_ROWS) */
@@ -71,12 +72,23 @@ typedef struct ref_scratch {
     int cur_b, cur_hk;
 } ref_scratch;
 
-/* Keys query row i may see: [0, n) with n = Nk, or min(Nk, i + Nk - Nq + 1) under the causal mask. */
-static int64_t ref_keys_seen(const fajit_attention_args *a, int64_t i)
+/* Keys of sequence b: lens[b] clamped to [0, Nk], or Nk. */
+static int64_t ref_seq_keys(const ref_job *job, int b)
 {
-    if (!a->causal) return a->seqlen_k;
-    int64_t n = i + (int64_t)a->seqlen_k - a->seqlen_q + 1;
-    return n < 0 ? 0 : (n > a->seqlen_k ? a->seqlen_k : n);
+    int64_t nk = job->a->seqlen_k;
+    if (!job->lens) return nk;
+    int64_t n = job->lens[b];
+    return n < 0 ? 0 : (n > nk ? nk : n);
+}
+
+/* Keys query row i of sequence b may see: [0, n) with n = its keys L, or min(L, i + L - Nq + 1) under
+ * the causal mask (bottom-right aligned per sequence). */
+static int64_t ref_keys_seen(const ref_job *job, int b, int64_t i)
+{
+    int64_t len = ref_seq_keys(job, b);
+    if (!job->a->causal) return len;
+    int64_t n = i + len - job->a->seqlen_q + 1;
+    return n < 0 ? 0 : (n > len ? len : n);
 }
 
 static void ref_row(const ref_job *job, ref_scratch *sc, int64_t n_keys, double *orow, double *lse)
@@ -145,7 +157,7 @@ static void ref_item(const ref_job *job, ref_scratch *sc, int64_t item)
         const uint16_t *qr = job->q + b * a->q_stride[0] + h * a->q_stride[1] + i * a->q_stride[2];
         for (int d = 0; d < dim; d++) sc->qf[d] = fj_half_to_f32(a->dtype, qr[d]);
         int64_t row = unit * a->seqlen_q + i;
-        ref_row(job, sc, ref_keys_seen(a, i), job->o + row * dim, job->lse ? job->lse + row : NULL);
+        ref_row(job, sc, ref_keys_seen(job, b, i), job->o + row * dim, job->lse ? job->lse + row : NULL);
     }
 }
 
@@ -190,12 +202,18 @@ static int ref_thread_count(const fajit_attention_args *a, int64_t n_items)
 fajit_status fj_reference_cpu(const fajit_attention_args *args, const uint16_t *q, const uint16_t *k,
                               const uint16_t *v, double *o, double *lse)
 {
+    return fj_reference_cpu_lens(args, NULL, q, k, v, o, lse);
+}
+
+fajit_status fj_reference_cpu_lens(const fajit_attention_args *args, const int32_t *lens, const uint16_t *q,
+                                   const uint16_t *k, const uint16_t *v, double *o, double *lse)
+{
     fajit_status st = fj_reference_check_args(args, 0);
     if (st != FAJIT_OK) return st;
     if (!q || !k || !v || !o)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_reference_cpu: q, k, v and o must not be NULL");
 
-    ref_job job = {.a = args, .q = q, .k = k, .v = v, .o = o, .lse = lse, .scale = fj_reference_scale(args)};
+    ref_job job = {.a = args, .q = q, .k = k, .v = v, .lens = lens, .o = o, .lse = lse, .scale = fj_reference_scale(args)};
     job.items_per_head = (args->seqlen_q + REF_ROWS - 1) / REF_ROWS;
     job.n_items = (int64_t)args->batch * args->heads_q * job.items_per_head;
     atomic_init(&job.next, 0);

@@ -37,9 +37,15 @@ double fj_reference_scale(const fajit_attention_args *args);
 fajit_status fj_reference_cpu(const fajit_attention_args *args, const uint16_t *q, const uint16_t *k,
                               const uint16_t *v, double *o, double *lse);
 
+/* The same with per-sequence KV lengths (fajit_attention_args.seqlens_k on the host): sequence b sees
+ * keys [0, lens[b]) (clamped to [0, seqlen_k]), causal bottom-right aligned per sequence. lens NULL =
+ * fj_reference_cpu. args->seqlens_k is ignored. */
+fajit_status fj_reference_cpu_lens(const fajit_attention_args *args, const int32_t *lens, const uint16_t *q,
+                                   const uint16_t *k, const uint16_t *v, double *o, double *lse);
+
 /*
  * GPU fp32 reference on the device of ctx, on args->stream. Reads args->q, k, v (device pointers with
- * args' strides); writes fp32 O (B*Hq*Nq*D floats) to o_f32 and fp32 LSE to lse_f32 (0 = none).
+ * args' strides; args->seqlens_k, when set, is read as the per-sequence KV lengths); writes fp32 O (B*Hq*Nq*D floats) to o_f32 and fp32 LSE to lse_f32 (0 = none).
  * head_dim must be a multiple of 8 and at most 256. The NVRTC cubin is compiled once per process for
  * each (sm, head_dim); the module is loaded for the call and unloaded after it, so the call is
  * synchronous (it returns when the results are written). Needs NVRTC and libcuda.

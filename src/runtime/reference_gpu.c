@@ -35,7 +35,7 @@ static const char *const k_ref_source_parts[] = {
     "#define QLD (HEAD_DIM + 1) /* padded smem rows: no bank conflicts */\n"
     "#define NEG_INF (-__int_as_float(0x7f800000))\n"
     "struct fj_ref_params {\n"
-    "    unsigned long long q, k, v, o, lse;\n"
+    "    unsigned long long q, k, v, o, lse, lens;\n"
     "    long long qs[3], ks[3], vs[3];\n"
     "    int nq, nk, hq, group;\n"
     "    float scale;\n"
@@ -77,12 +77,14 @@ static const char *const k_ref_source_parts[] = {
     "        qs[rr * QLD + d] = i0 + rr < p.nq ? ld_elem(qg + (i0 + rr) * p.qs[2] + d, p.bf16) : 0.f;\n"
     "    }\n"
     "    /* keys seen: row i sees j < i + nk - nq + 1 under the causal mask (bottom-right aligned) */\n"
-    "    const long long shift = (long long)p.nk - p.nq;\n"
-    "    long long row_end = p.nk, blk_end = p.nk;\n"
+    "    long long nk = p.nk; /* this sequence's keys: lens[b] clamped to [0, nk] */\n"
+    "    if (p.lens) { long long L = ((const int *)p.lens)[b]; nk = L < 0 ? 0 : (L > nk ? nk : L); }\n"
+    "    const long long shift = nk - p.nq;\n"
+    "    long long row_end = nk, blk_end = nk;\n"
     "    if (p.causal) {\n"
     "        long long last = (i0 + BM < p.nq ? i0 + BM : p.nq) - 1;\n"
-    "        row_end = i + shift + 1 < 0 ? 0 : (i + shift + 1 > p.nk ? p.nk : i + shift + 1);\n"
-    "        blk_end = last + shift + 1 < 0 ? 0 : (last + shift + 1 > p.nk ? p.nk : last + shift + 1);\n"
+    "        row_end = i + shift + 1 < 0 ? 0 : (i + shift + 1 > nk ? nk : i + shift + 1);\n"
+    "        blk_end = last + shift + 1 < 0 ? 0 : (last + shift + 1 > nk ? nk : last + shift + 1);\n"
     "    }\n"
     "    if (i >= p.nq) row_end = 0;\n"
     "    float m = NEG_INF, l = 0.f, acc[DPT];\n"
@@ -157,7 +159,7 @@ const char *fj_reference_gpu_source(void)
 
 /* Host mirror of struct fj_ref_params above (same order, sizes and alignment). */
 typedef struct ref_params {
-    uint64_t q, k, v, o, lse;
+    uint64_t q, k, v, o, lse, lens;
     int64_t qs[3], ks[3], vs[3];
     int32_t nq, nk, hq, group;
     float scale;
@@ -249,6 +251,7 @@ static ref_params ref_params_from(const fajit_attention_args *a, uint64_t o, uin
     p.v = a->v;
     p.o = o;
     p.lse = lse;
+    p.lens = a->seqlens_k;
     memcpy(p.qs, a->q_stride, sizeof p.qs);
     memcpy(p.ks, a->k_stride, sizeof p.ks);
     memcpy(p.vs, a->v_stride, sizeof p.vs);

@@ -30,6 +30,10 @@ static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128},
 static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
                                            {NULL, 0}};
 static const choice k_on_off_choices[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
+/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa (joined with '+') */
+static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2}, {"combine", 4}, {"packgqa", 8}, {"paged", 16},
+                                           {NULL, 0}};
+
 
 /* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
 static int parse_choice(const char *flag, const char *text, const choice *list, const char *rule, int *out)
@@ -42,6 +46,28 @@ static int parse_choice(const char *flag, const char *text, const choice *list, 
     }
     fprintf(stderr, "fagen: %s %s: must be %s\n", flag, text, rule);
     return FAGEN_ARG_ERROR;
+}
+
+/* "word+word+...": the sum of the words' values (each once). */
+static int parse_variant(const char *flag, const char *text, unsigned *out)
+{
+    char word[32];
+    *out = 0;
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "+");
+        int v = 0;
+        snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), p);
+        if (parse_choice(flag, word, k_variant_choices, "seqlens, split, packgqa, paged (joined with +) or combine", &v) !=
+            FAGEN_ARG_TAKEN)
+            return FAGEN_ARG_ERROR;
+        if (*out & (unsigned)v) {
+            fprintf(stderr, "fagen: %s %s: %s twice\n", flag, text, word);
+            return FAGEN_ARG_ERROR;
+        }
+        *out |= (unsigned)v;
+        p += n + (p[n] == '+');
+    }
+    return *out ? FAGEN_ARG_TAKEN : FAGEN_ARG_ERROR;
 }
 
 int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out)
@@ -261,6 +287,10 @@ static int parse_common_flag(int argc, char **argv, int *i, unsigned opts, fagen
     if ((opts & FAGEN_OPT_SM) && strcmp(flag, "--sm") == 0) {
         a->sm = fagen_flag_value(argc, argv, i, flag, sizeof flag);
         return a->sm ? FAGEN_ARG_TAKEN : FAGEN_ARG_ERROR;
+    }
+    if ((opts & FAGEN_OPT_VARIANT) && strcmp(flag, "--variant") == 0) {
+        const char *t = fagen_flag_value(argc, argv, i, flag, sizeof flag);
+        return t ? parse_variant(flag, t, &a->variant) : FAGEN_ARG_ERROR;
     }
     return FAGEN_ARG_NOT_MINE;
 }

@@ -17,7 +17,8 @@
 enum {
     FAGEN_OPT_VERBOSE = 1u << 0, /* -v [0|1|2] */
     FAGEN_OPT_OUTPUT = 1u << 1,  /* -o FILE */
-    FAGEN_OPT_SM = 1u << 2       /* --sm sm_XX */
+    FAGEN_OPT_SM = 1u << 2,      /* --sm sm_XX */
+    FAGEN_OPT_VARIANT = 1u << 3  /* --variant seqlens+split+packgqa (any of them) or combine (FJ_VARIANT_* bits) */
 };
 
 typedef struct fagen_args {
@@ -25,6 +26,7 @@ typedef struct fagen_args {
     int verbosity;        /* -v N (bare -v = 1); 0 if not given */
     const char *out_path; /* -o FILE, or NULL */
     const char *sm;       /* --sm NAME, or NULL */
+    unsigned variant;     /* --variant: FJ_VARIANT_* bits (codegen.h), 0 = the plain kernel */
     int help;             /* --help / -h was given */
 } fagen_args;
 

@@ -5,6 +5,8 @@
  *               [config flags] [--reps N] [--warmup N] [--device N] [--untuned]
  *   fagen bench --grid first [config flags]   D 64/128/256 x N 4k/16k (B*N = 16384, H*D = 2048), both masks
  *   fagen bench --latency [config flags]      getting a kernel: cold in a new process, then a disk hit in another
+ *   fagen bench --grid decode [--splits N]    the decode table of issue 11 (B/Hq/Hkv/Nk 1/32/32/32k, 1/32/8/128k,
+ *                                             8/32/8/8k, 64/32/8/2k, 1/8/1/512k) x Nq 1, 4, 16; D 128 (or --headdim)
  *
  * Timing: `warmup` calls, then `reps` (>= 20) calls each between two CUDA events on the default
  * stream; the median is reported. Inputs rotate over as many Q/K/V/O sets as it takes to pass 256 MB
@@ -16,6 +18,9 @@
  * heuristic; the last column says which: "tuned", "heuristic", "flags+tuned" (tile flags, the rest
  * from the winner) or "flags" (tile flags, the rest from the heuristic). --untuned ignores the
  * winners (the context is made without a disk cache, hence without the tune file), to compare the two.
+ * Decode shapes (--grid decode, or any run with --splits or --page-size) report GB/s of K + V read, each KV head counted
+ * once (2 x B x Hkv x Nk x D x 2 bytes / t), and the kernel(s) the forward ran (fajit_last_forward: the
+ * decode variant, its splits and the combine kernel; on sm_90a the sm_80 fallback).
  */
 #include <ftw.h>
 #include <stddef.h>
@@ -42,12 +47,16 @@ typedef struct bench_cli {
     fajit_config user; /* config flags; zeros = heuristic */
     int batch, heads, heads_kv, seqlen, seqlen_k, bnhd;
     int reps, warmup, device, grid_first, latency, untuned, help;
+    int splits, grid_decode; /* --splits: args->num_splits, -1 = not given (the heuristic); --grid decode */
+    int page_size;           /* --page-size: paged K/V (0 = contiguous) */
 } bench_cli;
 
 typedef struct bench_shape {
     int b, hq, hkv, nq, nk, d, causal;
     fajit_dtype dtype;
     int bnhd;
+    int splits; /* args->num_splits */
+    int page_size; /* paged K/V: pools of pages of this many rows, shuffled (0 = contiguous) */
 } bench_shape;
 
 typedef struct bench_result {
@@ -56,6 +65,7 @@ typedef struct bench_result {
     fajit_config cfg;
     const char *source; /* "tuned", "heuristic", "flags+tuned" or "flags" */
     fajit_kernel_info info;
+    char ran[448]; /* fajit_last_forward() after the timed calls */
 } bench_result;
 
 static double now_ms(void)
@@ -84,6 +94,10 @@ static void bench_usage(FILE *f)
           "  --reps N                       timed calls (>= 20, default 30)\n"
           "  --warmup N                     untimed calls first (default 10)\n"
           "  --grid first                   D 64/128/256 x N 4096/16384, B*N = 16384, H*D = 2048, both masks\n"
+          "  --grid decode                  B/Hq/Hkv/Nk 1/32/32/32k, 1/32/8/128k, 8/32/8/8k, 64/32/8/2k, 1/8/1/512k x\n"
+          "                                 Nq 1, 4, 16 (D 128 unless --headdim; --causal for causal): GB/s of K + V\n"
+          "  --splits N                     split-KV: 0 the heuristic (default), 1 none, 2..128 forced; reports GB/s\n"
+          "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16) in a shuffled block table\n"
           "  --latency                      time getting a kernel: a new process with empty caches (PTX generation,\n"
           "                                 compiler load, compile), then a disk-cache hit in another new process\n"
           "  --untuned                      ignore tuned winners (fagen tune): the built-in heuristic only\n"
@@ -106,6 +120,8 @@ static int bench_int_flag(int argc, char **argv, int *i, bench_cli *o)
         {"--reps", offsetof(bench_cli, reps), BENCH_MIN_REPS, 100000},
         {"--warmup", offsetof(bench_cli, warmup), 0, 100000},
         {"--device", offsetof(bench_cli, device), 0, 1023},
+        {"--splits", offsetof(bench_cli, splits), 0, FAJIT_MAX_SPLITS},
+        {"--page-size", offsetof(bench_cli, page_size), 16, 1 << 20},
     };
     return fagen_parse_int_flag(argc, argv, i, k_ints, sizeof k_ints / sizeof k_ints[0], o);
 }
@@ -120,10 +136,11 @@ static int bench_word_flag(int argc, char **argv, int *i, bench_cli *o)
     const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
     if (!val) return FAGEN_ARG_ERROR;
     if (is_grid && strcmp(val, "first") == 0) o->grid_first = 1;
+    else if (is_grid && strcmp(val, "decode") == 0) o->grid_decode = 1;
     else if (is_layout && strcmp(val, "bhnd") == 0) o->bnhd = 0;
     else if (is_layout && strcmp(val, "bnhd") == 0) o->bnhd = 1;
     else {
-        fprintf(stderr, "fagen: %s %s: must be %s\n", flag, val, is_grid ? "first" : "bhnd or bnhd");
+        fprintf(stderr, "fagen: %s %s: must be %s\n", flag, val, is_grid ? "first or decode" : "bhnd or bnhd");
         return FAGEN_ARG_ERROR;
     }
     return FAGEN_ARG_TAKEN;
@@ -132,6 +149,7 @@ static int bench_word_flag(int argc, char **argv, int *i, bench_cli *o)
 static int bench_parse(int argc, char **argv, bench_cli *o)
 {
     memset(o, 0, sizeof *o);
+    o->splits = -1;
     o->reps = 30;
     o->warmup = 10;
     for (int i = 1; i < argc; i++) {
@@ -158,7 +176,7 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
         }
         if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
     }
-    if (o->grid_first && o->latency) {
+    if ((o->grid_first || o->grid_decode) && o->latency) {
         fprintf(stderr, "fagen: --grid and --latency: give one of them\n");
         return FAGEN_EXIT_USAGE;
     }
@@ -170,7 +188,8 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
 typedef struct bench_sets {
     int n;
     fajit_attention_args args[BENCH_MAX_SETS];
-    fj_CUdeviceptr mem[BENCH_MAX_SETS][4]; /* q, k, v, o */
+    fj_CUdeviceptr mem[BENCH_MAX_SETS][4]; /* q, k, v, o (paged: k, v are the pools) */
+    fj_CUdeviceptr table;                  /* paged: one shuffled block table for every set */
 } bench_sets;
 
 static void bench_sets_free(const fj_cuda_api *cu, bench_sets *s)
@@ -178,6 +197,8 @@ static void bench_sets_free(const fj_cuda_api *cu, bench_sets *s)
     for (int i = 0; i < s->n; i++)
         for (int t = 0; t < 4; t++)
             if (s->mem[i][t]) cu->cuMemFree(s->mem[i][t]);
+    if (s->table) cu->cuMemFree(s->table);
+    s->table = 0;
     s->n = 0;
 }
 
@@ -190,7 +211,38 @@ static fajit_attention_args bench_args(const bench_shape *s)
     a.seqlen_q = s->nq, a.seqlen_k = s->nk, a.head_dim = s->d, a.causal = s->causal;
     if (s->bnhd) fajit_args_set_bnhd_strides(&a);
     else fajit_args_set_bhnd_strides(&a);
+    a.num_splits = s->splits;
     return a;
+}
+
+/* Paged K/V: one block table (a shuffled permutation of the pool's pages) for every set, whose args then
+ * read K and V as pools of [pages, page_size, Hkv, D]. The context is current. */
+static fajit_status bench_paged(const fj_cuda_api *cu, const bench_shape *s, int max_pages, bench_sets *sets)
+{
+    size_t n = (size_t)s->b * (size_t)max_pages;
+    int32_t *table = malloc(sizeof(int32_t) * n);
+    if (!table) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: block table of %zu entries", n);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < n; i++) table[i] = (int32_t)i;
+    for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates, xorshift */
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        size_t j = (size_t)(x % (i + 1));
+        int32_t t = table[i];
+        table[i] = table[j], table[j] = t;
+    }
+    fj_CUresult rc = cu->cuMemAlloc(&sets->table, sizeof(int32_t) * n);
+    if (rc == 0) rc = cu->cuMemcpyHtoD(sets->table, table, sizeof(int32_t) * n);
+    free(table);
+    if (rc != 0) return fj_cuda_fail(rc, "bench: the block table");
+    int64_t st[3] = {(int64_t)s->page_size * s->hkv * s->d, s->d, (int64_t)s->hkv * s->d};
+    for (int i = 0; i < sets->n; i++) {
+        fajit_attention_args *a = &sets->args[i];
+        a->struct_size = sizeof *a;
+        a->block_table = sets->table, a->max_pages = max_pages, a->page_size = s->page_size;
+        memcpy(a->k_stride, st, sizeof st);
+        memcpy(a->v_stride, st, sizeof st);
+    }
+    return FAJIT_OK;
 }
 
 /* Allocate and fill sets until they span BENCH_ROTATE_BYTES (at least one; fewer if memory runs out).
@@ -198,6 +250,8 @@ static fajit_attention_args bench_args(const bench_shape *s)
 static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s, bench_sets *sets)
 {
     size_t q_bytes = (size_t)s->b * s->hq * s->nq * s->d * 2, kv_bytes = (size_t)s->b * s->hkv * s->nk * s->d * 2;
+    int max_pages = s->page_size ? (s->nk + s->page_size - 1) / s->page_size : 0;
+    if (s->page_size) kv_bytes = (size_t)s->b * max_pages * s->page_size * s->hkv * s->d * 2; /* whole pages */
     size_t bytes[4] = {q_bytes, kv_bytes, kv_bytes, q_bytes};
     double set_bytes = 2.0 * (double)(q_bytes + kv_bytes);
     int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
@@ -226,7 +280,7 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
     }
     free(host);
     if (sets->n == 0) return fj_cuda_fail(rc, "cuMemAlloc (bench inputs)");
-    return FAJIT_OK;
+    return s->page_size ? bench_paged(cu, s, max_pages, sets) : FAJIT_OK;
 }
 
 /* ---- timing ----------------------------------------------------------------------------------- */
@@ -302,6 +356,7 @@ static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const ben
     }
     st = bench_sets_make(ctx->cu, s, sets);
     if (st == FAJIT_OK) st = bench_loop(ctx, sets, &res->cfg, o->warmup, o->reps, ms);
+    if (st == FAJIT_OK) snprintf(res->ran, sizeof res->ran, "%s", fajit_last_forward());
     if (st == FAJIT_OK) {
         res->sets = sets->n;
         res->median_ms = fj_sort_median(ms, o->reps);
@@ -330,6 +385,24 @@ static void bench_print(const bench_shape *s, const bench_result *r)
              s->causal ? " causal" : "", s->bnhd ? " bnhd" : "");
     printf("%-46s %-28s %9.3f %9.3f %8.1f %4d %6d %5d %4d  %s\n", cfg, shape, r->median_ms, r->min_ms, r->tflops,
            r->sets, r->info.smem_bytes, r->info.registers, r->info.spill_bytes, r->source);
+    fflush(stdout);
+}
+
+/* Decode shapes: GB/s of K + V (each KV head once) and what ran. */
+static void bench_print_decode_header(void)
+{
+    printf("%-30s %9s %9s %8s %8s  %s\n", "shape", "median ms", "min ms", "GB/s KV", "TFLOP/s", "kernel(s) run");
+}
+
+static void bench_print_decode(const bench_shape *s, const bench_result *r)
+{
+    char shape[96];
+    double kv_bytes = 2.0 * s->b * s->hkv * (double)s->nk * s->d * 2.0;
+    snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
+             s->causal ? " causal" : "");
+    if (s->page_size) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " p%d", s->page_size);
+    printf("%-30s %9.4f %9.4f %8.0f %8.1f  %s\n", shape, r->median_ms, r->min_ms, kv_bytes / (r->median_ms * 1e-3) / 1e9,
+           r->tflops, r->ran);
     fflush(stdout);
 }
 
@@ -488,6 +561,8 @@ static bench_shape shape_from_flags(const bench_cli *o, int d, int n, int causal
     s.hkv = o->heads_kv && !o->grid_first ? o->heads_kv : s.hq;
     s.causal = causal;
     s.bnhd = o->bnhd;
+    s.splits = o->splits > 0 ? o->splits : 0;
+    s.page_size = o->page_size;
     return s;
 }
 
@@ -496,8 +571,26 @@ static int bench_one(fajit_context *ctx, const bench_cli *o, const bench_shape *
     bench_result r;
     fajit_status st = bench_time(ctx, o, s, &r);
     if (st != FAJIT_OK) return fagen_report_status(st, "bench");
-    bench_print(s, &r);
+    if (o->grid_decode || o->splits >= 0 || o->page_size) bench_print_decode(s, &r);
+    else bench_print(s, &r);
     return FAGEN_EXIT_OK;
+}
+
+/* The decode rows of issue 11 (B, Hq, Hkv, Nk) x Nq 1, 4, 16. */
+static int bench_grid_decode(fajit_context *ctx, const bench_cli *o)
+{
+    static const int rows[][4] = {{1, 32, 32, 32768}, {1, 32, 8, 131072}, {8, 32, 8, 8192}, {64, 32, 8, 2048},
+                                  {1, 8, 1, 524288}};
+    static const int nqs[] = {1, 4, 16};
+    int rc = FAGEN_EXIT_OK;
+    for (int ni = 0; ni < 3; ni++)
+        for (int ri = 0; ri < 5; ri++) {
+            bench_shape s = shape_from_flags(o, o->user.head_dim ? o->user.head_dim : 128, nqs[ni], o->user.causal);
+            s.b = rows[ri][0], s.hq = rows[ri][1], s.hkv = rows[ri][2], s.nk = rows[ri][3];
+            int r = bench_one(ctx, o, &s);
+            if (r != FAGEN_EXIT_OK) rc = r;
+        }
+    return rc;
 }
 
 static int bench_grid_first(fajit_context *ctx, const bench_cli *o)
@@ -538,8 +631,11 @@ int fagen_cmd_bench(int argc, char **argv)
     printf("tuned winners: %s\n", o.untuned ? "ignored (--untuned)"
                                   : fajit_context_tune_file(ctx)[0] ? fajit_context_tune_file(ctx)
                                                                      : "none (the disk cache is off)");
-    bench_print_header();
-    if (o.grid_first) {
+    if (o.grid_decode || o.splits >= 0 || o.page_size) bench_print_decode_header();
+    else bench_print_header();
+    if (o.grid_decode) {
+        rc = bench_grid_decode(ctx, &o);
+    } else if (o.grid_first) {
         rc = bench_grid_first(ctx, &o);
     } else {
         bench_shape s = shape_from_flags(&o, o.user.head_dim ? o.user.head_dim : 128, o.seqlen ? o.seqlen : 4096,

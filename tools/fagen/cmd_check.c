@@ -4,6 +4,8 @@
  *
  *   fagen check [--quick] [--dtype f16|bf16] [--headdim D] [--causal] [--br N --bc N --stages N
  *               --swizzle S --warps N --arch A] [--device N] [--seed S]
+ *               [--batch B --heads-q H --heads-kv H --seqlen-q N --seqlen-k N] [--splits S] [--seqlens] [--workspace]
+ *               [--page-size N]
  *
  * Grid: dtype {f16, bf16} x D {64, 96, 128, 192, 256} x {non-causal, causal} x configs (the heuristic
  * and a list of tile shapes, or the one config given by tile flags) x shapes (N = 1, 17, 1000,
@@ -11,6 +13,9 @@
  * growing along the keys with spikes, FJ_FILL_GROWING, which takes every rescale path).
  * Configs that fajit_config_check rejects or the device cannot fit are skipped and counted. One line
  * per run, then a summary with the worst errors. Exit 0 all passed, 1 a failure (or no GPU), 2 bad flags.
+ * Decode: a shape flag replaces the shapes by one (unset ones: B 5, Hq 8, Hkv 2, Nq 1, Nk 4096); --splits,
+ * --seqlens (per-sequence KV lengths: 1, a multiple of 64, Nk, random, 0 by sequence) and --workspace (the
+ * caller's workspace) apply to every shape; each line then names the kernel(s) the forward ran.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -68,6 +73,10 @@ typedef struct check_cli {
     fajit_config user; /* config flags; zeros = not given */
     int quick, device, help;
     uint64_t seed;     /* 0 = fresh seeds */
+    int batch, heads_q, heads_kv, seqlen_q, seqlen_k; /* one shape instead of the list (0 = not given) */
+    int splits;        /* args->num_splits, -1 = not given (0: the heuristic) */
+    int seqlens, workspace;
+    int page_size;     /* paged K/V (0 = contiguous) */
 } check_cli;
 
 /* ---- results ---------------------------------------------------------------------------------- */
@@ -88,7 +97,7 @@ static void worst_update(check_worst *w, double v, const char *cfg, const char *
 {
     if (v > w->value || (v != v && w->value == w->value)) {
         w->value = v;
-        snprintf(w->where, sizeof w->where, "%s | %s", cfg, shape);
+        snprintf(w->where, sizeof w->where, "%.100s | %.88s", cfg, shape); /* fits 192 */
     }
 }
 
@@ -101,7 +110,13 @@ static void check_usage(FILE *f)
           "reference (CPU float64 for small problems, else an fp32 GPU kernel compared in double).\n\n"
           "  --quick                        D 64/128/256, the heuristic and one tile shape per path, 6 shapes\n"
           "  --device N                     CUDA device ordinal (default 0)\n"
-          "  --seed S                       base seed (default: fresh random inputs on every run)\n\n"
+          "  --seed S                       base seed (default: fresh random inputs on every run)\n"
+          "  --batch B --heads-q H --heads-kv H --seqlen-q N --seqlen-k N\n"
+          "                                 one shape instead of the list (unset: B 5, Hq 8, Hkv 2, Nq 1, Nk 4096)\n"
+          "  --splits S                     split-KV: 0 the heuristic, 1 none, 2..128 forced (every shape)\n"
+          "  --seqlens                      per-sequence KV lengths by sequence: 1, a multiple of 64, Nk, random, 0\n"
+          "  --workspace                    pass the caller's workspace (fajit_attention_workspace_size bytes)\n"
+          "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16), shuffled, via a block table\n\n"
           "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only, --arch\n"
           "keeps that path's configs; any tile flag (--br --bc --stages --swizzle --warps --col-warps --overlap\n"
           "--pingpong) replaces the list of configs by that one (its other fields from the heuristic):\n",
@@ -125,9 +140,25 @@ static int check_parse_u64(const char *flag, const char *text, uint64_t *out)
     return FAGEN_ARG_TAKEN;
 }
 
+/* The decode shape and split flags. */
+static int check_int_flag(int argc, char **argv, int *i, check_cli *o)
+{
+    static const fagen_int_flag k_ints[] = {
+        {"--batch", offsetof(check_cli, batch), 1, 65535},
+        {"--heads-q", offsetof(check_cli, heads_q), 1, 65535},
+        {"--heads-kv", offsetof(check_cli, heads_kv), 1, 65535},
+        {"--seqlen-q", offsetof(check_cli, seqlen_q), 1, 1 << 24},
+        {"--seqlen-k", offsetof(check_cli, seqlen_k), 1, 1 << 24},
+        {"--splits", offsetof(check_cli, splits), 0, FAJIT_MAX_SPLITS},
+        {"--page-size", offsetof(check_cli, page_size), 16, 1 << 20},
+    };
+    return fagen_parse_int_flag(argc, argv, i, k_ints, sizeof k_ints / sizeof k_ints[0], o);
+}
+
 static int check_parse(int argc, char **argv, check_cli *o)
 {
     memset(o, 0, sizeof *o);
+    o->splits = -1;
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *w = argv[i], *val;
@@ -138,6 +169,12 @@ static int check_parse(int argc, char **argv, check_cli *o)
         }
         if (strcmp(w, "--quick") == 0) {
             o->quick = 1;
+        } else if (strcmp(w, "--seqlens") == 0) {
+            o->seqlens = 1;
+        } else if (strcmp(w, "--workspace") == 0) {
+            o->workspace = 1;
+        } else if ((r = check_int_flag(argc, argv, &i, o)) != FAGEN_ARG_NOT_MINE) {
+            /* taken or an error, below */
         } else if (fagen_flag_is(w, "--device")) {
             val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
             r = val ? fagen_parse_int(flag, val, 0, 1023, &o->device) : FAGEN_ARG_ERROR;
@@ -228,6 +265,28 @@ static void shape_text(const check_shape *s, char *buf, size_t size)
              s->layout == FJ_LAYOUT_BNHD ? " bnhd" : "");
 }
 
+/* Any decode flag given: the lines name what ran. */
+static int check_decode_flags(const check_cli *o)
+{
+    return o->splits >= 0 || o->seqlens || o->workspace || o->seqlen_q || o->page_size;
+}
+
+/* The one shape of the shape flags, or NULL when none was given. */
+static const check_shape *custom_shape(const check_cli *o, check_shape *s)
+{
+    if (!o->batch && !o->heads_q && !o->heads_kv && !o->seqlen_q && !o->seqlen_k) return NULL;
+    memset(s, 0, sizeof *s);
+    s->name = "flags";
+    s->b = o->batch ? o->batch : 5;
+    s->hq = o->heads_q ? o->heads_q : 8;
+    s->hkv = o->heads_kv ? o->heads_kv : (s->hq % 2 ? s->hq : 2);
+    s->nq = o->seqlen_q ? o->seqlen_q : 1;
+    s->nk = o->seqlen_k ? o->seqlen_k : 4096;
+    s->layout = FJ_LAYOUT_BHND;
+    s->quick = 1;
+    return s;
+}
+
 /* One run: returns 0 to go on, -1 when the CUDA context is no longer usable. */
 static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c, const check_shape *s,
                      const fj_check_problem *base, check_totals *t)
@@ -239,6 +298,10 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     p.layout = s->layout, p.row_pad = s->row_pad;
     p.fill = s->growing ? FJ_FILL_GROWING : s->big ? FJ_FILL_UNIFORM : FJ_FILL_NORMAL;
     p.seed = o->seed ? seed_for(o->seed, t->runs) : 0;
+    p.num_splits = o->splits > 0 ? o->splits : 0;
+    p.seqlens = o->seqlens;
+    p.own_workspace = o->workspace;
+    p.page_size = o->page_size;
     shape_text(s, shape, sizeof shape);
     t->runs++;
     fajit_status st = fj_check_run(ctx, c->heuristic ? NULL : &c->cfg, &p, NULL, &r);
@@ -253,6 +316,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     printf("%-46s %-30s %s %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
            r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, r.pass ? "PASS" : "FAIL");
     if (!r.pass) printf(" (%s; seed %" PRIu64 ")", r.why, r.seed);
+    if (check_decode_flags(o)) printf("  ran: %s", r.kernel);
     printf("\n");
     fflush(stdout);
     if (r.pass) t->passed++;
@@ -273,7 +337,11 @@ static int check_group(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
     int n = configs_for(ctx, o, dt, dim, causal, cfgs, t);
     fj_check_problem base = fj_check_problem_default();
     base.dtype = dt, base.head_dim = dim, base.causal = causal;
-    for (int c = 0; c < n; c++)
+    check_shape one;
+    const check_shape *custom = custom_shape(o, &one);
+    for (int c = 0; c < n && custom; c++)
+        if (check_one(ctx, o, &cfgs[c], custom, &base, t) < 0) return -1;
+    for (int c = 0; c < n && !custom; c++)
         for (int s = 0; s < N_SHAPES; s++) {
             if ((o->quick && !k_shapes[s].quick) || (k_shapes[s].big && c >= 2)) continue;
             if (check_one(ctx, o, &cfgs[c], &k_shapes[s], &base, t) < 0) return -1;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "codegen/codegen.h"
 
 /* ---- output ----------------------------------------------------------------------------------- */
 
@@ -57,7 +58,11 @@ static void ptx_usage(FILE *f)
           f);
     fagen_print_config_help(f);
     fputs("  -v 0|1|2                       comments: 0 none, 1 per block, 2 teaching view (bare -v = 1)\n"
-          "  -o FILE                        write to FILE instead of stdout\n\n"
+          "  -o FILE                        write to FILE instead of stdout\n"
+          "  --variant V                    a decode variant (sm_80 path): seqlens (per-sequence KV lengths),\n"
+          "                                 split (split-KV partials), packgqa (GQA packing), any of them joined\n"
+          "                                 with + (seqlens+split), or combine (the split partials' combine\n"
+          "                                 kernel; only --dtype and --headdim count)\n\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }
@@ -68,9 +73,15 @@ int fagen_cmd_ptx(int argc, char **argv)
     char *ptx = NULL;
     size_t len = 0;
     fajit_status st;
-    int rc = parse_and_finish(argc, argv, FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT, &a, ptx_usage);
+    int rc = parse_and_finish(argc, argv, FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_VARIANT, &a, ptx_usage);
     if (rc >= 0) return rc;
-    st = fajit_generate_ptx(&a.cfg, a.verbosity, &ptx, &len);
+    if (a.variant) {
+        fj_plan plan;
+        st = fj_plan_build_variant(&a.cfg, a.variant, &plan);
+        if (st == FAJIT_OK) st = fj_generate_ptx_plan(&plan, a.verbosity, &ptx, &len);
+    } else {
+        st = fajit_generate_ptx(&a.cfg, a.verbosity, &ptx, &len);
+    }
     if (st != FAJIT_OK) return fagen_report_status(st, "generate PTX");
     rc = write_output(a.out_path, ptx, len);
     fajit_free(ptx);

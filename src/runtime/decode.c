@@ -1,0 +1,350 @@
+/*
+ * decode.c - per-sequence KV lengths and split-KV for fajit_attention_forward (see decode.h): the grown
+ * argument fields and their rules, the split heuristic, the workspace, and the launches of the decode
+ * variant and the combine kernel. On an sm_90a kernel these run the sm_80 path's variant for now, and
+ * fajit_last_forward says so.
+ */
+#include "decode.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/kernel_abi.h"
+#include "context.h"
+#include "error.h"
+#include "forward.h"
+
+#define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
+#define FJ_GRID_Z_MAX 65535
+#define FJ_WS_ALIGN 256
+#define FJ_COMBINE_ROWS_PER_CTA 4 /* combine.c: one warp per row, four warps */
+
+void fajit_attention_args_init(fajit_attention_args *args)
+{
+    if (!args) return;
+    memset(args, 0, sizeof *args);
+    args->struct_size = sizeof *args;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The grown fields
+ * ------------------------------------------------------------------------------------------------- */
+void fj_decode_read(const fajit_attention_args *a, fj_decode_args *d)
+{
+    size_t n = a->struct_size ? a->struct_size : FAJIT_ATTENTION_ARGS_SIZE_1;
+    d->seqlens_k = a->seqlens_k;
+    d->num_splits = a->num_splits;
+    d->workspace = a->workspace;
+    d->workspace_bytes = a->workspace_bytes;
+    int paged = n >= FAJIT_ATTENTION_ARGS_SIZE_2;
+    d->block_table = paged ? a->block_table : 0;
+    d->max_pages = paged ? a->max_pages : 0;
+    d->page_size = paged ? a->page_size : 0;
+}
+
+/* block_table, max_pages, page_size: all or none, and the pages cover seqlen_k. */
+static fajit_status check_paged_fields(const fajit_attention_args *a, const fj_decode_args *d)
+{
+    if (!d->block_table) {
+        if (d->max_pages || d->page_size)
+            return BAD("args->max_pages = %d, page_size = %d with args->block_table = 0: paged K/V needs the block "
+                       "table (or leave both 0)", d->max_pages, d->page_size);
+        return FAJIT_OK;
+    }
+    if (d->block_table % 4)
+        return BAD("args->block_table = 0x%" PRIx64 ": must be 4-byte aligned (a device pointer to int32 "
+                   "[batch][max_pages])", d->block_table);
+    if (d->max_pages < 1) return BAD("args->max_pages = %d: must be >= 1 with a block table", d->max_pages);
+    if (d->page_size < 16 || d->page_size % 16)
+        return BAD("args->page_size = %d: must be a positive multiple of 16 keys", d->page_size);
+    if ((long long)d->max_pages * d->page_size < a->seqlen_k)
+        return BAD("args->max_pages = %d x page_size = %d = %lld keys: less than seqlen_k = %d", d->max_pages,
+                   d->page_size, (long long)d->max_pages * d->page_size, a->seqlen_k);
+    if ((long long)a->batch * d->max_pages > INT32_MAX)
+        return BAD("args->max_pages = %d with batch = %d: the block table's %lld entries exceed 2^31 - 1", d->max_pages,
+                   a->batch, (long long)a->batch * d->max_pages);
+    return FAJIT_OK;
+}
+
+static fajit_status check_struct_size(const fajit_attention_args *a)
+{
+    size_t n = a->struct_size;
+    if (n == 0) return FAJIT_OK;
+    if (n < FAJIT_ATTENTION_ARGS_SIZE_1)
+        return BAD("args->struct_size = %zu: must be 0 or at least %zu (FAJIT_ATTENTION_ARGS_SIZE_1); call "
+                   "fajit_attention_args_init() to set it", n, (size_t)FAJIT_ATTENTION_ARGS_SIZE_1);
+    const unsigned char *bytes = (const unsigned char *)a;
+    for (size_t i = sizeof *a; i < n; i++)
+        if (bytes[i] != 0)
+            return BAD("args->struct_size = %zu: byte %zu is not 0, but this libfajit knows the first %zu bytes "
+                       "only (a field of a newer fajit.h; upgrade libfajit or leave it 0)", n, i, sizeof *a);
+    return FAJIT_OK;
+}
+
+/* workspace and workspace_bytes: both or neither, an aligned pointer. */
+static fajit_status check_workspace_fields(const fj_decode_args *d)
+{
+    if (d->workspace == 0 && d->workspace_bytes != 0)
+        return BAD("args->workspace_bytes = %zu with args->workspace = 0: give both (the caller's workspace) or "
+                   "neither (the context's)", d->workspace_bytes);
+    if (d->workspace != 0 && d->workspace_bytes == 0)
+        return BAD("args->workspace = 0x%" PRIx64 " with args->workspace_bytes = 0: give its size "
+                   "(fajit_attention_workspace_size)", d->workspace);
+    if (d->workspace % FJ_WS_ALIGN)
+        return BAD("args->workspace = 0x%" PRIx64 ": must be %d-byte aligned", d->workspace, FJ_WS_ALIGN);
+    return FAJIT_OK;
+}
+
+fajit_status fj_decode_validate(const fajit_attention_args *a)
+{
+    fajit_status st = check_struct_size(a);
+    if (st != FAJIT_OK) return st;
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    if (a->reserved0 != 0) return BAD("args->reserved0 = %d: must be 0", a->reserved0);
+    if (d.seqlens_k % 4)
+        return BAD("args->seqlens_k = 0x%" PRIx64 ": must be 4-byte aligned (a device pointer to int32 [batch]) or 0",
+                   d.seqlens_k);
+    if (d.num_splits < 0 || d.num_splits > FAJIT_MAX_SPLITS)
+        return BAD("args->num_splits = %d: must be 0 (the heuristic), 1 (no split) or 2..%d", d.num_splits,
+                   FAJIT_MAX_SPLITS);
+    if ((long long)a->batch * (d.num_splits ? d.num_splits : 1) > FJ_GRID_Z_MAX)
+        return BAD("args->num_splits = %d with batch = %d: batch x num_splits must be <= %d (the grid's z dimension)",
+                   d.num_splits, a->batch, FJ_GRID_Z_MAX);
+    if (d.num_splits >= 2 && (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q > INT32_MAX)
+        return BAD("args->num_splits = %d: batch x num_splits x heads_q x seqlen_q = %lld partial rows exceed "
+                   "2^31 - 1; use fewer splits",
+                   d.num_splits, (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q);
+    if ((st = check_workspace_fields(&d)) != FAJIT_OK) return st;
+    return check_paged_fields(a, &d);
+}
+
+int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *a)
+{
+    return ctx && ctx->pack_gqa && a->heads_q > a->heads_kv && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q;
+}
+
+int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
+{
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
+           fj_decode_packs(ctx, a) || d.block_table != 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Splits and workspace
+ * ------------------------------------------------------------------------------------------------- */
+/* The heuristic's test of a grid: splitting pays when the CTAs fill less than 80% of the SMs. */
+static int grid_underfills(long long ctas, int sm_count) { return ctas * 5 < (long long)sm_count * 4; }
+
+int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int block_n, int sm_count)
+{
+    if (a->num_splits >= 1) return a->num_splits;
+    if (a->seqlen_q > FJ_SPLIT_AUTO_MAX_SEQLEN_Q || sm_count < 1 || block_m < 1 || block_n < 1) return 1;
+    long long group = packed ? a->heads_q / a->heads_kv : 1;
+    long long ctas = (group * a->seqlen_q + block_m - 1) / block_m * (a->heads_q / group) * a->batch;
+    long long tiles = (a->seqlen_k + block_n - 1) / block_n;
+    if (!grid_underfills(ctas, sm_count) || tiles < 4) return 1;
+    long long max_s = tiles / 2, rows = (long long)a->batch * a->heads_q * a->seqlen_q;
+    if (max_s > FAJIT_MAX_SPLITS) max_s = FAJIT_MAX_SPLITS;
+    if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
+    if (max_s > INT32_MAX / rows) max_s = INT32_MAX / rows;
+    long long s0 = (2LL * sm_count + ctas - 1) / ctas;
+    if (s0 > max_s) s0 = max_s;
+    int best = 1;
+    double best_eff = 0.0;
+    for (long long s = s0 / 2 > 1 ? s0 / 2 : 1; s <= s0; s++) { /* ties go to more splits */
+        long long n = ctas * s, waves = (n + sm_count - 1) / sm_count;
+        double eff = (double)n / (double)(waves * sm_count);
+        if (eff >= best_eff) best_eff = eff, best = (int)s;
+    }
+    return best;
+}
+
+static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+size_t fj_decode_workspace_bytes(const fajit_attention_args *a, int splits, size_t *lse_offset)
+{
+    if (lse_offset) *lse_offset = 0;
+    if (splits <= 1) return 0;
+    size_t rows = (size_t)a->batch * (size_t)splits * (size_t)a->heads_q * (size_t)a->seqlen_q;
+    size_t o_bytes = align_up(rows * (size_t)a->head_dim * 4, FJ_WS_ALIGN);
+    if (lse_offset) *lse_offset = o_bytes;
+    return o_bytes + align_up(rows * 4, FJ_WS_ALIGN);
+}
+
+fajit_status fj_decode_check_workspace(const fajit_attention_args *a, int splits)
+{
+    size_t need = fj_decode_workspace_bytes(a, splits, NULL);
+    if (a->workspace == 0 || a->workspace_bytes >= need) return FAJIT_OK;
+    return BAD("args->workspace_bytes = %zu: %d splits of batch %d x heads_q %d x seqlen_q %d rows need %zu bytes "
+               "(fajit_attention_workspace_size)", a->workspace_bytes, splits, a->batch, a->heads_q, a->seqlen_q, need);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * Launch
+ * ------------------------------------------------------------------------------------------------- */
+static fajit_status launch(fajit_context *ctx, fajit_kernel *k, const unsigned grid[3], void *params, void *stream)
+{
+    void *kernel_params[1] = {params};
+    fajit_status st = fj_context_push(ctx);
+    if (st != FAJIT_OK) return st;
+    fj_CUresult rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
+                                             (unsigned)k->plan.smem_bytes, (fj_CUstream)stream, kernel_params, NULL);
+    fj_context_pop(ctx);
+    if (rc == FJ_CUDA_SUCCESS) return FAJIT_OK;
+    fj_cuda_fail(rc, "cuLaunchKernel");
+    return fj_fail_context(FAJIT_ERR_CUDA, "kernel \"%s\", grid (%u, %u, %u), block %d, smem %d B", k->config_text,
+                           grid[0], grid[1], grid[2], k->plan.threads, k->plan.smem_bytes);
+}
+
+/* The sm_80 kernel a decode variant starts from: k itself, or for a warp-specialized k the sm_80 path's
+ * choice for the shape. */
+static fajit_status sm80_base(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, fajit_kernel **out)
+{
+    *out = k;
+    if (!k->plan.ws) return FAJIT_OK;
+    fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, out);
+    return st == FAJIT_OK ? st : fj_fail_context(st, "decode variant: the sm_80 path's kernel");
+}
+
+/* The split partials' memory: the caller's workspace or the context's. */
+static fajit_status workspace_for(fajit_context *ctx, const fajit_attention_args *a, int splits, fj_fwd_params_decode *p)
+{
+    size_t lse_off = 0, bytes = fj_decode_workspace_bytes(a, splits, &lse_off);
+    fj_CUdeviceptr base = a->workspace;
+    fajit_status st = fj_decode_check_workspace(a, splits);
+    if (st == FAJIT_OK && !base) st = fj_context_workspace(ctx, bytes, &base);
+    p->ws_o = base;
+    p->ws_lse = base + lse_off;
+    return st;
+}
+
+/* The heuristic's sm_80 config for a, with block_m / block_n given when > 0 (block_n: one column of warps). */
+static fajit_config heuristic_sm80(const fajit_attention_args *a, int block_m, int block_n)
+{
+    fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal,
+                      .block_m = block_m, .block_n = block_n, .col_warps = block_n ? 1 : 0};
+    fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
+    fj_config_heuristic(&c, &c, &shape, 0);
+    return c;
+}
+
+/* Paged K/V: a tile must not straddle pages. cfg as it is when page_size is a multiple of its block_n, else
+ * the heuristic's with the largest block_n (a multiple of 16) that divides page_size and plans. */
+static fajit_status paged_config(const fajit_attention_args *a, int page_size, fajit_config *cfg)
+{
+    if (page_size % cfg->block_n == 0) return FAJIT_OK;
+    for (int bn = cfg->block_n - 16; bn >= 16; bn -= 16) {
+        fj_plan p;
+        fajit_config c = heuristic_sm80(a, cfg->block_m, bn);
+        if (page_size % bn || fj_plan_build(&c, &p) != FAJIT_OK) continue;
+        *cfg = c;
+        return FAJIT_OK;
+    }
+    return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->page_size = %d: no sm_80 tile of at most %d keys divides it for "
+                                          "head_dim %d", page_size, cfg->block_n, a->head_dim);
+}
+
+/* The decode variant's kernel: k80's config (paged: fitted to the pages), or, when the variant's registers
+ * push it over the 255-register edge (plan.c: FJ_VARIANT_REGS), the heuristic's with 64-row tiles. */
+static fajit_status variant_kernel(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
+                                   unsigned variant, int page_size, fajit_kernel **kv)
+{
+    fajit_config cfg = k80->plan.cfg;
+    fajit_status st = page_size ? paged_config(a, page_size, &cfg) : FAJIT_OK;
+    if (st == FAJIT_OK) st = fj_kernel_get_variant(ctx, &cfg, variant, kv, NULL);
+    if (st != FAJIT_ERR_INVALID_CONFIG) return st;
+    cfg = heuristic_sm80(a, 64, 0);
+    st = page_size ? paged_config(a, page_size, &cfg) : FAJIT_OK;
+    return st == FAJIT_OK ? fj_kernel_get_variant(ctx, &cfg, variant, kv, NULL) : st;
+}
+
+/* The decode variant of k80, then (splits > 1) the combine kernel; fajit_last_forward in words. */
+static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const fajit_attention_args *a, int splits,
+                                int packed, const char *fell_from)
+{
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    unsigned variant = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (splits > 1 ? FJ_VARIANT_SPLIT : 0) |
+                       (packed ? FJ_VARIANT_PACK : 0) | (d.block_table ? FJ_VARIANT_PAGED : 0);
+    fajit_kernel *kv = NULL, *kc = NULL;
+    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
+    fajit_status st = variant_kernel(ctx, k80, a, variant, d.block_table ? d.page_size : 0, &kv);
+    if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
+    fj_fwd_params_decode p;
+    memset(&p, 0, sizeof p);
+    if (st == FAJIT_OK && splits > 1) st = workspace_for(ctx, a, splits, &p);
+    if (st != FAJIT_OK) return st;
+    fj_forward_params(a, &kv->plan, &p.base);
+    p.seqlens_k = a->seqlens_k;
+    p.block_table = d.block_table;
+    p.max_pages = (uint32_t)d.max_pages;
+    p.page_size = (uint32_t)d.page_size;
+    p.splits = (uint32_t)splits;
+    p.batch = (uint32_t)a->batch;
+    p.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
+    unsigned bm = (unsigned)kv->plan.cfg.block_m, group = packed ? (unsigned)(a->heads_q / a->heads_kv) : 1;
+    unsigned grid[3] = {(group * (unsigned)a->seqlen_q + bm - 1) / bm, (unsigned)a->heads_q / group,
+                        (unsigned)(a->batch * splits)}; /* packed: (packed row blocks, KV heads, ...) */
+    st = launch(ctx, kv, grid, &p, a->stream);
+    if (st == FAJIT_OK && kc) {
+        unsigned cgrid[3] = {(p.rows + FJ_COMBINE_ROWS_PER_CTA - 1) / FJ_COMBINE_ROWS_PER_CTA, 1, 1};
+        st = launch(ctx, kc, cgrid, &p, a->stream);
+    }
+    if (st != FAJIT_OK) return st;
+    char text[FJ_CONFIG_TEXT_MAX + 320];
+    int n = snprintf(text, sizeof text, "%s", kv->config_text);
+    if (splits > 1 && n >= 0 && (size_t)n < sizeof text)
+        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits) + %s", splits, kc->config_text);
+    if (fell_from && n >= 0 && (size_t)n < sizeof text)
+        snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: the decode features (seqlens_k, split-KV, "
+                 "GQA packing, paged K/V) run on the sm_80 path only so far", fell_from);
+    fj_forward_set_last(text);
+    return FAJIT_OK;
+}
+
+fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, int *handled)
+{
+    fajit_kernel *k80 = NULL;
+    *handled = 0;
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table;
+    /* the heuristic cannot split when even one row block per (batch, head) fills the GPU: the plain kernel,
+     * without asking for the sm_80 one (on sm_90a that would compile it) */
+    if (!special && a->num_splits == 0 && !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
+        return FAJIT_OK;
+    fajit_status st = sm80_base(ctx, k, a, &k80);
+    if (st != FAJIT_OK) return st;
+    int splits = fj_decode_splits(a, packed, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
+    if (!special && splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
+    *handled = 1;
+    return run_variant(ctx, k80, a, splits, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
+}
+
+fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_attention_args *args,
+                                            const fajit_config *cfg, size_t *bytes_out)
+{
+    fj_clear_error();
+    if (!bytes_out) return BAD("bytes_out = NULL: an output pointer is required");
+    *bytes_out = 0;
+    fajit_status st = fj_forward_validate(args, cfg);
+    if (st != FAJIT_OK || !fj_decode_wanted(ctx, args)) return st;
+    if (args->num_splits >= 1) {
+        *bytes_out = fj_decode_workspace_bytes(args, args->num_splits, NULL);
+        return FAJIT_OK;
+    }
+    if (!ctx) return BAD("ctx = NULL: the split heuristic needs the context's device (or force args->num_splits)");
+    fajit_kernel *k = NULL, *k80 = NULL;
+    st = fj_context_require_device(ctx, "fajit_attention_workspace_size");
+    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
+    if (st == FAJIT_OK) st = sm80_base(ctx, k, args, &k80);
+    if (st != FAJIT_OK) return st;
+    int splits = fj_decode_splits(args, fj_decode_packs(ctx, args), k80->plan.cfg.block_m, k80->plan.cfg.block_n,
+                                  ctx->sm_count);
+    *bytes_out = fj_decode_workspace_bytes(args, splits, NULL);
+    return FAJIT_OK;
+}

@@ -1,0 +1,68 @@
+/*
+ * decode.h - the decode / long-context part of fajit_attention_forward: the grown fields of
+ * fajit_attention_args (struct_size, seqlens_k, num_splits, workspace), the split-KV heuristic, the
+ * workspace, and the launch of the decode variants (per-sequence KV lengths, split-KV + combine).
+ *
+ * fajit_attention_forward validates through fj_decode_validate (no driver call), then, when
+ * fj_decode_wanted says the call may use a decode feature, hands its kernel to fj_decode_run, which
+ * either launches the decode variant or says the plain path should run (*handled = 0).
+ */
+#ifndef FJ_DECODE_H
+#define FJ_DECODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fajit.h"
+
+/* seqlen_q up to which the heuristic (num_splits = 0) considers splitting: decode and short chunks of
+ * queries against a long cache; prefill shapes keep their unsplit kernels. */
+#define FJ_SPLIT_AUTO_MAX_SEQLEN_Q 128
+
+/* The grown fields as this library reads them (struct_size applied: zeros where the caller's struct
+ * does not have them). */
+typedef struct fj_decode_args {
+    uint64_t seqlens_k;
+    int num_splits;
+    uint64_t workspace;
+    size_t workspace_bytes;
+    uint64_t block_table; /* paged K/V (0 when struct_size does not cover it) */
+    int max_pages, page_size;
+} fj_decode_args;
+void fj_decode_read(const fajit_attention_args *args, fj_decode_args *d);
+
+/* struct_size, reserved0, the seqlens_k pointer, num_splits' range and the grid limit, the workspace
+ * pointer and size given together, the paged-K/V fields. FAJIT_ERR_INVALID_ARGUMENT naming the field, the
+ * value and the rule. */
+fajit_status fj_decode_validate(const fajit_attention_args *args);
+
+/* 1 when the call packs GQA query heads: the context asks for it ($FAJIT_PACK_GQA=1, experimental: not
+ * measured yet), heads_q > heads_kv and seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q. ctx may be NULL (no). */
+int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *args);
+
+/* 1 when the call may use a decode feature: seqlens_k, num_splits >= 2, the heuristic may split, it packs
+ * GQA heads, or K/V are paged. */
+int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *args);
+
+/* The splits a call runs with, for a kernel of block_m x block_n tiles on sm_count SMs (packed: GQA packing,
+ * row blocks of group x seqlen_q rows per KV head): num_splits when the caller forced it, else the
+ * heuristic (1 unless seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q and the grid of row blocks x heads x batch
+ * fills less than 80% of the SMs; then about two CTAs per SM, with the best wave efficiency, at least 2 KV
+ * tiles per split). Untuned: no GPU measured it yet. */
+int fj_decode_splits(const fajit_attention_args *args, int packed, int block_m, int block_n, int sm_count);
+
+/* Workspace bytes for `splits` (0 when splits <= 1): fp32 partial O [B][S][Hq][Nq][D], then at the next
+ * 256 bytes the partial LSE [B][S][Hq][Nq]. *lse_offset (may be NULL) receives the LSE part's offset. */
+size_t fj_decode_workspace_bytes(const fajit_attention_args *args, int splits, size_t *lse_offset);
+
+/* The caller's workspace against the bytes `splits` needs (no workspace given: OK, the context's). */
+fajit_status fj_decode_check_workspace(const fajit_attention_args *args, int splits);
+
+/* Run the decode variant of a call whose plain kernel is k (sm_90a kernels fall back to the sm_80 path's
+ * variant). *handled = 0 (and nothing launched) when the call turns out not to need one: no seqlens_k
+ * and the heuristic chose 1 split. */
+struct fajit_kernel;
+fajit_status fj_decode_run(fajit_context *ctx, struct fajit_kernel *k, const fajit_attention_args *args,
+                           int *handled);
+
+#endif

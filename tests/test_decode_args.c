@@ -1,0 +1,265 @@
+/*
+ * test_decode_args.c - unit tests (no GPU) of the grown fajit_attention_args: struct_size and
+ * fajit_attention_args_init, per-sequence lengths, splits, the workspace rules and sizes, the split
+ * heuristic, and the decode plans (variant text, the sm_90a refusal, plain plans unchanged).
+ * Every rule is broken once and the message is checked for the field, the value and the rule.
+ * Run: ctest --test-dir build -R test_decode_args
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "fajit.h"
+#include "runtime/decode.h"
+#include "runtime/forward.h"
+#include "test_support.h"
+
+/* A valid decode problem (B 4, Hq 32, Hkv 8, Nq 1, Nk 4096) on made-up aligned device addresses. */
+static fajit_attention_args decode_args(void) { return fj_test_args(FAJIT_DTYPE_BF16, 4, 32, 8, 1, 4096, 128); }
+
+/* fj_forward_validate fails with INVALID_ARGUMENT and the message holds every fragment. */
+static void expect_invalid(const fajit_attention_args *a, const char *f1, const char *f2, const char *f3)
+{
+    assert_true(fj_test_status_says(fj_forward_validate(a, NULL), FAJIT_ERR_INVALID_ARGUMENT, f1, f2, f3));
+}
+
+/* The 0.1 fields keep their offsets (new ones are appended); init sets struct_size and zeroes the rest. */
+static void test_layout_and_init(void **state)
+{
+    (void)state;
+    assert_int_equal(offsetof(fajit_attention_args, struct_size),
+                     (offsetof(fajit_attention_args, stream) + sizeof(void *) + 7) / 8 * 8);
+    assert_true(offsetof(fajit_attention_args, seqlens_k) > offsetof(fajit_attention_args, struct_size));
+    assert_true(offsetof(fajit_attention_args, workspace_bytes) > offsetof(fajit_attention_args, workspace));
+    assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_1, offsetof(fajit_attention_args, block_table));
+    assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_2, sizeof(fajit_attention_args));
+    fajit_attention_args a;
+    memset(&a, 0x5a, sizeof a);
+    fajit_attention_args_init(&a);
+    assert_int_equal(a.struct_size, sizeof a);
+    assert_int_equal(a.seqlens_k, 0);
+    assert_int_equal(a.num_splits, 0);
+    assert_int_equal(a.workspace, 0);
+    assert_int_equal(a.batch, 0);
+    fajit_attention_args_init(NULL); /* accepted */
+}
+
+static void test_struct_size(void **state)
+{
+    (void)state;
+    fajit_attention_args a = decode_args();
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.struct_size = 0; /* a zeroed struct: the first grown layout */
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.struct_size = 64;
+    expect_invalid(&a, "args->struct_size = 64", "at least", "fajit_attention_args_init");
+    /* a newer caller's struct: longer, its unknown tail all zero is fine, a set byte is refused */
+    unsigned char *big = calloc(1, sizeof a + 16);
+    assert_non_null(big);
+    a.struct_size = sizeof a + 16;
+    memcpy(big, &a, sizeof a);
+    assert_int_equal(fj_forward_validate((const fajit_attention_args *)big, NULL), FAJIT_OK);
+    big[sizeof a + 5] = 1;
+    expect_invalid((const fajit_attention_args *)big, "args->struct_size", "is not 0", "newer fajit.h");
+    free(big);
+    a = decode_args();
+    a.reserved0 = 3;
+    expect_invalid(&a, "args->reserved0 = 3", "must be 0", "");
+}
+
+static void test_seqlens_and_splits(void **state)
+{
+    (void)state;
+    fajit_attention_args a = decode_args();
+    a.seqlens_k = 0x7f0000500000ull;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.seqlens_k = 0x7f0000500002ull;
+    expect_invalid(&a, "args->seqlens_k = 0x7f0000500002", "4-byte aligned", "int32");
+    a = decode_args();
+    a.num_splits = -1;
+    expect_invalid(&a, "args->num_splits = -1", "0 (the heuristic)", "2..128");
+    a.num_splits = FAJIT_MAX_SPLITS + 1;
+    expect_invalid(&a, "args->num_splits = 129", "1 (no split)", "2..128");
+    a.num_splits = FAJIT_MAX_SPLITS;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.batch = 1000;
+    a.num_splits = 66;
+    expect_invalid(&a, "args->num_splits = 66", "batch = 1000", "<= 65535");
+}
+
+/* Paged K/V: the fields go together, the pages cover seqlen_k, and a struct_size of the first grown layout
+ * (or 0) does not read them at all. */
+static void test_paged_rules(void **state)
+{
+    (void)state;
+    fajit_attention_args a = decode_args(); /* Nk 4096 */
+    a.block_table = 0x7f0000700000ull, a.max_pages = 64, a.page_size = 64;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.page_size = 24;
+    expect_invalid(&a, "args->page_size = 24", "multiple of 16", "");
+    a.page_size = 64, a.max_pages = 63;
+    expect_invalid(&a, "args->max_pages = 63", "page_size = 64", "less than seqlen_k = 4096");
+    a.max_pages = 0;
+    expect_invalid(&a, "args->max_pages = 0", ">= 1", "block table");
+    a.max_pages = 64, a.block_table = 0x7f0000700002ull;
+    expect_invalid(&a, "args->block_table = 0x7f0000700002", "4-byte aligned", "max_pages");
+    a.block_table = 0;
+    expect_invalid(&a, "args->max_pages = 64, page_size = 64", "block_table = 0", "leave both 0");
+    /* the older layouts do not have these fields: they are not read (not even checked) */
+    a.block_table = 0x7f0000700002ull;
+    a.struct_size = FAJIT_ATTENTION_ARGS_SIZE_1;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    fj_decode_args d;
+    fj_decode_read(&a, &d);
+    assert_int_equal(d.block_table, 0);
+    a.struct_size = 0;
+    fj_decode_read(&a, &d);
+    assert_int_equal(d.page_size, 0);
+    assert_int_equal(fj_decode_wanted(NULL, &a), 1); /* seqlen_q 1: the split heuristic may still split */
+}
+
+static void test_workspace_rules(void **state)
+{
+    (void)state;
+    fajit_attention_args a = decode_args();
+    a.workspace_bytes = 4096;
+    expect_invalid(&a, "args->workspace_bytes = 4096", "args->workspace = 0", "both");
+    a.workspace_bytes = 0;
+    a.workspace = 0x7f0000600000ull;
+    expect_invalid(&a, "args->workspace = 0x7f0000600000", "workspace_bytes = 0", "fajit_attention_workspace_size");
+    a.workspace = 0x7f0000600080ull;
+    a.workspace_bytes = 1 << 20;
+    expect_invalid(&a, "args->workspace = 0x7f0000600080", "256-byte aligned", "");
+    /* size: 4 splits x B 4 x Hq 32 x Nq 1 rows of 128 fp32 (256-aligned), then their LSE */
+    a = decode_args();
+    size_t lse_off = 0, need = fj_decode_workspace_bytes(&a, 4, &lse_off);
+    assert_int_equal(lse_off, 4 * 4 * 32 * 128 * 4);
+    assert_int_equal(need, lse_off + 4 * 4 * 32 * 4);
+    assert_int_equal(fj_decode_workspace_bytes(&a, 1, NULL), 0);
+    a.num_splits = 4;
+    size_t got = 0;
+    assert_int_equal(fajit_attention_workspace_size(NULL, &a, NULL, &got), FAJIT_OK); /* forced: no device needed */
+    assert_int_equal(got, need);
+    a.workspace = 0x7f0000600000ull;
+    a.workspace_bytes = need - 1;
+    assert_int_equal(fj_decode_check_workspace(&a, 4), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "args->workspace_bytes ="));
+    char want[64];
+    snprintf(want, sizeof want, "need %zu bytes", need);
+    assert_non_null(strstr(fajit_errmsg(), want));
+    a.workspace_bytes = need;
+    assert_int_equal(fj_decode_check_workspace(&a, 4), FAJIT_OK);
+    a.num_splits = 1; /* no split, no workspace */
+    assert_int_equal(fajit_attention_workspace_size(NULL, &a, NULL, &got), FAJIT_OK);
+    assert_int_equal(got, 0);
+    a.num_splits = 0; /* the heuristic needs the device */
+    a.workspace = 0, a.workspace_bytes = 0;
+    assert_int_equal(fajit_attention_workspace_size(NULL, &a, NULL, &got), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "num_splits"));
+}
+
+/* The heuristic: forced counts win; prefill shapes and full grids do not split; decode shapes fill the SMs. */
+static void test_split_heuristic(void **state)
+{
+    (void)state;
+    fajit_attention_args a = decode_args();
+    a.num_splits = 7;
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 7);
+    a.num_splits = 0;
+    a.batch = 1, a.heads_q = 32, a.heads_kv = 32, a.seqlen_k = 32768; /* 32 CTAs on 132 SMs */
+    int s = fj_decode_splits(&a, 0, 64, 64, 132);
+    printf("B1 Hq32 Nk32k on 132 SMs: %d splits\n", s);
+    assert_true(s >= 4 && s <= 16);
+    a.heads_q = 8, a.heads_kv = 1, a.seqlen_k = 512 * 1024;
+    s = fj_decode_splits(&a, 0, 64, 64, 132);
+    printf("B1 Hq8 Nk512k on 132 SMs: %d splits\n", s);
+    assert_true(s >= 17 && s <= FAJIT_MAX_SPLITS);
+    a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 131072; /* GQA 4: packed, 8 CTAs (one per KV head) instead of 32 */
+    int unpacked = fj_decode_splits(&a, 0, 64, 64, 132), packed = fj_decode_splits(&a, 1, 64, 64, 132);
+    printf("B1 Hq32 Hkv8 Nk128k on 132 SMs: %d splits, packed %d\n", unpacked, packed);
+    assert_true(packed > unpacked);
+    a.batch = 64, a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 2048; /* 2048 CTAs: full */
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 1);
+    a.batch = 1, a.seqlen_q = 1000; /* prefill: never by the heuristic */
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 1);
+    a.seqlen_q = 1, a.seqlen_k = 100; /* too few KV tiles */
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 1);
+    assert_int_equal(fj_decode_wanted(NULL, &a), 1);
+    a.seqlen_q = 1000;
+    assert_int_equal(fj_decode_wanted(NULL, &a), 0);
+    a.num_splits = 2;
+    assert_int_equal(fj_decode_wanted(NULL, &a), 1);
+}
+
+/* Variant plans: their text, the parameter block, the sm_90a refusal, and variant 0 = the plain plan. */
+static void test_variant_plans(void **state)
+{
+    (void)state;
+    fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_F16, .head_dim = 128, .block_m = 64, .block_n = 64,
+                      .stages = 2, .swizzle = 128, .warps = 4, .causal = 1};
+    fj_plan p0, p1;
+    char text[160];
+    assert_int_equal(fj_plan_build(&c, &p0), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&c, 0, &p1), FAJIT_OK);
+    assert_memory_equal(&p0, &p1, sizeof p0);
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT, &p1), FAJIT_OK);
+    fj_plan_format(&p1, text, sizeof text);
+    assert_string_equal(text, "sm_80 f16 d128 br64 bc64 s2 sw128 w4 causal seqlens split");
+    assert_int_equal(p1.params_bytes, (int)sizeof(fj_fwd_params_decode));
+    assert_int_equal(p1.reg_total, p0.reg_total + 17); /* plan.c: FJ_VARIANT_REGS */
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED, &p1), FAJIT_OK);
+    fj_plan_format(&p1, text, sizeof text);
+    assert_string_equal(text, "sm_80 f16 d128 br64 bc64 s2 sw128 w4 causal split packgqa paged");
+    fajit_config edge = c; /* the causal d128 128-row tile at the register edge: refused for the variants */
+    edge.block_m = 128;
+    assert_int_equal(fj_plan_build(&edge, &p1), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&edge, FJ_VARIANT_SEQLENS, &p1), FAJIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(fajit_errmsg(), "decode variant"));
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE, &p1), FAJIT_OK);
+    fj_plan_format(&p1, text, sizeof text);
+    assert_string_equal(text, "sm_80 f16 d128 combine");
+    assert_string_equal(fj_plan_entry(&p1), FJ_COMBINE_KERNEL_NAME);
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE | FJ_VARIANT_SPLIT, &p1), FAJIT_ERR_INTERNAL);
+    fajit_config w = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
+                      .block_n = 128, .stages = 2, .swizzle = 128, .warps = 12, .overlap = 1, .pingpong = 1};
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "split-KV GQA packing"));
+    assert_non_null(strstr(fajit_errmsg(), "sm_80 path"));
+}
+
+/* Bad decode fields are reported by the public call before the missing device. */
+static void test_public_call_without_device(void **state)
+{
+    (void)state;
+    fajit_context_options o = fajit_context_options_default();
+    o.device = -1;
+    o.disk_cache = 0;
+    fajit_context *ctx = NULL;
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    fajit_attention_args a = decode_args();
+    a.num_splits = 500;
+    assert_int_equal(fajit_attention_forward(ctx, &a, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "args->num_splits = 500"));
+    a.num_splits = 0;
+    assert_int_equal(fajit_attention_forward(ctx, &a, NULL), FAJIT_ERR_NO_DEVICE);
+    fajit_context_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_and_init),   cmocka_unit_test(test_struct_size),
+        cmocka_unit_test(test_seqlens_and_splits), cmocka_unit_test(test_workspace_rules),
+        cmocka_unit_test(test_paged_rules),
+        cmocka_unit_test(test_split_heuristic),   cmocka_unit_test(test_variant_plans),
+        cmocka_unit_test(test_public_call_without_device),
+    };
+    return cmocka_run_group_tests_name("decode_args", tests, NULL, NULL);
+}

@@ -1,0 +1,176 @@
+/*
+ * test_decode_ptx.c - the decode kernels' PTX assembles (label ptxas; no GPU): the combine kernel for
+ * every head dim and dtype, and the sm_80 forward's decode variants (per-sequence lengths, split-KV, paged
+ * K/V, combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
+ * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a
+ * (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
+ * test_ptxas_grid.c). Also: the variant PTX reads its parameter block where kernel_abi.h puts the
+ * decode fields, and the plain kernel's text has none of them.
+ * Skips without ptxas. Run: ctest --test-dir build -R test_decode_ptx --output-on-failure
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/kernel_abi.h"
+#include "fajit.h"
+#include "test_support.h"
+
+#ifndef FAJIT_PTXAS_DEFAULT
+#define FAJIT_PTXAS_DEFAULT ""
+#endif
+
+static char *g_ptxas, *g_dir;
+
+/* Assemble `ptx` for arch with -v; returns the spill-store bytes (0..), or -1 when ptxas failed or warned. */
+static int assemble(const char *ptx, size_t len, const char *arch, const char *what)
+{
+    char src[1024], out[1024], log[1024], flag[32];
+    snprintf(src, sizeof src, "%s/k.ptx", g_dir);
+    snprintf(out, sizeof out, "%s/k.cubin", g_dir);
+    snprintf(log, sizeof log, "%s/k.log", g_dir);
+    snprintf(flag, sizeof flag, "-arch=%s", arch);
+    FILE *f = fopen(src, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ptx, 1, len, f), len);
+    fclose(f);
+    char *argv[] = {g_ptxas, flag, "-v", src, "-o", out, NULL};
+    int code = fj_test_run(argv, log, log);
+    char *text = fj_test_read_file(log, NULL);
+    int spill = 0;
+    const char *p = text ? strstr(text, "bytes spill stores") : NULL;
+    if (p) {
+        while (p > text && p[-1] == ' ') p--;
+        while (p > text && p[-1] >= '0' && p[-1] <= '9') p--;
+        spill = atoi(p);
+    }
+    int bad = code != 0 || !text || strstr(text, "warning") != NULL;
+    if (bad) printf("FAIL %s on %s: ptxas exit %d\n%s\n", what, arch, code, text ? text : "(no log)");
+    free(text);
+    return bad ? -1 : spill;
+}
+
+static void gen(const fajit_config *cfg, unsigned variant, char **ptx, size_t *len, char *text, size_t size)
+{
+    fj_plan p;
+    fajit_status st = fj_plan_build_variant(cfg, variant, &p);
+    if (st != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    fj_plan_format(&p, text, size);
+    st = fj_generate_ptx_plan(&p, variant == FJ_VARIANT_COMBINE ? 2 : 0, ptx, len);
+    if (st != FAJIT_OK) fail_msg("%s: %s", text, fajit_errmsg());
+}
+
+static void test_combine(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 96, 128, 192, 256};
+    int failures = 0;
+    for (int dt = FAJIT_DTYPE_F16; dt <= FAJIT_DTYPE_BF16; dt++)
+        for (size_t i = 0; i < 5; i++) {
+            fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = (fajit_dtype)dt, .head_dim = dims[i]};
+            char *ptx, text[160];
+            size_t len;
+            gen(&c, FJ_VARIANT_COMBINE, &ptx, &len, text, sizeof text);
+            assert_non_null(strstr(ptx, ".entry " FJ_COMBINE_KERNEL_NAME "("));
+            for (int a = 0; a < 2; a++) {
+                const char *arch = a ? "sm_90a" : "sm_80";
+                int spill = assemble(ptx, len, arch, text);
+                printf("%s %-28s %s spill %d\n", spill == 0 ? "PASS" : "FAIL", text, arch, spill);
+                failures += spill != 0;
+            }
+            fajit_free(ptx);
+        }
+    assert_int_equal(failures, 0);
+}
+
+#define T80(br, bc, st, sw, w, cw)                                                                                   \
+    {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .block_m = br, .block_n = bc, .stages = st, .swizzle = sw,  \
+     .warps = w, .col_warps = cw, .overlap = -1, .pingpong = -1}
+
+static void test_forward_variants(void **state)
+{
+    (void)state;
+    static const fajit_config tiles[] = {
+        T80(64, 64, 2, 128, 4, 1),  /* the decode heuristic's d128 shape */
+        T80(128, 32, 1, 64, 8, 1),  /* one stage: K a tile ahead of V */
+        T80(64, 32, 3, 64, 4, 1),   /* pipelined S */
+        T80(128, 64, 1, 64, 8, 2),  /* warp pairs */
+    };
+    static const int dims[] = {64, 128, 256};
+    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED,
+                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
+                                        FJ_VARIANT_PACK | FJ_VARIANT_PAGED, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED};
+    int failures = 0, ran = 0;
+    for (int pack = 0; pack <= 1; pack++) {
+        for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+            for (size_t d = 0; d < 3; d++) {
+                fajit_config c = tiles[t];
+                c.head_dim = dims[d];
+                c.causal = (int)((t + d) % 2);
+                c.dtype = d == 1 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
+                fj_plan p;
+                if (fj_plan_build(&c, &p) != FAJIT_OK) continue; /* a tile shape a head dim does not take */
+                unsigned v = variants[(t + d) % 3 + 3 * pack];
+                char *ptx, text[160];
+                size_t len;
+                gen(&c, v, &ptx, &len, text, sizeof text);
+                char splits[64];
+                snprintf(splits, sizeof splits, "[fajit_fwd_param_0+%d]", (int)offsetof(fj_fwd_params_decode, splits));
+                if (v & FJ_VARIANT_SPLIT) assert_non_null(strstr(ptx, splits));
+                for (int a = 0; a < 2; a++) {
+                    const char *arch = a ? "sm_90a" : "sm_80";
+                    int spill = assemble(ptx, len, arch, text);
+                    int ok = spill == 0 || (spill > 0 && !a);
+                    printf("%s %-58s %s spill %d\n", ok ? "PASS" : "FAIL", text, arch, spill);
+                    failures += !ok;
+                }
+                ran++;
+                fajit_free(ptx);
+            }
+    }
+    assert_true(ran >= 16);
+    assert_int_equal(failures, 0);
+}
+
+/* The plain kernel reads none of the decode fields. */
+static void test_plain_untouched(void **state)
+{
+    (void)state;
+    fajit_config c = T80(64, 64, 2, 128, 4, 1);
+    c.head_dim = 128;
+    char *ptx;
+    size_t len;
+    assert_int_equal(fajit_generate_ptx(&c, 0, &ptx, &len), FAJIT_OK);
+    char f[64];
+    snprintf(f, sizeof f, "fajit_fwd_param_0[%d]", (int)sizeof(fj_fwd_params));
+    assert_non_null(strstr(ptx, f));
+    snprintf(f, sizeof f, "+%d]", (int)sizeof(fj_fwd_params));
+    assert_null(strstr(ptx, f));
+    fajit_free(ptx);
+}
+
+int main(void)
+{
+    g_ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
+    if (!g_ptxas) fj_test_skip_all("ptxas not found (set FAJIT_PTXAS)");
+    g_dir = fj_test_make_temp_dir("fajit_decode_ptx");
+    assert_non_null(g_dir);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_combine),
+        cmocka_unit_test(test_forward_variants),
+        cmocka_unit_test(test_plain_untouched),
+    };
+    int rc = cmocka_run_group_tests_name("decode_ptx", tests, NULL, NULL);
+    fj_test_remove_dir(g_dir);
+    free(g_dir);
+    free(g_ptxas);
+    return rc;
+}

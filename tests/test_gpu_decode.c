@@ -1,0 +1,193 @@
+/*
+ * test_gpu_decode.c - decode and long-context forwards on a GPU against the references (label gpu):
+ * per-sequence KV lengths (seqlens_k; by sequence: 1, a multiple of 64, the capacity, random, 0),
+ * split-KV forced to 1..64 splits (more splits than KV tiles included: empty splits) and chosen by the
+ * heuristic, the caller's workspace and the context's, paged K/V (pages of 16..256 rows, shuffled in a pool
+ * with spare pages, unused rows NaN), GQA 1/4/8 and MQA, Nq 1/4/16 (and 100, 300)
+ * with and without the causal mask, D 64/96/128/256, BF16 and FP16, scores growing along the keys
+ * (every rescale path, across split boundaries), and one long problem against the GPU reference.
+ * Each case runs with the forward's own choice (on an H100/H200: the sm_90a path, which runs these
+ * through its sm_80 fallback, said by fajit_last_forward and checked here) and with the sm_80 path
+ * forced; then all again with GQA packing on (FAJIT_PACK_GQA=1). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
+ * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
+ *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/context.h"
+#include "runtime/tune.h"
+#include "test_support.h"
+
+static fajit_context *g_ctx;
+
+typedef struct decode_case {
+    const char *name;
+    fajit_dtype dtype;
+    int b, hq, hkv, nq, nk, d, causal;
+    int seqlens, splits, own_ws;
+    fj_check_fill fill;
+    fj_check_layout layout;
+    fj_check_ref ref;
+    int page; /* paged K/V with pages of this many rows (0: contiguous) */
+} decode_case;
+
+#define BF FAJIT_DTYPE_BF16
+#define FH FAJIT_DTYPE_F16
+#define NORM FJ_FILL_NORMAL
+#define UNI FJ_FILL_UNIFORM
+#define GROW FJ_FILL_GROWING
+#define BHND FJ_LAYOUT_BHND
+#define BNHD FJ_LAYOUT_BNHD
+#define AUTO FJ_REF_AUTO
+
+static const decode_case k_cases[] = {
+    /* name                          dt  B  Hq Hkv Nq    Nk    D  causal lens splits ws fill layout ref page */
+    {"MHA Nq1 lens splits1", BF, 5, 4, 4, 1, 1000, 128, 0, 1, 1, 0, NORM, BHND, AUTO, 0},
+    {"GQA4 Nq1 lens splits2 causal", FH, 5, 8, 2, 1, 1024, 128, 1, 1, 2, 0, UNI, BHND, AUTO, 0},
+    {"GQA8 Nq1 lens splits3 own ws", BF, 5, 16, 2, 1, 777, 128, 0, 1, 3, 1, GROW, BHND, AUTO, 0},
+    {"MQA Nq1 lens splits7 causal d64", FH, 5, 8, 1, 1, 2048, 64, 1, 1, 7, 0, NORM, BNHD, AUTO, 0},
+    {"GQA4 Nq4 lens splits16 causal", BF, 5, 8, 2, 4, 1500, 128, 1, 1, 16, 0, GROW, BHND, AUTO, 0},
+    {"GQA8 Nq16 lens splits64 causal", FH, 5, 16, 2, 16, 4096, 128, 1, 1, 64, 1, UNI, BHND, AUTO, 0},
+    {"Nq16 splits64 > tiles causal", BF, 5, 4, 1, 16, 200, 128, 1, 1, 64, 0, NORM, BHND, AUTO, 0},
+    {"MQA Nq4 splits33 no lens", FH, 2, 8, 1, 4, 3000, 256, 0, 0, 33, 0, GROW, BHND, AUTO, 0},
+    {"auto splits long MQA", BF, 1, 8, 1, 1, 16384, 128, 0, 0, 0, 0, NORM, BHND, AUTO, 0},
+    {"auto splits lens GQA4 own ws", FH, 5, 32, 8, 1, 4096, 128, 1, 1, 0, 1, UNI, BHND, AUTO, 0},
+    {"Nq16 d256 lens no split causal", BF, 3, 4, 2, 16, 513, 256, 1, 1, 1, 0, NORM, BHND, AUTO, 0},
+    {"Nq4 d96 splits5", FH, 2, 6, 3, 4, 900, 96, 0, 0, 5, 0, GROW, BNHD, AUTO, 0},
+    {"Nq100 causal splits4 (2 row blocks)", BF, 2, 4, 2, 100, 2000, 128, 1, 0, 4, 0, NORM, BHND, AUTO, 0},
+    {"Nq300>Nk causal splits3 lens", BF, 5, 2, 2, 300, 100, 64, 1, 1, 3, 0, UNI, BHND, AUTO, 0},
+    {"lens exact tiles GPU ref", FH, 5, 8, 2, 4, 640, 128, 1, 1, 6, 0, NORM, BHND, FJ_REF_GPU, 0},
+    {"long Nq16 causal lens GPU ref", BF, 2, 32, 8, 16, 32768, 128, 1, 1, 8, 0, GROW, BHND, AUTO, 0},
+    {"paged p16 lens splits3", BF, 5, 8, 2, 1, 1000, 128, 0, 1, 3, 0, NORM, BHND, AUTO, 16},
+    {"paged p64 lens causal Nq4 MQA", FH, 5, 8, 1, 4, 1024, 128, 1, 1, 0, 0, UNI, BHND, AUTO, 64},
+    {"paged p128 GQA8 Nq16 splits8", BF, 5, 16, 2, 16, 2048, 128, 1, 1, 8, 1, GROW, BHND, AUTO, 128},
+    {"paged p256 MQA d64 no lens", FH, 3, 8, 1, 1, 3000, 64, 0, 0, 0, 0, NORM, BHND, AUTO, 256},
+    {"paged p32 d256 causal Nq16", BF, 2, 4, 2, 16, 700, 256, 1, 1, 5, 0, UNI, BHND, AUTO, 32},
+    {"paged p48 d96 lens", FH, 5, 6, 3, 1, 500, 96, 0, 1, 2, 0, NORM, BHND, AUTO, 48},
+    {"paged p64 long GPU ref", BF, 2, 32, 8, 16, 32768, 128, 1, 1, 0, 0, GROW, BHND, FJ_REF_GPU, 64},
+};
+
+static fj_check_problem case_problem(const decode_case *c)
+{
+    fj_check_problem p = fj_check_problem_default();
+    p.dtype = c->dtype;
+    p.batch = c->b, p.heads_q = c->hq, p.heads_kv = c->hkv, p.seqlen_q = c->nq, p.seqlen_k = c->nk;
+    p.head_dim = c->d, p.causal = c->causal, p.layout = c->layout, p.fill = c->fill;
+    p.seqlens = c->seqlens, p.num_splits = c->splits, p.own_workspace = c->own_ws, p.page_size = c->page;
+    return p;
+}
+
+/* What fajit_last_forward must say after case c on `arch`; prints why and returns 0 when it does not. */
+static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *text)
+{
+    int split = c->splits >= 2 || (c->splits == 0 && strstr(text, " split"));
+    const char *need[4] = {c->seqlens ? " seqlens" : NULL, c->splits >= 2 ? " split" : NULL,
+                           split ? "combine" : NULL, c->page ? " paged" : NULL};
+    for (int i = 0; i < 4; i++)
+        if (need[i] && !strstr(text, need[i])) {
+            printf("     kernel text lacks \"%s\": %s\n", need[i], text);
+            return 0;
+        }
+    int packs = g_ctx->pack_gqa && c->hq > c->hkv && c->nq <= 128;
+    if (packs != (strstr(text, " packgqa") != NULL)) {
+        printf("     GQA packing %s: %s\n", packs ? "expected" : "not expected", text);
+        return 0;
+    }
+    int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs || c->page;
+    if (arch == FAJIT_ARCH_AUTO && fj_best_path(g_ctx) == FAJIT_ARCH_SM90A && used && !fell) {
+        printf("     expected the sm_90a fallback: %s\n", text);
+        return 0;
+    }
+    return 1;
+}
+
+static int run_cases(fajit_arch arch)
+{
+    int failures = 0;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        const decode_case *c = &k_cases[i];
+        fj_check_problem p = case_problem(c);
+        fj_check_options opts = {0};
+        fj_check_result r;
+        opts.reference = c->ref;
+        fajit_config cfg = {0};
+        fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
+        if (arch != FAJIT_ARCH_AUTO) {
+            if (fj_test_path_config(g_ctx, arch, &shape, c->dtype, c->d, c->causal, &cfg) != FAJIT_OK) {
+                printf("FAIL %-36s fajit_config_fill: %s\n", c->name, fajit_errmsg());
+                failures++;
+                continue;
+            }
+        }
+        fajit_status st = fj_check_run(g_ctx, arch != FAJIT_ARCH_AUTO ? &cfg : NULL, &p, &opts, &r);
+        if (st != FAJIT_OK) {
+            printf("FAIL %-36s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
+            failures++;
+            if (st == FAJIT_ERR_CUDA) break;
+            continue;
+        }
+        int text_ok = kernel_text_ok(c, arch, r.kernel);
+        printf("%s %-36s %s B%d H%d/%d N%d/%d D%d%s ref=%s relL2 %.2e row %.2e lse %.2e seed %llu [%s] %s\n",
+               r.pass && text_ok ? "PASS" : "FAIL", c->name, c->dtype == FH ? "f16 " : "bf16", c->b, c->hq, c->hkv,
+               c->nq, c->nk, c->d, c->causal ? " causal" : "", r.reference == FJ_REF_CPU ? "cpu" : "gpu", r.rel_l2,
+               r.worst_row_rel, r.lse_max_abs, (unsigned long long)r.seed, r.kernel, r.why);
+        failures += !(r.pass && text_ok);
+    }
+    fflush(stdout);
+    return failures;
+}
+
+static void test_forward_choice(void **state)
+{
+    (void)state;
+    assert_int_equal(run_cases(FAJIT_ARCH_AUTO), 0);
+}
+
+static void test_sm80_forced(void **state)
+{
+    (void)state;
+    if (fj_best_path(g_ctx) == FAJIT_ARCH_SM80) {
+        printf("SKIP: the GPU's best path is sm_80: test_forward_choice ran it\n");
+        skip();
+    }
+    assert_int_equal(run_cases(FAJIT_ARCH_SM80), 0);
+}
+
+/* The same cases with GQA packing (FAJIT_PACK_GQA=1, read when a context is made): the GQA and MQA cases
+ * with Nq <= 128 run the packed variant (checked in the kernel text), the others as before. */
+static void test_gqa_packing(void **state)
+{
+    (void)state;
+    fajit_context *saved = g_ctx, *packed = NULL;
+    assert_int_equal(fj_test_context_with_env("FAJIT_PACK_GQA", "1", -1, &packed), FAJIT_OK);
+    assert_int_equal(packed->pack_gqa, 1);
+    g_ctx = packed;
+    int failures = run_cases(FAJIT_ARCH_AUTO);
+    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
+    g_ctx = saved;
+    fajit_context_destroy(packed);
+    assert_int_equal(failures, 0);
+}
+
+int main(void)
+{
+    if (!(g_ctx = fj_test_gpu_context())) return 1;
+    printf("device: %s (%s), %d SMs\n", g_ctx->device_name, fajit_context_sm(g_ctx), g_ctx->sm_count);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_forward_choice),
+        cmocka_unit_test(test_sm80_forced),
+        cmocka_unit_test(test_gqa_packing),
+    };
+    int rc = cmocka_run_group_tests_name("gpu_decode", tests, NULL, NULL);
+    fajit_context_destroy(g_ctx);
+    return rc;
+}
