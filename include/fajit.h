@@ -43,9 +43,9 @@ extern "C" {
 #endif
 
 #define FAJIT_VERSION_MAJOR 0
-#define FAJIT_VERSION_MINOR 1
+#define FAJIT_VERSION_MINOR 2
 #define FAJIT_VERSION_PATCH 0
-#define FAJIT_VERSION "0.1.0"
+#define FAJIT_VERSION "0.2.0"
 /* Encoded as major * 10000 + minor * 100 + patch; matches fajit_version_number() at run time. */
 #define FAJIT_VERSION_NUMBER (FAJIT_VERSION_MAJOR * 10000 + FAJIT_VERSION_MINOR * 100 + FAJIT_VERSION_PATCH)
 
