@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# check-install.sh - install the C package from a configured build directory into a fresh prefix and
+# build examples/attention.c against the INSTALLED files, both with find_package(fajit) (CMake, shared
+# and static) and with pkg-config (examples/Makefile); run the three programs (their GPU part skips
+# without a GPU and says so). Writes only under <build>/install-check/. Exit status: 0 when all worked.
+#   usage: scripts/check-install.sh [build dir]      (default: build, already built)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+work=$build/install-check
+prefix=$PWD/$work/prefix
+rm -rf "$work"
+mkdir -p "$work"
+
+step() { echo "check-install: $*"; }
+step "cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+libdir=$(cd "$prefix" && ls -d lib*/pkgconfig | head -1 | xargs dirname)
+for f in include/fajit.h "$libdir"/libfajit.so "$libdir"/libfajit.a bin/fagen "$libdir"/pkgconfig/fajit.pc \
+    "$libdir"/cmake/fajit/fajitConfig.cmake "$libdir"/cmake/fajit/fajitConfigVersion.cmake; do
+    [ -e "$prefix/$f" ] || { echo "check-install: $f was not installed" >&2; exit 1; }
+done
+"$prefix/bin/fagen" --version
+
+step "examples with find_package(fajit) (CMAKE_PREFIX_PATH=$prefix)"
+cmake -S examples -B "$work/cmake" -DCMAKE_PREFIX_PATH="$prefix" >"$work/cmake-configure.log" ||
+    { cat "$work/cmake-configure.log"; exit 1; }
+grep "fajit .* from" "$work/cmake-configure.log"
+cmake --build "$work/cmake" -j2 >"$work/cmake-build.log" || { cat "$work/cmake-build.log"; exit 1; }
+"$work/cmake/fajit_example"
+"$work/cmake/fajit_example_static"
+
+step "examples with pkg-config (PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig)"
+export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
+echo "pkg-config fajit: version $(pkg-config --modversion fajit), $(pkg-config --cflags --libs fajit)"
+make -s -C examples O="$PWD/$work" CC="${CC:-cc}"
+"$work/fajit_example_pc"
+# the shared library the pkg-config build runs with is the installed one
+ldd "$work/fajit_example_pc" | grep -q "$prefix/$libdir/libfajit.so" ||
+    { echo "check-install: fajit_example_pc does not load $prefix/$libdir/libfajit.so" >&2; exit 1; }
+step "ok"
