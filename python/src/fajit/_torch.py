@@ -18,7 +18,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _config, _lib
-from ._lib import Args_c, Config_c, lib
+from ._lib import Args_c, lib
 
 _DTYPES = {torch.float16: _lib.DTYPE["FAJIT_DTYPE_F16"], torch.bfloat16: _lib.DTYPE["FAJIT_DTYPE_BF16"]}
 _ARG_FIELDS = {f for f, _ in Args_c._fields_}
@@ -141,8 +141,9 @@ def _forward(q, k, v, o, lse, causal, scale, bnhd, config):
     a.v_stride[:], a.o_stride[:] = _strides(v, bnhd), _strides(o, bnhd)
     a.softmax_scale, a.causal, a.stream = scale, int(causal), _raw_stream(dev)
     cfg = ctypes.byref(_checked_config(config)) if config else None
-    workspace = _workspace(ctx, a, cfg, q.device, config) if _WORKSPACE else None  # noqa: F841 (alive until launched)
+    workspace = _workspace(ctx, a, cfg, q.device, config) if _WORKSPACE else None
     status = lib.fajit_attention_forward(ctx.handle, ctypes.byref(a), cfg)
+    del workspace  # the launch is queued: torch's allocator hands the buffer out again only in stream order
     if status:
         raise _lib.error(status)
 
