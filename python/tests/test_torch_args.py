@@ -123,3 +123,57 @@ def test_dynamo_keeps_the_op_in_the_graph(torch_first):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "torch.ops.fajit.attention.default(" in out.stdout
     assert "torch.ops.fajit.attention_out.default(" in out.stdout
+
+
+# ---- the launch path's fajit_attention_args, filled from real (CPU) tensors and checked by the library ------
+@pytest.fixture
+def no_device(monkeypatch):
+    """fajit._torch._forward on CPU tensors through the context without a device: the library checks every
+    field of the args, then stops with FAJIT_ERR_NO_DEVICE; nothing is launched."""
+    from fajit import _lib, _torch
+    ctx = _lib.context(-1)
+    monkeypatch.setattr(_lib, "context", lambda device: ctx)
+    monkeypatch.setattr(_torch, "_raw_stream", lambda device: 0)
+    return _torch._forward
+
+
+def _cpu(shape, d=64):
+    return torch.zeros(*shape[:-1], d, dtype=torch.bfloat16)[..., :shape[-1]]
+
+
+def test_launch_args_reach_the_library(no_device):
+    q, k = _cpu((2, 8, 100, 64)), _cpu((2, 2, 77, 64))
+    with pytest.raises(fajit.FajitError) as e:
+        no_device(q, k, k, torch.empty_like(q), torch.empty(2, 8, 100), True, 0.125, False, "")
+    assert e.value.status_name == "FAJIT_ERR_NO_DEVICE", e.value
+    # the same in [B, N, H, D]
+    qb, kb = _cpu((2, 100, 8, 64)), _cpu((2, 77, 2, 64))
+    with pytest.raises(fajit.FajitError) as e:
+        no_device(qb, kb, kb, torch.empty_like(qb), None, False, 0.125, True, "")
+    assert e.value.status_name == "FAJIT_ERR_NO_DEVICE", e.value
+
+
+def test_launch_args_strides_by_layout(no_device):
+    k = _cpu((2, 2, 77, 64))
+    q_rows = _cpu((2, 8, 100, 64), d=68)  # bhnd: sequence stride 68 elements
+    with pytest.raises(fajit.FajitInputError, match=r"q_stride\[2\] = 68"):
+        no_device(q_rows, k, k, torch.empty(2, 8, 100, 64, dtype=torch.bfloat16), None, False, 0.125, False, "")
+    q_heads = _cpu((2, 100, 8, 64), d=68)  # bnhd: the head stride is the 68
+    kb = _cpu((2, 77, 2, 64))
+    with pytest.raises(fajit.FajitInputError, match=r"q_stride\[1\] = 68"):
+        no_device(q_heads, kb, kb, torch.empty(2, 100, 8, 64, dtype=torch.bfloat16), None, False, 0.125, True, "")
+
+
+def test_launch_config_must_match(no_device):
+    q, k = _cpu((1, 2, 64, 64)), _cpu((1, 2, 64, 64))
+    cfg = fajit.config(head_dim=64, dtype="bf16")  # noncausal
+    with pytest.raises(fajit.FajitInputError, match="causal"):
+        no_device(q, k, k, torch.empty_like(q), None, True, 0.125, False, cfg.text)
+
+
+def test_launch_without_keys_or_rows(no_device):
+    q, k = _cpu((1, 2, 5, 64)), _cpu((1, 2, 0, 64))
+    o, lse = torch.full_like(q, float("nan")), torch.full((1, 2, 5), float("nan"))
+    no_device(q, k, k, o, lse, False, 0.125, False, "")  # returns before the library: nothing to launch
+    assert (o == 0).all() and (lse == float("-inf")).all()
+    no_device(q[:, :, :0], _cpu((1, 2, 3, 64)), _cpu((1, 2, 3, 64)), o[:, :, :0], None, False, 0.125, False, "")
