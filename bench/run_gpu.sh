@@ -14,6 +14,9 @@
 #     compare      python3 bench/compare.py --out $OUT (the full grid vs FA2 and cuDNN; torch, matplotlib)
 #     check-full   fagen check (the whole grid)
 #   and, only when named:
+#     install        scripts/check-install.sh: cmake --install $BUILD into a prefix, examples/ built against it
+#                    (find_package, shared and static; pkg-config) and run: each runs one forward on the GPU
+#                    checked against a CPU reference (needs the build stage)
 #     python         the Python package: a venv seeing the system's torch, scikit-build-core and pytest,
 #                    `pip install --no-build-isolation --no-index ./python` (no network needed), pytest
 #                    python/tests (GPU numerics vs float64, torch.compile, CUDA graphs; per-case errors in
@@ -66,7 +69,8 @@ do_tests() {
     return $rc
 }
 
-PY_VENV=${TMPDIR:-/tmp}/fajit-py-venv
+mkdir -p "$BUILD"
+PY_VENV=$(cd "$BUILD" && pwd)/py-venv-gpu # under the build dir: kept between runs on a warm machine
 do_python() {
     export FAJIT_PY_OFFLINE=1 FAJIT_PY_VENV="$PY_VENV" FAJIT_TEST_REPORT="$OUT/python-gpu-errors.txt"
     export FAJIT_CACHE_DIR="${TMPDIR:-/tmp}/fajit-py-cache"
@@ -117,6 +121,7 @@ for s in "${stages[@]}"; do
     bench) run_stage bench 300 "$FAGEN" bench --grid first ;;
     compare) run_stage compare 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" --out "$OUT" ;;
     check-full) run_stage check-full 590 "$FAGEN" check ;;
+    install) run_stage install 300 scripts/check-install.sh "$BUILD" ;;
     python) run_stage python 590 env OUT="$OUT" PY_VENV="$PY_VENV" bash -c "$(declare -f do_python); do_python" ;;
     python-compare) run_stage python-compare 500 env PYTHONUNBUFFERED=1 "$PY_VENV/bin/python" bench/compare.py --quick ;;
     tune) run_stage tune 500 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_tune); do_tune" ;;

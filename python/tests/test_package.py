@@ -136,6 +136,8 @@ def test_bad_canonical_text():
         fajit.config("sm_80 bf16 d128 br64")
     with pytest.raises(TypeError, match="config: expected"):
         fajit.config(42)
+    with pytest.raises(TypeError, match="the fields head_dim, causal must not be given"):
+        fajit.ptx("sm_80 f16 d64 br64 bc64 s2 sw128 w4 causal", head_dim=128, causal=True)
 
 
 def test_gpu_calls_fail_cleanly_without_a_gpu():

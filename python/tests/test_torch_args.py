@@ -101,11 +101,14 @@ _EXPORT = r"""
 import torch, fajit
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+cfg = fajit.config(head_dim=64, dtype="bf16", causal=True)
+
 class M(torch.nn.Module):
     def forward(self, q, k, v):
         o, lse = fajit.attention(q * 2, k, v, causal=True, return_lse=True)
         o2 = fajit.attention(q, k, v, out=torch.empty_like(q), scale=0.5)
-        return o + o2, lse.sum()
+        o3 = fajit.attention(q, k, v, causal=True, config=cfg)
+        return o + o2 + o3, lse.sum()
 
 with FakeTensorMode():
     q = torch.empty(2, 8, 100, 64, dtype=torch.bfloat16, device="cuda")
@@ -123,6 +126,7 @@ def test_dynamo_keeps_the_op_in_the_graph(torch_first):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "torch.ops.fajit.attention.default(" in out.stdout
     assert "torch.ops.fajit.attention_out.default(" in out.stdout
+    assert "'sm_80 bf16 d64 br128 bc64 s2 sw128 w4 causal'" in out.stdout  # a Config passes as its text
 
 
 # ---- the launch path's fajit_attention_args, filled from real (CPU) tensors and checked by the library ------

@@ -163,6 +163,12 @@ def make_config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False
                 device=None, fill=True):
     """The Config these arguments describe, filled (fill=True) or only checked; see fajit.config."""
     if spec is not None:
+        given = [n for n, x in (("head_dim", head_dim), ("dtype", dtype), ("arch", arch), ("block_m", block_m),
+                                ("block_n", block_n), ("stages", stages), ("swizzle", swizzle), ("warps", warps),
+                                ("col_warps", col_warps), ("overlap", overlap), ("pingpong", pingpong),
+                                ("shape", shape), ("device", device)) if x is not None] + (["causal"] if causal else [])
+        if given:
+            raise TypeError(f"config given as {spec!r}: the fields {', '.join(given)} must not be given with it")
         c = spec._c if isinstance(spec, Config) else _parse_text(spec) if isinstance(spec, str) else None
         if c is None:
             raise TypeError(f"config: expected a fajit.Config or its canonical text, got {type(spec).__name__}")
