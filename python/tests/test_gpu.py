@@ -286,3 +286,15 @@ def test_cuda_graph_capture_and_replay():
         torch.cuda.synchronize()
         _check(f"CUDA graph replay {seed}", q, k, v, True, "bnhd", o, lse)
         assert torch.equal(o_new, o)
+
+
+def test_device_config_and_tune():
+    cfg = fajit.config(head_dim=64, device=0)
+    major = torch.cuda.get_device_capability(0)[0]
+    assert cfg.arch == ("sm_90a" if major == 9 else "sm_80"), cfg
+    seen = []
+    r = fajit.tune(64, dtype="f16", shape=dict(batch=1, heads_q=4, heads_kv=4, seqlen_q=256, seqlen_k=256),
+                   max_candidates=2, persist=False, progress=lambda *p: seen.append(p))
+    _report(f"tune: {r!r}, {len(seen)} progress calls, cache dir {fajit.cache_dir(0)!r}")
+    assert r.timed >= 1 and r.best.head_dim == 64 and r.tflops > 0
+    assert any(p[2] is not None and p[3] > 0 for p in seen), seen
