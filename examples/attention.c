@@ -145,7 +145,9 @@ static int run_forward(void)
     size_t n[4] = {nq, nk, nk, nq};
     uint64_t dev[4] = {0};
     void *pctx = NULL;
-    int ok = h[0] && h[1] && h[2] && h[3] && cu.init(0) == 0 && cu.primary_retain(&pctx, 0) == 0 && cu.ctx_set(pctx) == 0;
+    int dev0 = 0;
+    int ok = h[0] && h[1] && h[2] && h[3] && cu.init(0) == 0 && cu.device_get(&dev0, 0) == 0 &&
+             cu.primary_retain(&pctx, dev0) == 0 && cu.ctx_set(pctx) == 0;
     srand(1);
     for (int t = 0; t < 4 && ok; t++) {
         for (size_t e = 0; e < n[t]; e++) h[t][e] = f32_to_bf16(t < 3 ? (float)rand() / RAND_MAX * 2 - 1 : NAN);
