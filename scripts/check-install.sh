@@ -3,20 +3,23 @@
 # build examples/attention.c against the INSTALLED files, both with find_package(fajit) (CMake, shared
 # and static) and with pkg-config (examples/Makefile); run the three programs (their GPU part skips
 # without a GPU and says so; with one, each runs a forward checked against a CPU reference). Without
-# pkg-config or make (outside CI) the pkg-config build is skipped and said so. Writes only under <build>/install-check/. Exit status: 0 when all worked.
+# pkg-config or make (outside CI) the pkg-config build is skipped and said so. Writes only under
+# <build>/install-check/. Exit status: 0 when all worked.
 #   usage: scripts/check-install.sh [build dir]      (default: build, already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-work=$build/install-check
-prefix=$PWD/$work/prefix
-rm -rf "$work"
-mkdir -p "$work"
+rm -rf "$build/install-check"
+mkdir -p "$build/install-check"
+work=$(cd "$build/install-check" && pwd)
+prefix=$work/prefix
 
 step() { echo "check-install: $*"; }
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
-libdir=$(cd "$prefix" && ls -d lib*/pkgconfig | head -1 | xargs dirname)
+pc=$(cd "$prefix" && find . -path '*/pkgconfig/fajit.pc' | head -1)
+[ -n "$pc" ] || { echo "check-install: no pkgconfig/fajit.pc under $prefix" >&2; exit 1; }
+libdir=$(dirname "$(dirname "${pc#./}")") # lib, or lib/<multiarch> with the prefix /usr
 for f in include/fajit.h "$libdir"/libfajit.so "$libdir"/libfajit.a bin/fagen "$libdir"/pkgconfig/fajit.pc \
     "$libdir"/cmake/fajit/fajitConfig.cmake "$libdir"/cmake/fajit/fajitConfigVersion.cmake; do
     [ -e "$prefix/$f" ] || { echo "check-install: $f was not installed" >&2; exit 1; }
@@ -41,7 +44,7 @@ fi
 step "examples with pkg-config (PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig)"
 export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
 echo "pkg-config fajit: version $(pkg-config --modversion fajit), $(pkg-config --cflags --libs fajit)"
-make -s -C examples O="$PWD/$work" CC="${CC:-cc}"
+make -s -C examples O="$work" CC="${CC:-cc}"
 "$work/fajit_example_pc"
 # the shared library the pkg-config build runs with is the installed one
 ldd "$work/fajit_example_pc" | grep -q "$prefix/$libdir/libfajit.so" ||
