@@ -94,10 +94,11 @@ static double reference(const uint16_t *q, const uint16_t *k, const uint16_t *v,
     double s[NK], m = -INFINITY, l = 0, o = 0;
     int last = i + (NK - NQ); /* query i sees keys j <= i + Nk - Nq */
     if (last < 0) return 0.0;  /* no key: O = 0 */
+    const uint16_t *qi = q + ((size_t)bh * NQ + i) * D;
     for (int j = 0; j <= last && j < NK; j++) {
+        const uint16_t *kj = k + ((size_t)bh * NK + j) * D;
         s[j] = 0;
-        for (int c = 0; c < D; c++)
-            s[j] += (double)bf16_to_f32(q[((size_t)bh * NQ + i) * D + c]) * bf16_to_f32(k[((size_t)bh * NK + j) * D + c]);
+        for (int c = 0; c < D; c++) s[j] += (double)bf16_to_f32(qi[c]) * bf16_to_f32(kj[c]);
         s[j] *= scale;
         m = s[j] > m ? s[j] : m;
     }

@@ -18,7 +18,8 @@ have_venv() { command -v python3 >/dev/null && python3 -c "import venv, ensurepi
 
 if ! have_all; then
     if ! command -v apt-get >/dev/null; then
-        echo "setup-deps: need a C compiler, make, cmake, pkg-config, cmocka and python3 with venv; no apt-get here to install them" >&2
+        echo "setup-deps: need a C compiler, make, cmake, pkg-config, cmocka and python3 with venv;" \
+            "no apt-get here to install them" >&2
         exit 1
     fi
     sudo=""

@@ -133,7 +133,8 @@ CASES += [(dt, 2, 4, 2, 257, 300, d, True, "bhnd") for dt in (torch.float16, tor
 
 def _name(c):
     dt, b, hq, hkv, nq, nk, d, causal, layout = c
-    return f"{'bf16' if dt == torch.bfloat16 else 'f16'}-B{b}-H{hq}x{hkv}-N{nq}x{nk}-D{d}-{'causal' if causal else 'full'}-{layout}"
+    kind = "causal" if causal else "full"
+    return f"{'bf16' if dt == torch.bfloat16 else 'f16'}-B{b}-H{hq}x{hkv}-N{nq}x{nk}-D{d}-{kind}-{layout}"
 
 
 @pytest.mark.parametrize("case", CASES, ids=_name)

@@ -9,7 +9,8 @@ import sys
 from . import _lib
 from ._lib import ARCH, DTYPE, Config_c, Shape_c, check, lib
 
-ARCH_NAMES = {ARCH["FAJIT_ARCH_SM80"]: "sm_80", ARCH["FAJIT_ARCH_SM90A"]: "sm_90a", ARCH["FAJIT_ARCH_SM100A"]: "sm_100a"}
+ARCH_NAMES = {ARCH["FAJIT_ARCH_SM80"]: "sm_80", ARCH["FAJIT_ARCH_SM90A"]: "sm_90a",
+              ARCH["FAJIT_ARCH_SM100A"]: "sm_100a"}
 DTYPE_NAMES = {DTYPE["FAJIT_DTYPE_F16"]: "f16", DTYPE["FAJIT_DTYPE_BF16"]: "bf16"}
 _DTYPE_ALIASES = {"f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16", "torch.float16": "f16",
                   "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16"}
@@ -22,7 +23,7 @@ _TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(
 class Config:
     """A checked kernel config (fajit_config), made by fajit.config(). str() and .text give its canonical
     text; its fields read as attributes (the names of fajit.h's fajit_config), with .arch ("sm_80",
-    "sm_90a", ...) and .dtype ("f16", "bf16") as names. Immutable."""
+    "sm_90a", ...) and .dtype ("f16", "bf16") as names; the fields are read-only."""
 
     __slots__ = ("_c", "text")
 
@@ -92,7 +93,8 @@ def dtype_code(dtype, arg="dtype"):
         return DTYPE["FAJIT_DTYPE_AUTO"]
     name = _DTYPE_ALIASES.get(str(dtype).lower())
     if name is None:
-        raise TypeError(f"{arg}: {dtype!r} is not supported (bf16 or f16: 'bf16', 'f16', torch.bfloat16, torch.float16)")
+        raise TypeError(f"{arg}: {dtype!r} is not supported "
+                        "(bf16 or f16: 'bf16', 'f16', torch.bfloat16, torch.float16)")
     return DTYPE["FAJIT_DTYPE_BF16"] if name == "bf16" else DTYPE["FAJIT_DTYPE_F16"]
 
 
