@@ -227,6 +227,15 @@ def test_other_devices():
     assert _rel_l2(o, ref_o) <= TOL[torch.float16]
 
 
+def test_opcheck():
+    # torch's own checks of a custom op: schema, fake implementation vs real outputs, AOT dispatch
+    q, k, v = _make(2, 4, 2, 129, 200, 64, torch.float16, "bhnd", seed=12)
+    torch.library.opcheck(torch.ops.fajit.attention.default, (q, k, v, True, 0.125, False, True, ""))
+    torch.library.opcheck(torch.ops.fajit.attention.default, (q, k, v, False, 0.125, False, False, ""))
+    o, lse = torch.empty_like(q), torch.empty(2, 4, 129, device="cuda")
+    torch.library.opcheck(torch.ops.fajit.attention_out.default, (q, k, v, o, lse, True, 0.125, False, ""))
+
+
 # ---- torch.compile and CUDA graphs -------------------------------------------------------------------------
 class Block(torch.nn.Module):
     def __init__(self, dim=512, heads=8, kv_heads=2):

@@ -52,8 +52,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     contiguous last dim (no copies are made). causal: bottom-right aligned when Nq != Nk (query i sees
     keys j <= i + Nk - Nq; a row that sees no key gets O = 0 and LSE = -inf). scale: None = 1/sqrt(D).
     return_lse: also return the natural-log log-sum-exp of the scaled scores, float32 [B, Hq, Nq].
-    out: a tensor shaped like q to write O into (else a new one, contiguous in q's layout). config: a
-    fajit.Config or its canonical text (None: the tuned winner of the shape's class, else the heuristic).
+    out: a tensor shaped like q to write O into, not overlapping q, k or v (else a new one, contiguous
+    in q's layout). config: a fajit.Config or its canonical text (None: the tuned winner of the shape's
+    class, else the heuristic).
 
     Runs asynchronously on torch's current stream. A torch custom op (fajit::attention, or
     fajit::attention_out with out=) with a fake implementation: torch.compile(fullgraph=True) keeps it in
