@@ -73,7 +73,6 @@ import time
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fajit_ctypes import DTYPE_BF16, DTYPE_F16, DTYPE_NAMES, Config  # noqa: E402  (no torch needed)
 from compare_report import LABEL, PEERS, SYSTEMS, fmt, print_table, ratio, write_outputs  # noqa: E402
 
 TOKENS = 16384            # B * N
@@ -87,6 +86,26 @@ DTYPE_ALIASES = {"bf16": "bf16", "bfloat16": "bf16", "f16": "f16", "fp16": "f16"
 # --quick: both dtypes, every head dim, causal and not, short and long N
 QUICK_SHAPES = (("bf16", 128, 4096, False), ("bf16", 256, 16384, True), ("f16", 64, 1024, False),
                 ("f16", 128, 2048, True))
+
+
+fajit = None  # the package, imported by load_fajit() once the command line is read
+
+
+def load_fajit(lib=None):
+    """The fajit package: the installed one (pip install ./python), else the source tree's python/src with
+    build/libfajit.so. --lib PATH: the source tree's package with that library ($FAJIT_LIB)."""
+    global fajit
+    src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python", "src")
+    if lib:
+        os.environ["FAJIT_LIB"] = os.path.abspath(lib)
+        sys.path.insert(0, src)
+    try:
+        import fajit as module
+    except ImportError:
+        sys.path.insert(0, src)
+        import fajit as module
+    fajit = module
+    return module
 
 
 def log(msg=""):
@@ -137,7 +156,8 @@ def parse_args(argv=None):
                         "warm-up): the clocks settle to that system's power draw, so no system is timed on clocks "
                         "boosted by a lighter predecessor or held down by a heavier one (measured on an H100: with "
                         "5 calls, a kernel timed after cuDNN read 11%% low and cuDNN 27%% high)")
-    p.add_argument("--lib", help="libfajit.so (default: $FAJIT_LIB, else build/libfajit.so)")
+    p.add_argument("--lib", help="libfajit.so, used through the source tree's python/src package (default: the "
+                   "installed fajit package, else python/src with build/libfajit.so)")
     p.add_argument("--out", help="directory for the .md, .png, .csv and .json (created); nothing is written without it"
                    " (except with --selftest-writers)")
     p.add_argument("--config-from-tune", metavar="FILE", nargs="?", const=default_tune_file(),
@@ -203,10 +223,10 @@ def parse_tune_line(line):
         return None
     m = re.match(r"^(f16|bf16) d(\d+) (causal|noncausal) n(\d+)$", f[3])
     try:
-        cfg, driver, tflops = Config.from_text(f[4]), int(f[1]), float(f[5])
-    except ValueError:
+        cfg, driver, tflops = fajit.config(f[4]), int(f[1]), float(f[5])
+    except ValueError:  # also a config that breaks a rule (fajit.FajitInputError)
         return None
-    if not m or (DTYPE_NAMES[cfg.dtype], cfg.head_dim, bool(cfg.causal)) != (m.group(1), int(m.group(2)),
+    if not m or (cfg.dtype, cfg.head_dim, bool(cfg.causal)) != (m.group(1), int(m.group(2)),
                                                                                m.group(3) == "causal"):
         return None
     return {"cfg": cfg, "gpu": f[0], "driver": driver, "codegen": f[2], "class": int(m.group(4)),
@@ -237,7 +257,7 @@ def load_config_file(path):
         if text in (None, "", "?"):  # a compare.py row whose config could not be made
             continue
         try:
-            cfg = Config.from_text(text)
+            cfg = fajit.config(text)
         except ValueError as err:
             raise ValueError(f"{path}: entry {i}: {err}") from None
         n = e.get("N", e.get("seqlen"))
@@ -250,7 +270,7 @@ def pick_config(entries, shape, gpu=None, driver=None):
     Tune-file lines: same dtype, head dim, mask and sequence-length class, and this GPU's name; among
     several, the one measured with this driver, else the last. JSON entries: the same N, else no N."""
     key = (shape["dtype"], shape["D"], shape["causal"])
-    mine = [e for e in entries or [] if (DTYPE_NAMES[e["cfg"].dtype], e["cfg"].head_dim, bool(e["cfg"].causal)) == key]
+    mine = [e for e in entries or [] if (e["cfg"].dtype, e["cfg"].head_dim, bool(e["cfg"].causal)) == key]
     tuned = [e for e in mine if e.get("class") == seqlen_class(shape["N"]) and (gpu is None or e["gpu"] == gpu)]
     if tuned:
         e = ([t for t in tuned if t["driver"] == driver] or tuned)[-1]
@@ -331,16 +351,16 @@ class Bench:
         import torch
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
-        from fajit_ctypes import Fajit, find_library
         self.torch, self.F, self.sdpa_kernel, self.SDPBackend = torch, F, sdpa_kernel, SDPBackend
         self.a, self.grid, self.table = a, grid, table
         torch.manual_seed(0)
         torch.set_float32_matmul_precision("highest")  # the fp32 reference must not use TF32
         torch.cuda.init()
         torch.empty(1, device=DEVICE)  # torch's primary context exists before fajit binds to it
-        self.lib_path = find_library(a.lib)
+        # kernels go to a fresh cache directory: set before fajit makes the device's context (first use)
         self.cache = tempfile.mkdtemp(prefix="fajit-compare-")
-        self.fa = Fajit(self.lib_path, disk_cache=1, cache_dir=self.cache)
+        os.environ["FAJIT_CACHE_DIR"], os.environ["FAJIT_CACHE"] = self.cache, "1"
+        self.lib_path = str(fajit._lib.LIB_PATH)
         self.dtypes = {"bf16": torch.bfloat16, "f16": torch.float16}
         self.gpu, self.driver = torch.cuda.get_device_properties(0).name, driver_version_number()
         self.flat = None  # (dtype name, elements per tensor, [(q, k, v, o) flat tensors per set])
@@ -349,9 +369,7 @@ class Bench:
         self.hopper, self.hopper_error, self.hopper_version = {}, {}, {}
         self.load_hopper_peers()
         # the sm_80 path is timed beside the default one where the default is another path
-        probe = Config(dtype=DTYPE_BF16, head_dim=128)
-        self.fa.config_fill(probe)
-        self.default_path = self.fa.config_text(probe).split()[0]
+        self.default_path = fajit.config(head_dim=128, dtype="bf16", device=0).arch
 
     def load_hopper_peers(self):
         """FA3 and FA4 when importable (bench/README: ../shared/bench/peer-wheels.sh brings them)."""
@@ -371,7 +389,6 @@ class Bench:
 
     def close(self):
         self.clock.close()
-        self.fa.close()
         shutil.rmtree(self.cache, ignore_errors=True)
 
     # -- inputs: per dtype, flat N(0,1) buffers viewed as each shape (every shape of the grid has the same size)
@@ -395,15 +412,12 @@ class Bench:
 
     # -- fajit
     def fajit_config(self, shape):
-        dt = DTYPE_BF16 if shape["dtype"] == "bf16" else DTYPE_F16
         cfg, source = pick_config(self.table, shape, self.gpu, self.driver)
         if cfg is not None:
-            cfg = Config(**cfg.as_dict())
-            self.fa.config_check(cfg)
-            return cfg, source
+            return fajit.config(cfg), source
         h = shape["H"]
-        cfg = Config(dtype=dt, head_dim=shape["D"], causal=int(shape["causal"]))
-        self.fa.config_fill(cfg, (shape["B"], h, h, shape["N"], shape["N"]))
+        cfg = fajit.config(head_dim=shape["D"], dtype=shape["dtype"], causal=shape["causal"],
+                           shape=(shape["B"], h, h, shape["N"], shape["N"]), device=0)
         return cfg, "heuristic"
 
     def fajit_prepare(self, shape, sets, row, sm80=False):
@@ -411,34 +425,32 @@ class Bench:
         heuristic's config of the sm_80 path instead (the fajit80 system)."""
         if sm80:
             h = shape["H"]
-            cfg = Config(arch=80, dtype=DTYPE_BF16 if shape["dtype"] == "bf16" else DTYPE_F16, head_dim=shape["D"],
-                         causal=int(shape["causal"]))
-            self.fa.config_fill(cfg, (shape["B"], h, h, shape["N"], shape["N"]))
+            cfg = fajit.config(head_dim=shape["D"], dtype=shape["dtype"], arch="sm_80", causal=shape["causal"],
+                               shape=(shape["B"], h, h, shape["N"], shape["N"]), device=0)
             source = "heuristic (sm_80 path)"
-            row["config80"] = self.fa.config_text(cfg)
+            row["config80"] = cfg.text
         else:
             cfg, source = self.fajit_config(shape)
-        text = self.fa.config_text(cfg)
+        text = cfg.text
         if not sm80:
             row["config"], row["config_source"] = text, source
         t0 = time.perf_counter()
-        info, got = self.fa.kernel(cfg)
+        info, got = fajit.kernel_info(cfg, device=0)
         get_ms = (time.perf_counter() - t0) * 1e3
         if text in self.compiled and source not in self.compiled[text]["source"]:
             self.compiled[text]["source"] += "; " + source
         if text not in self.compiled:
-            self.compiled[text] = {"config": text, "source": source, "registers": info.registers,
-                                   "smem_bytes": info.smem_bytes, "threads": info.threads,
-                                   "spill_bytes": info.spill_bytes, "cubin_bytes": info.cubin_bytes,
+            self.compiled[text] = {"config": text, "source": source, "registers": info["registers"],
+                                   "smem_bytes": info["smem_bytes"], "threads": info["threads"],
+                                   "spill_bytes": info["spill_bytes"], "cubin_bytes": info["cubin_bytes"],
                                    "kernel_get_ms": round(get_ms, 2), "kernel_from": got, "shapes": 0}
-            log(f"  fajit config {text} ({source}): {got} in {get_ms:.1f} ms, {info.registers} regs, "
-                f"{info.smem_bytes} B smem, {info.threads} threads, spill {info.spill_bytes} B")
+            log(f"  fajit config {text} ({source}): {got} in {get_ms:.1f} ms, {info['registers']} regs, "
+                f"{info['smem_bytes']} B smem, {info['threads']} threads, spill {info['spill_bytes']} B")
         self.compiled[text]["shapes"] += 1
         if not sm80:
-            row["regs"], row["smem"], row["spill"] = info.registers, info.smem_bytes, info.spill_bytes
-        args = [self.fa.make_args(q, k, v, o, causal=shape["causal"]) for q, k, v, o in sets]
-        fa = self.fa
-        return [lambda x=x: fa.forward_args(x, cfg) for x in args]
+            row["regs"], row["smem"], row["spill"] = info["registers"], info["smem_bytes"], info["spill_bytes"]
+        causal, attention = shape["causal"], fajit.attention
+        return [lambda q=q, k=k, v=v, o=o: attention(q, k, v, causal=causal, out=o, config=cfg) for q, k, v, o in sets]
 
     # -- peers
     def peer_calls(self, sets, causal, name="fa2"):
@@ -636,7 +648,7 @@ class Bench:
                     peers = [n for n in PEERS if n + "_error" not in row]
                 if "fajit_error" not in row:
                     systems["fajit"] = (fajit_calls, contextlib.nullcontext)
-                    row["last_forward"] = self.fa.last_forward()
+                    row["last_forward"] = fajit.last_forward()
             else:
                 peers = []
                 for name in self.peers_for(row):
@@ -726,7 +738,7 @@ def environment(bench, argv):
     return {
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "gpu": p.name,
-        "gpu_detail": f"{p.multi_processor_count} SMs, {p.total_memory / 2**30:.0f} GiB, {bench.fa.sm}"
+        "gpu_detail": f"{p.multi_processor_count} SMs, {p.total_memory / 2**30:.0f} GiB, sm_{p.major}{p.minor}"
                       + (f", max SM clock {smi[1]}, power limit {smi[2]}" if len(smi) >= 3 else ""),
         "driver": (smi[0] if smi else "?") + f" (CUDA {driver_cuda_version()})",
         "cuda": f"torch built with CUDA {torch.version.cuda}; nvJitLink {nvjitlink_version()}",
@@ -735,7 +747,7 @@ def environment(bench, argv):
         "flash_impl": impl,
         "fa3": bench.hopper_version.get("fa3") or bench.hopper_error.get("fa3", "?"),
         "fa4": bench.hopper_version.get("fa4") or bench.hopper_error.get("fa4", "?"),
-        "fajit": f"{bench.fa.version} ({bench.lib_path})",
+        "fajit": f"{fajit.__version__} ({bench.lib_path})",
         "fajit_git": rev or "?",
         "command": shlex.join(["python3"] + argv),
     }
@@ -855,6 +867,7 @@ def main(argv=None):
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(line_buffering=True)
     a = parse_args(argv)
+    load_fajit(a.lib)
     grid = build_grid(a)
     if not grid:
         log("compare.py: no shape left to run (the --quick shapes and the grid options exclude each other)")
@@ -869,12 +882,11 @@ def main(argv=None):
     t_start = time.perf_counter()
     bench = Bench(a, grid, table)
     if table is not None:  # every config in the file must pass the library's check before anything runs
-        from fajit_ctypes import FajitError
         for e in table:
             try:
-                bench.fa.config_check(Config(**e["cfg"].as_dict()))
-            except FajitError as err:
-                log(f"compare.py: --config-from-tune {a.config_from_tune}: {bench.fa.config_text(e['cfg'])}: {err}")
+                fajit.config(e["cfg"])
+            except fajit.FajitError as err:
+                log(f"compare.py: --config-from-tune {a.config_from_tune}: {e['cfg'].text}: {err}")
                 bench.close()
                 return 2
         used = sum(1 for sh in grid if pick_config(table, sh, bench.gpu, bench.driver)[0] is not None)

@@ -14,6 +14,15 @@
 #     compare      python3 bench/compare.py --out $OUT (the full grid vs FA2 and cuDNN; torch, matplotlib)
 #     check-full   fagen check (the whole grid)
 #   and, only when named:
+#     install        scripts/check-install.sh: cmake --install $BUILD into a prefix, examples/ built against it
+#                    (find_package, shared and static; pkg-config) and run: each runs one forward on the GPU
+#                    checked against a CPU reference (needs the build stage)
+#     python         the Python package: python3 (with its torch, scikit-build-core, cmake, pytest) runs
+#                    `pip install --no-build-isolation --no-index --target $BUILD/py-gpu ./python` (no
+#                    network needed), then pytest
+#                    python/tests (GPU numerics vs float64, torch.compile, CUDA graphs; per-case errors in
+#                    $OUT/python-gpu-errors.txt), then bench/python_overhead.py (-> $OUT/python-overhead*.md)
+#     python-compare compare.py --quick through the installed package (needs the python stage's install)
 #     tune           fagen tune --grid issue3 into a fresh cache directory; winners -> $OUT/tuned-v1.txt
 #     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
@@ -117,6 +126,21 @@ do_decode_bench() {
     return $rc
 }
 
+mkdir -p "$BUILD"
+PY_VENV=$(cd "$BUILD" && pwd)/py-gpu # the package, installed with --target: kept between runs on a warm machine
+do_python() {
+    export FAJIT_PY_OFFLINE=1 FAJIT_PY_VENV="$PY_VENV" FAJIT_TEST_REPORT="$OUT/python-gpu-errors.txt"
+    export FAJIT_CACHE_DIR="${TMPDIR:-/tmp}/fajit-py-cache"
+    rm -rf "$FAJIT_TEST_REPORT" "$FAJIT_CACHE_DIR"
+    local rc=0
+    scripts/test-python.sh -v --durations=10 --junitxml="$OUT/python-pytest.xml" || rc=1
+    export PYTHONPATH="$PY_VENV${PYTHONPATH:+:$PYTHONPATH}"
+    python3 bench/python_overhead.py --out "$OUT/python-overhead.md" || rc=1
+    python3 bench/python_overhead.py --seqlen 1024 --headdim 128 --no-causal \
+        --out "$OUT/python-overhead-n1024.md" || rc=1
+    return $rc
+}
+
 do_tune() {
     export FAJIT_CACHE_DIR="${TMPDIR:-/tmp}/fajit-run-gpu-tune"
     rm -rf "$FAJIT_CACHE_DIR"
@@ -155,6 +179,10 @@ for s in "${stages[@]}"; do
     bench) run_stage bench 300 "$FAGEN" bench --grid first ;;
     compare) run_stage compare 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" --out "$OUT" ;;
     check-full) run_stage check-full 590 "$FAGEN" check ;;
+    install) run_stage install 300 scripts/check-install.sh "$BUILD" ;;
+    python) run_stage python 590 env OUT="$OUT" PY_VENV="$PY_VENV" bash -c "$(declare -f do_python); do_python" ;;
+    python-compare) run_stage python-compare 500 env PYTHONUNBUFFERED=1 PYTHONPATH="$PY_VENV${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 bench/compare.py --quick ;;
     tune) run_stage tune 500 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_tune); do_tune" ;;
     compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
         --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;

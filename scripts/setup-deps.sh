@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # setup-deps.sh - make sure the tools fajit builds and tests with are present: a C compiler and make
-# (build-essential), cmake, pkg-config and cmocka (libcmocka-dev). Installs what is missing with
+# (build-essential), cmake, pkg-config, cmocka (libcmocka-dev), and a python3 that can make virtual
+# environments (python3, python3-venv: scripts/test-python.sh installs the Python package into one,
+# fetching scikit-build-core and pytest from PyPI there). Installs what is missing with
 # apt-get (Debian / Ubuntu), as root or through sudo; does nothing, silently, when all are there.
 # The CUDA toolkit is not installed here: ptxas and nvJitLink are looked for in /usr/local/cuda.
 #   usage: scripts/setup-deps.sh
@@ -9,12 +11,15 @@ cd "$(dirname "$0")/.."
 
 have_all() {
     command -v cc >/dev/null && command -v make >/dev/null && command -v cmake >/dev/null &&
-        command -v pkg-config >/dev/null && pkg-config --exists cmocka
+        command -v pkg-config >/dev/null && pkg-config --exists cmocka && have_venv
 }
+# venv and ensurepip: Debian's own python3 has them only with python3-venv; pyenv's builds have them
+have_venv() { command -v python3 >/dev/null && python3 -c "import venv, ensurepip" 2>/dev/null; }
 
 if ! have_all; then
     if ! command -v apt-get >/dev/null; then
-        echo "setup-deps: need a C compiler, make, cmake, pkg-config and cmocka; no apt-get here to install them" >&2
+        echo "setup-deps: need a C compiler, make, cmake, pkg-config, cmocka and python3 with venv;" \
+            "no apt-get here to install them" >&2
         exit 1
     fi
     sudo=""
@@ -26,6 +31,7 @@ if ! have_all; then
         sudo=sudo
     fi
     pkgs=(build-essential cmake pkg-config libcmocka-dev)
+    have_venv || pkgs+=(python3 python3-venv)
     echo "setup-deps: installing ${pkgs[*]} with apt-get" >&2
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq >/dev/null

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # test.sh - configure, build and run every test in ./build, then list why tests or parts of tests
-# were skipped (ctest does not show the output of skipped tests). Extra arguments go to ctest,
-# e.g. scripts/test.sh -L ptxas. Exit status: ctest's.
+# were skipped (ctest does not show the output of skipped tests); then the packages: the C package
+# installed into a prefix with the example built against it both ways (scripts/check-install.sh), and
+# the Python package installed into a fresh virtual environment and tested with pytest
+# (scripts/test-python.sh). Extra arguments go to ctest, e.g. scripts/test.sh -L ptxas, and then the
+# package steps are left out unless FAJIT_TEST_PACKAGES=1 (FAJIT_TEST_PACKAGES=0 always leaves them out).
+# Exit status: 0 when ctest and every package step passed.
 #   usage: scripts/test.sh [ctest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,5 +20,15 @@ log=build/Testing/Temporary/LastTest.log
 if [ -f "$log" ]; then
     awk '/^[0-9]+\/[0-9]+ Testing: / { test = $3 }
          /^SKIP: / { if (!shown++) print "\nskipped:"; sub(/^SKIP: /, ""); print "  " test ": " $0 }' "$log"
+fi
+
+packages=${FAJIT_TEST_PACKAGES:-$([ $# -eq 0 ] && echo 1 || echo 0)}
+if [ "$packages" = 1 ]; then
+    echo; echo "== C package: install, examples/ built against it (scripts/check-install.sh)"
+    scripts/check-install.sh build || { echo "test.sh: scripts/check-install.sh failed"; status=1; }
+    echo; echo "== Python package: fresh venv, pip install ./python, pytest (scripts/test-python.sh)"
+    scripts/test-python.sh || { echo "test.sh: scripts/test-python.sh failed"; status=1; }
+else
+    echo; echo "test.sh: package steps left out (ctest arguments given; FAJIT_TEST_PACKAGES=1 runs them)"
 fi
 exit "$status"

@@ -1,0 +1,125 @@
+"""python_overhead.py - what the Python package adds per fajit.attention call, next to the raw C call.
+
+At small shapes (default B=1, H=8, N=128, D=64, BF16, causal: a few microseconds of GPU work) the
+host-side cost of a call is what a user pays. Each row times one way of issuing the same forward:
+
+  C, prepared args (ctypes)   fajit_attention_forward through ctypes with a fajit_attention_args built
+                              once: the library's own cost (checks, config lookup, tensor maps, launch)
+                              plus one ctypes call - the floor any Python binding has
+  fajit._torch._forward       the package's launch path: args filled from the tensors, current stream
+  torch.ops.fajit.attention_out   the custom op through torch's dispatcher (out= given)
+  fajit.attention(out=o)      the public call with an output buffer (argument checks + the op)
+  fajit.attention(q, k, v)    the public call allocating O
+  torch SDPA                  torch.nn.functional.scaled_dot_product_attention, for scale
+
+Method: per row, 20 rounds of 200 calls; a round's host time (perf_counter around the issuing loop,
+the GPU queue not full: 200 launches) / 200 is one sample; the median and the 10th-90th percentiles of
+the rounds are reported, with the GPU time per call from CUDA events around a round (kernel-bound when
+it exceeds the host time). "overhead" = a row's median minus the C row's median.
+
+    python3 bench/python_overhead.py [--batch 1 --heads 8 --seqlen 128 --headdim 64 --dtype bf16]
+                                     [--no-causal] [--out FILE.md]
+Needs the fajit package (pip install ./python), torch and a CUDA GPU.
+"""
+import argparse
+import ctypes
+import statistics
+import sys
+import time
+
+import torch
+
+import fajit
+from fajit import _lib, _torch
+
+
+def _time_rows(rows, rounds=20, calls=200):
+    out = []
+    for name, fn in rows:
+        for _ in range(50):  # warm-up: kernels loaded, allocator primed
+            fn()
+        torch.cuda.synchronize()
+        host, gpu = [], []
+        for _ in range(rounds):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            t1 = time.perf_counter()
+            end.record()
+            end.synchronize()
+            host.append((t1 - t0) / calls * 1e6)
+            gpu.append(start.elapsed_time(end) * 1e3 / calls)
+        host.sort()
+        out.append((name, statistics.median(host), host[len(host) // 10], host[(len(host) * 9) // 10],
+                    statistics.median(gpu)))
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--seqlen", type=int, default=128)
+    p.add_argument("--headdim", type=int, default=64)
+    p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
+    p.add_argument("--no-causal", dest="causal", action="store_false")
+    p.add_argument("--out", help="also write the table (markdown) to this file")
+    a = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA GPU")
+        return 77
+    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
+    q, k, v = (torch.randn(a.batch, a.heads, a.seqlen, a.headdim, device="cuda", dtype=dt) for _ in range(3))
+    o = torch.empty_like(q)
+    scale = a.headdim ** -0.5
+
+    fajit.attention(q, k, v, causal=a.causal, out=o)  # context, kernel, config choice
+    ctx = _lib.context(q.device.index)
+    args = _lib.Args_c()
+    if "struct_size" in dict(_lib.Args_c._fields_):
+        args.struct_size = ctypes.sizeof(_lib.Args_c)
+    args.dtype = _lib.DTYPE["FAJIT_DTYPE_BF16" if a.dtype == "bf16" else "FAJIT_DTYPE_F16"]
+    args.batch, args.heads_q, args.heads_kv = a.batch, a.heads, a.heads
+    args.seqlen_q, args.seqlen_k, args.head_dim = a.seqlen, a.seqlen, a.headdim
+    args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
+    _lib.lib.fajit_args_set_bhnd_strides(ctypes.byref(args))
+    args.causal, args.softmax_scale = int(a.causal), scale
+    args.stream = torch.cuda.current_stream().cuda_stream
+    fwd, handle, ref = _lib.lib.fajit_attention_forward, ctx.handle, ctypes.byref(args)
+
+    def c_call():
+        st = fwd(handle, ref, None)
+        if st:
+            raise _lib.error(st)
+
+    rows = [
+        ("C, prepared args (ctypes)", c_call),
+        ("fajit._torch._forward", lambda: _torch._forward(q, k, v, o, None, a.causal, scale, False, "")),
+        ("torch.ops.fajit.attention_out", lambda: torch.ops.fajit.attention_out(q, k, v, o, None, a.causal, scale,
+                                                                                 False, "")),
+        ("fajit.attention(out=o)", lambda: fajit.attention(q, k, v, causal=a.causal, out=o)),
+        ("fajit.attention(q, k, v)", lambda: fajit.attention(q, k, v, causal=a.causal)),
+        ("torch SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=a.causal)),
+    ]
+    res = _time_rows(rows)
+    base = res[0][1]
+    lines = [f"fajit {fajit.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}, "
+             f"B={a.batch} H={a.heads} N={a.seqlen} D={a.headdim} {a.dtype} {'causal' if a.causal else 'full'}; "
+             f"kernel: {fajit.last_forward()}",
+             "",
+             "| call | host us/call (median) | p10-p90 | overhead vs C (us) | GPU us/call |",
+             "|---|---|---|---|---|"]
+    for name, med, lo, hi, gpu in res:
+        lines.append(f"| {name} | {med:.2f} | {lo:.2f}-{hi:.2f} | {med - base:+.2f} | {gpu:.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
