@@ -232,33 +232,39 @@ static fajit_config heuristic_sm80(const fajit_attention_args *a, int block_m, i
     return c;
 }
 
-/* Paged K/V: a tile must not straddle pages. cfg as it is when page_size is a multiple of its block_n, else
- * the heuristic's with the largest block_n (a multiple of 16) that divides page_size and plans. */
-static fajit_status paged_config(const fajit_attention_args *a, int page_size, fajit_config *cfg)
+/* A tile the variant's plan accepts: cfg itself when it plans (and, paged, page_size is a multiple of its
+ * block_n), else the heuristic's sm_80 config with 64-row tiles and the largest block_n (a multiple of 16,
+ * dividing page_size when paged) that plans with the variant - the variants' registers (plan.c:
+ * FJ_VARIANT_REGS) push the widest tiles over the 255-register edge - with the heuristic's warps, else with
+ * two or one 16-row fragments per warp (head_dim 96 copies [rows][96] tiles only with fewer warps). */
+static fajit_status variant_config(const fajit_attention_args *a, unsigned variant, int page_size, fajit_config *cfg)
 {
-    if (page_size % cfg->block_n == 0) return FAJIT_OK;
-    for (int bn = cfg->block_n - 16; bn >= 16; bn -= 16) {
-        fj_plan p;
-        fajit_config c = heuristic_sm80(a, cfg->block_m, bn);
-        if (page_size % bn || fj_plan_build(&c, &p) != FAJIT_OK) continue;
-        *cfg = c;
+    fj_plan p;
+    if ((!page_size || page_size % cfg->block_n == 0) && fj_plan_build_variant(cfg, variant, &p) == FAJIT_OK)
         return FAJIT_OK;
+    for (int bn = cfg->block_n > 64 ? cfg->block_n : 64; bn >= 16; bn -= 16) {
+        if (page_size && page_size % bn) continue;
+        for (int frags = 0; frags <= 2; frags++) {
+            fajit_config c = heuristic_sm80(a, 64, bn);
+            if (frags) c.warps = c.block_m / (16 * frags);
+            if (fj_plan_build_variant(&c, variant, &p) != FAJIT_OK) continue;
+            *cfg = c;
+            return FAJIT_OK;
+        }
     }
-    return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->page_size = %d: no sm_80 tile of at most %d keys divides it for "
-                                          "head_dim %d", page_size, cfg->block_n, a->head_dim);
+    if (page_size)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->page_size = %d: no sm_80 tile of 16 to %d keys dividing it plans "
+                                              "for head_dim %d with the decode features asked for",
+                       page_size, cfg->block_n > 64 ? cfg->block_n : 64, a->head_dim);
+    return fj_plan_build_variant(cfg, variant, &p); /* its message: the rule the widest tile broke */
 }
 
-/* The decode variant's kernel: k80's config (paged: fitted to the pages), or, when the variant's registers
- * push it over the 255-register edge (plan.c: FJ_VARIANT_REGS), the heuristic's with 64-row tiles. */
+/* The decode variant's kernel: k80's config, or the nearest tile that plans with the variant (variant_config). */
 static fajit_status variant_kernel(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
                                    unsigned variant, int page_size, fajit_kernel **kv)
 {
     fajit_config cfg = k80->plan.cfg;
-    fajit_status st = page_size ? paged_config(a, page_size, &cfg) : FAJIT_OK;
-    if (st == FAJIT_OK) st = fj_kernel_get_variant(ctx, &cfg, variant, kv, NULL);
-    if (st != FAJIT_ERR_INVALID_CONFIG) return st;
-    cfg = heuristic_sm80(a, 64, 0);
-    st = page_size ? paged_config(a, page_size, &cfg) : FAJIT_OK;
+    fajit_status st = variant_config(a, variant, page_size, &cfg);
     return st == FAJIT_OK ? fj_kernel_get_variant(ctx, &cfg, variant, kv, NULL) : st;
 }
 
