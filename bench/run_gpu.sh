@@ -34,7 +34,7 @@
 #                    and one under compute-sanitizer memcheck (sm_80 br64 bc64, both masks, 7 splits, seqlens)
 #     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
 #                    without splits, the B 8 row paged (pages of 16, 64, 256 rows), then the GQA rows at Nq 1
-#                    with GQA packing (FAJIT_PACK_GQA=1)
+#                    without GQA packing (FAJIT_PACK_GQA=0)
 #   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
@@ -117,10 +117,10 @@ do_decode_bench() {
         "$FAGEN" bench --batch 8 --heads 32 --heads-kv 8 --seqlen 1 --seqlen-k 8192 --page-size $ps \
             --reps 20 --warmup 5 | tail -n 1 || rc=1
     done
-    echo "GQA packing (FAJIT_PACK_GQA=1, experimental), the GQA / MQA rows at Nq 1:"
+    echo "without GQA packing (FAJIT_PACK_GQA=0), the GQA / MQA rows at Nq 1:"
     for row in "1 32 8 131072" "8 32 8 8192" "64 32 8 2048" "1 8 1 524288"; do
         set -- $row
-        FAJIT_PACK_GQA=1 "$FAGEN" bench --batch $1 --heads $2 --heads-kv $3 --seqlen 1 --seqlen-k $4 --splits 0 \
+        FAJIT_PACK_GQA=0 "$FAGEN" bench --batch $1 --heads $2 --heads-kv $3 --seqlen 1 --seqlen-k $4 --splits 0 \
             --reps 20 --warmup 5 | tail -n 1 || rc=1
     done
     return $rc

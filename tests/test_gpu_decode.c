@@ -8,7 +8,7 @@
  * (every rescale path, across split boundaries), and one long problem against the GPU reference.
  * Each case runs with the forward's own choice (on an H100/H200: the sm_90a path, which runs these
  * through its sm_80 fallback, said by fajit_last_forward and checked here) and with the sm_80 path
- * forced; then all again with GQA packing on (FAJIT_PACK_GQA=1). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * forced (GQA packing on, the default); then all again with packing off (FAJIT_PACK_GQA=0). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -162,14 +162,15 @@ static void test_sm80_forced(void **state)
     assert_int_equal(run_cases(FAJIT_ARCH_SM80), 0);
 }
 
-/* The same cases with GQA packing (FAJIT_PACK_GQA=1, read when a context is made): the GQA and MQA cases
- * with Nq <= 128 run the packed variant (checked in the kernel text), the others as before. */
-static void test_gqa_packing(void **state)
+/* The same cases without GQA packing (FAJIT_PACK_GQA=0, read when a context is made; packing is the
+ * default): the GQA and MQA cases with Nq <= 128 then run one query head per CTA (checked in the kernel
+ * text), the others as before. */
+static void test_gqa_unpacked(void **state)
 {
     (void)state;
     fajit_context *saved = g_ctx, *packed = NULL;
-    assert_int_equal(fj_test_context_with_env("FAJIT_PACK_GQA", "1", -1, &packed), FAJIT_OK);
-    assert_int_equal(packed->pack_gqa, 1);
+    assert_int_equal(fj_test_context_with_env("FAJIT_PACK_GQA", "0", -1, &packed), FAJIT_OK);
+    assert_int_equal(packed->pack_gqa, 0);
     g_ctx = packed;
     int failures = run_cases(FAJIT_ARCH_AUTO);
     if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
@@ -185,7 +186,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_forward_choice),
         cmocka_unit_test(test_sm80_forced),
-        cmocka_unit_test(test_gqa_packing),
+        cmocka_unit_test(test_gqa_unpacked),
     };
     int rc = cmocka_run_group_tests_name("gpu_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

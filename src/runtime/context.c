@@ -106,7 +106,7 @@ static fajit_status device_query(fajit_context *ctx)
     const char *cap = getenv("FAJIT_PERSISTENT_CTAS");
     if (cap && atoi(cap) > 0) ctx->persistent_ctas = atoi(cap);
     const char *pack = getenv("FAJIT_PACK_GQA");
-    ctx->pack_gqa = pack && strcmp(pack, "1") == 0;
+    ctx->pack_gqa = !(pack && strcmp(pack, "0") == 0);
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

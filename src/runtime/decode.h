@@ -36,8 +36,8 @@ void fj_decode_read(const fajit_attention_args *args, fj_decode_args *d);
  * value and the rule. */
 fajit_status fj_decode_validate(const fajit_attention_args *args);
 
-/* 1 when the call packs GQA query heads: the context asks for it ($FAJIT_PACK_GQA=1, experimental: not
- * measured yet), heads_q > heads_kv and seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q. ctx may be NULL (no). */
+/* 1 when the call packs GQA query heads: the context does (the default; $FAJIT_PACK_GQA=0 turns it off),
+ * heads_q > heads_kv and seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q. ctx may be NULL (no). */
 int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *args);
 
 /* 1 when the call may use a decode feature: seqlens_k, num_splits >= 2, the heuristic may split, it packs
