@@ -77,9 +77,7 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                                        "take turns issuing their GEMMs (named barriers 1..), so one's softmax overlaps "
                                        "another's GEMMs"
                                      : "producer/consumer; each consumer issues S(j) = QK(j)^T and O += P(j-1)V(j-1) "
-                                       "together and exponentiates S(j) while PV runs (intra-warpgroup overlap); "
-                                       "cross-tile: a work tile's last PV goes in with the next work tile's first S, "
-                                       "which runs under this tile's epilogue")
+                                       "together and exponentiates S(j) while PV runs (intra-warpgroup overlap)")
                   : p->ws ? "producer/consumer; each consumer runs S = QK^T, softmax, O += PV in turn while the "
                             "producer keeps the K/V ring full"
                   : p->pipeline_qk ? "software-pipelined - S(j+1) = QK(j+1)^T is issued beside softmax(S(j)), K one "

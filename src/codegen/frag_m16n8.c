@@ -65,9 +65,8 @@ void fj_emit_store_o_m16n8(fj_kctx *k)
         char skip[48];
         fj_label_new(k->e, "store_skip", skip, sizeof skip);
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), row_off(p, r));
-        /* warp-specialized: predicated stores, no branch (a wgmma may be in flight: fwd_ws.c) */
-        fj_ins(k->e, "setp.%s.s32 %s, %s, %s", p->ws ? "lt" : "ge", R(pr), R(row), R(k->q_rows));
-        if (!p->ws) fj_ins(k->e, "@%s bra %s", R(pr), skip);
+        fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(row), R(k->q_rows));
+        fj_ins(k->e, "@%s bra %s", R(pr), skip);
         if (p->variant & FJ_VARIANT_PACK) { /* packed rows: head g, row i */
             fj_emit_packed_row_offset(k, row, FJ_PARAM_OFF(o_stride), FJ_PARAM_OFF(o_row_bytes), a);
             fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(cb));
@@ -79,9 +78,8 @@ void fj_emit_store_o_m16n8(fj_kctx *k)
         for (int t = 0; t < p->n_frags_o; t++) {
             fj_reg_t o0 = fj_at(k->acc_o, o_reg(p, r, 2 * t));
             fj_ins(k->e, PTX_CVT_PACK, fj_dtype_ptx(p), R(v), R(fj_at(o0, 1)), R(o0));
-            fj_ins(k->e, "%s%s%sst.global.b32 [%s+%d], %s", p->ws ? "@" : "", p->ws ? R(pr) : "", p->ws ? " " : "", R(a),
-                   t * 16, R(v));
+            fj_ins(k->e, "st.global.b32 [%s+%d], %s", R(a), t * 16, R(v));
         }
-        if (!p->ws) fj_label(k->e, skip);
+        fj_label(k->e, skip);
     }
 }

@@ -23,8 +23,7 @@
  * With plan.overlap a consumer issues S(j + 1) = Q K(j + 1)^T and O += P(j) V(j) together and
  * exponentiates S(j + 1) while the PV product runs (FlashAttention-3, section 3.2); with plan.pingpong
  * the consumer warpgroups take turns issuing their GEMMs (named barriers 1 + warpgroup), so one's
- * softmax overlaps another's GEMMs (section 3.1). With overlap and no ping-pong, a work tile's last PV goes
- * in together with the next work tile's first S, which then runs under this tile's epilogue (cross-tile).
+ * softmax overlaps another's GEMMs (section 3.1).
  * The KV range, the mask, the softmax and the epilogue are fwd_kernel.c's and softmax.c's; the MMAs are
  * the backend's (mma_qk, mma_pv, mma_wait); the pipeline is async.c's.
  */
@@ -53,17 +52,9 @@ typedef struct ws_loop {
     fj_reg_t qbar;      /* u32: smem + 8 * (Q buffer index): its Q full / Q empty barriers */
     fj_reg_t qpar;      /* u32: parity of this use of the Q buffer */
     fj_reg_t last;      /* pred: this is the CTA's last work tile */
-    fj_reg_t resume;    /* u32, cross-tile overlap: 1 + the stage holding K(0) of the next work tile, whose
-                         * S = Q K^T was issued before this tile's epilogue; 0: none in flight */
     char stage_label[FJ_MAX_STAGES][48]; /* entry of the loop body for each stage */
-    char first_done[FJ_MAX_STAGES][48];  /* overlap: after the first S of a work tile was issued in stage s */
     char next_tile[48]; /* where a work tile's loop leaves */
-    char xt_epilogue[48]; /* cross-tile overlap: the epilogue copy that runs under the next tile's first S */
 } ws_loop;
-
-/* Cross-tile overlap (overlap on, ping-pong off): the last KV tile of a work tile issues the next work
- * tile's first S = Q K^T right behind its own last PV, so that GEMM runs under this tile's epilogue. */
-static int cross_tile(const fj_plan *p) { return p->overlap && !p->pingpong; }
 
 /* ---- the work-tile schedule ------------------------------------------------------------------ */
 
@@ -359,48 +350,6 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
     }
 }
 
-/* Cross-tile overlap, in the tail of stage sp (V(last) has landed, no wgmma in flight): when this CTA has a
- * next work tile with KV tiles, decode it and wait for its Q and its first K (stage sp + 1, the ring's
- * next) - all spin loops before any wgmma is in flight - then issue this tile's last PV and the next
- * tile's S = Q K^T back to back, wait for the PV only (the older group), free V's stage and go to the
- * epilogue with l->resume = 1 + that stage; the epilogue, branch-free on this path (a wgmma in flight
- * across a divergent branch makes ptxas serialize every wgmma: C7518), runs under that S, and then the
- * next tile resumes after its first S (first_done). Its decode is redone after the epilogue (which decodes
- * this tile's heads, overwriting m0); round is this tile's again before the epilogue. Without such a next
- * tile, fall through to the plain tail. */
-static void next_first_s(fj_kctx *k, ws_loop *l, int sp)
-{
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    int s0 = (sp + 1) % p->cfg.stages;
-    char none[48];
-    fj_reg_t n = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
-    fj_label_new(e, "no_next_first", none, sizeof none);
-    fj_comment(e, 1, "the next work tile's first S = Q K(0)^T (stage %d) goes in behind this PV, under the epilogue", s0);
-    fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
-    fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
-    tile_of_round(k, l->tile, l->round);
-    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(l->tile), R(n));
-    fj_ins(e, "@%s bra.uni %s", R(pr), none);
-    decode_tile(k, l, DECODE_ROWS);
-    fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
-    fj_ins(e, "@%s bra.uni %s", R(pr), none);
-    p->backend->tile_start(k);
-    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
-    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s0), k->phase);
-    p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
-    p->backend->mma_qk(k, s0);
-    fj_comment(e, 1, "the last PV (the older group) done: this tile's O is final, V's stage %d free", sp);
-    p->backend->mma_wait(k, 1);
-    release(k, FJ_BAR_V_EMPTY, sp);
-    fj_ins(e, "mov.u32 %s, %d", R(l->ring), s0);
-    fj_ins(e, "mov.u32 %s, %d", R(l->resume), s0 + 1);
-    fj_ins(e, "sub.u32 %s, %s, 1", R(l->round), R(l->round));
-    fj_ins(e, "bra.uni %s", l->xt_epilogue);
-    fj_label(e, none);
-    fj_ins(e, "sub.u32 %s, %s, 1", R(l->round), R(l->round));
-}
-
 /* Overlapped schedule (FlashAttention-3, Algorithm 2): the work tile's first KV tile - in stage s0, the
  * ring's current one - gets S and its softmax and P first (one prologue per stage, reached by the
  * dispatch); then the body of stage s issues S(j) = Q K(j)^T and O += P(j-1) V(j-1) (V in the stage
@@ -416,7 +365,6 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), vph = fj_alloc(e, k->b_r, 1);
     for (int s = 0; s < stages; s++) {
         fj_label_new(e, "kv_first", pro[s], sizeof pro[s]);
-        fj_label_new(e, "kv_first_issued", l->first_done[s], sizeof l->first_done[s]);
         fj_label_new(e, "kv_tail", tail[s], sizeof tail[s]);
     }
     dispatch_ring(k, l, pro);
@@ -427,7 +375,6 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         turn_wait(k, tn);
         p->backend->mma_qk(k, s);
         turn_pass(k, tn, 0);
-        fj_label(e, l->first_done[s]);
         p->backend->mma_wait(k, 0);
         release(k, FJ_BAR_K_EMPTY, s);
         release_q_if_last(k, l);
@@ -471,7 +418,6 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         fj_label(e, tail[sp]);
         fj_comment(e, 1, "last KV tile: its V is in stage %d; the ring goes on at stage %d", sp, (sp + 1) % stages);
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, sp), vph);
-        if (cross_tile(p)) next_first_s(k, l, sp);
         turn_wait(k, tn);
         p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
         turn_pass(k, tn, 1);
@@ -480,39 +426,6 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         fj_ins(e, "mov.u32 %s, %d", R(l->ring), (sp + 1) % stages);
         fj_ins(e, "bra.uni %s", l->next_tile);
     }
-}
-
-/* The epilogue body: this work tile's head and batch again, O / l, LSE, O stored; round + 1. */
-static void epilogue_body(fj_kctx *k, ws_loop *l)
-{
-    fj_comment(k->e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
-    tile_of_round(k, l->tile, l->round);
-    decode_tile(k, l, DECODE_HEADS);
-    fj_emit_epilogue(k);
-    fj_ins(k->e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
-}
-
-/* Cross-tile overlap: the epilogue copy entered with the next work tile's first S in flight (next_first_s),
- * then that tile decoded again, O, m and l reset, and the tile continued after its first S in the stage
- * it used (l->resume = 1 + stage). This copy never reaches the tile loop's head: ptxas sees no path on
- * which a wgmma is in flight at a spin loop or a divergent branch. */
-static void xt_epilogue(fj_kctx *k, ws_loop *l)
-{
-    fj_emit *e = k->e;
-    fj_reg_t pr = fj_alloc(e, k->b_p, 1);
-    fj_banner(e, "Consumer epilogue, cross-tile",
-              "The same epilogue while the next work tile's first S = QK^T runs; then that tile goes on.");
-    fj_label(e, l->xt_epilogue);
-    epilogue_body(k, l);
-    tile_of_round(k, l->tile, l->round);
-    decode_tile(k, l, DECODE_ROWS);
-    fj_emit_init_accumulators(k);
-    fj_ins(e, "mov.u32 %s, 0", R(k->j));
-    for (int s = 0; s + 1 < k->p->cfg.stages; s++) {
-        fj_ins(e, "setp.eq.u32 %s, %s, %d", R(pr), R(l->resume), s + 1);
-        fj_ins(e, "@%s bra.uni %s", R(pr), l->first_done[s]);
-    }
-    fj_ins(e, "bra.uni %s", l->first_done[k->p->cfg.stages - 1]);
 }
 
 static void emit_consumer(fj_kctx *k, ws_loop *l)
@@ -559,9 +472,8 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     }
     fj_label_new(e, "tile", top, sizeof top);
     fj_label_new(e, "epilogue", epi, sizeof epi);
-    fj_label_new(e, "epilogue_body", l->next_tile, sizeof l->next_tile);
-    fj_label_new(e, "epilogue_xt", l->xt_epilogue, sizeof l->xt_epilogue);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "kv_stage", l->stage_label[s], sizeof l->stage_label[s]);
+    memcpy(l->next_tile, epi, sizeof epi);
     tile_loop_head(k, l, top, DECODE_ROWS, "$L_consumer_exit");
     if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
     p->backend->tile_start(k);
@@ -581,10 +493,12 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     fj_ins(e, "setp.le.and.s32 %s, %s, 0, %s", R(pr), R(l->n_end), R(k->leader));
     q_barriers(k, l->round, t);
     fj_emit_mbar_arrive_at(k, t, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), pr);
-    fj_label(e, l->next_tile);
-    epilogue_body(k, l);
+    fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
+    tile_of_round(k, l->tile, l->round);
+    decode_tile(k, l, DECODE_HEADS);
+    fj_emit_epilogue(k);
+    fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
     fj_ins(e, "bra.uni %s", top);
-    if (cross_tile(p)) xt_epilogue(k, l);
     fj_label(e, "$L_consumer_exit");
     p->backend->finish(k);
     fj_ins(e, "bra.uni $L_exit");
@@ -616,7 +530,6 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     l.qbar = fj_alloc(e, k->b_r, 1);
     l.qpar = fj_alloc(e, k->b_r, 1);
     l.last = fj_alloc(e, k->b_p, 1);
-    l.resume = fj_alloc(e, k->b_r, 1);
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
     fj_banner(e, "Setup and warp roles",
               "Thread 0 initializes the mbarriers; after a CTA barrier warpgroup 0 becomes the producer\n"

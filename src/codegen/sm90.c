@@ -384,7 +384,9 @@ static void store_o_sm90(fj_kctx *k)
         }
     fj_ins(k->e, PTX_FENCE_PROXY_ASYNC_SMEM);
     fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
-    fj_comment(k->e, 1, "thread 0 of the warpgroup stores (predicated, no branch: a wgmma may be in flight)");
+    char skip[48];
+    fj_label_new(k->e, "no_store", skip, sizeof skip);
+    fj_ins(k->e, "@!%s bra %s", R(k->wg_leader), skip);
     fj_reg_t map = fj_alloc(k->e, k->b_rd, 1), row = fj_alloc(k->e, k->b_r, 1), col = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(map));
     fj_ins(k->e, PTX_CVTA_PARAM, R(map), R(map));
@@ -392,10 +394,10 @@ static void store_o_sm90(fj_kctx *k)
     fj_ins(k->e, "mad.lo.u32 %s, %s, 64, %s", R(row), R(k->wg), R(k->m0));
     for (int box = 0; box < p->tma_boxes; box++) {
         fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
-        fj_ins(k->e, "@%s " PTX_TMA_STORE_4D, R(k->wg_leader), R(map), R(col), R(row), R(k->h), R(k->b),
-               R(k->bk[BK_O_WG]), box * box_bytes);
+        fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(k->b), R(k->bk[BK_O_WG]), box * box_bytes);
     }
-    fj_ins(k->e, "@%s " PTX_BULK_COMMIT, R(k->wg_leader));
+    fj_ins(k->e, PTX_BULK_COMMIT);
+    fj_label(k->e, skip);
 }
 
 /* Before the warpgroup leaves: its TMA stores have finished (their smem is read and their writes done). */
