@@ -121,26 +121,17 @@ def parse_args(argv=None):
     p.add_argument("--page-sizes", type=_pages, default=[16, 64, 256], help="default 16,64,256")
     p.add_argument("--lens", choices=("none", "full", "uneven"), default="none",
                    help="per-sequence KV lengths given to fajit and FA3 (default none; see the docstring)")
-    p.add_argument("--reps", type=int, default=30, help="timed calls per system and shape (>= 10; default 30)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls per system and shape first (default 5)")
-    p.add_argument("--settle", type=int, default=5, help="untimed calls of a system before each timed window (default 5)")
-    p.add_argument("--settle-ms", type=float, default=100.0,
-                   help="and at least this much of its own GPU time (default 100 ms; see compare.py --help)")
+    compare.add_timing_options(p, reps=30, min_reps=10, warmup=5)
     p.add_argument("--budget-s", type=float, default=200.0,
                    help="start no new shape after this many seconds (default 200); the rest are listed as not run")
     p.add_argument("--no-profile", action="store_true", help="do not read SDPA's kernel names with torch.profiler")
-    p.add_argument("--lib", help="libfajit.so, through the source tree's python/src package (default: the installed "
-                   "fajit package, else python/src with build/libfajit.so)")
     p.add_argument("--out", help="directory for the .md, .csv and .json (created); nothing is written without it "
                    "(except with --selftest)")
     p.add_argument("--selftest", action="store_true",
                    help="no GPU, no torch: the grid, fake rows through the writers (into --out or a temp directory), "
                         "read back and checked")
     a = p.parse_args(argv)
-    if a.reps < 10:
-        p.error(f"--reps {a.reps}: must be >= 10")
-    if a.warmup < 1:
-        p.error(f"--warmup {a.warmup}: must be >= 1")
+    compare.check_timing_options(p, a, min_reps=10)
     return a
 
 
