@@ -103,7 +103,7 @@ def _check_int32(t, name, q, shape_text):
         raise ValueError(f"{name}: on {t.device}, q on {q.device}: it must be on q's CUDA device")
 
 
-def check_decode(q, k, layout, b, nk, seqlens_k, block_table, page_size, num_splits):
+def check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits):
     """The decode arguments of fajit.attention: (seqlen_k capacity, num_splits as an int); TypeError /
     ValueError naming the argument. Values inside the tensors are not read (no host synchronization)."""
     if seqlens_k is not None:
@@ -272,7 +272,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     """See fajit.attention."""
     paged = block_table is not None
     b, hq, _, nq, nk, d = check_args(q, k, v, out, layout, paged=paged)
-    _, splits = check_decode(q, k, layout, b, nk, seqlens_k, block_table, page_size, num_splits)
+    _, splits = check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits)
     scale, text, bnhd = check_scale(scale, d), config_text(config), layout == "bnhd"
     if out is None:
         o, lse = torch.ops.fajit.attention(q, k, v, bool(causal), scale, bnhd, bool(return_lse), text, seqlens_k,
