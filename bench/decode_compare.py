@@ -304,6 +304,25 @@ class DecodeBench(compare.Bench):
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask, enable_gqa=gqa).transpose(1, 2)
             for q, k, v, _, _ in sets]
 
+    def sdpa_expanded(self, s, sets):
+        """SDPA's calls with K/V repeated to Hq heads (for when its GQA path refuses a shape)."""
+        g = s["Hq"] // s["Hkv"]
+        wide = [(q, k.repeat_interleave(g, dim=2), v.repeat_interleave(g, dim=2), o, t) for q, k, v, o, t in sets]
+        return [lambda c=c: _first(c()) for c in self.sdpa_calls(dict(s, Hkv=s["Hq"]), wide)]
+
+    def first_call(self, call):
+        """(output, None) or (None, reason) for a system's first call (its check)."""
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = call()
+                self.torch.cuda.synchronize()
+                return out, None
+            except Exception as e:
+                if not self.alive():
+                    raise
+                return None, compare.short_reason(e, caught)
+
     def kernels_of(self, call):
         """Names of the CUDA kernels one call launches (torch.profiler), or a reason."""
         try:
@@ -369,16 +388,16 @@ class DecodeBench(compare.Bench):
                     continue
                 if name.startswith("fajit"):
                     sets[0][3].fill_(float("nan"))
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    try:
-                        out = c[0]()
-                        torch.cuda.synchronize()
-                    except Exception as e:
-                        if not self.alive():
-                            raise
-                        row[name + "_error"] = compare.short_reason(e, caught)
-                        continue
+                out, why = self.first_call(c[0])
+                if why and name == "sdpa" and s["Hq"] != s["Hkv"]:
+                    c = self.sdpa_expanded(s, sets)
+                    out, why2 = self.first_call(c[0])
+                    row["sdpa_note"] = f"K/V heads repeated to Hq (reads {s['Hq'] // s['Hkv']}x the K/V bytes): with " \
+                                       f"enable_gqa it refused: {why}" + (f"; repeated: {why2}" if why2 else "")
+                    why = why2 and row["sdpa_note"]
+                if why:
+                    row[name + "_error"] = why
+                    continue
                 row["err_" + name] = self.error(out, refs)
                 if name == "fajit":
                     row["kernel"] = fajit.last_forward()
@@ -466,10 +485,11 @@ def markdown(env, settings, rows, skipped):
         out += [f"**{len(skipped)} shape(s) not run (time budget): " + "; ".join(shape_name(s) for s in skipped) + "**", ""]
     out += ["| " + " | ".join(HEAD) + " |", "|" + "---|" * len(HEAD)]
     out += ["| " + " | ".join(table_row(r)) + " |" for r in rows]
-    kern = [r for r in rows if r.get("sdpa_kernels")]
+    kern = [r for r in rows if r.get("sdpa_kernels") or r.get("sdpa_note")]
     if kern:
         out += ["", "## SDPA: the kernels that ran (torch.profiler, one call)", ""]
-        out += [f"- {shape_name(r)}: {r['sdpa_kernels']}" for r in kern]
+        out += [f"- {shape_name(r)}: {r.get('sdpa_kernels', '-')}" + (f" ({r['sdpa_note']})" if r.get("sdpa_note")
+                                                                       else "") for r in kern]
     probs = problems(rows)
     if probs:
         out += ["", "## n/a and failures", ""] + [f"- {p}" for p in probs]
@@ -478,7 +498,7 @@ def markdown(env, settings, rows, skipped):
 
 CSV_FIELDS = ["dtype", "row", "B", "Hq", "Hkv", "Nk", "Nq", "D", "causal", "page", "lens", "gbytes"] + \
     [f"{n}{x}" for n in SYSTEMS for x in ("", "_ms", "_mhz", "_watts")] + \
-    ["fajit_over_fa3", "fajit_paged_vs_contig"] + ["err_" + n for n in SYSTEMS] + ["check", "kernel", "sdpa_kernels"] + \
+    ["fajit_over_fa3", "fajit_paged_vs_contig"] + ["err_" + n for n in SYSTEMS] + ["check", "kernel", "sdpa_kernels", "sdpa_note"] + \
     [n + "_error" for n in SYSTEMS]
 
 
