@@ -17,7 +17,8 @@ Systems, in one process, on the same inputs:
   FA3 func    fa3_fwd_interface.flash_attn_func(q, k, v, causal=..., num_splits=0)  (contiguous rows only)
   SDPA        torch.nn.functional.scaled_dot_product_attention on [B, H, N, D] views, torch's default backend
               choice (enable_gqa=True for GQA; causal rows use torch.nn.attention.bias.causal_lower_right);
-              the CUDA kernels that ran are read once per shape with torch.profiler and recorded
+              the CUDA kernels that ran are read once per shape with torch.profiler and recorded; where its GQA
+              path refuses a shape, SDPA runs on K/V repeated to Hq heads and the row says so
 Every peer is optional: one that is missing or refuses a shape gets "n/a: <reason>" in its cell.
 
 Method (as bench/compare.py): 1. Check. Each system's output for the first input set (fajit's written over a
