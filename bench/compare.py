@@ -733,20 +733,12 @@ def nvjitlink_version():
     return "?"
 
 
-def environment(bench, argv):
-    torch = bench.torch
+def device_environment(torch):
+    """Date, GPU, driver, CUDA and torch versions: the head of a report's environment (shared with
+    decode_compare.py)."""
     p = torch.cuda.get_device_properties(0)
     smi = run_text(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit", "--format=csv,noheader"])
     smi = [x.strip() for x in smi.splitlines()[0].split(",")] if smi else []
-    try:
-        from torch.nn.attention import current_flash_attention_impl
-        impl = current_flash_attention_impl() or "FA2 (PyTorch's built-in flash backend)"
-    except ImportError:
-        impl = "FA2 (PyTorch's built-in flash backend)"
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rev = run_text(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
-    if rev and run_text(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"]):
-        rev += " + uncommitted changes"
     return {
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "gpu": p.name,
@@ -755,14 +747,36 @@ def environment(bench, argv):
         "driver": (smi[0] if smi else "?") + f" (CUDA {driver_cuda_version()})",
         "cuda": f"torch built with CUDA {torch.version.cuda}; nvJitLink {nvjitlink_version()}",
         "torch": torch.__version__,
+    }
+
+
+def git_revision():
+    """The repository's short HEAD, with " + uncommitted changes" when tracked files differ; "?" outside git."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rev = run_text(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
+    if rev and run_text(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"]):
+        rev += " + uncommitted changes"
+    return rev or "?"
+
+
+def environment(bench, argv):
+    torch = bench.torch
+    try:
+        from torch.nn.attention import current_flash_attention_impl
+        impl = current_flash_attention_impl() or "FA2 (PyTorch's built-in flash backend)"
+    except ImportError:
+        impl = "FA2 (PyTorch's built-in flash backend)"
+    env = device_environment(torch)
+    env.update({
         "cudnn": str(torch.backends.cudnn.version()),
         "flash_impl": impl,
         "fa3": bench.hopper_version.get("fa3") or bench.hopper_error.get("fa3", "?"),
         "fa4": bench.hopper_version.get("fa4") or bench.hopper_error.get("fa4", "?"),
         "fajit": f"{fajit.__version__} ({bench.lib_path})",
-        "fajit_git": rev or "?",
+        "fajit_git": git_revision(),
         "command": shlex.join(["python3"] + argv),
-    }
+    })
+    return env
 
 
 def run_settings(a, sets, seconds):

@@ -531,32 +531,14 @@ def print_table(rows):
 
 
 def environment(bench, argv):
-    torch = bench.torch
-    p = torch.cuda.get_device_properties(0)
-    smi = compare.run_text(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit",
-                            "--format=csv,noheader"])
-    smi = [x.strip() for x in smi.splitlines()[0].split(",")] if smi else []
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rev = compare.run_text(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
-    if rev and compare.run_text(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"]):
-        rev += " + uncommitted changes"
     fa3 = bench.fa3_version or bench.fa3_error or "?"
     if bench.fa3_flags:
         fa3 += " (built without: " + ", ".join(k.replace("FLASHATTENTION_DISABLE_", "") for k, on in
                                                bench.fa3_flags.items() if on and "DISABLE" in k) + ")"
-    return {
-        "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-        "gpu": p.name,
-        "gpu_detail": f"{p.multi_processor_count} SMs, {p.total_memory / 2**30:.0f} GiB, sm_{p.major}{p.minor}"
-                      + (f", max SM clock {smi[1]}, power limit {smi[2]}" if len(smi) >= 3 else ""),
-        "driver": (smi[0] if smi else "?") + f" (CUDA {compare.driver_cuda_version()})",
-        "cuda": f"torch built with CUDA {torch.version.cuda}; nvJitLink {compare.nvjitlink_version()}",
-        "torch": torch.__version__,
-        "fa3": fa3,
-        "fajit": f"{bench.fajit.__version__} ({bench.lib_path})",
-        "fajit_git": rev or "?",
-        "command": shlex.join(["python3"] + argv),
-    }
+    env = compare.device_environment(bench.torch)
+    env.update({"fa3": fa3, "fajit": f"{bench.fajit.__version__} ({bench.lib_path})",
+                "fajit_git": compare.git_revision(), "command": shlex.join(["python3"] + argv)})
+    return env
 
 
 def settings_of(a, seconds):
