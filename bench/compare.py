@@ -147,17 +147,7 @@ def parse_args(argv=None):
                    help="4 shapes instead of the grid: " + ", ".join(f"{t} d{d} N{n} {'causal' if c else 'noncausal'}"
                                                                    for t, d, n, c in QUICK_SHAPES)
                    + " (kept only where --dtypes/--headdims/--seqlens/--causal, when given, allow)")
-    p.add_argument("--reps", type=int, default=50, help="timed calls per system and shape (>= 30; default 50)")
-    p.add_argument("--warmup", type=int, default=10, help="untimed calls per system and shape first (default 10)")
-    p.add_argument("--settle", type=int, default=5,
-                   help="at least this many untimed calls of a system before each of its timed windows (default 5)")
-    p.add_argument("--settle-ms", type=float, default=100.0,
-                   help="and at least this much of the system's own GPU time (default 100 ms, sized from the "
-                        "warm-up): the clocks settle to that system's power draw, so no system is timed on clocks "
-                        "boosted by a lighter predecessor or held down by a heavier one (measured on an H100: with "
-                        "5 calls, a kernel timed after cuDNN read 11%% low and cuDNN 27%% high)")
-    p.add_argument("--lib", help="libfajit.so, used through the source tree's python/src package (default: the "
-                   "installed fajit package, else python/src with build/libfajit.so)")
+    add_timing_options(p, reps=50, min_reps=30, warmup=10)
     p.add_argument("--out", help="directory for the .md, .png, .csv and .json (created); nothing is written without it"
                    " (except with --selftest-writers)")
     p.add_argument("--config-from-tune", metavar="FILE", nargs="?", const=default_tune_file(),
@@ -167,11 +157,33 @@ def parse_args(argv=None):
                    help="render fake numbers with the report, CSV, JSON and plot writers into --out or a temp "
                         "directory, and check them (no GPU, no torch)")
     a = p.parse_args(argv)
-    if a.reps < 30:
-        p.error(f"--reps {a.reps}: must be >= 30 (the median of at least 30 calls)")
+    check_timing_options(p, a, min_reps=30)
+    return a
+
+
+def add_timing_options(p, reps, min_reps, warmup):
+    """--reps, --warmup, --settle, --settle-ms (Bench.time_systems reads them) and --lib: shared with
+    decode_compare.py."""
+    p.add_argument("--reps", type=int, default=reps,
+                   help=f"timed calls per system and shape (>= {min_reps}; default {reps})")
+    p.add_argument("--warmup", type=int, default=warmup,
+                   help=f"untimed calls per system and shape first (default {warmup})")
+    p.add_argument("--settle", type=int, default=5,
+                   help="at least this many untimed calls of a system before each of its timed windows (default 5)")
+    p.add_argument("--settle-ms", type=float, default=100.0,
+                   help="and at least this much of the system's own GPU time (default 100 ms, sized from the "
+                        "warm-up): the clocks settle to that system's power draw, so no system is timed on clocks "
+                        "boosted by a lighter predecessor or held down by a heavier one (measured on an H100: with "
+                        "5 calls, a kernel timed after cuDNN read 11%% low and cuDNN 27%% high)")
+    p.add_argument("--lib", help="libfajit.so, used through the source tree's python/src package (default: the "
+                   "installed fajit package, else python/src with build/libfajit.so)")
+
+
+def check_timing_options(p, a, min_reps):
+    if a.reps < min_reps:
+        p.error(f"--reps {a.reps}: must be >= {min_reps} (the median of at least {min_reps} calls)")
     if a.warmup < 1:
         p.error(f"--warmup {a.warmup}: must be >= 1")
-    return a
 
 
 def build_grid(a):
@@ -721,20 +733,12 @@ def nvjitlink_version():
     return "?"
 
 
-def environment(bench, argv):
-    torch = bench.torch
+def device_environment(torch):
+    """Date, GPU, driver, CUDA and torch versions: the head of a report's environment (shared with
+    decode_compare.py)."""
     p = torch.cuda.get_device_properties(0)
     smi = run_text(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit", "--format=csv,noheader"])
     smi = [x.strip() for x in smi.splitlines()[0].split(",")] if smi else []
-    try:
-        from torch.nn.attention import current_flash_attention_impl
-        impl = current_flash_attention_impl() or "FA2 (PyTorch's built-in flash backend)"
-    except ImportError:
-        impl = "FA2 (PyTorch's built-in flash backend)"
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    rev = run_text(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
-    if rev and run_text(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"]):
-        rev += " + uncommitted changes"
     return {
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "gpu": p.name,
@@ -743,14 +747,36 @@ def environment(bench, argv):
         "driver": (smi[0] if smi else "?") + f" (CUDA {driver_cuda_version()})",
         "cuda": f"torch built with CUDA {torch.version.cuda}; nvJitLink {nvjitlink_version()}",
         "torch": torch.__version__,
+    }
+
+
+def git_revision():
+    """The repository's short HEAD, with " + uncommitted changes" when tracked files differ; "?" outside git."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    rev = run_text(["git", "-C", repo, "rev-parse", "--short", "HEAD"])
+    if rev and run_text(["git", "-C", repo, "status", "--porcelain", "--untracked-files=no"]):
+        rev += " + uncommitted changes"
+    return rev or "?"
+
+
+def environment(bench, argv):
+    torch = bench.torch
+    try:
+        from torch.nn.attention import current_flash_attention_impl
+        impl = current_flash_attention_impl() or "FA2 (PyTorch's built-in flash backend)"
+    except ImportError:
+        impl = "FA2 (PyTorch's built-in flash backend)"
+    env = device_environment(torch)
+    env.update({
         "cudnn": str(torch.backends.cudnn.version()),
         "flash_impl": impl,
         "fa3": bench.hopper_version.get("fa3") or bench.hopper_error.get("fa3", "?"),
         "fa4": bench.hopper_version.get("fa4") or bench.hopper_error.get("fa4", "?"),
         "fajit": f"{fajit.__version__} ({bench.lib_path})",
-        "fajit_git": rev or "?",
+        "fajit_git": git_revision(),
         "command": shlex.join(["python3"] + argv),
-    }
+    })
+    return env
 
 
 def run_settings(a, sets, seconds):

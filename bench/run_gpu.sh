@@ -23,6 +23,10 @@
 #                    python/tests (GPU numerics vs float64, torch.compile, CUDA graphs; per-case errors in
 #                    $OUT/python-gpu-errors.txt), then bench/python_overhead.py (-> $OUT/python-overhead*.md)
 #     python-compare compare.py --quick through the installed package (needs the python stage's install)
+#     decode-compare bench/decode_compare.py --out $OUT through the installed package (needs the python stage's
+#                    install): issue 11's decode rows (+ paged, + FP16) vs FA3 (flash_attn_with_kvcache /
+#                    flash_attn_func, num_splits=0; from $PEERS_SITE, default /tmp/peers-site, where
+#                    .peers/a/stage.sh installs it; n/a without) and SDPA; GB/s of K + V -> $OUT/decode-<gpu>.*
 #     tune           fagen tune --grid issue3 into a fresh cache directory; winners -> $OUT/tuned-v1.txt
 #     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
@@ -183,6 +187,9 @@ for s in "${stages[@]}"; do
     python) run_stage python 590 env OUT="$OUT" PY_VENV="$PY_VENV" bash -c "$(declare -f do_python); do_python" ;;
     python-compare) run_stage python-compare 500 env PYTHONUNBUFFERED=1 PYTHONPATH="$PY_VENV${PYTHONPATH:+:$PYTHONPATH}" \
         python3 bench/compare.py --quick ;;
+    decode-compare) run_stage decode-compare 300 env PYTHONUNBUFFERED=1 \
+        PYTHONPATH="$PY_VENV:${PEERS_SITE:-/tmp/peers-site}${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 bench/decode_compare.py --out "$OUT" ;;
     tune) run_stage tune 500 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_tune); do_tune" ;;
     compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
         --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;

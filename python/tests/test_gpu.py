@@ -12,7 +12,6 @@ same inputs, explicit bottom-right mask) relative L2 against the same reference,
 $FAJIT_TEST_REPORT (default: not written) and printed with -s.
 """
 import math
-import os
 import zlib
 
 import pytest
@@ -23,17 +22,7 @@ if not torch.cuda.is_available():
 
 import fajit  # noqa: E402
 
-TOL = {torch.bfloat16: 1e-2, torch.float16: 2e-3}
-TOL_LSE = 1e-3
-ROW_FACTOR = 4.0
-
-
-def _report(line):
-    print(line)
-    path = os.environ.get("FAJIT_TEST_REPORT")
-    if path:
-        with open(path, "a") as f:
-            f.write(line + "\n")
+from _gpu_check import TOL, check_against, report as _report, rel_l2 as _rel_l2  # noqa: E402
 
 
 def _make(b, hq, hkv, nq, nk, d, dtype, layout, seed):
@@ -69,10 +58,6 @@ def _reference(q, k, v, causal, scale, layout):
     return torch.matmul(p, v), lse
 
 
-def _rel_l2(got, ref):
-    return (got.double() - ref).norm().item() / max(ref.norm().item(), 1e-30)
-
-
 def _sdpa_error(q, k, v, causal, scale, layout, ref_o):
     """torch SDPA's relative L2 against the same reference (rows that see a key only), or None."""
     qb, kb, vb = (_bhnd(x, layout) for x in (q, k, v))
@@ -91,24 +76,9 @@ def _check(case, q, k, v, causal, layout, o, lse, scale=None):
     d = q.shape[-1]
     scale = scale if scale is not None else 1.0 / math.sqrt(d)
     ref_o, ref_lse = _reference(q, k, v, causal, scale, layout)
-    ob = _bhnd(o, layout)
-    assert torch.isfinite(ob).all(), f"{case}: {(~torch.isfinite(ob)).sum().item()} NaN/Inf/unwritten outputs"
-    assert not torch.isnan(lse).any() and not (lse == math.inf).any(), f"{case}: NaN or +inf in LSE"
-    empty = torch.isinf(ref_lse)
-    assert torch.equal(torch.isinf(lse), empty), f"{case}: LSE -inf rows differ from the reference's"
-    assert (ob[empty] == 0).all() if empty.any() else True, f"{case}: a row with no key has O != 0"
-    rel = _rel_l2(ob, ref_o)
-    diff = (ob.double() - ref_o).flatten(0, 2)
-    row_rel = (diff.norm(dim=-1) / ref_o.flatten(0, 2).norm(dim=-1).clamp_min(1e-30))[~empty.flatten()]
-    worst = row_rel.max().item() if row_rel.numel() else 0.0
-    lse_err = (lse[~empty].double() - ref_lse[~empty]).abs().max().item() if (~empty).any() else 0.0
     torch_rel = _sdpa_error(q, k, v, causal, scale, layout, ref_o)
-    tol = TOL[q.dtype]
-    _report(f"{case}: rel L2 {rel:.3e} (torch SDPA {'n/a' if torch_rel is None else f'{torch_rel:.3e}'}), "
-            f"worst row {worst:.3e}, LSE {lse_err:.2e}, empty rows {int(empty.sum())}, kernel: {fajit.last_forward()}")
-    assert rel <= tol, f"{case}: rel L2 {rel:.3e} > {tol}"
-    assert worst <= ROW_FACTOR * tol, f"{case}: worst row rel {worst:.3e} > {ROW_FACTOR * tol}"
-    assert lse_err <= TOL_LSE, f"{case}: LSE error {lse_err:.3e} > {TOL_LSE}"
+    check_against(case, _bhnd(o, layout), lse, ref_o, ref_lse,
+                  note=f" (torch SDPA {'n/a' if torch_rel is None else f'{torch_rel:.3e}'})", kernel=fajit.last_forward())
 
 
 # (dtype, B, Hq, Hkv, Nq, Nk, D, causal, layout)

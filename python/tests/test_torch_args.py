@@ -104,16 +104,18 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 cfg = fajit.config(head_dim=64, dtype="bf16", causal=True)
 
 class M(torch.nn.Module):
-    def forward(self, q, k, v):
+    def forward(self, q, k, v, lens):
         o, lse = fajit.attention(q * 2, k, v, causal=True, return_lse=True)
         o2 = fajit.attention(q, k, v, out=torch.empty_like(q), scale=0.5)
         o3 = fajit.attention(q, k, v, causal=True, config=cfg)
-        return o + o2 + o3, lse.sum()
+        o4 = fajit.attention(q, k, v, causal=True, seqlens_k=lens, num_splits=3)  # decode arguments
+        return o + o2 + o3 + o4, lse.sum()
 
 with FakeTensorMode():
     q = torch.empty(2, 8, 100, 64, dtype=torch.bfloat16, device="cuda")
     k = torch.empty(2, 2, 77, 64, dtype=torch.bfloat16, device="cuda")
-    ep = torch.export.export(M(), (q, k, torch.empty_like(k)), strict=True)
+    lens = torch.empty(2, dtype=torch.int32, device="cuda")
+    ep = torch.export.export(M(), (q, k, torch.empty_like(k), lens), strict=True)
 print(ep.graph_module.code)
 """
 
@@ -124,7 +126,7 @@ def test_dynamo_keeps_the_op_in_the_graph(torch_first):
     code = _EXPORT if torch_first else _EXPORT.replace("import torch, fajit", "import fajit, torch")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "torch.ops.fajit.attention.default(" in out.stdout
+    assert out.stdout.count("torch.ops.fajit.attention.default(") == 3, out.stdout
     assert "torch.ops.fajit.attention_out.default(" in out.stdout
     assert "'sm_80 bf16 d64 br128 bc64 s2 sw128 w4 causal'" in out.stdout  # a Config passes as its text
 
@@ -181,3 +183,96 @@ def test_launch_without_keys_or_rows(no_device):
     no_device(q, k, k, o, lse, False, 0.125, False, "")  # returns before the library: nothing to launch
     assert (o == 0).all() and (lse == float("-inf")).all()
     no_device(q[:, :, :0], _cpu((1, 2, 3, 64)), _cpu((1, 2, 3, 64)), o[:, :, :0], None, False, 0.125, False, "")
+
+
+# ---- decode arguments: seqlens_k, block_table / page_size, num_splits -----------------------------------------
+def _lens(b=2, dtype=torch.int32, device="cuda"):
+    return torch.empty(b, dtype=dtype, device=device)
+
+
+def _pool(pages=10, hkv=2, page=16, d=64, layout="bhnd"):
+    shape = (pages, hkv, page, d) if layout == "bhnd" else (pages, page, hkv, d)
+    k = torch.empty(*shape, dtype=torch.bfloat16, device="cuda")
+    return k, torch.empty_like(k)
+
+
+def test_decode_fake_shapes(fake):
+    q, k, v = _qkv(nq=4, nk=300)
+    o, lse = fajit.attention(q, k, v, causal=True, return_lse=True, seqlens_k=_lens(), num_splits=7)
+    assert o.shape == q.shape and lse.shape == (2, 8, 4)
+    kp, vp = _pool()
+    table = torch.empty(2, 5, dtype=torch.int32, device="cuda")
+    o = fajit.attention(q, kp, vp, block_table=table, seqlens_k=_lens(), num_splits=None)
+    assert o.shape == q.shape
+    qb = q.transpose(1, 2)  # [B, Nq, Hq, D] with vLLM-style [pages, page_size, Hkv, D] pools
+    kb, vb = _pool(layout="bnhd", page=64)
+    o = fajit.attention(qb, kb, vb, layout="bnhd", block_table=table, page_size=64, out=torch.empty_like(qb))
+    assert o.shape == qb.shape
+
+
+def test_decode_seqlens_errors(fake):
+    q, k, v = _qkv(nq=1)
+    _expect(TypeError, r"seqlens_k: dtype torch.int64: must be torch.int32", q, k, v, seqlens_k=_lens(dtype=torch.int64))
+    _expect(TypeError, r"seqlens_k: expected an int32 torch.Tensor", q, k, v, seqlens_k=[3, 4])
+    _expect(ValueError, r"seqlens_k: shape \(3,\): must be \[B\] = \[2\]", q, k, v, seqlens_k=_lens(3))
+    _expect(ValueError, r"seqlens_k: shape \(2, 1\)", q, k, v, seqlens_k=torch.empty(2, 1, dtype=torch.int32,
+                                                                                  device="cuda"))
+    _expect(ValueError, r"seqlens_k: stride 2: must be contiguous", q, k, v, seqlens_k=_lens(4)[::2])
+
+
+def test_decode_seqlens_on_the_wrong_device():
+    q = torch.zeros(1, 2, 16, 64, dtype=torch.float16)
+    # q on the CPU is refused first (naming q); a CPU seqlens_k next to CUDA tensors names seqlens_k
+    with FakeTensorMode():
+        qc = torch.empty(2, 2, 1, 64, dtype=torch.float16, device="cuda")
+        with pytest.raises(ValueError, match=r"seqlens_k: on cpu, q on cuda"):
+            fajit.attention(qc, qc, qc, seqlens_k=torch.empty(2, dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"q: on cpu"):
+        fajit.attention(q, q, q, seqlens_k=torch.zeros(1, dtype=torch.int32))
+
+
+def test_decode_paged_errors(fake):
+    q, _, _ = _qkv(nq=1)
+    kp, vp = _pool()
+    table = torch.empty(2, 5, dtype=torch.int32, device="cuda")
+    _expect(TypeError, r"block_table: dtype torch.int64", q, kp, vp, block_table=table.long())
+    _expect(ValueError, r"block_table: shape \(3, 5\): must be \[B, max_pages\] with B = 2", q, kp, vp,
+            block_table=torch.empty(3, 5, dtype=torch.int32, device="cuda"))
+    _expect(ValueError, r"block_table: shape \(2, 0\)", q, kp, vp,
+            block_table=torch.empty(2, 0, dtype=torch.int32, device="cuda"))
+    _expect(ValueError, r"block_table: shape \(10,\)", q, kp, vp,
+            block_table=torch.empty(10, dtype=torch.int32, device="cuda"))
+    _expect(ValueError, r"block_table: strides \(1, 2\): must be contiguous", q, kp, vp,
+            block_table=torch.empty(5, 2, dtype=torch.int32, device="cuda").t())
+    _expect(ValueError, r"page_size: 32 differs from the page pools' rows per page 16", q, kp, vp, block_table=table,
+            page_size=32)
+    _expect(ValueError, r"page_size: 16 without block_table", q, *_qkv()[1:], page_size=16)
+    _expect(ValueError, r"k: 24 rows per page: the page size must be a positive multiple of 16", q,
+            *_pool(page=24), block_table=table)
+    _expect(ValueError, r"v: \(pages, H, page_size, D\) \(9, 2, 16, 64\) differs", q, kp, vp[:9], block_table=table)
+    _expect(ValueError, r"k: 3 heads", q, *_pool(hkv=3), block_table=table)
+
+
+def test_decode_num_splits_errors(fake):
+    q, k, v = _qkv(nq=1)
+    _expect(ValueError, r"num_splits: 129: must be None or 0 \(the library's heuristic\), 1 \(no split\) or 2..128",
+            q, k, v, num_splits=129)
+    _expect(ValueError, r"num_splits: -1", q, k, v, num_splits=-1)
+    _expect(ValueError, r"num_splits: 2.0", q, k, v, num_splits=2.0)
+    _expect(ValueError, r"num_splits: True", q, k, v, num_splits=True)
+
+
+def test_decode_launch_args_reach_the_library(no_device):
+    # paged with per-sequence lengths, from CPU tensors: the library reads every field and stops at the missing
+    # device; forced splits out of range and a page size that is not a multiple of 16 (which pass Python only
+    # here, calling _forward directly) are named by the library too
+    q, kp = _cpu((2, 8, 1, 64)), _cpu((6, 2, 16, 64))
+    lens, table = torch.zeros(2, dtype=torch.int32), torch.zeros(2, 3, dtype=torch.int32)
+    with pytest.raises(fajit.FajitError) as e:
+        no_device(q, kp, kp, torch.empty_like(q), None, True, 0.125, False, "", lens, table, 0)
+    assert e.value.status_name == "FAJIT_ERR_NO_DEVICE", e.value
+    with pytest.raises(fajit.FajitInputError, match=r"num_splits = 200"):
+        no_device(q, kp, kp, torch.empty_like(q), None, True, 0.125, False, "", lens, table, 200)
+    k8 = _cpu((6, 2, 8, 64))
+    with pytest.raises(fajit.FajitInputError, match=r"page_size = 8"):
+        no_device(q, k8, k8, torch.empty_like(q), None, False, 0.125, False, "", None, table, 0)

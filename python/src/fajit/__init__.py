@@ -44,7 +44,8 @@ if "torch" in sys.modules:  # torch already loaded: register the ops now, not in
     _torch_api()
 
 
-def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None):
+def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
+              seqlens_k=None, block_table=None, page_size=None, num_splits=None):
     """Forward attention on CUDA tensors: O = softmax(scale * Q K^T) V, per (batch, query head).
 
     q: [B, Hq, Nq, D] (layout "bhnd") or [B, Nq, Hq, D] ("bnhd"); k, v: [B, Hkv, Nk, D] likewise, with
@@ -56,6 +57,21 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     in q's layout). config: a fajit.Config or its canonical text (None: the tuned winner of the shape's
     class, else the heuristic).
 
+    Decode / KV cache (see the README's "Decode"):
+    seqlens_k: int32 CUDA tensor [B] (contiguous), the keys each sequence sees (a cache's fill): sequence
+      b attends to keys [0, seqlens_k[b]) of its K/V, whose sequence dim is then the capacity; values are
+      clamped to [0, capacity] on the GPU (not read on the host). Causal is bottom-right per sequence; a
+      sequence of 0 keys gives O = 0, LSE = -inf.
+    block_table: int32 CUDA tensor [B, max_pages] (contiguous): paged K/V. k and v are then page pools,
+      [pages, Hkv, page_size, D] ("bhnd") or [pages, page_size, Hkv, D] ("bnhd", vLLM's and
+      FlashAttention's layout), and sequence b's page p is pool page block_table[b, p]; the capacity is
+      max_pages x page_size (or seqlens_k per sequence). Entries must be valid pool indices (not checked:
+      an index out of the pool reads outside it). page_size: None = the pools' rows per page (a multiple
+      of 16); when given it must equal that.
+    num_splits: None or 0 = the library's heuristic (split-KV when the grid leaves SMs idle), 1 = no
+      split, 2..128 = that many. A call that splits takes its fp32 workspace from torch's caching
+      allocator on the current stream (a CUDA graph capture takes it from the graph's pool).
+
     Runs asynchronously on torch's current stream. A torch custom op (fajit::attention, or
     fajit::attention_out with out=) with a fake implementation: torch.compile(fullgraph=True) keeps it in
     the graph, and it can be captured in a CUDA graph once the shape has run (the first call per shape
@@ -63,7 +79,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     Returns O, or (O, LSE) with return_lse.
     """
     return _torch_api().attention(q, k, v, causal=causal, scale=scale, layout=layout, return_lse=return_lse, out=out,
-                              config=config)
+                                  config=config, seqlens_k=seqlens_k, block_table=block_table, page_size=page_size,
+                                  num_splits=num_splits)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

@@ -2,14 +2,18 @@
 
 Two ops are registered with torch.library, each with a fake (meta) implementation that gives the output
 shapes without running anything, so torch.compile(fullgraph=True) keeps them in its graph:
-    fajit::attention(q, k, v, causal, scale, bnhd, return_lse, config) -> (O, LSE)   (LSE is empty
-        when not asked for)
-    fajit::attention_out(q, k, v, out, lse?, causal, scale, bnhd, config) -> ()      (writes out, lse)
+    fajit::attention(q, k, v, causal, scale, bnhd, return_lse, config, seqlens_k?, block_table?,
+        num_splits) -> (O, LSE)                      (LSE is empty when not asked for)
+    fajit::attention_out(q, k, v, out, lse?, causal, scale, bnhd, config, seqlens_k?, block_table?,
+        num_splits) -> ()                            (writes out, lse)
 The real implementation fills a fajit_attention_args from the tensors' pointers, shapes and element
 strides (no copies) and calls fajit_attention_forward on torch's current stream of the tensors'
 device, through that device's fajit context (created on first use). The forward only launches kernels
 (after its first call per shape class has compiled or loaded one), so calls can be captured in CUDA graphs.
-Arguments are checked here, in Python, before anything reaches the library or the GPU.
+A call that splits the KV range (split-KV decode) gets its workspace from torch's caching allocator on
+the current stream (a graph capture takes it from the graph's pool), never the context's shared buffer.
+Arguments are checked here, in Python, before anything reaches the library or the GPU; the values inside
+seqlens_k and block_table are not read on the host (that would synchronize): see fajit.attention.
 """
 import ctypes
 import math
@@ -26,6 +30,9 @@ _ARGS_SIZE = ctypes.sizeof(Args_c)
 # split-KV workspace from torch's allocator (stream-ordered, capturable) when the library has one
 _WORKSPACE = {"workspace", "workspace_bytes"} <= _ARG_FIELDS and "fajit_attention_workspace_size" in _lib.H.prototypes \
     and "fajit_attention_workspace_size" not in _lib.UNDECLARED
+# the decode fields (seqlens_k, split-KV, paged K/V: fajit.h's fajit_attention_args since 0.2)
+_DECODE = {"struct_size", "seqlens_k", "num_splits", "block_table", "max_pages", "page_size"} <= _ARG_FIELDS
+MAX_SPLITS = _lib.H.defines.get("FAJIT_MAX_SPLITS", 128)
 _configs = {}  # canonical text -> checked fajit_config
 
 
@@ -59,8 +66,10 @@ def _check_tensor(t, name, q):
         raise ValueError(f"{name}: the last dim must be contiguous (stride 1); got strides {tuple(t.stride())}")
 
 
-def check_args(q, k, v, out, layout):
-    """(B, Hq, Hkv, Nq, Nk, D); TypeError / ValueError naming the argument when they do not fit."""
+def check_args(q, k, v, out, layout, paged=False):
+    """(B, Hq, Hkv, Nq, Nk, D); TypeError / ValueError naming the argument when they do not fit. paged: k
+    and v are page pools ([pages, Hkv, page_size, D] in "bhnd", [pages, page_size, Hkv, D] in "bnhd"),
+    so their first dim is not the batch and Nk is the page size (check_decode gives the capacity)."""
     if layout not in ("bhnd", "bnhd"):
         raise ValueError(f"layout: {layout!r}: must be 'bhnd' ([B, H, N, D]) or 'bnhd' ([B, N, H, D])")
     b, hq, nq, d = _dims(q, "q", layout)
@@ -68,12 +77,13 @@ def check_args(q, k, v, out, layout):
     vdims = _dims(v, "v", layout)
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         _check_tensor(t, name, q)
-    if bk != b:
+    if bk != b and not paged:
         raise ValueError(f"k: batch {bk} differs from q's {b}")
     if dk != d:
         raise ValueError(f"k: head dim {dk} differs from q's {d}")
     if vdims != (bk, hkv, nk, dk):
-        raise ValueError(f"v: (B, H, N, D) {vdims} differs from k's {(bk, hkv, nk, dk)}")
+        what = "(pages, H, page_size, D)" if paged else "(B, H, N, D)"
+        raise ValueError(f"v: {what} {vdims} differs from k's {(bk, hkv, nk, dk)}")
     if hkv == 0 or hq % hkv != 0:
         raise ValueError(f"k: {hkv} heads; q's head count {hq} must be a multiple of it (GQA / MQA)")
     if out is not None:
@@ -82,6 +92,53 @@ def check_args(q, k, v, out, layout):
         if out.shape != q.shape:
             raise ValueError(f"out: shape {tuple(out.shape)} differs from q's {tuple(q.shape)}")
     return b, hq, hkv, nq, nk, d
+
+
+def _check_int32(t, name, q, shape_text):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected an int32 torch.Tensor {shape_text} or None, got {type(t).__name__}")
+    if t.dtype != torch.int32:
+        raise TypeError(f"{name}: dtype {t.dtype}: must be torch.int32 {shape_text}")
+    if t.device != q.device:
+        raise ValueError(f"{name}: on {t.device}, q on {q.device}: it must be on q's CUDA device")
+
+
+def check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits):
+    """The decode arguments of fajit.attention: (seqlen_k capacity, num_splits as an int); TypeError /
+    ValueError naming the argument. Values inside the tensors are not read (no host synchronization)."""
+    if seqlens_k is not None:
+        _check_int32(seqlens_k, "seqlens_k", q, f"[B] = [{b}]")
+        if tuple(seqlens_k.shape) != (b,):
+            raise ValueError(f"seqlens_k: shape {tuple(seqlens_k.shape)}: must be [B] = [{b}] (q's batch)")
+        if b > 1 and seqlens_k.stride(0) != 1:
+            raise ValueError(f"seqlens_k: stride {seqlens_k.stride(0)}: must be contiguous (use .contiguous())")
+    if block_table is None:
+        if page_size is not None:
+            raise ValueError(f"page_size: {page_size!r} without block_table: paged K/V needs the block table")
+    else:
+        _check_int32(block_table, "block_table", q, f"[B, max_pages] = [{b}, max_pages]")
+        if block_table.dim() != 2 or block_table.shape[0] != b or block_table.shape[1] < 1:
+            raise ValueError(f"block_table: shape {tuple(block_table.shape)}: must be [B, max_pages] with B = {b} "
+                             "(q's batch) and max_pages >= 1")
+        if block_table.stride(1) != 1 or (b > 1 and block_table.stride(0) != block_table.shape[1]):
+            raise ValueError(f"block_table: strides {tuple(block_table.stride())}: must be contiguous "
+                             "(use .contiguous())")
+        if page_size is not None and (isinstance(page_size, bool) or page_size != nk):
+            raise ValueError(f"page_size: {page_size!r} differs from the page pools' rows per page {nk} (k's "
+                             f"{'dim 2' if layout == 'bhnd' else 'dim 1'}); leave it None to take the pools'")
+        if nk < 16 or nk % 16:
+            raise ValueError(f"k: {nk} rows per page: the page size must be a positive multiple of 16")
+        nk = block_table.shape[1] * nk  # the capacity: max_pages x page_size keys
+    if num_splits is None:
+        num_splits = 0
+    if isinstance(num_splits, bool) or not isinstance(num_splits, int) or not 0 <= num_splits <= MAX_SPLITS:
+        raise ValueError(f"num_splits: {num_splits!r}: must be None or 0 (the library's heuristic), 1 (no split) or "
+                         f"2..{MAX_SPLITS}")
+    if num_splits and not _DECODE:
+        raise ValueError(f"num_splits: {num_splits}: this libfajit has no split-KV fields in fajit_attention_args")
+    if (seqlens_k is not None or block_table is not None) and not _DECODE:
+        raise ValueError("seqlens_k / block_table: this libfajit has no decode fields in fajit_attention_args")
+    return nk, num_splits
 
 
 def check_scale(scale, d):
@@ -116,11 +173,14 @@ def _strides(t, bnhd):
     return (s[0], s[2], s[1]) if bnhd else (s[0], s[1], s[2])
 
 
-def _forward(q, k, v, o, lse, causal, scale, bnhd, config):
+def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None, num_splits=0):
     """Launch fajit_attention_forward on o (and lse) on the current stream; shapes already checked."""
     b, x, y, d = q.shape
     hq, nq = (y, x) if bnhd else (x, y)
     hkv, nk = (k.shape[2], k.shape[1]) if bnhd else (k.shape[1], k.shape[2])
+    page_size = 0
+    if block_table is not None:  # k, v are page pools: nk is the page size, the capacity is max_pages of them
+        page_size, nk = nk, block_table.shape[1] * nk
     if b * hq * nq == 0:
         return
     if nk == 0:  # no key for any row: O = 0, LSE = -inf (as the kernel gives a fully masked row)
@@ -137,9 +197,14 @@ def _forward(q, k, v, o, lse, causal, scale, bnhd, config):
     a.seqlen_q, a.seqlen_k, a.head_dim = nq, nk, d
     a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     a.lse = lse.data_ptr() if lse is not None else 0
-    a.q_stride[:], a.k_stride[:] = _strides(q, bnhd), _strides(k, bnhd)
+    a.q_stride[:], a.k_stride[:] = _strides(q, bnhd), _strides(k, bnhd)  # paged: (page, head, row) strides
     a.v_stride[:], a.o_stride[:] = _strides(v, bnhd), _strides(o, bnhd)
     a.softmax_scale, a.causal, a.stream = scale, int(causal), _raw_stream(dev)
+    if _DECODE:
+        a.seqlens_k = seqlens_k.data_ptr() if seqlens_k is not None else 0
+        a.num_splits = num_splits
+        if block_table is not None:
+            a.block_table, a.max_pages, a.page_size = block_table.data_ptr(), block_table.shape[1], page_size
     cfg = ctypes.byref(_checked_config(config)) if config else None
     workspace = _workspace(ctx, a, cfg, q.device, config) if _WORKSPACE else None
     status = lib.fajit_attention_forward(ctx.handle, ctypes.byref(a), cfg)
@@ -149,8 +214,11 @@ def _forward(q, k, v, o, lse, causal, scale, bnhd, config):
 
 
 def _workspace(ctx, a, cfg, device, config):
-    """A torch buffer for the split-KV partials when this call splits (its size cached per shape)."""
+    """A torch buffer for the split-KV partials when this call splits (its size cached per shape; it does
+    not depend on the values in seqlens_k or the block table, only on whether they are given)."""
     key = (a.dtype, a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, config)
+    if _DECODE:
+        key += (a.num_splits, bool(a.seqlens_k), bool(a.block_table), a.page_size)
     size = ctx.workspace_sizes.get(key)
     if size is None:
         n = ctypes.c_size_t()
@@ -171,40 +239,47 @@ def _lse_shape(q, bnhd):
 
 @torch.library.custom_op("fajit::attention", mutates_args=(), device_types="cuda")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, bnhd: bool,
-                 return_lse: bool, config: str) -> Tuple[torch.Tensor, torch.Tensor]:
+                 return_lse: bool, config: str, seqlens_k: Optional[torch.Tensor] = None,
+                 block_table: Optional[torch.Tensor] = None, num_splits: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
     o = q.new_empty(q.shape)
     lse = q.new_empty(_lse_shape(q, bnhd) if return_lse else (0,), dtype=torch.float32)
-    _forward(q, k, v, o, lse if return_lse else None, causal, scale, bnhd, config)
+    _forward(q, k, v, o, lse if return_lse else None, causal, scale, bnhd, config, seqlens_k, block_table, num_splits)
     return o, lse
 
 
 @attention_op.register_fake
-def _attention_fake(q, k, v, causal, scale, bnhd, return_lse, config):
+def _attention_fake(q, k, v, causal, scale, bnhd, return_lse, config, seqlens_k=None, block_table=None, num_splits=0):
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q, bnhd) if return_lse else (0,),
                                              dtype=torch.float32)
 
 
 @torch.library.custom_op("fajit::attention_out", mutates_args=("out", "lse"), device_types="cuda")
 def attention_out_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: Optional[torch.Tensor],
-                     causal: bool, scale: float, bnhd: bool, config: str) -> None:
-    _forward(q, k, v, out, lse, causal, scale, bnhd, config)
+                     causal: bool, scale: float, bnhd: bool, config: str, seqlens_k: Optional[torch.Tensor] = None,
+                     block_table: Optional[torch.Tensor] = None, num_splits: int = 0) -> None:
+    _forward(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k, block_table, num_splits)
 
 
 @attention_out_op.register_fake
-def _attention_out_fake(q, k, v, out, lse, causal, scale, bnhd, config):
+def _attention_out_fake(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None,
+                        num_splits=0):
     return None
 
 
 # ---- Python entry points ------------------------------------------------------------------------------------
-def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None):
+def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
+              seqlens_k=None, block_table=None, page_size=None, num_splits=None):
     """See fajit.attention."""
-    b, hq, _, nq, _, d = check_args(q, k, v, out, layout)
+    paged = block_table is not None
+    b, hq, _, nq, nk, d = check_args(q, k, v, out, layout, paged=paged)
+    _, splits = check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits)
     scale, text, bnhd = check_scale(scale, d), config_text(config), layout == "bnhd"
     if out is None:
-        o, lse = torch.ops.fajit.attention(q, k, v, bool(causal), scale, bnhd, bool(return_lse), text)
+        o, lse = torch.ops.fajit.attention(q, k, v, bool(causal), scale, bnhd, bool(return_lse), text, seqlens_k,
+                                           block_table, splits)
         return (o, lse) if return_lse else o
     lse = q.new_empty((b, hq, nq), dtype=torch.float32) if return_lse else None
-    torch.ops.fajit.attention_out(q, k, v, out, lse, bool(causal), scale, bnhd, text)
+    torch.ops.fajit.attention_out(q, k, v, out, lse, bool(causal), scale, bnhd, text, seqlens_k, block_table, splits)
     return (out, lse) if return_lse else out
 
 
