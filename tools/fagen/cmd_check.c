@@ -125,6 +125,7 @@ static int check_parse_u64(const char *flag, const char *text, uint64_t *out)
     return FAGEN_ARG_TAKEN;
 }
 
+/* The flags into *o; --help prints the usage (then o->help is set and FAGEN_EXIT_OK returned). */
 static int check_parse(int argc, char **argv, check_cli *o)
 {
     memset(o, 0, sizeof *o);
@@ -134,6 +135,7 @@ static int check_parse(int argc, char **argv, check_cli *o)
         int r = FAGEN_ARG_TAKEN;
         if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
             o->help = 1;
+            check_usage(stdout);
             return FAGEN_EXIT_OK;
         }
         if (strcmp(w, "--quick") == 0) {
@@ -294,17 +296,19 @@ static void check_summary(const check_totals *t)
     printf("%s\n", t->failed || t->errors || !t->runs ? "FAIL" : "PASS");
 }
 
+int fagen_args_check(int argc, char **argv)
+{
+    check_cli o;
+    return check_parse(argc, argv, &o);
+}
+
 int fagen_cmd_check(int argc, char **argv)
 {
     check_cli o;
     check_totals t;
     fajit_context *ctx = NULL;
     int rc = check_parse(argc, argv, &o);
-    if (rc != FAGEN_EXIT_OK) return rc;
-    if (o.help) {
-        check_usage(stdout);
-        return FAGEN_EXIT_OK;
-    }
+    if (rc != FAGEN_EXIT_OK || o.help) return rc;
     fajit_context_options copt = fajit_context_options_default();
     copt.device = o.device;
     fajit_status st = fajit_context_create(&copt, &ctx);
