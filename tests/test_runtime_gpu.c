@@ -20,6 +20,7 @@
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "runtime/compile.h"
+#include "runtime/compiler_stamp.h"
 #include "runtime/context.h"
 #include "runtime/disk_cache.h"
 #include "test_support.h"
@@ -88,16 +89,17 @@ static void test_refused_cubin(void **state)
     fajit_context *a = context_new();
     fajit_kernel *k;
     fajit_config c = config_for(a, FAJIT_DTYPE_F16, 64, 1);
-    char text[FJ_CONFIG_TEXT_MAX], compiler[64], key[FJ_DISK_CACHE_KEY_MAX];
+    char text[FJ_CONFIG_TEXT_MAX], compiler[160], key[FJ_DISK_CACHE_KEY_MAX];
     fj_disk_cache_stats s;
     fajit_config_format(&c, text, sizeof text);
     fj_plan plan;
     assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
-    assert_int_equal(fj_compiler_identity_for(&plan, compiler, sizeof compiler), FAJIT_OK); /* NVRTC on sm_90a */
+    /* NVRTC on sm_90a; the identity as the context keys it (with the library file) */
+    assert_int_equal(fj_compiler_identity_stamped(&a->disk, &plan, compiler, sizeof compiler), FAJIT_OK);
     const fj_arch_info *target = NULL; /* the kernel's target: sm_90a for the sm_90a path on an sm_90 GPU */
     assert_int_equal(fj_context_target(a, &plan, &target), FAJIT_OK);
     fj_disk_cache_key(key, sizeof key, text, target->name, compiler);
-    assert_int_equal(fj_disk_cache_store(&a->disk, key, "cubin", "not a cubin", 12), 0);
+    assert_int_equal(fj_disk_cache_store(&a->disk, key, "cubin", 0, "not a cubin", 12), 0);
     assert_int_equal(get(a, &c, &k), FAJIT_SOURCE_COMPILED);
     fj_disk_cache_stats_get(&a->disk, &s);
     print_message("last cache note: %s\n", s.last_error);
