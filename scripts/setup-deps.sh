@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # setup-deps.sh - make sure the tools fajit builds and tests with are present: a C compiler and make
-# (build-essential), cmake, pkg-config and cmocka (libcmocka-dev). Installs what is missing with
-# apt-get (Debian / Ubuntu), as root or through sudo; does nothing, silently, when all are there.
+# (build-essential), cmake, pkg-config and cmocka (libcmocka-dev); under CI=true (or
+# FAJIT_TEST_SANITIZE=1) also clang with libFuzzer (clang, libclang-rt-dev) for the sanitizer build.
+# Installs what is missing with apt-get (Debian / Ubuntu), as root or through sudo; does nothing,
+# silently, when all are there.
 # The CUDA toolkit is not installed here: ptxas and nvJitLink are looked for in /usr/local/cuda.
 #   usage: scripts/setup-deps.sh
 set -euo pipefail
@@ -31,6 +33,30 @@ if ! have_all; then
     $sudo apt-get update -qq >/dev/null
     $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
     have_all || { echo "setup-deps: still missing a tool after apt-get install" >&2; exit 1; }
+fi
+
+# The sanitizer and fuzz build (scripts/test-sanitize.sh, run by scripts/test.sh under CI=true or
+# FAJIT_TEST_SANITIZE=1) needs clang with libFuzzer and the sanitizer runtimes: Debian's clang and
+# libclang-rt-dev (Debian 12: clang 14). Checked by linking a tiny fuzz target.
+fuzzer_links() {
+    local d
+    d=$(mktemp -d)
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$d/t.c"
+    command -v clang >/dev/null && clang -fsanitize=fuzzer,address,undefined "$d/t.c" -o "$d/t" 2>/dev/null
+    local rc=$?
+    rm -rf "$d"
+    return $rc
+}
+want_sanitize=${FAJIT_TEST_SANITIZE:-}
+[ -n "$want_sanitize" ] || { [ "${CI:-}" = true ] && want_sanitize=1 || want_sanitize=0; }
+if [ "$want_sanitize" = 1 ] && ! fuzzer_links; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    echo "setup-deps: installing clang libclang-rt-dev (sanitizer and fuzz build) with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq >/dev/null
+    $sudo apt-get install -y -qq --no-install-recommends clang libclang-rt-dev >/dev/null
+    fuzzer_links || { echo "setup-deps: clang -fsanitize=fuzzer,address,undefined still does not link" >&2; exit 1; }
 fi
 
 cuda="${CUDA_HOME:-/usr/local/cuda}"

@@ -29,38 +29,15 @@
 #include "runtime/cuda_api.h"
 #include "runtime/disk_cache.h"
 #include "runtime/hash.h"
+#include "cache_fixture.h"
 #include "test_support.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Helpers: a fresh cache in a temp directory, entry files, environment
  * ------------------------------------------------------------------------------------------------- */
-typedef struct fixture {
-    char *root;
-    fj_disk_cache cache;
-} fixture;
 
 static const char *k_key = "fajit kernel\nconfig: sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal\n";
 
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    f->root = fj_test_make_temp_dir("fajit-cache-");
-    assert_non_null(f->root);
-    assert_int_equal(fj_disk_cache_init(&f->cache, 1, f->root), FAJIT_OK);
-    assert_true(f->cache.enabled);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    fj_disk_cache_fini(&f->cache);
-    fj_test_remove_dir(f->root);
-    free(f->root);
-    free(f);
-    return 0;
-}
 
 static void entry_path(fixture *f, const char *key, char *buf, size_t size)
 {
@@ -520,17 +497,17 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hash_vectors),
         cmocka_unit_test(test_key_text),
-        cmocka_unit_test_setup_teardown(test_miss_then_hit, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_truncated_entry, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_corrupt_bytes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_key_mismatch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_invalidate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_store_failure_is_soft, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
+        FJ_CACHE_TEST(test_miss_then_hit),
+        FJ_CACHE_TEST(test_truncated_entry),
+        FJ_CACHE_TEST(test_corrupt_bytes),
+        FJ_CACHE_TEST(test_key_mismatch),
+        FJ_CACHE_TEST(test_invalidate),
+        FJ_CACHE_TEST(test_store_failure_is_soft),
+        FJ_CACHE_TEST(test_concurrent_writers),
         cmocka_unit_test(test_switch),
         cmocka_unit_test(test_dir_order),
         cmocka_unit_test(test_context_cache_dir),
-        cmocka_unit_test_setup_teardown(test_compiler_stamp, setup, teardown),
+        FJ_CACHE_TEST(test_compiler_stamp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

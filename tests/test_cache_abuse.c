@@ -28,15 +28,12 @@
 
 #include "runtime/disk_cache.h"
 #include "runtime/hash.h"
+#include "cache_fixture.h"
 #include "test_support.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Helpers: a cache in a fresh directory, the payload each key must have, raw entry files
  * ------------------------------------------------------------------------------------------------- */
-typedef struct fixture {
-    char *root;
-    fj_disk_cache cache;
-} fixture;
 
 #define N_KEYS 6
 
@@ -66,26 +63,6 @@ static uint64_t source_of(int i)
     return fj_source_hash(ptx, strlen(ptx));
 }
 
-static int setup(void **state)
-{
-    fixture *f = calloc(1, sizeof *f);
-    f->root = fj_test_make_temp_dir("fajit-abuse-");
-    assert_non_null(f->root);
-    assert_int_equal(chmod(f->root, 0755), 0); /* mkdtemp makes 0700; either is trusted */
-    assert_int_equal(fj_disk_cache_init(&f->cache, 1, f->root), FAJIT_OK);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    fixture *f = *state;
-    fj_disk_cache_fini(&f->cache);
-    fj_test_remove_dir(f->root);
-    free(f->root);
-    free(f);
-    return 0;
-}
 
 static void entry_file(fixture *f, int i, char *path, size_t size)
 {
@@ -102,6 +79,14 @@ static void store_key(fj_disk_cache *c, int i)
     key_of(i, key, sizeof key);
     assert_int_equal(fj_disk_cache_store(c, key, "cubin", source_of(i), p, n), 0);
     free(p);
+}
+
+/* Store key `stored`; the entry files of it and of key `other` (path buffers of 2048). */
+static void store_with_paths(fixture *f, int stored, char *stored_path, int other, char *other_path)
+{
+    store_key(&f->cache, stored);
+    entry_file(f, stored, stored_path, 2048);
+    entry_file(f, other, other_path, 2048);
 }
 
 /* Load key i: 1 with the right payload, 0 on a miss, -1 with a wrong one (no cmocka call: also for children). */
@@ -191,9 +176,7 @@ static void test_wrong_key_and_source(void **state)
 {
     fixture *f = *state;
     char a[2048], b[2048], cmd[4200];
-    store_key(&f->cache, 1);
-    entry_file(f, 1, a, sizeof a);
-    entry_file(f, 2, b, sizeof b);
+    store_with_paths(f, 1, a, 2, b);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", a, b);
     assert_int_equal(system(cmd), 0);
     expect_miss(f, 2, "stored key differs");
@@ -215,9 +198,7 @@ static void test_not_a_file(void **state)
 {
     fixture *f = *state;
     char path[2048], other[2048], inner[2100];
-    store_key(&f->cache, 3);
-    entry_file(f, 3, other, sizeof other);
-    entry_file(f, 0, path, sizeof path);
+    store_with_paths(f, 3, other, 0, path);
     /* an empty directory: removed, then the key stores and loads */
     assert_int_equal(mkdir(path, 0755), 0);
     expect_miss(f, 0, "a directory");
@@ -490,14 +471,14 @@ static void test_processes_with_damage(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_every_flip_and_truncation, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_wrong_key_and_source, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_not_a_file, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_missing_folder, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_writable_by_others, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_foreign_owner, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_read_only_folder, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_processes_with_damage, setup, teardown),
+        FJ_CACHE_TEST(test_every_flip_and_truncation),
+        FJ_CACHE_TEST(test_wrong_key_and_source),
+        FJ_CACHE_TEST(test_not_a_file),
+        FJ_CACHE_TEST(test_missing_folder),
+        FJ_CACHE_TEST(test_writable_by_others),
+        FJ_CACHE_TEST(test_foreign_owner),
+        FJ_CACHE_TEST(test_read_only_folder),
+        FJ_CACHE_TEST(test_processes_with_damage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
