@@ -323,7 +323,7 @@ static int entry_open(int dir, const char *name, struct stat *st, const char **w
     if (S_ISDIR(st->st_mode)) return *why = "a directory, not an entry", -1;
     if (!S_ISREG(st->st_mode)) return *why = "not a regular file", -1;
     int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return *why = "cannot be opened", -1;
+    if (fd < 0) return *why = errno == ENOENT ? NULL : "cannot be opened", -1; /* ENOENT: removed meanwhile */
     if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) *why = "not a regular file";
     else if (st->st_uid != geteuid()) *why = "owned by another user";
     else if ((uint64_t)st->st_size > ENTRY_MAX) *why = "larger than any entry";
