@@ -30,6 +30,8 @@
  * ------------------------------------------------------------------------------------------------- */
 /* Characters a field cannot hold: they become spaces. */
 static int field_blank(unsigned char ch) { return ch == '|' || ch < 0x20 || ch == 0x7f; }
+/* What may come before a line's first character (which then decides whether it is a comment). */
+static int line_blank(unsigned char ch) { return ch == ' ' || (ch != '|' && field_blank(ch)); }
 
 void fj_tune_clean_text(char *dst, size_t size, const char *src)
 {
@@ -157,7 +159,9 @@ const char *fj_tune_parse_line(const char *line, fj_tune_record *r)
     char buf[FJ_TUNE_LINE_MAX], *f[MAX_FIELDS], *end = NULL;
     const char *bad;
     const char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
+    /* control characters too: the gpu field would lose them when cleaned, and a line written with a '#'
+     * first would read back as a comment (fuzz_tune_file) */
+    while (*p && line_blank((unsigned char)*p)) p++;
     if (*p == '#' || *p == '\0' || *p == '\n' || *p == '\r') return "comment";
     if (strlen(p) >= sizeof buf) return "line too long";
     snprintf(buf, sizeof buf, "%s", p);
