@@ -2,7 +2,7 @@
 # test-sanitize.sh - the sanitizer and fuzzing half of the tests (scripts/test.sh runs it under CI=true):
 #   1. build build-san with clang, AddressSanitizer + UndefinedBehaviorSanitizer with
 #      -fno-sanitize-recover=all (any report fails), and the libFuzzer targets of tests/fuzz
-#   2. ctest -L 'unit|ptxas' there (the kept fuzz regression inputs are unit tests)
+#   2. ctest -L 'unit|ptxas' there (FAJIT_SANITIZE_LABELS; the kept fuzz regression inputs are unit tests)
 #   3. each fuzz target for FAJIT_FUZZ_SECONDS seconds (default 60) on one core (scripts/fuzz.sh)
 # Needs clang with libFuzzer (scripts/setup-deps.sh installs clang and libclang-rt-dev when CI=true or
 # FAJIT_TEST_SANITIZE=1). Prints how long each step took. Exit status: 0 when all three pass.
@@ -21,9 +21,10 @@ CC=clang cmake -S . -B build-san -DFAJIT_SANITIZE=address,undefined -DFAJIT_FUZZ
 cmake --build build-san -j "$(nproc)" >/dev/null
 t_build=$SECONDS
 
-step "unit and ptxas tests under ASan + UBSan"
+labels=${FAJIT_SANITIZE_LABELS:-unit|ptxas}
+step "tests labelled $labels under ASan + UBSan"
 status=0
-ctest --test-dir build-san --output-on-failure -L 'unit|ptxas' || status=1
+ctest --test-dir build-san --output-on-failure -L "$labels" || status=1
 t_tests=$((SECONDS - t_build))
 
 step "fuzz targets, ${FAJIT_FUZZ_SECONDS:-60} s each"
