@@ -2,7 +2,8 @@
 # setup-deps.sh - make sure the tools fajit builds and tests with are present: a C compiler and make
 # (build-essential), cmake, pkg-config, cmocka (libcmocka-dev), and a python3 that can make virtual
 # environments (python3, python3-venv: scripts/test-python.sh installs the Python package into one,
-# fetching scikit-build-core and pytest from PyPI there). Installs what is missing with
+# fetching scikit-build-core and pytest from PyPI there); under CI=true (or FAJIT_TEST_SANITIZE=1) also
+# clang with libFuzzer (clang, libclang-rt-dev) for the sanitizer build. Installs what is missing with
 # apt-get (Debian / Ubuntu), as root or through sudo; does nothing, silently, when all are there.
 # The CUDA toolkit is not installed here: ptxas and nvJitLink are looked for in /usr/local/cuda.
 #   usage: scripts/setup-deps.sh
@@ -37,6 +38,30 @@ if ! have_all; then
     $sudo apt-get update -qq >/dev/null
     $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null
     have_all || { echo "setup-deps: still missing a tool after apt-get install" >&2; exit 1; }
+fi
+
+# The sanitizer and fuzz build (scripts/test-sanitize.sh, run by scripts/test.sh under CI=true or
+# FAJIT_TEST_SANITIZE=1) needs clang with libFuzzer and the sanitizer runtimes: Debian's clang and
+# libclang-rt-dev (Debian 12: clang 14). Checked by linking a tiny fuzz target.
+fuzzer_links() {
+    local d
+    d=$(mktemp -d)
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' >"$d/t.c"
+    command -v clang >/dev/null && clang -fsanitize=fuzzer,address,undefined "$d/t.c" -o "$d/t" 2>/dev/null
+    local rc=$?
+    rm -rf "$d"
+    return $rc
+}
+want_sanitize=${FAJIT_TEST_SANITIZE:-}
+[ -n "$want_sanitize" ] || { [ "${CI:-}" = true ] && want_sanitize=1 || want_sanitize=0; }
+if [ "$want_sanitize" = 1 ] && ! fuzzer_links; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    echo "setup-deps: installing clang libclang-rt-dev (sanitizer and fuzz build) with apt-get" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq >/dev/null
+    $sudo apt-get install -y -qq --no-install-recommends clang libclang-rt-dev >/dev/null
+    fuzzer_links || { echo "setup-deps: clang -fsanitize=fuzzer,address,undefined still does not link" >&2; exit 1; }
 fi
 
 cuda="${CUDA_HOME:-/usr/local/cuda}"

@@ -5,7 +5,9 @@
 # the Python package installed into a fresh virtual environment and tested with pytest
 # (scripts/test-python.sh). Extra arguments go to ctest, e.g. scripts/test.sh -L ptxas, and then the
 # package steps are left out unless FAJIT_TEST_PACKAGES=1 (FAJIT_TEST_PACKAGES=0 always leaves them out).
-# Exit status: 0 when ctest and every package step passed.
+# With CI=true (or FAJIT_TEST_SANITIZE=1; FAJIT_TEST_SANITIZE=0 turns it off) it then runs
+# scripts/test-sanitize.sh: the unit and ptxas tests again under ASan + UBSan, and each fuzz target for 60 s.
+# Exit status: 0 when ctest, every package step and the sanitizer half passed.
 #   usage: scripts/test.sh [ctest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,5 +32,10 @@ if [ "$packages" = 1 ]; then
     scripts/test-python.sh || { echo "test.sh: scripts/test-python.sh failed"; status=1; }
 else
     echo; echo "test.sh: package steps left out (ctest arguments given; FAJIT_TEST_PACKAGES=1 runs them)"
+fi
+sanitize=${FAJIT_TEST_SANITIZE:-}
+[ -n "$sanitize" ] || { [ "${CI:-}" = true ] && sanitize=1 || sanitize=0; }
+if [ "$sanitize" = 1 ]; then
+    scripts/test-sanitize.sh || { [ "$status" -ne 0 ] || status=1; }
 fi
 exit "$status"

@@ -1,6 +1,7 @@
 /*
  * test_runtime_gpu.c - the runtime on a real GPU: kernel sources (compiled, memory, disk), a cubin the
- * driver refuses (invalidated and rebuilt), launches through fajit_attention_forward checked against a
+ * driver refuses (invalidated and rebuilt), a cubin entry of other PTX (refused under FAJIT_CACHE_VERIFY=1),
+ * launches through fajit_attention_forward checked against a
  * small float64 reference (both layouts, GQA, causal with Nq != Nk, LSE), the caller's current CUDA
  * context left alone, and threads building one kernel at once. Skips (exit 77) without a GPU.
  * Run: ctest --test-dir build -L gpu -R test_runtime_gpu --output-on-failure
@@ -20,6 +21,7 @@
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "runtime/compile.h"
+#include "runtime/compiler_stamp.h"
 #include "runtime/context.h"
 #include "runtime/disk_cache.h"
 #include "test_support.h"
@@ -82,22 +84,30 @@ static void test_sources(void **state)
 }
 
 /* A valid entry whose payload is not a cubin: the driver refuses it, it is deleted and rebuilt. */
+/* The disk-cache key context.c gives config c on ctx's device. */
+static void disk_key_of(fajit_context *ctx, const fajit_config *c, char *key, size_t size)
+{
+    char text[FJ_CONFIG_TEXT_MAX], compiler[160];
+    fj_plan plan;
+    fajit_config_format(c, text, sizeof text);
+    assert_int_equal(fj_plan_build(c, &plan), FAJIT_OK);
+    /* NVRTC on sm_90a; the identity as the context keys it (with the library file) */
+    assert_int_equal(fj_compiler_identity_stamped(&ctx->disk, &plan, compiler, sizeof compiler), FAJIT_OK);
+    const fj_arch_info *target = NULL; /* the kernel's target: sm_90a for the sm_90a path on an sm_90 GPU */
+    assert_int_equal(fj_context_target(ctx, &plan, &target), FAJIT_OK);
+    fj_disk_cache_key(key, size, text, target->name, compiler);
+}
+
 static void test_refused_cubin(void **state)
 {
     (void)state;
     fajit_context *a = context_new();
     fajit_kernel *k;
     fajit_config c = config_for(a, FAJIT_DTYPE_F16, 64, 1);
-    char text[FJ_CONFIG_TEXT_MAX], compiler[64], key[FJ_DISK_CACHE_KEY_MAX];
+    char key[FJ_DISK_CACHE_KEY_MAX];
     fj_disk_cache_stats s;
-    fajit_config_format(&c, text, sizeof text);
-    fj_plan plan;
-    assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
-    assert_int_equal(fj_compiler_identity_for(&plan, compiler, sizeof compiler), FAJIT_OK); /* NVRTC on sm_90a */
-    const fj_arch_info *target = NULL; /* the kernel's target: sm_90a for the sm_90a path on an sm_90 GPU */
-    assert_int_equal(fj_context_target(a, &plan, &target), FAJIT_OK);
-    fj_disk_cache_key(key, sizeof key, text, target->name, compiler);
-    assert_int_equal(fj_disk_cache_store(&a->disk, key, "cubin", "not a cubin", 12), 0);
+    disk_key_of(a, &c, key, sizeof key);
+    assert_int_equal(fj_disk_cache_store(&a->disk, key, "cubin", 0, "not a cubin", 12), 0);
     assert_int_equal(get(a, &c, &k), FAJIT_SOURCE_COMPILED);
     fj_disk_cache_stats_get(&a->disk, &s);
     print_message("last cache note: %s\n", s.last_error);
@@ -326,6 +336,42 @@ static void test_threads(void **state)
     fajit_context_destroy(ctx);
 }
 
+/* FAJIT_CACHE_VERIFY=1: a valid cubin whose entry says it came from other PTX is refused and rebuilt; without
+ * it the entry is served (the key's source digest is what pins the PTX). */
+static void test_verify_source(void **state)
+{
+    (void)state;
+    fajit_context *a = context_new();
+    fajit_kernel *k;
+    fajit_config c = config_for(a, FAJIT_DTYPE_BF16, 128, 0);
+    char key[FJ_DISK_CACHE_KEY_MAX];
+    void *cubin = NULL;
+    size_t size = 0;
+    fj_disk_cache_stats s;
+    (void)get(a, &c, &k); /* compiled now or earlier: the entry exists */
+    disk_key_of(a, &c, key, sizeof key);
+    assert_int_equal(fj_disk_cache_load(&a->disk, key, "cubin", 0, &cubin, &size), 1);
+    assert_int_equal(fj_disk_cache_store(&a->disk, key, "cubin", 12345, cubin, size), 0); /* "other PTX" */
+    free(cubin);
+    fajit_context_destroy(a);
+    a = context_new();
+    assert_int_equal(get(a, &c, &k), FAJIT_SOURCE_DISK); /* unchecked: served */
+    fajit_context_destroy(a);
+    setenv("FAJIT_CACHE_VERIFY", "1", 1);
+    a = context_new();
+    unsetenv("FAJIT_CACHE_VERIFY");
+    assert_int_equal(get(a, &c, &k), FAJIT_SOURCE_COMPILED);
+    fj_disk_cache_stats_get(&a->disk, &s);
+    print_message("last cache note: %s\n", s.last_error);
+    assert_non_null(strstr(s.last_error, "made from another source"));
+    fajit_context_destroy(a);
+    setenv("FAJIT_CACHE_VERIFY", "1", 1);
+    a = context_new(); /* the rebuilt entry carries its PTX's hash */
+    unsetenv("FAJIT_CACHE_VERIFY");
+    assert_int_equal(get(a, &c, &k), FAJIT_SOURCE_DISK);
+    fajit_context_destroy(a);
+}
+
 int main(void)
 {
     fj_test_require_gpu();
@@ -333,6 +379,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sources),
         cmocka_unit_test(test_refused_cubin),
+        cmocka_unit_test(test_verify_source),
         cmocka_unit_test(test_forward),
         cmocka_unit_test(test_tma_fallback),
         cmocka_unit_test(test_current_context_untouched),

@@ -247,6 +247,24 @@ static void test_merge(void **state)
     assert_int_equal(l.n, 3);
     fj_tune_list_free(&l);
 
+    /* a line holding a NUL byte is corrupt, and the line after it is still read (fgets took it for the
+     * rest of the corrupt one) */
+    f = fopen(path, "a");
+    fwrite("bad\0line\n", 1, 9, f);
+    fclose(f);
+    fj_tune_record d = record("Third GPU", DRIVER, FJ_CODEGEN_VERSION, 4096, k_winner_cfg, 0.04);
+    char line[FJ_TUNE_LINE_MAX];
+    fj_tune_format_line(&d, line, sizeof line);
+    assert_non_null(strstr(line, "| 0.040")); /* not "0.0", which would not read back */
+    f = fopen(path, "a");
+    fprintf(f, "%s\n", line);
+    fclose(f);
+    assert_int_equal(fj_tune_file_read(path, &l, &bad), 0);
+    assert_int_equal(bad, 1);
+    assert_int_equal(l.n, 4);
+    assert_non_null(fj_tune_list_find(&l, &d.key));
+    fj_tune_list_free(&l);
+
     /* a missing file is an empty one */
     char *missing = path_in(root, "none.txt");
     assert_int_equal(fj_tune_file_read(missing, &l, &bad), 0);

@@ -143,10 +143,18 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->pingpong) c->pingpong = d->pingpong == 1 && !short_causal && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
 }
 
+/* The smem map multiplies the tile fields in int: only sizes a rule could accept are mapped (fuzz_config
+ * found block_n 3014657 overflowing it; the check then reports such a field). */
+static int tiles_in_range(const fajit_config *c)
+{
+    return c->head_dim > 0 && c->head_dim <= 256 && c->block_m > 0 && c->block_m <= 1024 && c->block_n > 0 &&
+           c->block_n <= 256 && c->stages > 0 && c->stages <= 4 && c->warps > 0 && c->warps <= 32;
+}
+
 /* Shrink stages, then block_n, until the smem map fits `limit` bytes (only fields the caller left 0). */
 static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
 {
-    for (;;) {
+    while (tiles_in_range(c)) {
         fj_plan map;
         map.cfg = *c;
         fj_plan_smem_map(&map);
@@ -157,10 +165,21 @@ static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
     }
 }
 
+/* The fills do int arithmetic on the fields a caller gave: they run only when each is small (a rule rejects
+ * the others anyway; fuzz_config found warps 134217984 overflowing 16 * warps). */
+static int given_small(const fajit_config *c)
+{
+    const int v[] = {c->head_dim, c->block_m, c->block_n, c->stages, c->warps, c->col_warps};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        if (v[i] < -4096 || v[i] > 4096) return 0;
+    return 1;
+}
+
 void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit)
 {
     if (cfg->head_dim == 0) cfg->head_dim = 128;
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
+    if (!given_small(cfg)) return; /* fajit_config_check names the field */
     if (cfg->arch == FAJIT_ARCH_SM80) {
         fill_sm80(cfg, shape);
         if (!cfg->overlap) cfg->overlap = -1;

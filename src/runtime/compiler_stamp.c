@@ -76,8 +76,8 @@ static char *stamp_load(fj_disk_cache *cache, const char *key)
     return text;
 }
 
-/* 1 and the identity in buf when the stamp names a file that is unchanged. */
-static int stamp_read(fj_disk_cache *cache, const char *key, char *buf, size_t size)
+/* 1 and the identity in buf (the file in path[1024]) when the stamp names a file that is unchanged. */
+static int stamp_read(fj_disk_cache *cache, const char *key, char *buf, size_t size, char *path)
 {
     char *text = stamp_load(cache, key), sig[STAMP_MAX];
     if (!text) return 0;
@@ -94,6 +94,7 @@ static int stamp_read(fj_disk_cache *cache, const char *key, char *buf, size_t s
             if (len > 0 && id[len] == '\n' && id[len + 1] == '\0' && len < size) {
                 memcpy(buf, id, len);
                 buf[len] = '\0';
+                snprintf(path, 1024, "%.*s", (int)strcspn(text, "\n"), text);
                 ok = 1;
             }
         }
@@ -115,13 +116,28 @@ static void stamp_refresh(fj_disk_cache *cache, const char *key, const compiler_
     free(have);
 }
 
+/* Append " (<file name>, <size> B)" of the compiler's library file: a patch release keeps the version the
+ * library reports but not its size, and its cubins may differ. Nothing is appended when the file is unknown. */
+static void identity_add_file(const char *path, char *buf, size_t size)
+{
+    struct stat st;
+    if (!path[0] || stat(path, &st) != 0) return;
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, " (%s, %lld B)", base, (long long)st.st_size);
+}
+
 fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const fj_plan *plan, char *buf, size_t size)
 {
     const compiler_ref *c = plan->whole_program ? &k_nvrtc : &k_nvjitlink;
-    char key[FJ_DISK_CACHE_KEY_MAX];
+    char key[FJ_DISK_CACHE_KEY_MAX], path[1024] = "";
     int keyed = cache->enabled && stamp_key(c, key, sizeof key);
-    if (keyed && !c->loaded() && stamp_read(cache, key, buf, size)) return FAJIT_OK;
-    fajit_status st = fj_compiler_identity_for(plan, buf, size); /* loads the compiler */
-    if (st == FAJIT_OK && keyed) stamp_refresh(cache, key, c, buf);
+    fajit_status st = FAJIT_OK;
+    if (!keyed || c->loaded() || !stamp_read(cache, key, buf, size, path)) {
+        st = fj_compiler_identity_for(plan, buf, size); /* loads the compiler */
+        if (st == FAJIT_OK && keyed) stamp_refresh(cache, key, c, buf);
+        c->path(path, sizeof path);
+    }
+    if (st == FAJIT_OK) identity_add_file(path, buf, size);
     return st;
 }

@@ -15,7 +15,9 @@ struct fj_plan;
  * The identity of the compiler plan's path uses ("NVRTC 13.0 whole-program", "nvJitLink 13.0"), as
  * fj_compiler_identity_for gives it, but read from cache's stamp when this process has not loaded that
  * compiler and the stamp still matches the library file it names. Loads the compiler (and writes the
- * stamp) only when there is no valid stamp. With the cache off it is fj_compiler_identity_for.
+ * stamp) only when there is no valid stamp. With the cache off it is fj_compiler_identity_for. Followed by the
+ * library file's name and size, " (libnvJitLink.so.13, 98806736 B)", when the file is known: the version
+ * a library reports does not change with a patch release.
  */
 fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const struct fj_plan *plan, char *buf, size_t size);
 

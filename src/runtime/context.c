@@ -18,6 +18,7 @@
 #include "compile.h"
 #include "compiler_stamp.h"
 #include "error.h"
+#include "hash.h"
 
 #define SMEM_DEFAULT_LIMIT (48 * 1024) /* above this a kernel must opt in to dynamic shared memory */
 
@@ -265,7 +266,7 @@ static fajit_status kernel_load_module(fajit_context *ctx, fajit_kernel *k, cons
  * compiler; compiler_stamp.c). */
 static fajit_status kernel_disk_key(fajit_context *ctx, const fajit_kernel *k, char *key, size_t size)
 {
-    char compiler[64];
+    char compiler[160];
     fajit_status st = fj_compiler_identity_stamped(&ctx->disk, &k->plan, compiler, sizeof compiler);
     if (st != FAJIT_OK) return st;
     if (fj_disk_cache_key(key, size, k->config_text, k->target, compiler) >= (int)size)
@@ -273,12 +274,25 @@ static fajit_status kernel_disk_key(fajit_context *ctx, const fajit_kernel *k, c
     return FAJIT_OK;
 }
 
+/* The hash of the PTX a disk entry must have been compiled from: 0 (not checked) unless FAJIT_CACHE_VERIFY=1,
+ * which generates the PTX again to check it (about 1 ms a kernel; the key's source digest already pins the
+ * PTX, so this checks the key rather than the entry). */
+static uint64_t kernel_ptx_hash(const fajit_context *ctx, const fajit_kernel *k)
+{
+    char *ptx = NULL;
+    size_t len = 0;
+    if (!ctx->disk.verify || fj_generate_ptx_plan(&k->plan, 0, &ptx, &len) != FAJIT_OK) return 0;
+    uint64_t h = fj_source_hash(ptx, len);
+    free(ptx);
+    return h;
+}
+
 /* Try the disk cache: 1 = loaded, 0 = not there or refused (then invalidated). */
 static int kernel_from_disk(fajit_context *ctx, fajit_kernel *k, const char *key)
 {
     void *cubin = NULL;
     size_t size = 0;
-    if (!fj_disk_cache_load(&ctx->disk, key, "cubin", &cubin, &size)) return 0;
+    if (!fj_disk_cache_load(&ctx->disk, key, "cubin", kernel_ptx_hash(ctx, k), &cubin, &size)) return 0;
     fajit_status st = kernel_load_module(ctx, k, cubin, size);
     free(cubin);
     if (st == FAJIT_OK) return 1;
@@ -297,8 +311,8 @@ static fajit_status kernel_compile(fajit_context *ctx, fajit_kernel *k, const ch
     fajit_status st = fj_generate_ptx_plan(&k->plan, 0, &ptx, &ptx_len);
     if (st == FAJIT_OK) st = fj_compile_kernel(&k->plan, ptx, ptx_len, k->target, &cubin, &size, NULL);
     if (st == FAJIT_OK && key) {
-        if (fj_disk_cache_store(&ctx->disk, key, "cubin", cubin, size) == 0)
-            (void)fj_disk_cache_store(&ctx->disk, key, "ptx", ptx, ptx_len);
+        if (fj_disk_cache_store(&ctx->disk, key, "cubin", fj_source_hash(ptx, ptx_len), cubin, size) == 0)
+            (void)fj_disk_cache_store(&ctx->disk, key, "ptx", 0, ptx, ptx_len);
     }
     if (st == FAJIT_OK) st = kernel_load_module(ctx, k, cubin, size);
     free(ptx);

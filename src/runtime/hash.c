@@ -108,3 +108,9 @@ void fj_hash128_hex(fj_hash128 h, char *out)
 }
 
 uint64_t fj_checksum64(const void *data, size_t len) { return fj_xxh64(data, len, 0); }
+
+uint64_t fj_source_hash(const void *data, size_t len)
+{
+    uint64_t h = fj_xxh64(data, len, 0);
+    return h ? h : 1;
+}

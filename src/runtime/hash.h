@@ -27,5 +27,8 @@ fj_hash128 fj_hash128_of(const void *data, size_t len);
 void fj_hash128_hex(fj_hash128 h, char *out);
 /* Checksum of a payload (XXH64, seed 0). */
 uint64_t fj_checksum64(const void *data, size_t len);
+/* The source hash a disk-cache entry keeps of what its payload was made from: XXH64, never 0 (0 there
+ * means "none" / "not checked"). */
+uint64_t fj_source_hash(const void *data, size_t len);
 
 #endif

@@ -20,18 +20,27 @@
 
 #define FIELD_SEP " | "
 #define MAX_FIELDS 7
+/* The TFLOP/s a line may hold; written with one decimal from 1 up, three below, so what is read is
+ * written back as a value that reads again (fuzz_tune_file: 0.04 was written as 0.0, then refused) */
+#define TFLOPS_MIN 0.01
+#define TFLOPS_MAX 100000.0
 
 /* ---------------------------------------------------------------------------------------------------
  * Text helpers
  * ------------------------------------------------------------------------------------------------- */
+/* Characters a field cannot hold: they become spaces. */
+static int field_blank(unsigned char ch) { return ch == '|' || ch < 0x20 || ch == 0x7f; }
+/* What may come before a line's first character (which then decides whether it is a comment). */
+static int line_blank(unsigned char ch) { return ch == ' ' || (ch != '|' && field_blank(ch)); }
+
 void fj_tune_clean_text(char *dst, size_t size, const char *src)
 {
     size_t n = 0;
     if (size == 0) return;
-    while (*src == ' ' || *src == '\t') src++;
+    while (*src && (*src == ' ' || field_blank((unsigned char)*src))) src++; /* what becomes a space, too */
     for (; *src && n + 1 < size; src++) {
         unsigned char ch = (unsigned char)*src;
-        dst[n++] = (ch == '|' || ch < 0x20 || ch == 0x7f) ? ' ' : (char)ch;
+        dst[n++] = field_blank(ch) ? ' ' : (char)ch;
     }
     while (n > 0 && dst[n - 1] == ' ') n--;
     dst[n] = '\0';
@@ -130,7 +139,7 @@ static const char *parse_class(const char *text, fj_tune_key *k)
 }
 
 /* The config must be for the class and follow every rule of its path. */
-static const char *check_config(const fj_tune_record *r)
+static const char *check_config(fj_tune_record *r)
 {
     fj_plan plan;
     if (r->cfg.dtype != r->key.dtype || r->cfg.head_dim != r->key.head_dim || r->cfg.causal != r->key.causal)
@@ -139,6 +148,9 @@ static const char *check_config(const fj_tune_record *r)
         fj_clear_error(); /* a bad line is not the caller's failure */
         return "config breaks a rule of its path";
     }
+    /* the config as the plan reads it: "cw0" is col_warps 1 there, but 0 would mean "pick" to
+     * fajit_config_fill's overlay, and it is written back as the plan reads it (fuzz_tune_file) */
+    r->cfg = plan.cfg;
     return NULL;
 }
 
@@ -147,7 +159,9 @@ const char *fj_tune_parse_line(const char *line, fj_tune_record *r)
     char buf[FJ_TUNE_LINE_MAX], *f[MAX_FIELDS], *end = NULL;
     const char *bad;
     const char *p = line;
-    while (*p == ' ' || *p == '\t') p++;
+    /* control characters too: the gpu field would lose them when cleaned, and a line written with a '#'
+     * first would read back as a comment (fuzz_tune_file) */
+    while (*p && line_blank((unsigned char)*p)) p++;
     if (*p == '#' || *p == '\0' || *p == '\n' || *p == '\r') return "comment";
     if (strlen(p) >= sizeof buf) return "line too long";
     snprintf(buf, sizeof buf, "%s", p);
@@ -156,19 +170,23 @@ const char *fj_tune_parse_line(const char *line, fj_tune_record *r)
     int n = split_fields(buf, f);
     if (n < 0) return "more than 7 fields separated by '|'";
     if (n < 6) return "fewer than 6 fields separated by '|'";
-    if (!f[0][0] || strlen(f[0]) >= sizeof r->key.gpu) return "gpu name empty or too long";
-    snprintf(r->key.gpu, sizeof r->key.gpu, "%s", f[0]);
+    /* cleaned as the writer and fj_tune_key_make clean them, so a line reads back as the key it was
+     * written for (fuzz_tune_file: a control character in a name changed the key on the next merge) */
+    if (strlen(f[0]) >= sizeof r->key.gpu) return "gpu name too long";
+    fj_tune_clean_text(r->key.gpu, sizeof r->key.gpu, f[0]);
+    if (!r->key.gpu[0]) return "gpu name empty";
     if (int_parse(f[1], 1, 1000000000, &r->key.driver) != 0) return "driver version is not a positive number";
-    if (!f[2][0] || strlen(f[2]) >= sizeof r->key.codegen) return "codegen version empty or too long";
-    snprintf(r->key.codegen, sizeof r->key.codegen, "%s", f[2]);
+    if (strlen(f[2]) >= sizeof r->key.codegen) return "codegen version too long";
+    fj_tune_clean_text(r->key.codegen, sizeof r->key.codegen, f[2]);
+    if (!r->key.codegen[0]) return "codegen version empty";
     if ((bad = parse_class(f[3], &r->key)) != NULL) return bad;
     if ((bad = fj_tune_parse_config(f[4], &r->cfg)) != NULL) return bad;
     if ((bad = check_config(r)) != NULL) return bad;
     errno = 0;
     r->tflops = strtod(f[5], &end);
-    if (end == f[5] || *end != '\0' || errno == ERANGE || !isfinite(r->tflops) || r->tflops <= 0.0 ||
-        r->tflops > 1e6)
-        return "TFLOP/s is not a positive number";
+    if (end == f[5] || *end != '\0' || errno == ERANGE || !isfinite(r->tflops) || r->tflops < TFLOPS_MIN ||
+        r->tflops > TFLOPS_MAX)
+        return "TFLOP/s is not a number in 0.01..100000";
     if (n == 7) fj_tune_clean_text(r->note, sizeof r->note, f[6]);
     return NULL;
 }
@@ -181,9 +199,9 @@ int fj_tune_format_line(const fj_tune_record *r, char *buf, size_t size)
     fj_tune_clean_text(codegen, sizeof codegen, r->key.codegen);
     fj_tune_clean_text(note, sizeof note, r->note);
     return snprintf(buf, size, "%s" FIELD_SEP "%d" FIELD_SEP "%s" FIELD_SEP "%s d%d %s n%d" FIELD_SEP "%s" FIELD_SEP
-                               "%.1f%s%s",
+                               "%.*f%s%s",
                     gpu, r->key.driver, codegen, dtype_text(r->key.dtype), r->key.head_dim,
-                    r->key.causal ? "causal" : "noncausal", r->key.seqlen_class, cfg, r->tflops,
+                    r->key.causal ? "causal" : "noncausal", r->key.seqlen_class, cfg, r->tflops >= 1.0 ? 1 : 3, r->tflops,
                     note[0] ? FIELD_SEP : "", note);
 }
 
@@ -237,15 +255,29 @@ static int key_compare(const void *pa, const void *pb)
 /* ---------------------------------------------------------------------------------------------------
  * Reading and writing the file
  * ------------------------------------------------------------------------------------------------- */
-static int read_stream(FILE *f, fj_tune_list *list, int *bad)
+/* The next line of f into buf without its newline: 1, 0 at the end of the file. *usable is 0 for a line no
+ * writer of ours makes: longer than the buffer, or holding a NUL byte (fgets could not tell where such a
+ * line ends, and took the next line for its rest). */
+static int read_line(FILE *f, char *buf, size_t size, int *usable)
+{
+    size_t n = 0;
+    int ch = EOF;
+    *usable = 1;
+    while ((ch = getc(f)) != EOF && ch != '\n') {
+        if (ch == '\0' || n + 1 >= size) *usable = 0;
+        else buf[n++] = (char)ch;
+    }
+    buf[n] = '\0';
+    return ch != EOF || n > 0 || !*usable;
+}
+
+int fj_tune_stream_read(FILE *f, fj_tune_list *list, int *bad)
 {
     char line[FJ_TUNE_LINE_MAX];
     fj_tune_record rec;
-    while (fgets(line, sizeof line, f)) {
-        int whole = strchr(line, '\n') != NULL || feof(f);
-        if (!whole) { /* longer than any line fajit writes: skip the rest of it */
-            int ch;
-            while ((ch = fgetc(f)) != EOF && ch != '\n') {}
+    int usable = 1;
+    while (read_line(f, line, sizeof line, &usable)) {
+        if (!usable) {
             (*bad)++;
             continue;
         }
@@ -262,7 +294,7 @@ int fj_tune_file_read(const char *path, fj_tune_list *list, int *bad)
     FILE *f = fopen(path, "re");
     if (bad) *bad = 0;
     if (!f) return errno == ENOENT ? 0 : -1;
-    int rc = read_stream(f, list, &ignored);
+    int rc = fj_tune_stream_read(f, list, &ignored);
     fclose(f);
     if (bad) *bad = ignored;
     return rc;

@@ -12,7 +12,7 @@
  *   class    dtype, head dim, mask and the sequence-length class nN (see tune.h)
  *   config   the winner in canonical form (fajit_config_format); its dtype, head dim and mask must
  *            agree with the class and it must pass fj_plan_build
- *   TFLOP/s  measured (4 * B * H * Nq * Nk * D / t, half that for causal with Nq == Nk)
+ *   TFLOP/s  measured (4 * B * H * Nq * Nk * D / t, half that for causal with Nq == Nk), 0.01..100000
  *   note     free text for a person: the shape timed and when (kept, never interpreted)
  *
  * The first four fields are the key. Lines starting with '#' and blank lines are comments; a line
@@ -28,6 +28,7 @@
 #define FJ_TUNE_FILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "fajit.h"
 
@@ -90,6 +91,10 @@ void fj_tune_list_free(fj_tune_list *list);
  * empty one. Returns 0, or -1 when the file exists but cannot be read or memory runs out.
  */
 int fj_tune_file_read(const char *path, fj_tune_list *list, int *bad);
+
+/* The same from an open stream (what fj_tune_file_read does after fopen; the fuzz target reads from
+ * memory): *bad is incremented per corrupt line. 0, or -1 on a read error or out of memory. */
+int fj_tune_stream_read(FILE *f, fj_tune_list *list, int *bad);
 
 /*
  * Merge recs into the file at `path` (its directory is created): under the lock, read what is there,

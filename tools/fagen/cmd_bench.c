@@ -146,6 +146,7 @@ static int bench_word_flag(int argc, char **argv, int *i, bench_cli *o)
     return FAGEN_ARG_TAKEN;
 }
 
+/* The flags into *o; --help prints the usage (then o->help is set and FAGEN_EXIT_OK returned). */
 static int bench_parse(int argc, char **argv, bench_cli *o)
 {
     memset(o, 0, sizeof *o);
@@ -157,6 +158,7 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
         int r;
         if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
             o->help = 1;
+            bench_usage(stdout);
             return FAGEN_EXIT_OK;
         }
         if (strcmp(w, "--latency") == 0) {
@@ -608,16 +610,18 @@ static int bench_grid_first(fajit_context *ctx, const bench_cli *o)
     return rc;
 }
 
+int fagen_args_bench(int argc, char **argv)
+{
+    bench_cli o;
+    return bench_parse(argc, argv, &o);
+}
+
 int fagen_cmd_bench(int argc, char **argv)
 {
     bench_cli o;
     fajit_context *ctx = NULL;
     int rc = bench_parse(argc, argv, &o);
-    if (rc != FAGEN_EXIT_OK) return rc;
-    if (o.help) {
-        bench_usage(stdout);
-        return FAGEN_EXIT_OK;
-    }
+    if (rc != FAGEN_EXIT_OK || o.help) return rc;
     if (o.latency) return bench_latency(&o);
     fajit_context_options opt = fajit_context_options_default();
     opt.device = o.device;

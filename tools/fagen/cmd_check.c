@@ -155,6 +155,7 @@ static int check_int_flag(int argc, char **argv, int *i, check_cli *o)
     return fagen_parse_int_flag(argc, argv, i, k_ints, sizeof k_ints / sizeof k_ints[0], o);
 }
 
+/* The flags into *o; --help prints the usage (then o->help is set and FAGEN_EXIT_OK returned). */
 static int check_parse(int argc, char **argv, check_cli *o)
 {
     memset(o, 0, sizeof *o);
@@ -165,6 +166,7 @@ static int check_parse(int argc, char **argv, check_cli *o)
         int r = FAGEN_ARG_TAKEN;
         if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
             o->help = 1;
+            check_usage(stdout);
             return FAGEN_EXIT_OK;
         }
         if (strcmp(w, "--quick") == 0) {
@@ -362,17 +364,19 @@ static void check_summary(const check_totals *t)
     printf("%s\n", t->failed || t->errors || !t->runs ? "FAIL" : "PASS");
 }
 
+int fagen_args_check(int argc, char **argv)
+{
+    check_cli o;
+    return check_parse(argc, argv, &o);
+}
+
 int fagen_cmd_check(int argc, char **argv)
 {
     check_cli o;
     check_totals t;
     fajit_context *ctx = NULL;
     int rc = check_parse(argc, argv, &o);
-    if (rc != FAGEN_EXIT_OK) return rc;
-    if (o.help) {
-        check_usage(stdout);
-        return FAGEN_EXIT_OK;
-    }
+    if (rc != FAGEN_EXIT_OK || o.help) return rc;
     fajit_context_options copt = fajit_context_options_default();
     copt.device = o.device;
     fajit_status st = fajit_context_create(&copt, &ctx);

@@ -48,6 +48,10 @@ static int parse_and_finish(int argc, char **argv, unsigned opts, fagen_args *a,
     return rc != FAGEN_EXIT_OK ? rc : -1;
 }
 
+#define PTX_OPTS (FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_VARIANT)
+#define EXPLAIN_OPTS FAGEN_OPT_OUTPUT
+#define CUBIN_OPTS (FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_SM)
+
 /* ---- fagen ptx -------------------------------------------------------------------------------- */
 
 static void ptx_usage(FILE *f)
@@ -67,13 +71,20 @@ static void ptx_usage(FILE *f)
           f);
 }
 
+int fagen_args_ptx(int argc, char **argv)
+{
+    fagen_args a;
+    int rc = parse_and_finish(argc, argv, PTX_OPTS, &a, ptx_usage);
+    return rc >= 0 ? rc : FAGEN_EXIT_OK;
+}
+
 int fagen_cmd_ptx(int argc, char **argv)
 {
     fagen_args a;
     char *ptx = NULL;
     size_t len = 0;
     fajit_status st;
-    int rc = parse_and_finish(argc, argv, FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_VARIANT, &a, ptx_usage);
+    int rc = parse_and_finish(argc, argv, PTX_OPTS, &a, ptx_usage);
     if (rc >= 0) return rc;
     if (a.variant) {
         fj_plan plan;
@@ -103,12 +114,19 @@ static void explain_usage(FILE *f)
           f);
 }
 
+int fagen_args_explain(int argc, char **argv)
+{
+    fagen_args a;
+    int rc = parse_and_finish(argc, argv, EXPLAIN_OPTS, &a, explain_usage);
+    return rc >= 0 ? rc : FAGEN_EXIT_OK;
+}
+
 int fagen_cmd_explain(int argc, char **argv)
 {
     fagen_args a;
     char *text = NULL;
     fajit_status st;
-    int rc = parse_and_finish(argc, argv, FAGEN_OPT_OUTPUT, &a, explain_usage);
+    int rc = parse_and_finish(argc, argv, EXPLAIN_OPTS, &a, explain_usage);
     if (rc >= 0) return rc;
     st = fajit_explain(&a.cfg, &text);
     if (st != FAJIT_OK) return fagen_report_status(st, "explain");
@@ -158,6 +176,13 @@ static void default_cubin_name(const fajit_config *cfg, const char *sm, char *na
         snprintf(name, size, "fajit_%s_%s.cubin", canon, sm);
 }
 
+int fagen_args_cubin(int argc, char **argv)
+{
+    fagen_args a;
+    int rc = parse_and_finish(argc, argv, CUBIN_OPTS, &a, cubin_usage);
+    return rc >= 0 ? rc : FAGEN_EXIT_OK;
+}
+
 int fagen_cmd_cubin(int argc, char **argv)
 {
     fagen_args a;
@@ -166,7 +191,7 @@ int fagen_cmd_cubin(int argc, char **argv)
     size_t size = 0;
     char *log = NULL;
     fajit_status st;
-    int rc = parse_and_finish(argc, argv, FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_SM, &a, cubin_usage);
+    int rc = parse_and_finish(argc, argv, CUBIN_OPTS, &a, cubin_usage);
     if (rc >= 0) return rc;
     if (a.sm)
         snprintf(sm, sizeof sm, "%s", a.sm);

@@ -253,25 +253,46 @@ static void print_summary(const fajit_context *ctx, const tune_class *cls, int n
     else printf("; nothing saved\n");
 }
 
+/* The flags and the classes they pick (cls: TUNE_MAX_CLASSES). FAGEN_EXIT_OK with *n = 0 after --help
+ * (printed), else the exit status of bad flags or a filter that matches no class. */
+static int tune_prepare(int argc, char **argv, tune_cli *o, tune_class *cls, int *n)
+{
+    *n = 0;
+    int rc = tune_parse(argc, argv, o);
+    if (rc != FAGEN_EXIT_OK || o->help) {
+        if (rc == FAGEN_EXIT_OK) tune_usage(stdout);
+        return rc;
+    }
+    if ((*n = classes_make(o, cls)) == 0) {
+        fprintf(stderr, "fagen: tune --grid issue3: no class of the grid matches the filters\n");
+        return FAGEN_EXIT_USAGE;
+    }
+    return FAGEN_EXIT_OK;
+}
+
+int fagen_args_tune(int argc, char **argv)
+{
+    tune_cli o;
+    int n = 0;
+    tune_class *cls = calloc(TUNE_MAX_CLASSES, sizeof *cls);
+    int rc = cls ? tune_prepare(argc, argv, &o, cls, &n) : FAGEN_EXIT_FAIL;
+    free(cls);
+    return rc;
+}
+
 int fagen_cmd_tune(int argc, char **argv)
 {
     tune_cli o;
     fajit_context *ctx = NULL;
+    int n = 0;
     tune_class *cls = calloc(TUNE_MAX_CLASSES, sizeof *cls);
-    int rc = cls ? tune_parse(argc, argv, &o) : FAGEN_EXIT_FAIL;
-    if (rc != FAGEN_EXIT_OK || o.help) {
-        if (rc == FAGEN_EXIT_OK) tune_usage(stdout);
+    int rc = cls ? tune_prepare(argc, argv, &o, cls, &n) : FAGEN_EXIT_FAIL;
+    if (rc != FAGEN_EXIT_OK || n == 0) {
         free(cls);
         return rc;
     }
-    int n = classes_make(&o, cls);
     fajit_context_options opt = fajit_context_options_default();
     opt.device = o.device;
-    if (n == 0) {
-        fprintf(stderr, "fagen: tune --grid issue3: no class of the grid matches the filters\n");
-        free(cls);
-        return FAGEN_EXIT_USAGE;
-    }
     if (fajit_context_create(&opt, &ctx) != FAJIT_OK) {
         fprintf(stderr, "fagen: tune needs a GPU: %s\n", fajit_errmsg());
         free(cls);
