@@ -89,9 +89,9 @@ static fj_check_problem case_problem(const decode_case *c)
 /* What fajit_last_forward must say after case c on `arch`; prints why and returns 0 when it does not. */
 static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *text)
 {
-    /* " split (N splits)": the fallback note's "split-KV" must not count */
-    int split = c->splits >= 2 || (c->splits == 0 && strstr(text, " split ("));
-    const char *need[4] = {c->seqlens ? " seqlens" : NULL, c->splits >= 2 ? " split (" : NULL,
+    /* "(N splits) + ... combine": the fallback note's "split-KV" must not count */
+    int split = c->splits >= 2 || (c->splits == 0 && strstr(text, " splits) + "));
+    const char *need[4] = {c->seqlens ? " seqlens" : NULL, c->splits >= 2 ? " splits) + " : NULL,
                            split ? "combine" : NULL, c->page ? " paged" : NULL};
     for (int i = 0; i < 4; i++)
         if (need[i] && !strstr(text, need[i])) {
