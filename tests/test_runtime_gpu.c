@@ -280,7 +280,7 @@ static void test_tma_fallback(void **state)
             assert_null(strstr(ran, "fell back"));
         }
     }
-    run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 77, 130, 64, 1, 0, 0); /* the same shape with its own K/V: no fallback */
+    run_case(ctx, FAJIT_DTYPE_BF16, 2, 4, 2, 200, 130, 64, 1, 0, 0); /* the same shape with its own K/V: no fallback */
     assert_null(strstr(fajit_last_forward(), "fell back"));
     fajit_context_destroy(ctx);
 }
