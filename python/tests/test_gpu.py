@@ -224,8 +224,10 @@ class Block(torch.nn.Module):
 
 
 def _block_inputs():
+    # fajit is forward-only (no autograd formula): inference, so AOTAutograd traces no backward (with
+    # parameters that require grad, torch.compile fails: "no autograd formula was registered"; seen on the H200)
     torch.manual_seed(0)
-    m = Block().cuda().to(torch.bfloat16)
+    m = Block().cuda().to(torch.bfloat16).eval().requires_grad_(False)
     return m, torch.randn(2, 300, 512, device="cuda", dtype=torch.bfloat16)
 
 
