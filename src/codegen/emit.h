@@ -79,6 +79,10 @@ fj_reg_t fj_alloc(fj_emit *e, int bank, int n);
 /* Register i past r, same bank. */
 fj_reg_t fj_at(fj_reg_t r, int i);
 /* "%acc_o17": formatted into one of 16 rotating buffers, valid for the next 15 calls. */
+/* The string lives in one of 16 rotating per-thread slots: use it in the fj_ins call at hand, and never
+ * call an emitting function (fj_param_*, fj_emit_*) inside that call's argument list - C leaves the order
+ * of argument evaluation open, and with left-to-right (clang) the nested emission's own fj_r calls can
+ * overwrite a slot before it is printed. */
 const char *fj_r(const fj_emit *e, fj_reg_t r);
 
 /* ---- instructions and text ------------------------------------------------------------------ */

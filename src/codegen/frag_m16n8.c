@@ -72,7 +72,10 @@ void fj_emit_store_o_m16n8(fj_kctx *k)
             fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(cb));
         } else {
             fj_ins(k->e, "cvt.u64.u32 %s, %s", R(rw), R(row));
-            fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(fj_param_u64(k, FJ_PARAM_OFF(o_row_bytes))), R(cb));
+            {
+                fj_reg_t prm = fj_param_u64(k, FJ_PARAM_OFF(o_row_bytes));
+                fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(a), R(rw), R(prm), R(cb));
+            }
         }
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
         for (int t = 0; t < p->n_frags_o; t++) {

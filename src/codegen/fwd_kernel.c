@@ -176,10 +176,16 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
     fj_reg_t g = fj_alloc(k->e, k->b_r, 1), i = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_rd, 1);
     fj_emit_packed_row(k, row, g, i);
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(g));
-    fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(out), R(t), R(fj_param_u64(k, off_stride + 8)));
+    {
+        fj_reg_t prm = fj_param_u64(k, off_stride + 8);
+        fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(out), R(t), R(prm));
+    }
     fj_ins(k->e, "shl.b64 %s, %s, 1", R(out), R(out));
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(i));
-    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(out), R(t), R(fj_param_u64(k, off_row_bytes)), R(out));
+    {
+        fj_reg_t prm = fj_param_u64(k, off_row_bytes);
+        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(out), R(t), R(prm), R(out));
+    }
 }
 
 /* Paged K/V: k_ptr / v_ptr = base + hkv x head stride + page x page stride + row x row stride (bytes) for the
@@ -195,27 +201,48 @@ static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
     emit_batch(k, b, 0);
     fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(hkv));
     if (!(k->p->variant & FJ_VARIANT_PACK))
-        fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(fj_param_s32(k, OFF(group))));
+        {
+            fj_reg_t prm = fj_param_s32(k, OFF(group));
+            fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(prm));
+        }
     fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(j), R(tile), k->p->cfg.block_n);
     fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
     fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(fj_param_s32(k, DOFF(max_pages))), R(pg));
+    {
+        fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
+        fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(prm), R(pg));
+    }
     fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(fj_param_u64(k, DOFF(block_table))));
+    {
+        fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(prm));
+    }
     fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
     const int ptr_off[2] = {OFF(k), OFF(v)}, stride_off[2] = {OFF(k_stride), OFF(v_stride)};
     const int row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
     fj_reg_t out[2] = {k->k_ptr, k->v_ptr};
     for (int x = 0; x < 2; x++) {
         fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(phys));
-        fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(a), R(t), R(fj_param_u64(k, stride_off[x])));
+        {
+            fj_reg_t prm = fj_param_u64(k, stride_off[x]);
+            fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(a), R(t), R(prm));
+        }
         fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(hkv));
-        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(fj_param_u64(k, stride_off[x] + 8)), R(a));
+        {
+            fj_reg_t prm = fj_param_u64(k, stride_off[x] + 8);
+            fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(prm), R(a));
+        }
         fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
         fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(j));
-        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(fj_param_u64(k, row_off[x])), R(a));
-        fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(fj_param_u64(k, ptr_off[x])));
+        {
+            fj_reg_t prm = fj_param_u64(k, row_off[x]);
+            fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(prm), R(a));
+        }
+        {
+            fj_reg_t prm = fj_param_u64(k, ptr_off[x]);
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(prm));
+        }
     }
 }
 
@@ -366,7 +393,10 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
     fj_ins(k->e, "@%s bra.uni %s", R(pr), skip);
     fj_reg_t valid = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(valid), R(tile), -k->p->cfg.block_n);
-    fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(fj_emit_kv_len(k)));
+    {
+        fj_reg_t prm = fj_emit_kv_len(k);
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(prm));
+    }
     if (k->p->variant & FJ_VARIANT_PAGED) { /* the tile's page; no running pointers */
         paged_tile_ptrs(k, tile);
         k->p->backend->load_kv(k, slot, parts, valid);
@@ -376,9 +406,15 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
     }
     k->p->backend->load_kv(k, slot, parts, valid);
     if (parts & FJ_KV_K)
-        fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(fj_param_u64(k, OFF(k_tile_bytes))));
+        {
+            fj_reg_t prm = fj_param_u64(k, OFF(k_tile_bytes));
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(k->k_ptr), R(k->k_ptr), R(prm));
+        }
     if (parts & FJ_KV_V)
-        fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(fj_param_u64(k, OFF(v_tile_bytes))));
+        {
+            fj_reg_t prm = fj_param_u64(k, OFF(v_tile_bytes));
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(prm));
+        }
     fj_label(k->e, skip);
     k->p->backend->commit(k);
 }
@@ -553,14 +589,20 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 static void emit_out_head(fj_kctx *k, fj_reg_t h)
 {
     fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(h));
-    if (k->p->variant & FJ_VARIANT_PACK) fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(h), R(h), R(fj_param_s32(k, OFF(group))));
+    if (k->p->variant & FJ_VARIANT_PACK) {
+        fj_reg_t prm = fj_param_s32(k, OFF(group));
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(h), R(h), R(prm));
+    }
 }
 
 /* q_rows = rows of the tile that exist: Nq - m0, or with GQA packing group x Nq - m0. */
 static void emit_out_rows(fj_kctx *k, fj_reg_t nq)
 {
     if (k->p->variant & FJ_VARIANT_PACK) {
-        fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->q_rows), R(nq), R(fj_param_s32(k, OFF(group))));
+        {
+            fj_reg_t prm = fj_param_s32(k, OFF(group));
+            fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->q_rows), R(nq), R(prm));
+        }
         fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->q_rows), R(k->m0));
     } else {
         fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
@@ -577,7 +619,10 @@ static void emit_partial_ptrs(fj_kctx *k)
     fj_comment(e, 1, "split-KV partials: row (ctaid.z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse");
     fj_ins(e, "mov.u32 %s, %%ctaid.z", R(z));
     emit_out_head(k, h);
-    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(z), R(fj_param_s32(k, OFF(heads_q))), R(h));
+    {
+        fj_reg_t prm = fj_param_s32(k, OFF(heads_q));
+        fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(z), R(prm), R(h));
+    }
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
     emit_out_rows(k, nq);
     fj_ins(e, "mul.wide.u32 %s, %s, %d", R(w), R(idx), 4 * k->p->cfg.head_dim);
@@ -707,8 +752,14 @@ static void emit_split_kv_ptrs(fj_kctx *k)
     fj_reg_t t = fj_alloc(k->e, k->b_rd, 1);
     fj_comment(k->e, 1, "K and V from the split's first tile");
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(k->kv_first));
-    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->k_ptr), R(t), R(fj_param_u64(k, OFF(k_tile_bytes))), R(k->k_ptr));
-    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->v_ptr), R(t), R(fj_param_u64(k, OFF(v_tile_bytes))), R(k->v_ptr));
+    {
+        fj_reg_t prm = fj_param_u64(k, OFF(k_tile_bytes));
+        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->k_ptr), R(t), R(prm), R(k->k_ptr));
+    }
+    {
+        fj_reg_t prm = fj_param_u64(k, OFF(v_tile_bytes));
+        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(k->v_ptr), R(t), R(prm), R(k->v_ptr));
+    }
 }
 
 void fj_emit_fwd_kernel(fj_kctx *k)

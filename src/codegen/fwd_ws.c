@@ -141,7 +141,10 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
         fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
         fj_ins(e, "rem.u32 %s, %s, %s", R(k->h), R(hb), R(hq));
         fj_ins(e, "div.u32 %s, %s, %s", R(k->b), R(hb), R(hq));
-        fj_ins(e, "div.u32 %s, %s, %s", R(k->hkv), R(k->h), R(fj_param_s32(k, FJ_PARAM_OFF(group))));
+        {
+            fj_reg_t prm = fj_param_s32(k, FJ_PARAM_OFF(group));
+            fj_ins(e, "div.u32 %s, %s, %s", R(k->hkv), R(k->h), R(prm));
+        }
     }
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
     if (!(what & DECODE_ROWS)) return;

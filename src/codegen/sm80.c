@@ -375,10 +375,16 @@ static void copy_tile(fj_kctx *k, int tile_off, fj_reg_t gptr, int which, int ro
     fj_reg_t g = fj_alloc(k->e, k->b_rd, 1), gs = fj_alloc(k->e, k->b_rd, 1);
     fj_reg_t row = fj_alloc(k->e, k->b_r, 1), sz = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
     fj_ins(k->e, "mul.wide.u32 %s, %s, %d", R(g), R(k->bk[BK_CP_R0]), 1);
-    fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(g), R(g), R(fj_param_u64(k, k_row_bytes_off[which])), R(k->bk[BK_CP_C16]));
+    {
+        fj_reg_t prm = fj_param_u64(k, k_row_bytes_off[which]);
+        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(g), R(g), R(prm), R(k->bk[BK_CP_C16]));
+    }
     fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(gptr));
     for (int i = 0; i < rows / rpp; i++) {
-        if (i) fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(fj_param_u64(k, k_pass_bytes_off[which])));
+        if (i) {
+            fj_reg_t prm = fj_param_u64(k, k_pass_bytes_off[which]);
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(prm));
+        }
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK_CP_R0]), i * rpp);
         fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(row), R(rows_valid));
         fj_ins(k->e, "selp.u32 %s, 16, 0, %s", R(sz), R(pr));

@@ -79,7 +79,10 @@ static void mask_packed_causal(fj_kctx *k, fj_reg_t last, fj_reg_t rel, fj_reg_t
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(k->p, r));
         fj_emit_packed_row(k, row, g, i);
         fj_ins(k->e, "add.s32 %s, %s, %s", R(rel), R(i), R(last));
-        fj_ins(k->e, "sub.s32 %s, %s, %s", R(rel), R(rel), R(fj_param_s32(k, FJ_PARAM_OFF(seqlen_q))));
+        {
+            fj_reg_t prm = fj_param_s32(k, FJ_PARAM_OFF(seqlen_q));
+            fj_ins(k->e, "sub.s32 %s, %s, %s", R(rel), R(rel), R(prm));
+        }
         fj_ins(k->e, "add.s32 %s, %s, 1", R(rel), R(rel));
         fj_ins(k->e, "min.s32 %s, %s, %s", R(rel), R(rel), R(last));
         mask_row(k, r, rel, pr);
@@ -116,7 +119,10 @@ void fj_emit_mask(fj_kctx *k)
         /* row + Nk - Nq - n0 - col_base, for row = m0 + row_base + row_off(r) */
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(k->m0), R(k->row_base));
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(diag), R(last));
-        fj_ins(k->e, "sub.s32 %s, %s, %s", R(diag), R(diag), R(fj_param_s32(k, FJ_PARAM_OFF(seqlen_q))));
+        {
+            fj_reg_t prm = fj_param_s32(k, FJ_PARAM_OFF(seqlen_q));
+            fj_ins(k->e, "sub.s32 %s, %s, %s", R(diag), R(diag), R(prm));
+        }
         fj_ins(k->e, "add.s32 %s, %s, 1", R(diag), R(diag));
     }
     for (int r = 0; r < k->frag.rows; r++) {
