@@ -143,6 +143,8 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->pingpong) c->pingpong = d->pingpong == 1 && !short_causal && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
 }
 
+int fj_block_n_half(int block_n) { return block_n / 2 / 16 * 16 > 16 ? block_n / 2 / 16 * 16 : 16; }
+
 /* Shrink stages, then block_n, until the smem map fits `limit` bytes (only fields the caller left 0). */
 static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
 {
@@ -152,7 +154,7 @@ static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
         fj_plan_smem_map(&map);
         if (map.smem_bytes <= limit) return;
         if (!given->stages && c->stages > 1) c->stages--;
-        else if (!given->block_n && c->block_n > 16) c->block_n = c->block_n / 2 / 16 * 16 > 16 ? c->block_n / 2 / 16 * 16 : 16;
+        else if (!given->block_n && c->block_n > 16) c->block_n = fj_block_n_half(c->block_n);
         else return; /* the check reports it */
     }
 }
