@@ -62,25 +62,28 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 #define FJ_SM80_REG_PAIR_CAUSAL_W8 32 /* causal warp pairs in 8 warps: at O + S = 160 they spill 8-12 bytes
                                           on sm_90 where the same tiles in 4 warps do not (nvJitLink) */
 /* Headroom: registers the check keeps free above reg_total (the estimate itself, which also decides
- * pipelining and lean registers, is unchanged). Measured with tests/test_spill_space.c over the register
- * edges of the whole space fagen accepts (nvJitLink and ptxas 13.0, sm_80 and sm_90): configs the
- * estimate put 0-4 registers under 255 spilled in about a third of the cases (4-372 bytes), 8-9 under
- * in a third of those measured with 1-2 warps or one stage; the tuner's shapes (O + S at most 192) sit
- * at 239 and compile clean. Warp pairs (col_warps = 2) with 4-8 warps compiled clean at 0 under: their
- * pair and copy terms already hold the slack. So: 8 without warp pairs (4 more with one stage), 32 more
- * with 1-2 warps, 12 more with a swizzle narrower than 128 B (d128 br128 bc64 s2-s3 at 239 spills 4-8
- * bytes with swizzle none where 128 compiles clean, issue 13; causal, 12 bytes with 32 or 64), and 32
- * more for a block_n that is not a power of two, 48 with two fragments per warp (the cause is not
- * analysed: the KV range then takes div.s32 and leaves the uniform datapath, but spills were measured
- * 40-50 registers past the estimate). Found in rounds of that test: after the first terms every spill
- * left (0-10 under) had block_n 48, 80, 96, 112 or 192, most with 1-2 warps; with 32 for those, three
- * configs with two fragments (d64 bc96 / bc112, d128 bc48; 7-8 under) still spilled 4-16 bytes. */
+ * pipelining and lean registers, is unchanged). Found in rounds of tests/test_spill_space.c over the
+ * register edges of the whole space fagen accepts (nvJitLink 13.0, sm_80 and sm_90); the tuner's shapes
+ * (4-8 warps, block_n 32/64/128, swizzle 128, O + S at most 192, at 239) compile clean, but away from
+ * them the estimate ran short, so:
+ *   8 without warp pairs: 0-4 under 255 about a third of the edges spilled (4-372 bytes); 4 more with
+ *     one stage (d128 bc48 s1 at 8 under: 8 bytes)
+ *   96 with 1-2 warps: one warp copies whole tiles in up to 64 unrolled passes the estimate does not
+ *     count; d128 br16 bc128 w1 spilled 8 bytes 28 under with 52 of headroom (needs ~82)
+ *   12 with a swizzle narrower than 128 B: d128 br128 bc64 s2-s3 at 239 spills 4-8 bytes with swizzle
+ *     none where 128 compiles clean (issue 13); causal, 12 bytes with 32 or 64
+ *   S acc again for a block_n that is not a power of two: the KV range then takes div.s32 and leaves the
+ *     uniform datapath, and the excess grew with S: d64 bc96 / bc112 two fragments 33-51 registers past
+ *     the estimate, d128 bc208 one fragment 51 (76 bytes)
+ *   for warp pairs, the partner's P past 16 (below) */
 #define FJ_SM80_REG_HEADROOM 8
-#define FJ_SM80_REG_HEADROOM_FEW_WARPS 32 /* warps <= 2 */
+#define FJ_SM80_REG_HEADROOM_FEW_WARPS 96 /* warps <= 2 */
 #define FJ_SM80_REG_HEADROOM_ONE_STAGE 4
 #define FJ_SM80_REG_HEADROOM_SWZ_NARROW 12 /* swizzle none, 32 or 64 */
-#define FJ_SM80_REG_HEADROOM_KV_DIV 32 /* block_n not a power of two (fwd_kernel.c, div_block_n) */
-#define FJ_SM80_REG_HEADROOM_KV_DIV_2F 16 /* the same with two fragments per warp */
+/* Warp pairs hold the partner's P (m_frags x block_n / 8 registers, fetched from the exchange area before
+ * the PV of its keys) beside O and their own S: the pair term holds 16 of it (the tuner's d256 bc64);
+ * d64 bc256 pairs (64) spilled 8-24 bytes 24 under the estimate's limit. */
+#define FJ_SM80_REG_PAIR_PEER_P_HELD 16
 /* Causal configs compiled for sm_80-sm_89: there ptxas reads %ctaid.x into a vector register and keeps
  * the KV range the mask tests in vector registers, so the causal configs near the limit spill 4-12 bytes
  * where sm_90's allocation (uniform registers) does not: d128 br128 bc64 s2 (239 + headroom 8) spills 4
@@ -203,10 +206,12 @@ static int headroom_sm80(const fj_plan *p, char *terms, size_t size)
     if (whole_rows && c->stages == 1) headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_ONE_STAGE, "with one stage");
     if (p->swz_mask < 7)
         headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_SWZ_NARROW, "with a swizzle narrower than 128");
-    if (c->block_n & (c->block_n - 1))
-        headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_KV_DIV + (p->m_frags - 1) * FJ_SM80_REG_HEADROOM_KV_DIV_2F,
-                      p->m_frags > 1 ? "with block_n not a power of two (two fragments)"
-                                     : "with block_n not a power of two");
+    if (c->block_n & (c->block_n - 1)) /* S counted twice */
+        headroom_term(&h, terms, size, p->reg_acc_s, "(S acc again) with block_n not a power of two");
+    int peer_p = p->m_frags * c->block_n / 8;
+    if (!whole_rows && peer_p > FJ_SM80_REG_PAIR_PEER_P_HELD)
+        headroom_term(&h, terms, size, peer_p - FJ_SM80_REG_PAIR_PEER_P_HELD,
+                      "for the partner's P past the pair term's 16 (warp pairs)");
     if (!terms[0]) snprintf(terms, size, "0 with warp pairs");
     return h;
 }
