@@ -159,6 +159,39 @@ static void test_config_rejected(void **state)
 }
 
 /* Warp pairs: their rules, and the PTX shape of the exchange (named pair barrier, v4 smem slots). */
+/* The sm_80 register check: estimate + headroom (sm80.c), and the causal configs that need sm_90's
+ * register allocation (plan.min_target_sm, fj_plan_check_target). */
+static void test_register_headroom(void **state)
+{
+    (void)state;
+    fajit_config c = base_config();
+    c.block_m = 128, c.swizzle = FAJIT_SWIZZLE_NONE; /* issue 13: spilled 4-8 bytes */
+    expect_reject(c, FAJIT_ERR_INVALID_CONFIG,
+                  (const char *[]){"about 239", "headroom 20", "12 with a swizzle narrower than 128", "= 259 exceed 255",
+                                   NULL});
+    c.swizzle = 128, c.block_n = 80;
+    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"80 (S acc again) with block_n not a power of two", "= 343", NULL});
+    c.block_n = 64;
+    fj_plan plan;
+    assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
+    assert_int_equal(plan.reg_total + plan.reg_headroom, 247);
+    assert_int_equal(plan.min_target_sm, 0);
+    c.causal = 1; /* the causal default: 4 bytes of spills built for sm_80 / sm_86, none for sm_90 */
+    assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
+    assert_int_equal(plan.min_target_sm, 90);
+    assert_int_equal(fj_plan_check_target(&plan, fj_arch_find("sm_80")), FAJIT_ERR_UNSUPPORTED);
+    const char *parts[] = {"target sm_80", "needs sm_90 or newer", "about 239", "headroom 8 = 247", "exceed 243", NULL};
+    for (int i = 0; parts[i]; i++) {
+        if (!strstr(fajit_errmsg(), parts[i])) print_error("missing \"%s\" in: %s\n", parts[i], fajit_errmsg());
+        assert_non_null(strstr(fajit_errmsg(), parts[i]));
+    }
+    assert_int_equal(fj_plan_check_target(&plan, fj_arch_find("sm_86")), FAJIT_ERR_UNSUPPORTED);
+    assert_int_equal(fj_plan_check_target(&plan, fj_arch_find("sm_90")), FAJIT_OK);
+    c.block_n = 32; /* what fajit_config_fill takes on an sm_8x GPU */
+    assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
+    assert_int_equal(fj_plan_check_target(&plan, fj_arch_find("sm_80")), FAJIT_OK);
+}
+
 static void test_warp_pairs(void **state)
 {
     (void)state;
@@ -436,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_emit_sticky_error),
         cmocka_unit_test(test_config_accepted),
         cmocka_unit_test(test_config_rejected),
+        cmocka_unit_test(test_register_headroom),
         cmocka_unit_test(test_warp_pairs),
         cmocka_unit_test(test_sm90_heuristic_shapes),
         cmocka_unit_test(test_sm90_rules),

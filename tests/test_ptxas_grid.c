@@ -2,10 +2,9 @@
  * test_ptxas_grid.c - (label ptxas) every config of a representative grid that fajit_config_check
  * accepts must generate PTX that `ptxas -v` assembles for sm_80 and sm_90a with no spills, a zero-byte
  * stack frame and no "Potential Performance Loss" (C7518: wgmma serialized by a compiler-inserted
- * warpgroup wait); one cubin per dtype is disassembled to check for HMMA and no local memory.
- * One stated exception: built for sm_80, a causal config at the 255-register edge (plan.lean_regs) may
- * spill up to SM80_CAUSAL_EDGE_SPILL bytes - ptxas keeps its KV range in vector registers there (on
- * sm_90 it is uniform and spills nothing; sm80.c's register model). Such configs are counted and listed.
+ * warpgroup wait; test_support.c's log parser); one cubin per dtype is disassembled to check for HMMA and no local memory.
+ * A config whose plan needs a newer target than sm_80 (plan.min_target_sm: causal configs near the
+ * register limit, sm80.c) is assembled for sm_90a only, and fj_plan_check_target must refuse sm_80.
  *
  * Grid: both dtypes x all five head dims x causal / not x a list of tile choices (Br, Bc, stages,
  * swizzle, warps), plus the heuristic's own pick for each. FAJIT_PTXAS_GRID=full crosses every tile
@@ -38,8 +37,6 @@
 #ifndef FAJIT_NVDISASM_DEFAULT
 #define FAJIT_NVDISASM_DEFAULT ""
 #endif
-
-#define SM80_CAUSAL_EDGE_SPILL 16 /* bytes of spill stores tolerated, sm_80 only, causal lean configs only */
 
 #define N_ARCHS 2
 static const char *const k_archs[N_ARCHS] = {"sm_80", "sm_90a"};
@@ -79,7 +76,7 @@ static const int k_head_dims[] = {64, 96, 128, 192, 256};
 typedef struct grid_state {
     char *ptxas, *nvdisasm, *dir;
     int tried, accepted, failed, max_regs, max_regs_over, max_regs_under;
-    int sm80_edge_spills; /* causal lean configs that spilled <= SM80_CAUSAL_EDGE_SPILL bytes on sm_80 */
+    int sm90_only;        /* sm_80-path configs whose plan refuses the sm_80 target (assembled for sm_90a only) */
     char sass_cubin[2][4096]; /* one sm_80 cubin per dtype (f16, bf16), kept for the SASS test */
     char sass90_cubin[2][4096]; /* one warp-specialized sm_90a cubin per dtype */
     int ws_accepted;          /* sm_90a configs accepted (assembled for sm_90a only) */
@@ -101,42 +98,6 @@ static int verbose(void)
     return v && v[0] && strcmp(v, "0") != 0;
 }
 
-/* ---- ptxas -v log ----------------------------------------------------------------------------- */
-
-typedef struct ptxas_report {
-    int registers;   /* max "Used N registers" */
-    int entries;     /* "bytes stack frame" lines seen */
-    int bad;         /* nonzero stack frame / spills, or a warning */
-    int spill;       /* largest "N bytes spill stores" */
-    int warned;      /* a warning line */
-} ptxas_report;
-
-static ptxas_report parse_ptxas_log(const char *log)
-{
-    ptxas_report rep = {0};
-    for (const char *line = log; line && *line;) {
-        const char *end = strchr(line, '\n');
-        const char *p;
-        int stack, st, ld, regs;
-        if ((p = strstr(line, "bytes stack frame")) != NULL && (!end || p < end)) {
-            rep.entries++;
-            if (sscanf(line, " %d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &stack, &st,
-                       &ld) != 3 || stack || st || ld)
-                rep.bad = 1;
-            if (st > rep.spill) rep.spill = st;
-        }
-        if ((p = strstr(line, "Used ")) != NULL && (!end || p < end) && sscanf(p, "Used %d registers", &regs) == 1 &&
-            regs > rep.registers)
-            rep.registers = regs;
-        if ((p = strstr(line, "warning")) != NULL && (!end || p < end)) rep.bad = rep.warned = 1;
-        /* an info line, not a warning: ptxas serialized the wgmma instructions (C7518 and kin: a
-         * compiler-inserted warpgroup wait, e.g. with a wgmma in flight across a divergent branch) */
-        if ((p = strstr(line, "Potential Performance Loss")) != NULL && (!end || p < end)) rep.bad = rep.warned = 1;
-        line = end ? end + 1 : NULL;
-    }
-    return rep;
-}
-
 /* ---- one config ------------------------------------------------------------------------------- */
 
 /* Print one failure (a config may print one per arch); the caller counts the config once. */
@@ -145,9 +106,8 @@ static void report_failure(const char *canon, const char *what, const char *deta
     printf("FAIL %s: %s\n%s%s", canon, what, detail ? detail : "", detail && detail[0] ? "\n" : "");
 }
 
-/* Assemble dir/k.ptx for the given archs at once; returns the max register count, or -1 on failure.
- * sm80_edge: the config may spill up to SM80_CAUSAL_EDGE_SPILL bytes on sm_80 (see the file comment). */
-static int assemble(const char *canon, const char *const *archs, int n_archs, int sm80_edge)
+/* Assemble dir/k.ptx for the given archs at once; returns the max register count, or -1 on failure. */
+static int assemble(const char *canon, const char *const *archs, int n_archs)
 {
     char ptx[4096], cubin[N_ARCHS][4096], log[N_ARCHS][4096], arch_flag[N_ARCHS][32];
     int pid[N_ARCHS], regs = 0, ok = 1;
@@ -162,15 +122,8 @@ static int assemble(const char *canon, const char *const *archs, int n_archs, in
     for (int a = 0; a < n_archs; a++) {
         int code = fj_test_wait(pid[a]);
         char *text = fj_test_read_file(log[a], NULL);
-        ptxas_report rep = parse_ptxas_log(text);
+        fj_ptxas_report rep = fj_test_ptxas_log(text);
         char what[128];
-        if (sm80_edge && strcmp(archs[a], "sm_80") == 0 && code == 0 && rep.bad && !rep.warned &&
-            rep.spill <= SM80_CAUSAL_EDGE_SPILL) {
-            printf("  known: %s spills %d bytes on %s (causal, 255-register edge; 0 on sm_90a)\n", canon, rep.spill,
-                   archs[a]);
-            g.sm80_edge_spills++;
-            rep.bad = 0;
-        }
         if (code != 0 || rep.bad || rep.entries == 0) {
             snprintf(what, sizeof what, "ptxas %s: exit %d, %s", arch_flag[a], code,
                      code ? "rejected" : rep.entries ? "spills, stack or warnings" : "no -v report");
@@ -242,8 +195,18 @@ static void try_config(const fajit_config *cfg)
     fj_plan plan;
     int planned = fj_plan_build(cfg, &plan) == FAJIT_OK, ws = planned && plan.ws;
     static const char *const sm90a_only[] = {"sm_90a"};
-    /* sm_90a PTX (wgmma, setmaxnreg) assembles for sm_90a only; the sm_80 PTX for both */
-    regs = ws ? assemble(canon, sm90a_only, 1, 0) : assemble(canon, k_archs, N_ARCHS, planned && cfg->causal && plan.lean_regs);
+    /* sm_90a PTX (wgmma, setmaxnreg) assembles for sm_90a only; the sm_80 PTX for both, unless its plan
+     * needs sm_90 or newer (then sm_80 must be refused) */
+    int sm80_ok = !planned || fj_plan_check_target(&plan, fj_arch_find("sm_80")) == FAJIT_OK;
+    if (!ws && !sm80_ok) {
+        g.sm90_only++;
+        if (!strstr(fajit_errmsg(), "needs sm_90")) {
+            report_failure(canon, "sm_80 refused without the register arithmetic", fajit_errmsg());
+            g.failed++;
+            return;
+        }
+    }
+    regs = ws || !sm80_ok ? assemble(canon, sm90a_only, 1) : assemble(canon, k_archs, N_ARCHS);
     g.ws_accepted += ws;
     if (regs < 0) {
         char kept[4096];
@@ -359,8 +322,8 @@ static void test_grid_assembles(void **state)
            g.failed, g.seconds, g.accepted ? g.seconds / g.accepted : 0.0);
     printf("register estimate vs ptxas: up to %d over the plan's reg_total, up to %d under\n", g.max_regs_over,
            g.max_regs_under);
-    printf("sm_80 only: %d causal configs at the register edge spilled <= %d bytes (allowed, listed above)\n",
-           g.sm80_edge_spills, SM80_CAUSAL_EDGE_SPILL);
+    printf("%d sm_80-path configs need sm_90 or newer (plan.min_target_sm): assembled for sm_90a only, sm_80 "
+           "refused\n", g.sm90_only);
     fflush(stdout);
     assert_int_equal(g.failed, 0);
     assert_true(g.accepted > 0);

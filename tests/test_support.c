@@ -110,6 +110,36 @@ char *fj_test_read_file(const char *path, size_t *len)
     return data;
 }
 
+fj_ptxas_report fj_test_ptxas_log(const char *log)
+{
+    fj_ptxas_report rep = {0};
+    for (const char *line = log; line && *line;) {
+        const char *end = strchr(line, '\n');
+        const char *p;
+        int stack, st, ld, regs;
+        if ((p = strstr(line, "bytes stack frame")) != NULL && (!end || p < end)) {
+            rep.entries++;
+            /* "ptxas . N bytes stack frame, ..." (nvJitLink) or "    N bytes stack frame, ..." (ptxas) */
+            while (line < p && (*line < '0' || *line > '9')) line++;
+            if (sscanf(line, "%d bytes stack frame, %d bytes spill stores, %d bytes spill loads", &stack, &st, &ld) != 3)
+                rep.bad = 1, stack = st = ld = 0;
+            if (stack || st || ld) rep.bad = 1;
+            if (stack > rep.stack) rep.stack = stack;
+            if (st > rep.spill) rep.spill = st;
+            if (ld > rep.spill) rep.spill = ld;
+        }
+        if ((p = strstr(line, "Used ")) != NULL && (!end || p < end) && sscanf(p, "Used %d registers", &regs) == 1 &&
+            regs > rep.registers)
+            rep.registers = regs;
+        if ((p = strstr(line, "warning")) != NULL && (!end || p < end)) rep.bad = rep.warned = 1;
+        /* an info line, not a warning: ptxas serialized the wgmma instructions (C7518 and kin: a
+         * compiler-inserted warpgroup wait, e.g. with a wgmma in flight across a divergent branch) */
+        if ((p = strstr(line, "Potential Performance Loss")) != NULL && (!end || p < end)) rep.bad = rep.warned = 1;
+        line = end ? end + 1 : NULL;
+    }
+    return rep;
+}
+
 char *fj_test_make_temp_dir(const char *prefix)
 {
     const char *tmp = getenv("TMPDIR");

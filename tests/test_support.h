@@ -42,6 +42,18 @@ char *fj_test_make_temp_dir(const char *prefix);
 /* Remove a directory made by fj_test_make_temp_dir and everything under it (rm -rf); 0 when it is gone. */
 int fj_test_remove_dir(const char *dir);
 
+/* What a `ptxas -v` log says (the ptxas binary's, or the info log of nvJitLink / NVRTC with -v): the
+ * largest register count, stack frame and spill stores of its entries. */
+typedef struct fj_ptxas_report {
+    int registers; /* max "Used N registers" */
+    int entries;   /* "bytes stack frame" lines seen */
+    int stack;     /* largest stack frame (bytes) */
+    int spill;     /* largest spill stores or loads (bytes) */
+    int warned;    /* a line with "warning" */
+    int bad;       /* a nonzero stack frame, a spill, a warning, or a stack line that does not parse */
+} fj_ptxas_report;
+fj_ptxas_report fj_test_ptxas_log(const char *log);
+
 /* Print "SKIP: <reason>" and exit with FJ_TEST_SKIP_CODE. */
 void fj_test_skip_all(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -58,6 +58,11 @@ typedef struct fj_plan {
     int reg_acc_o, reg_acc_s, reg_q, reg_misc, reg_s_next, reg_total;
     int reg_p;                   /* ws: P's A-operand registers (live beside S with overlap) */
     int reg_limit;               /* what reg_total must fit: 255, or the consumers' setmaxnreg budget */
+    int reg_headroom;            /* registers the check keeps free above reg_total where the estimate is known
+                                    to run short (sm80.c): reg_total + reg_headroom <= reg_limit */
+    int min_target_sm;           /* 0, or the oldest sm this portable PTX compiles for without spilling (sm80.c:
+                                    causal configs near the limit need sm_90's allocation); fj_plan_check_target */
+    int min_target_regs;         /* with min_target_sm: what reg_total + reg_headroom may be below it */
 
     /* warp-specialized paths (ws = 1; sm_90a). Warpgroup 0 is the producer (one thread issues the TMA
      * loads), warpgroups 1..consumer_wgs own 64 query rows each. */
@@ -118,6 +123,14 @@ int fj_config_same(const fajit_config *a, const fajit_config *b);
  * caller) and shape (may be NULL), then shrink stages / block_n (the fields the caller left 0 in `given`)
  * until the smem map fits smem_limit bytes (0 = the path's own limit). Pure: no device, no tune file. */
 void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit);
+
+/* The next smaller block_n the heuristic tries: half, a multiple of 16, at least 16. */
+int fj_block_n_half(int block_n);
+
+/* Whether the plan's PTX may be compiled for `target` without spilling (plan->min_target_sm): FAJIT_OK,
+ * or FAJIT_ERR_UNSUPPORTED with the arithmetic. Which targets a code path's PTX assembles for at all is
+ * the runtime's fj_compile_check_target. */
+fajit_status fj_plan_check_target(const fj_plan *plan, const fj_arch_info *target);
 
 /* Generate the PTX of a plan. *out is malloc'd (fajit_free / free). */
 fajit_status fj_generate_ptx_plan(const fj_plan *plan, int verbosity, char **out, size_t *len);

@@ -150,6 +150,7 @@ static int tiles_in_range(const fajit_config *c)
     return c->head_dim > 0 && c->head_dim <= 256 && c->block_m > 0 && c->block_m <= 1024 && c->block_n > 0 &&
            c->block_n <= 256 && c->stages > 0 && c->stages <= 4 && c->warps > 0 && c->warps <= 32;
 }
+int fj_block_n_half(int block_n) { return block_n / 2 / 16 * 16 > 16 ? block_n / 2 / 16 * 16 : 16; }
 
 /* Shrink stages, then block_n, until the smem map fits `limit` bytes (only fields the caller left 0). */
 static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
@@ -160,7 +161,7 @@ static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
         fj_plan_smem_map(&map);
         if (map.smem_bytes <= limit) return;
         if (!given->stages && c->stages > 1) c->stages--;
-        else if (!given->block_n && c->block_n > 16) c->block_n = c->block_n / 2 / 16 * 16 > 16 ? c->block_n / 2 / 16 * 16 : 16;
+        else if (!given->block_n && c->block_n > 16) c->block_n = fj_block_n_half(c->block_n);
         else return; /* the check reports it */
     }
 }

@@ -68,8 +68,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                       pf, p->reg_acc_o, p->reg_acc_s, p->reg_p, p->reg_misc, p->reg_total, p->reg_limit);
     else
         fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs/thread): O acc %d + S acc %d + next S %d + Q frags "
-                           "%d + addressing/softmax ~%d = %d of 255\n",
-                      pf, p->reg_acc_o, p->reg_acc_s, p->reg_s_next, p->reg_q, p->reg_misc, p->reg_total);
+                           "%d + addressing/softmax ~%d = %d, + headroom %d = %d of 255\n",
+                      pf, p->reg_acc_o, p->reg_acc_s, p->reg_s_next, p->reg_q, p->reg_misc, p->reg_total,
+                      p->reg_headroom, p->reg_total + p->reg_headroom);
     fj_buf_printf(out, "%sschedule: %s; O rescale %s\n", pf,
                   p->ws && p->overlap
                       ? (p->pingpong ? "producer/consumer; each consumer issues S(j) = QK(j)^T and O += P(j-1)V(j-1) "

@@ -200,3 +200,17 @@ const char *fj_plan_entry(const fj_plan *p)
 {
     return p->variant & FJ_VARIANT_COMBINE ? FJ_COMBINE_KERNEL_NAME : FJ_FWD_KERNEL_NAME;
 }
+
+fajit_status fj_plan_check_target(const fj_plan *p, const fj_arch_info *target)
+{
+    if (!p->min_target_sm || target->sm >= p->min_target_sm) return FAJIT_OK;
+    char text[160];
+    fajit_config_format(&p->cfg, text, sizeof text);
+    return fj_fail(FAJIT_ERR_UNSUPPORTED,
+                   "target %s: config \"%s\" needs sm_%d or newer: about %d registers per thread + headroom %d = %d "
+                   "with a causal mask exceed %d, what the mask's register allocation below sm_%d holds without "
+                   "spilling (ptxas keeps the KV range in vector registers there); build for sm_%d+, or lower block_n "
+                   "or block_m",
+                   target->name, text, p->min_target_sm, p->reg_total, p->reg_headroom, p->reg_total + p->reg_headroom,
+                   p->min_target_regs, p->min_target_sm, p->min_target_sm);
+}

@@ -18,6 +18,7 @@
  * one register and at most one XOR per ldmatrix, instead of a register per value of (c & m).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "backend.h"
 #include "ptx_templates/sm80.h"
@@ -60,6 +61,36 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 #define FJ_SM80_REG_PAIR 12 /* col_warps = 2: the pair's barrier, exchange slots, K and V bases */
 #define FJ_SM80_REG_PAIR_CAUSAL_W8 32 /* causal warp pairs in 8 warps: at O + S = 160 they spill 8-12 bytes
                                           on sm_90 where the same tiles in 4 warps do not (nvJitLink) */
+/* Headroom: registers the check keeps free above reg_total (the estimate itself, which also decides
+ * pipelining and lean registers, is unchanged). Found in rounds of tests/test_spill_space.c over the
+ * register edges of the whole space fagen accepts (nvJitLink 13.0, sm_80 and sm_90); the tuner's shapes
+ * (4-8 warps, block_n 32/64/128, swizzle 128, O + S at most 192, at 239) compile clean, but away from
+ * them the estimate ran short, so:
+ *   8 without warp pairs: 0-4 under 255 about a third of the edges spilled (4-372 bytes); 4 more with
+ *     one stage (d128 bc48 s1 at 8 under: 8 bytes)
+ *   96 with 1-2 warps: one warp copies whole tiles in up to 64 unrolled passes the estimate does not
+ *     count; d128 br16 bc128 w1 spilled 8 bytes 28 under with 52 of headroom (needs ~82)
+ *   12 with a swizzle narrower than 128 B: d128 br128 bc64 s2-s3 at 239 spills 4-8 bytes with swizzle
+ *     none where 128 compiles clean (issue 13); causal, 12 bytes with 32 or 64
+ *   S acc again for a block_n that is not a power of two: the KV range then takes div.s32 and leaves the
+ *     uniform datapath, and the excess grew with S: d64 bc96 / bc112 two fragments 33-51 registers past
+ *     the estimate, d128 bc208 one fragment 51 (76 bytes)
+ *   for warp pairs, the partner's P past 16 (below) */
+#define FJ_SM80_REG_HEADROOM 8
+#define FJ_SM80_REG_HEADROOM_FEW_WARPS 96 /* warps <= 2 */
+#define FJ_SM80_REG_HEADROOM_ONE_STAGE 4
+#define FJ_SM80_REG_HEADROOM_SWZ_NARROW 12 /* swizzle none, 32 or 64 */
+/* Warp pairs hold the partner's P (m_frags x block_n / 8 registers, fetched from the exchange area before
+ * the PV of its keys) beside O and their own S: the pair term holds 16 of it (the tuner's d256 bc64);
+ * d64 bc256 pairs (64) spilled 8-24 bytes 24 under the estimate's limit. */
+#define FJ_SM80_REG_PAIR_PEER_P_HELD 16
+/* Causal configs compiled for sm_80-sm_89: there ptxas reads %ctaid.x into a vector register and keeps
+ * the KV range the mask tests in vector registers, so the causal configs near the limit spill 4-12 bytes
+ * where sm_90's allocation (uniform registers) does not: d128 br128 bc64 s2 (239 + headroom 8) spills 4
+ * bytes built for sm_80 and sm_86 (nvJitLink 13.0), none for sm_90. Above this reg_total + headroom a
+ * causal config needs sm_90 or newer (fj_plan_check_target; the runtime refuses it on an A100, and
+ * fajit_config_fill there takes a smaller block_n). */
+#define FJ_SM80_CAUSAL_SM8X_MAX 243
 #define FJ_SM80_LEAN_ABOVE 224
 /* Q stays in registers when O + S + Q fit in this many: room is left for pipelining and the lane
  * terms, and bigger tiles pay more than the saved ldmatrix traffic. */
@@ -156,6 +187,35 @@ static fajit_status plan_copy(fj_plan *p)
                    c->block_n, c->block_m, c->warps, c->head_dim, p->threads);
 }
 
+/* One headroom term: regs added to *h, " + regs what" to the text. */
+static void headroom_term(int *h, char *terms, size_t size, int regs, const char *what)
+{
+    size_t n = strlen(terms);
+    *h += regs;
+    snprintf(terms + n, size - n, "%s%d %s", n ? " + " : "", regs, what);
+}
+
+/* The headroom of a plan (see FJ_SM80_REG_HEADROOM), its terms in words into `terms`. */
+static int headroom_sm80(const fj_plan *p, char *terms, size_t size)
+{
+    const fajit_config *c = &p->cfg;
+    int h = 0, whole_rows = p->col_warps == 1;
+    terms[0] = '\0';
+    if (whole_rows) headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM, "without warp pairs");
+    if (c->warps <= 2) headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_FEW_WARPS, "with 1-2 warps");
+    if (whole_rows && c->stages == 1) headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_ONE_STAGE, "with one stage");
+    if (p->swz_mask < 7)
+        headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_SWZ_NARROW, "with a swizzle narrower than 128");
+    if (c->block_n & (c->block_n - 1)) /* S counted twice */
+        headroom_term(&h, terms, size, p->reg_acc_s, "(S acc again) with block_n not a power of two");
+    int peer_p = p->m_frags * c->block_n / 8;
+    if (!whole_rows && peer_p > FJ_SM80_REG_PAIR_PEER_P_HELD)
+        headroom_term(&h, terms, size, peer_p - FJ_SM80_REG_PAIR_PEER_P_HELD,
+                      "for the partner's P past the pair term's 16 (warp pairs)");
+    if (!terms[0]) snprintf(terms, size, "0 with warp pairs");
+    return h;
+}
+
 static fajit_status plan_sm80(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
@@ -187,14 +247,20 @@ static fajit_status plan_sm80(fj_plan *p)
      * cost issue slots. */
     p->lean_regs = p->reg_total > FJ_SM80_LEAN_ABOVE;
     p->reg_limit = FJ_SM80_REG_LIMIT;
-    if (p->reg_total > FJ_SM80_REG_LIMIT)
+    char terms[160];
+    p->reg_headroom = headroom_sm80(p, terms, sizeof terms);
+    if (c->causal && p->reg_total + p->reg_headroom > FJ_SM80_CAUSAL_SM8X_MAX) {
+        p->min_target_sm = 90;
+        p->min_target_regs = FJ_SM80_CAUSAL_SM8X_MAX;
+    }
+    if (p->reg_total + p->reg_headroom > FJ_SM80_REG_LIMIT)
         return fj_fail(FAJIT_ERR_INVALID_CONFIG,
-                       "registers: about %d per thread (O acc %d + S acc %d + Q frags %d + addressing and softmax ~%d%s) "
-                       "exceed %d, the most a thread can have (ptxas would spill); lower block_n or block_m, or use "
-                       "more warps",
-                       p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_q, p->reg_misc,
+                       "registers: about %d per thread (O acc %d + S acc %d + next S %d + Q frags %d + addressing and "
+                       "softmax ~%d%s) + headroom %d (%s) = %d exceed %d, the most a thread can have (the compiler "
+                       "spills near the estimate's edge); lower block_n or block_m, or use more warps",
+                       p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_s_next, p->reg_q, p->reg_misc,
                        c->stages == 1 || causal_deep ? ", more with one stage or a causal mask at 3-4 stages" : "",
-                       FJ_SM80_REG_LIMIT);
+                       p->reg_headroom, terms, p->reg_total + p->reg_headroom, FJ_SM80_REG_LIMIT);
     return FAJIT_OK;
 }
 

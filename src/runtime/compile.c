@@ -299,6 +299,7 @@ fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void *
     }
     fajit_status st = fj_plan_build(cfg, &plan);
     if (st == FAJIT_OK) st = fj_compile_check_target(plan.arch, target);
+    if (st == FAJIT_OK) st = fj_plan_check_target(&plan, target);
     if (st == FAJIT_OK) st = fj_generate_ptx_plan(&plan, 0, &ptx, &ptx_len);
     if (st == FAJIT_OK) st = fj_compile_kernel(&plan, ptx, ptx_len, target->name, cubin_out, size_out, log_out);
     free(ptx);

@@ -31,5 +31,14 @@ fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, faj
     /* the device's own limit when there is one (an H100 gives sm_80 code 227 KB), else the path's */
     fj_config_heuristic(cfg, &given, shape, device ? device->smem_per_block : 0);
     fj_plan plan;
-    return fj_plan_build(cfg, &plan);
+    fajit_status st = fj_plan_build(cfg, &plan);
+    /* a config the device's compiler would spill (fj_plan_check_target): a narrower KV tile, when the
+     * caller left block_n to us */
+    while (st == FAJIT_OK && device && !given.block_n && cfg->block_n > 16 &&
+           fj_plan_check_target(&plan, device) != FAJIT_OK) {
+        cfg->block_n = fj_block_n_half(cfg->block_n);
+        st = fj_plan_build(cfg, &plan);
+    }
+    if (st == FAJIT_OK) fj_clear_error(); /* the refusals the loop got past */
+    return st;
 }

@@ -218,7 +218,8 @@ fajit_status fj_context_target(const fajit_context *ctx, const fj_plan *plan, co
     if (plan->smem_bytes > ctx->smem_optin) return target_smem_fail(ctx, plan);
     if (code->name[strlen(code->name) - 1] != 'a') { /* a portable path: build for the device's own sm */
         *target_out = ctx->arch;
-        return fj_compile_check_target(code, ctx->arch);
+        fajit_status st = fj_compile_check_target(code, ctx->arch);
+        return st == FAJIT_OK ? fj_plan_check_target(plan, ctx->arch) : st;
     }
     if (!ctx->arch || ctx->arch->sm != code->sm)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "the %s path runs only on compute capability %d.%d; device %d (%s) is "
