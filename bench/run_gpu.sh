@@ -36,6 +36,8 @@
 #                    decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace,
 #                    one with paged K/V (16-row pages),
 #                    and one under compute-sanitizer memcheck (sm_80 br64 bc64, both masks, 7 splits, seqlens)
+#     sanitize       compute-sanitizer ($SAN_TOOLS, default memcheck racecheck) on the sm_90a and sm_80 defaults, D
+#                    $SAN_HEADDIMS (default 64 128 256), fagen check --quick, FAJIT_PERSISTENT_CTAS=2; one log each
 #     decode-bench   fagen bench --grid decode (issue 11's rows x Nq 1/4/16, GB/s of K + V), then the first row
 #                    without splits, the B 8 row paged (pages of 16, 64, 256 rows), then the GQA rows at Nq 1
 #                    without GQA packing (FAJIT_PACK_GQA=0)
@@ -145,6 +147,24 @@ do_python() {
     return $rc
 }
 
+# compute-sanitizer on the default kernels of both paths: fagen check --quick (heuristic + one more tile, both masks,
+# N = 1, 17, Nq != Nk both ways, GQA, growing scores), several work tiles per sm_90a CTA; 10 runs at a time.
+do_sanitize() {
+    local rc=0 n=0 arch d tool f
+    for arch in sm_90a sm_80; do for tool in $SAN_TOOLS; do for d in $SAN_HEADDIMS; do
+        FAJIT_PERSISTENT_CTAS=2 timeout 250 compute-sanitizer --tool "$tool" --error-exitcode 9 "$FAGEN" check --quick \
+            --dtype bf16 --headdim "$d" --arch "$arch" >"$OUT/san-$arch-d$d-$tool.log" 2>&1 &
+        n=$((n + 1)); [ $((n % 10)) -eq 0 ] && wait
+    done; done; done
+    wait
+    for f in "$OUT"/san-*.log; do
+        grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards" "$f" && grep -qE "^[0-9]+ runs: .* 0 failed, 0 errors" "$f" ||
+            { echo "FAIL $f"; rc=1; }
+        echo "$(basename "$f" .log): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1 | sed 's/=* *//')"
+    done
+    return $rc
+}
+
 do_tune() {
     export FAJIT_CACHE_DIR="${TMPDIR:-/tmp}/fajit-run-gpu-tune"
     rm -rf "$FAJIT_CACHE_DIR"
@@ -197,6 +217,8 @@ for s in "${stages[@]}"; do
     decode-tests) run_stage decode-tests 180 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
     decode-check) run_stage decode-check 110 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
     decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
+    sanitize) run_stage sanitize 590 env FAGEN="$FAGEN" OUT="$OUT" SAN_HEADDIMS="${SAN_HEADDIMS:-64 128 256}" \
+        SAN_TOOLS="${SAN_TOOLS:-memcheck racecheck}" bash -c "$(declare -f do_sanitize); do_sanitize" ;;
     *) echo "run_gpu.sh: unknown stage '$s'" >&2; exit 2 ;;
     esac
 done
