@@ -108,7 +108,7 @@ static void check_usage(FILE *f)
     fputs("usage: fagen check [--quick] [config flags] [--device N] [--seed S]\n"
           "Run forward kernels on the GPU over configs x shapes; compare every element of O and LSE with a\n"
           "reference (CPU float64 for small problems, else an fp32 GPU kernel compared in double).\n\n"
-          "  --quick                        D 64/128/256, the heuristic and one tile shape per path, 6 shapes\n"
+          "  --quick                        D 64/128/256 (or --headdim's), the heuristic and one tile shape per path, 6 shapes\n"
           "  --device N                     CUDA device ordinal (default 0)\n"
           "  --seed S                       base seed (default: fresh random inputs on every run)\n"
           "  --batch B --heads-q H --heads-kv H --seqlen-q N --seqlen-k N\n"
@@ -388,8 +388,10 @@ int fagen_cmd_check(int argc, char **argv)
     printf("fagen check on %s (%s), device %d%s\n", ctx->device_name, fajit_context_sm(ctx), o.device,
            o.quick ? ", quick grid" : "");
     printf("%-46s %-30s ref    rel L2   row rel   max abs   LSE err  result\n", "config", "shape");
-    const int *dims = o.quick ? k_quick_dims : k_dims;
-    int n_dims = o.quick ? 3 : 5, stop = 0;
+    /* --quick narrows the head dims to 64/128/256 only when --headdim names none */
+    int quick_dims = o.quick && !o.user.head_dim;
+    const int *dims = quick_dims ? k_quick_dims : k_dims;
+    int n_dims = quick_dims ? 3 : 5, stop = 0;
     for (int dt = FAJIT_DTYPE_F16; dt <= FAJIT_DTYPE_BF16 && !stop; dt++)
         for (int di = 0; di < n_dims && !stop; di++)
             for (int causal = 0; causal <= 1 && !stop; causal++) {
