@@ -272,7 +272,7 @@ static void release(fj_kctx *k, int which, int s)
 /* Q is read by S = Q K^T only: once the work tile's last S (tile j = n_end - 1) has completed, lane 0 of
  * each warp frees Q, so the producer loads the next work tile's Q (and, behind it, that tile's first K/V)
  * under this tile's last softmax, last PV and epilogue instead of after them. A work tile with no KV tile
- * frees Q in the epilogue (release_q_at_epilogue). */
+ * frees Q in the epilogue (emit_consumer). */
 static void release_q_if_last(fj_kctx *k, ws_loop *l)
 {
     fj_emit *e = k->e;
