@@ -242,7 +242,8 @@ static fajit_status variant_config(const fajit_attention_args *a, unsigned varia
     fj_plan p;
     if ((!page_size || page_size % cfg->block_n == 0) && fj_plan_build_variant(cfg, variant, &p) == FAJIT_OK)
         return FAJIT_OK;
-    for (int bn = cfg->block_n > 64 ? cfg->block_n : 64; bn >= 16; bn -= 16) {
+    int widest = cfg->block_n > 64 ? cfg->block_n : 64;
+    for (int bn = widest; bn >= 16; bn -= 16) {
         if (page_size && page_size % bn) continue;
         for (int frags = 0; frags <= 2; frags++) {
             fajit_config c = heuristic_sm80(a, 64, bn);
@@ -255,7 +256,7 @@ static fajit_status variant_config(const fajit_attention_args *a, unsigned varia
     if (page_size)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->page_size = %d: no sm_80 tile of 16 to %d keys dividing it plans "
                                               "for head_dim %d with the decode features asked for",
-                       page_size, cfg->block_n > 64 ? cfg->block_n : 64, a->head_dim);
+                       page_size, widest, a->head_dim);
     return fj_plan_build_variant(cfg, variant, &p); /* its message: the rule the widest tile broke */
 }
 
