@@ -76,9 +76,11 @@ typedef struct fj_plan {
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
     int q_bufs;                  /* Q buffers (1 or 2: two when they fit, so the producer loads the next work
                                     tile's Q while the consumers finish this one) */
-    int o_stage, o_off;          /* 1: O is staged in smem at o_off (block_m rows, TMA box layout) and written
-                                    by TMA stores that run while the warpgroup goes on; 0: st.global from
-                                    registers (when the staging buffer does not fit) */
+    int o_stage, o_off;          /* 1: O is staged in its own smem buffer at o_off (block_m rows, TMA box
+                                    layout) and written by TMA stores that run while the warpgroup goes on;
+                                    2: staged the same way in the V ring (o_off = v_off; the O free barrier
+                                    orders it with the next work tile's V loads); 0: st.global from
+                                    registers (neither fits) */
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
