@@ -78,6 +78,8 @@ typedef struct fj_kctx {
     int defer_o_rescale;              /* softmax rebase leaves O alone: the factors stay in corr and
                                          fj_emit_softmax_rescale_o applies them (O is an in-flight
                                          wgmma accumulator meanwhile) */
+    int o_zero;                       /* O is known to be 0 here (a work tile's first KV tile): the
+                                         rebase skips O *= c */
     fj_reg_t corr;                    /* f32 x frag.rows: the rescale factors of the last rebase */
     fj_reg_t rescale_pred;            /* pred: the last rebase moved a reference max (O needs corr) */
 
@@ -215,6 +217,7 @@ void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or abo
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */
+void fj_emit_softmax_scale_o(fj_kctx *k);   /* O *= corr, unconditionally (the caller branches on rescale_pred) */
 void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 
