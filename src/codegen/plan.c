@@ -155,8 +155,11 @@ static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *p)
 {
     if (variant &
-        ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED))
+        ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED |
+                    FJ_VARIANT_GATHER))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
+    if ((variant & FJ_VARIANT_GATHER) && !(variant & FJ_VARIANT_PAGED))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: gather without paged", variant);
     if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
     if (variant & FJ_VARIANT_COMBINE) {
         memset(p, 0, sizeof *p);
@@ -191,9 +194,9 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n < 0 || !p->variant) return n;
     return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                        "%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                        "%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
                         p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
-                        p->variant & FJ_VARIANT_PAGED ? " paged" : "");
+                        p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "");
 }
 
 const char *fj_plan_entry(const fj_plan *p)
