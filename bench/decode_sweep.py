@@ -10,8 +10,8 @@ Sections (each one process, so that the FAJIT_DECODE_* variables read at context
   b8      B8 Hq32 Hkv8 Nk8k, Nq 16 causal: the heuristic; br64 at 1 / 2 / 4 / 8 splits; br128 w8 at 1 / 2 / 4 / 8
           splits (hypothesis a); br64 s3 at 4 splits
   paged   B1 Hq32 Hkv32 Nk32k and B8 Hq32 Hkv8 Nk8k at Nq 1: contiguous, then pages of 16 / 64 / 256 rows
-          (shuffled in one pool), with the heuristic's tile; pages of 64 also with s3 and s4 (hypothesis c:
-          the block-table lookup's latency) - run three times: FAJIT_DECODE_GATHER unset (pages smaller than
+          (shuffled in one pool), with the heuristic's tile; pages of 64 also with s3 and s4, contiguous
+          also with s3 (hypothesis c: the block-table lookup's latency) - run three times: FAJIT_DECODE_GATHER unset (pages smaller than
           block_n gathered from 16-row segments, the new default), =0 (the old rule: block_n divides the
           page, bc16 for pages of 16) and =1 (every paged tile gathered)
 GB/s = bytes of K + V read (each KV head once) / median time of --reps calls between CUDA events (after
@@ -74,6 +74,7 @@ def candidates(section):
         for b, hq, hkv, nk in ((1, 32, 32, 32768), (8, 32, 8, 8192)):
             if section == "paged-auto":
                 out.append(((b, hq, hkv, nk, 1, 0), "contiguous", None, None))
+                out.append(((b, hq, hkv, nk, 1, 0), "contiguous bc64 s3", cfg_text(64, 64, 3, 4, False), None))
             for page in (16, 64, 256):
                 out.append(((b, hq, hkv, nk, 1, page), "heuristic", None, None))
             if section == "paged-auto":
