@@ -4,9 +4,11 @@ reference before it is timed. Through the Python package (fajit.attention, layou
 
 Sections (each one process, so that the FAJIT_DECODE_* variables read at context creation apply):
   long    B1 Hq8 Hkv1 Nk512k, Nq 1 / 4 / 16 (Nq > 1 causal): the heuristic; br64 bc64 s2 with 128 / 264 / 396 /
-          528 splits (1-4 CTAs per SM on 132 SMs: hypothesis b, bytes in flight per SM); s3 / s4 and bc128 at
-          128 splits (more bytes in flight per CTA); Nq 16 also br128 w8 (all 8 x 16 packed rows in one CTA:
-          hypothesis a, K/V read once per KV head) at 128 / 264 splits
+          528 splits (1-4 CTAs per SM on 132 SMs: hypothesis b, bytes in flight per SM; registers let 2 such
+          CTAs be resident per SM, so 396 / 528 are extra waves); s3 / s4 and bc128 at 128 splits, s3 at 264
+          (more bytes in flight per CTA); Nq 16 also br128 w8 (all 8 x 16 packed rows in one CTA: hypothesis
+          a, K/V read once per KV head; 1 CTA per SM by registers) at 128 / 264 splits, and with s3 / s4 /
+          bc128 at 128
   b8      B8 Hq32 Hkv8 Nk8k, Nq 16 causal: the heuristic; br64 at 1 / 2 / 4 / 8 splits; br128 w8 at 1 / 2 / 4 / 8
           splits (hypothesis a); br64 s3 at 4 splits
   paged   B1 Hq32 Hkv32 Nk32k and B8 Hq32 Hkv8 Nk8k at Nq 1: contiguous, then pages of 16 / 64 / 256 rows
@@ -57,11 +59,15 @@ def candidates(section):
             for sp in (128, 264, 396, 528):
                 out.append((s, f"br64 s2 {sp} splits", cfg_text(64, 64, 2, 4, c), sp))
             out.append((s, "br64 s3 128 splits", cfg_text(64, 64, 3, 4, c), 128))
+            out.append((s, "br64 s3 264 splits", cfg_text(64, 64, 3, 4, c), 264))
             out.append((s, "br64 s4 128 splits", cfg_text(64, 64, 4, 4, c), 128))
             out.append((s, "br64 bc128 128 splits", cfg_text(64, 128, 2, 4, c), 128))
             if nq == 16:
                 for sp in (128, 264):
                     out.append((s, f"br128 w8 {sp} splits", cfg_text(128, 64, 2, 8, c), sp))
+                out.append((s, "br128 w8 s3 128 splits", cfg_text(128, 64, 3, 8, c), 128))
+                out.append((s, "br128 w8 s4 128 splits", cfg_text(128, 64, 4, 8, c), 128))
+                out.append((s, "br128 w8 bc128 128 splits", cfg_text(128, 128, 2, 8, c), 128))
     elif section == "b8":
         s = (8, 32, 8, 8192, 16, 0)
         out.append((s, "heuristic", None, None))
