@@ -120,6 +120,8 @@ static void test_forward_variants(void **state)
                 fj_plan p;
                 if (fj_plan_build(&c, &p) != FAJIT_OK) continue; /* a tile shape a head dim does not take */
                 unsigned v = variants[(t + d) % 4 + 4 * pack];
+                if ((v & FJ_VARIANT_GATHER) && fj_plan_build_variant(&c, v, &p) != FAJIT_OK)
+                    v &= ~(unsigned)FJ_VARIANT_GATHER; /* a tile at the register edge: GATHER's registers refuse it */
                 char *ptx, text[160];
                 size_t len;
                 gen(&c, v, &ptx, &len, text, sizeof text);

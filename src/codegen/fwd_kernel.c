@@ -189,7 +189,8 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
 }
 
 /* Paged K/V: out = base + hkv x head stride + page x page stride + row x row stride (bytes) for key j (u32,
- * clobbered): page = block_table[b][j / page_size], row = j mod page_size. b and the KV head are worked out
+ * clobbered): page = block_table[b][j / page_size] (j >> page_shift for a power-of-two page), row = j mod
+ * page_size. b and the KV head are worked out
  * again from %ctaid at each use (kept live across the loop, they make the d128 128-row tiles spill). */
 static void paged_key_ptrs(fj_kctx *k, fj_reg_t j, const fj_reg_t out[2])
 {
@@ -202,7 +203,12 @@ static void paged_key_ptrs(fj_kctx *k, fj_reg_t j, const fj_reg_t out[2])
         fj_reg_t prm = fj_param_s32(k, OFF(group));
         fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(prm));
     }
-    fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+    {
+        fj_reg_t sh = fj_param_s32(k, DOFF(page_shift)), pow2 = fj_alloc(k->e, k->b_p, 1);
+        fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
+        fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
+        fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
+    }
     fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
     {

@@ -129,6 +129,12 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * spills 8-24 bytes with any variant, d128 br64 and every other default tile of the sm_80 table does not;
  * so configs above 255 - 17 are refused for the variants and the runtime takes a 64-row tile instead. */
 #define FJ_VARIANT_REGS 17
+/* GATHER's per-segment page lookups on top (a segment's K and V addresses live through its copy passes).
+ * ptxas 13.0 for sm_90a over d64-d256 x br64 w4 / br128 w8 / br128 w4 x block_n 16-128 x 1-4 stages x both
+ * masks (split + packgqa + paged + gather): with 0 or 8 more, 3 tiles at the 255 edge spilled 4-52 bytes
+ * (d64 br64 bc128 s3, d192 br64 bc64 s3, d256 br128 w8 bc64 s2), with 16 two of them; with 24 none of the
+ * 246 that plan does (d128 br64 bc64 s3 / s4 causal are refused: the runtime then takes the s2 tile). */
+#define FJ_VARIANT_GATHER_REGS 24
 
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
 static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
@@ -176,7 +182,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)sizeof(fj_fwd_params_decode);
-    int extra = FJ_VARIANT_REGS;
+    int extra = FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0);
     p->reg_misc += extra;
     p->reg_total += extra;
     if (p->reg_total > p->reg_limit)
