@@ -13,9 +13,11 @@ Sections (each one process, so that the FAJIT_DECODE_* variables read at context
           splits (hypothesis a); br64 s3 at 4 splits
   paged   B1 Hq32 Hkv32 Nk32k and B8 Hq32 Hkv8 Nk8k at Nq 1: contiguous, then pages of 16 / 64 / 256 rows
           (shuffled in one pool), with the heuristic's tile; pages of 64 also with s3 and s4, contiguous
-          also with s3 (hypothesis c: the block-table lookup's latency) - run three times: FAJIT_DECODE_GATHER unset (pages smaller than
-          block_n gathered from 16-row segments, the new default), =0 (the old rule: block_n divides the
-          page, bc16 for pages of 16) and =1 (every paged tile gathered)
+          also with s3 (hypothesis c: the block-table lookup's latency) - run four times, one process each:
+          FAJIT_DECODE_GATHER unset (pages smaller than block_n gathered from 16-row segments, the new
+          default), =0 (the old rule: block_n divides the page, bc16 for pages of 16), =1 (every paged tile
+          gathered), and FAJIT_DECODE_PAGE_DIV=1 (the page found by a division, as before the power-of-two
+          shift: the lookup's arithmetic)
 GB/s = bytes of K + V read (each KV head once) / median time of --reps calls between CUDA events (after
 --warmup calls; K/V sets rotated so consecutive calls read >= 256 MB). The check: fajit's output (poisoned
 with NaN first) against a float64 reference of every sequence, head and row; rel L2 <= 1e-2 (bf16) and the
@@ -42,7 +44,8 @@ FA3_H200 = {  # FA3 kvcache GB/s, num_splits=0, bench/results/h200-decode-compar
 D = 128
 TOL_L2, TOL_ROW = 1e-2, 4e-2
 ROTATE_BYTES = 256 << 20
-GATHER_MODES = (("auto", None), ("off", "0"), ("on", "1"))
+# (name, FAJIT_DECODE_GATHER, FAJIT_DECODE_PAGE_DIV) of the paged sections
+GATHER_MODES = (("auto", None, None), ("off", "0", None), ("on", "1", None), ("div", None, "1"))
 
 
 def cfg_text(br, bc, st, w, causal):
@@ -173,7 +176,8 @@ class Runner:
             sets.append((kk, vv, t))
         o = torch.empty_like(q)
         row = {"B": b, "Hq": hq, "Hkv": hkv, "Nk": nk, "Nq": nq, "page": page, "label": label, "config": config,
-               "num_splits": splits, "gather_env": os.environ.get("FAJIT_DECODE_GATHER", "")}
+               "num_splits": splits, "gather_env": os.environ.get("FAJIT_DECODE_GATHER", ""),
+               "page_div_env": os.environ.get("FAJIT_DECODE_PAGE_DIV", "")}
 
         def call(i):
             k, v, t = sets[i % len(sets)]
@@ -235,18 +239,22 @@ def parent(a):
     sections = []
     for s in a.sections:
         if s == "paged":
-            sections += [(f"paged-{m}", env) for m, env in GATHER_MODES]
+            sections += [(f"paged-{m}", gather, div) for m, gather, div in GATHER_MODES]
         else:
-            sections.append((s, None))
+            sections.append((s, None, None))
     rows, rc, start = [], 0, time.time()
-    for name, gather in sections:
+    for name, gather, div in sections:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("FAJIT_DECODE_GATHER", None)
+        env.pop("FAJIT_DECODE_PAGE_DIV", None)
         if gather is not None:
             env["FAJIT_DECODE_GATHER"] = gather
+        if div is not None:
+            env["FAJIT_DECODE_PAGE_DIV"] = div
         cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--reps", str(a.reps), "--warmup",
                str(a.warmup), "--budget-s", str(max(0.0, a.budget_s - (time.time() - start)))]
-        print(f"== {name}" + (f" (FAJIT_DECODE_GATHER={gather})" if gather else ""), flush=True)
+        print(f"== {name}" + (f" (FAJIT_DECODE_GATHER={gather})" if gather else "") +
+              (f" (FAJIT_DECODE_PAGE_DIV={div})" if div else ""), flush=True)
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
         for line in p.stdout:
             try:
@@ -255,8 +263,9 @@ def parent(a):
                 print(line, end="")
                 continue
             r["section"] = name.split("-")[0] if name.startswith("paged") else name
-            r["label"] = (f"{r['label']} [gather {name.split('-')[1]}]" if name.startswith("paged") and
-                          r.get("page") else r["label"])
+            mode = name.split("-")[1] if name.startswith("paged") else ""
+            if mode and r.get("page"):
+                r["label"] += " [page div]" if mode == "div" else f" [gather {mode}]"
             rows.append(r)
             print(fmt_row(r), flush=True)
         if p.wait() != 0:
@@ -294,7 +303,7 @@ def main(argv=None):
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.list:
-        for sec in ("long", "b8") + tuple(f"paged-{m}" for m, _ in GATHER_MODES):
+        for sec in ("long", "b8") + tuple(f"paged-{m[0]}" for m in GATHER_MODES):
             for shape, label, config, splits in candidates(sec):
                 print(f"{sec:11} B{shape[0]} Hq{shape[1]}/{shape[2]} Nk{shape[3]} Nq{shape[4]} page {shape[5]:3}  "
                       f"{label:24} config={config} num_splits={splits}")

@@ -311,7 +311,8 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     p.block_table = d.block_table;
     p.max_pages = (uint32_t)d.max_pages;
     p.page_size = (uint32_t)d.page_size;
-    while (d.page_size > 0 && (d.page_size & (d.page_size - 1)) == 0 && (1 << p.page_shift) < d.page_size)
+    while (!ctx->page_div && d.page_size > 0 && (d.page_size & (d.page_size - 1)) == 0 &&
+           (1 << p.page_shift) < d.page_size)
         p.page_shift++;
     p.splits = (uint32_t)splits;
     p.batch = (uint32_t)a->batch;
