@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-11"
+#define FJ_CODEGEN_VERSION "fajit-codegen-12"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
