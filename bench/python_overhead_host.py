@@ -16,12 +16,12 @@ of bench/python_overhead.py's rows that is not the library's own work, without a
   _key (the cache key)           the key alone
   _forward (the op's launch)     fajit._torch._forward: args filled per call (what the custom op runs)
 
-Method: per row 2,000 warm-up calls, then 30 rounds of 2,000 calls timed with perf_counter; the median
-round / 2,000 is reported with the 10th-90th percentiles, and "over C" is a row's median minus the
+Method: per row 2,000 warm-up calls, then 30 rounds of 2,000 calls (--rounds, --calls) timed with
+perf_counter; the median round / 2,000 is reported with the 10th-90th percentiles, and "over C" is a row's median minus the
 no-op row's. Host-dependent: the H200 machine's CPU is another; python_overhead.py measures there.
 
     PYTHONPATH=python/src python3 bench/python_overhead_host.py [--batch 1 --heads 8 --seqlen 1024
-                                                                 --headdim 128 --dtype bf16] [--causal]
+                                                    --headdim 128 --dtype bf16] [--causal] [--rounds 30 --calls 2000]
 """
 import argparse
 import ctypes
@@ -75,6 +75,8 @@ def main(argv=None):
     p.add_argument("--headdim", type=int, default=128)
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--calls", type=int, default=2000, help="calls per round")
     a = p.parse_args(argv)
     dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
     q, k, v = (torch.zeros(a.batch, a.heads, a.seqlen, a.headdim, dtype=dt) for _ in range(3))
@@ -115,7 +117,7 @@ def main(argv=None):
                                                      None, None)),
         ("_forward (the op's launch)", lambda: _torch._forward(q, k, v, o, None, a.causal, scale, False, "")),
     ]
-    res = _time(rows)
+    res = _time(rows, a.rounds, a.calls)
     assert len(plans) == 2, "a timed call missed the plan cache"
     base = res[0][1]
     print(f"fajit {fajit.__version__}, torch {torch.__version__}, python {sys.version.split()[0]}, host only "

@@ -7,7 +7,11 @@ misses; a bad argument raises the same error on every call; the plan is not take
 transforms, the profiler, with subclasses or tensors that require grad. Skipped without torch.
 """
 import ctypes
+import shutil
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -298,3 +302,15 @@ def test_args_struct_reused_without_copies(eager):
     for _ in range(3):
         fajit.attention(q, k, v)
     assert len(set(refs)) == 1 and len(refs) == 3
+
+
+def test_host_overhead_script_runs():
+    # bench/python_overhead_host.py (the Python side timed without a GPU) on a few calls: it asserts that its
+    # eager rows took their plans
+    script = Path(__file__).resolve().parents[2] / "bench" / "python_overhead_host.py"
+    if not script.is_file() or not shutil.which("cc"):
+        pytest.skip(f"{script} or cc not found (tests run outside the source tree, or no C compiler)")
+    out = subprocess.run([sys.executable, str(script), "--rounds", "3", "--calls", "20", "--seqlen", "256"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "| eager path, out=o |" in out.stdout and "| torch.empty of O |" in out.stdout, out.stdout
