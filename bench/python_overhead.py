@@ -74,14 +74,19 @@ def _time_rows(rows, rounds=20, calls=200):
 _EAGER = _torch._EAGER
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def shape_options(p):
+    """The call's options (also python_overhead_host.py's)."""
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--seqlen", type=int, default=128)
     p.add_argument("--headdim", type=int, default=64)
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--no-causal", dest="causal", action="store_false")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    shape_options(p)
     p.add_argument("--out", help="also write the table (markdown) to this file")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():

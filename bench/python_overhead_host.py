@@ -20,8 +20,8 @@ Method: per row 2,000 warm-up calls, then 30 rounds of 2,000 calls (--rounds, --
 perf_counter; the median round / 2,000 is reported with the 10th-90th percentiles, and "over C" is a row's median minus the
 no-op row's. Host-dependent: the H200 machine's CPU is another; python_overhead.py measures there.
 
-    PYTHONPATH=python/src python3 bench/python_overhead_host.py [--batch 1 --heads 8 --seqlen 1024
-                                                    --headdim 128 --dtype bf16] [--causal] [--rounds 30 --calls 2000]
+    PYTHONPATH=python/src python3 bench/python_overhead_host.py [--batch 1 --heads 8 --seqlen 128 --headdim 64
+                                                    --dtype bf16] [--no-causal] [--rounds 30 --calls 2000]
 """
 import argparse
 import ctypes
@@ -36,6 +36,7 @@ import torch
 
 import fajit
 from fajit import _lib, _torch
+from python_overhead import shape_options  # bench/ is sys.path[0] when this script runs
 
 
 def _noop_forward(tmp):
@@ -69,12 +70,7 @@ def _time(rows, rounds=30, calls=2000):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--seqlen", type=int, default=1024)
-    p.add_argument("--headdim", type=int, default=128)
-    p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
-    p.add_argument("--causal", action="store_true")
+    shape_options(p)
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--calls", type=int, default=2000, help="calls per round")
     a = p.parse_args(argv)

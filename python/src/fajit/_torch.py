@@ -327,6 +327,12 @@ if _EAGER:
     _dispatch_modes, _function_modes = torch._C._len_torch_dispatch_stack, torch._C._is_torch_function_mode_enabled
     _transforms = torch._C._functorch.get_dynamic_layer_stack_depth
     _profiling = torch._C._autograd._profiler_enabled
+    try:  # out's version counter: a sequence of tensors (torch >= 2.5), else one tensor
+        torch._C._increment_version((torch.empty(0),))
+        _bump = torch._C._increment_version
+    except TypeError:
+        def _bump(tensors):
+            torch._C._increment_version(tensors[0])
 _Tensor = torch.Tensor
 
 
@@ -338,27 +344,20 @@ class _Plans(threading.local):
 _local = _Plans()
 
 
-def _decode_key(seqlens_k, block_table, page_size, num_splits):
-    """The decode arguments' part of the key (see _key); False when the call takes the op."""
-    if page_size is not None and type(page_size) is not int or num_splits is not None and type(num_splits) is not int:
-        return False  # not bool: True == 1 (the checks refuse bools)
-    parts = [page_size, num_splits]
-    for t in (seqlens_k, block_table):
-        if t is None:
-            parts.append(None)
-        elif type(t) is _Tensor:
-            parts.append((t.shape, t.stride(), t.dtype, t.device))
-        else:
-            return False
-    return tuple(parts)
+def _tensor_key(t):
+    """A decode tensor's part of the key (see _key): None, its shape, strides, dtype and device, or False when
+    it is not a plain torch.Tensor."""
+    if t is None:
+        return None
+    return (t.shape, t.stride(), t.dtype, t.device) if type(t) is _Tensor else False
 
 
 def _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size, num_splits):
     """Everything fajit.attention's checks and launch read, as a dict key: each tensor's shape, strides,
-    dtype and device, the other arguments by value (what compares equal behaves the same in the checks, but for the types refused
-    by type: scale and the decode ints must not be bools, since True == 1). None: the call takes the checks
-    and the op (a tensor subclass or one that requires grad, another argument type, a tensor without
-    strides)."""
+    dtype and device, the other arguments by value (what compares equal behaves the same in the checks),
+    except that scale and the decode ints must not be bools (True == 1; the checks refuse bools). None:
+    the call takes the checks and the op (a tensor subclass or one that requires grad, another argument
+    type, a tensor without strides)."""
     T = _Tensor
     if type(q) is not T or type(k) is not T or type(v) is not T or q.requires_grad or k.requires_grad or \
             v.requires_grad or type(causal) is not bool or type(return_lse) is not bool or \
@@ -368,12 +367,15 @@ def _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, blo
         if type(config) is not _config.Config:
             return None
         config = config.text
-    decode = None
-    if seqlens_k is not None or block_table is not None or page_size is not None or num_splits is not None:
-        decode = _decode_key(seqlens_k, block_table, page_size, num_splits)
-        if decode is False:
-            return None
     try:
+        decode = None
+        if seqlens_k is not None or block_table is not None or page_size is not None or num_splits is not None:
+            if page_size is not None and type(page_size) is not int or \
+                    num_splits is not None and type(num_splits) is not int:
+                return None
+            decode = (_tensor_key(seqlens_k), _tensor_key(block_table), page_size, num_splits)
+            if decode[0] is False or decode[1] is False:
+                return None
         if out is not None:
             if type(out) is not T or out.requires_grad:
                 return None
@@ -413,8 +415,7 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
         a.workspace_bytes = ws
     fwd, handle, ref, stream, empty, f32, u8 = lib.fajit_attention_forward, ctx.handle, ctypes.byref(a), \
         _raw_stream, torch.empty, torch.float32, torch.uint8
-    bump, has_out, has_lens, has_table = torch._C._increment_version, out is not None, seqlens_k is not None, \
-        block_table is not None
+    bump, has_out, has_lens, has_table = _bump, out is not None, seqlens_k is not None, block_table is not None
 
     def run(q, k, v, out, seqlens_k, block_table):
         try:
@@ -431,17 +432,17 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
         else:
             o = empty(shape, dtype=dtype, device=device)
             po = o.data_ptr()
-        a.q, a.k, a.v, a.o, a.stream = pq, pk, pv, po, stream(dev)
-        if has_lens:
-            a.seqlens_k = pl
-        if has_table:
-            a.block_table = pt
         if return_lse:
             lse = empty(lse_shape, dtype=f32, device=device)
             a.lse = lse.data_ptr()
         if ws:  # split-KV partials, released in stream order once the launch is queued
             buf = empty(ws, dtype=u8, device=device)
             a.workspace = buf.data_ptr()
+        if has_lens:
+            a.seqlens_k = pl
+        if has_table:
+            a.block_table = pt
+        a.q, a.k, a.v, a.o, a.stream = pq, pk, pv, po, stream(dev)
         status = fwd(handle, ref, cfg)
         if status:
             raise _lib.error(status)
