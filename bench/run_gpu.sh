@@ -42,6 +42,9 @@
 #                    without splits, the B 8 row paged (pages of 16, 64, 256 rows), then the GQA rows at Nq 1
 #                    without GQA packing (FAJIT_PACK_GQA=0)
 #   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
+#     decode-sweep   bench/decode_sweep.py --out $OUT (the package from the source tree on $BUILD/libfajit.so; needs
+#                    the build stage): the decode heuristic against forced splits / tiles / stages and the paged
+#                    gather modes on the rows short of FA3, each checked against float64 -> $OUT/decode-sweep.*
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
 set -u
@@ -217,6 +220,8 @@ for s in "${stages[@]}"; do
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
     decode-tests) run_stage decode-tests 180 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
     decode-check) run_stage decode-check 110 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
+    decode-sweep) run_stage decode-sweep 300 env PYTHONUNBUFFERED=1 PYTHONPATH="python/src${PYTHONPATH:+:$PYTHONPATH}" \
+        FAJIT_LIB="$BUILD/libfajit.so" python3 bench/decode_sweep.py --out "$OUT" ;;
     decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     sanitize) run_stage sanitize 590 env FAGEN="$FAGEN" OUT="$OUT" SAN_HEADDIMS="${SAN_HEADDIMS:-64 128 256}" \
         SAN_TOOLS="${SAN_TOOLS:-memcheck racecheck}" bash -c "$(declare -f do_sanitize); do_sanitize" ;;

@@ -307,8 +307,8 @@ typedef struct fajit_attention_args {
     int page_size;          /* keys per page: a multiple of 16 */
 } fajit_attention_args;
 
-/* Splits at most (args->num_splits). */
-#define FAJIT_MAX_SPLITS 128
+/* Splits at most (args->num_splits; the heuristic stays at 128 or fewer). */
+#define FAJIT_MAX_SPLITS 1024
 /* sizeof the args as of the first grown layout (through workspace_bytes): what struct_size 0 reads as. */
 #define FAJIT_ATTENTION_ARGS_SIZE_1 (offsetof(fajit_attention_args, workspace_bytes) + sizeof(size_t))
 /* ... and through page_size (paged KV): fajit_attention_args_init's struct_size in this version. */

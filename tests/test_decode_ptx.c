@@ -1,7 +1,7 @@
 /*
  * test_decode_ptx.c - the decode kernels' PTX assembles (label ptxas; no GPU): the combine kernel for
  * every head dim and dtype, and the sm_80 forward's decode variants (per-sequence lengths, split-KV, paged
- * K/V, combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
+ * K/V, paged K/V gathered from 16-row page segments, combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
  * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a
  * (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
  * test_ptxas_grid.c). Also: the variant PTX reads its parameter block where kernel_abi.h puts the
@@ -104,11 +104,12 @@ static void test_forward_variants(void **state)
         T80(128, 64, 1, 64, 8, 2),  /* warp pairs */
     };
     static const int dims[] = {64, 128, 256};
-    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED,
-                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
-                                        FJ_VARIANT_PACK | FJ_VARIANT_PAGED, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
-                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED};
-    int failures = 0, ran = 0;
+    static const unsigned variants[] = {
+        FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
+        FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, FJ_VARIANT_PACK | FJ_VARIANT_PAGED, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+        FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED,
+        FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED | FJ_VARIANT_GATHER};
+    int failures = 0, ran = 0, gathers = 0;
     for (int pack = 0; pack <= 1; pack++) {
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
             for (size_t d = 0; d < 3; d++) {
@@ -118,13 +119,16 @@ static void test_forward_variants(void **state)
                 c.dtype = d == 1 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
                 fj_plan p;
                 if (fj_plan_build(&c, &p) != FAJIT_OK) continue; /* a tile shape a head dim does not take */
-                unsigned v = variants[(t + d) % 3 + 3 * pack];
+                unsigned v = variants[(t + d) % 4 + 4 * pack];
+                if ((v & FJ_VARIANT_GATHER) && fj_plan_build_variant(&c, v, &p) != FAJIT_OK)
+                    v &= ~(unsigned)FJ_VARIANT_GATHER; /* a tile at the register edge: GATHER's registers refuse it */
                 char *ptx, text[160];
                 size_t len;
                 gen(&c, v, &ptx, &len, text, sizeof text);
                 char splits[64];
                 snprintf(splits, sizeof splits, "[fajit_fwd_param_0+%d]", (int)offsetof(fj_fwd_params_decode, splits));
                 if (v & FJ_VARIANT_SPLIT) assert_non_null(strstr(ptx, splits));
+                if (v & FJ_VARIANT_GATHER) gathers += strstr(text, " paged gather") != NULL;
                 for (int a = 0; a < 2; a++) {
                     const char *arch = a ? "sm_90a" : "sm_80";
                     int spill = assemble(ptx, len, arch, text);
@@ -137,6 +141,7 @@ static void test_forward_variants(void **state)
             }
     }
     assert_true(ran >= 16);
+    assert_true(gathers >= 4); /* the gathered paged copies (GATHER) took part */
     assert_int_equal(failures, 0);
 }
 

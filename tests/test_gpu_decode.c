@@ -8,7 +8,8 @@
  * (every rescale path, across split boundaries), and one long problem against the GPU reference.
  * Each case runs with the forward's own choice (on an H100/H200: the sm_90a path, which runs these
  * through its sm_80 fallback, said by fajit_last_forward and checked here) and with the sm_80 path
- * forced (GQA packing on, the default); then all again with packing off (FAJIT_PACK_GQA=0). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * forced (GQA packing on, the default); then all again with packing off (FAJIT_PACK_GQA=0), and the paged
+ * ones with the page-segment gather forced on and off (FAJIT_DECODE_GATHER=1 / 0). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -28,6 +29,8 @@
 #include "test_support.h"
 
 static fajit_context *g_ctx;
+/* test_paged_gather: 1 = run the paged cases only, each kernel text must say " gather"; 0 = must not */
+static int g_gather = -1;
 
 typedef struct decode_case {
     const char *name;
@@ -98,6 +101,10 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
             printf("     kernel text lacks \"%s\": %s\n", need[i], text);
             return 0;
         }
+    if (g_gather >= 0 && g_gather != (strstr(text, " gather") != NULL)) {
+        printf("     paged K/V %s: %s\n", g_gather ? "gathered expected" : "gathering not expected", text);
+        return 0;
+    }
     int packs = g_ctx->pack_gqa && c->hq > c->hkv && c->nq <= 128;
     if (packs != (strstr(text, " packgqa") != NULL)) {
         printf("     GQA packing %s: %s\n", packs ? "expected" : "not expected", text);
@@ -116,6 +123,7 @@ static int run_cases(fajit_arch arch)
     int failures = 0;
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         const decode_case *c = &k_cases[i];
+        if (g_gather >= 0 && !c->page) continue;
         fj_check_problem p = case_problem(c);
         fj_check_options opts = {0};
         fj_check_result r;
@@ -180,6 +188,28 @@ static void test_gqa_unpacked(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* The paged cases with the gather forced on (FAJIT_DECODE_GATHER=1: every paged tile gathered from 16-row
+ * page segments, pages of 64-256 too) and off (=0: a block_n dividing the page, the kernel before gathering),
+ * each said by the kernel text. The default (gather when the page is smaller than block_n) ran above. */
+static void test_paged_gather(void **state)
+{
+    (void)state;
+    static const char *modes[2] = {"0", "1"};
+    fajit_context *saved = g_ctx;
+    int failures = 0;
+    for (int m = 0; m < 2; m++) {
+        fajit_context *ctx = NULL;
+        assert_int_equal(fj_test_context_with_env("FAJIT_DECODE_GATHER", modes[m], -1, &ctx), FAJIT_OK);
+        assert_int_equal(ctx->paged_gather, m ? 2 : 0);
+        g_ctx = ctx, g_gather = m;
+        printf("FAJIT_DECODE_GATHER=%s\n", modes[m]);
+        failures += run_cases(FAJIT_ARCH_AUTO);
+        g_ctx = saved, g_gather = -1;
+        fajit_context_destroy(ctx);
+    }
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -188,6 +218,7 @@ int main(void)
         cmocka_unit_test(test_forward_choice),
         cmocka_unit_test(test_sm80_forced),
         cmocka_unit_test(test_gqa_unpacked),
+        cmocka_unit_test(test_paged_gather),
     };
     int rc = cmocka_run_group_tests_name("gpu_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

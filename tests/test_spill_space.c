@@ -127,7 +127,7 @@ static void list_push(cand_list *l, const cand *c)
 /* The plan's discrete choices that change the kernel's register needs at a given block_n. */
 static int regime(const fj_plan *p)
 {
-    if (p->ws) return p->o_stage | p->q_bufs << 1;
+    if (p->ws) return p->o_stage | p->q_bufs << 2;
     return p->q_in_regs | p->pipeline_qk << 1 | p->lean_regs << 2 | p->copy_chunks_per_thread_row << 3;
 }
 

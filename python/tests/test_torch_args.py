@@ -255,8 +255,8 @@ def test_decode_paged_errors(fake):
 
 def test_decode_num_splits_errors(fake):
     q, k, v = _qkv(nq=1)
-    _expect(ValueError, r"num_splits: 129: must be None or 0 \(the library's heuristic\), 1 \(no split\) or 2..128",
-            q, k, v, num_splits=129)
+    _expect(ValueError, r"num_splits: 1025: must be None or 0 \(the library's heuristic\), 1 \(no split\) or 2..1024",
+            q, k, v, num_splits=1025)
     _expect(ValueError, r"num_splits: -1", q, k, v, num_splits=-1)
     _expect(ValueError, r"num_splits: 2.0", q, k, v, num_splits=2.0)
     _expect(ValueError, r"num_splits: True", q, k, v, num_splits=True)

@@ -14,11 +14,12 @@
 
 #define R(reg) fj_r(k->e, reg)
 
-int fj_ws_bar_count(int stages) { return 4 + FJ_WS_BARS_PER_STAGE * stages; }
+int fj_ws_bar_count(int stages, int o_stage) { return 4 + FJ_WS_BARS_PER_STAGE * stages + (o_stage == 2); }
 
 int fj_ws_bar(const fj_plan *p, int which, int index)
 {
     if (which == FJ_BAR_Q_FULL || which == FJ_BAR_Q_EMPTY) return p->bar_off + 8 * (2 * which + index);
+    if (which == FJ_BAR_O_FREE) return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * p->cfg.stages);
     return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * index + (which - FJ_BAR_K_FULL));
 }
 
@@ -38,6 +39,12 @@ void fj_emit_ws_bar_init(fj_kctx *k)
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s), 1);
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_EMPTY, s), consumer_warps);
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s), consumer_warps);
+    }
+    if (p->o_stage == 2) {
+        fj_comment(k->e, 1, "O free (%d arrivals: each consumer warpgroup's store leader, once its TMA store has read "
+                            "the O staging in the V ring)",
+                   p->consumer_wgs);
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
     }
     fj_ins(k->e, PTX_FENCE_MBAR_INIT);
 }

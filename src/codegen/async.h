@@ -7,6 +7,9 @@
  *   Q empty[b]                      count = consumer warps (lane 0 of each arrives after its last S = QK^T)
  *   per stage s: K full, V full     count 1 + the tile's bytes (the copy engine completes them)
  *                K empty, V empty   count = consumer warps (lane 0 of each arrives once it is done)
+ *   O free (plan.o_stage == 2 only)  count = consumer warpgroups: O is staged in the V ring, and each
+ *                                    warpgroup's store leader arrives once its TMA store has read the
+ *                                    staging; the producer waits for it before a work tile's first V load
  * A CTA runs several work tiles (the persistent schedule, fwd_ws.c); the K/V ring runs on across them,
  * and Q alternates between plan.q_bufs buffers (1 or 2) from one work tile to the next.
  * Phases: use u of a buffer or stage completes phase u of its barriers. A consumer waits for the full
@@ -19,14 +22,16 @@
 
 #include "backend.h"
 
-enum fj_ws_bar { FJ_BAR_Q_FULL = 0, FJ_BAR_Q_EMPTY, FJ_BAR_K_FULL, FJ_BAR_V_FULL, FJ_BAR_K_EMPTY, FJ_BAR_V_EMPTY };
+enum fj_ws_bar {
+    FJ_BAR_Q_FULL = 0, FJ_BAR_Q_EMPTY, FJ_BAR_K_FULL, FJ_BAR_V_FULL, FJ_BAR_K_EMPTY, FJ_BAR_V_EMPTY, FJ_BAR_O_FREE
+};
 #define FJ_WS_BARS_PER_STAGE 4
 
 /* Byte offset (from the smem base) of barrier `which` of stage `index` (for the Q barriers: of Q buffer
- * `index`). */
+ * `index`; for O free: 0). */
 int fj_ws_bar(const fj_plan *p, int which, int index);
-/* Barriers a plan needs: 4 + 4 * stages. */
-int fj_ws_bar_count(int stages);
+/* Barriers a plan needs: 4 + 4 * stages, and O free when O is staged in the V ring (o_stage 2). */
+int fj_ws_bar_count(int stages, int o_stage);
 
 /* One thread (the caller branches) initializes every barrier; then a fence makes the init visible to the
  * copy engine. The caller follows with a CTA barrier. */

@@ -78,6 +78,8 @@ typedef struct fj_kctx {
     int defer_o_rescale;              /* softmax rebase leaves O alone: the factors stay in corr and
                                          fj_emit_softmax_rescale_o applies them (O is an in-flight
                                          wgmma accumulator meanwhile) */
+    int o_zero;                       /* O is known to be 0 here (a work tile's first KV tile): the
+                                         rebase skips O *= c */
     fj_reg_t corr;                    /* f32 x frag.rows: the rescale factors of the last rebase */
     fj_reg_t rescale_pred;            /* pred: the last rebase moved a reference max (O needs corr) */
 
@@ -94,6 +96,7 @@ typedef struct fj_kctx {
     /* decode variants (plan.variant) */
     fj_reg_t split;                   /* u32, SPLIT: this CTA's split, 0..splits-1 (set before the KV range) */
     fj_reg_t kv_first;                /* s32, SPLIT: the first KV tile of this CTA's split (set by the KV range) */
+    fj_reg_t kv_tile;                 /* s32, GATHER: the KV tile load_kv copies (set before each load_kv) */
 
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];
@@ -204,6 +207,9 @@ fj_reg_t fj_emit_kv_len(fj_kctx *k);
  * its row bytes at off_row_bytes. */
 void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i);
 void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off_row_bytes, fj_reg_t out);
+/* Paged K/V: out[0] / out[1] (u64) = the global addresses of K / V key row tile x block_n + row (u32
+ * registers; row is clobbered) through the block table of this CTA's sequence and KV head. */
+void fj_emit_paged_row_ptrs(fj_kctx *k, fj_reg_t tile, fj_reg_t row, const fj_reg_t out[2]);
 /* Split variant: the epilogue's stores of fp32 partial O rows (row pitch head_dim floats at o_ptr; rows
  * >= q_rows skipped), over the fragment descriptor. */
 void fj_emit_store_o_partial(fj_kctx *k);
@@ -215,6 +221,7 @@ void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or abo
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */
+void fj_emit_softmax_scale_o(fj_kctx *k);   /* O *= corr, unconditionally (the caller branches on rescale_pred) */
 void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 

@@ -76,9 +76,11 @@ typedef struct fj_plan {
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
     int q_bufs;                  /* Q buffers (1 or 2: two when they fit, so the producer loads the next work
                                     tile's Q while the consumers finish this one) */
-    int o_stage, o_off;          /* 1: O is staged in smem at o_off (block_m rows, TMA box layout) and written
-                                    by TMA stores that run while the warpgroup goes on; 0: st.global from
-                                    registers (when the staging buffer does not fit) */
+    int o_stage, o_off;          /* 1: O is staged in its own smem buffer at o_off (block_m rows, TMA box
+                                    layout) and written by TMA stores that run while the warpgroup goes on;
+                                    2: staged the same way in the V ring (o_off = v_off; the O free barrier
+                                    orders it with the next work tile's V loads); 0: st.global from
+                                    registers (neither fits) */
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
@@ -98,8 +100,11 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
  *            stacked in the M tile (packed row r = g x seqlen_q + i for query head hkv x group + g)
  *   PAGED    K/V in pages of a pool through a block table: each tile's address from its page's entry
  *            (the page size a multiple of block_n)
+ *   GATHER   with PAGED: a K/V tile gathered from 16-row segments, each from its own page's entry, so
+ *            any page size that is a multiple of 16 takes the full block_n tile (sm_80 copies only)
  * Variants other than COMBINE run on the sm_80 path only so far (FAJIT_ERR_UNSUPPORTED on sm_90a). */
-enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16 };
+enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16,
+       FJ_VARIANT_GATHER = 32 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* The canonical text of a plan's kernel: fajit_config_format of its config, then " seqlens", " split"
  * for the variants; "sm_80 bf16 d128 combine" for the combine kernel. The kernel caches' key. */

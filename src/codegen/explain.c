@@ -41,13 +41,14 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                       p->xchg_off + c->warps * p->xchg_warp_bytes, p->xchg_warp_bytes);
     if (p->ws && p->o_stage)
         fj_buf_printf(out, "%s  [%6d, %6d)  O     %d rows x %d B: the TMA-store epilogue's staging, 64 rows per consumer "
-                           "warpgroup\n",
-                      pf, p->o_off, p->o_off + p->q_bytes, c->block_m, p->row_bytes);
+                           "warpgroup%s\n",
+                      pf, p->o_off, p->o_off + p->q_bytes, c->block_m, p->row_bytes,
+                      p->o_stage == 2 ? " (in the V ring, between a work tile's last PV and the next one's first V)"
+                                      : "");
     if (p->n_bars)
         fj_buf_printf(out, "%s  [%6d, %6d)  mbarriers: Q full[2], Q empty[2], then per stage K full, V full, K empty, "
-                           "V empty\n",
-                      pf,
-                      p->bar_off, p->bar_off + 8 * p->n_bars);
+                           "V empty%s\n",
+                      pf, p->bar_off, p->bar_off + 8 * p->n_bars, p->o_stage == 2 ? ", then O free" : "");
     if (p->ws)
         fj_buf_printf(out, "%sswizzle: %d B - each tile is stored as %d TMA box%s of [rows][%d B]; 16-byte chunk c of "
                            "row r sits at chunk c ^ (r %% %d) of its box (the copy engine writes it so, the wgmma "

@@ -188,25 +188,27 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
     }
 }
 
-/* Paged K/V: k_ptr / v_ptr = base + hkv x head stride + page x page stride + row x row stride (bytes) for the
- * tile's first key j = tile x block_n: page = block_table[b][j / page_size], row = j mod page_size (a tile
- * never straddles pages: page_size is a multiple of block_n). b and the KV head are worked out again from
- * %ctaid for each tile (kept live across the loop, they make the d128 128-row tiles spill). */
-static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
+/* Paged K/V: out = base + hkv x head stride + page x page stride + row x row stride (bytes) for key j (u32,
+ * clobbered): page = block_table[b][j / page_size] (j >> page_shift for a power-of-two page), row = j mod
+ * page_size. b and the KV head are worked out
+ * again from %ctaid at each use (kept live across the loop, they make the d128 128-row tiles spill). */
+static void paged_key_ptrs(fj_kctx *k, fj_reg_t j, const fj_reg_t out[2])
 {
-    fj_reg_t j = fj_alloc(k->e, k->b_r, 1), pg = fj_alloc(k->e, k->b_r, 1), ps = fj_param_s32(k, DOFF(page_size));
+    fj_reg_t pg = fj_alloc(k->e, k->b_r, 1), ps = fj_param_s32(k, DOFF(page_size));
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), phys = fj_alloc(k->e, k->b_r, 1);
     fj_reg_t b = fj_alloc(k->e, k->b_r, 1), hkv = fj_alloc(k->e, k->b_r, 1);
-    fj_comment(k->e, 1, "paged K/V: the tile's page from block_table[b][j / page_size], its row j mod page_size");
     emit_batch(k, b, 0);
     fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(hkv));
-    if (!(k->p->variant & FJ_VARIANT_PACK))
-        {
-            fj_reg_t prm = fj_param_s32(k, OFF(group));
-            fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(prm));
-        }
-    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(j), R(tile), k->p->cfg.block_n);
-    fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+    if (!(k->p->variant & FJ_VARIANT_PACK)) {
+        fj_reg_t prm = fj_param_s32(k, OFF(group));
+        fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(prm));
+    }
+    {
+        fj_reg_t sh = fj_param_s32(k, DOFF(page_shift)), pow2 = fj_alloc(k->e, k->b_p, 1);
+        fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
+        fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
+        fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
+    }
     fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
     {
@@ -221,7 +223,6 @@ static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
     fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
     const int ptr_off[2] = {OFF(k), OFF(v)}, stride_off[2] = {OFF(k_stride), OFF(v_stride)};
     const int row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
-    fj_reg_t out[2] = {k->k_ptr, k->v_ptr};
     for (int x = 0; x < 2; x++) {
         fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(phys));
         {
@@ -244,6 +245,23 @@ static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
             fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(prm));
         }
     }
+}
+
+/* Paged K/V, whole tiles (a tile never straddles pages: page_size is a multiple of block_n): k_ptr / v_ptr
+ * at the tile's first key j = tile x block_n. */
+static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
+{
+    fj_reg_t j = fj_alloc(k->e, k->b_r, 1);
+    const fj_reg_t out[2] = {k->k_ptr, k->v_ptr};
+    fj_comment(k->e, 1, "paged K/V: the tile's page from block_table[b][j / page_size], its row j mod page_size");
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(j), R(tile), k->p->cfg.block_n);
+    paged_key_ptrs(k, j, out);
+}
+
+void fj_emit_paged_row_ptrs(fj_kctx *k, fj_reg_t tile, fj_reg_t row, const fj_reg_t out[2])
+{
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(row), R(tile), k->p->cfg.block_n, R(row));
+    paged_key_ptrs(k, row, out);
 }
 
 static void emit_indices(fj_kctx *k)
@@ -397,8 +415,9 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
         fj_reg_t prm = fj_emit_kv_len(k);
         fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(prm));
     }
-    if (k->p->variant & FJ_VARIANT_PAGED) { /* the tile's page; no running pointers */
-        paged_tile_ptrs(k, tile);
+    if (k->p->variant & FJ_VARIANT_PAGED) { /* the tile's page (gathered: each segment's); no running pointers */
+        if (k->p->variant & FJ_VARIANT_GATHER) k->kv_tile = tile;
+        else paged_tile_ptrs(k, tile);
         k->p->backend->load_kv(k, slot, parts, valid);
         fj_label(k->e, skip);
         k->p->backend->commit(k);

@@ -191,8 +191,30 @@ static void next_stage(fj_kctx *k, int s, char labels[][48])
 
 /* ---- producer ---------------------------------------------------------------------------------- */
 
+/* O staged in the V ring (plan.o_stage 2): a work tile's first V load (j = 0) in round r > 0 waits until
+ * every consumer warpgroup's TMA store of round r - 1 has read its O staging (O free, phase r - 1: parity
+ * (r - 1) & 1). The parity names one phase: this load follows round r's Q load, which waited until every
+ * consumer warp freed Q in round r - 1, so phase r - 2 (their round r - 2 epilogue) has completed, and
+ * phase r cannot complete before this V arrives. */
+static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
+{
+    fj_emit *e = k->e;
+    char skip[48];
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), par = fj_alloc(e, k->b_r, 1);
+    fj_label_new(e, "o_free", skip, sizeof skip);
+    fj_comment(e, 2, "O is staged in the V ring: a work tile's first V waits until the last tile's O stores read it");
+    fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
+    fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+    fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(round));
+    fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+    fj_ins(e, "sub.u32 %s, %s, 1", R(par), R(round));
+    fj_ins(e, "and.b32 %s, %s, 1", R(par), R(par));
+    fj_emit_mbar_wait(k, fj_ws_bar(k->p, FJ_BAR_O_FREE, 0), par);
+    fj_label(e, skip);
+}
+
 /* Tile j (register) into stage s: wait until the consumers freed it (parity `empty_parity`), then K and V. */
-static void producer_tile(fj_kctx *k, int s, fj_reg_t empty_parity)
+static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
 {
     const fj_plan *p = k->p;
     int tile_tx = p->kv_tile_bytes;
@@ -204,6 +226,7 @@ static void producer_tile(fj_kctx *k, int s, fj_reg_t empty_parity)
     fj_emit_tma_tile(k, FJ_TMA_K, k->smem, p->k_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_K_FULL, s));
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
+    if (p->o_stage == 2) producer_wait_o_free(k, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
     fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
@@ -252,7 +275,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
-        producer_tile(k, s, not_phase);
+        producer_tile(k, l, s, not_phase);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
         next_stage(k, s, l->stage_label);
     }
@@ -353,6 +376,28 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
     }
 }
 
+/* Wait for PV(j-1), free its V stage (sp) and rescale O where the softmax moved the reference max. The
+ * branch on the rescale vote comes first and each arm waits for itself: with the wait after the join,
+ * ptxas scheduled it (WARPGROUP.DEPBAR) above the whole exponentiation block, so the softmax of S(j) no
+ * longer ran under PV(j-1). */
+static void pv_wait_rescale(fj_kctx *k, int sp)
+{
+    fj_emit *e = k->e;
+    char keep[48], join[48];
+    fj_label_new(e, "o_kept", keep, sizeof keep);
+    fj_label_new(e, "pv_done", join, sizeof join);
+    fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
+    fj_ins(e, "@!%s bra.uni %s", R(k->rescale_pred), keep);
+    k->p->backend->mma_wait(k, 0);
+    release(k, FJ_BAR_V_EMPTY, sp);
+    fj_emit_softmax_scale_o(k);
+    fj_ins(e, "bra.uni %s", join);
+    fj_label(e, keep);
+    k->p->backend->mma_wait(k, 0);
+    release(k, FJ_BAR_V_EMPTY, sp);
+    fj_label(e, join);
+}
+
 /* Overlapped schedule (FlashAttention-3, Algorithm 2): the work tile's first KV tile - in stage s0, the
  * ring's current one - gets S and its softmax and P first (one prologue per stage, reached by the
  * dispatch); then the body of stage s issues S(j) = Q K(j)^T and O += P(j-1) V(j-1) (V in the stage
@@ -381,8 +426,10 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         p->backend->mma_wait(k, 0);
         release(k, FJ_BAR_K_EMPTY, s);
         release_q_if_last(k, l);
-        k->defer_o_rescale = 0; /* O is still 0 */
+        k->defer_o_rescale = 0;
+        k->o_zero = 1; /* O is still 0: no rescale */
         consumer_softmax(k, l->mask_from);
+        k->o_zero = 0;
         p->backend->pack_p(k);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
         if (s + 1 < stages) fj_ins(e, "bra.uni %s", l->stage_label[s + 1]);
@@ -408,10 +455,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         release_q_if_last(k, l);
         k->defer_o_rescale = 1;
         consumer_softmax(k, l->mask_from);
-        fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
-        p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_V_EMPTY, sp);
-        fj_emit_softmax_rescale_o(k);
+        pv_wait_rescale(k, sp);
         k->defer_o_rescale = 0;
         p->backend->pack_p(k);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));

@@ -86,7 +86,8 @@ typedef struct fj_fwd_params_decode {
     uint32_t splits;     /* 1 = no split */
     uint32_t batch;
     uint32_t rows;       /* combine: batch x heads_q x seqlen_q */
-    uint32_t reserved;
+    uint32_t page_shift;  /* paged K/V: log2(page_size) when it is a power of two (a shift finds the page), else
+                             0 (a division) */
     uint64_t block_table; /* paged K/V: int32 [batch][max_pages] of pool pages, or 0 */
     uint32_t max_pages;
     uint32_t page_size;   /* a multiple of block_n (a K/V tile never straddles pages) */

@@ -129,6 +129,12 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * spills 8-24 bytes with any variant, d128 br64 and every other default tile of the sm_80 table does not;
  * so configs above 255 - 17 are refused for the variants and the runtime takes a 64-row tile instead. */
 #define FJ_VARIANT_REGS 17
+/* GATHER's per-segment page lookups on top (a segment's K and V addresses live through its copy passes).
+ * ptxas 13.0 for sm_90a over d64-d256 x br64 w4 / br128 w8 / br128 w4 x block_n 16-128 x 1-4 stages x both
+ * masks (split + packgqa + paged + gather): with 0 or 8 more, 3 tiles at the 255 edge spilled 4-52 bytes
+ * (d64 br64 bc128 s3, d192 br64 bc64 s3, d256 br128 w8 bc64 s2), with 16 two of them; with 24 none of the
+ * 246 that plan does (d128 br64 bc64 s3 / s4 causal are refused: the runtime then takes the s2 tile). */
+#define FJ_VARIANT_GATHER_REGS 24
 
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
 static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
@@ -155,8 +161,11 @@ static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *p)
 {
     if (variant &
-        ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED))
+        ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED |
+                    FJ_VARIANT_GATHER))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
+    if ((variant & FJ_VARIANT_GATHER) && !(variant & FJ_VARIANT_PAGED))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: gather without paged", variant);
     if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
     if (variant & FJ_VARIANT_COMBINE) {
         memset(p, 0, sizeof *p);
@@ -173,7 +182,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)sizeof(fj_fwd_params_decode);
-    int extra = FJ_VARIANT_REGS;
+    int extra = FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0);
     p->reg_misc += extra;
     p->reg_total += extra;
     if (p->reg_total > p->reg_limit)
@@ -191,9 +200,9 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n < 0 || !p->variant) return n;
     return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                        "%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                        "%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
                         p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
-                        p->variant & FJ_VARIANT_PAGED ? " paged" : "");
+                        p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "");
 }
 
 const char *fj_plan_entry(const fj_plan *p)

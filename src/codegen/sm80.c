@@ -490,9 +490,58 @@ static void load_q_sm80(fj_kctx *k)
     else copy_tile(k, k->p->q_off, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows);
 }
 
+/* Paged K/V gathered (variant GATHER): the K and V rows of tile k->kv_tile from 16-row segments, each looked
+ * up in the block table (fj_emit_paged_row_ptrs) when a thread's pass enters a new segment (every pass when
+ * a pass is 16 rows or more; every 16 / rows-per-pass passes otherwise: the segment's next rows follow in
+ * its page). The lookup's row is clamped to valid - 1 (the block table is read for filled pages only); the
+ * rows past the end are zero-filled (cp.async src-size 0) from the pool's base address. */
+static void copy_kv_gathered(fj_kctx *k, int slot, int parts, fj_reg_t valid)
+{
+    const fj_plan *p = k->p;
+    int kc = p->copy_chunks_per_thread_row, rpp = p->copy_rows_per_pass;
+    int seg_passes = rpp < 16 ? 16 / rpp : 1;
+    fj_reg_t g = fj_alloc(k->e, k->b_rd, 2), gs = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), sz = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    const fj_reg_t gx[2] = {fj_at(g, 0), fj_at(g, 1)};
+    const int off[2] = {p->k_off, p->v_off}, want[2] = {parts & FJ_KV_K, parts & FJ_KV_V};
+    const int base_off[2] = {FJ_PARAM_OFF(k), FJ_PARAM_OFF(v)};
+    fj_comment(k->e, 1, "paged K/V gathered: each 16-row segment's page from the block table");
+    fj_ins(k->e, "sub.s32 %s, %s, 1", R(last), R(valid));
+    for (int i = 0; i < p->cfg.block_n / rpp; i++) {
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK_CP_R0]), i * rpp);
+        if (i % seg_passes == 0) {
+            fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
+            fj_ins(k->e, "min.s32 %s, %s, %s", R(r), R(row), R(last));
+            fj_emit_paged_row_ptrs(k, k->kv_tile, r, gx);
+            for (int x = 0; x < 2; x++)
+                fj_ins(k->e, "add.u64 %s, %s, %s", R(gx[x]), R(gx[x]), R(k->bk[BK_CP_C16]));
+        } else {
+            for (int x = 0; x < 2; x++) {
+                fj_reg_t prm = fj_param_u64(k, k_pass_bytes_off[1 + x]);
+                fj_ins(k->e, "add.u64 %s, %s, %s", R(gx[x]), R(gx[x]), R(prm));
+            }
+        }
+        fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(row), R(valid));
+        fj_ins(k->e, "selp.u32 %s, 16, 0, %s", R(sz), R(pr));
+        for (int x = 0; x < 2; x++) {
+            if (!want[x]) continue;
+            fj_reg_t base = fj_param_u64(k, base_off[x]);
+            fj_ins(k->e, "selp.b64 %s, %s, %s, %s", R(gs), R(gx[x]), R(base), R(pr));
+            for (int j = 0; j < kc; j++)
+                fj_ins(k->e, PTX_CP_ASYNC_16, R(fj_at(k->bk[BK_CP_SOFF], j)),
+                       off[x] + slot * p->kv_tile_bytes + i * rpp * p->row_bytes, R(gs), j * p->copy_tpr * 16, R(sz));
+        }
+    }
+}
+
 static void load_kv_sm80(fj_kctx *k, int slot, int parts, fj_reg_t valid)
 {
     const fj_plan *p = k->p;
+    if (p->variant & FJ_VARIANT_GATHER) {
+        copy_kv_gathered(k, slot, parts, valid);
+        return;
+    }
     if (parts & FJ_KV_K) copy_tile(k, p->k_off + slot * p->kv_tile_bytes, k->k_ptr, 1, p->cfg.block_n, valid);
     if (parts & FJ_KV_V) copy_tile(k, p->v_off + slot * p->kv_tile_bytes, k->v_ptr, 2, p->cfg.block_n, valid);
 }

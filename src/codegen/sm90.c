@@ -43,8 +43,10 @@ enum {
     BK_EPI_BAR = 5 /* u32: named barrier of this warpgroup's epilogue */
 };
 
-/* Named barriers 4 + c: consumer warpgroup c's epilogue (ping-pong takes 1..3). */
+/* Named barriers 4 + c: consumer warpgroup c's epilogue (ping-pong takes 1..3); 7: all consumer
+ * warpgroups, before O is staged in the V ring (every last PV has read V). */
 #define FJ_SM90_EPI_BAR0 4
+#define FJ_SM90_CONSUMERS_BAR 7
 
 /* Registers per thread after setmaxnreg, by consumer warpgroups: 1 consumer takes what a 256-thread CTA
  * gets anyway (no setmaxnreg); 2 and 3 split the 64K registers of the SM with the producer warpgroup
@@ -114,16 +116,22 @@ static void smem_map_sm90(fj_plan *p)
     p->kv_tile_bytes = c->block_n * p->row_bytes;
     /* 1024-byte alignment of every tile (the 128-byte swizzle repeats every 8 rows x 128 B): Q is a
      * multiple of 64 rows and a K / V tile of 16 rows x >= 128 B, so the offsets below already are */
-    p->n_bars = fj_ws_bar_count(c->stages);
     /* Q and the K/V ring must fit; the O staging buffer (TMA-store epilogue) and a second Q buffer are
-     * added in that order of preference while they fit too */
-    int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), base = p->q_bytes + 2 * c->stages * p->kv_tile_bytes + 8 * p->n_bars;
-    p->o_stage = base + p->q_bytes <= limit;
-    p->q_bufs = base + (p->o_stage + 1) * p->q_bytes <= limit ? 2 : 1;
+     * added in that order of preference while they fit too. When no staging buffer fits but the V ring
+     * holds block_m rows, O is staged in the V ring (o_stage 2): the consumers write it there once every
+     * warpgroup's last PV is done, and the producer loads the next work tile's first V only after the
+     * TMA stores have read it (the O free barrier). */
+    int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), ring = 2 * c->stages * p->kv_tile_bytes;
+    int base = p->q_bytes + ring + 8 * fj_ws_bar_count(c->stages, 0);
+    p->o_stage = base + p->q_bytes <= limit                                        ? 1
+                 : c->stages * p->kv_tile_bytes >= p->q_bytes && base + 8 <= limit ? 2
+                                                                                   : 0;
+    p->n_bars = fj_ws_bar_count(c->stages, p->o_stage);
+    p->q_bufs = base + 8 * (p->o_stage == 2) + ((p->o_stage == 1) + 1) * p->q_bytes <= limit ? 2 : 1;
     p->k_off = p->q_off + p->q_bufs * p->q_bytes;
     p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
-    p->o_off = p->v_off + c->stages * p->kv_tile_bytes;
-    p->bar_off = p->o_off + (p->o_stage ? p->q_bytes : 0);
+    p->o_off = p->o_stage == 2 ? p->v_off : p->v_off + c->stages * p->kv_tile_bytes;
+    p->bar_off = p->v_off + c->stages * p->kv_tile_bytes + (p->o_stage == 1 ? p->q_bytes : 0);
     p->smem_bytes = p->bar_off + 8 * p->n_bars;
     p->xchg_off = p->xchg_warp_bytes = 0;
 }
@@ -202,15 +210,25 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   p->q_bufs == 2 ? "second round" : "round",
                   p->q_bufs == 2 ? "(round / 2) & 1" : "round & 1", p->kv_tile_bytes, 4 * p->consumer_wgs, c->stages,
                   c->stages, c->stages, c->stages);
-    if (p->o_stage)
+    if (p->o_stage == 2)
+        fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row; no staging buffer fits beside Q and the K/V ring, so O is "
+                           "staged in the V ring: the consumer warpgroups meet at named barrier %d (every last PV has "
+                           "read V), write O there in the TMA box layout, and thread 0 of each issues one TMA store "
+                           "(%d-row box; rows past seqlen are not written), waits until it has read the ring and "
+                           "arrives on O free (mbarrier at +%d, count %d); the producer waits for O free before each "
+                           "work tile's first V load (parity (round - 1) & 1), so the next tile's Q and first K load "
+                           "under the epilogue but its first V after it\n",
+                      pf, FJ_SM90_CONSUMERS_BAR, 64, fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
+    else if (p->o_stage)
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O written to the staging buffer in the TMA box layout, "
                            "then one TMA store per consumer warpgroup (%d-row box; rows past seqlen are not written), "
                            "waited for only before the buffer's next use or the exit\n",
                       pf, 64);
     else
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O stored from registers (no staging buffer fits beside "
-                           "Q and the K/V ring; rows past seqlen are not written)\n",
-                      pf);
+                           "Q and the K/V ring, and the V ring holds fewer than %d rows; rows past seqlen are not "
+                           "written)\n",
+                      pf, c->block_m);
 }
 
 /* ---- thread geometry and descriptor bases ------------------------------------------------------ */
@@ -356,9 +374,12 @@ static void mma_wait_sm90(fj_kctx *k, int pending) { fj_ins(k->e, PTX_WGMMA_WAIT
 
 /* ---- epilogue store --------------------------------------------------------------------------- */
 /* O (normalized f32 accumulators) -> packed pairs in the warpgroup's staging region, in the TMA box
- * layout; thread 0 of the warpgroup then stores the boxes with TMA (rows past Nq are not written) and
- * goes on without waiting: the next work tile's epilogue waits for the reads of this one's store before
- * it writes the region again. Without a staging buffer: st.global from registers. */
+ * layout; thread 0 of the warpgroup then stores the boxes with TMA (rows past Nq are not written).
+ * Own buffer (o_stage 1): it goes on without waiting; the next work tile's epilogue waits for the reads
+ * of this one's store before it writes the region again. In the V ring (o_stage 2): the warpgroups first
+ * wait for each other (every last PV has read V), and thread 0 waits for its store's reads and then
+ * arrives on O free, which the producer waits for before it loads V again. Without either: st.global
+ * from registers. */
 static void store_o_sm90(fj_kctx *k)
 {
     const fj_plan *p = k->p;
@@ -367,10 +388,16 @@ static void store_o_sm90(fj_kctx *k)
         fj_emit_store_o_m16n8(k);
         return;
     }
-    fj_comment(k->e, 1, "O -> this warpgroup's staging region (its last TMA store has read it), then one TMA store");
     o_stage_addresses(k);
-    fj_ins(k->e, "@%s " PTX_BULK_WAIT_READ, R(k->wg_leader), 0);
-    fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
+    if (p->o_stage == 2) {
+        fj_comment(k->e, 1, "O -> this warpgroup's rows of the V ring, once every consumer warpgroup's last PV has "
+                            "read V (the producer loads no V until O free), then one TMA store");
+        fj_ins(k->e, "bar.sync %d, %d", FJ_SM90_CONSUMERS_BAR, 128 * p->consumer_wgs);
+    } else {
+        fj_comment(k->e, 1, "O -> this warpgroup's staging region (its last TMA store has read it), then one TMA store");
+        fj_ins(k->e, "@%s " PTX_BULK_WAIT_READ, R(k->wg_leader), 0);
+        fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
+    }
     fj_reg_t v = fj_alloc(k->e, k->b_r, 1), a = fj_alloc(k->e, k->b_addr, 1);
     for (int r = 0; r < k->frag.rows; r++)
         for (int i = 0; i < p->n_frags_o; i++) {
@@ -399,6 +426,11 @@ static void store_o_sm90(fj_kctx *k)
         fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(k->b), R(k->bk[BK_O_WG]), box * box_bytes);
     }
     fj_ins(k->e, PTX_BULK_COMMIT);
+    if (p->o_stage == 2) {
+        fj_comment(k->e, 1, "the store has read the V ring: O free for the producer");
+        fj_ins(k->e, PTX_BULK_WAIT_READ, 0);
+        fj_ins(k->e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_O_FREE, 0));
+    }
     fj_label(k->e, skip);
 }
 

@@ -191,6 +191,7 @@ static void rebase_rows(fj_kctx *k, fj_reg_t mx)
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
     }
     if (k->defer_o_rescale) return; /* fj_emit_softmax_rescale_o, once O is no longer an MMA in flight */
+    if (k->o_zero) return;          /* 0 * c = 0 */
     scale_o(k, corr);
 }
 
@@ -275,6 +276,12 @@ void fj_emit_softmax_rescale_o(fj_kctx *k)
     fj_ins(k->e, "@!%s bra.uni %s", R(k->rescale_pred), skip);
     scale_o(k, k->corr);
     fj_label(k->e, skip);
+}
+
+void fj_emit_softmax_scale_o(fj_kctx *k)
+{
+    fj_comment(k->e, 1, "O *= 2^(m_old - m_new) (the rows whose reference max did not move have factor 1)");
+    scale_o(k, k->corr);
 }
 
 void fj_emit_softmax_exp(fj_kctx *k)

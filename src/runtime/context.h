@@ -57,6 +57,11 @@ struct fajit_context {
     int smem_optin;            /* largest dynamic shared memory per block after opt-in, bytes */
     int pack_gqa;              /* decode calls pack GQA query heads (decode.c): on, unless $FAJIT_PACK_GQA=0
                                   (2.2-4.3x the K/V bandwidth of unpacked calls at Nq = 1 on the H200) */
+    int paged_gather;          /* paged K/V with pages smaller than the tile's block_n (decode.c): 1 (default)
+                                  gathers the tile from 16-row page segments, 0 ($FAJIT_DECODE_GATHER=0) takes a
+                                  block_n dividing the page size, 2 ($FAJIT_DECODE_GATHER=1) gathers always */
+    int page_div;              /* paged K/V: 1 ($FAJIT_DECODE_PAGE_DIV=1) finds pages by division for power-of-two
+                                  pages too (what ran before the shift; for measuring it), else 0 */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */

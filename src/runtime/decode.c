@@ -148,7 +148,7 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
     long long tiles = (a->seqlen_k + block_n - 1) / block_n;
     if (!grid_underfills(ctas, sm_count) || tiles < 4) return 1;
     long long max_s = tiles / 2, rows = (long long)a->batch * a->heads_q * a->seqlen_q;
-    if (max_s > FAJIT_MAX_SPLITS) max_s = FAJIT_MAX_SPLITS;
+    if (max_s > FJ_SPLIT_AUTO_MAX_SPLITS) max_s = FJ_SPLIT_AUTO_MAX_SPLITS;
     if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
     if (max_s > INT32_MAX / rows) max_s = INT32_MAX / rows;
     long long s0 = (2LL * sm_count + ctas - 1) / ctas;
@@ -232,19 +232,21 @@ static fajit_config heuristic_sm80(const fajit_attention_args *a, int block_m, i
     return c;
 }
 
-/* A tile the variant's plan accepts: cfg itself when it plans (and, paged, page_size is a multiple of its
- * block_n), else the heuristic's sm_80 config with 64-row tiles and the largest block_n (a multiple of 16,
- * dividing page_size when paged) that plans with the variant - the variants' registers (plan.c:
- * FJ_VARIANT_REGS) push the widest tiles over the 255-register edge - with the heuristic's warps, else with
- * two or one 16-row fragments per warp (head_dim 96 copies [rows][96] tiles only with fewer warps). */
+/* A tile the variant's plan accepts: cfg itself when it plans (and, paged without gathering, page_size is a
+ * multiple of its block_n), else the heuristic's sm_80 config with 64-row tiles and the largest block_n (a
+ * multiple of 16, dividing page_size when paged without gathering) that plans with the variant - the
+ * variants' registers (plan.c: FJ_VARIANT_REGS) push the widest tiles over the 255-register edge - with the
+ * heuristic's warps, else with two or one 16-row fragments per warp (head_dim 96 copies [rows][96] tiles
+ * only with fewer warps). */
 static fajit_status variant_config(const fajit_attention_args *a, unsigned variant, int page_size, fajit_config *cfg)
 {
     fj_plan p;
-    if ((!page_size || page_size % cfg->block_n == 0) && fj_plan_build_variant(cfg, variant, &p) == FAJIT_OK)
+    int any_n = !page_size || (variant & FJ_VARIANT_GATHER);
+    if ((any_n || page_size % cfg->block_n == 0) && fj_plan_build_variant(cfg, variant, &p) == FAJIT_OK)
         return FAJIT_OK;
     int widest = cfg->block_n > 64 ? cfg->block_n : 64;
     for (int bn = widest; bn >= 16; bn -= 16) {
-        if (page_size && page_size % bn) continue;
+        if (!any_n && page_size % bn) continue;
         for (int frags = 0; frags <= 2; frags++) {
             fajit_config c = heuristic_sm80(a, 64, bn);
             if (frags) c.warps = c.block_m / (16 * frags);
@@ -260,26 +262,45 @@ static fajit_status variant_config(const fajit_attention_args *a, unsigned varia
     return fj_plan_build_variant(cfg, variant, &p); /* its message: the rule the widest tile broke */
 }
 
-/* The decode variant's kernel: k80's config, or the nearest tile that plans with the variant (variant_config). */
-static fajit_status variant_kernel(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
-                                   unsigned variant, int page_size, fajit_kernel **kv)
+/* What a decode call runs: the variant bits, its tile and the splits on that tile. */
+typedef struct decode_choice {
+    unsigned variant;
+    fajit_config cfg;
+    int splits;
+} decode_choice;
+
+/* The choice for a call whose sm_80 kernel is k80: the tile from variant_config (every variant costs the
+ * plan the same registers, so the tile does not depend on whether it splits), then the splits for that
+ * tile's grid (fj_decode_splits), then the split bit. Paged K/V gather their tiles from page segments when
+ * the page is smaller than the tile (or always), as ctx->paged_gather says. */
+static fajit_status decode_choose(const fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
+                                  int packed, decode_choice *c)
 {
-    fajit_config cfg = k80->plan.cfg;
-    fajit_status st = variant_config(a, variant, page_size, &cfg);
-    return st == FAJIT_OK ? fj_kernel_get_variant(ctx, &cfg, variant, kv, NULL) : st;
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    int page = d.block_table ? d.page_size : 0;
+    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT | (packed ? FJ_VARIANT_PACK : 0) |
+                 (page ? FJ_VARIANT_PAGED : 0);
+    c->cfg = k80->plan.cfg;
+    if (page && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
+        v |= FJ_VARIANT_GATHER;
+    fajit_status st = variant_config(a, v, page, &c->cfg);
+    if (st != FAJIT_OK) return st;
+    c->splits = fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
+    c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
+    return FAJIT_OK;
 }
 
-/* The decode variant of k80, then (splits > 1) the combine kernel; fajit_last_forward in words. */
-static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const fajit_attention_args *a, int splits,
+/* The decode variant chosen (decode_choose), then (splits > 1) the combine kernel; fajit_last_forward in words. */
+static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, const fajit_attention_args *a,
                                 int packed, const char *fell_from)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
-    unsigned variant = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (splits > 1 ? FJ_VARIANT_SPLIT : 0) |
-                       (packed ? FJ_VARIANT_PACK : 0) | (d.block_table ? FJ_VARIANT_PAGED : 0);
+    int splits = ch->splits;
     fajit_kernel *kv = NULL, *kc = NULL;
     fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
-    fajit_status st = variant_kernel(ctx, k80, a, variant, d.block_table ? d.page_size : 0, &kv);
+    fajit_status st = fj_kernel_get_variant(ctx, &ch->cfg, ch->variant, &kv, NULL);
     if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
     fj_fwd_params_decode p;
     memset(&p, 0, sizeof p);
@@ -290,6 +311,9 @@ static fajit_status run_variant(fajit_context *ctx, fajit_kernel *k80, const faj
     p.block_table = d.block_table;
     p.max_pages = (uint32_t)d.max_pages;
     p.page_size = (uint32_t)d.page_size;
+    while (!ctx->page_div && d.page_size > 0 && (d.page_size & (d.page_size - 1)) == 0 &&
+           (1 << p.page_shift) < d.page_size)
+        p.page_shift++;
     p.splits = (uint32_t)splits;
     p.batch = (uint32_t)a->batch;
     p.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
@@ -325,11 +349,12 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     if (!special && a->num_splits == 0 && !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
         return FAJIT_OK;
     fajit_status st = sm80_base(ctx, k, a, &k80);
+    decode_choice ch;
+    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, &ch);
     if (st != FAJIT_OK) return st;
-    int splits = fj_decode_splits(a, packed, k80->plan.cfg.block_m, k80->plan.cfg.block_n, ctx->sm_count);
-    if (!special && splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
+    if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
     *handled = 1;
-    return run_variant(ctx, k80, a, splits, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
+    return run_variant(ctx, &ch, a, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
 }
 
 fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_attention_args *args,
@@ -349,9 +374,9 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
     st = fj_context_require_device(ctx, "fajit_attention_workspace_size");
     if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
     if (st == FAJIT_OK) st = sm80_base(ctx, k, args, &k80);
+    decode_choice ch;
+    if (st == FAJIT_OK) st = decode_choose(ctx, k80, args, fj_decode_packs(ctx, args), &ch);
     if (st != FAJIT_OK) return st;
-    int splits = fj_decode_splits(args, fj_decode_packs(ctx, args), k80->plan.cfg.block_m, k80->plan.cfg.block_n,
-                                  ctx->sm_count);
-    *bytes_out = fj_decode_workspace_bytes(args, splits, NULL);
+    *bytes_out = fj_decode_workspace_bytes(args, ch.splits, NULL);
     return FAJIT_OK;
 }

@@ -18,6 +18,10 @@
 /* seqlen_q up to which the heuristic (num_splits = 0) considers splitting: decode and short chunks of
  * queries against a long cache; prefill shapes keep their unsplit kernels. */
 #define FJ_SPLIT_AUTO_MAX_SEQLEN_Q 128
+/* Splits the heuristic takes at most (a caller may force up to FAJIT_MAX_SPLITS): about two CTAs per SM is
+ * its aim, but a B = 1, one-KV-head call has one row block, and on 132 SMs this cap leaves it one CTA per SM
+ * (bench/decode_sweep.py measures more). */
+#define FJ_SPLIT_AUTO_MAX_SPLITS 128
 
 /* The grown fields as this library reads them (struct_size applied: zeros where the caller's struct
  * does not have them). */

@@ -69,7 +69,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
       an index out of the pool reads outside it). page_size: None = the pools' rows per page (a multiple
       of 16); when given it must equal that.
     num_splits: None or 0 = the library's heuristic (split-KV when the grid leaves SMs idle), 1 = no
-      split, 2..128 = that many. A call that splits takes its fp32 workspace from torch's caching
+      split, 2..1024 = that many. A call that splits takes its fp32 workspace from torch's caching
       allocator on the current stream (a CUDA graph capture takes it from the graph's pool).
 
     Runs asynchronously on torch's current stream. A torch custom op (fajit::attention, or
