@@ -314,3 +314,17 @@ def test_host_overhead_script_runs():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "| eager path, out=o |" in out.stdout and "| torch.empty of O |" in out.stdout, out.stdout
+
+
+def test_plans_keep_no_tensor_alive(eager):
+    import gc
+    import weakref
+    q, k, v = _qkv()
+    o = torch.empty_like(q)
+    fajit.attention(q, k, v, out=o)
+    fajit.attention(q, k, v, return_lse=True)
+    assert len(eager.plans) == 2
+    refs = [weakref.ref(t) for t in (q, k, v, o)]
+    del q, k, v, o
+    gc.collect()
+    assert all(r() is None for r in refs), "a cached plan keeps a caller's tensor alive"
