@@ -328,3 +328,15 @@ def test_plans_keep_no_tensor_alive(eager):
     del q, k, v, o
     gc.collect()
     assert all(r() is None for r in refs), "a cached plan keeps a caller's tensor alive"
+
+
+def test_inference_mode_takes_the_plan(eager):
+    # torch.inference_mode (serving): no guard refuses it; O is an inference tensor, as the op's would be
+    q, k, v = _qkv()
+    with torch.inference_mode():
+        o1 = fajit.attention(q, k, v)
+        o2 = fajit.attention(q, k, v)
+        out = torch.empty_like(q)
+        assert fajit.attention(q, k, v, out=out) is out  # an inference tensor as out: no version counter
+    assert eager.checks == 2 and len(eager.launches) == 3 and None not in eager.keys
+    assert o1.is_inference() and o2.is_inference()
