@@ -3,19 +3,29 @@
 At small shapes (default B=1, H=8, N=128, D=64, BF16, causal: a few microseconds of GPU work) the
 host-side cost of a call is what a user pays. Each row times one way of issuing the same forward:
 
-  C, prepared args (ctypes)   fajit_attention_forward through ctypes with a fajit_attention_args built
-                              once: the library's own cost (checks, config lookup, tensor maps, launch)
-                              plus one ctypes call - the floor any Python binding has
-  fajit._torch._forward       the package's launch path: args filled from the tensors, current stream
-  torch.ops.fajit.attention_out   the custom op through torch's dispatcher (out= given)
-  fajit.attention(out=o)      the public call with an output buffer (argument checks + the op)
-  fajit.attention(q, k, v)    the public call allocating O
-  torch SDPA                  torch.nn.functional.scaled_dot_product_attention, for scale
+  C, prepared args (ctypes)       fajit_attention_forward through ctypes with a fajit_attention_args built
+                                  once: the library's own cost (checks, config lookup, tensor maps, launch)
+                                  plus one ctypes call - the floor any Python binding has
+  torch.empty of O                torch.empty(q.shape, dtype, device): the allocation the allocating form
+                                  adds (no launch; for scale)
+  fajit.attention(out=o), eager   the public call with an output buffer, eager fast path: its signature's
+                                  plan (checked once, args prebuilt) sets the pointers and the stream and
+                                  calls the library, without torch's dispatcher
+  fajit.attention(q, k, v), eager the same, allocating O
+  fajit._torch._forward           the custom op's implementation: args filled from the tensors per call
+  torch.ops.fajit.attention_out   the custom op through torch's dispatcher (out= given): what
+                                  torch.compile graphs and CUDA graphs of compiled code call
+  torch.ops.fajit.attention       the allocating custom op through the dispatcher
+  fajit.attention(out=o), no plan the public call with the fast path off (fajit._torch._EAGER = False):
+                                  the argument checks every call, then the op - the path before the plans
+  torch SDPA                      torch.nn.functional.scaled_dot_product_attention, for scale
 
-Method: per row, 20 rounds of 200 calls; a round's host time (perf_counter around the issuing loop,
-the GPU queue not full: 200 launches) / 200 is one sample; the median and the 10th-90th percentiles of
-the rounds are reported, with the GPU time per call from CUDA events around a round (kernel-bound when
-it exceeds the host time). "overhead" = a row's median minus the C row's median.
+Method: per row, 50 warm-up calls (kernels loaded, the allocator primed, the eager rows' plans made),
+then 20 rounds of 200 calls; a round's host time (perf_counter around the issuing loop, the GPU queue
+not full: 200 launches) / 200 is one sample; the median and the 10th-90th percentiles of the rounds are
+reported, with the GPU time per call from CUDA events around a round (kernel-bound when it exceeds the
+host time). "overhead" = a row's median minus the C row's median. The header says how many plans the
+eager rows made (2: one per form; more would mean a timed call missed its plan).
 
     python3 bench/python_overhead.py [--batch 1 --heads 8 --seqlen 128 --headdim 64 --dtype bf16]
                                      [--no-causal] [--out FILE.md]
@@ -35,36 +45,48 @@ from fajit import _lib, _torch
 
 def _time_rows(rows, rounds=20, calls=200):
     out = []
-    for name, fn in rows:
-        for _ in range(50):  # warm-up: kernels loaded, allocator primed
-            fn()
-        torch.cuda.synchronize()
-        host, gpu = [], []
-        for _ in range(rounds):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            t0 = time.perf_counter()
-            for _ in range(calls):
+    for name, fn, eager in rows:
+        _torch._EAGER = eager
+        try:
+            for _ in range(50):  # warm-up: kernels loaded, allocator primed, plans made
                 fn()
-            t1 = time.perf_counter()
-            end.record()
-            end.synchronize()
-            host.append((t1 - t0) / calls * 1e6)
-            gpu.append(start.elapsed_time(end) * 1e3 / calls)
+            torch.cuda.synchronize()
+            host, gpu = [], []
+            for _ in range(rounds):
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn()
+                t1 = time.perf_counter()
+                end.record()
+                end.synchronize()
+                host.append((t1 - t0) / calls * 1e6)
+                gpu.append(start.elapsed_time(end) * 1e3 / calls)
+        finally:
+            _torch._EAGER = _EAGER
         host.sort()
         out.append((name, statistics.median(host), host[len(host) // 10], host[(len(host) * 9) // 10],
                     statistics.median(gpu)))
     return out
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+_EAGER = _torch._EAGER
+
+
+def shape_options(p):
+    """The call's options (also python_overhead_host.py's)."""
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--seqlen", type=int, default=128)
     p.add_argument("--headdim", type=int, default=64)
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--no-causal", dest="causal", action="store_false")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    shape_options(p)
     p.add_argument("--out", help="also write the table (markdown) to this file")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
@@ -94,20 +116,26 @@ def main(argv=None):
         if st:
             raise _lib.error(st)
 
-    rows = [
-        ("C, prepared args (ctypes)", c_call),
-        ("fajit._torch._forward", lambda: _torch._forward(q, k, v, o, None, a.causal, scale, False, "")),
-        ("torch.ops.fajit.attention_out", lambda: torch.ops.fajit.attention_out(q, k, v, o, None, a.causal, scale,
-                                                                                 False, "")),
-        ("fajit.attention(out=o)", lambda: fajit.attention(q, k, v, causal=a.causal, out=o)),
-        ("fajit.attention(q, k, v)", lambda: fajit.attention(q, k, v, causal=a.causal)),
-        ("torch SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=a.causal)),
+    shape, dev, c = q.shape, q.device, a.causal
+    rows = [  # (name, call, fast path on)
+        ("C, prepared args (ctypes)", c_call, _EAGER),
+        ("torch.empty of O", lambda: torch.empty(shape, dtype=dt, device=dev), _EAGER),
+        ("fajit.attention(out=o), eager", lambda: fajit.attention(q, k, v, causal=c, out=o), _EAGER),
+        ("fajit.attention(q, k, v), eager", lambda: fajit.attention(q, k, v, causal=c), _EAGER),
+        ("fajit._torch._forward", lambda: _torch._forward(q, k, v, o, None, c, scale, False, ""), _EAGER),
+        ("torch.ops.fajit.attention_out", lambda: torch.ops.fajit.attention_out(q, k, v, o, None, c, scale, False, ""),
+         _EAGER),
+        ("torch.ops.fajit.attention", lambda: torch.ops.fajit.attention(q, k, v, c, scale, False, False, ""), _EAGER),
+        ("fajit.attention(out=o), no plan", lambda: fajit.attention(q, k, v, causal=c, out=o), False),
+        ("torch SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c), _EAGER),
     ]
+    _torch._local.plans.clear()
     res = _time_rows(rows)
     base = res[0][1]
     lines = [f"fajit {fajit.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}, "
              f"B={a.batch} H={a.heads} N={a.seqlen} D={a.headdim} {a.dtype} {'causal' if a.causal else 'full'}; "
-             f"kernel: {fajit.last_forward()}",
+             f"kernel: {fajit.last_forward()}; eager fast path {'on' if _EAGER else 'OFF (this torch lacks a guard)'}, "
+             f"plans made by the eager rows: {len(_torch._local.plans)}",
              "",
              "| call | host us/call (median) | p10-p90 | overhead vs C (us) | GPU us/call |",
              "|---|---|---|---|---|"]

@@ -1,6 +1,8 @@
 """test_gpu.py - fajit.attention on a GPU: numerics against a float64 reference over odd shapes, torch's
 own SDPA error next to it, strided inputs, streams, errors the library raises, torch.compile
-(fullgraph=True, also mode="reduce-overhead") and CUDA-graph capture and replay.
+(fullgraph=True, also mode="reduce-overhead") and CUDA-graph capture and replay, and the eager fast path
+(a cached plan per call signature) against the op: identical outputs, also after stride changes, and not
+taken under torch.compile.
 Skipped (with the reason) without torch or without a CUDA GPU.
 
 Check, per case: O is written into a NaN-filled buffer (out=) and LSE into a NaN-filled one; every
@@ -204,6 +206,63 @@ def test_opcheck():
     torch.library.opcheck(torch.ops.fajit.attention.default, (q, k, v, False, 0.125, False, False, ""))
     o, lse = torch.empty_like(q), torch.empty(2, 4, 129, device="cuda")
     torch.library.opcheck(torch.ops.fajit.attention_out.default, (q, k, v, o, lse, True, 0.125, False, ""))
+
+
+# ---- the eager fast path (a plan per checked call signature) against the op ---------------------------------
+def _strided_variants(q, k, v):
+    """The same values in other strides: [B, N, H, D] storage seen as [B, H, N, D], and rows of 136 elements."""
+    def bnhd_storage(x):
+        return x.transpose(1, 2).contiguous().transpose(1, 2)
+
+    def wide_rows(x):
+        w = torch.empty(*x.shape[:3], x.shape[3] + 8, device="cuda", dtype=x.dtype)[..., :x.shape[3]]
+        return w.copy_(x)
+    return [("contiguous", q, k, v), ("k, v from bnhd storage", q, bnhd_storage(k), bnhd_storage(v)),
+            ("q with wide rows", wide_rows(q), k, v), ("all strided", wide_rows(q), bnhd_storage(k), wide_rows(v))]
+
+
+def test_fast_path_matches_the_op():
+    from fajit import _torch
+    q, k, v = _make(2, 8, 2, 300, 400, 128, torch.bfloat16, "bhnd", seed=13)
+    _torch._local.plans.clear()
+    scale = 1.0 / math.sqrt(128)  # as check_scale computes the default
+    for name, q2, k2, v2 in _strided_variants(q, k, v):
+        o_op, lse_op = torch.ops.fajit.attention(q2, k2, v2, True, scale, False, True, "", None, None, 0)
+        plans = len(_torch._local.plans)
+        for rep in range(2):  # the first call makes the signature's plans, the second takes them
+            o, lse = fajit.attention(q2, k2, v2, causal=True, return_lse=True)
+            out = torch.full_like(q2, float("nan"))
+            o2 = fajit.attention(q2, k2, v2, causal=True, out=out)
+            assert o2 is out
+            assert torch.equal(o, o_op) and torch.equal(lse, lse_op) and torch.equal(out, o_op), f"{name}, call {rep}"
+        assert len(_torch._local.plans) == plans + 2, f"{name}: a stride change did not make its own plans"
+    _check("fast path, all strided", q2, k2, v2, True, "bhnd", o, lse)  # the last variant's
+
+
+def test_fast_path_not_taken_under_torch_compile(monkeypatch):
+    # the op's implementation (_forward) is counted: the compiled graph calls the op every time and no
+    # plan is made; eager calls of the same function then take a plan and not the op
+    from fajit import _torch
+    calls = []
+    forward = _torch._forward
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return forward(*args, **kwargs)
+    monkeypatch.setattr(_torch, "_forward", counted)
+    monkeypatch.setattr(_torch._local, "plans", {})
+    q, k, v = _make(1, 4, 4, 256, 256, 64, torch.float16, "bhnd", seed=14)
+
+    def f(q, k, v):
+        return fajit.attention(q, k, v, causal=True) * 2
+    compiled = torch.compile(f, fullgraph=True)
+    for _ in range(3):
+        out = compiled(q, k, v)
+    assert len(calls) >= 3 and not _torch._local.plans, (len(calls), _torch._local.plans)
+    n = len(calls)
+    eager = [f(q, k, v) for _ in range(2)]
+    assert len(calls) == n and len(_torch._local.plans) == 1
+    assert torch.equal(out, eager[0]) and torch.equal(eager[0], eager[1])
 
 
 # ---- torch.compile and CUDA graphs -------------------------------------------------------------------------

@@ -271,8 +271,8 @@ def test_decode_launch_args_reach_the_library(no_device):
     with pytest.raises(fajit.FajitError) as e:
         no_device(q, kp, kp, torch.empty_like(q), None, True, 0.125, False, "", lens, table, 0)
     assert e.value.status_name == "FAJIT_ERR_NO_DEVICE", e.value
-    with pytest.raises(fajit.FajitInputError, match=r"num_splits = 200"):
-        no_device(q, kp, kp, torch.empty_like(q), None, True, 0.125, False, "", lens, table, 200)
+    with pytest.raises(fajit.FajitInputError, match=r"num_splits = 1025"):
+        no_device(q, kp, kp, torch.empty_like(q), None, True, 0.125, False, "", lens, table, 1025)
     k8 = _cpu((6, 2, 8, 64))
     with pytest.raises(fajit.FajitInputError, match=r"page_size = 8"):
         no_device(q, k8, k8, torch.empty_like(q), None, False, 0.125, False, "", None, table, 0)

@@ -78,9 +78,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     class compiles or loads a kernel). Forward only (no autograd).
     Returns O, or (O, LSE) with return_lse.
     """
-    return _torch_api().attention(q, k, v, causal=causal, scale=scale, layout=layout, return_lse=return_lse, out=out,
-                                  config=config, seqlens_k=seqlens_k, block_table=block_table, page_size=page_size,
-                                  num_splits=num_splits)
+    return (_torch_module or _torch_api()).attention(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k,
+                                                     block_table, page_size, num_splits)  # positional: cheaper
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

@@ -17,6 +17,7 @@ seqlens_k and block_table are not read on the host (that would synchronize): see
 """
 import ctypes
 import math
+import threading
 from typing import Optional, Tuple
 
 import torch
@@ -34,11 +35,15 @@ _WORKSPACE = {"workspace", "workspace_bytes"} <= _ARG_FIELDS and "fajit_attentio
 _DECODE = {"struct_size", "seqlens_k", "num_splits", "block_table", "max_pages", "page_size"} <= _ARG_FIELDS
 MAX_SPLITS = _lib.H.defines.get("FAJIT_MAX_SPLITS", 128)
 _configs = {}  # canonical text -> checked fajit_config
+# the device type fajit.attention takes: "cuda" (tests and bench/python_overhead_host.py set "cpu", with the
+# device-less context, to run the Python side of a call on CPU tensors without a GPU)
+_DEVICE_TYPE = "cuda"
 
 
-def _raw_stream(device_index):
-    get = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return get(device_index) if get is not None else torch.cuda.current_stream(device_index).cuda_stream
+# the current stream of a CUDA device as an integer handle: torch's C accessor (torch.cuda.current_stream()
+# builds a Stream object per call), else that
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+    (lambda device_index: torch.cuda.current_stream(device_index).cuda_stream)
 
 
 # ---- argument checks (before anything reaches the GPU) ------------------------------------------------
@@ -58,7 +63,7 @@ def _check_tensor(t, name, q):
         raise TypeError(f"{name}: dtype {t.dtype} is not supported (torch.float16 or torch.bfloat16)")
     if t.dtype != q.dtype:
         raise TypeError(f"{name}: dtype {t.dtype} differs from q's {q.dtype}")
-    if t.device.type != "cuda":
+    if t.device.type != _DEVICE_TYPE:
         raise ValueError(f"{name}: on {t.device}; fajit runs on CUDA tensors")
     if t.device != q.device:
         raise ValueError(f"{name}: on {t.device}, q on {q.device}")
@@ -173,49 +178,66 @@ def _strides(t, bnhd):
     return (s[0], s[2], s[1]) if bnhd else (s[0], s[1], s[2])
 
 
-def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None, num_splits=0):
-    """Launch fajit_attention_forward on o (and lse) on the current stream; shapes already checked."""
+def _rows_keys(q, k, bnhd, block_table):
+    """(B x Hq x Nq, Nk) of a launch: its query rows, and the keys of a sequence (paged: the capacity)."""
+    b, x, y, _ = q.shape
+    nk = k.shape[1] if bnhd else k.shape[2]
+    return b * x * y, nk * block_table.shape[1] if block_table is not None else nk
+
+
+def _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits):
+    """The fajit_attention_args of a launch from the tensors' pointers, shapes and element strides (no copies),
+    all but lse, the stream and the workspace."""
     b, x, y, d = q.shape
     hq, nq = (y, x) if bnhd else (x, y)
     hkv, nk = (k.shape[2], k.shape[1]) if bnhd else (k.shape[1], k.shape[2])
     page_size = 0
     if block_table is not None:  # k, v are page pools: nk is the page size, the capacity is max_pages of them
         page_size, nk = nk, block_table.shape[1] * nk
-    if b * hq * nq == 0:
-        return
-    if nk == 0:  # no key for any row: O = 0, LSE = -inf (as the kernel gives a fully masked row)
-        o.zero_()
-        if lse is not None:
-            lse.fill_(-math.inf)
-        return
-    dev = q.device.index
-    ctx = _lib.context(dev)
     a = Args_c()
     if "struct_size" in _ARG_FIELDS:
         a.struct_size = _ARGS_SIZE
     a.dtype, a.batch, a.heads_q, a.heads_kv = _DTYPES[q.dtype], b, hq, hkv
     a.seqlen_q, a.seqlen_k, a.head_dim = nq, nk, d
     a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
-    a.lse = lse.data_ptr() if lse is not None else 0
     a.q_stride[:], a.k_stride[:] = _strides(q, bnhd), _strides(k, bnhd)  # paged: (page, head, row) strides
     a.v_stride[:], a.o_stride[:] = _strides(v, bnhd), _strides(o, bnhd)
-    a.softmax_scale, a.causal, a.stream = scale, int(causal), _raw_stream(dev)
+    a.softmax_scale, a.causal = scale, int(causal)
     if _DECODE:
         a.seqlens_k = seqlens_k.data_ptr() if seqlens_k is not None else 0
         a.num_splits = num_splits
         if block_table is not None:
             a.block_table, a.max_pages, a.page_size = block_table.data_ptr(), block_table.shape[1], page_size
+    return a
+
+
+def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None, num_splits=0):
+    """Launch fajit_attention_forward on o (and lse) on the current stream; shapes already checked."""
+    rows, keys = _rows_keys(q, k, bnhd, block_table)
+    if rows == 0:
+        return
+    if keys == 0:  # no key for any row: O = 0, LSE = -inf (as the kernel gives a fully masked row)
+        o.zero_()
+        if lse is not None:
+            lse.fill_(-math.inf)
+        return
+    dev = q.device.index
+    ctx = _lib.context(dev)
+    a = _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits)
+    a.lse = lse.data_ptr() if lse is not None else 0
+    a.stream = _raw_stream(dev)
     cfg = ctypes.byref(_checked_config(config)) if config else None
-    workspace = _workspace(ctx, a, cfg, q.device, config) if _WORKSPACE else None
+    size = _workspace_size(ctx, a, cfg, config) if _WORKSPACE else 0
+    workspace = _workspace(a, size, q.device) if size else None
     status = lib.fajit_attention_forward(ctx.handle, ctypes.byref(a), cfg)
     del workspace  # the launch is queued: torch's allocator hands the buffer out again only in stream order
     if status:
         raise _lib.error(status)
 
 
-def _workspace(ctx, a, cfg, device, config):
-    """A torch buffer for the split-KV partials when this call splits (its size cached per shape; it does
-    not depend on the values in seqlens_k or the block table, only on whether they are given)."""
+def _workspace_size(ctx, a, cfg, config):
+    """Bytes of split-KV partials this call needs, 0 when it does not split (cached per shape: it does not
+    depend on the values in seqlens_k or the block table, only on whether they are given)."""
     key = (a.dtype, a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, config)
     if _DECODE:
         key += (a.num_splits, bool(a.seqlens_k), bool(a.block_table), a.page_size)
@@ -224,8 +246,12 @@ def _workspace(ctx, a, cfg, device, config):
         n = ctypes.c_size_t()
         _lib.check(lib.fajit_attention_workspace_size(ctx.handle, ctypes.byref(a), cfg, ctypes.byref(n)))
         size = ctx.workspace_sizes[key] = n.value
-    if not size:
-        return None
+    return size
+
+
+def _workspace(a, size, device):
+    """A torch buffer of `size` bytes for the split-KV partials, set in the args; the caller keeps it until
+    the launch is queued."""
     buf = torch.empty(size, dtype=torch.uint8, device=device)
     a.workspace, a.workspace_bytes = buf.data_ptr(), size
     return buf
@@ -266,14 +292,208 @@ def _attention_out_fake(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_
     return None
 
 
+# ---- the eager fast path ------------------------------------------------------------------------------------
+# A call whose signature (see _key) passed the checks before launches through a prebuilt
+# fajit_attention_args: per call only the data pointers and the stream are set, and the library is called
+# directly, not through torch's dispatcher. Why skipping the dispatcher is correct: for plain dense CUDA
+# tensors that do not require grad, in eager mode, torch.ops.fajit.attention(_out) runs the Autograd
+# kernel (nothing to record), ADInplaceOrView (bumps the version counter of the mutated out), the CUDA
+# kernel (attention_op / attention_out_op: _forward) and custom_op's check that the outputs alias no
+# input. The plan does that work itself: the same args on the same stream, a new O and LSE, and the
+# version bump of out. Whatever else the dispatcher could do comes from state the fast path refuses:
+#   - torch.compile / torch.export tracing: torch.compiler.is_compiling() is True in Dynamo's trace; it
+#     is tested first, so Dynamo folds the branch and traces the op, never the rest;
+#   - a TorchDispatchMode on the stack, infra modes included (FakeTensorMode, make_fx's and AOTAutograd's
+#     proxy tracing, FunctionalTensorMode): torch._C._len_torch_dispatch_stack() > 0;
+#   - a TorchFunctionMode (make_fx, `with torch.device(...)`): torch._C._is_torch_function_mode_enabled();
+#   - functorch transforms (vmap, grad, jvp, torch.func.functionalize): a dynamic layer on functorch's stack;
+#   - the autograd profiler while it records (so its trace names the fajit:: op);
+#   - tensor subclasses (FakeTensor, FunctionalTensor, DTensor, Parameter, ...): type(t) is not torch.Tensor;
+#   - a tensor that requires grad, in any grad mode: the op, as before the fast path existed;
+#   - C++ wrappers of type torch.Tensor outside their transform (functionalization's, functorch's):
+#     data_ptr() raises or is 0 (a real tensor with elements never has address 0): the op is called.
+# Under a CUDA graph capture of eager code the plan's launch is captured, as the op's would be (same
+# kernels, O and the workspace from the graph's pool). The checks run once per signature and thread; a
+# call with a bad argument never has a plan (its key is one no checked call had), so it is checked, and
+# refused, every time. Plans are per thread (the args struct is written per call); at most _MAX_PLANS a
+# thread, the oldest dropped first.
+_MAX_PLANS = 256
+_EAGER_GUARDS = ("_len_torch_dispatch_stack", "_is_torch_function_mode_enabled")
+_EAGER = all(hasattr(torch._C, n) for n in _EAGER_GUARDS) and hasattr(torch._C, "_increment_version") and \
+    hasattr(torch._C, "_functorch") and hasattr(torch._C._functorch, "get_dynamic_layer_stack_depth") and \
+    hasattr(torch._C, "_autograd") and hasattr(torch._C._autograd, "_profiler_enabled")
+if _EAGER:
+    _is_compiling = torch.compiler.is_compiling
+    _dispatch_modes, _function_modes = torch._C._len_torch_dispatch_stack, torch._C._is_torch_function_mode_enabled
+    _transforms = torch._C._functorch.get_dynamic_layer_stack_depth
+    _profiling = torch._C._autograd._profiler_enabled
+    try:  # out's version counter: a sequence of tensors (torch >= 2.5), else one tensor
+        torch._C._increment_version((torch.empty(0),))
+        _bump = torch._C._increment_version
+    except TypeError:
+        def _bump(tensors):
+            torch._C._increment_version(tensors[0])
+_Tensor = torch.Tensor
+
+
+class _Plans(threading.local):
+    def __init__(self):
+        self.plans = {}  # _key(...) -> _plan(...)
+
+
+_local = _Plans()
+
+
+def _tensor_key(t):
+    """A decode tensor's part of the key (see _key): None, its shape, strides, dtype and device, or False when
+    it is not a plain torch.Tensor."""
+    if t is None:
+        return None
+    return (t.shape, t.stride(), t.dtype, t.device) if type(t) is _Tensor else False
+
+
+def _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size, num_splits):
+    """Everything fajit.attention's checks and launch read, as a dict key: each tensor's shape, strides,
+    dtype and device, the other arguments by value (what compares equal behaves the same in the checks),
+    except that scale and the decode ints must not be bools (True == 1; the checks refuse bools). None:
+    the call takes the checks and the op (a tensor subclass or one that requires grad, another argument
+    type, a tensor without strides)."""
+    T = _Tensor
+    if type(q) is not T or type(k) is not T or type(v) is not T or q.requires_grad or k.requires_grad or \
+            v.requires_grad or type(causal) is not bool or type(return_lse) is not bool or \
+            scale is not None and type(scale) is not float and type(scale) is not int:
+        return None
+    if config is not None and type(config) is not str:
+        if type(config) is not _config.Config:
+            return None
+        config = config.text
+    try:
+        decode = None
+        if seqlens_k is not None or block_table is not None or page_size is not None or num_splits is not None:
+            if page_size is not None and type(page_size) is not int or \
+                    num_splits is not None and type(num_splits) is not int:
+                return None
+            decode = (_tensor_key(seqlens_k), _tensor_key(block_table), page_size, num_splits)
+            if decode[0] is False or decode[1] is False:
+                return None
+        if out is not None:
+            if type(out) is not T or out.requires_grad:
+                return None
+            out = (out.shape, out.stride(), out.dtype, out.device)
+        return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
+                v.dtype, v.device, out, causal, return_lse, scale, layout, config, decode)
+    except Exception:  # e.g. a sparse or nested tensor has no strides: the checks say what is wrong
+        return None
+
+
+def _have_data(*tensors):
+    """Whether every tensor given (None: not given) has a data pointer: not a C++ wrapper tensor (see above)."""
+    try:
+        return all(t.data_ptr() for t in tensors if t is not None)
+    except RuntimeError:
+        return False
+
+
+def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, num_splits):
+    """The launch of every call with this (checked) call's signature: run(q, k, v, out, seqlens_k,
+    block_table) returns what fajit.attention returns, or None when a tensor has no data pointer (the caller
+    takes the op). None when the call needs no kernel (no rows, no keys: the op does those) or a tensor has
+    no data pointer."""
+    rows, keys = _rows_keys(q, k, bnhd, block_table)
+    if rows == 0 or keys == 0 or not _have_data(q, k, v, out, seqlens_k, block_table):
+        return None
+    device, shape, dtype = q.device, q.shape, q.dtype
+    dev, lse_shape = device.index, _lse_shape(q, bnhd)
+    ctx = _lib.context(dev)
+    o = out if out is not None else torch.empty(shape, dtype=dtype, device=device)  # a sample for the args
+    a = _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits)
+    lse = torch.empty(lse_shape, dtype=torch.float32, device=device) if return_lse else None
+    a.lse = lse.data_ptr() if return_lse else 0
+    cfg = ctypes.byref(_checked_config(text)) if text else None
+    ws = _workspace_size(ctx, a, cfg, text) if _WORKSPACE else 0
+    if ws:
+        a.workspace_bytes = ws
+    fwd, handle, ref, stream, empty, f32, u8 = lib.fajit_attention_forward, ctx.handle, ctypes.byref(a), \
+        _raw_stream, torch.empty, torch.float32, torch.uint8
+    bump, has_out, has_lens, has_table = _bump, out is not None, seqlens_k is not None, block_table is not None
+
+    def run(q, k, v, out, seqlens_k, block_table):
+        try:
+            pq, pk, pv = q.data_ptr(), k.data_ptr(), v.data_ptr()
+            po = out.data_ptr() if has_out else 1
+            pl = seqlens_k.data_ptr() if has_lens else 1
+            pt = block_table.data_ptr() if has_table else 1
+        except RuntimeError:
+            return None
+        if not (pq and pk and pv and po and pl and pt):
+            return None
+        if has_out:
+            o = out
+        else:
+            o = empty(shape, dtype=dtype, device=device)
+            po = o.data_ptr()
+        if return_lse:
+            lse = empty(lse_shape, dtype=f32, device=device)
+            a.lse = lse.data_ptr()
+        if ws:  # split-KV partials, released in stream order once the launch is queued
+            buf = empty(ws, dtype=u8, device=device)
+            a.workspace = buf.data_ptr()
+        if has_lens:
+            a.seqlens_k = pl
+        if has_table:
+            a.block_table = pt
+        a.q, a.k, a.v, a.o, a.stream = pq, pk, pv, po, stream(dev)
+        status = fwd(handle, ref, cfg)
+        if status:
+            raise _lib.error(status)
+        if has_out:
+            bump((out,))
+        return (o, lse) if return_lse else o
+    return run
+
+
 # ---- Python entry points ------------------------------------------------------------------------------------
-def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
+def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
               seqlens_k=None, block_table=None, page_size=None, num_splits=None):
-    """See fajit.attention."""
+    """See fajit.attention. In eager mode a call whose signature was checked before takes that signature's
+    plan (the fast path above); any other call is checked, then gets a plan or goes through the op."""
+    if _EAGER and not _is_compiling() and not _dispatch_modes() and not _function_modes() and not _transforms() \
+            and not _profiling():
+        key = _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
+                   num_splits)
+        if key is not None:
+            try:
+                plan = _local.plans.get(key)
+            except TypeError:  # an unhashable layout: the checks refuse it
+                plan = key = None
+            if plan is not None:
+                result = plan(q, k, v, out, seqlens_k, block_table)
+                if result is not None:
+                    return result
+                key = None  # a tensor without a data pointer: the dispatcher's business
+    else:
+        key = None
+    return _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
+                    num_splits)
+
+
+def _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
+             num_splits):
+    """fajit.attention without a plan: the checks, then (key given) a new plan for the signature, else the op."""
     paged = block_table is not None
     b, hq, _, nq, nk, d = check_args(q, k, v, out, layout, paged=paged)
     _, splits = check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits)
     scale, text, bnhd = check_scale(scale, d), config_text(config), layout == "bnhd"
+    if key is not None:
+        plan = _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, splits)
+        if plan is not None:
+            plans = _local.plans
+            if len(plans) >= _MAX_PLANS:
+                del plans[next(iter(plans))]
+            plans[key] = plan
+            result = plan(q, k, v, out, seqlens_k, block_table)
+            if result is not None:
+                return result
     if out is None:
         o, lse = torch.ops.fajit.attention(q, k, v, bool(causal), scale, bnhd, bool(return_lse), text, seqlens_k,
                                            block_table, splits)
