@@ -221,7 +221,6 @@ void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or abo
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */
-void fj_emit_softmax_scale_o(fj_kctx *k);   /* O *= corr, unconditionally (the caller branches on rescale_pred) */
 void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 

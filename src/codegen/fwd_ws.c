@@ -376,28 +376,6 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
     }
 }
 
-/* Wait for PV(j-1), free its V stage (sp) and rescale O where the softmax moved the reference max. The
- * branch on the rescale vote comes first and each arm waits for itself: with the wait after the join,
- * ptxas scheduled it (WARPGROUP.DEPBAR) above the whole exponentiation block, so the softmax of S(j) no
- * longer ran under PV(j-1). */
-static void pv_wait_rescale(fj_kctx *k, int sp)
-{
-    fj_emit *e = k->e;
-    char keep[48], join[48];
-    fj_label_new(e, "o_kept", keep, sizeof keep);
-    fj_label_new(e, "pv_done", join, sizeof join);
-    fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
-    fj_ins(e, "@!%s bra.uni %s", R(k->rescale_pred), keep);
-    k->p->backend->mma_wait(k, 0);
-    release(k, FJ_BAR_V_EMPTY, sp);
-    fj_emit_softmax_scale_o(k);
-    fj_ins(e, "bra.uni %s", join);
-    fj_label(e, keep);
-    k->p->backend->mma_wait(k, 0);
-    release(k, FJ_BAR_V_EMPTY, sp);
-    fj_label(e, join);
-}
-
 /* Overlapped schedule (FlashAttention-3, Algorithm 2): the work tile's first KV tile - in stage s0, the
  * ring's current one - gets S and its softmax and P first (one prologue per stage, reached by the
  * dispatch); then the body of stage s issues S(j) = Q K(j)^T and O += P(j-1) V(j-1) (V in the stage
@@ -455,7 +433,14 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         release_q_if_last(k, l);
         k->defer_o_rescale = 1;
         consumer_softmax(k, l->mask_from);
-        pv_wait_rescale(k, sp);
+        fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
+        /* one wait for the whole warpgroup before the branch on the rescale vote: the vote is per warp, and
+         * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
+         * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
+         * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
+        p->backend->mma_wait(k, 0);
+        release(k, FJ_BAR_V_EMPTY, sp);
+        fj_emit_softmax_rescale_o(k);
         k->defer_o_rescale = 0;
         p->backend->pack_p(k);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));

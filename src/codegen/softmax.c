@@ -278,12 +278,6 @@ void fj_emit_softmax_rescale_o(fj_kctx *k)
     fj_label(k->e, skip);
 }
 
-void fj_emit_softmax_scale_o(fj_kctx *k)
-{
-    fj_comment(k->e, 1, "O *= 2^(m_old - m_new) (the rows whose reference max did not move have factor 1)");
-    scale_o(k, k->corr);
-}
-
 void fj_emit_softmax_exp(fj_kctx *k)
 {
     int idx[FJ_MAX_ROW_VALS];

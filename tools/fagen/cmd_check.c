@@ -306,7 +306,19 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     p.page_size = o->page_size;
     shape_text(s, shape, sizeof shape);
     t->runs++;
-    fajit_status st = fj_check_run(ctx, c->heuristic ? NULL : &c->cfg, &p, NULL, &r);
+    /* the heuristic with --arch: that path's heuristic config for the shape (without --arch the library picks
+     * the path too, so the forward gets NULL) */
+    fajit_config heur;
+    const fajit_config *use = c->heuristic ? NULL : &c->cfg;
+    fajit_status st = FAJIT_OK;
+    if (c->heuristic && o->user.arch) {
+        fajit_shape sh = {p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k};
+        memset(&heur, 0, sizeof heur);
+        heur.arch = o->user.arch, heur.dtype = p.dtype, heur.head_dim = p.head_dim, heur.causal = p.causal;
+        st = fajit_config_fill(ctx, &sh, &heur);
+        use = &heur;
+    }
+    if (st == FAJIT_OK) st = fj_check_run(ctx, use, &p, NULL, &r);
     if (st != FAJIT_OK) {
         t->errors++;
         if (!t->first_failure[0])
