@@ -272,9 +272,10 @@ static void test_winner_used_by_split_choice(void **state)
     fajit_attention_args a = shape(1, 32, 8, 1, 131072, 0), big = shape(64, 32, 8, 1, 2048, 0);
     int heuristic = fj_decode_splits(&a, 1, 64, 64, SMS);
     assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64), heuristic); /* no file yet */
-    fj_tune_record recs[2] = {decode_record(ctx, &a, 1, heuristic + 5, 64, 64),
-                              decode_record(ctx, &big, 1, 1024, 64, 64)};
-    assert_null(fj_tune_file_merge(path, recs, 2, NULL, 0));
+    fajit_attention_args full = shape(64, 32, 32, 1, 2048, 0); /* MHA, B x Hq = 2048 CTAs: the plain kernel */
+    fj_tune_record recs[3] = {decode_record(ctx, &a, 1, heuristic + 5, 64, 64),
+                              decode_record(ctx, &big, 1, 1024, 64, 64), decode_record(ctx, &full, 0, 2, 64, 64)};
+    assert_null(fj_tune_file_merge(path, recs, 3, NULL, 0));
     fajit_context_destroy(ctx);
     ctx = fake_context(root, GPU);
     assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64), heuristic + 5);
@@ -292,6 +293,11 @@ static void test_winner_used_by_split_choice(void **state)
     assert_int_equal(fj_decode_splits_for(ctx, &forced, 1, 64, 64), 3);
     /* a winner the call cannot run (64 x 1024 splits exceed the grid's z): the heuristic */
     assert_int_equal(fj_decode_splits_for(ctx, &big, 1, 64, 64), fj_decode_splits(&big, 1, 64, 64, SMS));
+    /* a call that does not look at splitting (no decode feature, B x Hq fills the SMs) keeps its plain kernel */
+    assert_int_equal(fj_decode_splits_for(ctx, &full, 0, 64, 64), 1);
+    ctx->sm_count = 4096; /* on a GPU with SMs to spare the same call looks, and takes the winner */
+    assert_int_equal(fj_decode_splits_for(ctx, &full, 0, 64, 64), 2);
+    ctx->sm_count = SMS;
     fajit_context_destroy(ctx);
     /* another GPU's context does not use it; neither does one without a disk cache */
     ctx = fake_context(root, "Another GPU");

@@ -140,6 +140,17 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 /* The heuristic's test of a grid: splitting pays when the CTAs fill less than 80% of the SMs. */
 static int grid_underfills(long long ctas, int sm_count) { return ctas * 5 < (long long)sm_count * 4; }
 
+/* Whether a call with num_splits = 0 looks at splitting at all (fj_decode_run): it uses a decode feature
+ * (seqlens_k, packed GQA heads, paged K/V), or one row block per (batch, head) leaves SMs idle. Otherwise
+ * the plain kernel runs without asking for the sm_80 one (on sm_90a that would compile it). */
+static int split_considered(const fajit_context *ctx, const fajit_attention_args *a, int packed)
+{
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    return a->seqlens_k || packed || d.block_table ||
+           grid_underfills((long long)a->heads_q * a->batch, ctx ? ctx->sm_count : 0);
+}
+
 long long fj_decode_ctas(const fajit_attention_args *a, int packed, int block_m)
 {
     long long group = packed ? a->heads_q / a->heads_kv : 1;
@@ -178,7 +189,7 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
 int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *a, int packed, int block_m, int block_n)
 {
     int tuned = 0;
-    if (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q &&
+    if (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q && split_considered(ctx, a, packed) &&
         fj_tune_decode_find(ctx, a, packed, block_m, block_n, &tuned) && fj_decode_split_fits(a, tuned))
         return tuned;
     return fj_decode_splits(a, packed, block_m, block_n, ctx ? ctx->sm_count : 0);
@@ -292,8 +303,9 @@ typedef struct decode_choice {
 
 /* The choice for a call whose sm_80 kernel is k80: the tile from variant_config (every variant costs the
  * plan the same registers, so the tile does not depend on whether it splits), then the splits for that
- * tile's grid (tuned: fj_decode_splits_for, the tuned winner first; else fj_decode_splits), then the split bit. Paged K/V gather their tiles from page segments when
- * the page is smaller than the tile (or always), as ctx->paged_gather says. */
+ * tile's grid (tuned: fj_decode_splits_for, the tuned winner first; else fj_decode_splits), then the split bit.
+ * Paged K/V gather their tiles from page segments when the page is smaller than the tile (or always), as
+ * ctx->paged_gather says. */
 static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
                                   int packed, int tuned, decode_choice *c)
 {
@@ -366,10 +378,7 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     fj_decode_args d;
     fj_decode_read(a, &d);
     int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table;
-    /* the heuristic cannot split when even one row block per (batch, head) fills the GPU: the plain kernel,
-     * without asking for the sm_80 one (on sm_90a that would compile it) */
-    if (!special && a->num_splits == 0 && !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
-        return FAJIT_OK;
+    if (a->num_splits == 0 && !split_considered(ctx, a, packed)) return FAJIT_OK;
     fajit_status st = sm80_base(ctx, k, a, &k80);
     decode_choice ch;
     if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, 1, &ch);

@@ -62,8 +62,9 @@ long long fj_decode_ctas(const fajit_attention_args *args, int packed, int block
  * the partial rows within 2^31 - 1 (fj_decode_validate's rules for a forced count). */
 int fj_decode_split_fits(const fajit_attention_args *args, int splits);
 
-/* The splits a call runs with on ctx: num_splits when forced; else, when seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q
- * and ctx's tuned table holds a decode winner for the call's class timed on this tile (tune.h:
+/* The splits a call runs with on ctx: num_splits when forced; else, when seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q,
+ * the call looks at splitting at all (a decode feature, or B x Hq below 80% of the SMs: fj_decode_run) and
+ * ctx's tuned table holds a decode winner for the call's class timed on this tile (tune.h:
  * fj_tune_decode_find) that fits the call, that winner; else fj_decode_splits on ctx's SM count. */
 int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *args, int packed, int block_m,
                          int block_n);
