@@ -398,9 +398,10 @@ int fagen_cmd_tune(int argc, char **argv)
         return FAGEN_EXIT_FAIL;
     }
     const char *file = fajit_context_tune_file(ctx);
-    printf("fagen tune on %s (%s, driver %d): %d class%s, at most %d configs each, median of %d calls\n",
-           ctx->device_name, ctx->sm, ctx->driver_version, n, n == 1 ? "" : "es",
-           o.max_candidates ? o.max_candidates : 16, o.reps ? o.reps : 10);
+    printf("fagen tune on %s (%s, driver %d): %d %sclass%s, at most %d %s each, median of %d calls\n",
+           ctx->device_name, ctx->sm, ctx->driver_version, n, o.grid_decode ? "decode " : "", n == 1 ? "" : "es",
+           o.grid_decode ? FJ_TUNE_DECODE_MAX_CANDIDATES : o.max_candidates ? o.max_candidates : 16,
+           o.grid_decode ? "split counts" : "configs", o.reps ? o.reps : 10);
     printf("tune file: %s\n", o.no_save ? "(not written: --no-save)"
                               : file[0]  ? file
                                          : "(none: the disk cache is off)");
