@@ -47,7 +47,7 @@
 #                    gather modes on the rows short of FA3, each checked against float64 -> $OUT/decode-sweep.*
 #     decode-tune    fagen tune --grid decode in a fresh cache directory (the split count of issue 11's 15 decode
 #                    classes; the winners -> $OUT/tuned-decode.txt), then fagen bench --grid decode on it: its
-#                    "(N splits)" column shows the tuned counts in use
+#                    last column says "(N splits, tuned)" where a tuned count ran
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
 set -u

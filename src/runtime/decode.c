@@ -186,13 +186,15 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
     return best;
 }
 
-int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *a, int packed, int block_m, int block_n)
+int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *a, int packed, int block_m, int block_n,
+                         int *from_tune)
 {
-    int tuned = 0;
-    if (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q && split_considered(ctx, a, packed) &&
-        fj_tune_decode_find(ctx, a, packed, block_m, block_n, &tuned) && fj_decode_split_fits(a, tuned))
-        return tuned;
-    return fj_decode_splits(a, packed, block_m, block_n, ctx ? ctx->sm_count : 0);
+    int tuned = 0, found = a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q &&
+                           split_considered(ctx, a, packed) &&
+                           fj_tune_decode_find(ctx, a, packed, block_m, block_n, &tuned) &&
+                           fj_decode_split_fits(a, tuned);
+    if (from_tune) *from_tune = found;
+    return found ? tuned : fj_decode_splits(a, packed, block_m, block_n, ctx ? ctx->sm_count : 0);
 }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -299,6 +301,7 @@ typedef struct decode_choice {
     unsigned variant;
     fajit_config cfg;
     int splits;
+    int tuned; /* the splits are a tuned winner's (fagen tune --grid decode) */
 } decode_choice;
 
 /* The choice for a call whose sm_80 kernel is k80: the tile from variant_config (every variant costs the
@@ -319,7 +322,8 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
         v |= FJ_VARIANT_GATHER;
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;
-    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n)
+    c->tuned = 0;
+    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
                       : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
     return FAJIT_OK;
@@ -363,7 +367,8 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     char text[FJ_CONFIG_TEXT_MAX + 320];
     int n = snprintf(text, sizeof text, "%s", kv->config_text);
     if (splits > 1 && n >= 0 && (size_t)n < sizeof text)
-        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits) + %s", splits, kc->config_text);
+        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits%s) + %s", splits, ch->tuned ? ", tuned" : "",
+                      kc->config_text);
     if (fell_from && n >= 0 && (size_t)n < sizeof text)
         snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: the decode features (seqlens_k, split-KV, "
                  "GQA packing, paged K/V) run on the sm_80 path only so far", fell_from);
