@@ -18,8 +18,13 @@ Sections (each one process, so that the FAJIT_DECODE_* variables read at context
           default), =0 (the old rule: block_n divides the page, bc16 for pages of 16), =1 (every paged tile
           gathered), and FAJIT_DECODE_PAGE_DIV=1 (the page found by a division, as before the power-of-two
           shift: the lookup's arithmetic)
-GB/s = bytes of K + V read (each KV head once) / median time of --reps calls between CUDA events (after
---warmup calls; K/V sets rotated so consecutive calls read >= 256 MB). The check: fajit's output (poisoned
+GB/s = bytes of K + V read (each KV head once) / median time of --reps calls between CUDA events. Timing (the
+method of bench/decode_compare.py): the candidates of one shape are checked, then each gets --warmup calls
+(timed as a block, to size its settle), then --rounds interleaved rounds (the order rotated per round): in
+each, a candidate runs >= --settle-ms (default 100) and >= 5 calls of its own work untimed, then its share of
+the --reps timed calls. Without the settle, the first candidates of a process ran at idle clocks (the same
+kernel read 1716 GB/s as a section's first row and 3404 GB/s later in it). K/V sets rotate so that
+consecutive calls read >= 256 MB. The check: fajit's output (poisoned
 with NaN first) against a float64 reference of every sequence, head and row; rel L2 <= 1e-2 (bf16) and the
 worst row's rel L2 <= 4e-2; a NaN fails. A failing candidate is marked FAIL and makes the exit status 1.
 fajit.last_forward() gives the kernel each candidate ran (tile, variant, splits).
@@ -28,8 +33,8 @@ Usage (GPU machine, repository root):
     bench/run_gpu.sh build decode-sweep    (the package from the source tree on $BUILD/libfajit.so)
     PYTHONPATH=python/src FAJIT_LIB=build/libfajit.so python3 bench/decode_sweep.py [--out DIR] [--sections ...]
     python3 bench/decode_sweep.py --list   (the candidates; no GPU, no torch)
-About 2-3 minutes on an H200 (kernel compiles included); no candidate starts after --budget-s seconds
-(default 200; those left are listed as not run). Exit status: 0 when every candidate that ran passed its check, 1 otherwise.
+About 3-4 minutes on an H200 (kernel compiles included; the settle adds ~0.1 s per candidate and round); no
+shape starts after --budget-s seconds (default 260; those left are listed as not run). Exit status: 0 when every candidate that ran passed its check, 1 otherwise.
 """
 import argparse
 import json
@@ -44,6 +49,7 @@ FA3_H200 = {  # FA3 kvcache GB/s, num_splits=0, bench/results/h200-decode-compar
 D = 128
 TOL_L2, TOL_ROW = 1e-2, 4e-2
 ROTATE_BYTES = 256 << 20
+SETTLE_CALLS = 5  # at least this many untimed calls before each timed window (and >= --settle-ms)
 # (name, FAJIT_DECODE_GATHER, FAJIT_DECODE_PAGE_DIV) of the paged sections
 GATHER_MODES = (("auto", None, None), ("off", "0", None), ("on", "1", None), ("div", None, "1"))
 
@@ -165,7 +171,8 @@ class Runner:
         rows = (diff.norm(dim=-1) / ref.norm(dim=-1).clamp_min(1e-30)).max().item()
         return l2, rows
 
-    def run(self, shape, label, config, splits):
+    def prepare(self, shape, label, config, splits):
+        """(row, call or None): the candidate checked against the float64 reference; call(i) runs it on set i."""
         torch, fajit = self.torch, self.fajit
         b, hq, hkv, nk, nq, page = shape
         kvs = self.inputs(shape)
@@ -192,33 +199,87 @@ class Runner:
                 ref = self.reference(shape, q, kvs[0][0], kvs[0][1])
                 row["err"], row["err_row"] = self.check(o, ref)
                 row["check"] = "ok" if row["err"] <= TOL_L2 and row["err_row"] <= TOL_ROW else "FAIL"
-                for i in range(self.a.warmup):
-                    call(i)
-                ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                      for _ in range(self.a.reps)]
-                for i, (e0, e1) in enumerate(ev):
-                    e0.record()
-                    call(i + 1)
-                    e1.record()
-                torch.cuda.synchronize()
-                ms = sorted(e0.elapsed_time(e1) for e0, e1 in ev)[len(ev) // 2]
         except Exception as e:  # a candidate the library refuses (or a CUDA error): reported, not fatal
             row["check"], row["error"] = "FAIL", f"{type(e).__name__}: {str(e)[:200]}"
-            return row
-        row["ms"] = ms
-        row["gbs"] = 2 * b * nk * hkv * D * 2 / 1e9 / (ms * 1e-3)
-        return row
+            return row, None
+        return row, call
+
+    def settle_calls(self, call):
+        """--warmup calls timed as one block; the calls that make >= --settle-ms of this candidate's work."""
+        torch, a = self.torch, self.a
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for i in range(a.warmup):
+            call(i)
+        e1.record()
+        torch.cuda.synchronize()
+        per_call = max(e0.elapsed_time(e1) / max(a.warmup, 1), 1e-3)
+        return max(SETTLE_CALLS, math.ceil(a.settle_ms / per_call))
+
+    def time_group(self, items):
+        """items: [(row, call)] of one shape, checked. Interleaved rounds, each window after its settle calls;
+        the median over all of a candidate's timed calls into row['ms'] / row['gbs']."""
+        torch, a = self.torch, self.a
+        live = []
+        with torch.inference_mode():
+            for row, call in items:
+                try:
+                    live.append((row, call, self.settle_calls(call), []))
+                except Exception as e:
+                    row["check"], row["error"] = "FAIL", f"{type(e).__name__}: {str(e)[:200]}"
+            per = max(1, math.ceil(a.reps / a.rounds))
+            for r in range(a.rounds):
+                order = live[r % len(live):] + live[:r % len(live)] if live else []
+                for row, call, settle, events in order:
+                    if "error" in row:
+                        continue
+                    try:
+                        base = a.warmup + r * (settle + per)
+                        for i in range(settle):
+                            call(base + i)
+                        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                                 for _ in range(per)]
+                        for i, (e0, e1) in enumerate(pairs):
+                            e0.record()
+                            call(base + settle + i)
+                            e1.record()
+                        torch.cuda.synchronize()
+                        events += pairs
+                    except Exception as e:
+                        row["check"], row["error"] = "FAIL", f"{type(e).__name__}: {str(e)[:200]}"
+        for row, call, settle, events in live:
+            if "error" in row or not events:
+                continue
+            ts = sorted(e0.elapsed_time(e1) for e0, e1 in events[:max(a.reps, 1)])
+            ms = ts[len(ts) // 2]
+            row["ms"], row["settle_calls"] = ms, settle
+            row["gbs"] = 2 * row["B"] * row["Nk"] * row["Hkv"] * D * 2 / 1e9 / (ms * 1e-3)
+
+
+def groups(cands):
+    """The candidates in runs of one shape (the unit of interleaving), in order."""
+    out = []
+    for c in cands:
+        if out and out[-1][0][0] == c[0]:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return out
 
 
 def child(a):
     r = Runner(a)
     start = time.time()
-    for shape, label, config, splits in candidates(a.child):
+    for group in groups(candidates(a.child)):
         if time.time() - start > a.budget_s:
-            print(json.dumps({"label": label, "shape": shape, "check": "not run", "error": "--budget-s"}), flush=True)
+            for shape, label, config, splits in group:
+                print(json.dumps({"label": label, "shape": shape, "check": "not run", "error": "--budget-s"}),
+                      flush=True)
             continue
-        row = r.run(shape, label, config, splits)
-        print(json.dumps(row), flush=True)
+        items = [r.prepare(*c) for c in group]
+        r.time_group([(row, call) for row, call in items if call is not None])
+        for row, _ in items:
+            print(json.dumps(row), flush=True)
 
 
 # ---- the parent: a process per section, then the table ----------------------------------------------------
@@ -252,7 +313,8 @@ def parent(a):
         if div is not None:
             env["FAJIT_DECODE_PAGE_DIV"] = div
         cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--reps", str(a.reps), "--warmup",
-               str(a.warmup), "--budget-s", str(max(0.0, a.budget_s - (time.time() - start)))]
+               str(a.warmup), "--rounds", str(a.rounds), "--settle-ms", str(a.settle_ms),
+               "--budget-s", str(max(0.0, a.budget_s - (time.time() - start)))]
         print(f"== {name}" + (f" (FAJIT_DECODE_GATHER={gather})" if gather else "") +
               (f" (FAJIT_DECODE_PAGE_DIV={div})" if div else ""), flush=True)
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
@@ -284,7 +346,9 @@ def parent(a):
     if a.out:
         os.makedirs(a.out, exist_ok=True)
         with open(os.path.join(a.out, "decode-sweep.md"), "w") as f:
-            f.write(f"# decode_sweep.py\n\n- command: {' '.join(sys.argv)}\n- reps {a.reps}, warmup {a.warmup}\n\n")
+            f.write(f"# decode_sweep.py\n\n- command: {' '.join(sys.argv)}\n- reps {a.reps}, warmup {a.warmup}, "
+                    f"{a.rounds} interleaved rounds per shape, >= {a.settle_ms:g} ms and >= {SETTLE_CALLS} calls of "
+                    f"settle before each timed window\n\n")
             f.write(table + "\n")
         with open(os.path.join(a.out, "decode-sweep.json"), "w") as f:
             json.dump(rows, f, indent=1)
@@ -295,13 +359,18 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sections", default="long,b8,paged", help="comma-separated: long, b8, paged (default all)")
     p.add_argument("--reps", type=int, default=20)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--budget-s", type=float, default=200.0,
-                   help="start no candidate after this many seconds in all (default 200; the rest: 'not run')")
+    p.add_argument("--warmup", type=int, default=3, help="calls timed as one block to size the settle (>= 1)")
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per shape (default 3)")
+    p.add_argument("--settle-ms", type=float, default=100.0,
+                   help="untimed work of the same candidate before each timed window, ms (default 100)")
+    p.add_argument("--budget-s", type=float, default=260.0,
+                   help="start no shape after this many seconds in all (default 260; the rest: 'not run')")
     p.add_argument("--out", help="directory for decode-sweep.md / .json")
     p.add_argument("--list", action="store_true", help="print the candidates and exit (no GPU, no torch)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
+    if a.warmup < 1 or a.rounds < 1 or a.settle_ms < 0:
+        p.error("--warmup and --rounds must be >= 1, --settle-ms >= 0")
     if a.list:
         for sec in ("long", "b8") + tuple(f"paged-{m[0]}" for m in GATHER_MODES):
             for shape, label, config, splits in candidates(sec):

@@ -45,6 +45,9 @@
 #     decode-sweep   bench/decode_sweep.py --out $OUT (the package from the source tree on $BUILD/libfajit.so; needs
 #                    the build stage): the decode heuristic against forced splits / tiles / stages and the paged
 #                    gather modes on the rows short of FA3, each checked against float64 -> $OUT/decode-sweep.*
+#     decode-tune    fagen tune --grid decode in a fresh cache directory (the split count of issue 11's 15 decode
+#                    classes; the winners -> $OUT/tuned-decode.txt), then fagen bench --grid decode on it: its
+#                    last column says "(N splits, tuned)" where a tuned count ran
 # cmocka: if pkg-config does not know it, the .deb files in .deps/ (carry them: they are git-ignored)
 # are unpacked into $TMPDIR and a fixed-up cmocka.pc is put on PKG_CONFIG_PATH.
 set -u
@@ -175,6 +178,13 @@ do_tune() {
     "$FAGEN" tune --grid issue3 && cp "$FAJIT_CACHE_DIR/tuned-v1.txt" "$OUT/tuned-v1.txt"
 }
 
+do_decode_tune() {
+    export FAJIT_CACHE_DIR="${TMPDIR:-/tmp}/fajit-run-gpu-decode-tune"
+    rm -rf "$FAJIT_CACHE_DIR"
+    "$FAGEN" tune --grid decode && cp "$FAJIT_CACHE_DIR/tuned-v1.txt" "$OUT/tuned-decode.txt" &&
+        "$FAGEN" bench --grid decode --reps 20 --warmup 5
+}
+
 # fields of the tuned BF16 D=128 N=4096 winner ("... | sm_80 bf16 d128 br128 bc32 s3 sw128 w4 noncausal | ...")
 do_profile() {
     local w
@@ -220,7 +230,8 @@ for s in "${stages[@]}"; do
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
     decode-tests) run_stage decode-tests 180 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
     decode-check) run_stage decode-check 110 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
-    decode-sweep) run_stage decode-sweep 300 env PYTHONUNBUFFERED=1 PYTHONPATH="python/src${PYTHONPATH:+:$PYTHONPATH}" \
+    decode-tune) run_stage decode-tune 400 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_decode_tune); do_decode_tune" ;;
+    decode-sweep) run_stage decode-sweep 360 env PYTHONUNBUFFERED=1 PYTHONPATH="python/src${PYTHONPATH:+:$PYTHONPATH}" \
         FAJIT_LIB="$BUILD/libfajit.so" python3 bench/decode_sweep.py --out "$OUT" ;;
     decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     sanitize) run_stage sanitize 590 env FAGEN="$FAGEN" OUT="$OUT" SAN_HEADDIMS="${SAN_HEADDIMS:-64 128 256}" \

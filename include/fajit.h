@@ -281,8 +281,9 @@ typedef struct fajit_attention_args {
     uint64_t seqlens_k;
     /* Split-KV: each row block's KV range is cut into num_splits parts computed by different CTAs into
      * fp32 partial O and LSE in a workspace, then a combine kernel reduces them (LSE-weighted) into O
-     * and LSE. 0 = the library's heuristic (splits only when seqlen_q <= 128 and the grid of
-     * batch x heads_q x row blocks leaves SMs idle); 1 = never split; 2..FAJIT_MAX_SPLITS = exactly
+     * and LSE. 0 = the library's choice: the split count `fagen tune --grid decode` measured for the
+     * call's decode class on this GPU when there is one, else the heuristic (splits only when
+     * seqlen_q <= 128 and the grid of batch x heads_q x row blocks leaves SMs idle); 1 = never split; 2..FAJIT_MAX_SPLITS = exactly
      * that many (splits beyond the KV tiles are empty and cost a CTA each). batch x num_splits must
      * be <= 65535 (the grid's z dimension). */
     int num_splits;

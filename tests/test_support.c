@@ -3,6 +3,8 @@
  */
 #include "test_support.h"
 
+#include "runtime/context.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -184,6 +186,18 @@ fajit_status fj_test_context_in(const char *cache_dir, fajit_context **ctx_out)
     o.disk_cache = 1;
     o.cache_dir = cache_dir;
     return fajit_context_create(&o, ctx_out);
+}
+
+fajit_context *fj_test_fake_context(const char *cache_dir, const char *gpu, int driver)
+{
+    fajit_context *ctx = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    o.device = -1;
+    o.disk_cache = 1;
+    o.cache_dir = cache_dir;
+    if (fajit_context_create(&o, &ctx) != FAJIT_OK) return NULL;
+    fj_context_set_identity(ctx, "sm_90", gpu, driver, 232448);
+    return ctx;
 }
 
 void fj_test_require_gpu(void)

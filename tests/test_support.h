@@ -85,5 +85,9 @@ fajit_status fj_test_context_with_env(const char *name, const char *value, int d
 void fj_test_require_gpu(void);
 /* A context on device 0 with the disk cache on in cache_dir; its status (and fajit_errmsg() on failure). */
 fajit_status fj_test_context_in(const char *cache_dir, fajit_context **ctx_out);
+/* A context without a GPU that looks like one: the disk cache (and so the tune file) in cache_dir, the
+ * identity of an sm_90 device named gpu with this driver and 227 KiB of shared memory
+ * (fj_context_set_identity). NULL when it cannot be made. */
+fajit_context *fj_test_fake_context(const char *cache_dir, const char *gpu, int driver);
 
 #endif

@@ -77,13 +77,8 @@ static fj_tune_record record(const char *gpu, int driver, const char *codegen, i
 /* A context with no GPU that looks like one on GPU (sm_90, 227 KiB of smem) with its cache in dir. */
 static fajit_context *fake_context(const char *dir, const char *gpu, int driver)
 {
-    fajit_context *ctx = NULL;
-    fajit_context_options o = fajit_context_options_default();
-    o.device = -1;
-    o.disk_cache = 1;
-    o.cache_dir = dir;
-    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
-    fj_context_set_identity(ctx, "sm_90", gpu, driver, 232448);
+    fajit_context *ctx = fj_test_fake_context(dir, gpu, driver);
+    assert_non_null(ctx);
     return ctx;
 }
 

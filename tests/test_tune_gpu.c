@@ -2,7 +2,10 @@
  * test_tune_gpu.c - fajit_tune on a real GPU, kept tiny (3 candidates of one small class): every
  * candidate reaches the progress callback, the tune file is written, fajit_config_fill (in this
  * context and in a new one) returns the winner, the forward's cached choice for the class is reset
- * to it, and a tune with persist = 0 stays in its context. Skips (exit 77) without a GPU.
+ * to it, and a tune with persist = 0 stays in its context. Then a decode class (fj_tune_decode, what
+ * fagen tune --grid decode runs; B1 Hq8/Hkv1 Nq1 Nk32k): its winner is saved, the split choice of this
+ * context and of a new one returns it, a forward with num_splits = 0 runs it (fajit_last_forward) and
+ * fajit_attention_workspace_size sizes it. Skips (exit 77) without a GPU.
  * Run: ctest --test-dir build -L gpu -R test_tune_gpu --output-on-failure
  */
 #include <setjmp.h>
@@ -17,8 +20,10 @@
 
 #include "fajit.h"
 #include "runtime/context.h"
+#include "runtime/decode.h"
 #include "runtime/forward.h"
 #include "runtime/half.h"
+#include "runtime/tune.h"
 #include "test_support.h"
 
 static char *g_dir;
@@ -198,12 +203,83 @@ static void test_tiny_tune(void **state)
     fajit_context_destroy(ctx);
 }
 
+/* ---- a decode class ----------------------------------------------------------------------------- */
+static void on_decode_progress(void *user, int index, int total, const fajit_config *cfg, double gbs, const char *note)
+{
+    int *timed = user;
+    assert_null(cfg); /* decode notes carry no config */
+    assert_true(index < total);
+    *timed += index >= 0 && gbs > 0;
+    print_message("  %s\n", note);
+}
+
+/* A forward of a with num_splits = 0 on zeroed buffers; fajit_last_forward()'s text into ran. */
+static void decode_forward(fajit_context *ctx, fajit_attention_args a, char *ran, size_t size)
+{
+    size_t q = (size_t)a.batch * a.heads_q * a.seqlen_q * a.head_dim * 2;
+    size_t kv = (size_t)a.batch * a.heads_kv * a.seqlen_k * a.head_dim * 2;
+    const size_t bytes[4] = {q, kv, kv, q};
+    fj_CUdeviceptr mem[4] = {0};
+    assert_int_equal(fj_context_push(ctx), FAJIT_OK);
+    for (int t = 0; t < 4; t++) {
+        assert_int_equal(ctx->cu->cuMemAlloc(&mem[t], bytes[t]), 0);
+        assert_int_equal(ctx->cu->cuMemsetD8(mem[t], 0, bytes[t]), 0);
+    }
+    a.q = mem[0], a.k = mem[1], a.v = mem[2], a.o = mem[3];
+    fajit_status st = fajit_attention_forward(ctx, &a, NULL);
+    if (st != FAJIT_OK) print_error("forward: %s\n", fajit_errmsg());
+    assert_int_equal(st, FAJIT_OK);
+    snprintf(ran, size, "%s", fajit_last_forward());
+    assert_int_equal(ctx->cu->cuCtxSynchronize(), 0);
+    for (int t = 0; t < 4; t++) ctx->cu->cuMemFree(mem[t]);
+    fj_context_pop(ctx);
+}
+
+static void test_decode_tune(void **state)
+{
+    (void)state;
+    fajit_context *ctx = context_new();
+    fajit_attention_args a = fj_test_args(FAJIT_DTYPE_BF16, 1, 8, 1, 1, 32768, 128);
+    fajit_tune_options opt = fajit_tune_options_default();
+    fj_tune_decode_result res;
+    int timed = 0;
+    opt.progress = on_decode_progress;
+    opt.progress_user = &timed;
+    fajit_status st = fj_tune_decode(ctx, &a, &opt, &res);
+    if (st != FAJIT_OK) print_error("fj_tune_decode: %s\n", fajit_errmsg());
+    assert_int_equal(st, FAJIT_OK);
+    print_message("winner %d splits on br%d bc%d: %.0f GB/s; heuristic %d splits %.0f GB/s; %d of %d timed, %.1f s\n",
+                  res.splits, res.tile_m, res.tile_n, res.gbs, res.heuristic_splits, res.heuristic_gbs, res.timed,
+                  res.candidates, res.seconds);
+    assert_int_equal(res.found, 1);
+    assert_true(res.candidates >= 3 && res.timed >= 2 && timed == res.timed);
+    assert_true(res.gbs > 0 && res.heuristic_gbs > 0 && res.gbs >= res.heuristic_gbs);
+    assert_int_equal(res.saved, 1);
+    assert_int_equal(res.key.packed, 1);
+    /* the split choice (this context, then a new one reading the file), the forward and the workspace */
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, res.tile_m, res.tile_n, NULL), res.splits);
+    size_t bytes = 1;
+    assert_int_equal(fajit_attention_workspace_size(ctx, &a, NULL, &bytes), FAJIT_OK);
+    assert_int_equal(bytes, fj_decode_workspace_bytes(&a, res.splits, NULL));
+    fajit_context_destroy(ctx);
+    ctx = context_new();
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, res.tile_m, res.tile_n, NULL), res.splits);
+    char ran[512], want[32];
+    decode_forward(ctx, a, ran, sizeof ran);
+    print_message("forward with num_splits = 0 ran: %s\n", ran);
+    snprintf(want, sizeof want, "(%d splits, tuned)", res.splits);
+    if (res.splits > 1) assert_non_null(strstr(ran, want));
+    else assert_null(strstr(ran, " splits)"));
+    fajit_context_destroy(ctx);
+}
+
 int main(void)
 {
     fj_test_require_gpu();
     g_dir = fj_test_make_temp_dir("fajit-tune-gpu-");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny_tune),
+        cmocka_unit_test(test_decode_tune),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (fj_test_remove_dir(g_dir) != 0) print_message("could not remove %s\n", g_dir);

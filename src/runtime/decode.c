@@ -14,6 +14,7 @@
 #include "context.h"
 #include "error.h"
 #include "forward.h"
+#include "tune.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define FJ_GRID_Z_MAX 65535
@@ -139,12 +140,34 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 /* The heuristic's test of a grid: splitting pays when the CTAs fill less than 80% of the SMs. */
 static int grid_underfills(long long ctas, int sm_count) { return ctas * 5 < (long long)sm_count * 4; }
 
+/* Whether a call with num_splits = 0 looks at splitting at all (fj_decode_run): it uses a decode feature
+ * (seqlens_k, packed GQA heads, paged K/V), or one row block per (batch, head) leaves SMs idle. Otherwise
+ * the plain kernel runs without asking for the sm_80 one (on sm_90a that would compile it). */
+static int split_considered(const fajit_context *ctx, const fajit_attention_args *a, int packed)
+{
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    return a->seqlens_k || packed || d.block_table ||
+           grid_underfills((long long)a->heads_q * a->batch, ctx ? ctx->sm_count : 0);
+}
+
+long long fj_decode_ctas(const fajit_attention_args *a, int packed, int block_m)
+{
+    long long group = packed ? a->heads_q / a->heads_kv : 1;
+    return (group * a->seqlen_q + block_m - 1) / block_m * (a->heads_q / group) * a->batch;
+}
+
+int fj_decode_split_fits(const fajit_attention_args *a, int splits)
+{
+    return splits >= 1 && splits <= FAJIT_MAX_SPLITS && (long long)a->batch * splits <= FJ_GRID_Z_MAX &&
+           (long long)a->batch * splits * a->heads_q * a->seqlen_q <= INT32_MAX;
+}
+
 int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int block_n, int sm_count)
 {
     if (a->num_splits >= 1) return a->num_splits;
     if (a->seqlen_q > FJ_SPLIT_AUTO_MAX_SEQLEN_Q || sm_count < 1 || block_m < 1 || block_n < 1) return 1;
-    long long group = packed ? a->heads_q / a->heads_kv : 1;
-    long long ctas = (group * a->seqlen_q + block_m - 1) / block_m * (a->heads_q / group) * a->batch;
+    long long ctas = fj_decode_ctas(a, packed, block_m);
     long long tiles = (a->seqlen_k + block_n - 1) / block_n;
     if (!grid_underfills(ctas, sm_count) || tiles < 4) return 1;
     long long max_s = tiles / 2, rows = (long long)a->batch * a->heads_q * a->seqlen_q;
@@ -161,6 +184,17 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
         if (eff >= best_eff) best_eff = eff, best = (int)s;
     }
     return best;
+}
+
+int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *a, int packed, int block_m, int block_n,
+                         int *from_tune)
+{
+    int tuned = 0, found = a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q &&
+                           split_considered(ctx, a, packed) &&
+                           fj_tune_decode_find(ctx, a, packed, block_m, block_n, &tuned) &&
+                           fj_decode_split_fits(a, tuned);
+    if (from_tune) *from_tune = found;
+    return found ? tuned : fj_decode_splits(a, packed, block_m, block_n, ctx ? ctx->sm_count : 0);
 }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -267,14 +301,16 @@ typedef struct decode_choice {
     unsigned variant;
     fajit_config cfg;
     int splits;
+    int tuned; /* the splits are a tuned winner's (fagen tune --grid decode) */
 } decode_choice;
 
 /* The choice for a call whose sm_80 kernel is k80: the tile from variant_config (every variant costs the
  * plan the same registers, so the tile does not depend on whether it splits), then the splits for that
- * tile's grid (fj_decode_splits), then the split bit. Paged K/V gather their tiles from page segments when
- * the page is smaller than the tile (or always), as ctx->paged_gather says. */
-static fajit_status decode_choose(const fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
-                                  int packed, decode_choice *c)
+ * tile's grid (tuned: fj_decode_splits_for, the tuned winner first; else fj_decode_splits), then the split bit.
+ * Paged K/V gather their tiles from page segments when the page is smaller than the tile (or always), as
+ * ctx->paged_gather says. */
+static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
+                                  int packed, int tuned, decode_choice *c)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
@@ -286,7 +322,9 @@ static fajit_status decode_choose(const fajit_context *ctx, const fajit_kernel *
         v |= FJ_VARIANT_GATHER;
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;
-    c->splits = fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
+    c->tuned = 0;
+    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
+                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
     return FAJIT_OK;
 }
@@ -329,7 +367,8 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     char text[FJ_CONFIG_TEXT_MAX + 320];
     int n = snprintf(text, sizeof text, "%s", kv->config_text);
     if (splits > 1 && n >= 0 && (size_t)n < sizeof text)
-        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits) + %s", splits, kc->config_text);
+        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits%s) + %s", splits, ch->tuned ? ", tuned" : "",
+                      kc->config_text);
     if (fell_from && n >= 0 && (size_t)n < sizeof text)
         snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: the decode features (seqlens_k, split-KV, "
                  "GQA packing, paged K/V) run on the sm_80 path only so far", fell_from);
@@ -344,17 +383,28 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     fj_decode_args d;
     fj_decode_read(a, &d);
     int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table;
-    /* the heuristic cannot split when even one row block per (batch, head) fills the GPU: the plain kernel,
-     * without asking for the sm_80 one (on sm_90a that would compile it) */
-    if (!special && a->num_splits == 0 && !grid_underfills((long long)a->heads_q * a->batch, ctx->sm_count))
-        return FAJIT_OK;
+    if (a->num_splits == 0 && !split_considered(ctx, a, packed)) return FAJIT_OK;
     fajit_status st = sm80_base(ctx, k, a, &k80);
     decode_choice ch;
-    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, &ch);
+    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, 1, &ch);
     if (st != FAJIT_OK) return st;
     if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
     *handled = 1;
     return run_variant(ctx, &ch, a, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
+}
+
+/* decode_choose for a call from its kernel: cfg's, or the library's choice for the shape (tuned: with the
+ * tuned split count of its class). */
+static fajit_status choice_for(fajit_context *ctx, const fajit_attention_args *a, const fajit_config *cfg, int tuned,
+                               const char *who, decode_choice *ch)
+{
+    fajit_kernel *k = NULL, *k80 = NULL;
+    fajit_status st = fj_context_require_device(ctx, who);
+    if (st == FAJIT_OK)
+        st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, a, FAJIT_ARCH_AUTO, &k);
+    if (st == FAJIT_OK) st = sm80_base(ctx, k, a, &k80);
+    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, fj_decode_packs(ctx, a), tuned, ch);
+    return st;
 }
 
 fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_attention_args *args,
@@ -370,13 +420,20 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
         return FAJIT_OK;
     }
     if (!ctx) return BAD("ctx = NULL: the split heuristic needs the context's device (or force args->num_splits)");
-    fajit_kernel *k = NULL, *k80 = NULL;
-    st = fj_context_require_device(ctx, "fajit_attention_workspace_size");
-    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
-    if (st == FAJIT_OK) st = sm80_base(ctx, k, args, &k80);
     decode_choice ch;
-    if (st == FAJIT_OK) st = decode_choose(ctx, k80, args, fj_decode_packs(ctx, args), &ch);
+    st = choice_for(ctx, args, cfg, 1, "fajit_attention_workspace_size", &ch);
     if (st != FAJIT_OK) return st;
     *bytes_out = fj_decode_workspace_bytes(args, ch.splits, NULL);
+    return FAJIT_OK;
+}
+
+fajit_status fj_decode_heuristic(fajit_context *ctx, const fajit_attention_args *args, int *splits, int *block_m,
+                                 int *block_n, int *packed)
+{
+    decode_choice ch;
+    fajit_status st = choice_for(ctx, args, NULL, 0, "fj_decode_heuristic", &ch);
+    if (st != FAJIT_OK) return st;
+    *splits = ch.splits, *block_m = ch.cfg.block_m, *block_n = ch.cfg.block_n;
+    *packed = fj_decode_packs(ctx, args);
     return FAJIT_OK;
 }

@@ -55,6 +55,26 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *args)
  * tiles per split). Untuned: no GPU measured it yet. */
 int fj_decode_splits(const fajit_attention_args *args, int packed, int block_m, int block_n, int sm_count);
 
+/* CTAs of one split of the call's grid: row blocks (of group x seqlen_q rows when packed) x heads x batch. */
+long long fj_decode_ctas(const fajit_attention_args *args, int packed, int block_m);
+
+/* 1 when a call may run with `splits`: 1..FAJIT_MAX_SPLITS, batch x splits within the grid's z dimension,
+ * the partial rows within 2^31 - 1 (fj_decode_validate's rules for a forced count). */
+int fj_decode_split_fits(const fajit_attention_args *args, int splits);
+
+/* The splits a call runs with on ctx: num_splits when forced; else, when seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q,
+ * the call looks at splitting at all (a decode feature, or B x Hq below 80% of the SMs: fj_decode_run) and
+ * ctx's tuned table holds a decode winner for the call's class timed on this tile (tune.h:
+ * fj_tune_decode_find) that fits the call, that winner; else fj_decode_splits on ctx's SM count. *from_tune (may be
+ * NULL) says which: 1 the tuned winner. fajit_last_forward() then reads "(N splits, tuned)". */
+int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *args, int packed, int block_m,
+                         int block_n, int *from_tune);
+
+/* What a call with num_splits = 0 runs without a tuned winner (fagen tune's baseline): the heuristic's splits,
+ * the decode tile and whether it packs GQA heads. Needs a device; compiles the kernels the choice needs. */
+fajit_status fj_decode_heuristic(fajit_context *ctx, const fajit_attention_args *args, int *splits,
+                                 int *block_m, int *block_n, int *packed);
+
 /* Workspace bytes for `splits` (0 when splits <= 1): fp32 partial O [B][S][Hq][Nq][D], then at the next
  * 256 bytes the partial LSE [B][S][Hq][Nq]. *lse_offset (may be NULL) receives the LSE part's offset. */
 size_t fj_decode_workspace_bytes(const fajit_attention_args *args, int splits, size_t *lse_offset);

@@ -73,25 +73,31 @@ static void tuned_load_locked(fajit_context *ctx)
     fj_tune_list_free(&all);
 }
 
-/* The winner for a class on ctx's GPU: 1 and *rec filled, or 0. */
-static int tuned_find(fajit_context *ctx, const fajit_shape *shape, fajit_dtype dtype, int head_dim, int causal,
-                      fj_tune_record *rec)
+int fj_tune_table_find(fajit_context *ctx, const fj_tune_key *key, fj_tune_record *rec)
 {
-    fj_tune_key key;
-    int cls = fj_tune_seqlen_class(shape), found = 0;
+    int found = 0;
     /* no identity, no winners: this test comes before the lock (see heuristic_config) */
-    if (!ctx || !ctx->device_name[0] || !cls) return 0;
-    fj_tune_key_make(ctx, dtype, head_dim, causal, cls, &key);
+    if (!ctx || !ctx->device_name[0]) return 0;
     pthread_mutex_lock(&ctx->lock);
     if (!ctx->tuned_loaded) tuned_load_locked(ctx);
-    const fj_tune_record *r = fj_tune_list_find(&ctx->tuned, &key);
+    const fj_tune_record *r = fj_tune_list_find(&ctx->tuned, key);
     if (r) *rec = *r, found = 1;
     pthread_mutex_unlock(&ctx->lock);
     return found;
 }
 
-/* File a winner in ctx's table (after the file, so a fresh tune wins over an old line). */
-static void tuned_put(fajit_context *ctx, const fj_tune_record *rec)
+/* The winner for a class on ctx's GPU: 1 and *rec filled, or 0. */
+static int tuned_find(fajit_context *ctx, const fajit_shape *shape, fajit_dtype dtype, int head_dim, int causal,
+                      fj_tune_record *rec)
+{
+    fj_tune_key key;
+    int cls = fj_tune_seqlen_class(shape);
+    if (!ctx || !ctx->device_name[0] || !cls) return 0;
+    fj_tune_key_make(ctx, dtype, head_dim, causal, cls, &key);
+    return fj_tune_table_find(ctx, &key, rec);
+}
+
+void fj_tune_table_put(fajit_context *ctx, const fj_tune_record *rec)
 {
     pthread_mutex_lock(&ctx->lock);
     if (!ctx->tuned_loaded) tuned_load_locked(ctx);
@@ -372,18 +378,20 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void note(const tune_run *r, int index, const fajit_config *cfg, double tflops, const char *fmt, ...)
-    FJ_PRINTF(5, 6);
-static void note(const tune_run *r, int index, const fajit_config *cfg, double tflops, const char *fmt, ...)
+void fj_tune_note(const fajit_tune_options *o, int total, int index, const fajit_config *cfg, double rate,
+                  const char *fmt, ...)
 {
     char text[768];
     va_list ap;
-    if (!r->o.progress) return;
+    if (!o->progress) return;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    r->o.progress(r->o.progress_user, index, r->n, cfg, tflops, text);
+    o->progress(o->progress_user, index, total, cfg, rate, text);
 }
+
+/* A note of run r: note(r, index, cfg, tflops, fmt, ...). */
+#define note(r, ...) fj_tune_note(&(r)->o, (r)->n, __VA_ARGS__)
 
 /* Skip candidate i: tell the callback, remember the first failure. */
 static void skip(tune_run *r, int i, fajit_status st, const char *why)
@@ -577,7 +585,7 @@ static void winner_keep(tune_run *r, fajit_dtype dtype, int head_dim, int causal
     fj_tune_record rec;
     char why[512];
     winner_record(r, dtype, head_dim, causal, &rec);
-    tuned_put(r->ctx, &rec);
+    fj_tune_table_put(r->ctx, &rec);
     fj_context_choices_clear(r->ctx);
     if (!r->o.persist) return;
     if (!r->ctx->tune_path[0]) {

@@ -5,6 +5,7 @@
  *                fajit_config_fill calls (fj_tune_fill), fajit_tune's control flow
  *   tune_time.c  inputs, the correctness check and CUDA-event timing of one candidate
  *   tune_file.c  the tune file (format in tune_file.h)
+ *   tune_decode.c  decode classes: the split count of split-KV (issue 11)
  *
  * The sequence-length class of a shape is the power of two at or above max(seqlen_q, seqlen_k),
  * clamped to FJ_TUNE_CLASS_MIN..FJ_TUNE_CLASS_MAX: tile choices change with the length of the KV loop
@@ -19,6 +20,7 @@
 
 #include "context.h"
 #include "cuda_api.h"
+#include "error.h"
 #include "fajit.h"
 #include "tune_file.h"
 
@@ -47,6 +49,13 @@ int fj_tune_seqlen_class(const fajit_shape *shape);
 void fj_tune_key_make(const fajit_context *ctx, fajit_dtype dtype, int head_dim, int causal, int seqlen_class,
                       fj_tune_key *key);
 
+/* The winner filed under key in ctx's table (the tune file, read on first use, plus winners tuned in this
+ * context): 1 and *rec filled, or 0 (also without a device identity). Takes the context's lock. */
+int fj_tune_table_find(fajit_context *ctx, const fj_tune_key *key, fj_tune_record *rec);
+
+/* File a winner in ctx's table (after the file is read, so a fresh tune wins over an old line). */
+void fj_tune_table_put(fajit_context *ctx, const fj_tune_record *rec);
+
 /*
  * The hook of fajit_config_fill: when ctx has a device identity, shape has sequence lengths and the
  * context's table (the tune file, read on first use, plus winners tuned in this context) holds a
@@ -64,6 +73,49 @@ int fj_tune_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg
  */
 int fj_tune_space(const fajit_context *ctx, const fajit_config *first, fajit_config *out, int cap, int *space,
                   int *pruned);
+
+/* The progress callback of o (when set) with the text of fmt: index -1 for notes about the tune as a
+ * whole, else the candidate's index of total; rate: TFLOP/s (decode: GB/s), or -1. */
+void fj_tune_note(const fajit_tune_options *o, int total, int index, const fajit_config *cfg, double rate,
+                  const char *fmt, ...) FJ_PRINTF(6, 7);
+
+/* ---- decode classes: the split count (tune_decode.c; line format in tune_file.h) ----------------- */
+#define FJ_TUNE_DECODE_MAX_CANDIDATES 8
+
+/* The decode class of a call on ctx's GPU (packed: the call packs GQA heads, fj_decode_packs). */
+void fj_tune_decode_key(const fajit_context *ctx, const fajit_attention_args *args, int packed, fj_tune_key *key);
+
+/* The tuned split count of the call's decode class when ctx's table holds one timed on this tile
+ * (block_m x block_n): 1 and *splits, else 0. No identity: 0, without taking the lock. */
+int fj_tune_decode_find(fajit_context *ctx, const fajit_attention_args *args, int packed, int block_m, int block_n,
+                        int *splits);
+
+/* The split counts fj_tune_decode times, ascending, at most cap: the heuristic's (always, cap >= 1), 1, half
+ * and double the heuristic's, and the counts that give 1, 2 and 3 CTAs per SM in one wave on sm_count SMs;
+ * each kept only when it is at most the KV tiles of block_n keys and fj_decode_split_fits. */
+int fj_tune_decode_candidates(const fajit_attention_args *args, int packed, int block_m, int block_n, int sm_count,
+                              int heuristic, int *out, int cap);
+
+typedef struct fj_tune_decode_result {
+    fj_tune_key key;          /* the class */
+    int tile_m, tile_n;       /* the decode tile the counts ran on */
+    int heuristic_splits;     /* what num_splits = 0 ran before (fj_decode_splits) */
+    int candidates, timed;
+    int found, splits;        /* the winner */
+    double gbs, heuristic_gbs; /* GB/s of K + V, median over the rounds */
+    int saved;                /* merged into the tune file */
+    double seconds;
+} fj_tune_decode_result;
+
+/*
+ * Time the split counts of one decode shape (dtype, batch, heads, seqlens, head_dim, causal of `shape`;
+ * seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) on ctx's GPU and keep the fastest for its class: in ctx's table,
+ * so calls with num_splits = 0 use it, and (opts->persist) in the tune file. opts: reps, warmup,
+ * max_candidates (capped at FJ_TUNE_DECODE_MAX_CANDIDATES), persist, progress (called with cfg NULL and the
+ * GB/s in the tflops argument). Internal: fagen tune --grid decode is its caller.
+ */
+fajit_status fj_tune_decode(fajit_context *ctx, const fajit_attention_args *shape, const fajit_tune_options *opts,
+                            fj_tune_decode_result *res);
 
 /* ---- timing (tune_time.c) ------------------------------------------------------------------------ */
 /*

@@ -50,7 +50,8 @@ int fj_tune_key_equal(const fj_tune_key *a, const fj_tune_key *b)
 {
     return strcmp(a->gpu, b->gpu) == 0 && a->driver == b->driver && strcmp(a->codegen, b->codegen) == 0 &&
            a->dtype == b->dtype && a->head_dim == b->head_dim && a->causal == b->causal &&
-           a->seqlen_class == b->seqlen_class;
+           a->seqlen_class == b->seqlen_class && a->decode == b->decode && a->kv_heads == b->kv_heads &&
+           a->group == b->group && a->seqlen_q == b->seqlen_q && a->packed == b->packed;
 }
 
 static const char *dtype_text(fajit_dtype d) { return d == FAJIT_DTYPE_F16 ? "f16" : "bf16"; }
@@ -138,6 +139,47 @@ static const char *parse_class(const char *text, fj_tune_key *k)
     return NULL;
 }
 
+static int power_of_two(int v) { return v >= 1 && (v & (v - 1)) == 0; }
+
+/* A decode class: "decode bf16 d128 noncausal bkv8 g4 q1 k131072 packed" (after "decode "). */
+static const char *parse_decode_class(const char *text, fj_tune_key *k)
+{
+    char dt[8], mask[16], pack[16];
+    int n = 0;
+    if (sscanf(text, "%7s d%d %15s bkv%d g%d q%d k%d %15s %n", dt, &k->head_dim, mask, &k->kv_heads, &k->group,
+               &k->seqlen_q, &k->seqlen_class, pack, &n) != 8 || text[n] != '\0')
+        return "decode class is not \"decode <dtype> d<D> causal|noncausal bkv<B x Hkv> g<group> q<Nq> k<Nk> "
+               "packed|unpacked\"";
+    k->decode = 1;
+    if (dtype_parse(dt, &k->dtype) != 0) return "decode class: dtype is not f16 or bf16";
+    if (strcmp(mask, "causal") == 0) k->causal = 1;
+    else if (strcmp(mask, "noncausal") == 0) k->causal = 0;
+    else return "decode class: mask is not causal or noncausal";
+    if (strcmp(pack, "packed") == 0) k->packed = 1;
+    else if (strcmp(pack, "unpacked") == 0) k->packed = 0;
+    else return "decode class: packing is not packed or unpacked";
+    if (k->head_dim < 16 || k->head_dim > 256 || k->head_dim % 16) return "decode class: head dim not 16..256, x16";
+    if (!power_of_two(k->kv_heads) || !power_of_two(k->seqlen_q) || k->seqlen_q > 128 ||
+        !power_of_two(k->seqlen_class) || k->seqlen_class < 128)
+        return "decode class: bkv, q (<= 128) and k (>= 128) must be powers of two";
+    if (k->group < 1 || k->group > 65535 || (k->packed && k->group < 2))
+        return "decode class: group not 1..65535 (packed needs >= 2)";
+    if (k->causal && k->seqlen_q == 1) return "decode class: causal with q1 (written noncausal)";
+    return NULL;
+}
+
+/* A decode config: "splits 64 br64 bc64". */
+static const char *parse_decode_config(const char *text, fj_tune_record *r)
+{
+    int n = 0;
+    if (sscanf(text, "splits %d br%d bc%d %n", &r->splits, &r->tile_m, &r->tile_n, &n) != 3 || text[n] != '\0')
+        return "decode config is not \"splits <S> br<M> bc<N>\"";
+    if (r->splits < 1 || r->splits > FAJIT_MAX_SPLITS) return "decode config: splits not 1..FAJIT_MAX_SPLITS";
+    if (r->tile_m < 16 || r->tile_m > 256 || r->tile_m % 16 || r->tile_n < 16 || r->tile_n > 256 || r->tile_n % 16)
+        return "decode config: br and bc must be 16..256, multiples of 16";
+    return NULL;
+}
+
 /* The config must be for the class and follow every rule of its path. */
 static const char *check_config(fj_tune_record *r)
 {
@@ -179,9 +221,14 @@ const char *fj_tune_parse_line(const char *line, fj_tune_record *r)
     if (strlen(f[2]) >= sizeof r->key.codegen) return "codegen version too long";
     fj_tune_clean_text(r->key.codegen, sizeof r->key.codegen, f[2]);
     if (!r->key.codegen[0]) return "codegen version empty";
-    if ((bad = parse_class(f[3], &r->key)) != NULL) return bad;
-    if ((bad = fj_tune_parse_config(f[4], &r->cfg)) != NULL) return bad;
-    if ((bad = check_config(r)) != NULL) return bad;
+    if (strncmp(f[3], "decode ", 7) == 0) {
+        if ((bad = parse_decode_class(f[3] + 7, &r->key)) != NULL) return bad;
+        if ((bad = parse_decode_config(f[4], r)) != NULL) return bad;
+    } else {
+        if ((bad = parse_class(f[3], &r->key)) != NULL) return bad;
+        if ((bad = fj_tune_parse_config(f[4], &r->cfg)) != NULL) return bad;
+        if ((bad = check_config(r)) != NULL) return bad;
+    }
     errno = 0;
     r->tflops = strtod(f[5], &end);
     if (end == f[5] || *end != '\0' || errno == ERANGE || !isfinite(r->tflops) || r->tflops < TFLOPS_MIN ||
@@ -191,17 +238,30 @@ const char *fj_tune_parse_line(const char *line, fj_tune_record *r)
     return NULL;
 }
 
+/* The class and config fields of a record. */
+static void format_class_config(const fj_tune_record *r, char *cls, size_t cls_size, char *cfg, size_t cfg_size)
+{
+    const fj_tune_key *k = &r->key;
+    const char *mask = k->causal ? "causal" : "noncausal";
+    if (!k->decode) {
+        snprintf(cls, cls_size, "%s d%d %s n%d", dtype_text(k->dtype), k->head_dim, mask, k->seqlen_class);
+        fajit_config_format(&r->cfg, cfg, cfg_size);
+        return;
+    }
+    snprintf(cls, cls_size, "decode %s d%d %s bkv%d g%d q%d k%d %s", dtype_text(k->dtype), k->head_dim, mask,
+             k->kv_heads, k->group, k->seqlen_q, k->seqlen_class, k->packed ? "packed" : "unpacked");
+    snprintf(cfg, cfg_size, "splits %d br%d bc%d", r->splits, r->tile_m, r->tile_n);
+}
+
 int fj_tune_format_line(const fj_tune_record *r, char *buf, size_t size)
 {
-    char cfg[128], gpu[FJ_TUNE_GPU_MAX], codegen[FJ_TUNE_CODEGEN_MAX], note[FJ_TUNE_NOTE_MAX];
-    fajit_config_format(&r->cfg, cfg, sizeof cfg);
+    char cls[128], cfg[128], gpu[FJ_TUNE_GPU_MAX], codegen[FJ_TUNE_CODEGEN_MAX], note[FJ_TUNE_NOTE_MAX];
+    format_class_config(r, cls, sizeof cls, cfg, sizeof cfg);
     fj_tune_clean_text(gpu, sizeof gpu, r->key.gpu);
     fj_tune_clean_text(codegen, sizeof codegen, r->key.codegen);
     fj_tune_clean_text(note, sizeof note, r->note);
-    return snprintf(buf, size, "%s" FIELD_SEP "%d" FIELD_SEP "%s" FIELD_SEP "%s d%d %s n%d" FIELD_SEP "%s" FIELD_SEP
-                               "%.*f%s%s",
-                    gpu, r->key.driver, codegen, dtype_text(r->key.dtype), r->key.head_dim,
-                    r->key.causal ? "causal" : "noncausal", r->key.seqlen_class, cfg, r->tflops >= 1.0 ? 1 : 3, r->tflops,
+    return snprintf(buf, size, "%s" FIELD_SEP "%d" FIELD_SEP "%s" FIELD_SEP "%s" FIELD_SEP "%s" FIELD_SEP "%.*f%s%s",
+                    gpu, r->key.driver, codegen, cls, cfg, r->tflops >= 1.0 ? 1 : 3, r->tflops,
                     note[0] ? FIELD_SEP : "", note);
 }
 
@@ -248,6 +308,11 @@ static int key_compare(const void *pa, const void *pb)
     if (c == 0) c = (int)a->dtype - (int)b->dtype;
     if (c == 0) c = a->head_dim - b->head_dim;
     if (c == 0) c = a->causal - b->causal;
+    if (c == 0) c = a->decode - b->decode;
+    if (c == 0) c = (a->kv_heads > b->kv_heads) - (a->kv_heads < b->kv_heads);
+    if (c == 0) c = a->group - b->group;
+    if (c == 0) c = a->seqlen_q - b->seqlen_q;
+    if (c == 0) c = a->packed - b->packed;
     if (c == 0) c = (a->seqlen_class > b->seqlen_class) - (a->seqlen_class < b->seqlen_class);
     return c;
 }
@@ -304,7 +369,7 @@ static void write_header(FILE *f)
 {
     fputs("# fajit tuned kernels (format 1), written by fajit_tune / fagen tune; safe to edit or delete.\n"
           "# A line is used only with the GPU, driver version and fajit code generator that measured it.\n"
-          "# gpu | driver | codegen | class | config | TFLOP/s | note\n",
+          "# gpu | driver | codegen | class | config | TFLOP/s (decode lines: GB/s of K + V) | note\n",
           f);
 }
 

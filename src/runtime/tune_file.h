@@ -15,6 +15,22 @@
  *   TFLOP/s  measured (4 * B * H * Nq * Nk * D / t, half that for causal with Nq == Nk), 0.01..100000
  *   note     free text for a person: the shape timed and when (kept, never interpreted)
  *
+ * Decode lines (fagen tune --grid decode; tune_decode.c) hold the split count of a decode class:
+ *
+ *     NVIDIA H200 | 13000 | fajit-codegen-12 | decode bf16 d128 noncausal bkv8 g4 q1 k131072 packed | splits 64 br64 bc64 | 2950.0 | ...
+ *
+ *   class    "decode", dtype, head dim, mask (causal only with Nq > 1: one query row sees every key either
+ *            way), then what sets the split-KV grid: bkv = B x Hkv and q = Nq as the powers of two at or
+ *            above them, g = Hq / Hkv exactly, k = Nk as the power of two at or above it (>= 128), packed
+ *            or unpacked (GQA packing on or off in the context that measured it)
+ *   config   "splits S brM bcN": the winning split count and the decode tile (block_m x block_n) it was
+ *            timed on; a call whose tile differs (another tile rule, paged K/V of another page size)
+ *            does not use it
+ *   GB/s     of K + V read (each KV head once) in the TFLOP/s field's place, same range
+ * Readers older than decode lines (format 1 without them) skip such a line as one that does not parse
+ * (the rule below), so the format number stays 1; their merge drops it, and `fagen tune --grid decode`
+ * makes it again.
+ *
  * The first four fields are the key. Lines starting with '#' and blank lines are comments; a line
  * that does not parse is ignored (a reader never fails because of one) and dropped on the next write,
  * as are comments other than the header, which every write puts back.
@@ -46,14 +62,22 @@ typedef struct fj_tune_key {
     fajit_dtype dtype;
     int head_dim;
     int causal;
-    int seqlen_class;
+    int seqlen_class; /* forward: the sequence-length class; decode: the Nk bucket */
+    /* decode lines only (all 0 on forward lines) */
+    int decode;       /* 1: a decode class (the split count), 0: a forward class (a config) */
+    int kv_heads;     /* B x Hkv, the power of two at or above it */
+    int group;        /* Hq / Hkv */
+    int seqlen_q;     /* Nq, the power of two at or above it, 1..128 */
+    int packed;       /* GQA packing on (1) or off (0) */
 } fj_tune_key;
 
 /* One line of the file. */
 typedef struct fj_tune_record {
     fj_tune_key key;
-    fajit_config cfg;
-    double tflops;
+    fajit_config cfg;  /* forward lines */
+    int splits;        /* decode lines: the split count, and the tile it was timed on */
+    int tile_m, tile_n;
+    double tflops;     /* forward: TFLOP/s; decode: GB/s of K + V */
     char note[FJ_TUNE_NOTE_MAX];
 } fj_tune_record;
 

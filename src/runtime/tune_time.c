@@ -225,11 +225,11 @@ fajit_status fj_tune_bench_check(fj_tune_bench *b, const fajit_config *cfg, doub
     fj_context_pop(b->ctx);
     if (st != FAJIT_OK) return st;
     if (b->have_ref) {
-        *rel_err = compare(b, cfg->dtype);
+        *rel_err = compare(b, b->args[0].dtype);
         return FAJIT_OK;
     }
     memcpy(b->ref, b->got, 2 * b->slice_elems * sizeof *b->ref);
-    *rel_err = compare(b, cfg->dtype); /* 0, or -1 when this first run left NaNs: then it is no reference */
+    *rel_err = compare(b, b->args[0].dtype); /* 0, or -1 when this first run left NaNs: then it is no reference */
     b->have_ref = *rel_err == 0.0;
     return FAJIT_OK;
 }

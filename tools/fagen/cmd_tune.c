@@ -7,6 +7,10 @@
  *   fagen tune --grid issue3 [the same filters and options]
  *       D 64/128/256 x bf16/f16 x causal/not x N 512..16384, B*N = 16384, H*D = 2048 (72 classes);
  *       --dtype, --headdim, --causal and --seqlen given with --grid keep only the matching classes.
+ *   fagen tune --grid decode [--dtype] [--headdim D] [--causal] [--seqlen NQ] [--reps N] [--device N] [--no-save]
+ *       the split count of split-KV on issue 11's rows (B/Hq/Hkv/Nk 1/32/32/32k, 1/32/8/128k, 8/32/8/8k,
+ *       64/32/8/2k, 1/8/1/512k) x Nq 1/4/16 (--seqlen keeps one Nq): 15 decode classes (tune_decode.c), a
+ *       few seconds each; --causal applies to Nq > 1.
  *
  * Output: a line per candidate as it finishes (index/total, config, TFLOP/s or why it was skipped), the
  * winner of each class and where it was saved, then a table of every class and the total time.
@@ -20,13 +24,14 @@
 
 #include "args.h"
 #include "runtime/context.h"
+#include "runtime/tune.h"
 
 #define TUNE_MAX_CLASSES 128
 
 typedef struct tune_cli {
     fajit_config filter; /* --dtype, --headdim, --causal */
     int seqlen, batch, heads;
-    int max_candidates, reps, budget, device, no_save, grid_issue3, help;
+    int max_candidates, reps, budget, device, no_save, grid_issue3, grid_decode, help;
 } tune_cli;
 
 typedef struct tune_class {
@@ -34,6 +39,7 @@ typedef struct tune_class {
     int head_dim, causal;
     fajit_shape shape;
     fajit_tune_result res;
+    fj_tune_decode_result dres; /* --grid decode */
     int ok;
 } tune_class;
 
@@ -53,6 +59,7 @@ static void tune_usage(FILE *f)
     fputs("usage: fagen tune [--dtype f16|bf16] [--headdim D] [--causal] [--seqlen N] [--batch B] [--heads H]\n"
           "                  [--max-candidates N] [--reps N] [--budget S] [--device N] [--no-save]\n"
           "       fagen tune --grid issue3 [filters and options as above]\n"
+          "       fagen tune --grid decode [--dtype] [--headdim] [--causal] [--seqlen NQ] [--reps] [--no-save]\n"
           "Time the kernel configs of a problem class on the GPU and keep the fastest: fajit_config_fill,\n"
           "fajit_attention_forward and fagen bench use it from then on. A class is (dtype, head dim, mask,\n"
           "sequence-length class = the power of two >= max(Nq, Nk), 128..16384) on one GPU, driver and fajit\n"
@@ -65,6 +72,10 @@ static void tune_usage(FILE *f)
           "  --heads H                      default 2048 / headdim\n"
           "  --grid issue3                  D 64/128/256 x bf16/f16 x causal/not x N 512..16384, B*N = 16384,\n"
           "                                 H*D = 2048: 72 classes\n"
+          "  --grid decode                  split-KV's split count on issue 11's decode rows (B/Hq/Hkv/Nk\n"
+          "                                 1/32/32/32k, 1/32/8/128k, 8/32/8/8k, 64/32/8/2k, 1/8/1/512k) x Nq\n"
+          "                                 1/4/16 (--seqlen: one Nq): 15 classes; calls with num_splits = 0\n"
+          "                                 then use the winner of their class\n"
           "  --max-candidates N             configs timed per class, 1..1000 (default 16)\n"
           "  --reps N                       timed calls per config, median kept, >= 10 (default 10)\n"
           "  --budget S                     seconds per class after which no new config starts (default none)\n"
@@ -100,11 +111,12 @@ static int tune_word_flag(int argc, char **argv, int *i, tune_cli *o)
     if (!fagen_flag_is(argv[*i], "--grid")) return FAGEN_ARG_NOT_MINE;
     const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
     if (!val) return FAGEN_ARG_ERROR;
-    if (strcmp(val, "issue3") != 0) {
-        fprintf(stderr, "fagen: %s %s: must be issue3\n", flag, val);
+    if (strcmp(val, "issue3") == 0) o->grid_issue3 = 1;
+    else if (strcmp(val, "decode") == 0) o->grid_decode = 1;
+    else {
+        fprintf(stderr, "fagen: %s %s: must be issue3 or decode\n", flag, val);
         return FAGEN_ARG_ERROR;
     }
-    o->grid_issue3 = 1;
     return FAGEN_ARG_TAKEN;
 }
 
@@ -127,6 +139,11 @@ static int tune_parse(int argc, char **argv, tune_cli *o)
         if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
     }
     const fajit_config *f = &o->filter;
+    if (o->grid_decode && (o->batch || o->heads || o->budget || o->max_candidates)) {
+        fprintf(stderr, "fagen: tune --grid decode takes its shapes from the grid: give no --batch, --heads, --budget "
+                        "or --max-candidates\n");
+        return FAGEN_EXIT_USAGE;
+    }
     if (fagen_config_has_tiles(f)) {
         fprintf(stderr, "fagen: tune chooses --arch, --br, --bc, --stages, --swizzle, --warps and --col-warps; give only --dtype, "
                         "--headdim and --causal\n");
@@ -148,13 +165,36 @@ static tune_class class_make(const tune_cli *o, fajit_dtype dtype, int d, int ca
     return c;
 }
 
-/* The classes to tune: one, or the issue-3 grid less the filtered-out ones. */
+/* The decode rows of issue 11 (B, Hq, Hkv, Nk; as fagen bench --grid decode) x Nq 1, 4, 16. */
+static int classes_decode(const tune_cli *o, tune_class *out)
+{
+    static const int rows[][4] = {{1, 32, 32, 32768}, {1, 32, 8, 131072}, {8, 32, 8, 8192}, {64, 32, 8, 2048},
+                                  {1, 8, 1, 524288}};
+    static const int nqs[] = {1, 4, 16};
+    const fajit_config *f = &o->filter;
+    int n = 0;
+    for (int ni = 0; ni < 3; ni++)
+        for (int ri = 0; ri < 5; ri++) {
+            if (o->seqlen && o->seqlen != nqs[ni]) continue;
+            tune_class c;
+            memset(&c, 0, sizeof c);
+            c.dtype = f->dtype ? f->dtype : FAJIT_DTYPE_BF16;
+            c.head_dim = f->head_dim ? f->head_dim : 128;
+            c.causal = f->causal && nqs[ni] > 1;
+            c.shape = (fajit_shape){rows[ri][0], rows[ri][1], rows[ri][2], nqs[ni], rows[ri][3]};
+            out[n++] = c;
+        }
+    return n;
+}
+
+/* The classes to tune: one, or the issue-3 grid less the filtered-out ones, or the decode grid. */
 static int classes_make(const tune_cli *o, tune_class *out)
 {
     static const int dims[] = {64, 128, 256}, lens[] = {512, 1024, 2048, 4096, 8192, 16384};
     static const fajit_dtype dtypes[] = {FAJIT_DTYPE_BF16, FAJIT_DTYPE_F16};
     const fajit_config *f = &o->filter;
     int n = 0;
+    if (o->grid_decode) return classes_decode(o, out);
     if (!o->grid_issue3) {
         out[0] = class_make(o, f->dtype ? f->dtype : FAJIT_DTYPE_BF16, f->head_dim ? f->head_dim : 128, f->causal,
                             o->seqlen ? o->seqlen : 4096);
@@ -185,7 +225,7 @@ static void on_progress(void *user, int index, int total, const fajit_config *cf
 {
     char text[128];
     (void)user;
-    if (index < 0) {
+    if (index < 0 || !cfg) { /* decode notes (cfg NULL) carry their own text */
         printf("  ");
         print_note_line(note);
     } else {
@@ -200,6 +240,15 @@ static void on_progress(void *user, int index, int total, const fajit_config *cf
 
 /* ---- the command ------------------------------------------------------------------------------ */
 
+/* A class that failed: the library's message; FAGEN_EXIT_FAIL. */
+static int print_failed(void)
+{
+    printf("  failed: ");
+    print_note_line(fajit_errmsg());
+    fflush(stdout);
+    return FAGEN_EXIT_FAIL;
+}
+
 static int tune_one(fajit_context *ctx, const tune_cli *o, tune_class *c, int i, int n)
 {
     fajit_tune_options opt = fajit_tune_options_default();
@@ -213,12 +262,7 @@ static int tune_one(fajit_context *ctx, const tune_cli *o, tune_class *c, int i,
            c->shape.seqlen_q);
     fflush(stdout);
     fajit_status st = fajit_tune(ctx, &c->shape, c->dtype, c->head_dim, c->causal, &opt, NULL, &c->res);
-    if (st != FAJIT_OK) {
-        printf("  failed: ");
-        print_note_line(fajit_errmsg());
-        fflush(stdout);
-        return FAGEN_EXIT_FAIL;
-    }
+    if (st != FAJIT_OK) return print_failed();
     c->ok = 1;
     fajit_config_format(&c->res.best, text, sizeof text);
     double gain = c->res.heuristic_tflops > 0 ? 100.0 * (c->res.tflops / c->res.heuristic_tflops - 1.0) : 0.0;
@@ -229,10 +273,56 @@ static int tune_one(fajit_context *ctx, const tune_cli *o, tune_class *c, int i,
     return FAGEN_EXIT_OK;
 }
 
-static void print_summary(const fajit_context *ctx, const tune_class *cls, int n, double seconds, int saved_any)
+/* One decode class: fj_tune_decode, then its winner. */
+static int tune_one_decode(fajit_context *ctx, const tune_cli *o, tune_class *c, int i, int n)
+{
+    fajit_tune_options opt = fajit_tune_options_default();
+    const fajit_shape *s = &c->shape;
+    fajit_attention_args a;
+    memset(&a, 0, sizeof a);
+    a.dtype = c->dtype, a.batch = s->batch, a.heads_q = s->heads_q, a.heads_kv = s->heads_kv;
+    a.seqlen_q = s->seqlen_q, a.seqlen_k = s->seqlen_k, a.head_dim = c->head_dim, a.causal = c->causal;
+    opt.reps = o->reps;
+    opt.persist = !o->no_save;
+    opt.progress = on_progress;
+    printf("[%d/%d] decode %s d%d %s B%d H%d/%d Nq%d Nk%d\n", i + 1, n, dtype_text(c->dtype), c->head_dim,
+           c->causal ? "causal" : "noncausal", s->batch, s->heads_q, s->heads_kv, s->seqlen_q, s->seqlen_k);
+    fflush(stdout);
+    fajit_status st = fj_tune_decode(ctx, &a, &opt, &c->dres);
+    if (st != FAJIT_OK) return print_failed();
+    c->ok = 1;
+    const fj_tune_decode_result *r = &c->dres;
+    printf("  winner: %d splits on br%d bc%d  %.0f GB/s (heuristic %d splits %.0f GB/s, %+.1f%%), %d timed, %.1f s; "
+           "%s\n", r->splits, r->tile_m, r->tile_n, r->gbs, r->heuristic_splits, r->heuristic_gbs,
+           r->heuristic_gbs > 0 ? 100.0 * (r->gbs / r->heuristic_gbs - 1.0) : 0.0, r->timed, r->seconds,
+           r->saved ? "saved" : "not saved");
+    fflush(stdout);
+    return FAGEN_EXIT_OK;
+}
+
+static void print_summary_decode(const tune_class *cls, int n)
+{
+    printf("\n%-40s %-6s %8s %9s %8s %7s\n", "decode shape", "tile", "splits", "heuristic", "GB/s", "gain");
+    for (int i = 0; i < n; i++) {
+        const tune_class *c = &cls[i];
+        const fj_tune_decode_result *r = &c->dres;
+        char name[64];
+        snprintf(name, sizeof name, "B%d H%d/%d Nq%d Nk%d %s d%d%s", c->shape.batch, c->shape.heads_q,
+                 c->shape.heads_kv, c->shape.seqlen_q, c->shape.seqlen_k, dtype_text(c->dtype), c->head_dim,
+                 c->causal ? " causal" : "");
+        if (!c->ok) {
+            printf("%-40s (failed)\n", name);
+            continue;
+        }
+        printf("%-40s %2dx%-3d %8d %9d %8.0f %+6.1f%%\n", name, r->tile_m, r->tile_n, r->splits, r->heuristic_splits,
+               r->gbs, r->heuristic_gbs > 0 ? 100.0 * (r->gbs / r->heuristic_gbs - 1.0) : 0.0);
+    }
+}
+
+/* The forward classes' table. */
+static void print_summary_forward(const tune_class *cls, int n)
 {
     char text[128];
-    int ok = 0;
     printf("\n%-26s %-50s %8s %9s %7s\n", "class", "winner", "TFLOP/s", "heuristic", "gain");
     for (int i = 0; i < n; i++) {
         const tune_class *c = &cls[i];
@@ -243,11 +333,19 @@ static void print_summary(const fajit_context *ctx, const tune_class *cls, int n
             printf("%-26s (failed)\n", name);
             continue;
         }
-        ok++;
         fajit_config_format(&c->res.best, text, sizeof text);
         double gain = c->res.heuristic_tflops > 0 ? 100.0 * (c->res.tflops / c->res.heuristic_tflops - 1.0) : 0.0;
         printf("%-26s %-50s %8.1f %9.1f %+6.1f%%\n", name, text, c->res.tflops, c->res.heuristic_tflops, gain);
     }
+}
+
+static void print_summary(const fajit_context *ctx, const tune_class *cls, int n, int decode, double seconds,
+                          int saved_any)
+{
+    int ok = 0;
+    if (decode) print_summary_decode(cls, n);
+    else print_summary_forward(cls, n);
+    for (int i = 0; i < n; i++) ok += cls[i].ok;
     printf("total: %d of %d classes tuned in %.1f s", ok, n, seconds);
     if (saved_any) printf("; winners saved to %s\n", fajit_context_tune_file(ctx));
     else printf("; nothing saved\n");
@@ -264,7 +362,8 @@ static int tune_prepare(int argc, char **argv, tune_cli *o, tune_class *cls, int
         return rc;
     }
     if ((*n = classes_make(o, cls)) == 0) {
-        fprintf(stderr, "fagen: tune --grid issue3: no class of the grid matches the filters\n");
+        fprintf(stderr, "fagen: tune --grid %s: no class of the grid matches the filters\n",
+                o->grid_decode ? "decode" : "issue3");
         return FAGEN_EXIT_USAGE;
     }
     return FAGEN_EXIT_OK;
@@ -299,9 +398,10 @@ int fagen_cmd_tune(int argc, char **argv)
         return FAGEN_EXIT_FAIL;
     }
     const char *file = fajit_context_tune_file(ctx);
-    printf("fagen tune on %s (%s, driver %d): %d class%s, at most %d configs each, median of %d calls\n",
-           ctx->device_name, ctx->sm, ctx->driver_version, n, n == 1 ? "" : "es",
-           o.max_candidates ? o.max_candidates : 16, o.reps ? o.reps : 10);
+    printf("fagen tune on %s (%s, driver %d): %d %sclass%s, at most %d %s each, median of %d calls\n",
+           ctx->device_name, ctx->sm, ctx->driver_version, n, o.grid_decode ? "decode " : "", n == 1 ? "" : "es",
+           o.grid_decode ? FJ_TUNE_DECODE_MAX_CANDIDATES : o.max_candidates ? o.max_candidates : 16,
+           o.grid_decode ? "split counts" : "configs", o.reps ? o.reps : 10);
     printf("tune file: %s\n", o.no_save ? "(not written: --no-save)"
                               : file[0]  ? file
                                          : "(none: the disk cache is off)");
@@ -309,10 +409,11 @@ int fagen_cmd_tune(int argc, char **argv)
     double t0 = now_s();
     int saved_any = 0;
     for (int i = 0; i < n; i++) {
-        if (tune_one(ctx, &o, &cls[i], i, n) != FAGEN_EXIT_OK) rc = FAGEN_EXIT_FAIL;
-        saved_any |= cls[i].res.saved;
+        int r = o.grid_decode ? tune_one_decode(ctx, &o, &cls[i], i, n) : tune_one(ctx, &o, &cls[i], i, n);
+        if (r != FAGEN_EXIT_OK) rc = FAGEN_EXIT_FAIL;
+        saved_any |= cls[i].res.saved | cls[i].dres.saved;
     }
-    print_summary(ctx, cls, n, now_s() - t0, saved_any);
+    print_summary(ctx, cls, n, o.grid_decode, now_s() - t0, saved_any);
     fajit_context_destroy(ctx);
     free(cls);
     return rc;
