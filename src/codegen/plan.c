@@ -162,10 +162,12 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
 {
     if (variant &
         ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED |
-                    FJ_VARIANT_GATHER))
+                    FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
     if ((variant & FJ_VARIANT_GATHER) && !(variant & FJ_VARIANT_PAGED))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: gather without paged", variant);
+    if ((variant & FJ_VARIANT_AHEAD) && !(variant & FJ_VARIANT_PAGED))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: ahead without paged", variant);
     if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
     if (variant & FJ_VARIANT_COMBINE) {
         memset(p, 0, sizeof *p);
@@ -174,6 +176,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     }
     fajit_status st = fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
+    if ((variant & FJ_VARIANT_AHEAD) && p->cfg.stages < 2)
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: pages read ahead need 2+ stages (got %d)", variant,
+                       p->cfg.stages);
     if (p->ws)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s%s%s: the %s kernel does not take them yet; the "
                                               "sm_80 path's does (fajit_attention_forward falls back to it)",
@@ -200,9 +205,10 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n < 0 || !p->variant) return n;
     return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                        "%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                        "%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
                         p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
-                        p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "");
+                        p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "",
+                        p->variant & FJ_VARIANT_AHEAD ? " ahead" : "");
 }
 
 const char *fj_plan_entry(const fj_plan *p)
