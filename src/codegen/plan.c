@@ -135,6 +135,13 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * (d64 br64 bc128 s3, d192 br64 bc64 s3, d256 br128 w8 bc64 s2), with 16 two of them; with 24 none of the
  * 246 that plan does (d128 br64 bc64 s3 / s4 causal are refused: the runtime then takes the s2 tile). */
 #define FJ_VARIANT_GATHER_REGS 24
+/* AHEAD's registers: the next tile's page(s) live across an iteration (1, gathered 1 per segment a thread
+ * copies), and ptxas schedules the address work differently. ptxas 13.0 for sm_90a over 309 tiles (d64-d256 x
+ * br64 w4 / br128 w8 / br128 w4 x block_n 32-128 x 2-4 stages x both masks, split + packgqa + paged +
+ * gather + ahead; and seqlens + split + paged + ahead at d64/128/256, block_n 64/128, 2-3 stages): the 11
+ * that spilled (4-28 bytes) had a model of 233-248 with the other variants' registers, none at or below
+ * 232 did. With 23 more those are refused; the runtime then reads each tile's pages at its copy (decode.c). */
+#define FJ_VARIANT_AHEAD_REGS 23
 
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
 static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
@@ -187,7 +194,8 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)sizeof(fj_fwd_params_decode);
-    int extra = FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0);
+    int extra = FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +
+                (variant & FJ_VARIANT_AHEAD ? FJ_VARIANT_AHEAD_REGS : 0);
     p->reg_misc += extra;
     p->reg_total += extra;
     if (p->reg_total > p->reg_limit)

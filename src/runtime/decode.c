@@ -273,7 +273,8 @@ typedef struct decode_choice {
  * plan the same registers, so the tile does not depend on whether it splits), then the splits for that
  * tile's grid (fj_decode_splits), then the split bit. Paged K/V gather their tiles from page segments when
  * the page is smaller than the tile (or always), as ctx->paged_gather says, and read each tile's pages a
- * tile ahead (AHEAD, with 2+ stages) unless ctx->page_ahead is off. */
+ * tile ahead (AHEAD) unless ctx->page_ahead is off or the tile has one stage or no registers for it (the
+ * tile stays: the pages are then read at each copy). */
 static fajit_status decode_choose(const fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
                                   int packed, decode_choice *c)
 {
@@ -287,7 +288,10 @@ static fajit_status decode_choose(const fajit_context *ctx, const fajit_kernel *
         v |= FJ_VARIANT_GATHER;
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;
-    if (page && ctx->page_ahead && c->cfg.stages >= 2) v |= FJ_VARIANT_AHEAD; /* no registers in the plan's model */
+    fj_plan p;
+    if (page && ctx->page_ahead && c->cfg.stages >= 2 &&
+        fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) /* else no registers for it */
+        v |= FJ_VARIANT_AHEAD;
     c->splits = fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
     return FAJIT_OK;
