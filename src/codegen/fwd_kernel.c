@@ -195,37 +195,80 @@ static void page_split(fj_kctx *k, fj_reg_t j, fj_reg_t pg)
     fj_reg_t ps = fj_param_s32(k, DOFF(page_size)), sh = fj_param_s32(k, DOFF(page_shift));
     fj_reg_t pow2 = fj_alloc(k->e, k->b_p, 1);
     fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
-    fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
-    fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
+    if (k->p->variant & FJ_VARIANT_AHEAD) { /* a branch: predicated, ptxas runs the division always */
+        char shift[48], done[48];
+        fj_label_new(k->e, "page_shift", shift, sizeof shift);
+        fj_label_new(k->e, "page_split", done, sizeof done);
+        fj_ins(k->e, "@%s bra.uni %s", R(pow2), shift);
+        fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+        fj_ins(k->e, "bra.uni %s", done);
+        fj_label(k->e, shift);
+        fj_ins(k->e, "shr.u32 %s, %s, %s", R(pg), R(j), R(sh));
+        fj_label(k->e, done);
+    } else {
+        fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
+        fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
+    }
     fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
 }
 
 /* Paged K/V: phys = block_table[b][j / page_size] (under pred when use_pred), j (clobbered) = j mod
  * page_size. b is worked out again from %ctaid at each use (kept live across the loop, it makes the
- * d128 128-row tiles spill). */
+ * d128 128-row tiles spill); AHEAD keeps the sequence's block-table row (k->page_tab) instead. */
 static void page_lookup(fj_kctx *k, fj_reg_t j, fj_reg_t phys, int use_pred, fj_reg_t pred)
 {
     fj_reg_t pg = fj_alloc(k->e, k->b_r, 1), a = fj_alloc(k->e, k->b_rd, 1), b = fj_alloc(k->e, k->b_r, 1);
-    emit_batch(k, b, 0);
-    page_split(k, j, pg);
-    {
-        fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
-        fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(prm), R(pg));
-    }
-    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
-    {
-        fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
-        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(prm));
+    if (k->p->variant & FJ_VARIANT_AHEAD) {
+        page_split(k, j, pg);
+        fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->page_tab));
+    } else {
+        emit_batch(k, b, 0);
+        page_split(k, j, pg);
+        {
+            fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
+            fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(prm), R(pg));
+        }
+        fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
+        {
+            fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(prm));
+        }
     }
     if (use_pred) fj_ins(k->e, "@%s ld.global.nc.u32 %s, [%s]", R(pred), R(phys), R(a));
     else fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
+}
+
+/* AHEAD: out = k->page_base (K and V at the CTA's KV head) + phys x page stride + row x row stride. */
+static void page_row_ptrs_kept(fj_kctx *k, fj_reg_t phys, fj_reg_t row, const fj_reg_t out[2])
+{
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), r = fj_alloc(k->e, k->b_rd, 1);
+    const int stride_off[2] = {OFF(k_stride), OFF(v_stride)}, row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(phys));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(r), R(row));
+    for (int x = 0; x < 2; x++) {
+        {
+            fj_reg_t prm = fj_param_u64(k, stride_off[x]);
+            fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(a), R(t), R(prm));
+        }
+        fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
+        {
+            fj_reg_t prm = fj_param_u64(k, row_off[x]);
+            fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(r), R(prm), R(a));
+        }
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(fj_at(k->page_base, x)));
+    }
 }
 
 /* Paged K/V: out = base + hkv x head stride + phys x page stride + row x row stride (bytes) for row `row`
  * of pool page phys. The KV head is worked out again from %ctaid (see page_lookup). */
 static void page_row_ptrs(fj_kctx *k, fj_reg_t phys, fj_reg_t row, const fj_reg_t out[2])
 {
+    if (k->p->variant & FJ_VARIANT_AHEAD) {
+        page_row_ptrs_kept(k, phys, row, out);
+        return;
+    }
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), hkv = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(hkv));
     if (!(k->p->variant & FJ_VARIANT_PACK)) {
@@ -301,6 +344,28 @@ void fj_emit_paged_key_page(fj_kctx *k, fj_reg_t key, int lookup)
     page_lookup(k, key, fj_at(k->page_next, lookup), 1, k->page_more);
 }
 
+/* AHEAD: what every page lookup of the CTA shares, kept in registers across the loop (recomputed per
+ * lookup it was two divisions and a 64-bit multiply-add per K and V on the copies' path): page_tab =
+ * &block_table[b][0], page_base = K and V at KV head hkv (page 0, row 0). */
+static void paged_kept(fj_kctx *k, fj_reg_t b, fj_reg_t hkv, fj_reg_t zero)
+{
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1);
+    k->page_tab = fj_alloc(k->e, k->b_rd, 1);
+    k->page_base = fj_alloc(k->e, k->b_rd, 2);
+    fj_comment(k->e, 1, "paged K/V, pages read ahead: the sequence's block-table row and K/V at the KV head, kept");
+    {
+        fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(t), R(b), R(prm));
+    }
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(k->page_tab), R(t));
+    {
+        fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(k->page_tab), R(k->page_tab), R(prm));
+    }
+    tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, zero, fj_at(k->page_base, 0));
+    tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, zero, fj_at(k->page_base, 1));
+}
+
 static void emit_indices(fj_kctx *k)
 {
     fj_emit *e = k->e;
@@ -337,6 +402,8 @@ static void emit_indices(fj_kctx *k)
     if (!(k->p->variant & FJ_VARIANT_PAGED)) { /* paged: each tile's pointers from its page (paged_tile_ptrs) */
         tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
         tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    } else if (k->p->variant & FJ_VARIANT_AHEAD) {
+        paged_kept(k, b, hkv, zero);
     }
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
@@ -445,7 +512,7 @@ static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
 static void paged_copy(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t valid, fj_reg_t n_end)
 {
     int ahead = k->p->variant & FJ_VARIANT_AHEAD, gather = k->p->variant & FJ_VARIANT_GATHER;
-    fj_reg_t next = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t next = ahead ? fj_alloc(k->e, k->b_r, 1) : k->kv_tile;
     if (ahead) {
         fj_ins(k->e, "add.s32 %s, %s, 1", R(next), R(tile));
         fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(k->page_more), R(next), R(n_end));
