@@ -190,18 +190,26 @@ static void test_sm80_forced(void **state)
 /* The same cases without GQA packing (FAJIT_PACK_GQA=0, read when a context is made; packing is the
  * default): the GQA and MQA cases with Nq <= 128 then run one query head per CTA (checked in the kernel
  * text), the others as before. */
+/* The cases (paged_only: the paged ones) in a context made with env name=0, with the forward's choice and
+ * the sm_80 path forced; *flag is the context's field that env sets, which must read 0. */
+static void run_with_env_off(const char *name, size_t flag_off, int paged_only)
+{
+    fajit_context *saved = g_ctx, *ctx = NULL;
+    assert_int_equal(fj_test_context_with_env(name, "0", -1, &ctx), FAJIT_OK);
+    assert_int_equal(*(const int *)((const char *)ctx + flag_off), 0);
+    g_ctx = ctx, g_paged_only = paged_only;
+    printf("%s=0\n", name);
+    int failures = run_cases(FAJIT_ARCH_AUTO);
+    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
+    g_ctx = saved, g_paged_only = 0;
+    fajit_context_destroy(ctx);
+    assert_int_equal(failures, 0);
+}
+
 static void test_gqa_unpacked(void **state)
 {
     (void)state;
-    fajit_context *saved = g_ctx, *packed = NULL;
-    assert_int_equal(fj_test_context_with_env("FAJIT_PACK_GQA", "0", -1, &packed), FAJIT_OK);
-    assert_int_equal(packed->pack_gqa, 0);
-    g_ctx = packed;
-    int failures = run_cases(FAJIT_ARCH_AUTO);
-    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
-    g_ctx = saved;
-    fajit_context_destroy(packed);
-    assert_int_equal(failures, 0);
+    run_with_env_off("FAJIT_PACK_GQA", offsetof(fajit_context, pack_gqa), 0);
 }
 
 /* The paged cases with the gather forced on (FAJIT_DECODE_GATHER=1: every paged tile gathered from 16-row
@@ -231,16 +239,7 @@ static void test_paged_gather(void **state)
 static void test_paged_no_ahead(void **state)
 {
     (void)state;
-    fajit_context *saved = g_ctx, *ctx = NULL;
-    assert_int_equal(fj_test_context_with_env("FAJIT_DECODE_PAGE_AHEAD", "0", -1, &ctx), FAJIT_OK);
-    assert_int_equal(ctx->page_ahead, 0);
-    g_ctx = ctx, g_paged_only = 1;
-    printf("FAJIT_DECODE_PAGE_AHEAD=0\n");
-    int failures = run_cases(FAJIT_ARCH_AUTO);
-    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
-    g_ctx = saved, g_paged_only = 0;
-    fajit_context_destroy(ctx);
-    assert_int_equal(failures, 0);
+    run_with_env_off("FAJIT_DECODE_PAGE_AHEAD", offsetof(fajit_context, page_ahead), 1);
 }
 
 int main(void)
