@@ -101,6 +101,7 @@ typedef struct fj_kctx {
                                          copy (its segments', gathered), read by the previous copy */
     fj_reg_t page_more;               /* pred, AHEAD: the tile after the one being copied exists */
     int page_sync;                    /* AHEAD: this copy reads its own pages (the first one) */
+    int page_ready;                   /* AHEAD, not gathered: k_ptr / v_ptr hold the copy's tile already */
     fj_reg_t page_tab;                /* u64, AHEAD: &block_table[b][0] of the CTA's sequence */
     fj_reg_t page_base;               /* u64 x 2, AHEAD: K and V at the CTA's KV head, page 0 row 0 */
 

@@ -508,7 +508,9 @@ static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
  * the page(s) read by the previous tile's copy (the first tile, k->page_sync, reads its own), then the
  * next tile's page(s) are read into k->page_next, when that tile exists (k->page_more) - a whole
  * iteration before they are used, so the block table's latency is off the copies' path. Non-gathered
- * here; gathered in the backend's load_kv, which knows each thread's segments. */
+ * here; gathered in the backend's load_kv, which knows each thread's segments. Non-gathered, the loop's
+ * copies find k_ptr / v_ptr worked out already (k->page_ready: paged_next_ptrs at the end of the
+ * iteration before), as the contiguous kernel's. */
 static void paged_copy(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t valid, fj_reg_t n_end)
 {
     int ahead = k->p->variant & FJ_VARIANT_AHEAD, gather = k->p->variant & FJ_VARIANT_GATHER;
@@ -518,7 +520,7 @@ static void paged_copy(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t 
         fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(k->page_more), R(next), R(n_end));
     }
     k->kv_tile = tile;
-    if (!gather) paged_tile_ptrs(k, tile);
+    if (!gather && !k->page_ready) paged_tile_ptrs(k, tile);
     k->p->backend->load_kv(k, slot, parts, valid);
     if (ahead && !gather) {
         fj_comment(k->e, 1, "paged K/V: the next tile's page, read now for its copy");
@@ -526,6 +528,17 @@ static void paged_copy(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t 
         fj_emit_paged_key_page(k, next, 0);
     }
     k->page_sync = 0;
+}
+
+/* AHEAD, not gathered: k_ptr / v_ptr of tile `tile` (the loop's next copy) from k->page_next, read by the
+ * copy before; past n_end they are never used (its page was not read). From here on the copies find them
+ * ready. */
+static void paged_next_ptrs(fj_kctx *k, fj_reg_t tile)
+{
+    if ((k->p->variant & (FJ_VARIANT_AHEAD | FJ_VARIANT_GATHER)) != FJ_VARIANT_AHEAD) return;
+    fj_comment(k->e, 1, "paged K/V: K and V pointers of the next tile to copy, from its page read ahead");
+    paged_tile_ptrs(k, tile);
+    k->page_ready = 1;
 }
 
 /* Issue the K and/or V tile (parts) `tile` if it exists (uniform branch), then always close a copy
@@ -601,6 +614,9 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
         k->acc_s = k->acc_s_set[0];
         p->backend->mma_qk(k, 0);
     }
+    if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), ahead);
+    else fj_ins(e, "mov.u32 %s, %d", R(tile), ahead);
+    paged_next_ptrs(k, tile);
     fj_emit_init_accumulators(k);
 }
 
@@ -707,6 +723,10 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         fj_comment(e, 1, "O += P V");
         p->backend->pack_p(k);
         p->backend->mma_pv(k, slot, FJ_KEYS_ALL);
+    }
+    if (p->variant & FJ_VARIANT_AHEAD) {
+        fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages);
+        paged_next_ptrs(k, ahead);
     }
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
 }
