@@ -140,7 +140,10 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * br64 w4 / br128 w8 / br128 w4 x block_n 32-128 x 2-4 stages x both masks, split + packgqa + paged +
  * gather + ahead; and seqlens + split + paged + ahead at d64/128/256, block_n 64/128, 2-3 stages): the 11
  * that spilled (4-28 bytes) had a model of 233-248 with the other variants' registers, none at or below
- * 232 did. With 23 more those are refused; the runtime then reads each tile's pages at its copy (decode.c). */
+ * 232 did. With 23 more those are refused; the runtime then reads each tile's pages at its copy (decode.c).
+ * Checked again with the kept registers and next-tile pointers: of 810 tiles (d64-d256 x the 3 layouts x
+ * block_n 32/64/128 x 2-4 stages x both masks x gathered + packed / packed / per-sequence), the 317 that
+ * plan with AHEAD spill 0 (ptxas 13.0, sm_90a; the widest at 255 registers). */
 #define FJ_VARIANT_AHEAD_REGS 23
 
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
