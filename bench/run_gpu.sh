@@ -42,6 +42,10 @@
 #                    without splits, the B 8 row paged (pages of 16, 64, 256 rows), then the GQA rows at Nq 1
 #                    without GQA packing (FAJIT_PACK_GQA=0)
 #   (`bench/run_gpu.sh build decode-tests decode-check decode-bench` is issue 11's first GPU run, ~10 minutes)
+#     paged-ahead    A/B of paged K/V with each tile's pages read a tile ahead (FAJIT_DECODE_PAGE_AHEAD=1, the
+#                    default) and at the copy (=0): fagen bench on the Nq 1 rows B1 H32/32 32k (on/off twice),
+#                    B8 H32/8 8k, B64 H32/8 2k (once), pages of 16 / 64 / 256, each row's contiguous line first;
+#                    then compute-sanitizer memcheck of fagen check on 16- and 64-row pages (~2 minutes)
 #     decode-sweep   bench/decode_sweep.py --out $OUT (the package from the source tree on $BUILD/libfajit.so; needs
 #                    the build stage): the decode heuristic against forced splits / tiles / stages and the paged
 #                    gather modes on the rows short of FA3, each checked against float64 -> $OUT/decode-sweep.*
@@ -99,6 +103,36 @@ do_decode_tests() {
     "$BUILD"/tests/test_gpu_decode || g=$?
     [ $rc -eq 0 ] && [ $g -eq 77 ] && return 77 # skipped: no GPU (the log says why)
     [ $g -eq 0 ] || rc=1
+    return $rc
+}
+
+do_paged_ahead() {
+    local rc=0 rounds
+    for row in "1 32 32 32768" "8 32 8 8192" "64 32 8 2048"; do
+        set -- $row
+        rounds="1 0"
+        [ "$1" = 1 ] && rounds="1 0 1 0"
+        echo "B$1 H$2/$3 Nk$4 Nq1 bf16 D128, contiguous:"
+        "$FAGEN" bench --batch $1 --heads $2 --heads-kv $3 --seqlen 1 --seqlen-k $4 --splits 0 --reps 20 \
+            --warmup 5 | tail -n 1 || rc=1
+        for ps in 16 64 256; do
+            for a in $rounds; do
+                printf "page %3d FAJIT_DECODE_PAGE_AHEAD=%s: " $ps $a
+                FAJIT_DECODE_PAGE_AHEAD=$a "$FAGEN" bench --batch $1 --heads $2 --heads-kv $3 --seqlen 1 \
+                    --seqlen-k $4 --splits 0 --page-size $ps --reps 20 --warmup 5 | tail -n 1 || rc=1
+            done
+        done
+    done
+    local san=compute-sanitizer
+    command -v $san >/dev/null || san=/usr/local/cuda/bin/compute-sanitizer
+    if [ -x "$(command -v $san)" ]; then # pages read ahead: the block table read only for filled pages
+        for ps in 16 64; do
+            $san --tool memcheck --error-exitcode 9 "$FAGEN" check --headdim 128 --batch 5 --heads-q 8 --heads-kv 1 \
+                --seqlen-q 4 --seqlen-k 2000 --seqlens --page-size $ps --splits 3 || rc=1
+        done
+    else
+        echo "SKIP: compute-sanitizer not found"
+    fi
     return $rc
 }
 
@@ -233,6 +267,7 @@ for s in "${stages[@]}"; do
     decode-tune) run_stage decode-tune 400 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_decode_tune); do_decode_tune" ;;
     decode-sweep) run_stage decode-sweep 360 env PYTHONUNBUFFERED=1 PYTHONPATH="python/src${PYTHONPATH:+:$PYTHONPATH}" \
         FAJIT_LIB="$BUILD/libfajit.so" python3 bench/decode_sweep.py --out "$OUT" ;;
+    paged-ahead) run_stage paged-ahead 240 env FAGEN="$FAGEN" bash -c "$(declare -f do_paged_ahead); do_paged_ahead" ;;
     decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     sanitize) run_stage sanitize 590 env FAGEN="$FAGEN" OUT="$OUT" SAN_HEADDIMS="${SAN_HEADDIMS:-64 128 256}" \
         SAN_TOOLS="${SAN_TOOLS:-memcheck racecheck}" bash -c "$(declare -f do_sanitize); do_sanitize" ;;

@@ -1,7 +1,8 @@
 /*
  * test_decode_ptx.c - the decode kernels' PTX assembles (label ptxas; no GPU): the combine kernel for
  * every head dim and dtype, and the sm_80 forward's decode variants (per-sequence lengths, split-KV, paged
- * K/V, paged K/V gathered from 16-row page segments, combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
+ * K/V, paged K/V gathered from 16-row page segments, either with its pages read a tile ahead (AHEAD, 2+
+ * stages), combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
  * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a
  * (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
  * test_ptxas_grid.c). Also: the variant PTX reads its parameter block where kernel_abi.h puts the
@@ -90,9 +91,45 @@ static void test_combine(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* The PTX has a predicated block-table read ("@%p.. ld.global.nc.u32"): AHEAD's next-tile pages. */
+static int has_guarded_load(const char *ptx)
+{
+    for (const char *s = strstr(ptx, "ld.global.nc.u32"); s; s = strstr(s + 1, "ld.global.nc.u32")) {
+        const char *b = s;
+        while (b > ptx && b[-1] != '\n') b--;
+        while (*b == ' ' || *b == '\t') b++;
+        if (*b == '@') return 1;
+    }
+    return 0;
+}
+
 #define T80(br, bc, st, sw, w, cw)                                                                                   \
     {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .block_m = br, .block_n = bc, .stages = st, .swizzle = sw,  \
      .warps = w, .col_warps = cw, .overlap = -1, .pingpong = -1}
+
+/* Generate and assemble one variant kernel (sm_80 and sm_90a; no spill on sm_90a); counts the gathered
+ * and the read-ahead kernels. Returns the failures. */
+static int check_variant(const fajit_config *c, unsigned v, int *gathers, int *aheads)
+{
+    char *ptx, text[160];
+    size_t len;
+    int failures = 0;
+    gen(c, v, &ptx, &len, text, sizeof text);
+    char splits[64];
+    snprintf(splits, sizeof splits, "[fajit_fwd_param_0+%d]", (int)offsetof(fj_fwd_params_decode, splits));
+    if (v & FJ_VARIANT_SPLIT) assert_non_null(strstr(ptx, splits));
+    if (v & FJ_VARIANT_GATHER) *gathers += strstr(text, " paged gather") != NULL;
+    if (v & FJ_VARIANT_AHEAD) *aheads += strstr(text, " ahead") != NULL && has_guarded_load(ptx);
+    for (int a = 0; a < 2; a++) {
+        const char *arch = a ? "sm_90a" : "sm_80";
+        int spill = assemble(ptx, len, arch, text);
+        int ok = spill == 0 || (spill > 0 && !a);
+        printf("%s %-58s %s spill %d\n", ok ? "PASS" : "FAIL", text, arch, spill);
+        failures += !ok;
+    }
+    fajit_free(ptx);
+    return failures;
+}
 
 static void test_forward_variants(void **state)
 {
@@ -109,7 +146,7 @@ static void test_forward_variants(void **state)
         FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, FJ_VARIANT_PACK | FJ_VARIANT_PAGED, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
         FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED,
         FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED | FJ_VARIANT_GATHER};
-    int failures = 0, ran = 0, gathers = 0;
+    int failures = 0, ran = 0, gathers = 0, aheads = 0;
     for (int pack = 0; pack <= 1; pack++) {
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
             for (size_t d = 0; d < 3; d++) {
@@ -122,26 +159,28 @@ static void test_forward_variants(void **state)
                 unsigned v = variants[(t + d) % 4 + 4 * pack];
                 if ((v & FJ_VARIANT_GATHER) && fj_plan_build_variant(&c, v, &p) != FAJIT_OK)
                     v &= ~(unsigned)FJ_VARIANT_GATHER; /* a tile at the register edge: GATHER's registers refuse it */
-                char *ptx, text[160];
-                size_t len;
-                gen(&c, v, &ptx, &len, text, sizeof text);
-                char splits[64];
-                snprintf(splits, sizeof splits, "[fajit_fwd_param_0+%d]", (int)offsetof(fj_fwd_params_decode, splits));
-                if (v & FJ_VARIANT_SPLIT) assert_non_null(strstr(ptx, splits));
-                if (v & FJ_VARIANT_GATHER) gathers += strstr(text, " paged gather") != NULL;
-                for (int a = 0; a < 2; a++) {
-                    const char *arch = a ? "sm_90a" : "sm_80";
-                    int spill = assemble(ptx, len, arch, text);
-                    int ok = spill == 0 || (spill > 0 && !a);
-                    printf("%s %-58s %s spill %d\n", ok ? "PASS" : "FAIL", text, arch, spill);
-                    failures += !ok;
-                }
+                if ((v & FJ_VARIANT_PAGED) && c.stages >= 2 && d != 1 &&
+                    fj_plan_build_variant(&c, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) /* d 128: as before */
+                    v |= FJ_VARIANT_AHEAD;
+                failures += check_variant(&c, v, &gathers, &aheads);
                 ran++;
-                fajit_free(ptx);
             }
     }
-    assert_true(ran >= 16);
-    assert_true(gathers >= 4); /* the gathered paged copies (GATHER) took part */
+    for (size_t t = 0; t < 4; t += 2) /* the 2- and 3-stage tiles: gathered with pages read ahead */
+        for (size_t d = 0; d < 3; d++) {
+            fajit_config c = tiles[t];
+            c.head_dim = dims[d];
+            c.causal = (int)(d % 2);
+            unsigned v = FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED | FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD |
+                         (d == 1 ? 0 : FJ_VARIANT_PACK);
+            fj_plan p;
+            if (fj_plan_build_variant(&c, v, &p) != FAJIT_OK) continue; /* the variants' registers refuse the tile */
+            failures += check_variant(&c, v, &gathers, &aheads);
+            ran++;
+        }
+    assert_true(ran >= 20);
+    assert_true(gathers >= 7); /* the gathered paged copies (GATHER) took part */
+    assert_true(aheads >= 7);  /* and pages read a tile ahead (AHEAD), gathered or not */
     assert_int_equal(failures, 0);
 }
 

@@ -9,7 +9,8 @@
  * Each case runs with the forward's own choice (on an H100/H200: the sm_90a path, which runs these
  * through its sm_80 fallback, said by fajit_last_forward and checked here) and with the sm_80 path
  * forced (GQA packing on, the default); then all again with packing off (FAJIT_PACK_GQA=0), and the paged
- * ones with the page-segment gather forced on and off (FAJIT_DECODE_GATHER=1 / 0). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * ones with the page-segment gather forced on and off (FAJIT_DECODE_GATHER=1 / 0) and with each tile's pages
+ * read at its copy instead of a tile ahead (FAJIT_DECODE_PAGE_AHEAD=0; the kernel text says which). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -31,6 +32,8 @@
 static fajit_context *g_ctx;
 /* test_paged_gather: 1 = run the paged cases only, each kernel text must say " gather"; 0 = must not */
 static int g_gather = -1;
+/* test_paged_no_ahead: run the paged cases only */
+static int g_paged_only;
 
 typedef struct decode_case {
     const char *name;
@@ -105,6 +108,13 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
         printf("     paged K/V %s: %s\n", g_gather ? "gathered expected" : "gathering not expected", text);
         return 0;
     }
+    /* pages read a tile ahead (AHEAD): only paged, with the context's default and 2+ stages; and then
+     * always up to head_dim 128 (wider tiles near the register edge may have no room for it: plan.c) */
+    int may = c->page && g_ctx->page_ahead && !strstr(text, " s1 "), has = strstr(text, " ahead") != NULL;
+    if ((has && !may) || (may && !has && c->d <= 128)) {
+        printf("     paged K/V read ahead %s: %s\n", has ? "not expected" : "expected", text);
+        return 0;
+    }
     int packs = g_ctx->pack_gqa && c->hq > c->hkv && c->nq <= 128;
     if (packs != (strstr(text, " packgqa") != NULL)) {
         printf("     GQA packing %s: %s\n", packs ? "expected" : "not expected", text);
@@ -123,7 +133,7 @@ static int run_cases(fajit_arch arch)
     int failures = 0;
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
         const decode_case *c = &k_cases[i];
-        if (g_gather >= 0 && !c->page) continue;
+        if ((g_gather >= 0 || g_paged_only) && !c->page) continue;
         fj_check_problem p = case_problem(c);
         fj_check_options opts = {0};
         fj_check_result r;
@@ -180,18 +190,27 @@ static void test_sm80_forced(void **state)
 /* The same cases without GQA packing (FAJIT_PACK_GQA=0, read when a context is made; packing is the
  * default): the GQA and MQA cases with Nq <= 128 then run one query head per CTA (checked in the kernel
  * text), the others as before. */
+/* The cases in a context made with env name=0, with the forward's choice and the sm_80 path forced; or
+ * (paged_only) the paged ones with the forward's choice only (paged K/V runs the sm_80 kernel either way).
+ * The context's field at flag_off is the one the env sets, which must read 0. */
+static void run_with_env_off(const char *name, size_t flag_off, int paged_only)
+{
+    fajit_context *saved = g_ctx, *ctx = NULL;
+    assert_int_equal(fj_test_context_with_env(name, "0", -1, &ctx), FAJIT_OK);
+    assert_int_equal(*(const int *)((const char *)ctx + flag_off), 0);
+    g_ctx = ctx, g_paged_only = paged_only;
+    printf("%s=0\n", name);
+    int failures = run_cases(FAJIT_ARCH_AUTO);
+    if (!paged_only && fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
+    g_ctx = saved, g_paged_only = 0;
+    fajit_context_destroy(ctx);
+    assert_int_equal(failures, 0);
+}
+
 static void test_gqa_unpacked(void **state)
 {
     (void)state;
-    fajit_context *saved = g_ctx, *packed = NULL;
-    assert_int_equal(fj_test_context_with_env("FAJIT_PACK_GQA", "0", -1, &packed), FAJIT_OK);
-    assert_int_equal(packed->pack_gqa, 0);
-    g_ctx = packed;
-    int failures = run_cases(FAJIT_ARCH_AUTO);
-    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM80) failures += run_cases(FAJIT_ARCH_SM80);
-    g_ctx = saved;
-    fajit_context_destroy(packed);
-    assert_int_equal(failures, 0);
+    run_with_env_off("FAJIT_PACK_GQA", offsetof(fajit_context, pack_gqa), 0);
 }
 
 /* The paged cases with the gather forced on (FAJIT_DECODE_GATHER=1: every paged tile gathered from 16-row
@@ -216,6 +235,14 @@ static void test_paged_gather(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* The paged cases with each tile's pages read at its own copy (FAJIT_DECODE_PAGE_AHEAD=0, what ran before
+ * AHEAD; the kernel text must not say " ahead"). */
+static void test_paged_no_ahead(void **state)
+{
+    (void)state;
+    run_with_env_off("FAJIT_DECODE_PAGE_AHEAD", offsetof(fajit_context, page_ahead), 1);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -225,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_sm80_forced),
         cmocka_unit_test(test_gqa_unpacked),
         cmocka_unit_test(test_paged_gather),
+        cmocka_unit_test(test_paged_no_ahead),
     };
     int rc = cmocka_run_group_tests_name("gpu_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

@@ -96,7 +96,14 @@ typedef struct fj_kctx {
     /* decode variants (plan.variant) */
     fj_reg_t split;                   /* u32, SPLIT: this CTA's split, 0..splits-1 (set before the KV range) */
     fj_reg_t kv_first;                /* s32, SPLIT: the first KV tile of this CTA's split (set by the KV range) */
-    fj_reg_t kv_tile;                 /* s32, GATHER: the KV tile load_kv copies (set before each load_kv) */
+    fj_reg_t kv_tile;                 /* s32, PAGED: the KV tile load_kv copies (set before each load_kv) */
+    fj_reg_t page_next;               /* u32 x fj_paged_lookups, AHEAD: the pool pages of the next tile to
+                                         copy (its segments', gathered), read by the previous copy */
+    fj_reg_t page_more;               /* pred, AHEAD: the tile after the one being copied exists */
+    int page_sync;                    /* AHEAD: this copy reads its own pages (the first one) */
+    int page_ready;                   /* AHEAD, not gathered: k_ptr / v_ptr hold the copy's tile already */
+    fj_reg_t page_tab;                /* u64, AHEAD: &block_table[b][0] of the CTA's sequence */
+    fj_reg_t page_base;               /* u64 x 2, AHEAD: K and V at the CTA's KV head, page 0 row 0 */
 
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];
@@ -207,9 +214,16 @@ fj_reg_t fj_emit_kv_len(fj_kctx *k);
  * its row bytes at off_row_bytes. */
 void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i);
 void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off_row_bytes, fj_reg_t out);
-/* Paged K/V: out[0] / out[1] (u64) = the global addresses of K / V key row tile x block_n + row (u32
- * registers; row is clobbered) through the block table of this CTA's sequence and KV head. */
-void fj_emit_paged_row_ptrs(fj_kctx *k, fj_reg_t tile, fj_reg_t row, const fj_reg_t out[2]);
+/* Paged K/V: out[0] / out[1] (u64) = the global addresses of K / V of key `key` (u32, clobbered) through
+ * the block table of this CTA's sequence and KV head: its page read now, or (AHEAD, after the first copy)
+ * taken from k->page_next[lookup]. */
+void fj_emit_paged_key_ptrs(fj_kctx *k, fj_reg_t key, int lookup, const fj_reg_t out[2]);
+/* AHEAD: k->page_next[lookup] = the page of key `key` (clobbered), read under k->page_more. */
+void fj_emit_paged_key_page(fj_kctx *k, fj_reg_t key, int lookup);
+/* GATHER: copy passes per 16-row page segment (1 when a pass spans 16 rows or more), and page lookups
+ * per thread and tile (1 without GATHER). */
+int fj_paged_seg_passes(const fj_plan *p);
+int fj_paged_lookups(const fj_plan *p);
 /* Split variant: the epilogue's stores of fp32 partial O rows (row pitch head_dim floats at o_ptr; rows
  * >= q_rows skipped), over the fragment descriptor. */
 void fj_emit_store_o_partial(fj_kctx *k);

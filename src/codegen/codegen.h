@@ -102,9 +102,11 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
  *            (the page size a multiple of block_n)
  *   GATHER   with PAGED: a K/V tile gathered from 16-row segments, each from its own page's entry, so
  *            any page size that is a multiple of 16 takes the full block_n tile (sm_80 copies only)
+ *   AHEAD    with PAGED and 2+ stages: each copy reads the next tile's page(s) from the block table into
+ *            registers, so a tile's copies never wait on the block table (its first tile's excepted)
  * Variants other than COMBINE run on the sm_80 path only so far (FAJIT_ERR_UNSUPPORTED on sm_90a). */
 enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16,
-       FJ_VARIANT_GATHER = 32 };
+       FJ_VARIANT_GATHER = 32, FJ_VARIANT_AHEAD = 64 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* The canonical text of a plan's kernel: fajit_config_format of its config, then " seqlens", " split"
  * for the variants; "sm_80 bf16 d128 combine" for the combine kernel. The kernel caches' key. */

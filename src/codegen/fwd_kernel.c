@@ -188,39 +188,93 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
     }
 }
 
-/* Paged K/V: out = base + hkv x head stride + page x page stride + row x row stride (bytes) for key j (u32,
- * clobbered): page = block_table[b][j / page_size] (j >> page_shift for a power-of-two page), row = j mod
- * page_size. b and the KV head are worked out
- * again from %ctaid at each use (kept live across the loop, they make the d128 128-row tiles spill). */
-static void paged_key_ptrs(fj_kctx *k, fj_reg_t j, const fj_reg_t out[2])
+/* Paged K/V: pg = j / page_size (j >> page_shift for a power-of-two page) and j (u32) = j mod page_size,
+ * the key's row in its page. */
+static void page_split(fj_kctx *k, fj_reg_t j, fj_reg_t pg)
 {
-    fj_reg_t pg = fj_alloc(k->e, k->b_r, 1), ps = fj_param_s32(k, DOFF(page_size));
-    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), phys = fj_alloc(k->e, k->b_r, 1);
-    fj_reg_t b = fj_alloc(k->e, k->b_r, 1), hkv = fj_alloc(k->e, k->b_r, 1);
-    emit_batch(k, b, 0);
-    fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(hkv));
-    if (!(k->p->variant & FJ_VARIANT_PACK)) {
-        fj_reg_t prm = fj_param_s32(k, OFF(group));
-        fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(prm));
-    }
-    {
-        fj_reg_t sh = fj_param_s32(k, DOFF(page_shift)), pow2 = fj_alloc(k->e, k->b_p, 1);
-        fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
+    fj_reg_t ps = fj_param_s32(k, DOFF(page_size)), sh = fj_param_s32(k, DOFF(page_shift));
+    fj_reg_t pow2 = fj_alloc(k->e, k->b_p, 1);
+    fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
+    if (k->p->variant & FJ_VARIANT_AHEAD) { /* a branch: predicated, ptxas runs the division always */
+        char shift[48], done[48];
+        fj_label_new(k->e, "page_shift", shift, sizeof shift);
+        fj_label_new(k->e, "page_split", done, sizeof done);
+        fj_ins(k->e, "@%s bra.uni %s", R(pow2), shift);
+        fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+        fj_ins(k->e, "bra.uni %s", done);
+        fj_label(k->e, shift);
+        fj_ins(k->e, "shr.u32 %s, %s, %s", R(pg), R(j), R(sh));
+        fj_label(k->e, done);
+    } else {
         fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
         fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
     }
     fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
-    {
-        fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
-        fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(prm), R(pg));
+}
+
+/* Paged K/V: phys = block_table[b][j / page_size] (under pred when use_pred), j (clobbered) = j mod
+ * page_size. b is worked out again from %ctaid at each use (kept live across the loop, it makes the
+ * d128 128-row tiles spill); AHEAD keeps the sequence's block-table row (k->page_tab) instead. */
+static void page_lookup(fj_kctx *k, fj_reg_t j, fj_reg_t phys, int use_pred, fj_reg_t pred)
+{
+    fj_reg_t pg = fj_alloc(k->e, k->b_r, 1), a = fj_alloc(k->e, k->b_rd, 1), b = fj_alloc(k->e, k->b_r, 1);
+    if (k->p->variant & FJ_VARIANT_AHEAD) {
+        page_split(k, j, pg);
+        fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->page_tab));
+    } else {
+        emit_batch(k, b, 0);
+        page_split(k, j, pg);
+        {
+            fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
+            fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(pg), R(b), R(prm), R(pg));
+        }
+        fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
+        {
+            fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(prm));
+        }
     }
-    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
-    {
-        fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
-        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(prm));
+    if (use_pred) fj_ins(k->e, "@%s ld.global.nc.u32 %s, [%s]", R(pred), R(phys), R(a));
+    else fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
+}
+
+/* AHEAD: out = k->page_base (K and V at the CTA's KV head) + phys x page stride + row x row stride. */
+static void page_row_ptrs_kept(fj_kctx *k, fj_reg_t phys, fj_reg_t row, const fj_reg_t out[2])
+{
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), r = fj_alloc(k->e, k->b_rd, 1);
+    const int stride_off[2] = {OFF(k_stride), OFF(v_stride)}, row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(phys));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(r), R(row));
+    for (int x = 0; x < 2; x++) {
+        {
+            fj_reg_t prm = fj_param_u64(k, stride_off[x]);
+            fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(a), R(t), R(prm));
+        }
+        fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
+        {
+            fj_reg_t prm = fj_param_u64(k, row_off[x]);
+            fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(r), R(prm), R(a));
+        }
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(fj_at(k->page_base, x)));
     }
-    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
+}
+
+/* Paged K/V: out = base + hkv x head stride + phys x page stride + row x row stride (bytes) for row `row`
+ * of pool page phys. The KV head is worked out again from %ctaid (see page_lookup). */
+static void page_row_ptrs(fj_kctx *k, fj_reg_t phys, fj_reg_t row, const fj_reg_t out[2])
+{
+    if (k->p->variant & FJ_VARIANT_AHEAD) {
+        page_row_ptrs_kept(k, phys, row, out);
+        return;
+    }
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), hkv = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(hkv));
+    if (!(k->p->variant & FJ_VARIANT_PACK)) {
+        fj_reg_t prm = fj_param_s32(k, OFF(group));
+        fj_ins(k->e, "div.u32 %s, %s, %s", R(hkv), R(hkv), R(prm));
+    }
     const int ptr_off[2] = {OFF(k), OFF(v)}, stride_off[2] = {OFF(k_stride), OFF(v_stride)};
     const int row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
     for (int x = 0; x < 2; x++) {
@@ -235,7 +289,7 @@ static void paged_key_ptrs(fj_kctx *k, fj_reg_t j, const fj_reg_t out[2])
             fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(prm), R(a));
         }
         fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
-        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(j));
+        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(row));
         {
             fj_reg_t prm = fj_param_u64(k, row_off[x]);
             fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(prm), R(a));
@@ -247,21 +301,69 @@ static void paged_key_ptrs(fj_kctx *k, fj_reg_t j, const fj_reg_t out[2])
     }
 }
 
-/* Paged K/V, whole tiles (a tile never straddles pages: page_size is a multiple of block_n): k_ptr / v_ptr
- * at the tile's first key j = tile x block_n. */
+int fj_paged_seg_passes(const fj_plan *p)
+{
+    int rpp = p->copy_rows_per_pass;
+    return rpp < 16 ? 16 / rpp : 1;
+}
+
+int fj_paged_lookups(const fj_plan *p)
+{
+    if (!(p->variant & FJ_VARIANT_GATHER)) return 1;
+    int passes = p->cfg.block_n / p->copy_rows_per_pass, sp = fj_paged_seg_passes(p);
+    return passes > sp ? (passes + sp - 1) / sp : 1;
+}
+
+/* Paged K/V: k_ptr / v_ptr at the tile's first key (a tile never straddles pages: page_size is a multiple
+ * of block_n). */
 static void paged_tile_ptrs(fj_kctx *k, fj_reg_t tile)
 {
     fj_reg_t j = fj_alloc(k->e, k->b_r, 1);
     const fj_reg_t out[2] = {k->k_ptr, k->v_ptr};
-    fj_comment(k->e, 1, "paged K/V: the tile's page from block_table[b][j / page_size], its row j mod page_size");
     fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(j), R(tile), k->p->cfg.block_n);
-    paged_key_ptrs(k, j, out);
+    fj_emit_paged_key_ptrs(k, j, 0, out);
 }
 
-void fj_emit_paged_row_ptrs(fj_kctx *k, fj_reg_t tile, fj_reg_t row, const fj_reg_t out[2])
+void fj_emit_paged_key_ptrs(fj_kctx *k, fj_reg_t key, int lookup, const fj_reg_t out[2])
 {
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(row), R(tile), k->p->cfg.block_n, R(row));
-    paged_key_ptrs(k, row, out);
+    if ((k->p->variant & FJ_VARIANT_AHEAD) && !k->page_sync) {
+        fj_reg_t pg = fj_alloc(k->e, k->b_r, 1);
+        fj_comment(k->e, 1, "paged K/V: the key's page as read a tile ahead, its row j mod page_size");
+        page_split(k, key, pg);
+        page_row_ptrs(k, fj_at(k->page_next, lookup), key, out);
+        return;
+    }
+    fj_reg_t phys = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "paged K/V: the key's page from block_table[b][j / page_size], its row j mod page_size");
+    page_lookup(k, key, phys, 0, phys);
+    page_row_ptrs(k, phys, key, out);
+}
+
+void fj_emit_paged_key_page(fj_kctx *k, fj_reg_t key, int lookup)
+{
+    page_lookup(k, key, fj_at(k->page_next, lookup), 1, k->page_more);
+}
+
+/* AHEAD: what every page lookup of the CTA shares, kept in registers across the loop (recomputed per
+ * lookup it was two divisions and a 64-bit multiply-add per K and V on the copies' path): page_tab =
+ * &block_table[b][0], page_base = K and V at KV head hkv (page 0, row 0). */
+static void paged_kept(fj_kctx *k, fj_reg_t b, fj_reg_t hkv, fj_reg_t zero)
+{
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1);
+    k->page_tab = fj_alloc(k->e, k->b_rd, 1);
+    k->page_base = fj_alloc(k->e, k->b_rd, 2);
+    fj_comment(k->e, 1, "paged K/V, pages read ahead: the sequence's block-table row and K/V at the KV head, kept");
+    {
+        fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(t), R(b), R(prm));
+    }
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(k->page_tab), R(t));
+    {
+        fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(k->page_tab), R(k->page_tab), R(prm));
+    }
+    tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, zero, fj_at(k->page_base, 0));
+    tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, zero, fj_at(k->page_base, 1));
 }
 
 static void emit_indices(fj_kctx *k)
@@ -300,6 +402,8 @@ static void emit_indices(fj_kctx *k)
     if (!(k->p->variant & FJ_VARIANT_PAGED)) { /* paged: each tile's pointers from its page (paged_tile_ptrs) */
         tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
         tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+    } else if (k->p->variant & FJ_VARIANT_AHEAD) {
+        paged_kept(k, b, hkv, zero);
     }
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
@@ -400,6 +504,43 @@ static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(full), R(t));
 }
 
+/* Paged K/V: copy tile `tile` from its page (gathered: each segment's, GATHER). AHEAD: the copies take
+ * the page(s) read by the previous tile's copy (the first tile, k->page_sync, reads its own), then the
+ * next tile's page(s) are read into k->page_next, when that tile exists (k->page_more) - a whole
+ * iteration before they are used, so the block table's latency is off the copies' path. Non-gathered
+ * here; gathered in the backend's load_kv, which knows each thread's segments. Non-gathered, the loop's
+ * copies find k_ptr / v_ptr worked out already (k->page_ready: paged_next_ptrs at the end of the
+ * iteration before), as the contiguous kernel's. */
+static void paged_copy(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t valid, fj_reg_t n_end)
+{
+    int ahead = k->p->variant & FJ_VARIANT_AHEAD, gather = k->p->variant & FJ_VARIANT_GATHER;
+    fj_reg_t next = ahead ? fj_alloc(k->e, k->b_r, 1) : k->kv_tile;
+    if (ahead) {
+        fj_ins(k->e, "add.s32 %s, %s, 1", R(next), R(tile));
+        fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(k->page_more), R(next), R(n_end));
+    }
+    k->kv_tile = tile;
+    if (!gather && !k->page_ready) paged_tile_ptrs(k, tile);
+    k->p->backend->load_kv(k, slot, parts, valid);
+    if (ahead && !gather) {
+        fj_comment(k->e, 1, "paged K/V: the next tile's page, read now for its copy");
+        fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(next), R(next), k->p->cfg.block_n);
+        fj_emit_paged_key_page(k, next, 0);
+    }
+    k->page_sync = 0;
+}
+
+/* AHEAD, not gathered: k_ptr / v_ptr of tile `tile` (the loop's next copy) from k->page_next, read by the
+ * copy before; past n_end they are never used (its page was not read). From here on the copies find them
+ * ready. */
+static void paged_next_ptrs(fj_kctx *k, fj_reg_t tile)
+{
+    if ((k->p->variant & (FJ_VARIANT_AHEAD | FJ_VARIANT_GATHER)) != FJ_VARIANT_AHEAD) return;
+    fj_comment(k->e, 1, "paged K/V: K and V pointers of the next tile to copy, from its page read ahead");
+    paged_tile_ptrs(k, tile);
+    k->page_ready = 1;
+}
+
 /* Issue the K and/or V tile (parts) `tile` if it exists (uniform branch), then always close a copy
  * group so the wait counts stay the same on every path. */
 static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t n_end)
@@ -416,9 +557,7 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
         fj_ins(k->e, "add.s32 %s, %s, %s", R(valid), R(valid), R(prm));
     }
     if (k->p->variant & FJ_VARIANT_PAGED) { /* the tile's page (gathered: each segment's); no running pointers */
-        if (k->p->variant & FJ_VARIANT_GATHER) k->kv_tile = tile;
-        else paged_tile_ptrs(k, tile);
-        k->p->backend->load_kv(k, slot, parts, valid);
+        paged_copy(k, slot, parts, tile, valid, n_end);
         fj_label(k->e, skip);
         k->p->backend->commit(k);
         return;
@@ -450,6 +589,10 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
                            "ahead of V: each iteration copies V(j) during S = QK(j) and K(j+1) during softmax and PV.");
     p->backend->load_q(k);
     p->backend->commit(k);
+    if (p->variant & FJ_VARIANT_AHEAD) {
+        fj_comment(e, 1, "paged K/V, pages read a tile ahead: the first tile reads its own");
+        k->page_sync = 1;
+    }
     fj_reg_t tile = fj_alloc(e, k->b_r, 1);
     int ahead = stages > 1 ? stages - 1 : 1;
     for (int s = 0; s < ahead; s++) {
@@ -471,6 +614,9 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
         k->acc_s = k->acc_s_set[0];
         p->backend->mma_qk(k, 0);
     }
+    if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), ahead);
+    else fj_ins(e, "mov.u32 %s, %d", R(tile), ahead);
+    paged_next_ptrs(k, tile);
     fj_emit_init_accumulators(k);
 }
 
@@ -577,6 +723,10 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         fj_comment(e, 1, "O += P V");
         p->backend->pack_p(k);
         p->backend->mma_pv(k, slot, FJ_KEYS_ALL);
+    }
+    if (p->variant & FJ_VARIANT_AHEAD) {
+        fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages);
+        paged_next_ptrs(k, ahead);
     }
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
 }
@@ -797,6 +947,12 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     fj_reg_t n_end = fj_alloc(k->e, k->b_r, 1), mask_from = fj_alloc(k->e, k->b_r, 1);
     fj_emit_kv_range(k, n_end, mask_from);
     if ((p->variant & FJ_VARIANT_SPLIT) && !(p->variant & FJ_VARIANT_PAGED)) emit_split_kv_ptrs(k);
+    if (p->variant & FJ_VARIANT_AHEAD) {
+        int n = fj_paged_lookups(p);
+        k->page_next = fj_alloc(k->e, k->b_r, n);
+        k->page_more = fj_alloc(k->e, k->b_p, 1);
+        for (int i = 0; i < n; i++) fj_ins(k->e, "mov.u32 %s, 0", R(fj_at(k->page_next, i)));
+    }
     emit_prologue(k, n_end);
     emit_loop(k, n_end, mask_from);
     fj_banner(k->e, "Phase 4: epilogue",

@@ -135,6 +135,16 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * (d64 br64 bc128 s3, d192 br64 bc64 s3, d256 br128 w8 bc64 s2), with 16 two of them; with 24 none of the
  * 246 that plan does (d128 br64 bc64 s3 / s4 causal are refused: the runtime then takes the s2 tile). */
 #define FJ_VARIANT_GATHER_REGS 24
+/* AHEAD's registers: the next tile's page(s) live across an iteration (1, gathered 1 per segment a thread
+ * copies), and ptxas schedules the address work differently. ptxas 13.0 for sm_90a over 309 tiles (d64-d256 x
+ * br64 w4 / br128 w8 / br128 w4 x block_n 32-128 x 2-4 stages x both masks, split + packgqa + paged +
+ * gather + ahead; and seqlens + split + paged + ahead at d64/128/256, block_n 64/128, 2-3 stages): the 11
+ * that spilled (4-28 bytes) had a model of 233-248 with the other variants' registers, none at or below
+ * 232 did. With 23 more those are refused; the runtime then reads each tile's pages at its copy (decode.c).
+ * Checked again with the kept registers and next-tile pointers: of 810 tiles (d64-d256 x the 3 layouts x
+ * block_n 32/64/128 x 2-4 stages x both masks x gathered + packed / packed / per-sequence), the 317 that
+ * plan with AHEAD spill 0 (ptxas 13.0, sm_90a; the widest at 255 registers). */
+#define FJ_VARIANT_AHEAD_REGS 23
 
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
 static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
@@ -162,10 +172,12 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
 {
     if (variant &
         ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED |
-                    FJ_VARIANT_GATHER))
+                    FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
     if ((variant & FJ_VARIANT_GATHER) && !(variant & FJ_VARIANT_PAGED))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: gather without paged", variant);
+    if ((variant & FJ_VARIANT_AHEAD) && !(variant & FJ_VARIANT_PAGED))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: ahead without paged", variant);
     if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
     if (variant & FJ_VARIANT_COMBINE) {
         memset(p, 0, sizeof *p);
@@ -174,6 +186,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     }
     fajit_status st = fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
+    if ((variant & FJ_VARIANT_AHEAD) && p->cfg.stages < 2)
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: pages read ahead need 2+ stages (got %d)", variant,
+                       p->cfg.stages);
     if (p->ws)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s%s%s: the %s kernel does not take them yet; the "
                                               "sm_80 path's does (fajit_attention_forward falls back to it)",
@@ -182,7 +197,8 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)sizeof(fj_fwd_params_decode);
-    int extra = FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0);
+    int extra = FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +
+                (variant & FJ_VARIANT_AHEAD ? FJ_VARIANT_AHEAD_REGS : 0);
     p->reg_misc += extra;
     p->reg_total += extra;
     if (p->reg_total > p->reg_limit)
@@ -200,9 +216,10 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n < 0 || !p->variant) return n;
     return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                        "%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                        "%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
                         p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
-                        p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "");
+                        p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "",
+                        p->variant & FJ_VARIANT_AHEAD ? " ahead" : "");
 }
 
 const char *fj_plan_entry(const fj_plan *p)

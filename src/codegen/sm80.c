@@ -490,8 +490,26 @@ static void load_q_sm80(fj_kctx *k)
     else copy_tile(k, k->p->q_off, k->q_ptr, 0, k->p->cfg.block_m, k->q_rows);
 }
 
+/* Paged K/V gathered, AHEAD: the pages of the next tile's segments (k->kv_tile + 1), as its copy will look
+ * them up (rows clamped to its last valid row, last - block_n), read now into k->page_next. */
+static void gather_pages_ahead(fj_kctx *k, fj_reg_t last)
+{
+    const fj_plan *p = k->p;
+    int rpp = p->copy_rows_per_pass, seg_passes = fj_paged_seg_passes(p), bn = p->cfg.block_n;
+    fj_reg_t next = fj_alloc(k->e, k->b_r, 1), lastn = fj_alloc(k->e, k->b_r, 1), r = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "paged K/V gathered: the next tile's segment pages, read now for its copy");
+    fj_ins(k->e, "add.s32 %s, %s, 1", R(next), R(k->kv_tile));
+    fj_ins(k->e, "sub.s32 %s, %s, %d", R(lastn), R(last), bn);
+    for (int i = 0; i < bn / rpp; i += seg_passes) {
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(r), R(k->bk[BK_CP_R0]), i * rpp);
+        fj_ins(k->e, "min.s32 %s, %s, %s", R(r), R(r), R(lastn));
+        fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(r), R(next), bn, R(r));
+        fj_emit_paged_key_page(k, r, i / seg_passes);
+    }
+}
+
 /* Paged K/V gathered (variant GATHER): the K and V rows of tile k->kv_tile from 16-row segments, each looked
- * up in the block table (fj_emit_paged_row_ptrs) when a thread's pass enters a new segment (every pass when
+ * up in the block table (fj_emit_paged_key_ptrs; AHEAD: read by the previous tile's copy) when a thread's pass enters a new segment (every pass when
  * a pass is 16 rows or more; every 16 / rows-per-pass passes otherwise: the segment's next rows follow in
  * its page). The lookup's row is clamped to valid - 1 (the block table is read for filled pages only); the
  * rows past the end are zero-filled (cp.async src-size 0) from the pool's base address. */
@@ -499,7 +517,7 @@ static void copy_kv_gathered(fj_kctx *k, int slot, int parts, fj_reg_t valid)
 {
     const fj_plan *p = k->p;
     int kc = p->copy_chunks_per_thread_row, rpp = p->copy_rows_per_pass;
-    int seg_passes = rpp < 16 ? 16 / rpp : 1;
+    int seg_passes = fj_paged_seg_passes(p);
     fj_reg_t g = fj_alloc(k->e, k->b_rd, 2), gs = fj_alloc(k->e, k->b_rd, 1);
     fj_reg_t row = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), sz = fj_alloc(k->e, k->b_r, 1);
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
@@ -513,7 +531,8 @@ static void copy_kv_gathered(fj_kctx *k, int slot, int parts, fj_reg_t valid)
         if (i % seg_passes == 0) {
             fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
             fj_ins(k->e, "min.s32 %s, %s, %s", R(r), R(row), R(last));
-            fj_emit_paged_row_ptrs(k, k->kv_tile, r, gx);
+            fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(r), R(k->kv_tile), p->cfg.block_n, R(r));
+            fj_emit_paged_key_ptrs(k, r, i / seg_passes, gx);
             for (int x = 0; x < 2; x++)
                 fj_ins(k->e, "add.u64 %s, %s, %s", R(gx[x]), R(gx[x]), R(k->bk[BK_CP_C16]));
         } else {
@@ -533,6 +552,7 @@ static void copy_kv_gathered(fj_kctx *k, int slot, int parts, fj_reg_t valid)
                        off[x] + slot * p->kv_tile_bytes + i * rpp * p->row_bytes, R(gs), j * p->copy_tpr * 16, R(sz));
         }
     }
+    if (p->variant & FJ_VARIANT_AHEAD) gather_pages_ahead(k, last);
 }
 
 static void load_kv_sm80(fj_kctx *k, int slot, int parts, fj_reg_t valid)

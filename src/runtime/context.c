@@ -110,6 +110,8 @@ static fajit_status device_query(fajit_context *ctx)
     ctx->pack_gqa = !(pack && strcmp(pack, "0") == 0);
     const char *gather = getenv("FAJIT_DECODE_GATHER");
     ctx->paged_gather = gather && strcmp(gather, "0") == 0 ? 0 : gather && strcmp(gather, "1") == 0 ? 2 : 1;
+    const char *ahead = getenv("FAJIT_DECODE_PAGE_AHEAD");
+    ctx->page_ahead = !(ahead && strcmp(ahead, "0") == 0);
     const char *div = getenv("FAJIT_DECODE_PAGE_DIV");
     ctx->page_div = div && strcmp(div, "1") == 0;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);

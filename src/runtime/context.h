@@ -60,6 +60,8 @@ struct fajit_context {
     int paged_gather;          /* paged K/V with pages smaller than the tile's block_n (decode.c): 1 (default)
                                   gathers the tile from 16-row page segments, 0 ($FAJIT_DECODE_GATHER=0) takes a
                                   block_n dividing the page size, 2 ($FAJIT_DECODE_GATHER=1) gathers always */
+    int page_ahead;            /* paged K/V: read each tile's pages a tile ahead (variant AHEAD; default 1,
+                                  $FAJIT_DECODE_PAGE_AHEAD=0 reads them at the tile's copy, as before) */
     int page_div;              /* paged K/V: 1 ($FAJIT_DECODE_PAGE_DIV=1) finds pages by division for power-of-two
                                   pages too (what ran before the shift; for measuring it), else 0 */
     char device_name[128];

@@ -308,7 +308,8 @@ typedef struct decode_choice {
  * plan the same registers, so the tile does not depend on whether it splits), then the splits for that
  * tile's grid (tuned: fj_decode_splits_for, the tuned winner first; else fj_decode_splits), then the split bit.
  * Paged K/V gather their tiles from page segments when the page is smaller than the tile (or always), as
- * ctx->paged_gather says. */
+ * ctx->paged_gather says, and read each tile's pages a tile ahead (AHEAD) unless ctx->page_ahead is off or the
+ * tile has one stage or no registers for it (the tile stays: the pages are then read at each copy). */
 static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
                                   int packed, int tuned, decode_choice *c)
 {
@@ -322,6 +323,10 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
         v |= FJ_VARIANT_GATHER;
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;
+    fj_plan p;
+    if (page && ctx->page_ahead && c->cfg.stages >= 2 &&
+        fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) /* else no registers for it */
+        v |= FJ_VARIANT_AHEAD;
     c->tuned = 0;
     c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
                       : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);

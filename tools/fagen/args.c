@@ -30,9 +30,10 @@ static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128},
 static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
                                            {NULL, 0}};
 static const choice k_on_off_choices[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
-/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa, 16 paged, 32 gather (joined with '+') */
+/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa, 16 paged, 32 gather, 64 ahead
+ * (joined with '+') */
 static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2},   {"combine", 4}, {"packgqa", 8},
-                                           {"paged", 16},  {"gather", 32}, {NULL, 0}};
+                                           {"paged", 16},  {"gather", 32}, {"ahead", 64},  {NULL, 0}};
 
 
 /* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
@@ -57,7 +58,7 @@ static int parse_variant(const char *flag, const char *text, unsigned *out)
         size_t n = strcspn(p, "+");
         int v = 0;
         snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), p);
-        if (parse_choice(flag, word, k_variant_choices, "seqlens, split, packgqa, paged, gather (joined with +) or combine", &v) !=
+        if (parse_choice(flag, word, k_variant_choices, "seqlens, split, packgqa, paged, gather, ahead (joined with +) or combine", &v) !=
             FAGEN_ARG_TAKEN)
             return FAGEN_ARG_ERROR;
         if (*out & (unsigned)v) {

@@ -65,7 +65,8 @@ static void ptx_usage(FILE *f)
           "  -o FILE                        write to FILE instead of stdout\n"
           "  --variant V                    a decode variant (sm_80 path): seqlens (per-sequence KV lengths),\n"
           "                                 split (split-KV partials), packgqa (GQA packing), paged (paged K/V),\n"
-          "                                 gather (with paged: tiles gathered from 16-row page segments), joined\n"
+          "                                 gather (with paged: tiles gathered from 16-row page segments), ahead\n"
+          "                                 (with paged, 2+ stages: each tile's pages read a tile ahead), joined\n"
           "                                 with + (seqlens+split), or combine (the split partials' combine\n"
           "                                 kernel; only --dtype and --headdim count)\n\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
