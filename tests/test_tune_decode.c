@@ -332,13 +332,13 @@ static void test_candidates(void **state)
 {
     (void)state;
     int c[FJ_TUNE_DECODE_MAX_CANDIDATES];
-    /* B1 Hq8 Hkv1 Nk512k packed: one CTA, 8192 tiles: 1, 132 (half; one per SM), 264 (heuristic: two per SM),
-     * 396 (three per SM), 528 (double) */
+    /* B1 Hq8 Hkv1 Nk512k packed: one CTA, 8192 tiles: 1, 66 (half), 132 (heuristic: one per SM), 264 (double;
+     * two per SM), 396 (three per SM) */
     fajit_attention_args a = shape(1, 8, 1, 1, 524288, 0);
     int h = fj_decode_splits(&a, 1, 64, 64, SMS);
-    assert_int_equal(h, 264);
+    assert_int_equal(h, 132);
     int n = fj_tune_decode_candidates(&a, 1, 64, 64, SMS, h, c, FJ_TUNE_DECODE_MAX_CANDIDATES);
-    static const int want[] = {1, 132, 264, 396, 528};
+    static const int want[] = {1, 66, 132, 264, 396};
     assert_int_equal(n, 5);
     assert_memory_equal(c, want, sizeof want);
     /* a cap of one keeps the heuristic's */

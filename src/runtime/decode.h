@@ -18,9 +18,10 @@
 /* seqlen_q up to which the heuristic (num_splits = 0) considers splitting: decode and short chunks of
  * queries against a long cache; prefill shapes keep their unsplit kernels. */
 #define FJ_SPLIT_AUTO_MAX_SEQLEN_Q 128
-/* Splits the heuristic takes at most (a caller may force up to FAJIT_MAX_SPLITS). About two CTAs per SM is
- * its aim; a B = 1, one-KV-head call has one or two row blocks, and a cap of 128 left it one 4-warp CTA per
- * SM (H200, B1 Hq8 Hkv1 Nk512k: 3.05 TB/s at 128 splits against 4.1 TB/s for rows with two CTAs per SM). */
+/* Splits the heuristic takes at most (a caller may force up to FAJIT_MAX_SPLITS; it also takes at most one
+ * split per SM for a row block). About two CTAs per SM is its aim; a B = 1, one-KV-head call has one or two
+ * row blocks: there one full wave (132 splits on 132 SMs) measured best on the H200 (B1 Hq8 Hkv1 Nk512k:
+ * 132 > 128 > 264 splits at Nq 1 and 4; 132 = 128 > 66 at Nq 16). */
 #define FJ_SPLIT_AUTO_MAX_SPLITS 512
 
 /* The grown fields as this library reads them (struct_size applied: zeros where the caller's struct
