@@ -119,7 +119,7 @@ def markdown(env, settings, rows, configs, png_name, aborted=None):
         "TFLOP/s = 4*B*H*N*N*D / t (x0.5 causal); t = median of "
         f"{st['reps']} calls each timed with CUDA events, after {st['warmup']} warm-up calls, in "
         f"{st['rounds']} interleaved rounds, each timed window preceded by >= {st.get('settle', 0)} untimed calls and "
-        f">= {st.get('settle_ms', 0):g} ms of the same system (clocks settle to its power draw); inputs rotated over {st['sets']} Q/K/V sets "
+        f">= {st.get('settle_ms', 0):g} ms of the same system (clocks settle to its power draw){' and a spin kernel covering the window' + chr(39) + 's enqueue time (events time GPU work only)' if st.get('queue_ahead') else ''}; inputs rotated over {st['sets']} Q/K/V sets "
         f"(>= {st['rotate_bytes'] >> 20} MB). fajit = the library's choice for this GPU (heuristic or tuned, its "
         "best path), fajit sm_80 = the sm_80 path forced; FA2 = SDPA flash backend, cuDNN = SDPA cuDNN backend, "
         "FA3 = the fa3-fwd wheel, FA4 = the flash-attn-4 wheel (CuTe DSL, its sm90 kernel), FA3 and FA4 on [B, N, H, "

@@ -26,7 +26,9 @@ NaN-filled buffer) is compared with a float32 reference computed per KV head on 
 sequence (all heads, all query rows, the sequence's filled keys): relative L2. fajit above 2e-2 (bf16) /
 5e-3 (f16) marks the row FAIL and the exit status 1 (the row is still timed). 2. Time. --warmup calls each,
 then --reps calls each in 5 interleaved rounds, every call between two CUDA events on the current stream,
-each window preceded by >= --settle calls and >= --settle-ms of the same system; the median is reported,
+each window preceded by >= --settle calls and >= --settle-ms of the same system and by a spin kernel that
+covers the host time to enqueue the window (compare.queue_ahead: the events time GPU work, not a Python
+wrapper's host side - before it, FA3's column swung up to 2.5x between runs); the median is reported,
 with NVML's SM clock per system. K/V sets rotate so that the K/V read by consecutive calls spans >= 256 MB
 (the H100/H200 L2 is 50 MB; issue 11's rows hold 256-536 MB of K/V each, so they use one set).
 GB/s = bytes of K + V read / t, each KV head counted once, over each sequence's filled length (seqlens_k);
@@ -473,7 +475,8 @@ def markdown(env, settings, rows, skipped):
                "Nq = 1 non-causal, Nq > 1 causal (bottom-right); Q [B, Nq, Hq, D], K/V cache [B, Nk, Hkv, D] or a "
                "shuffled page pool. Method: the head of bench/decode_compare.py (CUDA events, "
                f"{settings['reps']} calls in {settings['rounds']} interleaved rounds after {settings['warmup']} warm-up "
-               f"calls, >= {settings['settle_ms']:g} ms of the same system before each window; K/V sets rotated past "
+               f"calls, >= {settings['settle_ms']:g} ms of the same system and a spin kernel covering the window's enqueue time "
+               f"before each window; K/V sets rotated past "
                f"{settings['rotate_bytes'] >> 20} MB). err = relative L2 against a float32 reference on the first and "
                f"last sequence; check = fajit's err <= {TOL['bf16']:.0e} (bf16) / {TOL['f16']:.0e} (f16). "
                "fajit/FA3 = fajit / FA3 kvcache (num_splits=0); fajit paged/contig = fajit's GB/s on a paged row over "
@@ -542,7 +545,8 @@ def environment(bench, argv):
 
 
 def settings_of(a, seconds):
-    return {"reps": a.reps, "warmup": a.warmup, "settle": a.settle, "settle_ms": a.settle_ms, "rounds": compare.ROUNDS,
+    return {"reps": a.reps, "warmup": a.warmup, "settle": a.settle, "settle_ms": a.settle_ms, "queue_ahead": True,
+            "rounds": compare.ROUNDS,
             "rotate_bytes": ROTATE_BYTES, "tolerance": TOL, "lens": a.lens, "budget_s": a.budget_s,
             "seconds": round(seconds, 1)}
 
