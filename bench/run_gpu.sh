@@ -107,6 +107,7 @@ do_decode_tests() {
 }
 
 do_paged_ahead() {
+    set -o pipefail # a failing fagen bench must fail the stage, not be hidden by tail
     local rc=0 rounds
     for row in "1 32 32 32768" "8 32 8 8192" "64 32 8 2048"; do
         set -- $row
@@ -155,6 +156,7 @@ do_decode_check() {
 }
 
 do_decode_bench() {
+    set -o pipefail
     local rc=0
     "$FAGEN" bench --grid decode --reps 20 --warmup 5 || rc=1
     "$FAGEN" bench --batch 1 --heads 32 --heads-kv 32 --seqlen 1 --seqlen-k 32768 --splits 1 --reps 20 --warmup 5 || rc=1
@@ -267,7 +269,7 @@ for s in "${stages[@]}"; do
     decode-tune) run_stage decode-tune 400 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_decode_tune); do_decode_tune" ;;
     decode-sweep) run_stage decode-sweep 360 env PYTHONUNBUFFERED=1 PYTHONPATH="python/src${PYTHONPATH:+:$PYTHONPATH}" \
         FAJIT_LIB="$BUILD/libfajit.so" python3 bench/decode_sweep.py --out "$OUT" ;;
-    paged-ahead) run_stage paged-ahead 240 env FAGEN="$FAGEN" bash -c "$(declare -f do_paged_ahead); do_paged_ahead" ;;
+    paged-ahead) run_stage paged-ahead 480 env FAGEN="$FAGEN" bash -c "$(declare -f do_paged_ahead); do_paged_ahead" ;;
     decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     sanitize) run_stage sanitize 590 env FAGEN="$FAGEN" OUT="$OUT" SAN_HEADDIMS="${SAN_HEADDIMS:-64 128 256}" \
         SAN_TOOLS="${SAN_TOOLS:-memcheck racecheck}" bash -c "$(declare -f do_sanitize); do_sanitize" ;;
