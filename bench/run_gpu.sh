@@ -45,7 +45,7 @@
 #     paged-ahead    A/B of paged K/V with each tile's pages read a tile ahead (FAJIT_DECODE_PAGE_AHEAD=1, the
 #                    default) and at the copy (=0): fagen bench on the Nq 1 rows B1 H32/32 32k (on/off twice),
 #                    B8 H32/8 8k, B64 H32/8 2k (once), pages of 16 / 64 / 256, each row's contiguous line first;
-#                    then compute-sanitizer memcheck of fagen check on 16- and 64-row pages (~2 minutes)
+#                    then compute-sanitizer memcheck of fagen check on 16- and 64-row pages (over 4 minutes on the H200, most of it the memcheck half)
 #     decode-sweep   bench/decode_sweep.py --out $OUT (the package from the source tree on $BUILD/libfajit.so; needs
 #                    the build stage): the decode heuristic against forced splits / tiles / stages and the paged
 #                    gather modes on the rows short of FA3, each checked against float64 -> $OUT/decode-sweep.*
