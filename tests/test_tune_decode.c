@@ -139,8 +139,8 @@ static void test_decode_corrupt_lines(void **state)
         "G | 13000 | c | decode bf16 d128 noncausal bkv8 g4 q1 k1024 packed | splits 4 br64 | 1.0",
         "G | 13000 | c | decode bf16 d128 noncausal bkv8 g4 q1 k1024 | splits 4 br64 bc64 | 1.0",
         /* a forward config in a decode class, a decode config in a forward class; GB/s 0 */
-        "G | 13000 | c | decode bf16 d128 noncausal bkv8 g4 q1 k1024 packed | sm_80 bf16 d128 br64 bc64 s2 sw128 "
-        "w4 noncausal | 1.0",
+        ("G | 13000 | c | decode bf16 d128 noncausal bkv8 g4 q1 k1024 packed | sm_80 bf16 d128 br64 bc64 s2 sw128 "
+         "w4 noncausal | 1.0"),
         "G | 13000 | c | bf16 d128 noncausal n4096 | splits 4 br64 bc64 | 1.0",
         "G | 13000 | c | decode bf16 d128 noncausal bkv8 g4 q1 k1024 packed | splits 4 br64 bc64 | 0",
     };
