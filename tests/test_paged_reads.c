@@ -6,7 +6,7 @@
  * cp.async); float, MMA and shared-memory instructions only make their destinations unknown. An address or
  * copy size built from an unknown value fails the test. Checked per CTA, for paged K/V (plain and gathered
  * from 16-row segments, pages read at each copy or a tile ahead (AHEAD), 2-3 stages, split-KV with empty
- * splits, per-sequence lengths 0, 1, exact page and tile multiples, partial last pages):
+ * splits, per-sequence lengths 0, 1, exact page and tile multiples, partial last pages, clamped ones):
  *   - every block-table entry read is in the CTA's own row and below ceil(len / page_size) (no read of a page
  *     the sequence has not filled), every seqlens_k read is the CTA's batch;
  *   - the K and V rows copied with a non-zero size are exactly the split's keys [first, end) x all 16-byte
@@ -246,6 +246,13 @@ typedef struct world {
     char why[256];
 } world;
 
+/* Batch b's keys as the kernel takes them: seqlens_k[b] clamped to [0, seqlen_k], or seqlen_k. */
+static int seq_len(const world *w, int b)
+{
+    int n = w->use_lens ? w->lens[b] : (int)w->prm.base.seqlen_k;
+    return n < 0 ? 0 : n > (int)w->prm.base.seqlen_k ? (int)w->prm.base.seqlen_k : n;
+}
+
 static void why(world *w, const char *fmt, ...)
 {
     if (w->why[0]) return;
@@ -264,7 +271,7 @@ static uint32_t load_u32(world *w, uint64_t addr)
     }
     if (addr >= BASE_TABLE && addr < BASE_TABLE + 4ull * MAX_B * MAX_PAGES && addr % 4 == 0) {
         int e = (int)((addr - BASE_TABLE) / 4), b = e / w->pages_per_seq, i = e % w->pages_per_seq;
-        int len = w->use_lens ? w->lens[b] : (int)w->prm.base.seqlen_k;
+        int len = seq_len(w, b);
         int filled = (len + w->page - 1) / w->page;
         w->table_reads++;
         if (b != w->cta_b || i >= filled) {
@@ -452,9 +459,7 @@ static int cmp_u64(const void *x, const void *y)
 static int expected(const world *w, const fj_plan *pl, int b, int h, int s, uint64_t base, const int64_t *st,
                     uint64_t *out)
 {
-    int len = w->use_lens ? w->lens[b] : (int)w->prm.base.seqlen_k, bn = pl->cfg.block_n, n = 0;
-    if (len < 0) len = 0;
-    if (len > (int)w->prm.base.seqlen_k) len = (int)w->prm.base.seqlen_k;
+    int len = seq_len(w, b), bn = pl->cfg.block_n, n = 0;
     int tiles = (len + bn - 1) / bn, first = 0, end = tiles;
     if (w->splits > 1) {
         int per = (tiles + w->splits - 1) / w->splits;
@@ -484,7 +489,7 @@ static void check_cta(world *w, const fj_plan *pl, int b, int h, int s, uint64_t
             int i = 0;
             while (i < n && i < ngot[x] && want[i] == got[x][i]) i++;
             fail_msg("%s: batch %d head %d split %d (len %d): %s copied %d chunks, want %d; first difference at "
-                     "#%d: got 0x%llx want 0x%llx", what, b, h, s, w->use_lens ? w->lens[b] : (int)w->prm.base.seqlen_k,
+                     "#%d: got 0x%llx want 0x%llx", what, b, h, s, seq_len(w, b),
                      x ? "V" : "K", ngot[x], n, i, i < ngot[x] ? (unsigned long long)got[x][i] : 0ull,
                      i < n ? (unsigned long long)want[i] : 0ull);
         }
@@ -521,11 +526,6 @@ static void run_case(const launch_case *lc)
     w->pages_per_seq = lc->pages_per_seq, w->dim = lc->dim, w->use_lens = (variant & FJ_VARIANT_SEQLENS) != 0;
     w->packed = (variant & FJ_VARIANT_PACK) != 0;
     memcpy(w->lens, lc->lens, sizeof w->lens);
-    for (int b = 0; b < lc->batch; b++) /* pages of the pool in a scrambled order; -1 past what is filled */
-        for (int i = 0; i < MAX_PAGES; i++) {
-            int len_b = w->use_lens ? lc->lens[b] : lc->seqlen_k, filled = (len_b + lc->page - 1) / lc->page;
-            w->table[b][i] = i < filled ? (b * lc->pages_per_seq + i) * 7 % (lc->batch * lc->pages_per_seq) : -1;
-        }
     fajit_attention_args a;
     fajit_attention_args_init(&a);
     int hq = lc->hkv * lc->group, pool_pages = lc->batch * lc->pages_per_seq;
@@ -544,6 +544,11 @@ static void run_case(const launch_case *lc)
     w->prm.splits = (uint32_t)lc->splits, w->prm.batch = (uint32_t)lc->batch;
     w->prm.block_table = BASE_TABLE, w->prm.max_pages = (uint32_t)lc->pages_per_seq;
     w->prm.page_size = (uint32_t)lc->page;
+    for (int b = 0; b < lc->batch; b++) /* pages of the pool in a scrambled order; -1 past what is filled */
+        for (int i = 0; i < MAX_PAGES; i++) {
+            int filled = (seq_len(w, b) + lc->page - 1) / lc->page;
+            w->table[b][i] = i < filled ? (b * lc->pages_per_seq + i) * 7 % (lc->batch * lc->pages_per_seq) : -1;
+        }
     while ((lc->page & (lc->page - 1)) == 0 && (1 << w->prm.page_shift) < lc->page) w->prm.page_shift++;
 
     w->cap = 1 << 16;
@@ -589,6 +594,8 @@ static void test_whole_pages(void **state)
             lc.lens[0] = 32, lc.lens[1] = 65, lc.lens[2] = 256, lc.lens[3] = 33;
             run_case(&lc);
             lc.splits = 1;
+            run_case(&lc);
+            lc.lens[0] = -3, lc.lens[1] = 1000, lc.splits = 2; /* clamped to 0 and to seqlen_k */
             run_case(&lc);
             lc.variant &= ~(unsigned)LENS, lc.splits = 5, lc.seqlen_k = 160; /* one length: 5 tiles in 5 splits */
             run_case(&lc);
