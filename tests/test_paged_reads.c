@@ -624,7 +624,7 @@ static void test_gathered(void **state)
         }
 }
 
-/* GQA packing: a CTA per KV head (its pages at that head's offset in the pool). */
+/* GQA packing: a CTA per KV head (its pages at that head's offset in the pool); and GQA without packing. */
 static void test_packed(void **state)
 {
     (void)state;
@@ -635,6 +635,8 @@ static void test_packed(void **state)
                           .lens = {200, 320}};
         run_case(&lc);
         lc.variant |= FJ_VARIANT_GATHER, lc.page = 32, lc.pages_per_seq = 10;
+        run_case(&lc);
+        lc.variant &= ~(unsigned)FJ_VARIANT_PACK; /* not packed: a CTA per query head, KV head = h / group */
         run_case(&lc);
     }
 }
