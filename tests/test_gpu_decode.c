@@ -1,6 +1,7 @@
 /*
  * test_gpu_decode.c - decode and long-context forwards on a GPU against the references (label gpu):
- * per-sequence KV lengths (seqlens_k; by sequence: 1, a multiple of 64, the capacity, random, 0),
+ * per-sequence KV lengths (seqlens_k; by sequence: 1, a multiple of 64, the capacity, random, 0, and with
+ * B 15 past the capacity and negative: clamped),
  * split-KV forced to 1..64 splits (more splits than KV tiles included: empty splits) and chosen by the
  * heuristic, the caller's workspace and the context's, paged K/V (pages of 16..256 rows, shuffled in a pool
  * with spare pages, unused rows NaN), GQA 1/4/8 and MQA, Nq 1/4/16 (and 100, 300)
@@ -80,6 +81,10 @@ static const decode_case k_cases[] = {
     {"paged p32 d256 causal Nq16", BF, 2, 4, 2, 16, 700, 256, 1, 1, 5, 0, UNI, BHND, AUTO, 32},
     {"paged p48 d96 lens", FH, 5, 6, 3, 1, 500, 96, 0, 1, 2, 0, NORM, BHND, AUTO, 48},
     {"paged p64 long GPU ref", BF, 2, 32, 8, 16, 32768, 128, 1, 1, 0, 0, GROW, BHND, FJ_REF_GPU, 64},
+    /* B 15: sequences 9 and 14 have lengths past the capacity and below 0 (clamped; the KV range once was not) */
+    {"lens past capacity causal Nq4", BF, 15, 8, 2, 4, 700, 128, 1, 1, 3, 0, GROW, BHND, AUTO, 0},
+    {"paged p16 lens past capacity", FH, 15, 8, 2, 1, 1000, 128, 0, 1, 3, 0, NORM, BHND, AUTO, 16},
+    {"paged p64 lens past capacity auto", BF, 15, 8, 1, 1, 640, 64, 0, 1, 0, 0, UNI, BHND, AUTO, 64},
 };
 
 static fj_check_problem case_problem(const decode_case *c)

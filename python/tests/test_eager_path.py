@@ -340,3 +340,48 @@ def test_inference_mode_takes_the_plan(eager):
         assert fajit.attention(q, k, v, out=out) is out  # an inference tensor as out: no version counter
     assert eager.checks == 2 and len(eager.launches) == 3 and None not in eager.keys
     assert o1.is_inference() and o2.is_inference()
+
+
+class _Sizes:
+    """A stand-in for fajit_attention_workspace_size: answers .size bytes, counts its calls."""
+
+    def __init__(self, size):
+        self.size, self.calls = size, 0
+
+    def __call__(self, handle, args_ref, cfg, n_ref):
+        self.calls += 1
+        n_ref._obj.value = self.size
+        return 0
+
+
+def test_workspace_follows_a_tune(eager, monkeypatch):
+    # fajit.tune can change the kernel a shape gets, so the decode tile and the split count num_splits=0 runs
+    # with: the workspace size a plan (or the op's cache) asked for before must be asked for again, else the
+    # library refuses the call ("args->workspace_bytes = ...: need ...") once the new choice splits more.
+    if not _torch._WORKSPACE:
+        pytest.skip("this libfajit has no fajit_attention_workspace_size")
+    sizes = _Sizes(4096)
+    monkeypatch.setattr(_lib.lib, "fajit_attention_workspace_size", sizes)
+    q, k, v = _qkv(nq=1, nk=256)
+    lens = torch.zeros(2, dtype=torch.int32)
+    for _ in range(2):
+        fajit.attention(q, k, v, seqlens_k=lens)
+    assert (sizes.calls, eager.args().workspace_bytes) == (1, 4096)
+    ctx = _lib.context(-1)
+    monkeypatch.setattr(_lib.lib, "fajit_tune", lambda *args: 1)  # a failing tune: winners may still have changed
+    with pytest.raises(fajit.FajitError):
+        fajit.tune(128, device=0, max_candidates=1)
+    sizes.size = 65536
+    fajit.attention(q, k, v, seqlens_k=lens)
+    a = eager.args()
+    assert (sizes.calls, a.workspace_bytes) == (2, 65536) and a.workspace != 0, "the plan kept the old size"
+    fajit.attention(q, k, v, seqlens_k=lens)
+    assert sizes.calls == 2 and eager.checks == 1  # asked once per change, the plan kept
+    o = torch.empty_like(q)  # the op's launch (_forward) reads the same cache
+    _torch._forward(q, k, v, o, None, False, 0.125, False, "", lens)
+    assert sizes.calls == 2 and eager.args().workspace_bytes == 65536
+    ctx.choices_changed()
+    sizes.size = 0  # the new choice does not split: no workspace, none passed
+    fajit.attention(q, k, v, seqlens_k=lens)
+    a = eager.args()
+    assert (sizes.calls, a.workspace, a.workspace_bytes) == (3, 0, 0)

@@ -132,15 +132,16 @@ static void emit_batch(fj_kctx *k, fj_reg_t b, int want_split)
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(k->split), R(z), R(k->split));
 }
 
-/* len = min(max(seqlens_k[b], 0), seqlen_k) (the seqlen_k register given, or read from the parameters). */
+/* len = max(min(seqlens_k[b], seqlen_k), 0) (the seqlen_k register given, or read from the parameters; len may
+ * be that register: the value is loaded into its own register first, so the cap is read before len is written). */
 static void load_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len)
 {
-    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1), raw = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(seqlens_k));
     fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(b));
     fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(w));
-    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(len), R(a));
-    fj_ins(k->e, "min.s32 %s, %s, %s", R(len), R(len), R(cap));
+    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(raw), R(a));
+    fj_ins(k->e, "min.s32 %s, %s, %s", R(len), R(raw), R(cap));
     fj_ins(k->e, "max.s32 %s, %s, 0", R(len), R(len));
 }
 

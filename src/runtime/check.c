@@ -303,7 +303,9 @@ static void check_free(check_run *r)
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
 }
 
-/* Per-sequence KV lengths by b % 5: 1, a multiple of CHECK_LEN_TILE, Nk, random in [1, Nk], 0. */
+/* Per-sequence KV lengths by b % 5: 1, a multiple of CHECK_LEN_TILE, Nk, random in [1, Nk], and for 4 by b / 5 % 3:
+ * 0, past the capacity (Nk + 1..1000) and negative (fajit.h: the kernel clamps them to [0, Nk]; so do the
+ * references). Batches below 10 get the first five only. */
 static fajit_status check_lens(check_run *r, uint64_t seed)
 {
     const fj_check_problem *p = r->prob;
@@ -317,7 +319,9 @@ static fajit_status check_lens(check_run *r, uint64_t seed)
         case 1: len = tiles ? CHECK_LEN_TILE * (1 + (int)(splitmix64(&seed) % (uint64_t)tiles)) : nk; break;
         case 2: len = nk; break;
         case 3: len = 1 + (int)(splitmix64(&seed) % (uint64_t)nk); break;
-        default: len = 0; break;
+        default:
+            len = (b / 5) % 3 == 0 ? 0 : (b / 5) % 3 == 1 ? nk + 1 + (int)(splitmix64(&seed) % 1000) : -7;
+            break;
         }
         r->hlens[b] = len;
     }

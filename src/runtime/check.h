@@ -60,7 +60,8 @@ typedef struct fj_check_problem {
     uint64_t seed;        /* 0 = a fresh seed for this call (reported in the result) */
     /* decode (fajit_attention_args' grown fields) */
     int seqlens;          /* 1: per-sequence KV lengths (seqlens_k), sequence b's by b % 5: 1, a multiple of 64
-                             (at least 64 when seqlen_k allows), seqlen_k, random in [1, seqlen_k], 0 */
+                             (at least 64 when seqlen_k allows), seqlen_k, random in [1, seqlen_k], and for b % 5 = 4 by
+                             b / 5 % 3: 0, past seqlen_k (seqlen_k + 1..1000), -7 (the kernel clamps to [0, seqlen_k]) */
     int num_splits;       /* args->num_splits: 0 heuristic, 1 none, 2.. forced */
     int own_workspace;    /* 1: pass a workspace of fajit_attention_workspace_size bytes (else the context's) */
     int page_size;        /* > 0: paged K/V - the forward reads K and V from pools of pages of this many rows

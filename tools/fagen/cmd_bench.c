@@ -96,7 +96,7 @@ static void bench_usage(FILE *f)
           "  --grid first                   D 64/128/256 x N 4096/16384, B*N = 16384, H*D = 2048, both masks\n"
           "  --grid decode                  B/Hq/Hkv/Nk 1/32/32/32k, 1/32/8/128k, 8/32/8/8k, 64/32/8/2k, 1/8/1/512k x\n"
           "                                 Nq 1, 4, 16 (D 128 unless --headdim; --causal for causal): GB/s of K + V\n"
-          "  --splits N                     split-KV: 0 the heuristic (default), 1 none, 2..128 forced; reports GB/s\n"
+          "  --splits N                     split-KV: 0 the heuristic (default), 1 none, 2..1024 forced; reports GB/s\n"
           "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16) in a shuffled block table\n"
           "  --latency                      time getting a kernel: a new process with empty caches (PTX generation,\n"
           "                                 compiler load, compile), then a disk-cache hit in another new process\n"

@@ -14,8 +14,9 @@
  * Configs that fajit_config_check rejects or the device cannot fit are skipped and counted. One line
  * per run, then a summary with the worst errors. Exit 0 all passed, 1 a failure (or no GPU), 2 bad flags.
  * Decode: a shape flag replaces the shapes by one (unset ones: B 5, Hq 8, Hkv 2, Nq 1, Nk 4096); --splits,
- * --seqlens (per-sequence KV lengths: 1, a multiple of 64, Nk, random, 0 by sequence) and --workspace (the
- * caller's workspace) apply to every shape; each line then names the kernel(s) the forward ran.
+ * --seqlens (per-sequence KV lengths: 1, a multiple of 64, Nk, random, 0 by sequence; from the 10th also past
+ * Nk and negative) and --workspace (the caller's workspace) apply to every shape; each line then names the
+ * kernel(s) the forward ran.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -113,8 +114,9 @@ static void check_usage(FILE *f)
           "  --seed S                       base seed (default: fresh random inputs on every run)\n"
           "  --batch B --heads-q H --heads-kv H --seqlen-q N --seqlen-k N\n"
           "                                 one shape instead of the list (unset: B 5, Hq 8, Hkv 2, Nq 1, Nk 4096)\n"
-          "  --splits S                     split-KV: 0 the heuristic, 1 none, 2..128 forced (every shape)\n"
+          "  --splits S                     split-KV: 0 the heuristic, 1 none, 2..1024 forced (every shape)\n"
           "  --seqlens                      per-sequence KV lengths by sequence: 1, a multiple of 64, Nk, random, 0\n"
+          "                                 (from the 10th sequence also past Nk and negative: the kernel clamps them)\n"
           "  --workspace                    pass the caller's workspace (fajit_attention_workspace_size bytes)\n"
           "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16), shuffled, via a block table\n\n"
           "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only, --arch\n"

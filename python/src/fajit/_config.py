@@ -252,8 +252,11 @@ def tune(head_dim, *, dtype="bf16", causal=False, shape=None, device=None, max_c
     sh = _shape(shape)
     best, res = Config_c(), _lib.TuneResult_c()
     ctx = _lib.context(dev)
-    check(lib.fajit_tune(ctx.handle, ctypes.byref(sh) if sh is not None else None, dtype_code(dtype),
-                         _count(head_dim, "head_dim"), int(bool(causal)), ctypes.byref(opts), ctypes.byref(best),
-                         ctypes.byref(res)))
+    try:
+        check(lib.fajit_tune(ctx.handle, ctypes.byref(sh) if sh is not None else None, dtype_code(dtype),
+                             _count(head_dim, "head_dim"), int(bool(causal)), ctypes.byref(opts), ctypes.byref(best),
+                             ctypes.byref(res)))
+    finally:  # a winner changes the kernel a shape gets, so its decode tile and split count (and workspace)
+        ctx.choices_changed()
     del cb
     return TuneResult(res)

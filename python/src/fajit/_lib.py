@@ -106,6 +106,13 @@ class Context:
         check(lib.fajit_context_create(ctypes.byref(opts), ctypes.byref(handle)))
         self.handle, self.device = handle, device
         self.workspace_sizes = {}  # split-KV workspace bytes per shape key (fajit._torch)
+        self.generation = 0  # bumped when the library's kernel choices may have changed (choices_changed)
+
+    def choices_changed(self):
+        """The library's choices for this context may differ from here on (fajit.tune filed a winner): the
+        split-KV workspace sizes cached for it are dropped, and fajit._torch's plans ask again."""
+        self.workspace_sizes = {}
+        self.generation += 1
 
     @property
     def sm(self):

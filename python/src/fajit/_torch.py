@@ -237,15 +237,17 @@ def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block
 
 def _workspace_size(ctx, a, cfg, config):
     """Bytes of split-KV partials this call needs, 0 when it does not split (cached per shape: it does not
-    depend on the values in seqlens_k or the block table, only on whether they are given)."""
+    depend on the values in seqlens_k or the block table, only on whether they are given; fajit.tune drops
+    the cache, ctx.choices_changed, as a winner can change the tile and so the split count)."""
     key = (a.dtype, a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, config)
     if _DECODE:
         key += (a.num_splits, bool(a.seqlens_k), bool(a.block_table), a.page_size)
-    size = ctx.workspace_sizes.get(key)
+    sizes = ctx.workspace_sizes  # once: a size asked before a concurrent choices_changed lands in the old dict
+    size = sizes.get(key)
     if size is None:
         n = ctypes.c_size_t()
         _lib.check(lib.fajit_attention_workspace_size(ctx.handle, ctypes.byref(a), cfg, ctypes.byref(n)))
-        size = ctx.workspace_sizes[key] = n.value
+        size = sizes[key] = n.value
     return size
 
 
@@ -410,6 +412,7 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
     lse = torch.empty(lse_shape, dtype=torch.float32, device=device) if return_lse else None
     a.lse = lse.data_ptr() if return_lse else 0
     cfg = ctypes.byref(_checked_config(text)) if text else None
+    gen = ctx.generation
     ws = _workspace_size(ctx, a, cfg, text) if _WORKSPACE else 0
     if ws:
         a.workspace_bytes = ws
@@ -418,6 +421,11 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
     bump, has_out, has_lens, has_table = _bump, out is not None, seqlens_k is not None, block_table is not None
 
     def run(q, k, v, out, seqlens_k, block_table):
+        nonlocal gen, ws
+        if ctx.generation != gen:  # fajit.tune filed a winner: the tile, so the split count, may differ now
+            gen, a.workspace, a.workspace_bytes = ctx.generation, 0, 0
+            ws = _workspace_size(ctx, a, cfg, text) if _WORKSPACE else 0
+            a.workspace_bytes = ws
         try:
             pq, pk, pv = q.data_ptr(), k.data_ptr(), v.data_ptr()
             po = out.data_ptr() if has_out else 1

@@ -1,0 +1,652 @@
+/*
+ * test_paged_reads.c - which global memory the paged decode kernels read (label unit; no GPU, no ptxas).
+ *
+ * The sm_80 decode variants' PTX is run, thread by thread, CTA by CTA, by a small interpreter of its integer
+ * subset (address and loop arithmetic, predicates, branches, ld.param, the block-table and seqlens_k loads,
+ * cp.async); float, MMA and shared-memory instructions only make their destinations unknown. An address or
+ * copy size built from an unknown value fails the test. Checked per CTA, for paged K/V (plain and gathered
+ * from 16-row segments, pages read at each copy or a tile ahead (AHEAD), 2-3 stages, split-KV with empty
+ * splits, per-sequence lengths 0, 1, exact page and tile multiples, partial last pages, clamped ones):
+ *   - every block-table entry read is in the CTA's own row and below ceil(len / page_size) (no read of a page
+ *     the sequence has not filled), every seqlens_k read is the CTA's batch;
+ *   - the K and V rows copied with a non-zero size are exactly the split's keys [first, end) x all 16-byte
+ *     chunks, each once, each from the page the block table names for it (address = pool + page x page
+ *     stride + KV head x head stride + row in page x row stride).
+ * Run: ctest --test-dir build -R test_paged_reads --output-on-failure
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "codegen/kernel_abi.h"
+#include "fajit.h"
+#include "runtime/forward.h"
+
+/* ---- the PTX, parsed -------------------------------------------------------------------------------- */
+enum { O_NONE, O_REG, O_IMM, O_SPECIAL, O_SMEM, O_MEM, O_PARAM, O_LABEL, O_OTHER };
+enum { SP_TID, SP_CTAID_X, SP_CTAID_Y, SP_CTAID_Z, SP_NCTAID_X };
+
+typedef struct operand {
+    int kind, reg, neg; /* reg: register index (O_REG, O_MEM base); neg: !%p */
+    int64_t imm;        /* O_IMM value, O_MEM / O_PARAM offset, O_SPECIAL which, O_LABEL instruction index */
+} operand;
+
+typedef struct insn {
+    char op[64];
+    int guard, guard_neg; /* guard register or -1 */
+    int n;
+    operand a[6];
+    char label[64];       /* O_LABEL operand's name, resolved after parsing */
+} insn;
+
+typedef struct bank {
+    char name[16];
+    int base, count, is_pred;
+} bank;
+
+typedef struct prog {
+    insn *v;
+    int n, cap;
+    bank banks[24];
+    int n_banks, n_regs;
+    char labels[512][64];
+    int label_at[512], n_labels;
+} prog;
+
+static int reg_index(const prog *p, const char *s, int *len)
+{
+    int i = 0;
+    while (isalpha((unsigned char)s[i]) || s[i] == '_') i++;
+    for (int b = 0; b < p->n_banks; b++) {
+        if ((int)strlen(p->banks[b].name) != i || strncmp(s, p->banks[b].name, (size_t)i) != 0) continue;
+        if (!isdigit((unsigned char)s[i])) continue;
+        char *end;
+        long n = strtol(s + i, &end, 10);
+        if (n >= p->banks[b].count) fail_msg("register %.*s%ld past its bank", i, s, n);
+        *len = (int)(end - s);
+        return p->banks[b].base + (int)n;
+    }
+    return -1;
+}
+
+static void parse_operand(prog *p, insn *in, const char *s, operand *o)
+{
+    int len;
+    memset(o, 0, sizeof *o);
+    o->reg = -1;
+    while (*s == ' ') s++;
+    if (*s == '!') o->neg = 1, s++;
+    if (*s == '[') {
+        if (strncmp(s + 1, "fajit_fwd_param_0", 17) == 0) {
+            o->kind = O_PARAM;
+            o->imm = s[18] == '+' ? strtol(s + 19, NULL, 10) : 0;
+            return;
+        }
+        o->kind = O_MEM;
+        if (s[1] != '%' || (o->reg = reg_index(p, s + 2, &len)) < 0) {
+            o->kind = O_OTHER;
+            return;
+        }
+        o->imm = s[2 + len] == '+' ? strtol(s + 3 + len, NULL, 10) : 0;
+        return;
+    }
+    if (*s == '%') {
+        static const char *const sp[] = {"%tid.x", "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x"};
+        for (int i = 0; i < 5; i++)
+            if (strcmp(s, sp[i]) == 0) {
+                o->kind = O_SPECIAL, o->imm = i;
+                return;
+            }
+        o->reg = reg_index(p, s + 1, &len);
+        o->kind = o->reg >= 0 ? O_REG : O_OTHER;
+        return;
+    }
+    if (*s == '$') {
+        o->kind = O_LABEL;
+        snprintf(in->label, sizeof in->label, "%s", s);
+        return;
+    }
+    if (strcmp(s, "fj_smem") == 0) {
+        o->kind = O_SMEM;
+        return;
+    }
+    if ((isdigit((unsigned char)*s) || *s == '-') && !(s[0] == '0' && (s[1] == 'f' || s[1] == 'd'))) {
+        o->kind = O_IMM, o->imm = strtoll(s, NULL, 0);
+        return;
+    }
+    o->kind = O_OTHER;
+}
+
+/* Operands split at top-level commas ({...} and [...] kept whole). */
+static void parse_operands(prog *p, insn *in, char *s)
+{
+    int depth = 0;
+    char *start = s;
+    for (char *c = s;; c++) {
+        if (*c == '{' || *c == '[') depth++;
+        if (*c == '}' || *c == ']') depth--;
+        if ((*c == ',' && depth == 0) || *c == '\0') {
+            int end = *c == '\0';
+            *c = '\0';
+            while (*start == ' ') start++;
+            if (*start && in->n < 6) parse_operand(p, in, start, &in->a[in->n++]);
+            if (end) return;
+            start = c + 1;
+        }
+    }
+}
+
+static void parse_reg_decl(prog *p, const char *s)
+{
+    char type[16], name[16];
+    int count;
+    if (sscanf(s, ".reg .%15s %%%15[a-z_]<%d>;", type, name, &count) != 3) fail_msg("bad .reg: %s", s);
+    bank *b = &p->banks[p->n_banks++];
+    snprintf(b->name, sizeof b->name, "%s", name);
+    b->base = p->n_regs, b->count = count, b->is_pred = strcmp(type, "pred") == 0;
+    p->n_regs += count;
+}
+
+static void parse_line(prog *p, char *s)
+{
+    char *c = strstr(s, "//");
+    if (c) *c = '\0';
+    while (*s == ' ' || *s == '\t') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ';')) s[--n] = '\0';
+    if (!n || *s == '{' || *s == '}') return;
+    if (strncmp(s, ".reg", 4) == 0) {
+        strcat(s, ";");
+        parse_reg_decl(p, s);
+        return;
+    }
+    if (*s == '.') return;
+    if (*s == '$' && s[n - 1] == ':') {
+        s[n - 1] = '\0';
+        assert_true(p->n_labels < 512);
+        snprintf(p->labels[p->n_labels], sizeof p->labels[0], "%s", s);
+        p->label_at[p->n_labels++] = p->n;
+        return;
+    }
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 4096;
+        p->v = realloc(p->v, (size_t)p->cap * sizeof *p->v);
+        assert_non_null(p->v);
+    }
+    insn *in = &p->v[p->n++];
+    memset(in, 0, sizeof *in);
+    in->guard = -1;
+    if (*s == '@') {
+        int len;
+        s++;
+        if (*s == '!') in->guard_neg = 1, s++;
+        in->guard = reg_index(p, s + 1, &len);
+        assert_true(in->guard >= 0);
+        s += 1 + len;
+        while (*s == ' ') s++;
+    }
+    size_t w = strcspn(s, " \t");
+    snprintf(in->op, sizeof in->op, "%.*s", (int)w, s);
+    parse_operands(p, in, s + w);
+}
+
+static void parse_prog(prog *p, const char *ptx)
+{
+    memset(p, 0, sizeof *p);
+    const char *body = strstr(ptx, ".entry fajit_fwd");
+    assert_non_null(body);
+    char line[512];
+    for (const char *s = body; *s;) {
+        size_t n = strcspn(s, "\n");
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line - 1 ? n : sizeof line - 1), s);
+        parse_line(p, line);
+        s += n + (s[n] == '\n');
+    }
+    for (int i = 0; i < p->n; i++) {
+        insn *in = &p->v[i];
+        for (int j = 0; j < in->n; j++) {
+            if (in->a[j].kind != O_LABEL) continue;
+            int k = 0;
+            while (k < p->n_labels && strcmp(p->labels[k], in->label) != 0) k++;
+            if (k == p->n_labels) fail_msg("label %s not defined", in->label);
+            in->a[j].imm = p->label_at[k];
+        }
+    }
+}
+
+/* ---- the device memory the kernel sees ---------------------------------------------------------------- */
+#define BASE_Q 0x100000000ull
+#define BASE_K 0x200000000ull
+#define BASE_V 0x300000000ull
+#define BASE_O 0x400000000ull
+#define BASE_LENS 0x500000000ull
+#define BASE_TABLE 0x600000000ull
+#define BASE_WS 0x700000000ull
+#define MAX_B 4
+#define MAX_PAGES 64
+
+typedef struct world {
+    fj_fwd_params_decode prm;
+    int batch, hkv, group, packed, splits, page, pages_per_seq, dim;
+    int lens[MAX_B], use_lens;
+    int32_t table[MAX_B][MAX_PAGES];
+    /* what one CTA did */
+    int cta_b;
+    long table_reads, bad_reads;
+    uint64_t *k_reads, *v_reads;
+    int n_k, n_v, cap;
+    char why[256];
+} world;
+
+/* Batch b's keys as the kernel takes them: seqlens_k[b] clamped to [0, seqlen_k], or seqlen_k. */
+static int seq_len(const world *w, int b)
+{
+    int n = w->use_lens ? w->lens[b] : (int)w->prm.base.seqlen_k;
+    return n < 0 ? 0 : n > (int)w->prm.base.seqlen_k ? (int)w->prm.base.seqlen_k : n;
+}
+
+static void why(world *w, const char *fmt, ...)
+{
+    if (w->why[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->why, sizeof w->why, fmt, ap);
+    va_end(ap);
+}
+
+static uint32_t load_u32(world *w, uint64_t addr)
+{
+    if (addr >= BASE_LENS && addr < BASE_LENS + 4u * (unsigned)w->batch && addr % 4 == 0) {
+        int b = (int)((addr - BASE_LENS) / 4);
+        if (b != w->cta_b) why(w, "seqlens_k[%d] read by a CTA of batch %d", b, w->cta_b);
+        return (uint32_t)w->lens[b];
+    }
+    if (addr >= BASE_TABLE && addr < BASE_TABLE + 4ull * MAX_B * MAX_PAGES && addr % 4 == 0) {
+        int e = (int)((addr - BASE_TABLE) / 4), b = e / w->pages_per_seq, i = e % w->pages_per_seq;
+        int len = seq_len(w, b);
+        int filled = (len + w->page - 1) / w->page;
+        w->table_reads++;
+        if (b != w->cta_b || i >= filled) {
+            w->bad_reads++;
+            why(w, "block_table[%d][%d] read by a CTA of batch %d (len %d: %d filled pages)", b, i, w->cta_b, len,
+                filled);
+        }
+        return (uint32_t)w->table[b][i];
+    }
+    why(w, "ld.global.nc.u32 of 0x%llx: neither seqlens_k nor the block table", (unsigned long long)addr);
+    return 0;
+}
+
+static void record_copy(world *w, uint64_t addr)
+{
+    if (addr >= BASE_Q && addr < BASE_K) return; /* Q: not this test's business */
+    uint64_t **v = addr >= BASE_V && addr < BASE_O ? &w->v_reads : &w->k_reads;
+    int *n = v == &w->v_reads ? &w->n_v : &w->n_k;
+    if (!(addr >= BASE_K && addr < BASE_O)) {
+        why(w, "cp.async from 0x%llx: not Q, K or V", (unsigned long long)addr);
+        return;
+    }
+    if (*n == w->cap) fail_msg("more than %d K or V chunk copies in one CTA", w->cap);
+    (*v)[(*n)++] = addr;
+}
+
+/* ---- the interpreter ------------------------------------------------------------------------------------ */
+typedef struct thread {
+    uint64_t *val;
+    unsigned char *known;
+    unsigned tid, ctaid[3], nctaid_x;
+} thread;
+
+static int is_signed(const char *op) { return strstr(op, ".s32") != NULL || strstr(op, ".s64") != NULL; }
+static int is_64(const char *op) { return strstr(op, "64") != NULL; }
+
+static int src(const prog *p, thread *t, world *w, const operand *o, uint64_t *v)
+{
+    (void)p;
+    switch (o->kind) {
+    case O_REG:
+        *v = t->val[o->reg];
+        if (o->neg) *v = !*v;
+        return t->known[o->reg];
+    case O_IMM: *v = (uint64_t)o->imm; return 1;
+    case O_SMEM: *v = 0; return 1;
+    case O_SPECIAL:
+        *v = o->imm == SP_TID ? t->tid : o->imm == SP_NCTAID_X ? t->nctaid_x : t->ctaid[o->imm - SP_CTAID_X];
+        return 1;
+    case O_PARAM: {
+        uint64_t x = 0;
+        size_t n = sizeof w->prm - (size_t)o->imm < 8 ? sizeof w->prm - (size_t)o->imm : 8;
+        memcpy(&x, (const char *)&w->prm + o->imm, n); /* the op's width trims it */
+        *v = x;
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+static void set(thread *t, const operand *d, uint64_t v, int known)
+{
+    if (d->kind != O_REG) return;
+    t->val[d->reg] = v;
+    t->known[d->reg] = (unsigned char)known;
+}
+
+static int64_t sx32(uint64_t v) { return (int64_t)(int32_t)(uint32_t)v; }
+
+static int compare(const char *op, uint64_t a, uint64_t b)
+{
+    int s = is_signed(op), w64 = is_64(op);
+    int64_t x = s ? (w64 ? (int64_t)a : sx32(a)) : 0, y = s ? (w64 ? (int64_t)b : sx32(b)) : 0;
+    uint64_t ux = w64 ? a : (uint32_t)a, uy = w64 ? b : (uint32_t)b;
+    if (strncmp(op, "setp.lt", 7) == 0) return s ? x < y : ux < uy;
+    if (strncmp(op, "setp.le", 7) == 0) return s ? x <= y : ux <= uy;
+    if (strncmp(op, "setp.gt", 7) == 0) return s ? x > y : ux > uy;
+    if (strncmp(op, "setp.ge", 7) == 0) return s ? x >= y : ux >= uy;
+    if (strncmp(op, "setp.eq", 7) == 0) return ux == uy;
+    if (strncmp(op, "setp.ne", 7) == 0) return ux != uy;
+    fail_msg("setp %s not modelled", op);
+    return 0;
+}
+
+/* The integer ALU ops: 1 and *r when op is one, else 0. */
+static int alu(const char *op, uint64_t a, uint64_t b, uint64_t c, uint64_t *r)
+{
+    int s = is_signed(op), w64 = is_64(op) && strncmp(op, "mul.wide", 8) != 0;
+    uint64_t m = w64 ? ~0ull : 0xffffffffull;
+    if (strncmp(op, "mov.", 4) == 0) *r = a;
+    else if (strncmp(op, "add.", 4) == 0) *r = a + b;
+    else if (strncmp(op, "sub.", 4) == 0) *r = a - b;
+    else if (strncmp(op, "mul.lo.", 7) == 0) *r = a * b;
+    else if (strncmp(op, "mad.lo.", 7) == 0) *r = a * b + c;
+    else if (strcmp(op, "mul.wide.u32") == 0) *r = (uint64_t)(uint32_t)a * (uint32_t)b;
+    else if (strcmp(op, "mul.wide.s32") == 0) *r = (uint64_t)(sx32(a) * sx32(b));
+    else if (strncmp(op, "div.", 4) == 0) {
+        if ((uint32_t)b == 0) return -1;
+        *r = s ? (uint64_t)(sx32(a) / sx32(b)) : (uint32_t)a / (uint32_t)b;
+    } else if (strncmp(op, "shr.", 4) == 0) *r = s ? (uint64_t)(sx32(a) >> (b & 31)) : (a & m) >> (b & 63);
+    else if (strncmp(op, "shl.", 4) == 0) *r = a << (b & 63);
+    else if (strncmp(op, "and.", 4) == 0) *r = a & b;
+    else if (strncmp(op, "or.b", 4) == 0) *r = a | b;
+    else if (strncmp(op, "xor.", 4) == 0) *r = a ^ b;
+    else if (strncmp(op, "min.", 4) == 0) *r = s ? (uint64_t)(sx32(a) < sx32(b) ? sx32(a) : sx32(b)) : (a < b ? a : b);
+    else if (strncmp(op, "max.", 4) == 0) *r = s ? (uint64_t)(sx32(a) > sx32(b) ? sx32(a) : sx32(b)) : (a > b ? a : b);
+    else if (strcmp(op, "bfe.u32") == 0) *r = ((uint32_t)a >> b) & ((1u << c) - 1);
+    else if (strcmp(op, "cvt.u64.u32") == 0) *r = (uint32_t)a;
+    else if (strcmp(op, "cvt.s64.s32") == 0) *r = (uint64_t)sx32(a);
+    else return 0;
+    if (strncmp(op, "mul.wide", 8) != 0 && strncmp(op, "cvt", 3) != 0) *r &= m;
+    return 1;
+}
+
+/* Run one thread to `ret`; 0 when it stopped on something the test does not model (w->why says what). */
+static int run_thread(const prog *p, thread *t, world *w)
+{
+    memset(t->known, 0, (size_t)p->n_regs);
+    long steps = 0;
+    for (int pc = 0; pc < p->n;) {
+        const insn *in = &p->v[pc++];
+        const char *op = in->op;
+        if (++steps > 5000000) return why(w, "thread %u ran over 5M instructions", t->tid), 0;
+        if (in->guard >= 0) {
+            if (!t->known[in->guard]) {
+                /* a guard from float values (the rescale vote): only float work or a local branch depends on it */
+                if (strncmp(op, "bra", 3) == 0) continue;
+                if (strncmp(op, "ld.global", 9) == 0 || strncmp(op, "cp.async.cg", 11) == 0)
+                    return why(w, "%s under an unknown guard (pc %d)", op, pc - 1), 0;
+                set(t, &in->a[0], 0, 0);
+                continue;
+            }
+            if ((t->val[in->guard] != 0) == in->guard_neg) continue;
+        }
+        if (strcmp(op, "ret") == 0 || strcmp(op, "ret;") == 0) return 1;
+        if (strncmp(op, "bra", 3) == 0) {
+            pc = (int)in->a[0].imm;
+            continue;
+        }
+        uint64_t a = 0, b = 0, c = 0, r = 0;
+        int ka = in->n > 1 ? src(p, t, w, &in->a[1], &a) : 1, kb = in->n > 2 ? src(p, t, w, &in->a[2], &b) : 1;
+        int kc = in->n > 3 ? src(p, t, w, &in->a[3], &c) : 1;
+        if (strncmp(op, "ld.param.", 9) == 0) {
+            set(t, &in->a[0], strstr(op, "u64") ? a : (uint32_t)a, strstr(op, "f32") == NULL);
+        } else if (strncmp(op, "setp.", 5) == 0) {
+            int v = compare(op, a, b), k = ka && kb;
+            if (strstr(op, ".and.")) v = v && c, k = k && kc;
+            set(t, &in->a[0], (uint64_t)v, k);
+        } else if (strcmp(op, "or.pred") == 0 || strcmp(op, "and.pred") == 0) {
+            set(t, &in->a[0], op[0] == 'o' ? (a || b) : (a && b), ka && kb);
+        } else if (strncmp(op, "selp.", 5) == 0) {
+            if (!kc) set(t, &in->a[0], 0, 0);
+            else set(t, &in->a[0], c ? a : b, c ? ka : kb);
+        } else if (strcmp(op, "ld.global.nc.u32") == 0) {
+            uint64_t addr;
+            if (in->a[1].kind != O_MEM) return why(w, "ld.global.nc.u32 of a form not modelled (pc %d)", pc - 1), 0;
+            if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr))
+                return why(w, "block-table / seqlens_k load from an unknown address (pc %d)", pc - 1), 0;
+            set(t, &in->a[0], load_u32(w, addr + (uint64_t)in->a[1].imm), 1);
+        } else if (strcmp(op, "cp.async.cg.shared.global") == 0) {
+            uint64_t addr;
+            if (in->a[1].kind != O_MEM) return why(w, "cp.async of a form not modelled (pc %d)", pc - 1), 0;
+            if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr) || !kc)
+                return why(w, "cp.async with an unknown address or size (pc %d)", pc - 1), 0;
+            if (c) record_copy(w, addr + (uint64_t)in->a[1].imm);
+        } else {
+            int res = alu(op, a, b, c, &r);
+            if (res < 0 && ka && kb) return why(w, "division by zero (pc %d)", pc - 1), 0;
+            if (res > 0) set(t, &in->a[0], r, ka && kb && kc);
+            else if (in->n && in->a[0].kind == O_REG) set(t, &in->a[0], 0, 0); /* float, MMA, shared: unknown */
+        }
+        if (w->why[0]) return 0;
+    }
+    return why(w, "fell off the end"), 0;
+}
+
+/* ---- one launch ----------------------------------------------------------------------------------------- */
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The chunks split s of batch b, KV head h must copy from pool `base`, sorted. */
+static int expected(const world *w, const fj_plan *pl, int b, int h, int s, uint64_t base, const int64_t *st,
+                    uint64_t *out)
+{
+    int len = seq_len(w, b), bn = pl->cfg.block_n, n = 0;
+    int tiles = (len + bn - 1) / bn, first = 0, end = tiles;
+    if (w->splits > 1) {
+        int per = (tiles + w->splits - 1) / w->splits;
+        first = s * per, end = first + per < tiles ? first + per : tiles;
+    }
+    for (int j = first * bn; j < end * bn && j < len; j++) {
+        int64_t page = w->table[b][j / w->page], row = j % w->page;
+        for (int c = 0; c < w->dim / 8; c++)
+            out[n++] = base + (uint64_t)(2 * (page * st[0] + h * st[1] + row * st[2]) + 16 * c);
+    }
+    qsort(out, (size_t)n, sizeof *out, cmp_u64);
+    return n;
+}
+
+static void check_cta(world *w, const fj_plan *pl, int b, int h, int s, uint64_t *want, const char *what)
+{
+    const uint64_t bases[2] = {BASE_K, BASE_V};
+    const int64_t *strides[2] = {w->prm.base.k_stride, w->prm.base.v_stride};
+    uint64_t *got[2] = {w->k_reads, w->v_reads};
+    int ngot[2] = {w->n_k, w->n_v};
+    for (int x = 0; x < 2; x++) {
+        int n = expected(w, pl, b, h, s, bases[x], strides[x], want);
+        qsort(got[x], (size_t)ngot[x], sizeof(uint64_t), cmp_u64);
+        int bad = n != ngot[x];
+        for (int i = 0; !bad && i < n; i++) bad = want[i] != got[x][i];
+        if (bad) {
+            int i = 0;
+            while (i < n && i < ngot[x] && want[i] == got[x][i]) i++;
+            fail_msg("%s: batch %d head %d split %d (len %d): %s copied %d chunks, want %d; first difference at "
+                     "#%d: got 0x%llx want 0x%llx", what, b, h, s, seq_len(w, b),
+                     x ? "V" : "K", ngot[x], n, i, i < ngot[x] ? (unsigned long long)got[x][i] : 0ull,
+                     i < n ? (unsigned long long)want[i] : 0ull);
+        }
+    }
+}
+
+typedef struct launch_case {
+    int block_m, block_n, stages, warps, dim;
+    unsigned variant; /* PAGED and more; SPLIT added when splits > 1 */
+    int batch, hkv, group, page, pages_per_seq, splits, seqlen_k;
+    int lens[MAX_B]; /* used with FJ_VARIANT_SEQLENS */
+} launch_case;
+
+static void run_case(const launch_case *lc)
+{
+    fajit_config cfg = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = lc->dim, .block_m = lc->block_m,
+                        .block_n = lc->block_n, .stages = lc->stages, .swizzle = 128, .warps = lc->warps, .col_warps = 1,
+                        .overlap = -1, .pingpong = -1};
+    unsigned variant = lc->variant | (lc->splits > 1 ? FJ_VARIANT_SPLIT : 0);
+    fj_plan pl;
+    char what[200];
+    if (fj_plan_build_variant(&cfg, variant, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    fj_plan_format(&pl, what, sizeof what);
+    char *ptx = NULL;
+    size_t len = 0;
+    if (fj_generate_ptx_plan(&pl, 0, &ptx, &len) != FAJIT_OK) fail_msg("%s: %s", what, fajit_errmsg());
+    prog p;
+    parse_prog(&p, ptx);
+    fajit_free(ptx);
+
+    world *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    w->batch = lc->batch, w->hkv = lc->hkv, w->group = lc->group, w->splits = lc->splits, w->page = lc->page;
+    w->pages_per_seq = lc->pages_per_seq, w->dim = lc->dim, w->use_lens = (variant & FJ_VARIANT_SEQLENS) != 0;
+    w->packed = (variant & FJ_VARIANT_PACK) != 0;
+    memcpy(w->lens, lc->lens, sizeof w->lens);
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    int hq = lc->hkv * lc->group, pool_pages = lc->batch * lc->pages_per_seq;
+    a.dtype = FAJIT_DTYPE_BF16, a.batch = lc->batch, a.heads_q = hq, a.heads_kv = lc->hkv, a.seqlen_q = 1;
+    a.seqlen_k = lc->seqlen_k, a.head_dim = lc->dim;
+    a.q = BASE_Q, a.k = BASE_K, a.v = BASE_V, a.o = BASE_O;
+    int64_t qs[3] = {(int64_t)hq * lc->dim, lc->dim, lc->dim};
+    int64_t ks[3] = {(int64_t)lc->hkv * lc->page * lc->dim, (int64_t)lc->page * lc->dim, lc->dim}; /* [pages][H][ps][D] */
+    int64_t vs[3] = {(int64_t)lc->page * lc->hkv * lc->dim, lc->dim, (int64_t)lc->hkv * lc->dim}; /* [pages][ps][H][D] */
+    (void)pool_pages;
+    memcpy(a.q_stride, qs, sizeof qs), memcpy(a.o_stride, qs, sizeof qs);
+    memcpy(a.k_stride, ks, sizeof ks), memcpy(a.v_stride, vs, sizeof vs);
+    fj_forward_params(&a, &pl, &w->prm.base);
+    w->prm.seqlens_k = w->use_lens ? BASE_LENS : 0;
+    w->prm.ws_o = BASE_WS, w->prm.ws_lse = BASE_WS + (1u << 30);
+    w->prm.splits = (uint32_t)lc->splits, w->prm.batch = (uint32_t)lc->batch;
+    w->prm.block_table = BASE_TABLE, w->prm.max_pages = (uint32_t)lc->pages_per_seq;
+    w->prm.page_size = (uint32_t)lc->page;
+    for (int b = 0; b < lc->batch; b++) /* pages of the pool in a scrambled order; -1 past what is filled */
+        for (int i = 0; i < MAX_PAGES; i++) {
+            int filled = (seq_len(w, b) + lc->page - 1) / lc->page;
+            w->table[b][i] = i < filled ? (b * lc->pages_per_seq + i) * 7 % (lc->batch * lc->pages_per_seq) : -1;
+        }
+    while ((lc->page & (lc->page - 1)) == 0 && (1 << w->prm.page_shift) < lc->page) w->prm.page_shift++;
+
+    w->cap = 1 << 16;
+    w->k_reads = calloc((size_t)w->cap, 8), w->v_reads = calloc((size_t)w->cap, 8);
+    uint64_t *want = calloc((size_t)w->cap, 8);
+    thread t = {.val = calloc((size_t)p.n_regs, 8), .known = calloc((size_t)p.n_regs, 1), .nctaid_x = 1};
+    assert_true(w->k_reads && w->v_reads && want && t.val && t.known);
+    int heads_grid = w->packed ? lc->hkv : hq;
+    for (int z = 0; z < lc->batch * lc->splits; z++)
+        for (int y = 0; y < heads_grid; y++) {
+            w->cta_b = z / lc->splits, w->n_k = w->n_v = 0;
+            t.ctaid[0] = 0, t.ctaid[1] = (unsigned)y, t.ctaid[2] = (unsigned)z;
+            for (unsigned tid = 0; tid < (unsigned)pl.threads; tid++) {
+                t.tid = tid;
+                if (!run_thread(&p, &t, w)) fail_msg("%s: CTA (0, %d, %d) thread %u: %s", what, y, z, tid, w->why);
+            }
+            check_cta(w, &pl, z / lc->splits, w->packed ? y : y / lc->group, z % lc->splits, want, what);
+        }
+    printf("PASS %-62s B%d splits %d page %d: %ld block-table reads\n", what, lc->batch, lc->splits, lc->page,
+           w->table_reads);
+    assert_int_equal(w->bad_reads, 0);
+    free(t.val), free(t.known), free(want), free(w->k_reads), free(w->v_reads), free(w), free(p.v);
+}
+
+/* ---- the cases -------------------------------------------------------------------------------------------- */
+#define PAGED FJ_VARIANT_PAGED
+#define LENS FJ_VARIANT_SEQLENS
+#define GATHER (FJ_VARIANT_PAGED | FJ_VARIANT_GATHER)
+#define AHEAD FJ_VARIANT_AHEAD
+
+/* Whole-tile pages (page a multiple of block_n): lengths 0, 1, a tile, a page, page + 1, pages x 3 - 1; 2 and 3
+ * stages; split counts that leave empty splits; read at the copy and a tile ahead. */
+static void test_whole_pages(void **state)
+{
+    (void)state;
+    for (int ahead = 0; ahead < 2; ahead++)
+        for (int stages = 2; stages <= 3; stages++) {
+            launch_case lc = {.block_m = 64, .block_n = 32, .stages = stages, .warps = 4, .dim = 64,
+                              .variant = PAGED | LENS | (ahead ? AHEAD : 0), .batch = 4, .hkv = 2, .group = 1,
+                              .page = 64, .pages_per_seq = 4, .splits = 3, .seqlen_k = 256,
+                              .lens = {0, 1, 64, 191}};
+            run_case(&lc);
+            lc.lens[0] = 32, lc.lens[1] = 65, lc.lens[2] = 256, lc.lens[3] = 33;
+            run_case(&lc);
+            lc.splits = 1;
+            run_case(&lc);
+            lc.lens[0] = -3, lc.lens[1] = 1000, lc.splits = 2; /* clamped to 0 and to seqlen_k */
+            run_case(&lc);
+            lc.variant &= ~(unsigned)LENS, lc.splits = 5, lc.seqlen_k = 160; /* one length: 5 tiles in 5 splits */
+            run_case(&lc);
+        }
+}
+
+/* Gathered from 16-row segments (pages smaller than the tile, partial last pages), a segment per pass and
+ * several passes per segment (rows per pass 8 with 4 warps at d128), pages read at the copy and ahead. */
+static void test_gathered(void **state)
+{
+    (void)state;
+    for (int ahead = 0; ahead < 2; ahead++)
+        for (int dim = 64; dim <= 128; dim += 64) {
+            launch_case lc = {.block_m = 64, .block_n = 64, .stages = 2, .warps = 4, .dim = dim,
+                              .variant = GATHER | LENS | (ahead ? AHEAD : 0), .batch = 4, .hkv = 1, .group = 1,
+                              .page = 16, .pages_per_seq = 12, .splits = 2, .seqlen_k = 192,
+                              .lens = {1, 17, 64, 150}};
+            run_case(&lc);
+            lc.splits = 1, lc.lens[0] = 100, lc.lens[1] = 79, lc.lens[2] = 145, lc.lens[3] = 191; /* partial last tiles */
+            run_case(&lc);                                                     /* copied after a full one */
+            lc.splits = 2;
+            lc.page = 48, lc.pages_per_seq = 4, lc.lens[0] = 0, lc.lens[1] = 48, lc.lens[2] = 129, lc.lens[3] = 192;
+            run_case(&lc); /* pages of 48 (not a power of two: the division path) */
+            lc.stages = dim == 64 ? 3 : 2, lc.splits = 4; /* d128 s3 with the gather ahead has no registers */
+            run_case(&lc);
+        }
+}
+
+/* GQA packing: a CTA per KV head (its pages at that head's offset in the pool); and GQA without packing. */
+static void test_packed(void **state)
+{
+    (void)state;
+    for (int ahead = 0; ahead < 2; ahead++) {
+        launch_case lc = {.block_m = 64, .block_n = 64, .stages = 2, .warps = 4, .dim = 128,
+                          .variant = PAGED | FJ_VARIANT_PACK | LENS | (ahead ? AHEAD : 0), .batch = 2, .hkv = 2,
+                          .group = 4, .page = 64, .pages_per_seq = 5, .splits = 2, .seqlen_k = 320,
+                          .lens = {200, 320}};
+        run_case(&lc);
+        lc.variant |= FJ_VARIANT_GATHER, lc.page = 32, lc.pages_per_seq = 10;
+        run_case(&lc);
+        lc.variant &= ~(unsigned)FJ_VARIANT_PACK; /* not packed: a CTA per query head, KV head = h / group */
+        run_case(&lc);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_whole_pages),
+        cmocka_unit_test(test_gathered),
+        cmocka_unit_test(test_packed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
