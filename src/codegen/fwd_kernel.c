@@ -615,9 +615,11 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
         k->acc_s = k->acc_s_set[0];
         p->backend->mma_qk(k, 0);
     }
-    if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), ahead);
-    else fj_ins(e, "mov.u32 %s, %d", R(tile), ahead);
-    paged_next_ptrs(k, tile);
+    if ((p->variant & (FJ_VARIANT_AHEAD | FJ_VARIANT_GATHER)) == FJ_VARIANT_AHEAD) { /* paged_next_ptrs' tile */
+        if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), ahead);
+        else fj_ins(e, "mov.u32 %s, %d", R(tile), ahead);
+        paged_next_ptrs(k, tile);
+    }
     fj_emit_init_accumulators(k);
 }
 
