@@ -133,6 +133,12 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
                p->cfg.causal ? " counted from the last (longest rows first)" : "");
     fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(l->tile), R(nmb));
     fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(l->tile), R(nmb));
+    if (p->variant & FJ_VARIANT_SPLIT) {
+        fj_reg_t n = fj_param_s32(k, FJ_DEC_OFF(k, splits));
+        fj_comment(e, 1, "split-KV: then the split, split = rest %% splits, head-batch = rest / splits");
+        fj_ins(e, "rem.u32 %s, %s, %s", R(k->split), R(hb), R(n));
+        fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(hb), R(n));
+    }
     if (p->cfg.causal) {
         fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
         fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
@@ -148,12 +154,35 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     }
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
     if (!(what & DECODE_ROWS)) return;
+    if (p->variant & FJ_VARIANT_SEQLENS) {
+        fj_reg_t b = fj_alloc(e, k->b_r, 1);
+        fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; TMA "
+                         "may load them inside the capacity)");
+        fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+        fj_ins(e, "div.u32 %s, %s, %s", R(b), R(hb), R(hq));
+        fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
+    }
     fj_emit_kv_range(k, l->n_end, l->mask_from);
+    if (p->variant & FJ_VARIANT_SPLIT) {
+        fj_reg_t pr = fj_alloc(e, k->b_p, 1);
+        fj_comment(e, 1, "split-KV: tiles [kv_first, n_end); an empty split becomes [0, 0), so the loops start at j = "
+                         "kv_first and 'no KV tile' stays n_end <= 0");
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->kv_first), R(l->n_end));
+        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(k->kv_first));
+        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(l->n_end));
+    }
     fj_comment(e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
     q_buffer(k, l);
     if (p->q_bufs == 2) fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
     else fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
     fj_ins(e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
+}
+
+/* j = the work tile's first KV tile: 0, or its split's first. */
+static void first_kv_tile(fj_kctx *k)
+{
+    if (k->p->variant & FJ_VARIANT_SPLIT) fj_ins(k->e, "mov.u32 %s, %s", R(k->j), R(k->kv_first));
+    else fj_ins(k->e, "mov.u32 %s, 0", R(k->j));
 }
 
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
@@ -226,7 +255,8 @@ static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
     fj_emit_tma_tile(k, FJ_TMA_K, k->smem, p->k_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_K_FULL, s));
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
-    if (p->o_stage == 2) producer_wait_o_free(k, l->round);
+    if (p->o_stage == 2 && !(p->variant & FJ_VARIANT_SPLIT)) /* split: O goes out from registers, not staged */
+        producer_wait_o_free(k, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
     fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
@@ -266,7 +296,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
     fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
     fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
-    fj_ins(e, "mov.u32 %s, 0", R(k->j));
+    first_kv_tile(k);
     dispatch_ring(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_label(e, l->stage_label[s]);
@@ -512,7 +542,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     fj_emit_init_accumulators(k);
     fj_comment(e, 1, "wait for this work tile's Q");
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
-    fj_ins(e, "mov.u32 %s, 0", R(k->j));
+    first_kv_tile(k);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
     if (p->overlap) consumer_loop_overlap(k, l, &tn);
@@ -551,6 +581,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->h = fj_alloc(e, k->b_r, 1);
     k->b = fj_alloc(e, k->b_r, 1);
     k->hkv = fj_alloc(e, k->b_r, 1);
+    if (p->variant & FJ_VARIANT_SPLIT) k->split = fj_alloc(e, k->b_r, 1);
     k->corr = fj_alloc(e, k->b_f, k->frag.rows);
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
     k->wg_leader = fj_alloc(e, k->b_p, 1);
