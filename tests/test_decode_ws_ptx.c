@@ -83,14 +83,15 @@ static int variant_tile(fajit_config *c, unsigned variant, fj_plan *p)
 static void test_ws_variants_compile(void **state)
 {
     (void)state;
-    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT};
+    enum { L = FJ_VARIANT_SEQLENS, S = FJ_VARIANT_SPLIT, P = FJ_VARIANT_PACK };
+    static const unsigned variants[] = {L, S, L | S, P, L | P, L | S | P};
     /* the heuristic's tiles (block_n 0) and a few others: 3 stages, a narrow block_n, 3 consumer warpgroups */
     static const int tiles[][4] = {{64, 128, 0, 0},  {128, 128, 0, 0}, {256, 128, 0, 0}, {64, 192, 0, 0},
                                    {128, 128, 128, 3}, {128, 128, 64, 2}, {128, 192, 64, 2}};
     int failures = 0, n = 0, staged_in_ring = 0, own_stage = 0;
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
         for (int causal = 0; causal <= 1; causal++)
-            for (size_t v = 0; v < 3; v++) {
+            for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
                 fajit_config c = ws_config(tiles[t][0], causal, tiles[t][1]);
                 if (tiles[t][2]) c.block_n = tiles[t][2], c.stages = tiles[t][3];
                 fj_plan p;
@@ -110,7 +111,7 @@ static void test_ws_variants_compile(void **state)
             }
     printf("%d sm_90a decode variants compiled (O staged: %d in its own buffer, %d in the V ring), %d failed\n", n,
            own_stage, staged_in_ring, failures);
-    assert_int_equal(n, 42);
+    assert_int_equal(n, 84);
     assert_true(own_stage > 0 && staged_in_ring > 0);
     assert_int_equal(failures, 0);
 }
@@ -141,23 +142,45 @@ static void test_ws_split_structure(void **state)
     free(b);
 }
 
-/* GQA packing and paged K/V stay on the sm_80 kernel: the sm_90a plan refuses them, naming what it takes. */
-static void test_ws_refuses_pack_and_paged(void **state)
+/* GQA packing: Q comes as one box per 64 columns whose byte count is a register (group x Nq x row bytes from
+ * the parameters), from head hkv x group, row 0; O and LSE rows go out from registers (no TMA store). */
+static void test_ws_pack_structure(void **state)
 {
     (void)state;
     fajit_config c = ws_config(128, 1, 128);
     fj_plan p;
-    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(fajit_errmsg(), "GQA packing"));
-    assert_non_null(strstr(fajit_errmsg(), "seqlens_k and split-KV"));
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_PACK, &p), FAJIT_OK);
+    size_t len = 0;
+    char *ptx = NULL, line[160] = "";
+    assert_int_equal(fj_generate_ptx_plan(&p, 1, &ptx, &len), FAJIT_OK);
+    const char *q = strstr(ptx, "GQA packing: Q box");
+    assert_non_null(q);
+    const char *tx = strstr(q, "mbarrier.arrive.expect_tx");
+    assert_non_null(tx);
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(tx, ";"), tx);
+    assert_non_null(strstr(strrchr(line, ','), "%r")); /* the byte count: a register, not an immediate */
+    assert_true(reads_param(ptx, (int)offsetof(fj_fwd_params, group)));
+    assert_null(strstr(ptx, "cp.async.bulk.tensor.4d.global.shared"));
+    assert_non_null(strstr(ptx, "st.global.b32"));
+    free(ptx);
+}
+
+/* Paged K/V stays on the sm_80 kernel: the sm_90a plan refuses it, naming what it takes. */
+static void test_ws_refuses_paged(void **state)
+{
+    (void)state;
+    fajit_config c = ws_config(128, 1, 128);
+    fj_plan p;
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED, &p), FAJIT_ERR_UNSUPPORTED);
     assert_non_null(strstr(fajit_errmsg(), "paged K/V"));
+    assert_non_null(strstr(fajit_errmsg(), "seqlens_k, split-KV and GQA packing"));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ws_split_structure),
-                                       cmocka_unit_test(test_ws_refuses_pack_and_paged),
+                                       cmocka_unit_test(test_ws_pack_structure),
+                                       cmocka_unit_test(test_ws_refuses_paged),
                                        cmocka_unit_test(test_ws_variants_compile)};
     const fj_nvjitlink_api *jl;
     const fj_nvrtc_api *rtc;

@@ -12,9 +12,10 @@
  * ones with the page-segment gather forced on and off (FAJIT_DECODE_GATHER=1 / 0) and with each tile's pages
  * read at its copy instead of a tile ahead (FAJIT_DECODE_PAGE_AHEAD=0; the kernel text says which).
  * test_sm90_decode (sm_90a GPUs only): the cases again in a context made with FAJIT_DECODE_SM90=1, where
- * seqlens_k and split-KV run on the sm_90a kernel's own decode variants (not yet run on a GPU before this
- * test), with packing on (the GQA cases fall back, saying "GQA packing") and off (FAJIT_PACK_GQA=0: every
- * contiguous case runs on sm_90a); paged ones still fall back. Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * seqlens_k, split-KV and GQA packing (group x Nq within one row block) run on the sm_90a kernel's own
+ * decode variants (not yet run on a GPU before this test), with packing on (larger groups fall back, saying
+ * "GQA packing of group") and off (FAJIT_PACK_GQA=0: every contiguous case runs on sm_90a); paged ones still
+ * fall back. Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -128,8 +129,9 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
         return 0;
     }
     int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs || c->page;
-    if (g_sm90 && used) { /* FAJIT_DECODE_SM90=1: on sm_90a unless packed or paged */
-        int want_ws = !packs && !c->page, ws = strstr(text, "(sm_90a decode variant") != NULL;
+    if (g_sm90 && used) { /* FAJIT_DECODE_SM90=1: on sm_90a unless paged or packed past one row block */
+        int rows = c->hq / c->hkv * c->nq, ws = strstr(text, "(sm_90a decode variant") != NULL;
+        int want_ws = !c->page && (!packs || rows <= 64 || (rows <= 192 && !strstr(text, "GQA packing of group")));
         if (want_ws != ws || want_ws == fell) {
             printf("     FAJIT_DECODE_SM90=1: expected %s: %s\n", want_ws ? "the sm_90a decode variant" : "the fallback",
                    text);

@@ -14,6 +14,11 @@
 
 #define R(reg) fj_r(k->e, reg)
 
+int fj_ws_o_staged(const fj_plan *p)
+{
+    return p->variant & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK) ? 0 : p->o_stage;
+}
+
 int fj_ws_bar_count(int stages, int o_stage) { return 4 + FJ_WS_BARS_PER_STAGE * stages + (o_stage == 2); }
 
 int fj_ws_bar(const fj_plan *p, int which, int index)

@@ -143,7 +143,16 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
         fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
         fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
     }
-    if (what & DECODE_HEADS) {
+    if ((what & DECODE_HEADS) && (p->variant & FJ_VARIANT_PACK)) {
+        fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
+        fj_comment(e, 1, "GQA packing: head-batch counts KV heads, hkv = hb %% Hkv, b = hb / Hkv; the tile's query heads "
+                         "are hkv x group + g (packed row g x Nq + i)");
+        fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+        fj_ins(e, "div.u32 %s, %s, %s", R(hq), R(hq), R(grp));
+        fj_ins(e, "rem.u32 %s, %s, %s", R(k->hkv), R(hb), R(hq));
+        fj_ins(e, "div.u32 %s, %s, %s", R(k->b), R(hb), R(hq));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(k->h), R(k->hkv), R(grp));
+    } else if (what & DECODE_HEADS) {
         fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
         fj_ins(e, "rem.u32 %s, %s, %s", R(k->h), R(hb), R(hq));
         fj_ins(e, "div.u32 %s, %s, %s", R(k->b), R(hb), R(hq));
@@ -159,6 +168,10 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
         fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; TMA "
                          "may load them inside the capacity)");
         fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+        if (p->variant & FJ_VARIANT_PACK) { /* head-batch counts KV heads */
+            fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
+            fj_ins(e, "div.u32 %s, %s, %s", R(hq), R(hq), R(grp));
+        }
         fj_ins(e, "div.u32 %s, %s, %s", R(b), R(hb), R(hq));
         fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
     }
@@ -255,12 +268,33 @@ static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
     fj_emit_tma_tile(k, FJ_TMA_K, k->smem, p->k_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_K_FULL, s));
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
-    if (p->o_stage == 2 && !(p->variant & FJ_VARIANT_SPLIT)) /* split: O goes out from registers, not staged */
-        producer_wait_o_free(k, l->round);
+    if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
     fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_V_FULL, s));
+}
+
+/* GQA packing: the Q map's box is (columns, Nq, group, 1) (the runtime's, per call; group x Nq <= block_m, one
+ * row block), so each box load fills packed rows r = g x Nq + i of the tile from head h0 = hkv x group, row 0;
+ * its bytes, group x Nq x row bytes, come from the parameters. Rows past group x Nq keep what the buffer held:
+ * their S, P and O rows are never stored (each row's softmax is its own). */
+static void producer_packed_q(fj_kctx *k, ws_loop *l, fj_reg_t dst)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_reg_t bytes = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "GQA packing: Q box (%d columns, Nq, group, 1) from head hkv x group, row 0: group x Nq x %d bytes",
+               p->tma_box_cols, p->row_bytes);
+    fj_ins(e, PTX_LD_PARAM_U32, R(bytes), FJ_PARAM_OFF(seqlen_q));
+    {
+        fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(bytes), R(bytes), R(grp));
+    }
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(bytes), R(bytes), p->row_bytes);
+    fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX_REG, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), R(bytes));
+    fj_ins(e, "mov.u32 %s, 0", R(zero));
+    fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, zero, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
 }
 
 static void emit_producer(fj_kctx *k, ws_loop *l)
@@ -293,9 +327,13 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
                p->cfg.block_m);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), not_phase);
-    fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
     fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
-    fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+    if (p->variant & FJ_VARIANT_PACK) producer_packed_q(k, l, dst);
+    else {
+        fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
+        fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
+                         fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+    }
     first_kv_tile(k);
     dispatch_ring(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {

@@ -146,10 +146,10 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * plan with AHEAD spill 0 (ptxas 13.0, sm_90a; the widest at 255 registers). */
 #define FJ_VARIANT_AHEAD_REGS 23
 
-/* The warp-specialized (sm_90a) kernel's decode variants so far: seqlens_k and split-KV (assembled only, not
- * yet run on a GPU). Their registers: the per-tile sequence length, kept across the KV loop for the mask, and
+/* The warp-specialized (sm_90a) kernel's decode variants so far: seqlens_k, split-KV and GQA packing of group x
+ * Nq <= block_m rows (one row block; the runtime's rule) - assembled only, not yet run on a GPU. Their registers: the per-tile sequence length, kept across the KV loop for the mask, and
  * the split index, live in the tile head and the epilogue only. */
-#define FJ_VARIANT_WS_OK (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT)
+#define FJ_VARIANT_WS_OK (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK)
 #define FJ_VARIANT_WS_REGS 4
 
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
@@ -197,9 +197,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->cfg.stages);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
-                                              "seqlens_k and split-KV, assembled only); the sm_80 path's does "
-                                              "(fajit_attention_forward falls back to it)",
-                       variant & FJ_VARIANT_PACK ? " GQA packing" : "", variant & FJ_VARIANT_PAGED ? " paged K/V" : "",
+                                              "seqlens_k, split-KV and GQA packing, assembled only); the sm_80 path's "
+                                              "does (fajit_attention_forward falls back to it)",
+                       variant & FJ_VARIANT_PAGED ? " paged K/V" : "", variant & FJ_VARIANT_GATHER ? " gather" : "",
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));

@@ -357,11 +357,12 @@ static void last_text(const fajit_kernel *kv, const fajit_kernel *kc, const deco
  * ------------------------------------------------------------------------------------------------- */
 #define FJ_WS_FALLBACK_DEFAULT                                                                                      \
     "the decode features (seqlens_k, split-KV, GQA packing, paged K/V) run on the sm_80 path unless the context is " \
-    "made with FAJIT_DECODE_SM90=1 (seqlens_k and split-KV on sm_90a, not yet run on a GPU)"
+    "made with FAJIT_DECODE_SM90=1 (seqlens_k, split-KV and GQA packing on sm_90a, not yet run on a GPU)"
 
 /* The choice for the warp-specialized kernel k: its tile, block_n lowered by 16 until the variant's registers
- * fit (plan.c: FJ_VARIANT_WS_REGS), then the splits for that tile as decode_choose takes them. 1 when the
- * sm_90a variant takes the call; else 0 with the reason in why. */
+ * fit (plan.c: FJ_VARIANT_WS_REGS), then the splits for that tile as decode_choose takes them. GQA packing only
+ * when a KV head's group x seqlen_q rows fit one row block (one Q box: tensor_map.c). 1 when the sm_90a variant
+ * takes the call; else 0 with the reason in why. */
 static int ws_choose(const fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a, int packed,
                      int tuned, decode_choice *c, char *why, size_t size)
 {
@@ -369,18 +370,20 @@ static int ws_choose(const fajit_context *ctx, const fajit_kernel *k, const faji
     fj_decode_read(a, &d);
     fj_plan p;
     if (!ctx->decode_sm90) return snprintf(why, size, FJ_WS_FALLBACK_DEFAULT), 0;
-    if (packed)
-        return snprintf(why, size, "GQA packing runs on the sm_80 path only so far (FAJIT_PACK_GQA=0 keeps the call on "
-                                   "the sm_90a decode variants)"), 0;
+    long long rows = (long long)a->heads_q / a->heads_kv * a->seqlen_q;
+    if (packed && rows > k->plan.cfg.block_m)
+        return snprintf(why, size, "GQA packing of group %d x seqlen_q %d = %lld rows runs on sm_90a only within one "
+                                   "row block (block_m %d) so far", a->heads_q / a->heads_kv, a->seqlen_q, rows,
+                        k->plan.cfg.block_m), 0;
     if (d.block_table) return snprintf(why, size, "paged K/V run on the sm_80 path only so far"), 0;
-    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT;
+    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT | (packed ? FJ_VARIANT_PACK : 0);
     c->cfg = k->plan.cfg;
     while (c->cfg.block_n >= 16 && fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK) c->cfg.block_n -= 16;
     if (c->cfg.block_n < 16)
         return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant", k->config_text), 0;
     c->tuned = 0;
-    c->splits = tuned ? fj_decode_splits_for((fajit_context *)ctx, a, 0, c->cfg.block_m, c->cfg.block_n, &c->tuned)
-                      : fj_decode_splits(a, 0, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
+    c->splits = tuned ? fj_decode_splits_for((fajit_context *)ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
+                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
     return 1;
 }
@@ -404,7 +407,11 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     if (st != FAJIT_OK) return st;
     fj_forward_params_tma(a, &kv->plan, &p.tma);
     if (fj_tensor_maps(ctx, &kv->plan, a, &p.tma, why, size) != 0) return FAJIT_OK;
-    p.tma.n_tiles *= (uint32_t)splits; /* work tiles: row blocks x splits x heads x batch (fwd_ws.c) */
+    if (ch->variant & FJ_VARIANT_PACK) { /* one row block of group x seqlen_q rows per KV head (ws_choose) */
+        p.tma.n_mblocks = 1;
+        p.tma.heads_batch = (uint32_t)a->heads_kv * (uint32_t)a->batch;
+    }
+    p.tma.n_tiles = p.tma.n_mblocks * p.tma.heads_batch * (uint32_t)splits; /* row blocks x splits x heads x batch */
     p.dec.base = p.tma.base;
     p.dec.seqlens_k = a->seqlens_k;
     p.dec.splits = (uint32_t)splits;
