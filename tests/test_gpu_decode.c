@@ -231,6 +231,18 @@ static void test_gqa_unpacked(void **state)
     run_with_env_off("FAJIT_PACK_GQA", offsetof(fajit_context, pack_gqa), 0);
 }
 
+/* The cases with the forward's choice in ctx (destroyed after), *flag = value meanwhile (a mode flag, reset
+ * to `reset`); the failures. */
+static int cases_in(fajit_context *ctx, int *flag, int value, int reset)
+{
+    fajit_context *saved = g_ctx;
+    g_ctx = ctx, *flag = value;
+    int failures = run_cases(FAJIT_ARCH_AUTO);
+    g_ctx = saved, *flag = reset;
+    fajit_context_destroy(ctx);
+    return failures;
+}
+
 /* The paged cases with the gather forced on (FAJIT_DECODE_GATHER=1: every paged tile gathered from 16-row
  * page segments, pages of 64-256 too) and off (=0: a block_n dividing the page, the kernel before gathering),
  * each said by the kernel text. The default (gather when the page is smaller than block_n) ran above. */
@@ -238,17 +250,13 @@ static void test_paged_gather(void **state)
 {
     (void)state;
     static const char *modes[2] = {"0", "1"};
-    fajit_context *saved = g_ctx;
     int failures = 0;
     for (int m = 0; m < 2; m++) {
         fajit_context *ctx = NULL;
         assert_int_equal(fj_test_context_with_env("FAJIT_DECODE_GATHER", modes[m], -1, &ctx), FAJIT_OK);
         assert_int_equal(ctx->paged_gather, m ? 2 : 0);
-        g_ctx = ctx, g_gather = m;
         printf("FAJIT_DECODE_GATHER=%s\n", modes[m]);
-        failures += run_cases(FAJIT_ARCH_AUTO);
-        g_ctx = saved, g_gather = -1;
-        fajit_context_destroy(ctx);
+        failures += cases_in(ctx, &g_gather, m, -1);
     }
     assert_int_equal(failures, 0);
 }
@@ -269,7 +277,6 @@ static void test_sm90_decode(void **state)
         printf("SKIP: the GPU's best path is not sm_90a: the sm_90a decode variants do not run here\n");
         skip();
     }
-    fajit_context *saved = g_ctx;
     int failures = 0;
     for (int pack = 1; pack >= 0; pack--) {
         fajit_context *ctx = NULL;
@@ -279,11 +286,8 @@ static void test_sm90_decode(void **state)
         assert_int_equal(st, FAJIT_OK);
         assert_int_equal(ctx->decode_sm90, 1);
         assert_int_equal(ctx->pack_gqa, pack);
-        g_ctx = ctx, g_sm90 = 1;
         printf("FAJIT_DECODE_SM90=1%s\n", pack ? "" : " FAJIT_PACK_GQA=0");
-        failures += run_cases(FAJIT_ARCH_AUTO);
-        g_ctx = saved, g_sm90 = 0;
-        fajit_context_destroy(ctx);
+        failures += cases_in(ctx, &g_sm90, 1, 0);
     }
     assert_int_equal(failures, 0);
 }

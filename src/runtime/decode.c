@@ -340,6 +340,16 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     return FAJIT_OK;
 }
 
+/* The kernels of a choice: the variant's, and with splits > 1 the combine kernel (else *kc stays NULL). */
+static fajit_status variant_kernels(fajit_context *ctx, const decode_choice *ch, const fajit_attention_args *a,
+                                    fajit_kernel **kv, fajit_kernel **kc)
+{
+    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
+    fajit_status st = fj_kernel_get_variant(ctx, &ch->cfg, ch->variant, kv, NULL);
+    if (st == FAJIT_OK && ch->splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, kc, NULL);
+    return st;
+}
+
 /* One launch's text for fajit_last_forward: the variant kernel, its splits and the combine kernel. */
 static void last_text(const fajit_kernel *kv, const fajit_kernel *kc, const decode_choice *ch, const char *note)
 {
@@ -397,10 +407,8 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
 {
     int splits = ch->splits;
     fajit_kernel *kv = NULL, *kc = NULL;
-    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
     *ran = 0;
-    fajit_status st = fj_kernel_get_variant(ctx, &ch->cfg, ch->variant, &kv, NULL);
-    if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
+    fajit_status st = variant_kernels(ctx, ch, a, &kv, &kc);
     fj_fwd_params_tma_decode p;
     memset(&p, 0, sizeof p);
     if (st == FAJIT_OK && splits > 1) st = workspace_for(ctx, a, splits, &p.dec);
@@ -437,9 +445,7 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     fj_decode_read(a, &d);
     int splits = ch->splits;
     fajit_kernel *kv = NULL, *kc = NULL;
-    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
-    fajit_status st = fj_kernel_get_variant(ctx, &ch->cfg, ch->variant, &kv, NULL);
-    if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
+    fajit_status st = variant_kernels(ctx, ch, a, &kv, &kc);
     fj_fwd_params_decode p;
     memset(&p, 0, sizeof p);
     if (st == FAJIT_OK && splits > 1) st = workspace_for(ctx, a, splits, &p);
