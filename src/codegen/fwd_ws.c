@@ -327,10 +327,12 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
                p->cfg.block_m);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), not_phase);
-    fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
-    if (p->variant & FJ_VARIANT_PACK) producer_packed_q(k, l, dst);
-    else {
+    if (p->variant & FJ_VARIANT_PACK) {
+        fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
+        producer_packed_q(k, l, dst);
+    } else {
         fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
+        fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
         fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
                          fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
     }
