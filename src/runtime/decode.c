@@ -373,7 +373,7 @@ static void last_text(const fajit_kernel *kv, const fajit_kernel *kc, const deco
  * fit (plan.c: FJ_VARIANT_WS_REGS), then the splits for that tile as decode_choose takes them. GQA packing only
  * when a KV head's group x seqlen_q rows fit one row block (one Q box: tensor_map.c). 1 when the sm_90a variant
  * takes the call; else 0 with the reason in why. */
-static int ws_choose(const fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a, int packed,
+static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a, int packed,
                      int tuned, decode_choice *c, char *why, size_t size)
 {
     fj_decode_args d;
@@ -392,7 +392,7 @@ static int ws_choose(const fajit_context *ctx, const fajit_kernel *k, const faji
     if (c->cfg.block_n < 16)
         return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant", k->config_text), 0;
     c->tuned = 0;
-    c->splits = tuned ? fj_decode_splits_for((fajit_context *)ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
+    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
                       : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
     return 1;
