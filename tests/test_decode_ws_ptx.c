@@ -6,6 +6,7 @@
  * for head dims 64 / 128 / 256 (two and three consumer warpgroups, O staged in its own buffer and in the V
  * ring), causal and not. Structure: the variant reads the decode fields at kernel_abi.h's offsets in
  * fj_fwd_params_tma_decode, the split writes fp32 partials (st.global.v2.f32) and never the O tensor map,
+ * the seqlens variant zero-fills a sequence's last V tile past its length before V full,
  * the plain kernel reads no decode field; the plan refuses GQA packing and paged K/V on sm_90a. These
  * kernels are assembled only: no GPU has run them yet (tests/test_gpu_decode.c does, with FAJIT_DECODE_SM90=1).
  * label ptxas; skips without NVRTC / nvJitLink. Run: ctest --test-dir build -R test_decode_ws_ptx --output-on-failure
@@ -139,6 +140,17 @@ static void test_ws_split_structure(void **state)
     assert_non_null(strstr(a, "cp.async.bulk.tensor.4d.global.shared"));
     assert_null(strstr(b, "cp.async.bulk.tensor.4d.global.shared")); /* no TMA store: partials from registers */
     assert_non_null(strstr(b, "ld.global.nc.u32")); /* seqlens_k[b] */
+    /* the V tail: a sequence's last V tile on its own barrier (+ smem_bytes - 8), zero-filled past the length by
+     * the producer (16-byte stores), fenced for wgmma, then V full by a plain arrive */
+    char init[96];
+    snprintf(init, sizeof init, "+%d], 1;", split.vtail_bar);
+    assert_int_equal(split.vtail_bar, plain.smem_bytes);
+    assert_int_equal(split.smem_bytes, plain.smem_bytes + 8);
+    assert_non_null(strstr(b, init));
+    assert_non_null(strstr(b, "st.shared.v4.b32"));
+    assert_null(strstr(a, "st.shared.v4.b32"));
+    assert_non_null(strstr(b, "fence.proxy.async.shared::cta;\n\tmbarrier.arrive.shared::cta.b64"));
+    assert_int_equal(plain.vtail_bar, 0);
     free(a);
     free(b);
 }

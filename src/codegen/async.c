@@ -51,6 +51,11 @@ void fj_emit_ws_bar_init(fj_kctx *k)
                    p->consumer_wgs);
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
     }
+    if (p->vtail_bar) {
+        fj_comment(k->e, 1, "V tail (1 arrival + the tile's bytes): a sequence's last, partial V tile, zero-filled past "
+                            "the length by the producer before it completes V full");
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), p->vtail_bar, 1);
+    }
     fj_ins(k->e, PTX_FENCE_MBAR_INIT);
 }
 

@@ -52,6 +52,7 @@ typedef struct ws_loop {
     fj_reg_t qbar;      /* u32: smem + 8 * (Q buffer index): its Q full / Q empty barriers */
     fj_reg_t qpar;      /* u32: parity of this use of the Q buffer */
     fj_reg_t last;      /* pred: this is the CTA's last work tile */
+    fj_reg_t vtail_par; /* u32, producer, plan.vtail_bar: parity of the V-tail barrier's next phase */
     char stage_label[FJ_MAX_STAGES][48]; /* entry of the loop body for each stage */
     char next_tile[48]; /* where a work tile's loop leaves */
 } ws_loop;
@@ -255,6 +256,47 @@ static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
     fj_label(e, skip);
 }
 
+/* SEQLENS: V(j) into stage s, completing V full[s]; but a tile that reaches past the sequence's length (in
+ * k->seqlen_k) lands on the V-tail barrier instead, then this thread zero-fills its rows past the length in
+ * every box (TMA loaded them as stored: a NaN there would reach O through P = 0 x NaN), makes the writes visible
+ * to wgmma (fence.proxy.async) and arrives on V full[s] itself. Branches to `done` after either. */
+static void producer_v_tail(fj_kctx *k, ws_loop *l, int s, fj_reg_t row, const char *done)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int w = p->cfg.swizzle, bn = p->cfg.block_n, tile = p->v_off + s * p->kv_tile_bytes;
+    char tail[48], top[48];
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), end = fj_alloc(e, k->b_r, 1), r = fj_alloc(e, k->b_r, 1);
+    fj_reg_t a = fj_alloc(e, k->b_addr, 1), z = fj_alloc(e, k->b_r, 1);
+    fj_label_new(e, "v_tail", tail, sizeof tail);
+    fj_label_new(e, "v_zero", top, sizeof top);
+    fj_ins(e, "add.s32 %s, %s, %d", R(end), R(row), bn);
+    fj_ins(e, "setp.gt.s32 %s, %s, %s", R(pr), R(end), R(k->seqlen_k));
+    fj_ins(e, "@%s bra.uni %s", R(pr), tail);
+    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), p->kv_tile_bytes);
+    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, tile, bn, row, k->hkv, k->smem, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    fj_ins(e, "bra.uni %s", done);
+    fj_label(e, tail);
+    fj_comment(e, 1, "the sequence's last V tile: onto the V-tail barrier, rows from its length on zeroed, then V full");
+    fj_emit_mbar_expect_tx(k, p->vtail_bar, p->kv_tile_bytes);
+    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, tile, bn, row, k->hkv, k->smem, p->vtail_bar);
+    fj_emit_mbar_wait(k, p->vtail_bar, l->vtail_par);
+    fj_ins(e, "xor.b32 %s, %s, 1", R(l->vtail_par), R(l->vtail_par));
+    fj_ins(e, "sub.s32 %s, %s, %s", R(r), R(k->seqlen_k), R(row));
+    fj_ins(e, "mov.u32 %s, 0", R(z));
+    fj_label(e, top);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(a), R(r), w, R(k->smem));
+    for (int box = 0; box < p->tma_boxes; box++)
+        for (int c = 0; c < w; c += 16)
+            fj_ins(e, "st.shared.v4.b32 [%s+%d], {%s, %s, %s, %s}", R(a), tile + box * bn * w + c, R(z), R(z), R(z),
+                   R(z));
+    fj_ins(e, "add.s32 %s, %s, 1", R(r), R(r));
+    fj_ins(e, "setp.lt.s32 %s, %s, %d", R(pr), R(r), bn);
+    fj_ins(e, "@%s bra.uni %s", R(pr), top);
+    fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
+    fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s));
+}
+
 /* Tile j (register) into stage s: wait until the consumers freed it (parity `empty_parity`), then K and V. */
 static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
 {
@@ -270,6 +312,13 @@ static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
     if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
+    char full[48];
+    if (p->vtail_bar) {
+        fj_label_new(k->e, "v_whole", full, sizeof full);
+        producer_v_tail(k, l, s, row, full);
+        fj_label(k->e, full);
+        return;
+    }
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
     fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_V_FULL, s));
@@ -319,6 +368,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
+    if (p->vtail_bar) fj_ins(e, "mov.u32 %s, 0", R(l->vtail_par));
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
@@ -633,6 +683,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     l.qbar = fj_alloc(e, k->b_r, 1);
     l.qpar = fj_alloc(e, k->b_r, 1);
     l.last = fj_alloc(e, k->b_p, 1);
+    l.vtail_par = p->vtail_bar ? fj_alloc(e, k->b_r, 1) : l.ring; /* (unused without it: no register declared) */
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
     fj_banner(e, "Setup and warp roles",
               "Thread 0 initializes the mbarriers; after a CTA barrier warpgroup 0 becomes the producer\n"

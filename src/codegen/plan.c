@@ -203,6 +203,13 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
+    if (p->ws && (variant & FJ_VARIANT_SEQLENS)) { /* fwd_ws.c: the V tail's zero fill */
+        p->vtail_bar = p->smem_bytes;
+        p->smem_bytes += 8;
+        if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
+            return CFG_FAIL("smem %d B with the seqlens_k variant's V-tail mbarrier exceeds %d B; lower stages or "
+                            "block_n", p->smem_bytes, fj_arch_path_smem_max(p->cfg.arch));
+    }
     int extra = p->ws ? FJ_VARIANT_WS_REGS
                       : FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +
                             (variant & FJ_VARIANT_AHEAD ? FJ_VARIANT_AHEAD_REGS : 0);
