@@ -15,7 +15,7 @@
  * seqlens_k, split-KV and GQA packing (group x Nq within one row block) run on the sm_90a kernel's own
  * decode variants (not yet run on a GPU before this test), with packing on (larger groups fall back, saying
  * "GQA packing of group") and off (FAJIT_PACK_GQA=0: every contiguous case runs on sm_90a); paged ones still
- * fall back. Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * fall back. There K and V hold NaN past each sequence's length (fj_check_problem.nan_past_len). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -97,6 +97,7 @@ static fj_check_problem case_problem(const decode_case *c)
     p.batch = c->b, p.heads_q = c->hq, p.heads_kv = c->hkv, p.seqlen_q = c->nq, p.seqlen_k = c->nk;
     p.head_dim = c->d, p.causal = c->causal, p.layout = c->layout, p.fill = c->fill;
     p.seqlens = c->seqlens, p.num_splits = c->splits, p.own_workspace = c->own_ws, p.page_size = c->page;
+    p.nan_past_len = g_sm90; /* the sm_90a variant loads a sequence's last tile whole: its tail must not reach O */
     return p;
 }
 
