@@ -31,7 +31,8 @@
 #     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
 #   (`bench/run_gpu.sh build tune compare-tuned profile` is how the codegen-6 results were taken)
-#     decode-tests   test_decode_args, test_reference (unit) and test_gpu_decode (seqlens_k, split-KV, both paths)
+#     decode-tests   test_decode_args, test_reference (unit) and test_gpu_decode (seqlens_k, split-KV, both paths;
+#                    and test_sm90_decode: the opt-in sm_90a decode variants, FAJIT_DECODE_SM90=1; limit 300 s)
 #     decode-check   fagen check over the quick grid's D 128 shapes with 5 splits and per-sequence lengths, one
 #                    decode shape (B 5, Nq 16 causal, Nk 3000) with the split heuristic and the caller's workspace,
 #                    one with paged K/V (16-row pages),
@@ -264,7 +265,7 @@ for s in "${stages[@]}"; do
     compare-tuned) run_stage compare-tuned 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" \
         --out "$OUT/tuned" --config-from-tune "$OUT/tuned-v1.txt" ;;
     profile) run_stage profile 150 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_profile); do_profile" ;;
-    decode-tests) run_stage decode-tests 180 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
+    decode-tests) run_stage decode-tests 300 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_decode_tests); do_decode_tests" ;;
     decode-check) run_stage decode-check 110 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_check); do_decode_check" ;;
     decode-tune) run_stage decode-tune 400 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_decode_tune); do_decode_tune" ;;
     decode-sweep) run_stage decode-sweep 360 env PYTHONUNBUFFERED=1 PYTHONPATH="python/src${PYTHONPATH:+:$PYTHONPATH}" \

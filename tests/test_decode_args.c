@@ -229,9 +229,18 @@ static void test_variant_plans(void **state)
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE | FJ_VARIANT_SPLIT, &p1), FAJIT_ERR_INTERNAL);
     fajit_config w = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
                       .block_n = 128, .stages = 2, .swizzle = 128, .warps = 12, .overlap = 1, .pingpong = 1};
-    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(fajit_errmsg(), "split-KV GQA packing"));
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, &p1), FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "variant paged K/V"));
     assert_non_null(strstr(fajit_errmsg(), "sm_80 path"));
+    /* seqlens_k, split-KV and GQA packing plan on sm_90a (assembled only): the tensor-map block + the decode fields */
+    assert_int_equal(fj_plan_build(&w, &p0), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT, &p1), FAJIT_OK);
+    assert_int_equal(p1.params_bytes, (int)sizeof(fj_fwd_params_tma_decode));
+    assert_int_equal(p1.params_align, 64);
+    assert_int_equal(p1.reg_total, p0.reg_total + 4); /* plan.c: FJ_VARIANT_WS_REGS */
+    fj_plan_format(&p1, text, sizeof text);
+    assert_non_null(strstr(text, "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal seqlens split"));
 }
 
 /* Bad decode fields are reported by the public call before the missing device. */

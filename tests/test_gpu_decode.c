@@ -11,7 +11,12 @@
  * through its sm_80 fallback, said by fajit_last_forward and checked here) and with the sm_80 path
  * forced (GQA packing on, the default); then all again with packing off (FAJIT_PACK_GQA=0), and the paged
  * ones with the page-segment gather forced on and off (FAJIT_DECODE_GATHER=1 / 0) and with each tile's pages
- * read at its copy instead of a tile ahead (FAJIT_DECODE_PAGE_AHEAD=0; the kernel text says which). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * read at its copy instead of a tile ahead (FAJIT_DECODE_PAGE_AHEAD=0; the kernel text says which).
+ * test_sm90_decode (sm_90a GPUs only): the cases again in a context made with FAJIT_DECODE_SM90=1, where
+ * seqlens_k, split-KV and GQA packing (group x Nq within one row block) run on the sm_90a kernel's own
+ * decode variants (not yet run on a GPU before this test), with packing on (larger groups fall back, saying
+ * "GQA packing of group") and off (FAJIT_PACK_GQA=0: every contiguous case runs on sm_90a); paged ones still
+ * fall back. There K and V hold NaN past each sequence's length (fj_check_problem.nan_past_len). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -23,6 +28,7 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime/check.h"
@@ -35,6 +41,8 @@ static fajit_context *g_ctx;
 static int g_gather = -1;
 /* test_paged_no_ahead: run the paged cases only */
 static int g_paged_only;
+/* test_sm90_decode: the context has FAJIT_DECODE_SM90=1 */
+static int g_sm90;
 
 typedef struct decode_case {
     const char *name;
@@ -94,6 +102,7 @@ static fj_check_problem case_problem(const decode_case *c)
     p.batch = c->b, p.heads_q = c->hq, p.heads_kv = c->hkv, p.seqlen_q = c->nq, p.seqlen_k = c->nk;
     p.head_dim = c->d, p.causal = c->causal, p.layout = c->layout, p.fill = c->fill;
     p.seqlens = c->seqlens, p.num_splits = c->splits, p.own_workspace = c->own_ws, p.page_size = c->page;
+    p.nan_past_len = g_sm90; /* the sm_90a variant loads a sequence's last tile whole: its tail must not reach O */
     return p;
 }
 
@@ -126,6 +135,16 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
         return 0;
     }
     int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs || c->page;
+    if (g_sm90 && used) { /* FAJIT_DECODE_SM90=1: on sm_90a unless paged or packed past one row block */
+        int rows = c->hq / c->hkv * c->nq, ws = strstr(text, "(sm_90a decode variant") != NULL;
+        int want_ws = !c->page && (!packs || rows <= 64 || (rows <= 192 && !strstr(text, "GQA packing of group")));
+        if (want_ws != ws || want_ws == fell) {
+            printf("     FAJIT_DECODE_SM90=1: expected %s: %s\n", want_ws ? "the sm_90a decode variant" : "the fallback",
+                   text);
+            return 0;
+        }
+        return 1;
+    }
     if (arch == FAJIT_ARCH_AUTO && fj_best_path(g_ctx) == FAJIT_ARCH_SM90A && used && !fell) {
         printf("     expected the sm_90a fallback: %s\n", text);
         return 0;
@@ -218,6 +237,18 @@ static void test_gqa_unpacked(void **state)
     run_with_env_off("FAJIT_PACK_GQA", offsetof(fajit_context, pack_gqa), 0);
 }
 
+/* The cases with the forward's choice in ctx (destroyed after), *flag = value meanwhile (a mode flag, reset
+ * to `reset`); the failures. */
+static int cases_in(fajit_context *ctx, int *flag, int value, int reset)
+{
+    fajit_context *saved = g_ctx;
+    g_ctx = ctx, *flag = value;
+    int failures = run_cases(FAJIT_ARCH_AUTO);
+    g_ctx = saved, *flag = reset;
+    fajit_context_destroy(ctx);
+    return failures;
+}
+
 /* The paged cases with the gather forced on (FAJIT_DECODE_GATHER=1: every paged tile gathered from 16-row
  * page segments, pages of 64-256 too) and off (=0: a block_n dividing the page, the kernel before gathering),
  * each said by the kernel text. The default (gather when the page is smaller than block_n) ran above. */
@@ -225,17 +256,13 @@ static void test_paged_gather(void **state)
 {
     (void)state;
     static const char *modes[2] = {"0", "1"};
-    fajit_context *saved = g_ctx;
     int failures = 0;
     for (int m = 0; m < 2; m++) {
         fajit_context *ctx = NULL;
         assert_int_equal(fj_test_context_with_env("FAJIT_DECODE_GATHER", modes[m], -1, &ctx), FAJIT_OK);
         assert_int_equal(ctx->paged_gather, m ? 2 : 0);
-        g_ctx = ctx, g_gather = m;
         printf("FAJIT_DECODE_GATHER=%s\n", modes[m]);
-        failures += run_cases(FAJIT_ARCH_AUTO);
-        g_ctx = saved, g_gather = -1;
-        fajit_context_destroy(ctx);
+        failures += cases_in(ctx, &g_gather, m, -1);
     }
     assert_int_equal(failures, 0);
 }
@@ -248,6 +275,29 @@ static void test_paged_no_ahead(void **state)
     run_with_env_off("FAJIT_DECODE_PAGE_AHEAD", offsetof(fajit_context, page_ahead), 1);
 }
 
+/* FAJIT_DECODE_SM90=1 (sm_90a GPUs): the cases with the forward's choice, with GQA packing on and off. */
+static void test_sm90_decode(void **state)
+{
+    (void)state;
+    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM90A) {
+        printf("SKIP: the GPU's best path is not sm_90a: the sm_90a decode variants do not run here\n");
+        skip();
+    }
+    int failures = 0;
+    for (int pack = 1; pack >= 0; pack--) {
+        fajit_context *ctx = NULL;
+        if (!pack) setenv("FAJIT_PACK_GQA", "0", 1);
+        fajit_status st = fj_test_context_with_env("FAJIT_DECODE_SM90", "1", -1, &ctx);
+        unsetenv("FAJIT_PACK_GQA");
+        assert_int_equal(st, FAJIT_OK);
+        assert_int_equal(ctx->decode_sm90, 1);
+        assert_int_equal(ctx->pack_gqa, pack);
+        printf("FAJIT_DECODE_SM90=1%s\n", pack ? "" : " FAJIT_PACK_GQA=0");
+        failures += cases_in(ctx, &g_sm90, 1, 0);
+    }
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -258,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_gqa_unpacked),
         cmocka_unit_test(test_paged_gather),
         cmocka_unit_test(test_paged_no_ahead),
+        cmocka_unit_test(test_sm90_decode),
     };
     int rc = cmocka_run_group_tests_name("gpu_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

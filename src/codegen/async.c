@@ -14,6 +14,11 @@
 
 #define R(reg) fj_r(k->e, reg)
 
+int fj_ws_o_staged(const fj_plan *p)
+{
+    return p->variant & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK) ? 0 : p->o_stage;
+}
+
 int fj_ws_bar_count(int stages, int o_stage) { return 4 + FJ_WS_BARS_PER_STAGE * stages + (o_stage == 2); }
 
 int fj_ws_bar(const fj_plan *p, int which, int index)
@@ -45,6 +50,11 @@ void fj_emit_ws_bar_init(fj_kctx *k)
                             "the O staging in the V ring)",
                    p->consumer_wgs);
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
+    }
+    if (p->vtail_bar) {
+        fj_comment(k->e, 1, "V tail (1 arrival + the tile's bytes): a sequence's last, partial V tile, zero-filled past "
+                            "the length by the producer before it completes V full");
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), p->vtail_bar, 1);
     }
     fj_ins(k->e, PTX_FENCE_MBAR_INIT);
 }

@@ -32,6 +32,9 @@ enum fj_ws_bar {
 int fj_ws_bar(const fj_plan *p, int which, int index);
 /* Barriers a plan needs: 4 + 4 * stages, and O free when O is staged in the V ring (o_stage 2). */
 int fj_ws_bar_count(int stages, int o_stage);
+/* How a work tile's O leaves: plan.o_stage (1 own buffer, 2 the V ring: a TMA store), or 0 - st.global from
+ * registers - for the decode variants that write split partials or GQA-packed rows (no TMA box fits those). */
+int fj_ws_o_staged(const fj_plan *p);
 
 /* One thread (the caller branches) initializes every barrier; then a fence makes the init visible to the
  * copy engine. The caller follows with a CTA barrier. */

@@ -255,6 +255,10 @@ void fj_emit_pair_reduce(fj_kctx *k, const char *op, fj_reg_t v, int n);
 /* Load a field of struct fj_fwd_params (kernel_abi.h) at its point of use: ptxas reads it from the
  * constant bank instead of keeping a register live across the loop. */
 #define FJ_PARAM_OFF(field) ((int)offsetof(fj_fwd_params, field))
+/* A decode field of struct fj_fwd_params_decode in this kernel's block (kernel_abi.h: fj_decode_param_off). */
+#define FJ_DEC_OFF(k, field) fj_decode_param_off((k)->p->ws, (int)offsetof(fj_fwd_params_decode, field))
+/* len = min(max(seqlens_k[b], 0), cap): sequence b's KV length (SEQLENS). */
+void fj_emit_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len);
 fj_reg_t fj_param_u64(fj_kctx *k, int offset);
 fj_reg_t fj_param_s32(fj_kctx *k, int offset);
 fj_reg_t fj_param_f32(fj_kctx *k, int offset);

@@ -83,6 +83,9 @@ typedef struct fj_plan {
                                     registers (neither fits) */
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
+    int vtail_bar;               /* sm_90a SEQLENS variant: offset of the V-tail mbarrier (the producer's own, after
+                                    the others: a sequence's last, partial V tile lands there and is zero-filled
+                                    past the length before V full), else 0 */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */

@@ -17,7 +17,7 @@
 
 #define R(reg) fj_r(k->e, reg)
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
-#define DOFF(field) ((int)offsetof(fj_fwd_params_decode, field))
+#define DOFF(field) FJ_DEC_OFF(k, field)
 
 void fj_emit_alloc_banks(fj_kctx *k)
 {
@@ -134,7 +134,7 @@ static void emit_batch(fj_kctx *k, fj_reg_t b, int want_split)
 
 /* len = max(min(seqlens_k[b], seqlen_k), 0) (the seqlen_k register given, or read from the parameters; len may
  * be that register: the value is loaded into its own register first, so the cap is read before len is written). */
-static void load_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len)
+void fj_emit_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len)
 {
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1), raw = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(seqlens_k));
@@ -149,7 +149,7 @@ static void load_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len)
 static void emit_seq_len(fj_kctx *k, fj_reg_t b)
 {
     fj_comment(k->e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k]");
-    load_seq_len(k, b, k->seqlen_k, k->seqlen_k);
+    fj_emit_seq_len(k, b, k->seqlen_k, k->seqlen_k);
 }
 
 /* With per-sequence lengths the length is read again where it is used (the copies' zero fill, the mask):
@@ -157,9 +157,10 @@ static void emit_seq_len(fj_kctx *k, fj_reg_t b)
 fj_reg_t fj_emit_kv_len(fj_kctx *k)
 {
     if (!(k->p->variant & FJ_VARIANT_SEQLENS)) return fj_param_s32(k, OFF(seqlen_k));
+    if (k->p->ws) return k->seqlen_k; /* the work tile's sequence length, set per work tile (fwd_ws.c) */
     fj_reg_t b = fj_alloc(k->e, k->b_r, 1), len = fj_alloc(k->e, k->b_r, 1);
     emit_batch(k, b, 0);
-    load_seq_len(k, b, fj_param_s32(k, OFF(seqlen_k)), len);
+    fj_emit_seq_len(k, b, fj_param_s32(k, OFF(seqlen_k)), len);
     return len;
 }
 
@@ -788,9 +789,16 @@ static void emit_partial_ptrs(fj_kctx *k)
     fj_emit *e = k->e;
     fj_reg_t z = fj_alloc(e, k->b_r, 1), h = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1);
     fj_reg_t w = fj_alloc(e, k->b_rd, 1), nq = fj_param_s32(k, OFF(seqlen_q));
-    fj_comment(e, 1, "split-KV partials: row (ctaid.z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse");
-    fj_ins(e, "mov.u32 %s, %%ctaid.z", R(z));
-    emit_out_head(k, h);
+    fj_comment(e, 1, "split-KV partials: row (z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse, z = b x "
+                     "splits + split");
+    if (k->p->ws) { /* the persistent CTA's work tile: its batch, split and head (fwd_ws.c: decode_tile) */
+        fj_reg_t prm = fj_param_s32(k, DOFF(splits));
+        fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(z), R(k->b), R(prm), R(k->split));
+        fj_ins(e, "mov.u32 %s, %s", R(h), R(k->h));
+    } else {
+        fj_ins(e, "mov.u32 %s, %%ctaid.z", R(z));
+        emit_out_head(k, h);
+    }
     {
         fj_reg_t prm = fj_param_s32(k, OFF(heads_q));
         fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(z), R(prm), R(h));

@@ -52,6 +52,7 @@ typedef struct ws_loop {
     fj_reg_t qbar;      /* u32: smem + 8 * (Q buffer index): its Q full / Q empty barriers */
     fj_reg_t qpar;      /* u32: parity of this use of the Q buffer */
     fj_reg_t last;      /* pred: this is the CTA's last work tile */
+    fj_reg_t vtail_par; /* u32, producer, plan.vtail_bar: parity of the V-tail barrier's next phase */
     char stage_label[FJ_MAX_STAGES][48]; /* entry of the loop body for each stage */
     char next_tile[48]; /* where a work tile's loop leaves */
 } ws_loop;
@@ -133,11 +134,26 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
                p->cfg.causal ? " counted from the last (longest rows first)" : "");
     fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(l->tile), R(nmb));
     fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(l->tile), R(nmb));
+    if (p->variant & FJ_VARIANT_SPLIT) {
+        fj_reg_t n = fj_param_s32(k, FJ_DEC_OFF(k, splits));
+        fj_comment(e, 1, "split-KV: then the split, split = rest %% splits, head-batch = rest / splits");
+        fj_ins(e, "rem.u32 %s, %s, %s", R(k->split), R(hb), R(n));
+        fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(hb), R(n));
+    }
     if (p->cfg.causal) {
         fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
         fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
     }
-    if (what & DECODE_HEADS) {
+    if ((what & DECODE_HEADS) && (p->variant & FJ_VARIANT_PACK)) {
+        fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
+        fj_comment(e, 1, "GQA packing: head-batch counts KV heads, hkv = hb %% Hkv, b = hb / Hkv; the tile's query heads "
+                         "are hkv x group + g (packed row g x Nq + i)");
+        fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+        fj_ins(e, "div.u32 %s, %s, %s", R(hq), R(hq), R(grp));
+        fj_ins(e, "rem.u32 %s, %s, %s", R(k->hkv), R(hb), R(hq));
+        fj_ins(e, "div.u32 %s, %s, %s", R(k->b), R(hb), R(hq));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(k->h), R(k->hkv), R(grp));
+    } else if (what & DECODE_HEADS) {
         fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
         fj_ins(e, "rem.u32 %s, %s, %s", R(k->h), R(hb), R(hq));
         fj_ins(e, "div.u32 %s, %s, %s", R(k->b), R(hb), R(hq));
@@ -148,12 +164,39 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     }
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
     if (!(what & DECODE_ROWS)) return;
+    if (p->variant & FJ_VARIANT_SEQLENS) {
+        fj_reg_t b = fj_alloc(e, k->b_r, 1);
+        fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; TMA "
+                         "may load them inside the capacity)");
+        fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+        if (p->variant & FJ_VARIANT_PACK) { /* head-batch counts KV heads */
+            fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
+            fj_ins(e, "div.u32 %s, %s, %s", R(hq), R(hq), R(grp));
+        }
+        fj_ins(e, "div.u32 %s, %s, %s", R(b), R(hb), R(hq));
+        fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
+    }
     fj_emit_kv_range(k, l->n_end, l->mask_from);
+    if (p->variant & FJ_VARIANT_SPLIT) {
+        fj_reg_t pr = fj_alloc(e, k->b_p, 1);
+        fj_comment(e, 1, "split-KV: tiles [kv_first, n_end); an empty split becomes [0, 0), so the loops start at j = "
+                         "kv_first and 'no KV tile' stays n_end <= 0");
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->kv_first), R(l->n_end));
+        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(k->kv_first));
+        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(l->n_end));
+    }
     fj_comment(e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
     q_buffer(k, l);
     if (p->q_bufs == 2) fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
     else fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
     fj_ins(e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
+}
+
+/* j = the work tile's first KV tile: 0, or its split's first. */
+static void first_kv_tile(fj_kctx *k)
+{
+    if (k->p->variant & FJ_VARIANT_SPLIT) fj_ins(k->e, "mov.u32 %s, %s", R(k->j), R(k->kv_first));
+    else fj_ins(k->e, "mov.u32 %s, 0", R(k->j));
 }
 
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
@@ -213,6 +256,47 @@ static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
     fj_label(e, skip);
 }
 
+/* SEQLENS: V(j) into stage s, completing V full[s]; but a tile that reaches past the sequence's length (in
+ * k->seqlen_k) lands on the V-tail barrier instead, then this thread zero-fills its rows past the length in
+ * every box (TMA loaded them as stored: a NaN there would reach O through P = 0 x NaN), makes the writes visible
+ * to wgmma (fence.proxy.async) and arrives on V full[s] itself. Branches to `done` after either. */
+static void producer_v_tail(fj_kctx *k, ws_loop *l, int s, fj_reg_t row, const char *done)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int w = p->cfg.swizzle, bn = p->cfg.block_n, tile = p->v_off + s * p->kv_tile_bytes;
+    char tail[48], top[48];
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), end = fj_alloc(e, k->b_r, 1), r = fj_alloc(e, k->b_r, 1);
+    fj_reg_t a = fj_alloc(e, k->b_addr, 1), z = fj_alloc(e, k->b_r, 1);
+    fj_label_new(e, "v_tail", tail, sizeof tail);
+    fj_label_new(e, "v_zero", top, sizeof top);
+    fj_ins(e, "add.s32 %s, %s, %d", R(end), R(row), bn);
+    fj_ins(e, "setp.gt.s32 %s, %s, %s", R(pr), R(end), R(k->seqlen_k));
+    fj_ins(e, "@%s bra.uni %s", R(pr), tail);
+    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), p->kv_tile_bytes);
+    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, tile, bn, row, k->hkv, k->smem, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    fj_ins(e, "bra.uni %s", done);
+    fj_label(e, tail);
+    fj_comment(e, 1, "the sequence's last V tile: onto the V-tail barrier, rows from its length on zeroed, then V full");
+    fj_emit_mbar_expect_tx(k, p->vtail_bar, p->kv_tile_bytes);
+    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, tile, bn, row, k->hkv, k->smem, p->vtail_bar);
+    fj_emit_mbar_wait(k, p->vtail_bar, l->vtail_par);
+    fj_ins(e, "xor.b32 %s, %s, 1", R(l->vtail_par), R(l->vtail_par));
+    fj_ins(e, "sub.s32 %s, %s, %s", R(r), R(k->seqlen_k), R(row));
+    fj_ins(e, "mov.u32 %s, 0", R(z));
+    fj_label(e, top);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(a), R(r), w, R(k->smem));
+    for (int box = 0; box < p->tma_boxes; box++)
+        for (int c = 0; c < w; c += 16)
+            fj_ins(e, "st.shared.v4.b32 [%s+%d], {%s, %s, %s, %s}", R(a), tile + box * bn * w + c, R(z), R(z), R(z),
+                   R(z));
+    fj_ins(e, "add.s32 %s, %s, 1", R(r), R(r));
+    fj_ins(e, "setp.lt.s32 %s, %s, %d", R(pr), R(r), bn);
+    fj_ins(e, "@%s bra.uni %s", R(pr), top);
+    fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
+    fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s));
+}
+
 /* Tile j (register) into stage s: wait until the consumers freed it (parity `empty_parity`), then K and V. */
 static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
 {
@@ -226,11 +310,40 @@ static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
     fj_emit_tma_tile(k, FJ_TMA_K, k->smem, p->k_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_K_FULL, s));
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
-    if (p->o_stage == 2) producer_wait_o_free(k, l->round);
+    if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
+    char full[48];
+    if (p->vtail_bar) {
+        fj_label_new(k->e, "v_whole", full, sizeof full);
+        producer_v_tail(k, l, s, row, full);
+        fj_label(k->e, full);
+        return;
+    }
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
     fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_V_FULL, s));
+}
+
+/* GQA packing: the Q map's box is (columns, Nq, group, 1) (the runtime's, per call; group x Nq <= block_m, one
+ * row block), so each box load fills packed rows r = g x Nq + i of the tile from head h0 = hkv x group, row 0;
+ * its bytes, group x Nq x row bytes, come from the parameters. Rows past group x Nq keep what the buffer held:
+ * their S, P and O rows are never stored (each row's softmax is its own). */
+static void producer_packed_q(fj_kctx *k, ws_loop *l, fj_reg_t dst)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_reg_t bytes = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "GQA packing: Q box (%d columns, Nq, group, 1) from head hkv x group, row 0: group x Nq x %d bytes",
+               p->tma_box_cols, p->row_bytes);
+    fj_ins(e, PTX_LD_PARAM_U32, R(bytes), FJ_PARAM_OFF(seqlen_q));
+    {
+        fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
+        fj_ins(e, "mul.lo.u32 %s, %s, %s", R(bytes), R(bytes), R(grp));
+    }
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(bytes), R(bytes), p->row_bytes);
+    fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX_REG, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), R(bytes));
+    fj_ins(e, "mov.u32 %s, 0", R(zero));
+    fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, zero, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
 }
 
 static void emit_producer(fj_kctx *k, ws_loop *l)
@@ -255,6 +368,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
+    if (p->vtail_bar) fj_ins(e, "mov.u32 %s, 0", R(l->vtail_par));
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
@@ -263,10 +377,16 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
                p->cfg.block_m);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), not_phase);
-    fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
-    fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
-    fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
-    fj_ins(e, "mov.u32 %s, 0", R(k->j));
+    if (p->variant & FJ_VARIANT_PACK) {
+        fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
+        producer_packed_q(k, l, dst);
+    } else {
+        fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
+        fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
+        fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
+                         fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+    }
+    first_kv_tile(k);
     dispatch_ring(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_label(e, l->stage_label[s]);
@@ -512,7 +632,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     fj_emit_init_accumulators(k);
     fj_comment(e, 1, "wait for this work tile's Q");
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
-    fj_ins(e, "mov.u32 %s, 0", R(k->j));
+    first_kv_tile(k);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
     if (p->overlap) consumer_loop_overlap(k, l, &tn);
@@ -551,6 +671,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->h = fj_alloc(e, k->b_r, 1);
     k->b = fj_alloc(e, k->b_r, 1);
     k->hkv = fj_alloc(e, k->b_r, 1);
+    if (p->variant & FJ_VARIANT_SPLIT) k->split = fj_alloc(e, k->b_r, 1);
     k->corr = fj_alloc(e, k->b_f, k->frag.rows);
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
     k->wg_leader = fj_alloc(e, k->b_p, 1);
@@ -562,6 +683,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     l.qbar = fj_alloc(e, k->b_r, 1);
     l.qpar = fj_alloc(e, k->b_r, 1);
     l.last = fj_alloc(e, k->b_p, 1);
+    l.vtail_par = p->vtail_bar ? fj_alloc(e, k->b_r, 1) : l.ring; /* (unused without it: no register declared) */
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
     fj_banner(e, "Setup and warp roles",
               "Thread 0 initializes the mbarriers; after a CTA barrier warpgroup 0 becomes the producer\n"

@@ -19,7 +19,8 @@ static void module_header(const fj_plan *p, int verbosity, fj_buf *out)
         fj_buf_puts(out, "//\n");
         fj_plan_describe(p, out, "// ");
         fj_buf_printf(out, "//\n// Parameters: one struct %s (src/codegen/kernel_abi.h), read with ld.param.\n",
-                      p->variant ? "fj_fwd_params_decode" : "fj_fwd_params");
+                      p->variant ? (p->ws ? "fj_fwd_params_tma_decode" : "fj_fwd_params_decode")
+                                 : "fj_fwd_params");
     }
     fj_buf_printf(out, PTX_MODULE_HEADER, p->arch->ptx_isa_major, p->arch->ptx_isa_minor, p->arch->name);
     fj_buf_puts(out, "\n");

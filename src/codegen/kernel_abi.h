@@ -19,6 +19,7 @@
 #ifndef FJ_KERNEL_ABI_H
 #define FJ_KERNEL_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define FJ_FWD_KERNEL_NAME "fajit_fwd"
@@ -92,6 +93,25 @@ typedef struct fj_fwd_params_decode {
     uint32_t max_pages;
     uint32_t page_size;   /* a multiple of block_n (a K/V tile never straddles pages) */
 } fj_fwd_params_decode;
+
+/*
+ * Decode variants of the warp-specialized (sm_90a) kernel - assembled only, not yet run on a GPU: the
+ * tensor-map block unchanged, then a whole fj_fwd_params_decode of which only the decode fields (past its
+ * base, which stays unused) are read. Work tiles: n_tiles = n_mblocks x splits x heads_q x batch, the
+ * query block fastest, then the split, then the head and the batch (fwd_ws.c); the partials go to the
+ * rows the sm_80 split kernel uses, z = b x splits + s, so the same combine kernel reduces them.
+ */
+typedef struct fj_fwd_params_tma_decode {
+    fj_fwd_params_tma tma;
+    fj_fwd_params_decode dec;
+} fj_fwd_params_tma_decode;
+
+/* Parameter offset of a decode field (its offsetof in fj_fwd_params_decode) in a kernel's block: the same
+ * for the sm_80 variants, inside .dec for the warp-specialized ones. */
+static inline int fj_decode_param_off(int ws, int field_off)
+{
+    return ws ? (int)offsetof(fj_fwd_params_tma_decode, dec) + field_off : field_off;
+}
 
 /* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */
 static inline void fj_fwd_params_derive(fj_fwd_params *p, int block_n, int copy_rows_per_pass)

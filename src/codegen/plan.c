@@ -146,6 +146,12 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * plan with AHEAD spill 0 (ptxas 13.0, sm_90a; the widest at 255 registers). */
 #define FJ_VARIANT_AHEAD_REGS 23
 
+/* The warp-specialized (sm_90a) kernel's decode variants so far: seqlens_k, split-KV and GQA packing of group x
+ * Nq <= block_m rows (one row block; the runtime's rule) - assembled only, not yet run on a GPU. Their registers: the per-tile sequence length, kept across the KV loop for the mask, and
+ * the split index, live in the tile head and the epilogue only. */
+#define FJ_VARIANT_WS_OK (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK)
+#define FJ_VARIANT_WS_REGS 4
+
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
 static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
 {
@@ -189,16 +195,24 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if ((variant & FJ_VARIANT_AHEAD) && p->cfg.stages < 2)
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: pages read ahead need 2+ stages (got %d)", variant,
                        p->cfg.stages);
-    if (p->ws)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s%s%s: the %s kernel does not take them yet; the "
-                                              "sm_80 path's does (fajit_attention_forward falls back to it)",
-                       variant & FJ_VARIANT_SEQLENS ? " seqlens_k" : "", variant & FJ_VARIANT_SPLIT ? " split-KV" : "",
-                       variant & FJ_VARIANT_PACK ? " GQA packing" : "", variant & FJ_VARIANT_PAGED ? " paged K/V" : "",
+    if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
+                                              "seqlens_k, split-KV and GQA packing, assembled only); the sm_80 path's "
+                                              "does (fajit_attention_forward falls back to it)",
+                       variant & FJ_VARIANT_PAGED ? " paged K/V" : "", variant & FJ_VARIANT_GATHER ? " gather" : "",
                        p->arch->name);
     p->variant = variant;
-    p->params_bytes = (int)sizeof(fj_fwd_params_decode);
-    int extra = FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +
-                (variant & FJ_VARIANT_AHEAD ? FJ_VARIANT_AHEAD_REGS : 0);
+    p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
+    if (p->ws && (variant & FJ_VARIANT_SEQLENS)) { /* fwd_ws.c: the V tail's zero fill */
+        p->vtail_bar = p->smem_bytes;
+        p->smem_bytes += 8;
+        if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
+            return CFG_FAIL("smem %d B with the seqlens_k variant's V-tail mbarrier exceeds %d B; lower stages or "
+                            "block_n", p->smem_bytes, fj_arch_path_smem_max(p->cfg.arch));
+    }
+    int extra = p->ws ? FJ_VARIANT_WS_REGS
+                      : FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +
+                            (variant & FJ_VARIANT_AHEAD ? FJ_VARIANT_AHEAD_REGS : 0);
     p->reg_misc += extra;
     p->reg_total += extra;
     if (p->reg_total > p->reg_limit)

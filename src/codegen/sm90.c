@@ -384,7 +384,7 @@ static void store_o_sm90(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     int w = p->cfg.swizzle, box_bytes = 64 * w;
-    if (!p->o_stage) {
+    if (!fj_ws_o_staged(p)) {
         fj_emit_store_o_m16n8(k);
         return;
     }

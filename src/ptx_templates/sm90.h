@@ -16,6 +16,8 @@
 #define PTX_MBAR_INIT "mbarrier.init.shared::cta.b64 [%s+%d], %d"
 /* arrive and set the expected transaction bytes of the current phase (the TMA copies complete them) */
 #define PTX_MBAR_ARRIVE_EXPECT_TX "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s+%d], %d"
+/* the same with the byte count in a register (a box whose size the call decides: GQA-packed Q) */
+#define PTX_MBAR_ARRIVE_EXPECT_TX_REG "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%s+%d], %s"
 #define PTX_MBAR_ARRIVE "mbarrier.arrive.shared::cta.b64 _, [%s+%d]"
 /* true once the phase of the given parity has completed (a fresh barrier counts parity 1 as done) */
 #define PTX_MBAR_TRY_WAIT_PARITY "mbarrier.try_wait.parity.shared::cta.b64 %s, [%s+%d], %s"

@@ -328,6 +328,21 @@ static fajit_status check_lens(check_run *r, uint64_t seed)
     return FAJIT_OK;
 }
 
+/* nan_past_len: K and V rows n >= lens[b] of every KV head become NaN (head_dim words each). */
+static void check_nan_past_len(check_run *r)
+{
+    const fj_check_problem *p = r->prob;
+    uint16_t nan16 = p->dtype == FAJIT_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
+    int64_t st[3];
+    check_strides(p, p->heads_kv, p->seqlen_k, st);
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_kv; h++)
+            for (int n = r->hlens[b] > 0 ? r->hlens[b] : 0; n < p->seqlen_k; n++) {
+                int64_t at = b * st[0] + h * st[1] + n * st[2];
+                for (int d = 0; d < p->head_dim; d++) r->hk[at + d] = r->hv[at + d] = nan16;
+            }
+}
+
 /* Host arrays, random inputs. */
 static fajit_status check_host_setup(check_run *r, uint64_t seed)
 {
@@ -354,7 +369,9 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     check_fill(r->hq, q_rows, p->head_dim, ld, p, splitmix64(&s), 0);
     check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s), 1);
     check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s), 0);
-    return p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
+    fajit_status st = p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
+    if (st == FAJIT_OK && p->seqlens && p->nan_past_len && !p->page_size) check_nan_past_len(r);
+    return st;
 }
 
 /* Paged K/V: pools of max_pages x batch + 2 pages (a random permutation gives sequence b's page i), filled

@@ -114,6 +114,8 @@ static fajit_status device_query(fajit_context *ctx)
     ctx->page_ahead = !(ahead && strcmp(ahead, "0") == 0);
     const char *div = getenv("FAJIT_DECODE_PAGE_DIV");
     ctx->page_div = div && strcmp(div, "1") == 0;
+    const char *sm90 = getenv("FAJIT_DECODE_SM90");
+    ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

@@ -1,8 +1,10 @@
 /*
  * decode.c - per-sequence KV lengths and split-KV for fajit_attention_forward (see decode.h): the grown
  * argument fields and their rules, the split heuristic, the workspace, and the launches of the decode
- * variant and the combine kernel. On an sm_90a kernel these run the sm_80 path's variant for now, and
- * fajit_last_forward says so.
+ * variant and the combine kernel. On an sm_90a kernel these run the sm_80 path's variant, and
+ * fajit_last_forward says so - unless the context was made with FAJIT_DECODE_SM90=1: then seqlens_k and
+ * split-KV run on the sm_90a kernel's own decode variants (assembled only, not yet run on a GPU), and only
+ * GQA packing and paged K/V still fall back.
  */
 #include "decode.h"
 
@@ -12,6 +14,7 @@
 
 #include "codegen/kernel_abi.h"
 #include "context.h"
+#include "tensor_map.h"
 #include "error.h"
 #include "forward.h"
 #include "tune.h"
@@ -337,17 +340,112 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     return FAJIT_OK;
 }
 
+/* The kernels of a choice: the variant's, and with splits > 1 the combine kernel (else *kc stays NULL). */
+static fajit_status variant_kernels(fajit_context *ctx, const decode_choice *ch, const fajit_attention_args *a,
+                                    fajit_kernel **kv, fajit_kernel **kc)
+{
+    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
+    fajit_status st = fj_kernel_get_variant(ctx, &ch->cfg, ch->variant, kv, NULL);
+    if (st == FAJIT_OK && ch->splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, kc, NULL);
+    return st;
+}
+
+/* One launch's text for fajit_last_forward: the variant kernel, its splits and the combine kernel. */
+static void last_text(const fajit_kernel *kv, const fajit_kernel *kc, const decode_choice *ch, const char *note)
+{
+    char text[FJ_CONFIG_TEXT_MAX + 320];
+    int n = snprintf(text, sizeof text, "%s", kv->config_text);
+    if (ch->splits > 1 && n >= 0 && (size_t)n < sizeof text)
+        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits%s) + %s", ch->splits, ch->tuned ? ", tuned" : "",
+                      kc->config_text);
+    if (note && n >= 0 && (size_t)n < sizeof text) snprintf(text + n, sizeof text - (size_t)n, "%s", note);
+    fj_forward_set_last(text);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The sm_90a kernel's decode variants (FAJIT_DECODE_SM90=1; assembled only, not yet run on a GPU)
+ * ------------------------------------------------------------------------------------------------- */
+#define FJ_WS_FALLBACK_DEFAULT                                                                                      \
+    "the decode features (seqlens_k, split-KV, GQA packing, paged K/V) run on the sm_80 path unless the context is " \
+    "made with FAJIT_DECODE_SM90=1 (seqlens_k, split-KV and GQA packing on sm_90a, not yet run on a GPU)"
+
+/* The choice for the warp-specialized kernel k: its tile, block_n lowered by 16 until the variant's registers
+ * fit (plan.c: FJ_VARIANT_WS_REGS), then the splits for that tile as decode_choose takes them. GQA packing only
+ * when a KV head's group x seqlen_q rows fit one row block (one Q box: tensor_map.c). 1 when the sm_90a variant
+ * takes the call; else 0 with the reason in why. */
+static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a, int packed,
+                     int tuned, decode_choice *c, char *why, size_t size)
+{
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    fj_plan p;
+    if (!ctx->decode_sm90) return snprintf(why, size, FJ_WS_FALLBACK_DEFAULT), 0;
+    long long rows = (long long)a->heads_q / a->heads_kv * a->seqlen_q;
+    if (packed && rows > k->plan.cfg.block_m)
+        return snprintf(why, size, "GQA packing of group %d x seqlen_q %d = %lld rows runs on sm_90a only within one "
+                                   "row block (block_m %d) so far", a->heads_q / a->heads_kv, a->seqlen_q, rows,
+                        k->plan.cfg.block_m), 0;
+    if (d.block_table) return snprintf(why, size, "paged K/V run on the sm_80 path only so far"), 0;
+    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT | (packed ? FJ_VARIANT_PACK : 0);
+    c->cfg = k->plan.cfg;
+    while (c->cfg.block_n >= 16 && fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK) c->cfg.block_n -= 16;
+    if (c->cfg.block_n < 16)
+        return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant", k->config_text), 0;
+    c->tuned = 0;
+    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
+                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
+    c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
+    return 1;
+}
+
+/* Launch the sm_90a decode variant chosen (ws_choose), then (splits > 1) the combine kernel on the same
+ * partial rows as the sm_80 split kernel's. *ran = 0 (and why) when TMA cannot describe the tensors: the
+ * caller then takes the sm_80 path. The persistent grid is min(work tiles, the context's persistent CTAs);
+ * the causal balance check of plain launches (forward.c) does not look at splits. */
+static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, const fajit_attention_args *a,
+                                   int *ran, char *why, size_t size)
+{
+    int splits = ch->splits;
+    fajit_kernel *kv = NULL, *kc = NULL;
+    *ran = 0;
+    fajit_status st = variant_kernels(ctx, ch, a, &kv, &kc);
+    fj_fwd_params_tma_decode p;
+    memset(&p, 0, sizeof p);
+    if (st == FAJIT_OK && splits > 1) st = workspace_for(ctx, a, splits, &p.dec);
+    if (st != FAJIT_OK) return st;
+    fj_forward_params_tma(a, &kv->plan, &p.tma);
+    if (fj_tensor_maps(ctx, &kv->plan, a, &p.tma, why, size) != 0) return FAJIT_OK;
+    if (ch->variant & FJ_VARIANT_PACK) { /* one row block of group x seqlen_q rows per KV head (ws_choose) */
+        p.tma.n_mblocks = 1;
+        p.tma.heads_batch = (uint32_t)a->heads_kv * (uint32_t)a->batch;
+    }
+    p.tma.n_tiles = p.tma.n_mblocks * p.tma.heads_batch * (uint32_t)splits; /* row blocks x splits x heads x batch */
+    p.dec.base = p.tma.base;
+    p.dec.seqlens_k = a->seqlens_k;
+    p.dec.splits = (uint32_t)splits;
+    p.dec.batch = (uint32_t)a->batch;
+    p.dec.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
+    unsigned cap = ctx->persistent_ctas > 0 ? (unsigned)ctx->persistent_ctas : p.tma.n_tiles;
+    unsigned grid[3] = {p.tma.n_tiles < cap ? p.tma.n_tiles : cap, 1, 1};
+    *ran = 1;
+    st = launch(ctx, kv, grid, &p, a->stream);
+    if (st == FAJIT_OK && kc) {
+        unsigned cgrid[3] = {(p.dec.rows + FJ_COMBINE_ROWS_PER_CTA - 1) / FJ_COMBINE_ROWS_PER_CTA, 1, 1};
+        st = launch(ctx, kc, cgrid, &p.dec, a->stream);
+    }
+    if (st == FAJIT_OK) last_text(kv, kc, ch, " (sm_90a decode variant, FAJIT_DECODE_SM90=1)");
+    return st;
+}
+
 /* The decode variant chosen (decode_choose), then (splits > 1) the combine kernel; fajit_last_forward in words. */
 static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, const fajit_attention_args *a,
-                                int packed, const char *fell_from)
+                                int packed, const char *fell_from, const char *why)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
     int splits = ch->splits;
     fajit_kernel *kv = NULL, *kc = NULL;
-    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
-    fajit_status st = fj_kernel_get_variant(ctx, &ch->cfg, ch->variant, &kv, NULL);
-    if (st == FAJIT_OK && splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, &kc, NULL);
+    fajit_status st = variant_kernels(ctx, ch, a, &kv, &kc);
     fj_fwd_params_decode p;
     memset(&p, 0, sizeof p);
     if (st == FAJIT_OK && splits > 1) st = workspace_for(ctx, a, splits, &p);
@@ -372,15 +470,9 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
         st = launch(ctx, kc, cgrid, &p, a->stream);
     }
     if (st != FAJIT_OK) return st;
-    char text[FJ_CONFIG_TEXT_MAX + 320];
-    int n = snprintf(text, sizeof text, "%s", kv->config_text);
-    if (splits > 1 && n >= 0 && (size_t)n < sizeof text)
-        n += snprintf(text + n, sizeof text - (size_t)n, " (%d splits%s) + %s", splits, ch->tuned ? ", tuned" : "",
-                      kc->config_text);
-    if (fell_from && n >= 0 && (size_t)n < sizeof text)
-        snprintf(text + n, sizeof text - (size_t)n, "; fell back from %s: the decode features (seqlens_k, split-KV, "
-                 "GQA packing, paged K/V) run on the sm_80 path only so far", fell_from);
-    fj_forward_set_last(text);
+    char note[320] = "";
+    if (fell_from) snprintf(note, sizeof note, "; fell back from %s: %s", fell_from, why);
+    last_text(kv, kc, ch, note);
     return FAJIT_OK;
 }
 
@@ -392,13 +484,20 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     fj_decode_read(a, &d);
     int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table;
     if (a->num_splits == 0 && !split_considered(ctx, a, packed)) return FAJIT_OK;
-    fajit_status st = sm80_base(ctx, k, a, &k80);
     decode_choice ch;
+    char why[256] = "";
+    if (k->plan.ws && ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why)) {
+        if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel */
+        int ran = 0;
+        fajit_status st = run_variant_ws(ctx, &ch, a, &ran, why, sizeof why);
+        if (st != FAJIT_OK || ran) return *handled = 1, st;
+    }
+    fajit_status st = sm80_base(ctx, k, a, &k80);
     if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, 1, &ch);
     if (st != FAJIT_OK) return st;
     if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
     *handled = 1;
-    return run_variant(ctx, &ch, a, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL);
+    return run_variant(ctx, &ch, a, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL, why);
 }
 
 /* decode_choose for a call from its kernel: cfg's, or the library's choice for the shape (tuned: with the
@@ -410,6 +509,9 @@ static fajit_status choice_for(fajit_context *ctx, const fajit_attention_args *a
     fajit_status st = fj_context_require_device(ctx, who);
     if (st == FAJIT_OK)
         st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, a, FAJIT_ARCH_AUTO, &k);
+    char why[256];
+    if (st == FAJIT_OK && k->plan.ws && ws_choose(ctx, k, a, fj_decode_packs(ctx, a), tuned, ch, why, sizeof why))
+        return FAJIT_OK; /* the sm_90a variant's splits (if TMA then refuses the tensors, the sm_80 one's may differ) */
     if (st == FAJIT_OK) st = sm80_base(ctx, k, a, &k80);
     if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, fj_decode_packs(ctx, a), tuned, ch);
     return st;

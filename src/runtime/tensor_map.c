@@ -52,6 +52,11 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
     }
     key->box[0] = (uint32_t)p->tma_box_cols;
     key->box[1] = (uint32_t)(tensor == TM_Q ? p->cfg.block_m : kv ? p->cfg.block_n : 64);
+    key->box[2] = key->box[3] = 1;
+    if (tensor == TM_Q && (p->variant & FJ_VARIANT_PACK)) { /* decode.c: group x seqlen_q <= block_m */
+        key->box[1] = (uint32_t)a->seqlen_q;
+        key->box[2] = (uint32_t)(a->heads_q / a->heads_kv);
+    }
     key->dtype = a->dtype == FAJIT_DTYPE_BF16 ? FJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : FJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     key->swizzle = p->cfg.swizzle == 128 ? FJ_CU_TENSOR_MAP_SWIZZLE_128B
                    : p->cfg.swizzle == 64 ? FJ_CU_TENSOR_MAP_SWIZZLE_64B
@@ -62,10 +67,10 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
 static int tmap_encode(const fj_cuda_api *cu, const fj_tmap_key *key, uint8_t map[FJ_TMAP_BYTES], int tensor, char *why,
                        size_t size)
 {
-    const uint32_t box[4] = {key->box[0], key->box[1], 1, 1}, unit[4] = {1, 1, 1, 1};
+    const uint32_t unit[4] = {1, 1, 1, 1};
     _Alignas(64) uint8_t tmp[FJ_TMAP_BYTES];
     fj_CUresult rc = cu->cuTensorMapEncodeTiled(tmp, key->dtype, 4, (void *)(uintptr_t)key->ptr, key->dims,
-                                                key->strides, box, unit, FJ_CU_TENSOR_MAP_INTERLEAVE_NONE, key->swizzle,
+                                                key->strides, key->box, unit, FJ_CU_TENSOR_MAP_INTERLEAVE_NONE, key->swizzle,
                                                 FJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                                                 FJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (rc != FJ_CUDA_SUCCESS) {

@@ -16,7 +16,7 @@ typedef struct fj_tmap_key {
     uint64_t ptr;
     uint64_t dims[4];    /* head_dim, seqlen, heads, batch */
     uint64_t strides[3]; /* bytes: sequence, head, batch */
-    uint32_t box[2];     /* columns, rows */
+    uint32_t box[4];     /* columns, rows, heads, batch (heads > 1: GQA-packed Q, rows = seqlen_q) */
     int dtype, swizzle;  /* CUtensorMapDataType, CUtensorMapSwizzle */
 } fj_tmap_key;
 
@@ -31,7 +31,9 @@ typedef struct fj_tmap_cache {
 struct fj_plan;
 struct fj_fwd_params_tma;
 
-/* Fill params->tmap_q/k/v for validated args and a warp-specialized plan, from the context's cache or
+/* Fill params->tmap_q/k/v (and O's for a TMA-store epilogue) for validated args and a warp-specialized plan
+ * (a GQA-packing variant: Q's box is (columns, seqlen_q, heads_q / heads_kv, 1), which fills the packed rows
+ * h x seqlen_q + n of one row block), from the context's cache or
  * by encoding them. 0 on success; -1 when TMA cannot describe a tensor (a stride or alignment it does
  * not take, a driver without tensor maps), with the reason in why: the caller then runs a path that
  * does not use TMA. Thread-safe (the context's lock guards the cache). */

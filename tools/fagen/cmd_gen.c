@@ -63,12 +63,14 @@ static void ptx_usage(FILE *f)
     fagen_print_config_help(f);
     fputs("  -v 0|1|2                       comments: 0 none, 1 per block, 2 teaching view (bare -v = 1)\n"
           "  -o FILE                        write to FILE instead of stdout\n"
-          "  --variant V                    a decode variant (sm_80 path): seqlens (per-sequence KV lengths),\n"
+          "  --variant V                    a decode variant: seqlens (per-sequence KV lengths),\n"
           "                                 split (split-KV partials), packgqa (GQA packing), paged (paged K/V),\n"
           "                                 gather (with paged: tiles gathered from 16-row page segments), ahead\n"
           "                                 (with paged, 2+ stages: each tile's pages read a tile ahead), joined\n"
           "                                 with + (seqlens+split), or combine (the split partials' combine\n"
-          "                                 kernel; only --dtype and --headdim count)\n\n"
+          "                                 kernel; only --dtype and --headdim count). sm_90a takes seqlens, split\n"
+          "                                 and packgqa (assembled only, not yet run on a GPU; the runtime uses them\n"
+          "                                 with FAJIT_DECODE_SM90=1)\n\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }
