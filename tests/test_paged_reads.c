@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "runtime/error.h"
 #include "codegen/kernel_abi.h"
 #include "fajit.h"
 #include "runtime/forward.h"
@@ -252,6 +253,8 @@ static int seq_len(const world *w, int b)
     int n = w->use_lens ? w->lens[b] : (int)w->prm.base.seqlen_k;
     return n < 0 ? 0 : n > (int)w->prm.base.seqlen_k ? (int)w->prm.base.seqlen_k : n;
 }
+
+static void why(world *w, const char *fmt, ...) FJ_PRINTF(2, 3);
 
 static void why(world *w, const char *fmt, ...)
 {
