@@ -165,15 +165,19 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
     if (!(what & DECODE_ROWS)) return;
     if (p->variant & FJ_VARIANT_SEQLENS) {
-        fj_reg_t b = fj_alloc(e, k->b_r, 1);
+        /* the batch: decoded above with the heads (the producer), else here (the consumers keep no heads) */
+        fj_reg_t b = k->b;
         fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; TMA "
                          "may load them inside the capacity)");
-        fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
-        if (p->variant & FJ_VARIANT_PACK) { /* head-batch counts KV heads */
-            fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
-            fj_ins(e, "div.u32 %s, %s, %s", R(hq), R(hq), R(grp));
+        if (!(what & DECODE_HEADS)) {
+            b = fj_alloc(e, k->b_r, 1);
+            fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+            if (p->variant & FJ_VARIANT_PACK) { /* head-batch counts KV heads */
+                fj_reg_t grp = fj_param_s32(k, FJ_PARAM_OFF(group));
+                fj_ins(e, "div.u32 %s, %s, %s", R(hq), R(hq), R(grp));
+            }
+            fj_ins(e, "div.u32 %s, %s, %s", R(b), R(hb), R(hq));
         }
-        fj_ins(e, "div.u32 %s, %s, %s", R(b), R(hb), R(hq));
         fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
     }
     fj_emit_kv_range(k, l->n_end, l->mask_from);
@@ -256,27 +260,24 @@ static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
     fj_label(e, skip);
 }
 
-/* SEQLENS: V(j) into stage s, completing V full[s]; but a tile that reaches past the sequence's length (in
- * k->seqlen_k) lands on the V-tail barrier instead, then this thread zero-fills its rows past the length in
- * every box (TMA loaded them as stored: a NaN there would reach O through P = 0 x NaN), makes the writes visible
- * to wgmma (fence.proxy.async) and arrives on V full[s] itself. Branches to `done` after either. */
+/* SEQLENS: a V tile that reaches past the sequence's length (in k->seqlen_k) lands on the V-tail barrier
+ * instead of V full[s]; then this thread zero-fills its rows past the length in every box (TMA loaded them as
+ * stored: a NaN there would reach O through P = 0 x NaN), makes the writes visible to wgmma
+ * (fence.proxy.async) and arrives on V full[s] itself, and branches to `done`. A whole tile falls through to
+ * the plain V load that follows (producer_tile). */
 static void producer_v_tail(fj_kctx *k, ws_loop *l, int s, fj_reg_t row, const char *done)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     int w = p->cfg.swizzle, bn = p->cfg.block_n, tile = p->v_off + s * p->kv_tile_bytes;
-    char tail[48], top[48];
+    char whole[48], top[48];
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), end = fj_alloc(e, k->b_r, 1), r = fj_alloc(e, k->b_r, 1);
     fj_reg_t a = fj_alloc(e, k->b_addr, 1), z = fj_alloc(e, k->b_r, 1);
-    fj_label_new(e, "v_tail", tail, sizeof tail);
+    fj_label_new(e, "v_whole", whole, sizeof whole);
     fj_label_new(e, "v_zero", top, sizeof top);
     fj_ins(e, "add.s32 %s, %s, %d", R(end), R(row), bn);
-    fj_ins(e, "setp.gt.s32 %s, %s, %s", R(pr), R(end), R(k->seqlen_k));
-    fj_ins(e, "@%s bra.uni %s", R(pr), tail);
-    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), p->kv_tile_bytes);
-    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, tile, bn, row, k->hkv, k->smem, fj_ws_bar(p, FJ_BAR_V_FULL, s));
-    fj_ins(e, "bra.uni %s", done);
-    fj_label(e, tail);
+    fj_ins(e, "setp.le.s32 %s, %s, %s", R(pr), R(end), R(k->seqlen_k));
+    fj_ins(e, "@%s bra.uni %s", R(pr), whole);
     fj_comment(e, 1, "the sequence's last V tile: onto the V-tail barrier, rows from its length on zeroed, then V full");
     fj_emit_mbar_expect_tx(k, p->vtail_bar, p->kv_tile_bytes);
     fj_emit_tma_tile(k, FJ_TMA_V, k->smem, tile, bn, row, k->hkv, k->smem, p->vtail_bar);
@@ -295,6 +296,8 @@ static void producer_v_tail(fj_kctx *k, ws_loop *l, int s, fj_reg_t row, const c
     fj_ins(e, "@%s bra.uni %s", R(pr), top);
     fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
     fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    fj_ins(e, "bra.uni %s", done);
+    fj_label(e, whole);
 }
 
 /* Tile j (register) into stage s: wait until the consumers freed it (parity `empty_parity`), then K and V. */
@@ -312,16 +315,15 @@ static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
     if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
-    char full[48];
+    char done[48] = "";
     if (p->vtail_bar) {
-        fj_label_new(k->e, "v_whole", full, sizeof full);
-        producer_v_tail(k, l, s, row, full);
-        fj_label(k->e, full);
-        return;
+        fj_label_new(k->e, "v_done", done, sizeof done);
+        producer_v_tail(k, l, s, row, done);
     }
     fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
     fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
                      fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    if (p->vtail_bar) fj_label(k->e, done);
 }
 
 /* GQA packing: the Q map's box is (columns, Nq, group, 1) (the runtime's, per call; group x Nq <= block_m, one
