@@ -12,6 +12,9 @@ Systems, in one process, on the same inputs:
   fajit       fajit.attention(q, k, v, layout="bnhd", ...) with its default choices (split heuristic, GQA
               packing); its kernel text (fajit.last_forward(): tile, variant, splits) is recorded
   fajit s=1   the same with num_splits=1 (no split-KV), for reference
+  fajit contig  (paged rows) fajit on the same K/V unpaged, in the same interleaved rounds as the paged calls:
+              fajit paged/contig is the ratio of the two (before, the contiguous row timed minutes earlier was the
+              base, and the H200's clock had dropped 5-10% by the paged rows: 1710-1815 vs 1920 MHz)
   FA3 kvcache fa3_fwd_interface.flash_attn_with_kvcache(q, k_cache, v_cache, cache_seqlens=..., page_table=...,
               causal=..., num_splits=0)  (its heuristic)
   FA3 func    fa3_fwd_interface.flash_attn_func(q, k, v, causal=..., num_splits=0)  (contiguous rows only)
@@ -69,8 +72,8 @@ ROWS = ((1, 32, 32, 32768), (1, 32, 8, 131072), (8, 32, 8, 8192), (64, 32, 8, 20
 HEAD_DIM = 128
 ROTATE_BYTES = 256 << 20  # K + V read by consecutive calls span at least this (>= 5x a 50 MB L2)
 TOL = {"bf16": 2e-2, "f16": 5e-3}
-SYSTEMS = ("fajit", "fajit_s1", "fa3_kvcache", "fa3_func", "sdpa")
-LABEL = {"fajit": "fajit", "fajit_s1": "fajit s=1", "fa3_kvcache": "FA3 kvcache", "fa3_func": "FA3 func",
+SYSTEMS = ("fajit", "fajit_s1", "fajit_contig", "fa3_kvcache", "fa3_func", "sdpa")
+LABEL = {"fajit": "fajit", "fajit_s1": "fajit s=1", "fajit_contig": "fajit contig", "fa3_kvcache": "FA3 kvcache", "fa3_func": "FA3 func",
          "sdpa": "SDPA"}
 DEVICE = "cuda"
 
@@ -251,8 +254,9 @@ class DecodeBench(compare.Bench):
         return pools[0], pools[1], perm.view(b, mp).to(torch.int32)
 
     # -- calls: one per input set, each returning O as [B, Nq, Hq, D]
-    def calls(self, s, sets, lens_t):
-        """{system: [call per set] or 'n/a: reason'} for shape s; sets: [(q, k, v, o, table)]."""
+    def calls(self, s, sets, lens_t, kvs):
+        """{system: [call per set] or 'n/a: reason'} for shape s; sets: [(q, k, v, o, table)]; kvs: the contiguous
+        (k, v) of each set (paged rows: fajit contig reads them, timed in the same rounds as the paged calls)."""
         fajit, causal = self.fajit, s["causal"]
         out = {}
 
@@ -262,6 +266,9 @@ class DecodeBench(compare.Bench):
                 for q, k, v, o, t in sets]
         out["fajit"] = fj(None)
         out["fajit_s1"] = fj(1) if not s["page"] else "n/a: not run on paged rows (the contiguous row has it)"
+        out["fajit_contig"] = [lambda q=q, k=k, v=v, o=o: fajit.attention(
+            q, k, v, causal=causal, layout="bnhd", out=o, seqlens_k=lens_t) for (q, _, _, o, _), (k, v) in
+            zip(sets, kvs)] if s["page"] else "n/a: contiguous row"
         out["fa3_kvcache"] = out["fa3_func"] = self.fa3_refusal(s)
         if self.fa3 is not None and not out["fa3_kvcache"]:
             kvc = self.fa3.flash_attn_with_kvcache
@@ -380,7 +387,7 @@ class DecodeBench(compare.Bench):
             q = torch.randn(s["B"], s["Nq"], s["Hq"], s["D"], device=DEVICE, dtype=dt)
             kk, vv, table = self.paged(k, v, s["page"], seed=i) if s["page"] else (k, v, None)
             sets.append((q, kk, vv, torch.empty_like(q), table))
-        systems = self.calls(s, sets, lens_t)
+        systems = self.calls(s, sets, lens_t, kvs)
         with torch.inference_mode():
             refs = self.reference(s, sets[0][0], kvs[0][0], kvs[0][1], lens)
             timed = {}
@@ -408,13 +415,13 @@ class DecodeBench(compare.Bench):
                     row["sdpa_kernels"] = self.kernels_of(c[0])
                 timed[name] = (c, contextlib.nullcontext)
             tol = TOL[s["dtype"]]
-            bad = [n for n in ("fajit", "fajit_s1") if n in timed and not row["err_" + n] <= tol]  # NaN fails
+            bad = [n for n in ("fajit", "fajit_s1", "fajit_contig") if n in timed and not row["err_" + n] <= tol]  # NaN fails
             for n in bad:
                 log(f"  !!! FAIL: {LABEL[n]} err vs ref {row['err_' + n]:.3e} > {tol:.0e}")
             if timed:
                 self.time_systems(timed, row)
         # fajit's calls that should run (s=1 is not run on paged rows) raised, or gave a wrong output
-        ran = ("fajit",) if s["page"] else ("fajit", "fajit_s1")
+        ran = ("fajit", "fajit_contig") if s["page"] else ("fajit", "fajit_s1")
         row["check"] = "FAIL" if bad or any(n + "_error" in row for n in ran) else "ok"
         for name in SYSTEMS:
             ms = row.get(name + "_ms")
@@ -433,16 +440,18 @@ def ratio(r, a="fajit", b="fa3_kvcache"):
 
 
 def annotate(rows):
-    """fajit_paged_vs_contig on paged rows: fajit's GB/s over its own on the contiguous row of that shape."""
+    """fajit_paged_vs_contig on paged rows: fajit's GB/s over fajit contig's (the same shape on the contiguous
+    cache, timed in the same interleaved rounds); without that column, over the contiguous row of that shape."""
     contig = {(r["dtype"], r["row"], r["Nq"], r["lens"]): r.get("fajit") for r in rows if not r["page"]}
     for r in rows:
-        base = contig.get((r["dtype"], r["row"], r["Nq"], r["lens"])) if r["page"] else None
+        base = (r.get("fajit_contig") or contig.get((r["dtype"], r["row"], r["Nq"], r["lens"]))) if r["page"] else None
         r["fajit_paged_vs_contig"] = r["fajit"] / base if base and r.get("fajit") else None
     return rows
 
 
-HEAD = ["dtype", "B", "Hq", "Hkv", "Nk", "Nq", "causal", "KV", "fajit", "fajit s=1", "FA3 kvcache", "FA3 func", "SDPA",
-        "fajit/FA3", "fajit paged/contig", "MHz fajit, FA3", "err fajit, s=1, FA3, FA3 func, SDPA", "check", "fajit kernel"]
+HEAD = ["dtype", "B", "Hq", "Hkv", "Nk", "Nq", "causal", "KV", "fajit", "fajit s=1", "fajit contig", "FA3 kvcache", "FA3 func", "SDPA",
+        "fajit/FA3", "fajit paged/contig", "MHz fajit, FA3", "err fajit, s=1, contig, FA3, FA3 func, SDPA", "check",
+        "fajit kernel"]
 
 
 def table_row(r):
@@ -524,7 +533,7 @@ def write_outputs(out_dir, env, settings, rows, skipped):
 
 
 def print_table(rows):
-    head = ["shape", "fajit", "s=1", "FA3 kv", "FA3 fn", "SDPA", "fajit/FA3", "paged/contig", "check"]
+    head = ["shape", "fajit", "s=1", "contig", "FA3 kv", "FA3 fn", "SDPA", "fajit/FA3", "paged/contig", "check"]
     lines = [[shape_name(r)] + [fmt(r.get(n), ".0f") for n in SYSTEMS] + [
         fmt(ratio(r), ".2f", "-"), fmt(r.get("fajit_paged_vs_contig"), ".3f", "-"), r.get("check", "-")] for r in rows]
     widths = [max(len(x) for x in col) for col in zip(head, *lines)]

@@ -166,6 +166,32 @@ static void test_workspace_rules(void **state)
 }
 
 /* The heuristic: forced counts win; prefill shapes and full grids do not split; decode shapes fill the SMs. */
+/* The default path rule for decode calls on an sm_90a device (fj_decode_auto_sm90) on issue 11's rows, 132
+ * SMs, what the H200 measured (decode.h): sm_90a for the 512k MQA rows at Nq 1/4/16 (the sm_80 grid has one CTA
+ * per SM), sm_80 for the rows whose sm_80 grid has 256+ CTAs; sm_90a when the rows of a KV head pass the sm_80
+ * tile (a prefill with seqlens_k, or GQA 16 x Nq 16 packed). */
+static void test_auto_sm90(void **state)
+{
+    (void)state;
+    static const int rows[5][4] = {{1, 32, 32, 32768}, {1, 32, 8, 131072}, {8, 32, 8, 8192}, {64, 32, 8, 2048},
+                                   {1, 8, 1, 524288}};
+    for (int r = 0; r < 5; r++)
+        for (int nq = 1; nq <= 16; nq *= 4) {
+            fajit_attention_args a = decode_args();
+            a.batch = rows[r][0], a.heads_q = rows[r][1], a.heads_kv = rows[r][2], a.seqlen_k = rows[r][3];
+            a.seqlen_q = nq, a.causal = nq > 1;
+            int packed = a.heads_q > a.heads_kv, want = r == 4;
+            printf("B%d Hq%d Hkv%d Nk%d Nq%d: %s\n", a.batch, a.heads_q, a.heads_kv, a.seqlen_k, nq,
+                   fj_decode_auto_sm90(&a, packed, 132) ? "sm_90a" : "sm_80");
+            assert_int_equal(fj_decode_auto_sm90(&a, packed, 132), want);
+        }
+    fajit_attention_args a = decode_args();
+    a.batch = 4, a.heads_q = 32, a.heads_kv = 32, a.seqlen_q = 4096, a.seqlen_k = 4096; /* prefill with seqlens_k */
+    assert_int_equal(fj_decode_auto_sm90(&a, 0, 132), 1);
+    a.seqlen_q = 16, a.heads_kv = 2; /* GQA 16 x 16 packed rows: two sm_80 row blocks */
+    assert_int_equal(fj_decode_auto_sm90(&a, 1, 132), 1);
+}
+
 static void test_split_heuristic(void **state)
 {
     (void)state;
@@ -267,7 +293,8 @@ int main(void)
         cmocka_unit_test(test_layout_and_init),   cmocka_unit_test(test_struct_size),
         cmocka_unit_test(test_seqlens_and_splits), cmocka_unit_test(test_workspace_rules),
         cmocka_unit_test(test_paged_rules),
-        cmocka_unit_test(test_split_heuristic),   cmocka_unit_test(test_variant_plans),
+        cmocka_unit_test(test_split_heuristic),   cmocka_unit_test(test_auto_sm90),
+        cmocka_unit_test(test_variant_plans),
         cmocka_unit_test(test_public_call_without_device),
     };
     return cmocka_run_group_tests_name("decode_args", tests, NULL, NULL);

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "runtime/check.h"
+#include "runtime/decode.h"
 #include "runtime/context.h"
 #include "runtime/tune.h"
 #include "test_support.h"
@@ -106,6 +107,16 @@ static fj_check_problem case_problem(const decode_case *c)
     return p;
 }
 
+/* The default rule's answer for case c (decode.h: fj_decode_auto_sm90) on the test's GPU. */
+static int auto_wants_sm90(const decode_case *c, int packs)
+{
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = c->dtype, a.head_dim = c->d, a.causal = c->causal, a.num_splits = c->splits;
+    a.batch = c->b, a.heads_q = c->hq, a.heads_kv = c->hkv, a.seqlen_q = c->nq, a.seqlen_k = c->nk;
+    return fj_decode_auto_sm90(&a, packs, g_ctx->sm_count);
+}
+
 /* What fajit_last_forward must say after case c on `arch`; prints why and returns 0 when it does not. */
 static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *text)
 {
@@ -135,19 +146,17 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
         return 0;
     }
     int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs || c->page;
-    if (g_sm90 && used) { /* FAJIT_DECODE_SM90=1: on sm_90a unless paged or packed past one row block */
+    if (used && (g_sm90 || (arch == FAJIT_ARCH_AUTO && fj_best_path(g_ctx) == FAJIT_ARCH_SM90A))) {
+        /* FAJIT_DECODE_SM90=1: on sm_90a unless paged or packed past one row block; the default: where
+         * fj_decode_auto_sm90 says, with the same limits */
         int rows = c->hq / c->hkv * c->nq, ws = strstr(text, "(sm_90a decode variant") != NULL;
-        int want_ws = !c->page && (!packs || rows <= 64 || (rows <= 192 && !strstr(text, "GQA packing of group")));
+        int want_ws = (g_sm90 || auto_wants_sm90(c, packs)) && !c->page &&
+                      (!packs || rows <= 64 || (rows <= 192 && !strstr(text, "GQA packing of group")));
         if (want_ws != ws || want_ws == fell) {
-            printf("     FAJIT_DECODE_SM90=1: expected %s: %s\n", want_ws ? "the sm_90a decode variant" : "the fallback",
-                   text);
+            printf("     %s: expected %s: %s\n", g_sm90 ? "FAJIT_DECODE_SM90=1" : "default decode path",
+                   want_ws ? "the sm_90a decode variant" : "the fallback", text);
             return 0;
         }
-        return 1;
-    }
-    if (arch == FAJIT_ARCH_AUTO && fj_best_path(g_ctx) == FAJIT_ARCH_SM90A && used && !fell) {
-        printf("     expected the sm_90a fallback: %s\n", text);
-        return 0;
     }
     return 1;
 }

@@ -115,7 +115,7 @@ static fajit_status device_query(fajit_context *ctx)
     const char *div = getenv("FAJIT_DECODE_PAGE_DIV");
     ctx->page_div = div && strcmp(div, "1") == 0;
     const char *sm90 = getenv("FAJIT_DECODE_SM90");
-    ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0;
+    ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0 ? 1 : sm90 && strcmp(sm90, "0") == 0 ? 0 : -1;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

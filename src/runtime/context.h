@@ -64,8 +64,9 @@ struct fajit_context {
                                   $FAJIT_DECODE_PAGE_AHEAD=0 reads them at the tile's copy, as before) */
     int page_div;              /* paged K/V: 1 ($FAJIT_DECODE_PAGE_DIV=1) finds pages by division for power-of-two
                                   pages too (what ran before the shift; for measuring it), else 0 */
-    int decode_sm90;           /* 1 ($FAJIT_DECODE_SM90=1): seqlens_k and split-KV run on the sm_90a kernel's decode
-                                  variants (decode.c; assembled only, not yet run on a GPU); else 0 (the sm_80 path) */
+    int decode_sm90;           /* which path's decode variants an sm_90a device runs (decode.c): -1 (default) the
+                                  sm_90a kernel's where fj_decode_auto_sm90 says, 1 ($FAJIT_DECODE_SM90=1) the
+                                  sm_90a kernel's whenever they take the call, 0 ($FAJIT_DECODE_SM90=0) sm_80's */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */

@@ -363,11 +363,27 @@ static void last_text(const fajit_kernel *kv, const fajit_kernel *kc, const deco
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * The sm_90a kernel's decode variants (FAJIT_DECODE_SM90=1; assembled only, not yet run on a GPU)
+ * The sm_90a kernel's decode variants (ctx->decode_sm90: where fj_decode_auto_sm90 says, or forced on / off)
  * ------------------------------------------------------------------------------------------------- */
-#define FJ_WS_FALLBACK_DEFAULT                                                                                      \
-    "the decode features (seqlens_k, split-KV, GQA packing, paged K/V) run on the sm_80 path unless the context is " \
-    "made with FAJIT_DECODE_SM90=1 (seqlens_k, split-KV and GQA packing on sm_90a, not yet run on a GPU)"
+int fj_decode_auto_sm90(const fajit_attention_args *a, int packed, int sm_count)
+{
+    fajit_config c = heuristic_sm80(a, 0, 0);
+    long long rows = (packed ? (long long)a->heads_q / a->heads_kv : 1) * a->seqlen_q;
+    if (rows > c.block_m) return 1;
+    return fj_decode_ctas(a, packed, c.block_m) * fj_decode_splits(a, packed, c.block_m, c.block_n, sm_count) <=
+           sm_count;
+}
+
+/* Whether the context's mode (ctx->decode_sm90) sends call a to the sm_90a variants; 0 with the reason in why. */
+static int ws_mode_takes(const fajit_context *ctx, const fajit_attention_args *a, int packed, char *why, size_t size)
+{
+    if (ctx->decode_sm90 == 1) return 1;
+    if (ctx->decode_sm90 == 0)
+        return snprintf(why, size, "FAJIT_DECODE_SM90=0 keeps the decode features on the sm_80 path"), 0;
+    if (fj_decode_auto_sm90(a, packed, ctx->sm_count)) return 1;
+    return snprintf(why, size, "the sm_80 decode kernel's grid fills the %d SMs with its own rows, where it runs "
+                               "faster (FAJIT_DECODE_SM90=1 takes the sm_90a variant)", ctx->sm_count), 0;
+}
 
 /* The choice for the warp-specialized kernel k: its tile, block_n lowered by 16 until the variant's registers
  * fit (plan.c: FJ_VARIANT_WS_REGS), then the splits for that tile as decode_choose takes them. GQA packing only
@@ -379,7 +395,7 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     fj_decode_args d;
     fj_decode_read(a, &d);
     fj_plan p;
-    if (!ctx->decode_sm90) return snprintf(why, size, FJ_WS_FALLBACK_DEFAULT), 0;
+    if (!ws_mode_takes(ctx, a, packed, why, size)) return 0;
     long long rows = (long long)a->heads_q / a->heads_kv * a->seqlen_q;
     if (packed && rows > k->plan.cfg.block_m)
         return snprintf(why, size, "GQA packing of group %d x seqlen_q %d = %lld rows runs on sm_90a only within one "
@@ -433,7 +449,7 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
         unsigned cgrid[3] = {(p.dec.rows + FJ_COMBINE_ROWS_PER_CTA - 1) / FJ_COMBINE_ROWS_PER_CTA, 1, 1};
         st = launch(ctx, kc, cgrid, &p.dec, a->stream);
     }
-    if (st == FAJIT_OK) last_text(kv, kc, ch, " (sm_90a decode variant, FAJIT_DECODE_SM90=1)");
+    if (st == FAJIT_OK) last_text(kv, kc, ch, " (sm_90a decode variant)");
     return st;
 }
 

@@ -56,6 +56,14 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *args)
  * tiles per split). Untuned: no GPU measured it yet. */
 int fj_decode_splits(const fajit_attention_args *args, int packed, int block_m, int block_n, int sm_count);
 
+/* 1 when a call (packed: GQA packing) runs faster on the sm_90a kernel's decode variants than on the sm_80
+ * kernel's, by the default rule (ctx->decode_sm90 = -1): its rows per KV head (group x seqlen_q packed, else
+ * seqlen_q) exceed the sm_80 heuristic tile's block_m (the sm_80 kernel would read K/V once per row block and
+ * run its mma.sync at 128+ rows), or the sm_80 decode grid (row blocks x heads x batch x its heuristic splits)
+ * has at most one CTA per SM. H200, BF16 D128, issue 11's rows: the 512k MQA rows (132 CTAs) ran 5% (Nq 1, 4)
+ * and 35-40% (Nq 16) faster on sm_90a; the rows with 256-512 sm_80 CTAs ran 3-9% faster on sm_80. */
+int fj_decode_auto_sm90(const fajit_attention_args *args, int packed, int sm_count);
+
 /* CTAs of one split of the call's grid: row blocks (of group x seqlen_q rows when packed) x heads x batch. */
 long long fj_decode_ctas(const fajit_attention_args *args, int packed, int block_m);
 
