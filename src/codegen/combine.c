@@ -2,11 +2,17 @@
  * combine.c - the combine kernel of split-KV: the fp32 partials of S splits (kernel_abi.h,
  * fj_fwd_params_decode) reduced into O and LSE, written with the same emitter as the forward kernels.
  *
- * One warp per output row (b, h, i), four warps per CTA; row = ctaid.x x 4 + warp, rows in (b, h, i)
+ * FJ_COMBINE_WARPS warps per CTA, W of them per output row (b, h, i) (kernel_abi.h:
+ * fj_combine_warps_per_row(splits): 1 up to 8 splits, doubling to 8 warps past 32), rows in (b, h, i)
  * order. With LSE_s the natural-log LSE of split s (-inf when it saw no key) and O_s its O normalized
  * by its own l:
- *     LSE = log sum_s exp(LSE_s)          (max over the splits first, lanes taking splits lane, lane + 32, ...)
- *     O   = sum_s exp(LSE_s - LSE) O_s    (each lane owns head_dim / 32 adjacent columns)
+ *     LSE = log sum_s exp(LSE_s)          (every warp of the row: max over the splits first, lanes taking
+ *                                          splits lane, lane + 32, ...)
+ *     O   = sum_s exp(LSE_s - LSE) O_s    (warp w of the row takes splits w, w + W, ...; each lane owns
+ *                                          head_dim / 32 adjacent columns; the W sums meet in shared memory)
+ * The partials are a few hundred KB at most (L2-resident after the split kernel): the kernel is bound by
+ * load latency, not bytes, so its time goes with the splits one lane walks in a chain. One warp per row
+ * walked all of them: 19-22 us of a 90 us call at 110-132 splits (H200, ncu; B1 Hq8 Hkv1 Nk512k).
  * A row no split saw a key of gets O = 0 and LSE = -inf, as in the unsplit kernel. The exponentials
  * are ex2 of (x - y) x log2(e), the forward kernels' approximation.
  */
@@ -19,7 +25,6 @@
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
 #define DOFF(field) ((int)offsetof(fj_fwd_params_decode, field))
 #define PTX_F32_LOG2E "0f3FB8AA3B"
-#define COMBINE_WARPS 4
 
 typedef struct combine_ctx {
     fj_emit *e;
@@ -27,6 +32,7 @@ typedef struct combine_ctx {
     int b_r, b_rd, b_f, b_p, b_h;
     int cols;         /* columns per lane: head_dim / 32 */
     fj_reg_t lane, row, splits, step, idx0; /* u32 */
+    fj_reg_t warp, wsub, nw;                /* u32: warp in the CTA, its index among the row's W, W */
     fj_reg_t m, lse;  /* f32: max of the LSE_s, then the row's LSE */
     fj_reg_t acc;     /* f32 x cols */
 } combine_ctx;
@@ -95,9 +101,9 @@ static void loop_open(combine_ctx *c, fj_reg_t s, fj_reg_t first, const char *to
     fj_ins(c->e, "@%s bra %s", R(pr), done); /* lanes part ways where a loop starts at the lane */
 }
 
-static void loop_close(combine_ctx *c, fj_reg_t s, int stride, const char *top, const char *done)
+static void loop_close(combine_ctx *c, fj_reg_t s, const char *stride, const char *top, const char *done)
 {
-    fj_ins(c->e, "add.u32 %s, %s, %d", R(s), R(s), stride);
+    fj_ins(c->e, "add.u32 %s, %s, %s", R(s), R(s), stride);
     fj_ins(c->e, "bra %s", top);
     fj_label(c->e, done);
 }
@@ -119,7 +125,7 @@ static void combine_lse(combine_ctx *c, fj_reg_t ws_lse)
     split_addr(c, a, ws_lse, 4, s);
     fj_ins(e, "ld.global.f32 %s, [%s]", R(x), R(a));
     fj_ins(e, "max.f32 %s, %s, %s", R(c->m), R(c->m), R(x));
-    loop_close(c, s, 32, top, done);
+    loop_close(c, s, "32", top, done);
     warp_reduce(c, "max.f32", c->m);
     fj_comment(e, 1, "sum = sum_s 2^((LSE_s - m) log2 e); a row with m = -inf subtracts 0 (every term is 0)");
     fj_ins(e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pr), R(c->m));
@@ -134,7 +140,7 @@ static void combine_lse(combine_ctx *c, fj_reg_t ws_lse)
     fj_ins(e, "mul.f32 %s, %s, " PTX_F32_LOG2E, R(x), R(x));
     fj_ins(e, "ex2.approx.ftz.f32 %s, %s", R(x), R(x));
     fj_ins(e, "add.f32 %s, %s, %s", R(sum), R(sum), R(x));
-    loop_close(c, s, 32, top, done);
+    loop_close(c, s, "32", top, done);
     warp_reduce(c, "add.f32", sum);
     fj_comment(e, 1, "LSE = m + ln(sum), -inf when no split saw a key");
     fj_ins(e, "setp.gt.f32 %s, %s, " PTX_F32_ZERO, R(pr), R(sum));
@@ -161,7 +167,7 @@ static void combine_o(combine_ctx *c, fj_reg_t ws_o, fj_reg_t ws_lse)
     fj_label_new(e, "o_done", done, sizeof done);
     fj_ins(e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pr), R(c->lse));
     fj_ins(e, "@%s bra.uni %s", R(pr), done);
-    loop_open(c, s, zero, top, done);
+    loop_open(c, s, c->wsub, top, done);
     split_addr(c, a, ws_lse, 4, s);
     fj_ins(e, "ld.global.f32 %s, [%s]", R(x), R(a));
     fj_ins(e, "sub.f32 %s, %s, %s", R(x), R(x), R(c->lse));
@@ -175,7 +181,71 @@ static void combine_o(combine_ctx *c, fj_reg_t ws_o, fj_reg_t ws_lse)
     }
     for (int i = 0; i < cols; i++)
         fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", R(fj_at(c->acc, i)), R(x), R(fj_at(v, i)), R(fj_at(c->acc, i)));
-    loop_close(c, s, 1, top, done);
+    loop_close(c, s, R(c->nw), top, done);
+}
+
+/* The W warps of a row add their sums: each writes its columns to shared memory, then the row's first warp
+ * (wsub = 0) adds the others' into its own. Every warp of the CTA meets at the barrier. */
+static void combine_warps(combine_ctx *c)
+{
+    fj_emit *e = c->e;
+    const int cols = c->cols, d = c->p->cfg.head_dim;
+    char top[48], done[48];
+    fj_reg_t a = fj_alloc(e, c->b_r, 1), b = fj_alloc(e, c->b_r, 1), j = fj_alloc(e, c->b_r, 1);
+    fj_reg_t x = fj_alloc(e, c->b_f, 1), pr = fj_alloc(e, c->b_p, 1);
+    fj_comment(e, 1, "the row's W warps add their sums through shared memory (warp x %d x 4 bytes each)", d);
+    fj_ins(e, "mov.u32 %s, combine_smem", R(b));
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(a), R(c->lane), 4 * cols, R(b));
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(a), R(c->warp), 4 * d, R(a));
+    for (int i = 0; i < cols; i++) fj_ins(e, "st.shared.f32 [%s+%d], %s", R(a), 4 * i, R(fj_at(c->acc, i)));
+    fj_ins(e, "bar.sync 0");
+    fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(c->wsub));
+    fj_label_new(e, "sum_warps", top, sizeof top);
+    fj_label_new(e, "sum_warps_done", done, sizeof done);
+    fj_ins(e, "@%s bra.uni %s", R(pr), done);
+    fj_ins(e, "mov.u32 %s, 1", R(j));
+    fj_label(e, top);
+    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(j), R(c->nw));
+    fj_ins(e, "@%s bra.uni %s", R(pr), done);
+    fj_ins(e, "add.u32 %s, %s, %d", R(a), R(a), 4 * d);
+    for (int i = 0; i < cols; i++) {
+        fj_ins(e, "ld.shared.f32 %s, [%s+%d]", R(x), R(a), 4 * i);
+        fj_ins(e, "add.f32 %s, %s, %s", R(fj_at(c->acc, i)), R(fj_at(c->acc, i)), R(x));
+    }
+    fj_ins(e, "add.u32 %s, %s, 1", R(j), R(j));
+    fj_ins(e, "bra.uni %s", top);
+    fj_label(e, done);
+}
+
+/* W = fj_combine_warps_per_row(splits) (kernel_abi.h), as its thresholds: log2 W steps up past 8, 16, 32
+ * splits; the row's warp index wsub = warp mod W; row = ctaid.x x (warps / W) + warp / W, clamped to the
+ * last row (its warps then repeat that row's work and store nothing: *ok is 0 for them and for wsub != 0). */
+static void combine_rows(combine_ctx *c, fj_reg_t ok)
+{
+    fj_emit *e = c->e;
+    fj_reg_t lw = fj_alloc(e, c->b_r, 1), t = fj_alloc(e, c->b_r, 1), rows = param_u32(c, DOFF(rows));
+    fj_reg_t pr = fj_alloc(e, c->b_p, 1);
+    c->wsub = fj_alloc(e, c->b_r, 1);
+    c->nw = fj_alloc(e, c->b_r, 1);
+    fj_comment(e, 1, "W warps per row (more splits, more warps: a lane walks at most %d of them past W = 1)",
+               FJ_COMBINE_SPLITS_PER_WARP);
+    fj_ins(e, "mov.u32 %s, 0", R(lw));
+    for (int l = 1; (1 << l) <= FJ_COMBINE_WARPS; l++) {
+        fj_ins(e, "setp.gt.u32 %s, %s, %d", R(pr), R(c->splits), (1 << (l - 1)) * FJ_COMBINE_SPLITS_PER_WARP);
+        fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(lw), l);
+    }
+    fj_ins(e, "shl.b32 %s, 1, %s", R(c->nw), R(lw));
+    fj_ins(e, "sub.u32 %s, %s, 1", R(t), R(c->nw));
+    fj_ins(e, "and.b32 %s, %s, %s", R(c->wsub), R(c->warp), R(t));
+    fj_ins(e, "shr.u32 %s, %d, %s", R(t), FJ_COMBINE_WARPS, R(lw));
+    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(c->row));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(c->row), R(c->row), R(t));
+    fj_ins(e, "shr.u32 %s, %s, %s", R(t), R(c->warp), R(lw));
+    fj_ins(e, "add.u32 %s, %s, %s", R(c->row), R(c->row), R(t));
+    fj_ins(e, "setp.lt.u32 %s, %s, %s", R(ok), R(c->row), R(rows));
+    fj_ins(e, "setp.eq.and.u32 %s, %s, 0, %s", R(ok), R(c->wsub), R(ok));
+    fj_ins(e, "sub.u32 %s, %s, 1", R(t), R(rows));
+    fj_ins(e, "min.u32 %s, %s, %s", R(c->row), R(c->row), R(t));
 }
 
 /* O row (b, h, i) at o + 2 (b s_b + h s_h + i s_n) + this lane's columns; LSE by lane 0 when lse != 0. */
@@ -221,24 +291,25 @@ void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p)
     c->b_f = fj_bank(e, "f", "f32");
     c->b_h = fj_bank(e, "h", "b16");
     fj_banner(e, "Combine: split-KV partials -> O, LSE",
-              "One warp per output row (b, h, i): LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s,\n"
+              "W warps per output row (b, h, i): LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s,\n"
               "over the fp32 partials the split kernel wrote (kernel_abi.h: fj_fwd_params_decode).");
-    fj_reg_t tid = fj_alloc(e, c->b_r, 1), warp = fj_alloc(e, c->b_r, 1), pr = fj_alloc(e, c->b_p, 1);
+    fj_ins(e, ".shared .align 16 .b8 combine_smem[%d]", FJ_COMBINE_WARPS * p->cfg.head_dim * 4);
+    fj_reg_t tid = fj_alloc(e, c->b_r, 1), ok = fj_alloc(e, c->b_p, 1);
     c->lane = fj_alloc(e, c->b_r, 1);
+    c->warp = fj_alloc(e, c->b_r, 1);
     c->row = fj_alloc(e, c->b_r, 1);
     fj_ins(e, "mov.u32 %s, %%tid.x", R(tid));
-    fj_ins(e, "shr.u32 %s, %s, 5", R(warp), R(tid));
+    fj_ins(e, "shr.u32 %s, %s, 5", R(c->warp), R(tid));
     fj_ins(e, "and.b32 %s, %s, 31", R(c->lane), R(tid));
-    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(c->row));
-    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(c->row), R(c->row), COMBINE_WARPS, R(warp));
-    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(c->row), R(param_u32(c, DOFF(rows))));
-    fj_ins(e, "@%s bra.uni $L_combine_exit", R(pr));
     c->splits = param_u32(c, DOFF(splits));
+    combine_rows(c, ok);
     fj_reg_t bhi[3];
     row_indices(c, bhi);
     fj_reg_t ws_lse = param_u64(c, DOFF(ws_lse)), ws_o = param_u64(c, DOFF(ws_o));
     combine_lse(c, ws_lse);
     combine_o(c, ws_o, ws_lse);
+    combine_warps(c);
+    fj_ins(e, "@!%s bra.uni $L_combine_exit", R(ok));
     combine_store(c, bhi);
     fj_label(e, "$L_combine_exit");
     fj_ins(e, "ret");

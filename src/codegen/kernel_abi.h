@@ -75,9 +75,23 @@ _Static_assert(sizeof(fj_fwd_params) + 3 * sizeof(uint32_t) <= 256, "fj_fwd_para
  *     writes rows of partial O (fp32, head_dim each, normalized by its own l) and partial LSE (fp32,
  *     natural log, -inf for a split that saw no key) at row ((z x heads_q + h) x seqlen_q + i) of
  *     ws_o / ws_lse
- *   combine kernel (FJ_COMBINE_KERNEL_NAME): one warp per output row (b, h, i), rows in that order;
+ *   combine kernel (FJ_COMBINE_KERNEL_NAME): FJ_COMBINE_WARPS warps per CTA, W = fj_combine_warps_per_row
+ *     (splits) of them per output row (b, h, i) (warp w of a row takes splits w, w + W, ...), so
+ *     fj_combine_rows_per_cta(splits) rows per CTA, rows in (b, h, i) order;
  *     LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s, written to o / lse
  */
+#define FJ_COMBINE_WARPS 8
+#define FJ_COMBINE_SPLITS_PER_WARP 8 /* a row gets another doubling of warps past this many splits per warp */
+static inline unsigned fj_combine_warps_per_row(unsigned splits)
+{
+    unsigned w = 1;
+    while (w < FJ_COMBINE_WARPS && w * FJ_COMBINE_SPLITS_PER_WARP < splits) w *= 2;
+    return w;
+}
+static inline unsigned fj_combine_rows_per_cta(unsigned splits)
+{
+    return FJ_COMBINE_WARPS / fj_combine_warps_per_row(splits);
+}
 #define FJ_COMBINE_KERNEL_NAME "fajit_combine"
 typedef struct fj_fwd_params_decode {
     fj_fwd_params base;

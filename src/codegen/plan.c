@@ -159,7 +159,7 @@ static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
     c.arch = FAJIT_ARCH_SM80;
     c.dtype = cfg->dtype;
     c.head_dim = cfg->head_dim;
-    c.warps = 4;
+    c.warps = FJ_COMBINE_WARPS;
     p->cfg = c;
     p->arch = fj_arch_of_path(FAJIT_ARCH_SM80);
     p->backend = &fj_backend_sm80;
@@ -168,7 +168,7 @@ static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
     if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 192 && c.head_dim != 256)
         return CFG_FAIL("head_dim = %d: must be 64, 96, 128, 192 or 256", c.head_dim);
     p->variant = FJ_VARIANT_COMBINE;
-    p->threads = 128;
+    p->threads = 32 * FJ_COMBINE_WARPS;
     p->params_bytes = (int)sizeof(fj_fwd_params_decode);
     p->params_align = 8;
     return FAJIT_OK;

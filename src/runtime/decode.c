@@ -22,7 +22,6 @@
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define FJ_GRID_Z_MAX 65535
 #define FJ_WS_ALIGN 256
-#define FJ_COMBINE_ROWS_PER_CTA 4 /* combine.c: one warp per row, four warps */
 
 void fajit_attention_args_init(fajit_attention_args *args)
 {
@@ -446,7 +445,7 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     *ran = 1;
     st = launch(ctx, kv, grid, &p, a->stream);
     if (st == FAJIT_OK && kc) {
-        unsigned cgrid[3] = {(p.dec.rows + FJ_COMBINE_ROWS_PER_CTA - 1) / FJ_COMBINE_ROWS_PER_CTA, 1, 1};
+        unsigned rpc = fj_combine_rows_per_cta(p.dec.splits), cgrid[3] = {(p.dec.rows + rpc - 1) / rpc, 1, 1};
         st = launch(ctx, kc, cgrid, &p.dec, a->stream);
     }
     if (st == FAJIT_OK) last_text(kv, kc, ch, " (sm_90a decode variant)");
@@ -482,7 +481,7 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
                         (unsigned)(a->batch * splits)}; /* packed: (packed row blocks, KV heads, ...) */
     st = launch(ctx, kv, grid, &p, a->stream);
     if (st == FAJIT_OK && kc) {
-        unsigned cgrid[3] = {(p.rows + FJ_COMBINE_ROWS_PER_CTA - 1) / FJ_COMBINE_ROWS_PER_CTA, 1, 1};
+        unsigned rpc = fj_combine_rows_per_cta(p.splits), cgrid[3] = {(p.rows + rpc - 1) / rpc, 1, 1};
         st = launch(ctx, kc, cgrid, &p, a->stream);
     }
     if (st != FAJIT_OK) return st;
