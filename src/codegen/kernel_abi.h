@@ -80,7 +80,7 @@ _Static_assert(sizeof(fj_fwd_params) + 3 * sizeof(uint32_t) <= 256, "fj_fwd_para
  *     fj_combine_rows_per_cta(splits) rows per CTA, rows in (b, h, i) order;
  *     LSE = log sum_s exp(LSE_s), O = sum_s exp(LSE_s - LSE) O_s, written to o / lse
  */
-#define FJ_COMBINE_WARPS 8
+#define FJ_COMBINE_WARPS 16
 #define FJ_COMBINE_SPLITS_PER_WARP 8 /* a row gets another doubling of warps past this many splits per warp */
 static inline unsigned fj_combine_warps_per_row(unsigned splits)
 {
