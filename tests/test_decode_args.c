@@ -229,11 +229,14 @@ static void test_variant_plans(void **state)
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE | FJ_VARIANT_SPLIT, &p1), FAJIT_ERR_INTERNAL);
     fajit_config w = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
                       .block_n = 128, .stages = 2, .swizzle = 128, .warps = 12, .overlap = 1, .pingpong = 1};
-    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, &p1), FAJIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(fajit_errmsg(), "variant paged K/V"));
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p1),
+                     FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "variant gather"));
     assert_non_null(strstr(fajit_errmsg(), "sm_80 path"));
-    /* seqlens_k, split-KV and GQA packing plan on sm_90a (assembled only): the tensor-map block + the decode fields */
+    /* seqlens_k, split-KV, GQA packing and paged K/V plan on sm_90a: the tensor-map block + the decode fields */
     assert_int_equal(fj_plan_build(&w, &p0), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, &p1), FAJIT_OK);
+    assert_int_equal(p1.vtail_bar, p0.smem_bytes); /* paged: the V tail's zero fill, with or without seqlens_k */
     assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_OK);
     assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT, &p1), FAJIT_OK);
     assert_int_equal(p1.params_bytes, (int)sizeof(fj_fwd_params_tma_decode));
