@@ -338,9 +338,8 @@ static void producer_paged(fj_kctx *k, ws_loop *l, int tensor, int smem_off, fj_
 
 /* PAGED: once tile j's (at `row`) K and V are issued, the next tile's first page entry into l->pg_idx / pg_ent
  * (when the work tile has one: below n_end, so below the length - an entry past it is never read), so its copies
- * need not wait for the table. The
- * load returns while the producer waits for the next stage to be freed; with pages of block_n rows or more it
- * is the next tile's only entry. */
+ * need not wait for the table. The load returns while the producer waits for the next stage to be freed; with
+ * pages of block_n rows or more it is the next tile's only entry. */
 static void producer_page_ahead(fj_kctx *k, ws_loop *l, fj_reg_t row)
 {
     fj_emit *e = k->e;
