@@ -302,7 +302,9 @@ typedef struct fajit_attention_args {
      * [2] = from one row of a page to the next (a [pages, page_size, Hkv, D] pool: page_size x Hkv x D, D,
      * Hkv x D). seqlen_k (the capacity) must be <= max_pages x page_size; with seqlens_k, sequence b reads
      * its first seqlens_k[b] rows only. Runs on the sm_80 path's kernels (with tiles of at most page_size
-     * keys). 0 = not paged. */
+     * keys), or in a context made with FAJIT_DECODE_SM90=1 on the sm_90a kernel's (TMA boxes per page, a tile
+     * that divides the page or that the page divides; not yet run on a GPU). Only the entries of pages holding
+     * rows below a sequence's length are read. 0 = not paged. */
     uint64_t block_table;   /* device pointer to int32 [batch][max_pages] (4-byte aligned), or 0 */
     int max_pages;          /* entries per row of block_table, >= 1 */
     int page_size;          /* keys per page: a multiple of 16 */

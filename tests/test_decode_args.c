@@ -17,8 +17,10 @@
 
 #include "codegen/codegen.h"
 #include "fajit.h"
+#include "runtime/context.h"
 #include "runtime/decode.h"
 #include "runtime/forward.h"
+#include "runtime/tensor_map.h"
 #include "test_support.h"
 
 /* A valid decode problem (B 4, Hq 32, Hkv 8, Nq 1, Nk 4096) on made-up aligned device addresses. */
@@ -255,11 +257,14 @@ static void test_variant_plans(void **state)
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE | FJ_VARIANT_SPLIT, &p1), FAJIT_ERR_INTERNAL);
     fajit_config w = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
                       .block_n = 128, .stages = 2, .swizzle = 128, .warps = 12, .overlap = 1, .pingpong = 1};
-    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, &p1), FAJIT_ERR_UNSUPPORTED);
-    assert_non_null(strstr(fajit_errmsg(), "variant paged K/V"));
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p1),
+                     FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "variant gather"));
     assert_non_null(strstr(fajit_errmsg(), "sm_80 path"));
-    /* seqlens_k, split-KV and GQA packing plan on sm_90a (assembled only): the tensor-map block + the decode fields */
+    /* seqlens_k, split-KV, GQA packing and paged K/V plan on sm_90a: the tensor-map block + the decode fields */
     assert_int_equal(fj_plan_build(&w, &p0), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, &p1), FAJIT_OK);
+    assert_int_equal(p1.vtail_bar, p0.smem_bytes); /* paged: the V tail's zero fill, with or without seqlens_k */
     assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_OK);
     assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT, &p1), FAJIT_OK);
     assert_int_equal(p1.params_bytes, (int)sizeof(fj_fwd_params_tma_decode));
@@ -287,6 +292,81 @@ static void test_public_call_without_device(void **state)
     fajit_context_destroy(ctx);
 }
 
+/* A driver that only encodes tensor maps: each encode's dims, strides and box are kept. */
+static struct {
+    int n;
+    uint64_t dims[16][4], strides[16][3];
+    uint32_t box[16][4];
+} g_enc;
+
+static fj_CUresult fake_push(fj_CUcontext c)
+{
+    (void)c;
+    return FJ_CUDA_SUCCESS;
+}
+
+static fj_CUresult fake_pop(fj_CUcontext *c)
+{
+    *c = NULL;
+    return FJ_CUDA_SUCCESS;
+}
+
+static fj_CUresult fake_encode(void *map, int type, uint32_t rank, void *addr, const uint64_t *dim,
+                               const uint64_t *strides, const uint32_t *box, const uint32_t *es, int il, int sw, int l2,
+                               int oob)
+{
+    (void)type, (void)addr, (void)es, (void)il, (void)sw, (void)l2, (void)oob;
+    assert_int_equal(rank, 4);
+    assert_true(g_enc.n < 16);
+    memcpy(g_enc.dims[g_enc.n], dim, sizeof g_enc.dims[0]);
+    memcpy(g_enc.strides[g_enc.n], strides, sizeof g_enc.strides[0]);
+    memcpy(g_enc.box[g_enc.n++], box, sizeof g_enc.box[0]);
+    memset(map, 0, FJ_TMAP_BYTES);
+    return FJ_CUDA_SUCCESS;
+}
+
+/* Paged K/V on sm_90a (tensor_map.c): K and V maps describe the pool as (D, page_size, Hkv, 2^31 - 1 pages) with
+ * the pool's row / head / page strides and a box of min(page_size, block_n) rows; the box is part of the cache
+ * key (another page size encodes K and V again, Q comes from the cache). */
+static void test_paged_tensor_maps(void **state)
+{
+    (void)state;
+    fj_cuda_api cu;
+    memset(&cu, 0, sizeof cu);
+    cu.cuCtxPushCurrent = fake_push, cu.cuCtxPopCurrent = fake_pop, cu.cuTensorMapEncodeTiled = fake_encode;
+    fajit_context *ctx = calloc(1, sizeof *ctx);
+    assert_non_null(ctx);
+    ctx->cu = &cu;
+    pthread_mutex_init(&ctx->lock, NULL);
+    fajit_config w = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
+                      .block_n = 128, .stages = 2, .swizzle = 128, .warps = 12, .overlap = 1, .pingpong = 1};
+    fj_plan p;
+    assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, &p), FAJIT_OK);
+    fajit_attention_args a = decode_args(); /* B4 Hq32 Hkv8 Nq1 Nk4096 D128 */
+    static const int pages[3][2] = {{64, 64}, {16, 16}, {256, 128}}; /* page size, box rows */
+    static fj_fwd_params_tma_decode prm;
+    char why[256] = "";
+    for (int i = 0; i < 3; i++) {
+        int ps = pages[i][0], first = g_enc.n;
+        a.page_size = ps, a.max_pages = 4096 / ps, a.block_table = 0x10000;
+        int64_t st[3] = {(int64_t)ps * 8 * 128, 128, 8 * 128}; /* [pages, page_size, Hkv, D] */
+        memcpy(a.k_stride, st, sizeof st), memcpy(a.v_stride, st, sizeof st);
+        assert_int_equal(fj_tensor_maps(ctx, &p, &a, &prm.tma, why, sizeof why), 0);
+        assert_int_equal(g_enc.n - first, i == 0 ? 2 + (p.o_stage ? 2 : 1) : 2); /* later: K and V only */
+        for (int t = first + (i == 0); t < first + (i == 0) + 2; t++) { /* K, V (the first time after Q) */
+            const uint64_t dims[4] = {128, (uint64_t)ps, 8, 0x7fffffffu};
+            const uint64_t strides[3] = {2 * 8 * 128, 2 * 128, 2 * (uint64_t)ps * 8 * 128};
+            assert_memory_equal(g_enc.dims[t], dims, sizeof dims);
+            assert_memory_equal(g_enc.strides[t], strides, sizeof strides);
+            assert_int_equal(g_enc.box[t][0], 64);
+            assert_int_equal(g_enc.box[t][1], pages[i][1]);
+            assert_int_equal(g_enc.box[t][2], 1);
+        }
+    }
+    pthread_mutex_destroy(&ctx->lock);
+    free(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,7 +375,7 @@ int main(void)
         cmocka_unit_test(test_paged_rules),
         cmocka_unit_test(test_split_heuristic),   cmocka_unit_test(test_auto_sm90),
         cmocka_unit_test(test_variant_plans),
-        cmocka_unit_test(test_public_call_without_device),
+        cmocka_unit_test(test_public_call_without_device), cmocka_unit_test(test_paged_tensor_maps),
     };
     return cmocka_run_group_tests_name("decode_args", tests, NULL, NULL);
 }

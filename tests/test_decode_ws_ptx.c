@@ -7,8 +7,9 @@
  * ring), causal and not. Structure: the variant reads the decode fields at kernel_abi.h's offsets in
  * fj_fwd_params_tma_decode, the split writes fp32 partials (st.global.v2.f32) and never the O tensor map,
  * the seqlens variant zero-fills a sequence's last V tile past its length before V full,
- * the plain kernel reads no decode field; the plan refuses GQA packing and paged K/V on sm_90a. These
- * kernels are assembled only: no GPU has run them yet (tests/test_gpu_decode.c does, with FAJIT_DECODE_SM90=1).
+ * the plain kernel reads no decode field; paged K/V (over page sizes 16-256, the block_n the runtime picks for
+ * each) loads TMA boxes at block-table pages with a register byte count; the plan refuses gathered segments and
+ * pages read ahead on sm_90a. tests/test_gpu_decode.c runs them (FAJIT_DECODE_SM90=1; paged: not yet on a GPU).
  * label ptxas; skips without NVRTC / nvJitLink. Run: ctest --test-dir build -R test_decode_ws_ptx --output-on-failure
  */
 #include <setjmp.h>
@@ -178,23 +179,125 @@ static void test_ws_pack_structure(void **state)
     free(ptx);
 }
 
-/* Paged K/V stays on the sm_80 kernel: the sm_90a plan refuses it, naming what it takes. */
-static void test_ws_refuses_paged(void **state)
+/* Gathered page segments and pages read ahead stay on the sm_80 kernel: the sm_90a plan refuses them, naming what
+ * it takes. */
+static void test_ws_refuses_gather(void **state)
 {
     (void)state;
     fajit_config c = ws_config(128, 1, 128);
     fj_plan p;
-    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED, &p), FAJIT_ERR_UNSUPPORTED);
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p), FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "gather"));
     assert_non_null(strstr(fajit_errmsg(), "paged K/V"));
-    assert_non_null(strstr(fajit_errmsg(), "seqlens_k, split-KV and GQA packing"));
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_PAGED | FJ_VARIANT_AHEAD, &p), FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "ahead"));
+}
+
+/* The runtime's block_n rule for paged K/V (fj_ws_page_fits): the tile divides the page or the page the tile. */
+static void test_ws_page_fits(void **state)
+{
+    (void)state;
+    assert_true(fj_ws_page_fits(0, 176));
+    assert_true(fj_ws_page_fits(64, 128) && fj_ws_page_fits(256, 128) && fj_ws_page_fits(16, 128));
+    assert_true(fj_ws_page_fits(48, 96) && fj_ws_page_fits(48, 48) && fj_ws_page_fits(48, 16));
+    assert_false(fj_ws_page_fits(48, 128) || fj_ws_page_fits(48, 64) || fj_ws_page_fits(96, 64));
+    assert_false(fj_ws_page_fits(64, 0));
+}
+
+/* The paged variant: K and V come as TMA boxes whose 4th coordinate is a block-table entry (ld.global.nc of
+ * block_table + (b x max_pages + page) x 4), the barrier expects a register byte count (only the segments below
+ * the length are loaded), and a sequence's last V tile goes through the V-tail barrier (zero fill past the
+ * length) even without seqlens_k; the plain kernel reads none of the paged fields. */
+static void test_ws_paged_structure(void **state)
+{
+    (void)state;
+    fajit_config c = ws_config(128, 0, 128);
+    fj_plan plain, paged;
+    assert_int_equal(fj_plan_build(&c, &plain), FAJIT_OK);
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_PAGED, &paged), FAJIT_OK);
+    size_t la = 0, lb = 0;
+    char *a = gen(&plain, &la), *b = NULL;
+    assert_int_equal(fj_generate_ptx_plan(&paged, 2, &b, &lb), FAJIT_OK);
+    int offs[] = {DEC_OFF(block_table), DEC_OFF(max_pages), DEC_OFF(page_size)};
+    for (size_t i = 0; i < 3; i++) {
+        assert_true(reads_param(b, offs[i]));
+        assert_false(reads_param(a, offs[i]));
+    }
+    assert_non_null(strstr(b, "ld.global.nc.u32"));
+    assert_null(strstr(a, "ld.global.nc.u32"));
+    /* K's segments: the register byte count, then per segment the table entry and its boxes */
+    const char *seg = strstr(b, "paged: segments");
+    assert_non_null(seg);
+    const char *tx = strstr(seg, "mbarrier.arrive.expect_tx"), *entry = strstr(seg, "ld.global.nc.u32"),
+               *load = strstr(seg, "cp.async.bulk.tensor.4d.shared::cluster.global");
+    assert_true(tx && entry && load && tx < entry && entry < load);
+    char line[200], page[16];
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(tx, ";"), tx);
+    assert_non_null(strstr(strrchr(line, ','), "%r"));
+    snprintf(page, sizeof page, "%.*s", (int)strcspn(strchr(entry, '%'), ","), strchr(entry, '%'));
+    snprintf(line, sizeof line, "%.*s", (int)strcspn(load, ";"), load);
+    assert_non_null(strstr(line, page)); /* the entry is the box's page coordinate */
+    int boxes = 0;
+    for (const char *q = seg; (q = strstr(q + 1, "cp.async.bulk.tensor.4d.shared::cluster.global")) &&
+                              q < strstr(seg, "V(j)");)
+        boxes++;
+    assert_int_equal(boxes, paged.tma_boxes); /* one box per 64 columns, in a loop over the segments */
+    assert_int_equal(paged.vtail_bar, plain.smem_bytes);
+    assert_non_null(strstr(b, "st.shared.v4.b32"));
+    assert_null(strstr(a, "st.shared.v4.b32"));
+    free(a);
+    free(b);
+}
+
+/* Paged K/V over the page sizes 16 .. 256: each takes the block_n the runtime picks (decode.c: the variant's
+ * tile, block_n lowered by 16 until it plans and fj_ws_page_fits); the distinct tiles compile clean. */
+static void test_ws_paged_compile(void **state)
+{
+    (void)state;
+    enum { L = FJ_VARIANT_SEQLENS, S = FJ_VARIANT_SPLIT, P = FJ_VARIANT_PACK, G = FJ_VARIANT_PAGED };
+    static const unsigned variants[] = {G, L | G, S | G, L | S | G, P | G, L | S | P | G};
+    static const int pages[] = {16, 32, 48, 64, 128, 256}, dims[] = {64, 128, 256};
+    char done[128][200];
+    int n_done = 0, failures = 0, tried = 0;
+    for (size_t d = 0; d < 3; d++)
+        for (int causal = 0; causal <= 1; causal++)
+            for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
+                for (size_t g = 0; g < sizeof pages / sizeof pages[0]; g++) {
+                    fajit_config c = ws_config(dims[d], causal, 128);
+                    fj_plan p;
+                    while (c.block_n >= 16 &&
+                           (!fj_ws_page_fits(pages[g], c.block_n) || fj_plan_build_variant(&c, variants[v], &p)))
+                        c.block_n -= 16;
+                    if (c.block_n < 16) fail_msg("d%d 0x%x page %d: no block_n", dims[d], variants[v], pages[g]);
+                    tried++;
+                    char text[200];
+                    fj_plan_format(&p, text, sizeof text);
+                    int seen = 0;
+                    for (int i = 0; i < n_done && !seen; i++) seen = !strcmp(done[i], text);
+                    if (seen) continue; /* the PTX does not depend on the page size, only the tile does */
+                    assert_true(n_done < 128);
+                    snprintf(done[n_done++], sizeof done[0], "%s", text);
+                    size_t len = 0;
+                    char *ptx = gen(&p, &len);
+                    failures += !compiles_clean(&p, ptx, len, text);
+                    free(ptx);
+                }
+    printf("%d paged (page size, variant, tile) cases: %d distinct sm_90a kernels compiled, %d failed\n", tried, n_done,
+           failures);
+    assert_int_equal(tried, 216);
+    assert_true(n_done >= 36); /* page 48 takes a narrower tile than the powers of two */
+    assert_int_equal(failures, 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_ws_split_structure),
                                        cmocka_unit_test(test_ws_pack_structure),
-                                       cmocka_unit_test(test_ws_refuses_paged),
-                                       cmocka_unit_test(test_ws_variants_compile)};
+                                       cmocka_unit_test(test_ws_refuses_gather),
+                                       cmocka_unit_test(test_ws_page_fits),
+                                       cmocka_unit_test(test_ws_paged_structure),
+                                       cmocka_unit_test(test_ws_variants_compile),
+                                       cmocka_unit_test(test_ws_paged_compile)};
     const fj_nvjitlink_api *jl;
     const fj_nvrtc_api *rtc;
     if (fj_nvjitlink_load(&jl) != FAJIT_OK) fj_test_skip_all("nvJitLink not loadable: %s", fajit_errmsg());

@@ -15,8 +15,9 @@
  * test_sm90_decode (sm_90a GPUs only): the cases again in a context made with FAJIT_DECODE_SM90=1, where
  * seqlens_k, split-KV and GQA packing (group x Nq within one row block) run on the sm_90a kernel's own
  * decode variants (not yet run on a GPU before this test), with packing on (larger groups fall back, saying
- * "GQA packing of group") and off (FAJIT_PACK_GQA=0: every contiguous case runs on sm_90a); paged ones still
- * fall back. There K and V hold NaN past each sequence's length (fj_check_problem.nan_past_len). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * "GQA packing of group") and off (FAJIT_PACK_GQA=0: every case runs on sm_90a), paged K/V included (TMA boxes
+ * from the pool's pages; not yet run on a GPU before this test). There K and V hold NaN past each sequence's
+ * length and, paged, the table entries of pages past it name a spare NaN page (fj_check_problem.nan_past_len). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_decode --output-on-failure
@@ -90,6 +91,10 @@ static const decode_case k_cases[] = {
     {"paged p32 d256 causal Nq16", BF, 2, 4, 2, 16, 700, 256, 1, 1, 5, 0, UNI, BHND, AUTO, 32},
     {"paged p48 d96 lens", FH, 5, 6, 3, 1, 500, 96, 0, 1, 2, 0, NORM, BHND, AUTO, 48},
     {"paged p64 long GPU ref", BF, 2, 32, 8, 16, 32768, 128, 1, 1, 0, 0, GROW, BHND, FJ_REF_GPU, 64},
+    {"paged p32 MHA Nq1 lens splits4", FH, 5, 4, 4, 1, 1100, 128, 0, 1, 4, 0, NORM, BHND, AUTO, 32},
+    {"paged p16 GQA8 Nq16 causal lens d64", BF, 5, 16, 2, 16, 900, 64, 1, 1, 0, 0, UNI, BHND, AUTO, 16},
+    {"paged p128 MHA Nq4 causal d256 pages", FH, 5, 4, 4, 4, 1280, 256, 1, 1, 2, 0, GROW, BHND, AUTO, 128},
+    {"paged p48 GQA4 lens splits6 pages", BF, 5, 8, 2, 1, 960, 128, 0, 1, 6, 0, NORM, BHND, AUTO, 48},
     /* B 15: sequences 9 and 14 have lengths past the capacity and below 0 (clamped; the KV range once was not) */
     {"lens past capacity causal Nq4", BF, 15, 8, 2, 4, 700, 128, 1, 1, 3, 0, GROW, BHND, AUTO, 0},
     {"paged p16 lens past capacity", FH, 15, 8, 2, 1, 1000, 128, 0, 1, 3, 0, NORM, BHND, AUTO, 16},
@@ -133,9 +138,10 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
         printf("     paged K/V %s: %s\n", g_gather ? "gathered expected" : "gathering not expected", text);
         return 0;
     }
-    /* pages read a tile ahead (AHEAD): only paged, with the context's default and 2+ stages; and then
-     * always up to head_dim 128 (wider tiles near the register edge may have no room for it: plan.c) */
-    int may = c->page && g_ctx->page_ahead && !strstr(text, " s1 "), has = strstr(text, " ahead") != NULL;
+    /* pages read a tile ahead (AHEAD): only paged on the sm_80 kernel, with the context's default and 2+ stages;
+     * and then always up to head_dim 128 (wider tiles near the register edge may have no room for it: plan.c) */
+    int on_ws = strstr(text, "(sm_90a decode variant") != NULL;
+    int may = c->page && !on_ws && g_ctx->page_ahead && !strstr(text, " s1 "), has = strstr(text, " ahead") != NULL;
     if ((has && !may) || (may && !has && c->d <= 128)) {
         printf("     paged K/V read ahead %s: %s\n", has ? "not expected" : "expected", text);
         return 0;
@@ -147,12 +153,12 @@ static int kernel_text_ok(const decode_case *c, fajit_arch arch, const char *tex
     }
     int fell = strstr(text, "fell back from sm_90a") != NULL, used = c->seqlens || split || packs || c->page;
     if (used && (g_sm90 || (arch == FAJIT_ARCH_AUTO && fj_best_path(g_ctx) == FAJIT_ARCH_SM90A))) {
-        /* FAJIT_DECODE_SM90=1: on sm_90a unless paged or packed past one row block; the default: where
-         * fj_decode_auto_sm90 says, with the same limits */
-        int rows = c->hq / c->hkv * c->nq, ws = strstr(text, "(sm_90a decode variant") != NULL;
-        int want_ws = (g_sm90 || auto_wants_sm90(c, packs)) && !c->page &&
+        /* FAJIT_DECODE_SM90=1: on sm_90a (paged K/V too) unless packed past one row block; the default: where
+         * fj_decode_auto_sm90 says, with the same limit; FAJIT_DECODE_SM90=0: never */
+        int rows = c->hq / c->hkv * c->nq;
+        int want_ws = (g_sm90 || (g_ctx->decode_sm90 == -1 && auto_wants_sm90(c, packs))) &&
                       (!packs || rows <= 64 || (rows <= 192 && !strstr(text, "GQA packing of group")));
-        if (want_ws != ws || want_ws == fell) {
+        if (want_ws != on_ws || want_ws == fell) {
             printf("     %s: expected %s: %s\n", g_sm90 ? "FAJIT_DECODE_SM90=1" : "default decode path",
                    want_ws ? "the sm_90a decode variant" : "the fallback", text);
             return 0;
@@ -229,7 +235,10 @@ static void test_sm80_forced(void **state)
 static void run_with_env_off(const char *name, size_t flag_off, int paged_only)
 {
     fajit_context *saved = g_ctx, *ctx = NULL;
-    assert_int_equal(fj_test_context_with_env(name, "0", -1, &ctx), FAJIT_OK);
+    if (paged_only) setenv("FAJIT_DECODE_SM90", "0", 1); /* the sm_80 kernel's paged modes */
+    fajit_status st = fj_test_context_with_env(name, "0", -1, &ctx);
+    unsetenv("FAJIT_DECODE_SM90");
+    assert_int_equal(st, FAJIT_OK);
     assert_int_equal(*(const int *)((const char *)ctx + flag_off), 0);
     g_ctx = ctx, g_paged_only = paged_only;
     printf("%s=0\n", name);
@@ -268,7 +277,10 @@ static void test_paged_gather(void **state)
     int failures = 0;
     for (int m = 0; m < 2; m++) {
         fajit_context *ctx = NULL;
-        assert_int_equal(fj_test_context_with_env("FAJIT_DECODE_GATHER", modes[m], -1, &ctx), FAJIT_OK);
+        setenv("FAJIT_DECODE_SM90", "0", 1); /* the gather is the sm_80 kernel's */
+        fajit_status st = fj_test_context_with_env("FAJIT_DECODE_GATHER", modes[m], -1, &ctx);
+        unsetenv("FAJIT_DECODE_SM90");
+        assert_int_equal(st, FAJIT_OK);
         assert_int_equal(ctx->paged_gather, m ? 2 : 0);
         printf("FAJIT_DECODE_GATHER=%s\n", modes[m]);
         failures += cases_in(ctx, &g_gather, m, -1);

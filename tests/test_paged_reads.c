@@ -12,6 +12,11 @@
  *   - the K and V rows copied with a non-zero size are exactly the split's keys [first, end) x all 16-byte
  *     chunks, each once, each from the page the block table names for it (address = pool + page x page
  *     stride + KV head x head stride + row in page x row stride).
+ * The sm_90a kernel's paged variants (test_sm90) the same way, for the producer thread of one CTA per work tile:
+ * its TMA boxes (coordinates column, row in the page, KV head, page) count as the rows they load - the split's
+ * keys up to the length rounded up to the box (min(page_size, block_n) rows) - each box must land at its
+ * logical row's place in the stage, and every mbarrier's expect_tx bytes must equal the bytes its boxes load
+ * (at each wait of the producer and at the end).
  * Run: ctest --test-dir build -R test_paged_reads --output-on-failure
  */
 #include <setjmp.h>
@@ -32,7 +37,7 @@
 #include "runtime/forward.h"
 
 /* ---- the PTX, parsed -------------------------------------------------------------------------------- */
-enum { O_NONE, O_REG, O_IMM, O_SPECIAL, O_SMEM, O_MEM, O_PARAM, O_LABEL, O_OTHER };
+enum { O_NONE, O_REG, O_IMM, O_SPECIAL, O_SMEM, O_MEM, O_PARAM, O_PBASE, O_LABEL, O_OTHER };
 enum { SP_TID, SP_CTAID_X, SP_CTAID_Y, SP_CTAID_Z, SP_NCTAID_X };
 
 typedef struct operand {
@@ -46,6 +51,7 @@ typedef struct insn {
     int n;
     operand a[6];
     char label[64];       /* O_LABEL operand's name, resolved after parsing */
+    int coord[4];         /* a TMA load's coordinates {column, row, head, batch or page}: registers */
 } insn;
 
 typedef struct bank {
@@ -58,8 +64,8 @@ typedef struct prog {
     int n, cap;
     bank banks[24];
     int n_banks, n_regs;
-    char labels[512][64];
-    int label_at[512], n_labels;
+    char labels[2048][64];
+    int label_at[2048], n_labels;
 } prog;
 
 static int reg_index(const prog *p, const char *s, int *len)
@@ -96,6 +102,12 @@ static void parse_operand(prog *p, insn *in, const char *s, operand *o)
             o->kind = O_OTHER;
             return;
         }
+        const char *c = strchr(s, '{'); /* a TMA load's [map, {coordinates}] */
+        for (int i = 0; c && i < 4; i++) {
+            c = strchr(c, '%');
+            if (!c || (in->coord[i] = reg_index(p, c + 1, &len)) < 0) fail_msg("TMA coordinates: %s", s);
+            c += 1 + len;
+        }
         o->imm = s[2 + len] == '+' ? strtol(s + 3 + len, NULL, 10) : 0;
         return;
     }
@@ -113,6 +125,10 @@ static void parse_operand(prog *p, insn *in, const char *s, operand *o)
     if (*s == '$') {
         o->kind = O_LABEL;
         snprintf(in->label, sizeof in->label, "%s", s);
+        return;
+    }
+    if (strcmp(s, "fajit_fwd_param_0") == 0) { /* the parameter block's address (the ws kernel's tensor maps) */
+        o->kind = O_PBASE;
         return;
     }
     if (strcmp(s, "fj_smem") == 0) {
@@ -172,7 +188,7 @@ static void parse_line(prog *p, char *s)
     if (*s == '.') return;
     if (*s == '$' && s[n - 1] == ':') {
         s[n - 1] = '\0';
-        assert_true(p->n_labels < 512);
+        assert_true(p->n_labels < 2048);
         snprintf(p->labels[p->n_labels], sizeof p->labels[0], "%s", s);
         p->label_at[p->n_labels++] = p->n;
         return;
@@ -231,11 +247,19 @@ static void parse_prog(prog *p, const char *ptx)
 #define BASE_LENS 0x500000000ull
 #define BASE_TABLE 0x600000000ull
 #define BASE_WS 0x700000000ull
+#define BASE_PARAMS 0x800000000ull
 #define MAX_B 4
 #define MAX_PAGES 64
+#define MAX_BARS 64
 
 typedef struct world {
     fj_fwd_params_decode prm;
+    /* the sm_90a kernel (ws): its parameter block, the K/V box rows, the tile; TMA bytes per barrier */
+    int ws, box, block_n, kv_tile_bytes, k_off, v_off, q_box_bytes;
+    fj_fwd_params_tma_decode tprm;
+    uint32_t bar_addr[MAX_BARS];
+    int64_t bar_bytes[MAX_BARS];
+    int n_bars;
     int batch, hkv, group, packed, splits, page, pages_per_seq, dim;
     int lens[MAX_B], use_lens;
     int32_t table[MAX_B][MAX_PAGES];
@@ -301,12 +325,61 @@ static void record_copy(world *w, uint64_t addr)
     (*v)[(*n)++] = addr;
 }
 
+/* The sm_90a kernel: the transaction bytes a barrier still waits for (expect_tx adds, each TMA box takes its bytes). */
+static int64_t *bar_slot(world *w, uint64_t addr)
+{
+    for (int i = 0; i < w->n_bars; i++)
+        if (w->bar_addr[i] == (uint32_t)addr) return &w->bar_bytes[i];
+    if (w->n_bars == MAX_BARS) fail_msg("more than %d mbarriers", MAX_BARS);
+    w->bar_addr[w->n_bars] = (uint32_t)addr, w->bar_bytes[w->n_bars] = 0;
+    return &w->bar_bytes[w->n_bars++];
+}
+
+/* A TMA box load through the map at parameter offset `off`: Q's only takes its bytes; a K or V box of w->box rows
+ * at (col, row in the page, head, page) is recorded chunk by chunk like the sm_80 copies, and its place in the
+ * stage must be its logical row's (the row the table gives the page, modulo block_n; 128-byte box rows). */
+static void record_box(world *w, uint64_t off, uint64_t dst, const uint64_t c[4], uint64_t bar)
+{
+    int v = off == offsetof(fj_fwd_params_tma, tmap_v);
+    if (off == offsetof(fj_fwd_params_tma, tmap_q)) {
+        *bar_slot(w, bar) -= w->q_box_bytes;
+        return;
+    }
+    if (!v && off != offsetof(fj_fwd_params_tma, tmap_k)) {
+        why(w, "TMA load through map +%llu", (unsigned long long)off);
+        return;
+    }
+    *bar_slot(w, bar) -= (int64_t)w->box * 128;
+    int col = (int)c[0], row = (int)c[1], head = (int)c[2], page = (int)c[3], i = 0;
+    while (i < w->pages_per_seq && w->table[w->cta_b][i] != page) i++;
+    if (i == w->pages_per_seq) {
+        why(w, "TMA load of page %d: none of batch %d's", page, w->cta_b);
+        return;
+    }
+    int64_t lrow = (int64_t)i * w->page + row;
+    uint64_t want = (uint64_t)((col / 64) * w->block_n * 128 + lrow % w->block_n * 128);
+    uint64_t got = (dst - (uint64_t)(v ? w->v_off : w->k_off)) % (uint64_t)w->kv_tile_bytes;
+    if (row < 0 || row + w->box > w->page || col % 64 || got != want) {
+        why(w, "%c box (col %d, row %d of page %d = key %lld) at stage offset %llu, want %llu", v ? 'V' : 'K', col, row,
+            page, (long long)lrow, (unsigned long long)got, (unsigned long long)want);
+        return;
+    }
+    const int64_t *st = v ? w->prm.base.v_stride : w->prm.base.k_stride;
+    for (int r = 0; r < w->box; r++)
+        for (int ch = col / 8; ch < col / 8 + 8; ch++)
+            record_copy(w, (v ? BASE_V : BASE_K) + (uint64_t)(2 * (page * st[0] + head * st[1] + (row + r) * st[2]) +
+                                                               16 * ch));
+}
+
 /* ---- the interpreter ------------------------------------------------------------------------------------ */
 typedef struct thread {
     uint64_t *val;
     unsigned char *known;
     unsigned tid, ctaid[3], nctaid_x;
 } thread;
+
+/* The sm_90a producer's TMA and mbarrier instructions: 1 when `op` is one (run), 0 when not. */
+static int run_async(const prog *p, thread *t, world *w, const insn *in, int pc);
 
 static int is_signed(const char *op) { return strstr(op, ".s32") != NULL || strstr(op, ".s64") != NULL; }
 static int is_64(const char *op) { return strstr(op, "64") != NULL; }
@@ -321,13 +394,16 @@ static int src(const prog *p, thread *t, world *w, const operand *o, uint64_t *v
         return t->known[o->reg];
     case O_IMM: *v = (uint64_t)o->imm; return 1;
     case O_SMEM: *v = 0; return 1;
+    case O_PBASE: *v = BASE_PARAMS; return 1;
     case O_SPECIAL:
         *v = o->imm == SP_TID ? t->tid : o->imm == SP_NCTAID_X ? t->nctaid_x : t->ctaid[o->imm - SP_CTAID_X];
         return 1;
     case O_PARAM: {
         uint64_t x = 0;
-        size_t n = sizeof w->prm - (size_t)o->imm < 8 ? sizeof w->prm - (size_t)o->imm : 8;
-        memcpy(&x, (const char *)&w->prm + o->imm, n); /* the op's width trims it */
+        const char *blk = w->ws ? (const char *)&w->tprm : (const char *)&w->prm;
+        size_t size = w->ws ? sizeof w->tprm : sizeof w->prm;
+        size_t n = size - (size_t)o->imm < 8 ? size - (size_t)o->imm : 8;
+        memcpy(&x, blk + o->imm, n); /* the op's width trims it */
         *v = x;
         return 1;
     }
@@ -384,6 +460,10 @@ static int alu(const char *op, uint64_t a, uint64_t b, uint64_t c, uint64_t *r)
     else if (strcmp(op, "bfe.u32") == 0) *r = ((uint32_t)a >> b) & ((1u << c) - 1);
     else if (strcmp(op, "cvt.u64.u32") == 0) *r = (uint32_t)a;
     else if (strcmp(op, "cvt.s64.s32") == 0) *r = (uint64_t)sx32(a);
+    else if (strncmp(op, "rem.", 4) == 0) {
+        if ((uint32_t)b == 0) return -1;
+        *r = s ? (uint64_t)(sx32(a) % sx32(b)) : (uint32_t)a % (uint32_t)b;
+    } else if (strcmp(op, "cvta.param.u64") == 0) *r = a;
     else return 0;
     if (strncmp(op, "mul.wide", 8) != 0 && strncmp(op, "cvt", 3) != 0) *r &= m;
     return 1;
@@ -434,6 +514,7 @@ static int run_thread(const prog *p, thread *t, world *w)
             if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr))
                 return why(w, "block-table / seqlens_k load from an unknown address (pc %d)", pc - 1), 0;
             set(t, &in->a[0], load_u32(w, addr + (uint64_t)in->a[1].imm), 1);
+        } else if (run_async(p, t, w, in, pc - 1)) {
         } else if (strcmp(op, "cp.async.cg.shared.global") == 0) {
             uint64_t addr;
             if (in->a[1].kind != O_MEM) return why(w, "cp.async of a form not modelled (pc %d)", pc - 1), 0;
@@ -449,6 +530,37 @@ static int run_thread(const prog *p, thread *t, world *w)
         if (w->why[0]) return 0;
     }
     return why(w, "fell off the end"), 0;
+}
+
+static int run_async(const prog *p, thread *t, world *w, const insn *in, int pc)
+{
+    uint64_t a = 0, b = 0, c = 0, x[4];
+    const operand *o = in->a;
+    int known = 1;
+    if (strncmp(in->op, "cp.async.bulk.tensor.4d.shared::cluster", 39) == 0) {
+        known = src(p, t, w, &(operand){.kind = O_REG, .reg = o[0].reg}, &a) &&
+                src(p, t, w, &(operand){.kind = O_REG, .reg = o[1].reg}, &b) &&
+                src(p, t, w, &(operand){.kind = O_REG, .reg = o[2].reg}, &c);
+        for (int i = 0; i < 4; i++) known = known && src(p, t, w, &(operand){.kind = O_REG, .reg = in->coord[i]}, &x[i]);
+        if (!known || o[0].kind != O_MEM || o[2].kind != O_MEM) why(w, "TMA load with an unknown operand (pc %d)", pc);
+        else record_box(w, b - BASE_PARAMS, a + (uint64_t)o[0].imm, x, c + (uint64_t)o[2].imm);
+        return 1;
+    }
+    if (strncmp(in->op, "mbarrier.arrive.expect_tx", 25) == 0) {
+        if (!src(p, t, w, &(operand){.kind = O_REG, .reg = o[1].reg}, &a) || !src(p, t, w, &o[2], &b))
+            why(w, "expect_tx with an unknown barrier or byte count (pc %d)", pc);
+        else *bar_slot(w, a + (uint64_t)o[1].imm) += (int64_t)(uint32_t)b;
+        return 1;
+    }
+    if (strncmp(in->op, "mbarrier.try_wait", 17) == 0) { /* the producer's waits all complete */
+        if (!src(p, t, w, &(operand){.kind = O_REG, .reg = o[1].reg}, &a)) why(w, "wait on an unknown barrier");
+        else if (*bar_slot(w, a + (uint64_t)o[1].imm))
+            why(w, "the producer waits on barrier +%llu with %lld transaction bytes not loaded (pc %d)",
+                (unsigned long long)(a + (uint64_t)o[1].imm), (long long)*bar_slot(w, a + (uint64_t)o[1].imm), pc);
+        set(t, &o[0], 1, 1);
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- one launch ----------------------------------------------------------------------------------------- */
@@ -468,7 +580,8 @@ static int expected(const world *w, const fj_plan *pl, int b, int h, int s, uint
         int per = (tiles + w->splits - 1) / w->splits;
         first = s * per, end = first + per < tiles ? first + per : tiles;
     }
-    for (int j = first * bn; j < end * bn && j < len; j++) {
+    int lim = w->ws ? (len + w->box - 1) / w->box * w->box : len; /* sm_90a: whole boxes (rows past len masked) */
+    for (int j = first * bn; j < end * bn && j < lim; j++) {
         int64_t page = w->table[b][j / w->page], row = j % w->page;
         for (int c = 0; c < w->dim / 8; c++)
             out[n++] = base + (uint64_t)(2 * (page * st[0] + h * st[1] + row * st[2]) + 16 * c);
@@ -500,17 +613,56 @@ static void check_cta(world *w, const fj_plan *pl, int b, int h, int s, uint64_t
 }
 
 typedef struct launch_case {
+    int ws; /* the sm_90a kernel (the heuristic's warps and schedule for the tile), else sm_80 */
     int block_m, block_n, stages, warps, dim;
     unsigned variant; /* PAGED and more; SPLIT added when splits > 1 */
     int batch, hkv, group, page, pages_per_seq, splits, seqlen_k;
     int lens[MAX_B]; /* used with FJ_VARIANT_SEQLENS */
 } launch_case;
 
+/* The sm_90a kernel's parameter block and what record_box needs; grid: one CTA per work tile (each takes one). */
+static unsigned ws_setup(world *w, const fj_plan *pl, const fajit_attention_args *a)
+{
+    fj_fwd_params_tma *t = &w->tprm.tma;
+    fj_forward_params_tma(a, pl, t);
+    w->tprm.dec = w->prm;
+    if (w->packed) t->n_mblocks = 1, t->heads_batch = (uint32_t)(w->hkv * w->batch);
+    t->n_tiles = t->n_mblocks * t->heads_batch * (uint32_t)w->splits;
+    w->ws = 1, w->box = w->page < pl->cfg.block_n ? w->page : pl->cfg.block_n, w->block_n = pl->cfg.block_n;
+    w->kv_tile_bytes = pl->kv_tile_bytes, w->k_off = pl->k_off, w->v_off = pl->v_off;
+    w->q_box_bytes = (w->packed ? w->group * a->seqlen_q : pl->cfg.block_m) * 128;
+    assert_int_equal(pl->cfg.swizzle, 128);
+    return t->n_tiles;
+}
+
+/* The sm_90a kernel: the producer thread (thread 0) of CTA x, which takes work tile x (query block fastest, then
+ * the split, the head - the KV head when packed - and the batch); every barrier's bytes loaded by the end. */
+static void run_ws_ctas(const prog *p, world *w, thread *t, const fj_plan *pl, unsigned n_tiles, uint64_t *want,
+                        const char *what)
+{
+    unsigned nmb = w->tprm.tma.n_mblocks, heads = w->packed ? (unsigned)w->hkv : (unsigned)(w->hkv * w->group);
+    for (unsigned x = 0; x < n_tiles; x++) {
+        unsigned hb = x / nmb / (unsigned)w->splits, split = x / nmb % (unsigned)w->splits, h = hb % heads;
+        w->cta_b = (int)(hb / heads), w->n_k = w->n_v = 0, w->n_bars = 0;
+        t->ctaid[0] = x, t->ctaid[1] = t->ctaid[2] = 0, t->nctaid_x = n_tiles, t->tid = 0;
+        if (!run_thread(p, t, w)) fail_msg("%s: CTA %u (tile of batch %d): %s", what, x, w->cta_b, w->why);
+        for (int i = 0; i < w->n_bars; i++)
+            if (w->bar_bytes[i]) fail_msg("%s: CTA %u: barrier +%u ends %lld bytes off", what, x, w->bar_addr[i],
+                                          (long long)w->bar_bytes[i]);
+        check_cta(w, pl, w->cta_b, (int)(w->packed ? h : h / (unsigned)w->group), (int)split, want, what);
+    }
+}
+
 static void run_case(const launch_case *lc)
 {
     fajit_config cfg = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = lc->dim, .block_m = lc->block_m,
                         .block_n = lc->block_n, .stages = lc->stages, .swizzle = 128, .warps = lc->warps, .col_warps = 1,
                         .overlap = -1, .pingpong = -1};
+    if (lc->ws) {
+        cfg = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = lc->dim,
+                             .block_m = lc->block_m, .block_n = lc->block_n, .stages = lc->stages};
+        fj_config_heuristic(&cfg, &cfg, NULL, 0);
+    }
     unsigned variant = lc->variant | (lc->splits > 1 ? FJ_VARIANT_SPLIT : 0);
     fj_plan pl;
     char what[200];
@@ -560,7 +712,8 @@ static void run_case(const launch_case *lc)
     thread t = {.val = calloc((size_t)p.n_regs, 8), .known = calloc((size_t)p.n_regs, 1), .nctaid_x = 1};
     assert_true(w->k_reads && w->v_reads && want && t.val && t.known);
     int heads_grid = w->packed ? lc->hkv : hq;
-    for (int z = 0; z < lc->batch * lc->splits; z++)
+    if (lc->ws) run_ws_ctas(&p, w, &t, &pl, ws_setup(w, &pl, &a), want, what);
+    for (int z = 0; z < lc->batch * lc->splits && !lc->ws; z++)
         for (int y = 0; y < heads_grid; y++) {
             w->cta_b = z / lc->splits, w->n_k = w->n_v = 0;
             t.ctaid[0] = 0, t.ctaid[1] = (unsigned)y, t.ctaid[2] = (unsigned)z;
@@ -644,9 +797,32 @@ static void test_packed(void **state)
     }
 }
 
+/* The sm_90a kernel (producer thread only; TMA boxes of min(page, block_n) rows): pages of a tile or more (one
+ * box at the row in the page) and pages smaller than the tile (a box per page), partial and empty last tiles,
+ * lengths 0, 1, clamped, split-KV with empty splits, GQA packed and not, seqlens_k or the capacity only. */
+static void test_sm90(void **state)
+{
+    (void)state;
+    static const int pages[][3] = {{64, 64, 4}, {128, 64, 2}, {16, 128, 16}, {48, 96, 6}, {32, 64, 8}};
+    for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
+        launch_case lc = {.ws = 1, .block_m = 128, .block_n = pages[i][1], .stages = 2, .dim = 128,
+                          .variant = PAGED | LENS, .batch = 4, .hkv = 2, .group = 1, .page = pages[i][0],
+                          .pages_per_seq = pages[i][2], .splits = 3, .seqlen_k = pages[i][0] * pages[i][2] - 5,
+                          .lens = {0, 1, 129, 1000}};
+        run_case(&lc);
+        lc.lens[0] = 17, lc.lens[1] = -4, lc.lens[2] = pages[i][0], lc.lens[3] = 2 * pages[i][0] + 1, lc.splits = 1;
+        run_case(&lc);
+        lc.variant = PAGED | FJ_VARIANT_PACK | LENS, lc.group = 4, lc.splits = 2;
+        run_case(&lc);
+        lc.variant = PAGED, lc.dim = 64, lc.group = 2, lc.splits = 4; /* capacity only: the last tile's tail */
+        run_case(&lc);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sm90),
         cmocka_unit_test(test_whole_pages),
         cmocka_unit_test(test_gathered),
         cmocka_unit_test(test_packed),

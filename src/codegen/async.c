@@ -92,8 +92,8 @@ static int tmap_offset(int tensor)
     }
 }
 
-void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
-                      fj_reg_t bar, int bar_off)
+void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                       fj_reg_t batch, fj_reg_t bar, int bar_off)
 {
     const fj_plan *p = k->p;
     int box_bytes = rows * 2 * p->tma_box_cols;
@@ -101,7 +101,13 @@ void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int ro
     fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(k->params), tmap_offset(tensor));
     for (int box = 0; box < p->tma_boxes; box++) {
         fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
-        fj_ins(k->e, PTX_TMA_LOAD_4D, R(dst), smem_off + box * box_bytes, R(map), R(col), R(row), R(head), R(k->b),
+        fj_ins(k->e, PTX_TMA_LOAD_4D, R(dst), smem_off + box * box_bytes, R(map), R(col), R(row), R(head), R(batch),
                R(bar), bar_off);
     }
+}
+
+void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                      fj_reg_t bar, int bar_off)
+{
+    fj_emit_tma_boxes(k, tensor, dst, smem_off, rows, row, head, k->b, bar, bar_off);
 }

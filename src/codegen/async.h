@@ -59,5 +59,9 @@ enum fj_tma_tensor { FJ_TMA_Q = 0, FJ_TMA_K = 1, FJ_TMA_V = 2 };
  * block. */
 void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
                       fj_reg_t bar, int bar_off);
+/* fj_emit_tma_tile with the 4th coordinate `batch` (a register) instead of k->b: the paged K/V's pool page
+ * (fwd_ws.c), whose box may hold fewer rows than the `rows` of the tile the boxes are laid out in. */
+void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                       fj_reg_t batch, fj_reg_t bar, int bar_off);
 
 #endif

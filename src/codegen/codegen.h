@@ -83,9 +83,9 @@ typedef struct fj_plan {
                                     registers (neither fits) */
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
-    int vtail_bar;               /* sm_90a SEQLENS variant: offset of the V-tail mbarrier (the producer's own, after
-                                    the others: a sequence's last, partial V tile lands there and is zero-filled
-                                    past the length before V full), else 0 */
+    int vtail_bar;               /* sm_90a SEQLENS / PAGED variants: offset of the V-tail mbarrier (the producer's
+                                    own, after the others: a sequence's last, partial V tile lands there and is
+                                    zero-filled past the length before V full), else 0 */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
@@ -102,15 +102,21 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
  *   PACK     GQA packing: a CTA takes the heads_q / heads_kv query heads of one KV head, their rows
  *            stacked in the M tile (packed row r = g x seqlen_q + i for query head hkv x group + g)
  *   PAGED    K/V in pages of a pool through a block table: each tile's address from its page's entry
- *            (the page size a multiple of block_n)
+ *            (sm_80: the page size a multiple of block_n; sm_90a: that, or block_n a multiple of the page
+ *            size - the tile then comes as block_n / page_size TMA boxes, one per page)
  *   GATHER   with PAGED: a K/V tile gathered from 16-row segments, each from its own page's entry, so
  *            any page size that is a multiple of 16 takes the full block_n tile (sm_80 copies only)
  *   AHEAD    with PAGED and 2+ stages: each copy reads the next tile's page(s) from the block table into
  *            registers, so a tile's copies never wait on the block table (its first tile's excepted)
- * Variants other than COMBINE run on the sm_80 path only so far (FAJIT_ERR_UNSUPPORTED on sm_90a). */
+ * The sm_90a (warp-specialized) kernel takes SEQLENS, SPLIT, PACK and PAGED (fwd_ws.c); GATHER and AHEAD are
+ * the sm_80 path's only (FAJIT_ERR_UNSUPPORTED on sm_90a). */
 enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16,
        FJ_VARIANT_GATHER = 32, FJ_VARIANT_AHEAD = 64 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
+/* Paged K/V on the sm_90a kernel (fwd_ws.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
+ * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at
+ * most 256 rows; 1 for page_size 0 (not paged). The runtime lowers block_n until it fits (decode.c). */
+int fj_ws_page_fits(int page_size, int block_n);
 /* The canonical text of a plan's kernel: fajit_config_format of its config, then " seqlens", " split"
  * for the variants; "sm_80 bf16 d128 combine" for the combine kernel. The kernel caches' key. */
 int fj_plan_format(const fj_plan *plan, char *buf, size_t size);

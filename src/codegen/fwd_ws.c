@@ -24,6 +24,10 @@
  * exponentiates S(j + 1) while the PV product runs (FlashAttention-3, section 3.2); with plan.pingpong
  * the consumer warpgroups take turns issuing their GEMMs (named barriers 1 + warpgroup), so one's
  * softmax overlaps another's GEMMs (section 3.1).
+ * Decode variants (fj_plan.variant): per-sequence lengths (SEQLENS), split-KV (SPLIT: work tiles per split, fp32
+ * partials), GQA packing (PACK: one Q box of group x Nq rows) and paged K/V (PAGED: each K/V tile as TMA boxes
+ * from the pool's pages, producer_paged); a sequence's last V tile is zero-filled past its length
+ * (producer_v_tail).
  * The KV range, the mask, the softmax and the epilogue are fwd_kernel.c's and softmax.c's; the MMAs are
  * the backend's (mma_qk, mma_pv, mma_wait); the pipeline is async.c's.
  */
@@ -53,6 +57,8 @@ typedef struct ws_loop {
     fj_reg_t qpar;      /* u32: parity of this use of the Q buffer */
     fj_reg_t last;      /* pred: this is the CTA's last work tile */
     fj_reg_t vtail_par; /* u32, producer, plan.vtail_bar: parity of the V-tail barrier's next phase */
+    fj_reg_t pg_idx, pg_ent; /* u32, producer, PAGED: a page index of the work tile's sequence (~0: none) and its
+                                block-table entry, read a tile ahead (producer_page_ahead) */
     char stage_label[FJ_MAX_STAGES][48]; /* entry of the loop body for each stage */
     char next_tile[48]; /* where a work tile's loop leaves */
 } ws_loop;
@@ -260,9 +266,122 @@ static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
     fj_label(e, skip);
 }
 
-/* SEQLENS: a V tile that reaches past the sequence's length (in k->seqlen_k) lands on the V-tail barrier
+/* tab = the work tile's block-table row: block_table + b x max_pages x 4 (t: a u32 scratch register). */
+static void page_table_row(fj_kctx *k, fj_reg_t tab, fj_reg_t t)
+{
+    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1);
+    fj_comment(k->e, 2, "the sequence's block-table row: block_table + b x max_pages x 4");
+    fj_ins(k->e, PTX_LD_PARAM_U32, R(t), FJ_DEC_OFF(k, max_pages));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(t), R(k->b), R(t));
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(t));
+    fj_ins(k->e, PTX_LD_PARAM_U64, R(tab), FJ_DEC_OFF(k, block_table));
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(tab), R(tab), R(a));
+}
+
+/* PAGED: K or V (`tensor`) of the KV tile at sequence row `row` from the pool into smem_off, completing the barrier
+ * at bar_off. The map (tensor_map.c) describes the pool as (head_dim, page_size, Hkv, pages) with a box of
+ * box = min(page_size, block_n) rows, so the tile comes in block_n / box segments (block_n divides the page size,
+ * or the page size divides block_n: decode.c), segment i = one box per 64 columns at (column, (row + i x box) %
+ * page_size, hkv, block_table[b][(row + i x box) / page_size]) into its rows of the stage's [boxes][block_n]
+ * [swizzle bytes] layout (at + i x box x swizzle bytes: a multiple of 2048, so the 128B swizzle pattern lines up).
+ * Segments from the length (k->seqlen_k) on are not loaded and their table entries are not read (they may be
+ * garbage): the barrier expects only the bytes of the segments loaded. K rows past the length are masked; V's are
+ * zero-filled (producer_v_tail). One thread, a loop over the segments: each entry is read where it is used unless
+ * it is the one read a tile ahead (l->pg_idx: producer_page_ahead). */
+static void producer_paged(fj_kctx *k, ws_loop *l, int tensor, int smem_off, fj_reg_t row, int bar_off)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int bn = p->cfg.block_n;
+    char top[48];
+    fj_reg_t ps = fj_alloc(e, k->b_r, 1), box = fj_alloc(e, k->b_r, 1), n = fj_alloc(e, k->b_r, 1);
+    fj_reg_t t = fj_alloc(e, k->b_r, 1), srow = fj_alloc(e, k->b_r, 1), page = fj_alloc(e, k->b_r, 1);
+    fj_reg_t dst = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_reg_t tab = fj_alloc(e, k->b_rd, 1), a = fj_alloc(e, k->b_rd, 1);
+    fj_label_new(e, "page_seg", top, sizeof top);
+    fj_comment(e, 2, "paged: segments of box = min(page_size, %d) rows; n = min(%d / box, ceil((len - row) / box)) of "
+                     "them are loaded, n x box x %d bytes expected",
+               bn, bn, p->row_bytes);
+    fj_ins(e, PTX_LD_PARAM_U32, R(ps), FJ_DEC_OFF(k, page_size));
+    fj_ins(e, "min.u32 %s, %s, %d", R(box), R(ps), bn);
+    fj_ins(e, "sub.s32 %s, %s, %s", R(t), R(k->seqlen_k), R(row));
+    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(t), R(box));
+    fj_ins(e, "sub.s32 %s, %s, 1", R(t), R(t));
+    fj_ins(e, "div.u32 %s, %s, %s", R(t), R(t), R(box));
+    fj_ins(e, "mov.u32 %s, %d", R(n), bn);
+    fj_ins(e, "div.u32 %s, %s, %s", R(n), R(n), R(box));
+    fj_ins(e, "min.u32 %s, %s, %s", R(n), R(n), R(t));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(t), R(n), R(box));
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(t), R(t), p->row_bytes);
+    fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX_REG, R(k->smem), bar_off, R(t));
+    page_table_row(k, tab, t);
+    fj_ins(e, "mov.u32 %s, %s", R(srow), R(row));
+    fj_ins(e, "mov.u32 %s, %s", R(dst), R(k->smem));
+    fj_label(e, top);
+    fj_comment(e, 2, "segment at srow: page block_table[b][srow / page_size] (the entry read ahead when it is that one), "
+                     "its row srow %% page_size");
+    fj_ins(e, "div.u32 %s, %s, %s", R(page), R(srow), R(ps));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(t), R(page), R(ps));
+    fj_ins(e, "sub.u32 %s, %s, %s", R(t), R(srow), R(t));
+    fj_ins(e, "setp.eq.u32 %s, %s, %s", R(pr), R(page), R(l->pg_idx));
+    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(a), R(page));
+    fj_ins(e, "add.u64 %s, %s, %s", R(a), R(tab), R(a));
+    fj_ins(e, "@!%s ld.global.nc.u32 %s, [%s]", R(pr), R(page), R(a));
+    fj_ins(e, "@%s mov.u32 %s, %s", R(pr), R(page), R(l->pg_ent));
+    fj_emit_tma_boxes(k, tensor, dst, smem_off, bn, t, k->hkv, page, k->smem, bar_off);
+    fj_ins(e, "add.u32 %s, %s, %s", R(srow), R(srow), R(box));
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(dst), R(box), p->cfg.swizzle, R(dst));
+    fj_ins(e, "sub.u32 %s, %s, 1", R(n), R(n));
+    fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), top);
+}
+
+/* PAGED: once tile j's (at `row`) K and V are issued, the next tile's first page entry into l->pg_idx / pg_ent
+ * (when the work tile has one: below n_end, so below the length - an entry past it is never read), so its copies
+ * need not wait for the table. The load returns while the producer waits for the next stage to be freed; with
+ * pages of block_n rows or more it is the next tile's only entry. */
+static void producer_page_ahead(fj_kctx *k, ws_loop *l, fj_reg_t row)
+{
+    fj_emit *e = k->e;
+    char skip[48];
+    fj_reg_t next = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_reg_t tab = fj_alloc(e, k->b_rd, 1), a = fj_alloc(e, k->b_rd, 1);
+    fj_label_new(e, "page_ahead", skip, sizeof skip);
+    fj_comment(e, 2, "paged: the next tile's first page entry, read ahead (when the work tile has a next tile, j + 1 < "
+                     "n_end: its row is below the length)");
+    fj_ins(e, "add.s32 %s, %s, 1", R(next), R(k->j));
+    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(next), R(l->n_end));
+    fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+    fj_ins(e, "add.s32 %s, %s, %d", R(next), R(row), k->p->cfg.block_n);
+    fj_ins(e, PTX_LD_PARAM_U32, R(t), FJ_DEC_OFF(k, page_size));
+    fj_ins(e, "div.u32 %s, %s, %s", R(next), R(next), R(t));
+    fj_ins(e, "setp.eq.u32 %s, %s, %s", R(pr), R(next), R(l->pg_idx));
+    fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+    page_table_row(k, tab, t);
+    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(a), R(next));
+    fj_ins(e, "add.u64 %s, %s, %s", R(a), R(tab), R(a));
+    fj_ins(e, "ld.global.nc.u32 %s, [%s]", R(l->pg_ent), R(a));
+    fj_ins(e, "mov.u32 %s, %s", R(l->pg_idx), R(next));
+    fj_label(e, skip);
+}
+
+/* K or V of the KV tile at `row` into smem_off, completing the barrier at bar_off: a whole tile's bytes and its
+ * TMA boxes, or (PAGED) its pages' (producer_paged). */
+static void producer_kv(fj_kctx *k, ws_loop *l, int tensor, int smem_off, fj_reg_t row, int bar_off)
+{
+    const fj_plan *p = k->p;
+    if (p->variant & FJ_VARIANT_PAGED) {
+        producer_paged(k, l, tensor, smem_off, row, bar_off);
+        return;
+    }
+    fj_emit_mbar_expect_tx(k, bar_off, p->kv_tile_bytes);
+    fj_emit_tma_tile(k, tensor, k->smem, smem_off, p->cfg.block_n, row, k->hkv, k->smem, bar_off);
+}
+
+/* SEQLENS / PAGED: a V tile that reaches past the sequence's length (in k->seqlen_k) lands on the V-tail barrier
  * instead of V full[s]; then this thread zero-fills its rows past the length in every box (TMA loaded them as
- * stored: a NaN there would reach O through P = 0 x NaN), makes the writes visible to wgmma
+ * stored, or - paged - left the stage's old rows where it loaded no page: a NaN there would reach O through
+ * P = 0 x NaN), makes the writes visible to wgmma
  * (fence.proxy.async) and arrives on V full[s] itself, and branches to `done`. A whole tile falls through to
  * the plain V load that follows (producer_tile). */
 static void producer_v_tail(fj_kctx *k, ws_loop *l, int s, fj_reg_t row, const char *done)
@@ -279,8 +398,7 @@ static void producer_v_tail(fj_kctx *k, ws_loop *l, int s, fj_reg_t row, const c
     fj_ins(e, "setp.le.s32 %s, %s, %s", R(pr), R(end), R(k->seqlen_k));
     fj_ins(e, "@%s bra.uni %s", R(pr), whole);
     fj_comment(e, 1, "the sequence's last V tile: onto the V-tail barrier, rows from its length on zeroed, then V full");
-    fj_emit_mbar_expect_tx(k, p->vtail_bar, p->kv_tile_bytes);
-    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, tile, bn, row, k->hkv, k->smem, p->vtail_bar);
+    producer_kv(k, l, FJ_TMA_V, tile, row, p->vtail_bar);
     fj_emit_mbar_wait(k, p->vtail_bar, l->vtail_par);
     fj_ins(e, "xor.b32 %s, %s, 1", R(l->vtail_par), R(l->vtail_par));
     fj_ins(e, "sub.s32 %s, %s, %s", R(r), R(k->seqlen_k), R(row));
@@ -304,14 +422,11 @@ static void producer_v_tail(fj_kctx *k, ws_loop *l, int s, fj_reg_t row, const c
 static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
 {
     const fj_plan *p = k->p;
-    int tile_tx = p->kv_tile_bytes;
     fj_reg_t row = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(row), R(k->j), p->cfg.block_n);
     fj_comment(k->e, 2, "K(j) -> stage %d once every consumer warp has freed it; the copy completes K full[%d]", s, s);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, s), empty_parity);
-    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), tile_tx);
-    fj_emit_tma_tile(k, FJ_TMA_K, k->smem, p->k_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
-                     fj_ws_bar(p, FJ_BAR_K_FULL, s));
+    producer_kv(k, l, FJ_TMA_K, p->k_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_K_FULL, s));
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
     if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
@@ -320,10 +435,9 @@ static void producer_tile(fj_kctx *k, ws_loop *l, int s, fj_reg_t empty_parity)
         fj_label_new(k->e, "v_done", done, sizeof done);
         producer_v_tail(k, l, s, row, done);
     }
-    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), tile_tx);
-    fj_emit_tma_tile(k, FJ_TMA_V, k->smem, p->v_off + s * p->kv_tile_bytes, p->cfg.block_n, row, k->hkv, k->smem,
-                     fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
     if (p->vtail_bar) fj_label(k->e, done);
+    if (p->variant & FJ_VARIANT_PAGED) producer_page_ahead(k, l, row);
 }
 
 /* GQA packing: the Q map's box is (columns, Nq, group, 1) (the runtime's, per call; group x Nq <= block_m, one
@@ -375,6 +489,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
     tile_loop_head(k, l, top, DECODE_ROWS | DECODE_HEADS, "$L_exit");
+    if (p->variant & FJ_VARIANT_PAGED) fj_ins(e, "mov.u32 %s, -1", R(l->pg_idx)); /* a new sequence: no entry read */
     fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
                p->cfg.block_m);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
@@ -686,6 +801,8 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     l.qpar = fj_alloc(e, k->b_r, 1);
     l.last = fj_alloc(e, k->b_p, 1);
     l.vtail_par = p->vtail_bar ? fj_alloc(e, k->b_r, 1) : l.ring; /* (unused without it: no register declared) */
+    l.pg_idx = l.pg_ent = l.ring; /* (likewise without PAGED) */
+    if (p->variant & FJ_VARIANT_PAGED) l.pg_idx = fj_alloc(e, k->b_r, 1), l.pg_ent = fj_alloc(e, k->b_r, 1);
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
     fj_banner(e, "Setup and warp roles",
               "Thread 0 initializes the mbarriers; after a CTA barrier warpgroup 0 becomes the producer\n"

@@ -147,10 +147,18 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
 #define FJ_VARIANT_AHEAD_REGS 23
 
 /* The warp-specialized (sm_90a) kernel's decode variants so far: seqlens_k, split-KV and GQA packing of group x
- * Nq <= block_m rows (one row block; the runtime's rule) - assembled only, not yet run on a GPU. Their registers: the per-tile sequence length, kept across the KV loop for the mask, and
- * the split index, live in the tile head and the epilogue only. */
-#define FJ_VARIANT_WS_OK (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK)
+ * Nq <= block_m rows (one row block; the runtime's rule), run on the H200; paged K/V (TMA boxes from the pool's
+ * pages, fwd_ws.c), assembled only. Their registers: the per-tile sequence length, kept across the KV loop for
+ * the mask, and the split index, live in the tile head and the epilogue only (the page lookups are the producer's,
+ * under its own setmaxnreg budget). */
+#define FJ_VARIANT_WS_OK (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED)
 #define FJ_VARIANT_WS_REGS 4
+
+int fj_ws_page_fits(int page_size, int block_n)
+{
+    int box = page_size < block_n ? page_size : block_n;
+    return !page_size || (block_n > 0 && (page_size % block_n == 0 || block_n % page_size == 0) && box <= 256);
+}
 
 /* The combine kernel's plan: only dtype and head_dim of the config count; 4 warps, one row each. */
 static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
@@ -197,17 +205,18 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->cfg.stages);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
-                                              "seqlens_k, split-KV and GQA packing, assembled only); the sm_80 path's "
+                                              "seqlens_k, split-KV, GQA packing and paged K/V whole pages or tiles; "
+                                              "no gathered segments or pages read ahead); the sm_80 path's "
                                               "does (fajit_attention_forward falls back to it)",
-                       variant & FJ_VARIANT_PAGED ? " paged K/V" : "", variant & FJ_VARIANT_GATHER ? " gather" : "",
+                       variant & FJ_VARIANT_GATHER ? " gather" : "", variant & FJ_VARIANT_AHEAD ? " ahead" : "",
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
-    if (p->ws && (variant & FJ_VARIANT_SEQLENS)) { /* fwd_ws.c: the V tail's zero fill */
+    if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* fwd_ws.c: the V tail's zero fill */
         p->vtail_bar = p->smem_bytes;
         p->smem_bytes += 8;
         if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
-            return CFG_FAIL("smem %d B with the seqlens_k variant's V-tail mbarrier exceeds %d B; lower stages or "
+            return CFG_FAIL("smem %d B with the seqlens_k / paged variant's V-tail mbarrier exceeds %d B; lower stages or "
                             "block_n", p->smem_bytes, fj_arch_path_smem_max(p->cfg.arch));
     }
     int extra = p->ws ? FJ_VARIANT_WS_REGS

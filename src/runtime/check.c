@@ -370,8 +370,21 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     check_fill(r->hk, kv_rows, p->head_dim, ld, p, splitmix64(&s), 1);
     check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s), 0);
     fajit_status st = p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
-    if (st == FAJIT_OK && p->seqlens && p->nan_past_len && !p->page_size) check_nan_past_len(r);
+    if (st == FAJIT_OK && p->seqlens && p->nan_past_len) check_nan_past_len(r);
     return st;
+}
+
+/* nan_past_len, paged: the block-table entries of sequence b's pages wholly past its length name the first spare
+ * page (all NaN), as an entry a cache has not filled may name any page: a kernel must neither need them nor
+ * let what they name reach O. */
+static void check_table_past_len(const check_run *r, int32_t *table, int max_pages)
+{
+    const fj_check_problem *p = r->prob;
+    if (!p->nan_past_len || !r->hlens) return;
+    for (int b = 0; b < p->batch; b++)
+        for (int i = 0; i < max_pages; i++)
+            if ((long long)i * p->page_size >= (long long)r->hlens[b])
+                table[b * max_pages + i] = table[p->batch * max_pages];
 }
 
 /* Paged K/V: pools of max_pages x batch + 2 pages (a random permutation gives sequence b's page i), filled
@@ -392,6 +405,7 @@ static fajit_status check_paged_setup(check_run *r, uint64_t seed)
         int j = (int)(splitmix64(&seed) % (uint64_t)(i + 1)), t = table[i];
         table[i] = table[j], table[j] = t;
     }
+    if (st == FAJIT_OK) check_table_past_len(r, table, max_pages);
     fj_CUdeviceptr *dst[2] = {&r->dpool_k, &r->dpool_v};
     const uint16_t *src[2] = {r->hk, r->hv};
     const int64_t *stride[2] = {a->k_stride, a->v_stride};

@@ -67,8 +67,9 @@ typedef struct fj_check_problem {
     int page_size;        /* > 0: paged K/V - the forward reads K and V from pools of pages of this many rows
                              ([pages, page_size, Hkv, D], pages shuffled, two spare pages, unused rows NaN) through
                              a block table; the references read the same values laid out as usual */
-    int nan_past_len;     /* 1 (with seqlens, contiguous K/V): K and V rows past each sequence's length are NaN, as
-                             an unfilled cache may hold; no output may depend on them (the references skip them) */
+    int nan_past_len;     /* 1 (with seqlens): K and V rows past each sequence's length are NaN, as an unfilled
+                             cache may hold; paged, the table entries of pages wholly past it also name a spare (NaN)
+                             page; no output may depend on them (the references skip them) */
 } fj_check_problem;
 
 typedef struct fj_check_options {

@@ -385,9 +385,9 @@ static int ws_mode_takes(const fajit_context *ctx, const fajit_attention_args *a
 }
 
 /* The choice for the warp-specialized kernel k: its tile, block_n lowered by 16 until the variant's registers
- * fit (plan.c: FJ_VARIANT_WS_REGS), then the splits for that tile as decode_choose takes them. GQA packing only
- * when a KV head's group x seqlen_q rows fit one row block (one Q box: tensor_map.c). 1 when the sm_90a variant
- * takes the call; else 0 with the reason in why. */
+ * fit (plan.c: FJ_VARIANT_WS_REGS) and, paged, the page size fits it (fj_ws_page_fits), then the splits for that
+ * tile as decode_choose takes them. GQA packing only when a KV head's group x seqlen_q rows fit one row block
+ * (one Q box: tensor_map.c). 1 when the sm_90a variant takes the call; else 0 with the reason in why. */
 static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_attention_args *a, int packed,
                      int tuned, decode_choice *c, char *why, size_t size)
 {
@@ -400,10 +400,16 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
         return snprintf(why, size, "GQA packing of group %d x seqlen_q %d = %lld rows runs on sm_90a only within one "
                                    "row block (block_m %d) so far", a->heads_q / a->heads_kv, a->seqlen_q, rows,
                         k->plan.cfg.block_m), 0;
-    if (d.block_table) return snprintf(why, size, "paged K/V run on the sm_80 path only so far"), 0;
-    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT | (packed ? FJ_VARIANT_PACK : 0);
+    int page = d.block_table ? d.page_size : 0;
+    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT | (packed ? FJ_VARIANT_PACK : 0) |
+                 (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k->plan.cfg;
-    while (c->cfg.block_n >= 16 && fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK) c->cfg.block_n -= 16;
+    while (c->cfg.block_n >= 16 &&
+           (!fj_ws_page_fits(page, c->cfg.block_n) || fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK))
+        c->cfg.block_n -= 16;
+    if (c->cfg.block_n < 16 && page)
+        return snprintf(why, size, "page_size %d: no block_n dividing it or divided by it plans with the sm_90a decode "
+                                   "variant", page), 0;
     if (c->cfg.block_n < 16)
         return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant", k->config_text), 0;
     c->tuned = 0;
@@ -437,6 +443,13 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     p.tma.n_tiles = p.tma.n_mblocks * p.tma.heads_batch * (uint32_t)splits; /* row blocks x splits x heads x batch */
     p.dec.base = p.tma.base;
     p.dec.seqlens_k = a->seqlens_k;
+    if (ch->variant & FJ_VARIANT_PAGED) { /* fwd_ws.c reads the table, its row length and the page size */
+        fj_decode_args d;
+        fj_decode_read(a, &d);
+        p.dec.block_table = d.block_table;
+        p.dec.max_pages = (uint32_t)d.max_pages;
+        p.dec.page_size = (uint32_t)d.page_size;
+    }
     p.dec.splits = (uint32_t)splits;
     p.dec.batch = (uint32_t)a->batch;
     p.dec.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;

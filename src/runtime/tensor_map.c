@@ -7,6 +7,11 @@
  * rows, 1, 1), the plan's swizzle, zero fill past the ends (and no writes past them). cuTensorMapEncodeTiled is a host call of a few microseconds; a steady stream of
  * forwards on the same tensors finds its maps in the cache instead (keyed by every input of the encode,
  * so a hit is the same map), which keeps the encode off the per-call path.
+ * Paged K/V (the PAGED variant): K and V are pools [pages, page_size, Hkv, D] whose strides map the same way
+ * (k_stride[0] the page step in the batch's place, [1] the head step, [2] the row step), so their maps are
+ * (head_dim, page_size, Hkv, FJ_TMAP_PAGES) with a box of min(page_size, block_n) rows: the kernel loads one
+ * box per page segment at (column, row in the page, head, block_table entry) (fwd_ws.c, producer_paged). The
+ * pool's page count is not in the arguments; FJ_TMAP_PAGES says why its extent is safe.
  */
 #include "tensor_map.h"
 
@@ -19,6 +24,12 @@
 #include "error.h"
 
 static const char *const k_names[4] = {"q", "k", "v", "o"};
+/* The extent of a paged pool's page dimension, which the arguments do not give: every page coordinate a kernel
+ * passes is a block_table entry (int32), so with 2^31 - 1 no in-range entry is clipped. TMA's bounds check then
+ * guards nothing in that dimension - as on the sm_80 path, which reads whatever pages the table names: the kernel
+ * reads only the entries of pages that hold rows below the sequence's length (the caller's to make valid), and
+ * a page named there is read whole (page_size rows, all inside the pool's page). */
+#define FJ_TMAP_PAGES 0x7fffffffu
 enum { TM_Q = 0, TM_K = 1, TM_V = 2, TM_O = 3 };
 
 /* The encode inputs of one tensor; 0 when it can be described, else -1 with the reason in why. */
@@ -28,9 +39,10 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
     const int64_t *s = tensor == TM_Q ? a->q_stride : tensor == TM_K ? a->k_stride : tensor == TM_V ? a->v_stride
                                                                                            : a->o_stride;
     uint64_t ptr = tensor == TM_Q ? a->q : tensor == TM_K ? a->k : tensor == TM_V ? a->v : a->o;
-    int kv = tensor == TM_K || tensor == TM_V;
+    int kv = tensor == TM_K || tensor == TM_V, paged = kv && (p->variant & FJ_VARIANT_PAGED);
     uint64_t extent[3] = {(uint64_t)(kv ? a->seqlen_k : a->seqlen_q), (uint64_t)(kv ? a->heads_kv : a->heads_q),
                           (uint64_t)a->batch};
+    if (paged) extent[0] = (uint64_t)a->page_size, extent[2] = FJ_TMAP_PAGES; /* (D, rows of a page, Hkv, pages) */
     memset(key, 0, sizeof *key);
     key->ptr = ptr;
     key->dims[0] = (uint64_t)a->head_dim;
@@ -41,7 +53,7 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
         if (extent[i] == 1 && bytes == 0) bytes = 16;
         if (bytes <= 0 || bytes % 16 != 0 || bytes >= ((int64_t)1 << 40)) {
             snprintf(why, size, "%s's %s stride is %" PRId64 " bytes; TMA needs a multiple of 16 in (0, 2^40)",
-                     k_names[tensor], i == 0 ? "sequence" : i == 1 ? "head" : "batch", bytes);
+                     k_names[tensor], i == 0 ? "sequence" : i == 1 ? "head" : paged ? "page" : "batch", bytes);
             return -1;
         }
         key->strides[i] = (uint64_t)bytes;
@@ -52,6 +64,7 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
     }
     key->box[0] = (uint32_t)p->tma_box_cols;
     key->box[1] = (uint32_t)(tensor == TM_Q ? p->cfg.block_m : kv ? p->cfg.block_n : 64);
+    if (paged && a->page_size < p->cfg.block_n) key->box[1] = (uint32_t)a->page_size; /* one box per page */
     key->box[2] = key->box[3] = 1;
     if (tensor == TM_Q && (p->variant & FJ_VARIANT_PACK)) { /* decode.c: group x seqlen_q <= block_m */
         key->box[1] = (uint32_t)a->seqlen_q;

@@ -68,9 +68,10 @@ static void ptx_usage(FILE *f)
           "                                 gather (with paged: tiles gathered from 16-row page segments), ahead\n"
           "                                 (with paged, 2+ stages: each tile's pages read a tile ahead), joined\n"
           "                                 with + (seqlens+split), or combine (the split partials' combine\n"
-          "                                 kernel; only --dtype and --headdim count). sm_90a takes seqlens, split\n"
-          "                                 and packgqa (assembled only, not yet run on a GPU; the runtime uses them\n"
-          "                                 with FAJIT_DECODE_SM90=1)\n\n"
+          "                                 kernel; only --dtype and --headdim count). sm_90a takes seqlens, split,\n"
+          "                                 packgqa and paged (paged: TMA boxes from the pool's pages, assembled\n"
+          "                                 only, not yet run on a GPU); the runtime uses them with\n"
+          "                                 FAJIT_DECODE_SM90=1\n\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }
