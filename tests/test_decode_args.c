@@ -192,6 +192,10 @@ static void test_auto_sm90(void **state)
     assert_int_equal(fj_decode_auto_sm90(&a, 0, 132), 1);
     a.seqlen_q = 16, a.heads_kv = 2; /* GQA 16 x 16 packed rows: two sm_80 row blocks */
     assert_int_equal(fj_decode_auto_sm90(&a, 1, 132), 1);
+    a.block_table = 256, a.max_pages = 256, a.page_size = 16; /* pages under 64 rows: the sm_80 gather */
+    assert_int_equal(fj_decode_auto_sm90(&a, 1, 132), 0);
+    a.page_size = 64;
+    assert_int_equal(fj_decode_auto_sm90(&a, 1, 132), 1);
 }
 
 static void test_split_heuristic(void **state)

@@ -119,6 +119,7 @@ static int auto_wants_sm90(const decode_case *c, int packs)
     fajit_attention_args_init(&a);
     a.dtype = c->dtype, a.head_dim = c->d, a.causal = c->causal, a.num_splits = c->splits;
     a.batch = c->b, a.heads_q = c->hq, a.heads_kv = c->hkv, a.seqlen_q = c->nq, a.seqlen_k = c->nk;
+    a.block_table = c->page ? 16 : 0, a.page_size = c->page, a.max_pages = c->page ? (c->nk + c->page - 1) / c->page : 0;
     return fj_decode_auto_sm90(&a, packs, g_ctx->sm_count);
 }
 

@@ -366,6 +366,9 @@ static void last_text(const fajit_kernel *kv, const fajit_kernel *kc, const deco
  * ------------------------------------------------------------------------------------------------- */
 int fj_decode_auto_sm90(const fajit_attention_args *a, int packed, int sm_count)
 {
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    if (d.block_table && d.page_size < FJ_WS_PAGE_MIN_AUTO) return 0;
     fajit_config c = heuristic_sm80(a, 0, 0);
     long long rows = (packed ? (long long)a->heads_q / a->heads_kv : 1) * a->seqlen_q;
     if (rows > c.block_m) return 1;

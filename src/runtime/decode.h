@@ -61,7 +61,11 @@ int fj_decode_splits(const fajit_attention_args *args, int packed, int block_m, 
  * seqlen_q) exceed the sm_80 heuristic tile's block_m (the sm_80 kernel would read K/V once per row block and
  * run its mma.sync at 128+ rows), or the sm_80 decode grid (row blocks x heads x batch x its heuristic splits)
  * has at most one CTA per SM. H200, BF16 D128, issue 11's rows: the 512k MQA rows (132 CTAs) ran 5% (Nq 1, 4)
- * and 35-40% (Nq 16) faster on sm_90a; the rows with 256-512 sm_80 CTAs ran 3-9% faster on sm_80. */
+ * and 35-40% (Nq 16) faster on sm_90a; the rows with 256-512 sm_80 CTAs ran 3-9% faster on sm_80. Paged K/V
+ * with pages under FJ_WS_PAGE_MIN_AUTO rows stay on sm_80, whose tiles gather 16-row page segments: the sm_90a
+ * producer issues one TMA box per page (11 per 176-row tile at 16-row pages) and read B1 Hq8 Hkv1 512k at
+ * 2427 GB/s against sm_80's 2850 with 16-row pages, 3416 against 3248 with 64-row pages. */
+#define FJ_WS_PAGE_MIN_AUTO 64
 int fj_decode_auto_sm90(const fajit_attention_args *args, int packed, int sm_count);
 
 /* CTAs of one split of the call's grid: row blocks (of group x seqlen_q rows when packed) x heads x batch. */
