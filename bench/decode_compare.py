@@ -489,7 +489,7 @@ def markdown(env, settings, rows, skipped):
                f"{settings['rotate_bytes'] >> 20} MB). err = relative L2 against a float32 reference on the first and "
                f"last sequence; check = fajit's err <= {TOL['bf16']:.0e} (bf16) / {TOL['f16']:.0e} (f16). "
                "fajit/FA3 = fajit / FA3 kvcache (num_splits=0); fajit paged/contig = fajit's GB/s on a paged row over "
-               "its own on the contiguous row of the same shape.")
+               "fajit contig's (the same shape on the contiguous cache, timed in the same interleaved rounds).")
     out.append("")
     fails = [r for r in rows if r.get("check") != "ok"]
     if fails:
