@@ -302,9 +302,9 @@ typedef struct fajit_attention_args {
      * [2] = from one row of a page to the next (a [pages, page_size, Hkv, D] pool: page_size x Hkv x D, D,
      * Hkv x D). seqlen_k (the capacity) must be <= max_pages x page_size; with seqlens_k, sequence b reads
      * its first seqlens_k[b] rows only. Runs on the sm_80 path's kernels (with tiles of at most page_size
-     * keys), or in a context made with FAJIT_DECODE_SM90=1 on the sm_90a kernel's (TMA boxes per page, a tile
-     * that divides the page or that the page divides; not yet run on a GPU). Only the entries of pages holding
-     * rows below a sequence's length are read. 0 = not paged. */
+     * keys) or on the sm_90a kernel's (TMA boxes per page, a tile that divides the page or that the page divides),
+     * as fajit_last_forward describes; pages under 64 rows run the sm_80 kernel unless FAJIT_DECODE_SM90=1.
+     * Only the entries of pages holding rows below a sequence's length are read. 0 = not paged. */
     uint64_t block_table;   /* device pointer to int32 [batch][max_pages] (4-byte aligned), or 0 */
     int max_pages;          /* entries per row of block_table, >= 1 */
     int page_size;          /* keys per page: a multiple of 16 */
@@ -346,9 +346,11 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
  * not take, a driver without tensor maps) and the sm_80 path's kernel ran instead. "" before the first
  * forward. The pointer stays valid for the thread's life; the text changes with its next forward.
  * Decode variants name their features after the config ("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal
- * seqlens split paged (8 splits) + sm_80 bf16 d128 combine"), and on an sm_90a device a call that uses
- * them runs the sm_80 path's kernels for now ("; fell back from sm_90a: the decode features (seqlens_k,
- * split-KV, GQA packing, paged K/V) run on the sm_80 path only so far").
+ * seqlens split paged (8 splits) + sm_80 bf16 d128 combine"). On an sm_90a device a decode call runs the
+ * sm_90a kernel's variants (the text ends in " (sm_90a decode variant)") or the sm_80 kernel's, by a rule
+ * from measurements (README "Decode on the sm_90a kernel"; FAJIT_DECODE_SM90=1 / 0 when the context is made
+ * forces either), and then says why ("; fell back from sm_90a: the sm_80 decode kernel's grid fills the 132
+ * SMs with its own rows, where it runs faster ...").
  */
 const char *fajit_last_forward(void);
 

@@ -9,7 +9,7 @@
  * the seqlens variant zero-fills a sequence's last V tile past its length before V full,
  * the plain kernel reads no decode field; paged K/V (over page sizes 16-256, the block_n the runtime picks for
  * each) loads TMA boxes at block-table pages with a register byte count; the plan refuses gathered segments and
- * pages read ahead on sm_90a. tests/test_gpu_decode.c runs them (FAJIT_DECODE_SM90=1; paged: not yet on a GPU).
+ * pages read ahead on sm_90a. tests/test_gpu_decode.c runs them on a GPU (FAJIT_DECODE_SM90=1 and the default rule).
  * label ptxas; skips without NVRTC / nvJitLink. Run: ctest --test-dir build -R test_decode_ws_ptx --output-on-failure
  */
 #include <setjmp.h>

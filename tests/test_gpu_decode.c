@@ -7,16 +7,16 @@
  * with spare pages, unused rows NaN), GQA 1/4/8 and MQA, Nq 1/4/16 (and 100, 300)
  * with and without the causal mask, D 64/96/128/256, BF16 and FP16, scores growing along the keys
  * (every rescale path, across split boundaries), and one long problem against the GPU reference.
- * Each case runs with the forward's own choice (on an H100/H200: the sm_90a path, which runs these
- * through its sm_80 fallback, said by fajit_last_forward and checked here) and with the sm_80 path
- * forced (GQA packing on, the default); then all again with packing off (FAJIT_PACK_GQA=0), and the paged
+ * Each case runs with the forward's own choice (on an H100/H200 the default path rule, fj_decode_auto_sm90:
+ * the sm_90a kernel's decode variants or the sm_80 kernel's, said by fajit_last_forward and checked here) and
+ * with the sm_80 path forced (GQA packing on, the default); then all again with packing off (FAJIT_PACK_GQA=0), and the paged
  * ones with the page-segment gather forced on and off (FAJIT_DECODE_GATHER=1 / 0) and with each tile's pages
- * read at its copy instead of a tile ahead (FAJIT_DECODE_PAGE_AHEAD=0; the kernel text says which).
+ * read at its copy instead of a tile ahead (FAJIT_DECODE_PAGE_AHEAD=0; the kernel text says which), those two
+ * on the sm_80 kernel (FAJIT_DECODE_SM90=0: the gather and the read-ahead are its own).
  * test_sm90_decode (sm_90a GPUs only): the cases again in a context made with FAJIT_DECODE_SM90=1, where
  * seqlens_k, split-KV and GQA packing (group x Nq within one row block) run on the sm_90a kernel's own
- * decode variants (not yet run on a GPU before this test), with packing on (larger groups fall back, saying
- * "GQA packing of group") and off (FAJIT_PACK_GQA=0: every case runs on sm_90a), paged K/V included (TMA boxes
- * from the pool's pages; not yet run on a GPU before this test). There K and V hold NaN past each sequence's
+ * decode variants, with packing on (larger groups fall back, saying "GQA packing of group") and off
+ * (FAJIT_PACK_GQA=0: every case runs on sm_90a), paged K/V included (TMA boxes from the pool's pages). There K and V hold NaN past each sequence's
  * length and, paged, the table entries of pages past it name a spare NaN page (fj_check_problem.nan_past_len). Tolerances are the check harness's (check.h): rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN, no write outside O / LSE. One line per run.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.

@@ -109,7 +109,7 @@ typedef struct fj_fwd_params_decode {
 } fj_fwd_params_decode;
 
 /*
- * Decode variants of the warp-specialized (sm_90a) kernel - assembled only, not yet run on a GPU: the
+ * Decode variants of the warp-specialized (sm_90a) kernel: the
  * tensor-map block unchanged, then a whole fj_fwd_params_decode of which only the decode fields (past its
  * base, which stays unused) are read. Work tiles: n_tiles = n_mblocks x splits x heads_q x batch, the
  * query block fastest, then the split, then the head and the batch (fwd_ws.c); the partials go to the

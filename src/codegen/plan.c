@@ -146,9 +146,9 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * plan with AHEAD spill 0 (ptxas 13.0, sm_90a; the widest at 255 registers). */
 #define FJ_VARIANT_AHEAD_REGS 23
 
-/* The warp-specialized (sm_90a) kernel's decode variants so far: seqlens_k, split-KV and GQA packing of group x
- * Nq <= block_m rows (one row block; the runtime's rule), run on the H200; paged K/V (TMA boxes from the pool's
- * pages, fwd_ws.c), assembled only. Their registers: the per-tile sequence length, kept across the KV loop for
+/* The warp-specialized (sm_90a) kernel's decode variants: seqlens_k, split-KV, GQA packing of group x Nq <=
+ * block_m rows (one row block; the runtime's rule) and paged K/V (TMA boxes from the pool's pages, fwd_ws.c),
+ * all run on the H200. Their registers: the per-tile sequence length, kept across the KV loop for
  * the mask, and the split index, live in the tile head and the epilogue only (the page lookups are the producer's,
  * under its own setmaxnreg budget). */
 #define FJ_VARIANT_WS_OK (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED)

@@ -1,10 +1,9 @@
 /*
  * decode.c - per-sequence KV lengths and split-KV for fajit_attention_forward (see decode.h): the grown
  * argument fields and their rules, the split heuristic, the workspace, and the launches of the decode
- * variant and the combine kernel. On an sm_90a kernel these run the sm_80 path's variant, and
- * fajit_last_forward says so - unless the context was made with FAJIT_DECODE_SM90=1: then seqlens_k and
- * split-KV run on the sm_90a kernel's own decode variants (assembled only, not yet run on a GPU), and only
- * GQA packing and paged K/V still fall back.
+ * variant and the combine kernel. On an sm_90a device a call runs the sm_90a kernel's own decode variants or
+ * the sm_80 path's, as ctx->decode_sm90 and fj_decode_auto_sm90 decide (GQA packing past one row block always
+ * on sm_80), and fajit_last_forward says which and why.
  */
 #include "decode.h"
 
@@ -565,6 +564,7 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
     st = choice_for(ctx, args, cfg, 1, "fajit_attention_workspace_size", &ch);
     if (st != FAJIT_OK) return st;
     *bytes_out = fj_decode_workspace_bytes(args, ch.splits, NULL);
+    fj_clear_error(); /* a tile probe that failed on the way left its message */
     return FAJIT_OK;
 }
 

@@ -381,5 +381,6 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     int handled = 0;
     if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, &handled);
     if (st == FAJIT_OK && !handled) st = forward_run(ctx, k, args);
+    if (st == FAJIT_OK) fj_clear_error(); /* a tile probe that failed on the way (decode.c) left its message */
     return st;
 }

@@ -69,9 +69,8 @@ static void ptx_usage(FILE *f)
           "                                 (with paged, 2+ stages: each tile's pages read a tile ahead), joined\n"
           "                                 with + (seqlens+split), or combine (the split partials' combine\n"
           "                                 kernel; only --dtype and --headdim count). sm_90a takes seqlens, split,\n"
-          "                                 packgqa and paged (paged: TMA boxes from the pool's pages, assembled\n"
-          "                                 only, not yet run on a GPU); the runtime uses them with\n"
-          "                                 FAJIT_DECODE_SM90=1\n\n"
+          "                                 packgqa and paged (paged: TMA boxes from the pool's pages); the runtime\n"
+          "                                 picks the path per call (README: Decode on the sm_90a kernel)\n\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }
