@@ -371,7 +371,9 @@ int fj_decode_auto_sm90(const fajit_attention_args *a, int packed, int sm_count)
     fajit_config c = heuristic_sm80(a, 0, 0);
     long long rows = (packed ? (long long)a->heads_q / a->heads_kv : 1) * a->seqlen_q;
     if (rows > c.block_m) return 1;
-    return fj_decode_ctas(a, packed, c.block_m) * fj_decode_splits(a, packed, c.block_m, c.block_n, sm_count) <=
+    fajit_attention_args h = *a; /* the heuristic's splits, also when the call forces a count: a shape keeps */
+    h.num_splits = 0;             /* its path whatever split count fagen tune times on it */
+    return fj_decode_ctas(&h, packed, c.block_m) * fj_decode_splits(&h, packed, c.block_m, c.block_n, sm_count) <=
            sm_count;
 }
 

@@ -59,8 +59,9 @@ int fj_decode_splits(const fajit_attention_args *args, int packed, int block_m, 
 /* 1 when a call (packed: GQA packing) runs faster on the sm_90a kernel's decode variants than on the sm_80
  * kernel's, by the default rule (ctx->decode_sm90 = -1): its rows per KV head (group x seqlen_q packed, else
  * seqlen_q) exceed the sm_80 heuristic tile's block_m (the sm_80 kernel would read K/V once per row block and
- * run its mma.sync at 128+ rows), or the sm_80 decode grid (row blocks x heads x batch x its heuristic splits)
- * has at most one CTA per SM. H200, BF16 D128, issue 11's rows: the 512k MQA rows (132 CTAs) ran 5% (Nq 1, 4)
+ * run its mma.sync at 128+ rows), or the sm_80 decode grid (row blocks x heads x batch x its heuristic splits,
+ * also when the call forces num_splits, so that a shape's path does not change with the count fagen tune
+ * times) has at most one CTA per SM. H200, BF16 D128, issue 11's rows: the 512k MQA rows (132 CTAs) ran 5% (Nq 1, 4)
  * and 35-40% (Nq 16) faster on sm_90a; the rows with 256-512 sm_80 CTAs ran 3-9% faster on sm_80. Paged K/V
  * with pages under FJ_WS_PAGE_MIN_AUTO rows stay on sm_80, whose tiles gather 16-row page segments: the sm_90a
  * producer issues one TMA box per page (11 per 176-row tile at 16-row pages) and read B1 Hq8 Hkv1 512k at
