@@ -385,8 +385,12 @@ static void bench_print(const bench_shape *s, const bench_result *r)
     fajit_config_format(&r->cfg, cfg, sizeof cfg);
     snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
              s->causal ? " causal" : "", s->bnhd ? " bnhd" : "");
-    printf("%-46s %-28s %9.3f %9.3f %8.1f %4d %6d %5d %4d  %s\n", cfg, shape, r->median_ms, r->min_ms, r->tflops,
-           r->sets, r->info.smem_bytes, r->info.registers, r->info.spill_bytes, r->source);
+    /* a call the decode path took (seqlen_q <= 128 on a small grid) or the sm_80 fallback ran other kernels than
+     * the config: say which (fajit_last_forward) */
+    int other = strcmp(r->ran, cfg) != 0;
+    printf("%-46s %-28s %9.3f %9.3f %8.1f %4d %6d %5d %4d  %s%s%s\n", cfg, shape, r->median_ms, r->min_ms, r->tflops,
+           r->sets, r->info.smem_bytes, r->info.registers, r->info.spill_bytes, r->source, other ? "; ran: " : "",
+           other ? r->ran : "");
     fflush(stdout);
 }
 
