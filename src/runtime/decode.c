@@ -308,9 +308,20 @@ typedef struct decode_choice {
     int tuned; /* the splits are a tuned winner's (fagen tune --grid decode) */
 } decode_choice;
 
+/* The splits of choice c on its tile (tuned: fj_decode_splits_for, the tuned winner first; else
+ * fj_decode_splits), then its variant: v, less the split bit when it does not split. */
+static void choose_splits(fajit_context *ctx, const fajit_attention_args *a, int packed, int tuned, unsigned v,
+                          decode_choice *c)
+{
+    c->tuned = 0;
+    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
+                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
+    c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
+}
+
 /* The choice for a call whose sm_80 kernel is k80: the tile from variant_config (every variant costs the
  * plan the same registers, so the tile does not depend on whether it splits), then the splits for that
- * tile's grid (tuned: fj_decode_splits_for, the tuned winner first; else fj_decode_splits), then the split bit.
+ * tile's grid and the split bit (choose_splits).
  * Paged K/V gather their tiles from page segments when the page is smaller than the tile (or always), as
  * ctx->paged_gather says, and read each tile's pages a tile ahead (AHEAD) unless ctx->page_ahead is off or the
  * tile has one stage or no registers for it (the tile stays: the pages are then read at each copy). */
@@ -331,10 +342,7 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     if (page && ctx->page_ahead && c->cfg.stages >= 2 &&
         fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) /* else no registers for it */
         v |= FJ_VARIANT_AHEAD;
-    c->tuned = 0;
-    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
-                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
-    c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
+    choose_splits(ctx, a, packed, tuned, v, c);
     return FAJIT_OK;
 }
 
@@ -416,10 +424,7 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
                                    "variant", page), 0;
     if (c->cfg.block_n < 16)
         return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant", k->config_text), 0;
-    c->tuned = 0;
-    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
-                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
-    c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
+    choose_splits(ctx, a, packed, tuned, v, c);
     return 1;
 }
 
