@@ -759,7 +759,8 @@ static void test_whole_pages(void **state)
 }
 
 /* Gathered from 16-row segments (pages smaller than the tile, partial last pages), a segment per pass and
- * several passes per segment (rows per pass 8 with 4 warps at d128), pages read at the copy and ahead. */
+ * several passes per segment (rows per pass 8 with 4 warps at d128), pages read at the copy and ahead (each
+ * segment's page and row in it worked out a tile before its copy), pages of 16, 48 and 80 rows. */
 static void test_gathered(void **state)
 {
     (void)state;
@@ -776,6 +777,8 @@ static void test_gathered(void **state)
             lc.page = 48, lc.pages_per_seq = 4, lc.lens[0] = 0, lc.lens[1] = 48, lc.lens[2] = 129, lc.lens[3] = 192;
             run_case(&lc); /* pages of 48 (not a power of two: the division path) */
             lc.stages = dim == 64 ? 3 : 2, lc.splits = 4; /* d128 s3 with the gather ahead has no registers */
+            run_case(&lc);
+            lc.page = 80, lc.pages_per_seq = 3, lc.splits = 3; /* a page past the tile, straddled: rows in it to 79 */
             run_case(&lc);
         }
 }

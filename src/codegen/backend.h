@@ -99,15 +99,24 @@ typedef struct fj_kctx {
     fj_reg_t kv_tile;                 /* s32, PAGED: the KV tile load_kv copies (set before each load_kv) */
     fj_reg_t page_next;               /* u32 x fj_paged_lookups, AHEAD: the pool pages of the next tile to
                                          copy (its segments', gathered), read by the previous copy */
+    fj_reg_t page_row;                /* u32 x fj_paged_lookups, AHEAD + GATHER: each segment's row in its page
+                                         (key mod page_size), worked out with page_next */
     fj_reg_t page_more;               /* pred, AHEAD: the tile after the one being copied exists */
     int page_sync;                    /* AHEAD: this copy reads its own pages (the first one) */
+    int page_split_how;               /* FJ_PAGE_SPLIT_*: how a key's page is found (a caller that emits
+                                         several lookups branches once on page_shift around them) */
     int page_ready;                   /* AHEAD, not gathered: k_ptr / v_ptr hold the copy's tile already */
     fj_reg_t page_tab;                /* u64, AHEAD: &block_table[b][0] of the CTA's sequence */
-    fj_reg_t page_base;               /* u64 x 2, AHEAD: K and V at the CTA's KV head, page 0 row 0 */
+    fj_reg_t page_base;               /* u64 x 2, AHEAD: K and V at the CTA's KV head, page 0 row 0 (GATHER:
+                                         plus the thread's first column in bytes, added by the backend) */
 
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];
 } fj_kctx;
+
+/* How a paged lookup splits a key into page and row: on page_shift at the lookup, or a division / a shift
+ * (the caller branched on page_shift already). */
+enum { FJ_PAGE_SPLIT_BRANCH = 0, FJ_PAGE_SPLIT_DIV = 1, FJ_PAGE_SPLIT_SHIFT = 2 };
 
 /* Which keys of a tile an mma_pv call covers. */
 enum { FJ_KEYS_ALL = 0, FJ_KEYS_OWN = 1, FJ_KEYS_PEER = 2 };
@@ -218,7 +227,10 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
  * the block table of this CTA's sequence and KV head: its page read now, or (AHEAD, after the first copy)
  * taken from k->page_next[lookup]. */
 void fj_emit_paged_key_ptrs(fj_kctx *k, fj_reg_t key, int lookup, const fj_reg_t out[2]);
-/* AHEAD: k->page_next[lookup] = the page of key `key` (clobbered), read under k->page_more. */
+/* AHEAD + GATHER, after the first copy: out[0] / out[1] = K / V addresses of segment `lookup` from
+ * k->page_next and k->page_row (both set by the previous copy's fj_emit_paged_key_page): no page split. */
+void fj_emit_paged_seg_ptrs(fj_kctx *k, int lookup, const fj_reg_t out[2]);
+/* AHEAD: k->page_next[lookup] = the page of key `key` (clobbered: key mod page_size), read under k->page_more. */
 void fj_emit_paged_key_page(fj_kctx *k, fj_reg_t key, int lookup);
 /* GATHER: copy passes per 16-row page segment (1 when a pass spans 16 rows or more), and page lookups
  * per thread and tile (1 without GATHER). */

@@ -191,13 +191,17 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
 }
 
 /* Paged K/V: pg = j / page_size (j >> page_shift for a power-of-two page) and j (u32) = j mod page_size,
- * the key's row in its page. */
+ * the key's row in its page; k->page_split_how may name the way when the caller has branched already. */
 static void page_split(fj_kctx *k, fj_reg_t j, fj_reg_t pg)
 {
     fj_reg_t ps = fj_param_s32(k, DOFF(page_size)), sh = fj_param_s32(k, DOFF(page_shift));
     fj_reg_t pow2 = fj_alloc(k->e, k->b_p, 1);
-    fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
-    if (k->p->variant & FJ_VARIANT_AHEAD) { /* a branch: predicated, ptxas runs the division always */
+    if (k->page_split_how == FJ_PAGE_SPLIT_DIV) {
+        fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+    } else if (k->page_split_how == FJ_PAGE_SPLIT_SHIFT) {
+        fj_ins(k->e, "shr.u32 %s, %s, %s", R(pg), R(j), R(sh));
+    } else if (k->p->variant & FJ_VARIANT_AHEAD) { /* a branch: predicated, ptxas runs the division always */
+        fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
         char shift[48], done[48];
         fj_label_new(k->e, "page_shift", shift, sizeof shift);
         fj_label_new(k->e, "page_split", done, sizeof done);
@@ -208,6 +212,7 @@ static void page_split(fj_kctx *k, fj_reg_t j, fj_reg_t pg)
         fj_ins(k->e, "shr.u32 %s, %s, %s", R(pg), R(j), R(sh));
         fj_label(k->e, done);
     } else {
+        fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
         fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
         fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
     }
@@ -242,24 +247,27 @@ static void page_lookup(fj_kctx *k, fj_reg_t j, fj_reg_t phys, int use_pred, fj_
     else fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(phys), R(a));
 }
 
-/* AHEAD: out = k->page_base (K and V at the CTA's KV head) + phys x page stride + row x row stride. */
+/* AHEAD: out = k->page_base (K and V at the CTA's KV head; gathered, plus the thread's column bytes) + phys x
+ * page stride + row x row stride. The page stride is in elements: phys is doubled in 32 bits (block-table
+ * entries are int32 >= 0, so 2 x phys < 2^32), which lets each pointer be two 64-bit multiply-adds of 32-bit
+ * operands (IMAD.WIDE.U32 + IMAD each) with no 64-bit shift. */
 static void page_row_ptrs_kept(fj_kctx *k, fj_reg_t phys, fj_reg_t row, const fj_reg_t out[2])
 {
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), r = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t p2 = fj_alloc(k->e, k->b_r, 1);
     const int stride_off[2] = {OFF(k_stride), OFF(v_stride)}, row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
-    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(phys));
+    fj_ins(k->e, "shl.b32 %s, %s, 1", R(p2), R(phys));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(p2));
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(r), R(row));
     for (int x = 0; x < 2; x++) {
         {
             fj_reg_t prm = fj_param_u64(k, stride_off[x]);
-            fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(a), R(t), R(prm));
+            fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(prm), R(fj_at(k->page_base, x)));
         }
-        fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
         {
             fj_reg_t prm = fj_param_u64(k, row_off[x]);
-            fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(r), R(prm), R(a));
+            fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(out[x]), R(r), R(prm), R(a));
         }
-        fj_ins(k->e, "add.u64 %s, %s, %s", R(out[x]), R(a), R(fj_at(k->page_base, x)));
     }
 }
 
@@ -339,6 +347,12 @@ void fj_emit_paged_key_ptrs(fj_kctx *k, fj_reg_t key, int lookup, const fj_reg_t
     fj_comment(k->e, 1, "paged K/V: the key's page from block_table[b][j / page_size], its row j mod page_size");
     page_lookup(k, key, phys, 0, phys);
     page_row_ptrs(k, phys, key, out);
+}
+
+void fj_emit_paged_seg_ptrs(fj_kctx *k, int lookup, const fj_reg_t out[2])
+{
+    fj_comment(k->e, 1, "paged K/V gathered: the segment's page and row in it, both worked out a tile ahead");
+    page_row_ptrs_kept(k, fj_at(k->page_next, lookup), fj_at(k->page_row, lookup), out);
 }
 
 void fj_emit_paged_key_page(fj_kctx *k, fj_reg_t key, int lookup)
@@ -963,6 +977,10 @@ void fj_emit_fwd_kernel(fj_kctx *k)
         k->page_next = fj_alloc(k->e, k->b_r, n);
         k->page_more = fj_alloc(k->e, k->b_p, 1);
         for (int i = 0; i < n; i++) fj_ins(k->e, "mov.u32 %s, 0", R(fj_at(k->page_next, i)));
+        if (p->variant & FJ_VARIANT_GATHER) {
+            k->page_row = fj_alloc(k->e, k->b_r, n);
+            for (int i = 0; i < n; i++) fj_ins(k->e, "mov.u32 %s, 0", R(fj_at(k->page_row, i)));
+        }
     }
     emit_prologue(k, n_end);
     emit_loop(k, n_end, mask_from);

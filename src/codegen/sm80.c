@@ -396,6 +396,12 @@ static void setup_copy(fj_kctx *k)
      * per tensor and comes from the constant bank) rather than kept in three 64-bit registers */
     k->bk[BK_CP_C16] = fj_alloc(k->e, k->b_rd, 1);
     fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(k->bk[BK_CP_C16]), R(c0));
+    if ((p->variant & (FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD)) == (FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD)) {
+        fj_comment(k->e, 1, "paged K/V gathered: the thread's column bytes go into the kept K/V bases, once");
+        for (int t = 0; t < 2; t++)
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(fj_at(k->page_base, t)), R(fj_at(k->page_base, t)),
+                   R(k->bk[BK_CP_C16]));
+    }
 }
 
 static void geometry_sm80(fj_kctx *k)
@@ -491,16 +497,15 @@ static void load_q_sm80(fj_kctx *k)
 }
 
 /* Paged K/V gathered, AHEAD: the pages of the next tile's segments (k->kv_tile + 1), as its copy will look
- * them up (rows clamped to its last valid row, last - block_n), read now into k->page_next. */
-static void gather_pages_ahead(fj_kctx *k, fj_reg_t last)
+ * them up (rows clamped to its last valid row, last - block_n), read now into k->page_next, and each
+ * segment's row in its page into k->page_row (a clamped row's is wrong for the unclamped key, but such a
+ * segment's rows are all past the end and zero-filled from the pool's base). */
+static void gather_pages_ahead_rows(fj_kctx *k, fj_reg_t next, fj_reg_t lastn)
 {
     const fj_plan *p = k->p;
     int rpp = p->copy_rows_per_pass, seg_passes = fj_paged_seg_passes(p), bn = p->cfg.block_n;
-    fj_reg_t next = fj_alloc(k->e, k->b_r, 1), lastn = fj_alloc(k->e, k->b_r, 1), r = fj_alloc(k->e, k->b_r, 1);
-    fj_comment(k->e, 1, "paged K/V gathered: the next tile's segment pages, read now for its copy");
-    fj_ins(k->e, "add.s32 %s, %s, 1", R(next), R(k->kv_tile));
-    fj_ins(k->e, "sub.s32 %s, %s, %d", R(lastn), R(last), bn);
     for (int i = 0; i < bn / rpp; i += seg_passes) {
+        fj_reg_t r = fj_at(k->page_row, i / seg_passes);
         fj_ins(k->e, "add.s32 %s, %s, %d", R(r), R(k->bk[BK_CP_R0]), i * rpp);
         fj_ins(k->e, "min.s32 %s, %s, %s", R(r), R(r), R(lastn));
         fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(r), R(next), bn, R(r));
@@ -508,10 +513,53 @@ static void gather_pages_ahead(fj_kctx *k, fj_reg_t last)
     }
 }
 
-/* Paged K/V gathered (variant GATHER): the K and V rows of tile k->kv_tile from 16-row segments, each looked
- * up in the block table (fj_emit_paged_key_ptrs; AHEAD: read by the previous tile's copy) when a thread's pass enters a new segment (every pass when
- * a pass is 16 rows or more; every 16 / rows-per-pass passes otherwise: the segment's next rows follow in
- * its page). The lookup's row is clamped to valid - 1 (the block table is read for filled pages only); the
+/* One uniform branch on page_shift around all the segments' lookups (one per lookup, ptxas if-converts
+ * some and then issues their divisions on the shift path too). */
+static void gather_pages_ahead(fj_kctx *k, fj_reg_t last)
+{
+    fj_reg_t next = fj_alloc(k->e, k->b_r, 1), lastn = fj_alloc(k->e, k->b_r, 1), pow2 = fj_alloc(k->e, k->b_p, 1);
+    char shift[48], done[48];
+    fj_comment(k->e, 1, "paged K/V gathered: the next tile's segment pages and rows in them, for its copy");
+    fj_ins(k->e, "add.s32 %s, %s, 1", R(next), R(k->kv_tile));
+    fj_ins(k->e, "sub.s32 %s, %s, %d", R(lastn), R(last), k->p->cfg.block_n);
+    {
+        fj_reg_t prm = fj_param_s32(k, FJ_DEC_OFF(k, page_shift));
+        fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(prm));
+    }
+    fj_label_new(k->e, "pages_shift", shift, sizeof shift);
+    fj_label_new(k->e, "pages_read", done, sizeof done);
+    fj_ins(k->e, "@%s bra.uni %s", R(pow2), shift);
+    k->page_split_how = FJ_PAGE_SPLIT_DIV;
+    gather_pages_ahead_rows(k, next, lastn);
+    fj_ins(k->e, "bra.uni %s", done);
+    fj_label(k->e, shift);
+    k->page_split_how = FJ_PAGE_SPLIT_SHIFT;
+    gather_pages_ahead_rows(k, next, lastn);
+    fj_label(k->e, done);
+    k->page_split_how = FJ_PAGE_SPLIT_BRANCH;
+}
+
+/* The K and V addresses (gx, u64 x 2, at the thread's first column) of the segment that pass i of the tile
+ * starts: AHEAD after the first copy, from the page and row read a tile ahead; else looked up now from the
+ * pass's row clamped to last (the block table is read for filled pages only). */
+static void gather_seg_ptrs(fj_kctx *k, int i, fj_reg_t row, fj_reg_t last, const fj_reg_t gx[2])
+{
+    int seg = i / fj_paged_seg_passes(k->p), ahead = k->p->variant & FJ_VARIANT_AHEAD;
+    if (ahead && !k->page_sync) {
+        fj_emit_paged_seg_ptrs(k, seg, gx);
+        return;
+    }
+    fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "min.s32 %s, %s, %s", R(r), R(row), R(last));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(r), R(k->kv_tile), k->p->cfg.block_n, R(r));
+    fj_emit_paged_key_ptrs(k, r, seg, gx);
+    if (ahead) return; /* the column bytes are in k->page_base (setup_copy) */
+    for (int x = 0; x < 2; x++) fj_ins(k->e, "add.u64 %s, %s, %s", R(gx[x]), R(gx[x]), R(k->bk[BK_CP_C16]));
+}
+
+/* Paged K/V gathered (variant GATHER): the K and V rows of tile k->kv_tile from 16-row segments, each with
+ * its own page (gather_seg_ptrs) when a thread's pass enters a new segment (every pass when a pass is 16
+ * rows or more; every 16 / rows-per-pass passes otherwise: the segment's next rows follow in its page). The
  * rows past the end are zero-filled (cp.async src-size 0) from the pool's base address. */
 static void copy_kv_gathered(fj_kctx *k, int slot, int parts, fj_reg_t valid)
 {
@@ -529,12 +577,7 @@ static void copy_kv_gathered(fj_kctx *k, int slot, int parts, fj_reg_t valid)
     for (int i = 0; i < p->cfg.block_n / rpp; i++) {
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK_CP_R0]), i * rpp);
         if (i % seg_passes == 0) {
-            fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
-            fj_ins(k->e, "min.s32 %s, %s, %s", R(r), R(row), R(last));
-            fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(r), R(k->kv_tile), p->cfg.block_n, R(r));
-            fj_emit_paged_key_ptrs(k, r, i / seg_passes, gx);
-            for (int x = 0; x < 2; x++)
-                fj_ins(k->e, "add.u64 %s, %s, %s", R(gx[x]), R(gx[x]), R(k->bk[BK_CP_C16]));
+            gather_seg_ptrs(k, i, row, last, gx);
         } else {
             for (int x = 0; x < 2; x++) {
                 fj_reg_t prm = fj_param_u64(k, k_pass_bytes_off[1 + x]);
