@@ -47,6 +47,10 @@
 #                    default) and at the copy (=0): fagen bench on the Nq 1 rows B1 H32/32 32k (on/off twice),
 #                    B8 H32/8 8k, B64 H32/8 2k (once), pages of 16 / 64 / 256, each row's contiguous line first;
 #                    then compute-sanitizer memcheck of fagen check on 16- and 64-row pages (over 4 minutes on the H200, most of it the memcheck half)
+#     paged-ab       A/B (bench/ab.sh, interleaved) of the sm_80 decode kernel (FAJIT_DECODE_SM90=0, br64 bc64 w4 s2)
+#                    built from a base tree ($AB_BASE_SRC, default .carry/a-src: `git archive main | tar -x -C
+#                    .carry/a-src`, carried) against this tree's: Nq 1 rows B1 H32/32 32k, B8 H32/8 8k, B64 H32/8
+#                    2k, contiguous and pages of 16 and 64 rows (skips with its reason without a base tree)
 #     decode-sweep   bench/decode_sweep.py --out $OUT (the package from the source tree on $BUILD/libfajit.so; needs
 #                    the build stage): the decode heuristic against forced splits / tiles / stages and the paged
 #                    gather modes on the rows short of FA3, each checked against float64 -> $OUT/decode-sweep.*
@@ -93,6 +97,25 @@ do_tests() {
     [ $g -eq 0 ] || rc=1
     "$BUILD"/tests/test_runtime_gpu || rc=1
     "$BUILD"/tests/test_tune_gpu || rc=1
+    return $rc
+}
+
+do_paged_ab() {
+    local src=${AB_BASE_SRC:-.carry/a-src} base=${TMPDIR:-/tmp}/fajit-ab-base rc=0
+    : >"$base.ab"
+    [ -f "$src/CMakeLists.txt" ] || { echo "SKIP: no base tree in $src (git archive main | tar -x -C $src)"; return 77; }
+    cmake -S "$src" -B "$base" -DCMAKE_BUILD_TYPE=Release -DFAJIT_BUILD_TESTS=OFF -DFAJIT_INSTALL=OFF >"$base.log" 2>&1 &&
+        cmake --build "$base" -j "$(nproc)" --target fagen >>"$base.log" 2>&1 ||
+        { tail -n 20 "$base.log"; echo "base build failed"; return 1; }
+    echo "A = $src, B = this tree; FAJIT_DECODE_SM90=0, --arch sm_80 --br 64 --bc 64 --warps 4 --stages 2, Nq 1"
+    for row in "1 32 32 32768" "8 32 8 8192" "64 32 8 2048"; do
+        set -- $row
+        local shape="--batch $1 --heads $2 --heads-kv $3 --seqlen 1 --seqlen-k $4 --arch sm_80 --br 64 --bc 64"
+        shape="$shape --warps 4 --stages 2 --splits 0"
+        FAJIT_DECODE_SM90=0 bench/ab.sh "$base/tools/fagen/fagen" "$FAGEN" "$shape" "$shape --page-size 16" \
+            "$shape --page-size 64" | tee -a "$base.ab" || rc=1
+    done
+    grep -q "fagen:" "$base.ab" && rc=1 # a bench that failed prints its error instead of the result line
     return $rc
 }
 
@@ -270,6 +293,7 @@ for s in "${stages[@]}"; do
     decode-tune) run_stage decode-tune 400 env FAGEN="$FAGEN" OUT="$OUT" bash -c "$(declare -f do_decode_tune); do_decode_tune" ;;
     decode-sweep) run_stage decode-sweep 360 env PYTHONUNBUFFERED=1 PYTHONPATH="python/src${PYTHONPATH:+:$PYTHONPATH}" \
         FAJIT_LIB="$BUILD/libfajit.so" python3 bench/decode_sweep.py --out "$OUT" ;;
+    paged-ab) run_stage paged-ab 480 env FAGEN="$FAGEN" bash -c "$(declare -f do_paged_ab); do_paged_ab" ;;
     paged-ahead) run_stage paged-ahead 480 env FAGEN="$FAGEN" bash -c "$(declare -f do_paged_ahead); do_paged_ahead" ;;
     decode-bench) run_stage decode-bench 200 env FAGEN="$FAGEN" bash -c "$(declare -f do_decode_bench); do_decode_bench" ;;
     sanitize) run_stage sanitize 590 env FAGEN="$FAGEN" OUT="$OUT" SAN_HEADDIMS="${SAN_HEADDIMS:-64 128 256}" \
