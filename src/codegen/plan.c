@@ -143,7 +143,10 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * 232 did. With 23 more those are refused; the runtime then reads each tile's pages at its copy (decode.c).
  * Checked again with the kept registers and next-tile pointers: of 810 tiles (d64-d256 x the 3 layouts x
  * block_n 32/64/128 x 2-4 stages x both masks x gathered + packed / packed / per-sequence), the 317 that
- * plan with AHEAD spill 0 (ptxas 13.0, sm_90a; the widest at 255 registers). */
+ * plan with AHEAD spill 0 (ptxas 13.0, sm_90a; the widest at 255 registers). Gathered, AHEAD also keeps each
+ * segment's row in its page (page_row, 1-4 more): of the 61 tiles that plan with split + packgqa + paged +
+ * gather + ahead (d64-d256 x the 3 layouts x block_n 32/64/128 x 2-4 stages x both masks), none spills with
+ * ptxas 13.0 -arch=sm_90 or sm_80 on the sm_80 PTX, the widest at 247 registers (243 before page_row). */
 #define FJ_VARIANT_AHEAD_REGS 23
 
 /* The warp-specialized (sm_90a) kernel's decode variants: seqlens_k, split-KV, GQA packing of group x Nq <=

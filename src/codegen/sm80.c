@@ -572,7 +572,7 @@ static void copy_kv_gathered(fj_kctx *k, int slot, int parts, fj_reg_t valid)
     const fj_reg_t gx[2] = {fj_at(g, 0), fj_at(g, 1)};
     const int off[2] = {p->k_off, p->v_off}, want[2] = {parts & FJ_KV_K, parts & FJ_KV_V};
     const int base_off[2] = {FJ_PARAM_OFF(k), FJ_PARAM_OFF(v)};
-    fj_comment(k->e, 1, "paged K/V gathered: each 16-row segment's page from the block table");
+    fj_comment(k->e, 1, "paged K/V gathered: each 16-row segment from its own page");
     fj_ins(k->e, "sub.s32 %s, %s, 1", R(last), R(valid));
     for (int i = 0; i < p->cfg.block_n / rpp; i++) {
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK_CP_R0]), i * rpp);
