@@ -49,6 +49,7 @@ typedef struct bench_cli {
     int reps, warmup, device, grid_first, latency, untuned, help;
     int splits, grid_decode; /* --splits: args->num_splits, -1 = not given (the heuristic); --grid decode */
     int page_size;           /* --page-size: paged K/V (0 = contiguous) */
+    int page_linear;         /* --page-order linear: block table entry i = page i (default: shuffled) */
 } bench_cli;
 
 typedef struct bench_shape {
@@ -57,6 +58,7 @@ typedef struct bench_shape {
     int bnhd;
     int splits; /* args->num_splits */
     int page_size; /* paged K/V: pools of pages of this many rows, shuffled (0 = contiguous) */
+    int page_linear; /* the block table in pool order instead of shuffled */
 } bench_shape;
 
 typedef struct bench_result {
@@ -98,6 +100,9 @@ static void bench_usage(FILE *f)
           "                                 Nq 1, 4, 16 (D 128 unless --headdim; --causal for causal): GB/s of K + V\n"
           "  --splits N                     split-KV: 0 the heuristic (default), 1 none, 2..1024 forced; reports GB/s\n"
           "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16) in a shuffled block table\n"
+          "  --page-order shuffled|linear   the block table's order (default shuffled; linear: entry i is page i, the\n"
+          "                                 K/V bytes then lie as in a contiguous cache: the paging cost without the\n"
+          "                                 scattered reads)\n"
           "  --latency                      time getting a kernel: a new process with empty caches (PTX generation,\n"
           "                                 compiler load, compile), then a disk-cache hit in another new process\n"
           "  --untuned                      ignore tuned winners (fagen tune): the built-in heuristic only\n"
@@ -132,15 +137,19 @@ static int bench_word_flag(int argc, char **argv, int *i, bench_cli *o)
     char flag[64];
     int is_grid = fagen_flag_is(argv[*i], "--grid");
     int is_layout = fagen_flag_is(argv[*i], "--layout");
-    if (!is_grid && !is_layout) return FAGEN_ARG_NOT_MINE;
+    int is_order = fagen_flag_is(argv[*i], "--page-order");
+    if (!is_grid && !is_layout && !is_order) return FAGEN_ARG_NOT_MINE;
     const char *val = fagen_flag_value(argc, argv, i, flag, sizeof flag);
     if (!val) return FAGEN_ARG_ERROR;
     if (is_grid && strcmp(val, "first") == 0) o->grid_first = 1;
     else if (is_grid && strcmp(val, "decode") == 0) o->grid_decode = 1;
     else if (is_layout && strcmp(val, "bhnd") == 0) o->bnhd = 0;
     else if (is_layout && strcmp(val, "bnhd") == 0) o->bnhd = 1;
+    else if (is_order && strcmp(val, "shuffled") == 0) o->page_linear = 0;
+    else if (is_order && strcmp(val, "linear") == 0) o->page_linear = 1;
     else {
-        fprintf(stderr, "fagen: %s %s: must be %s\n", flag, val, is_grid ? "first or decode" : "bhnd or bnhd");
+        fprintf(stderr, "fagen: %s %s: must be %s\n", flag, val,
+                is_grid ? "first or decode" : is_layout ? "bhnd or bnhd" : "shuffled or linear");
         return FAGEN_ARG_ERROR;
     }
     return FAGEN_ARG_TAKEN;
@@ -217,8 +226,9 @@ static fajit_attention_args bench_args(const bench_shape *s)
     return a;
 }
 
-/* Paged K/V: one block table (a shuffled permutation of the pool's pages) for every set, whose args then
- * read K and V as pools of [pages, page_size, Hkv, D]. The context is current. */
+/* Paged K/V: one block table (a shuffled permutation of the pool's pages, or pool order with --page-order
+ * linear) for every set, whose args then read K and V as pools of [pages, page_size, Hkv, D]. The context is
+ * current. */
 static fajit_status bench_paged(const fj_cuda_api *cu, const bench_shape *s, int max_pages, bench_sets *sets)
 {
     size_t n = (size_t)s->b * (size_t)max_pages;
@@ -226,7 +236,7 @@ static fajit_status bench_paged(const fj_cuda_api *cu, const bench_shape *s, int
     if (!table) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: block table of %zu entries", n);
     uint64_t x = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < n; i++) table[i] = (int32_t)i;
-    for (size_t i = n - 1; i > 0; i--) { /* Fisher-Yates, xorshift */
+    for (size_t i = n - 1; i > 0 && !s->page_linear; i--) { /* Fisher-Yates, xorshift */
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         size_t j = (size_t)(x % (i + 1));
         int32_t t = table[i];
@@ -406,7 +416,8 @@ static void bench_print_decode(const bench_shape *s, const bench_result *r)
     double kv_bytes = 2.0 * s->b * s->hkv * (double)s->nk * s->d * 2.0;
     snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
              s->causal ? " causal" : "");
-    if (s->page_size) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " p%d", s->page_size);
+    if (s->page_size)
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " p%d%s", s->page_size, s->page_linear ? "lin" : "");
     printf("%-30s %9.4f %9.4f %8.0f %8.1f  %s\n", shape, r->median_ms, r->min_ms, kv_bytes / (r->median_ms * 1e-3) / 1e9,
            r->tflops, r->ran);
     fflush(stdout);
@@ -569,6 +580,7 @@ static bench_shape shape_from_flags(const bench_cli *o, int d, int n, int causal
     s.bnhd = o->bnhd;
     s.splits = o->splits > 0 ? o->splits : 0;
     s.page_size = o->page_size;
+    s.page_linear = o->page_linear;
     return s;
 }
 
