@@ -85,6 +85,11 @@ def candidates(section):
         for sp in (1, 2, 4, 8):
             out.append((s, f"br128 w8 {sp} splits", cfg_text(128, 64, 2, 8, True), sp))
         out.append((s, "br64 s3 4 splits", cfg_text(64, 64, 3, 4, True), 4))
+        for sp in (3, 6):
+            out.append((s, f"br64 {sp} splits", cfg_text(64, 64, 2, 4, True), sp))
+        out.append((s, "br64 bc128 4 splits", cfg_text(64, 128, 2, 4, True), 4))
+        out.append((s, "br64 bc32 s3 4 splits", cfg_text(64, 32, 3, 4, True), 4))
+        out.append((s, "br64 bc32 s4 4 splits", cfg_text(64, 32, 4, 4, True), 4))
     elif section.startswith("paged"):
         for b, hq, hkv, nk in ((1, 32, 32, 32768), (8, 32, 8, 8192)):
             if section == "paged-auto":

@@ -301,10 +301,12 @@ typedef struct fajit_attention_args {
      * strides become k_stride[0] = elements from one page to the next, [1] = from one KV head to the next,
      * [2] = from one row of a page to the next (a [pages, page_size, Hkv, D] pool: page_size x Hkv x D, D,
      * Hkv x D). seqlen_k (the capacity) must be <= max_pages x page_size; with seqlens_k, sequence b reads
-     * its first seqlens_k[b] rows only. Runs on the sm_80 path's kernels (with tiles of at most page_size
-     * keys) or on the sm_90a kernel's (TMA boxes per page, a tile that divides the page or that the page divides),
-     * as fajit_last_forward describes; pages under 64 rows run the sm_80 kernel unless FAJIT_DECODE_SM90=1.
-     * Only the entries of pages holding rows below a sequence's length are read. 0 = not paged. */
+     * its first seqlens_k[b] rows only. Runs on the sm_80 path's kernels (pages smaller than the key tile
+     * gathered from 16-row segments) or on the sm_90a kernel's (TMA boxes per page, a tile that divides the
+     * page or that the page divides), as fajit_last_forward describes; pages under 64 rows run the sm_80
+     * kernel unless FAJIT_DECODE_SM90=1. Speed: pages of 16, 64 and 256 rows read within 5% of a contiguous
+     * cache on the H200 (README, "Decode"); 64+ rows leave the most margin. Only the entries of pages holding
+     * rows below a sequence's length are read. 0 = not paged. */
     uint64_t block_table;   /* device pointer to int32 [batch][max_pages] (4-byte aligned), or 0 */
     int max_pages;          /* entries per row of block_table, >= 1 */
     int page_size;          /* keys per page: a multiple of 16 */

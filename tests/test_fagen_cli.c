@@ -154,6 +154,9 @@ static const bad_case k_bad_cases[] = {
     {{"tune", "--br", "64"}, {"tune chooses", "--br"}},
     {{"tune", "--grid", "issue3", "--headdim", "96"}, {"no class", "issue3"}},
     {{"tune", "--nosave"}, {"--nosave", "unknown flag"}},
+    {{"bench", "--page-order", "random"}, {"--page-order random", "shuffled or linear"}},
+    {{"bench", "--layout", "nhd"}, {"--layout nhd", "bhnd or bnhd"}},
+    {{"bench", "--grid", "issue3"}, {"--grid issue3", "first or decode"}},
 };
 
 static void test_bad_flags(void **state)
