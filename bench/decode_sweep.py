@@ -9,8 +9,8 @@ Sections (each one process, so that the FAJIT_DECODE_* variables read at context
           (more bytes in flight per CTA); Nq 16 also br128 w8 (all 8 x 16 packed rows in one CTA: hypothesis
           a, K/V read once per KV head; 1 CTA per SM by registers) at 128 / 264 splits, and with s3 / s4 /
           bc128 at 128
-  b8      B8 Hq32 Hkv8 Nk8k, Nq 16 causal: the heuristic; br64 at 1 / 2 / 4 / 8 splits; br128 w8 at 1 / 2 / 4 / 8
-          splits (hypothesis a); br64 s3 at 4 splits
+  b8      B8 Hq32 Hkv8 Nk8k, Nq 16 causal: the heuristic; br64 at 1 / 2 / 3 / 4 / 6 / 8 splits; br128 w8 at 1 / 2 /
+          4 / 8 splits (hypothesis a); at 4 splits br64 s3, br64 bc128, br64 bc32 s3 / s4
   paged   B1 Hq32 Hkv32 Nk32k and B8 Hq32 Hkv8 Nk8k at Nq 1: contiguous, then pages of 16 / 64 / 256 rows
           (shuffled in one pool), with the heuristic's tile; pages of 64 also with s3 and s4, contiguous
           also with s3 (hypothesis c: the block-table lookup's latency) - run four times, one process each:
@@ -44,8 +44,8 @@ import subprocess
 import sys
 import time
 
-FA3_H200 = {  # FA3 kvcache GB/s, num_splits=0, bench/results/h200-decode-compare-2026-11-24.md
-    ("long", 1): 3352, ("long", 4): 3368, ("long", 16): 3193, ("b8", 16): 1933}
+FA3_H200 = {  # FA3 kvcache GB/s, num_splits=0, bench/results/h200-decode-compare-2026-11-24.md (tree 74cc624)
+    ("long", 1): 3281, ("long", 4): 3188, ("long", 16): 3081, ("b8", 16): 3564}
 D = 128
 TOL_L2, TOL_ROW = 1e-2, 4e-2
 ROTATE_BYTES = 256 << 20
