@@ -195,26 +195,27 @@ void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off
 static void page_split(fj_kctx *k, fj_reg_t j, fj_reg_t pg)
 {
     fj_reg_t ps = fj_param_s32(k, DOFF(page_size)), sh = fj_param_s32(k, DOFF(page_shift));
-    fj_reg_t pow2 = fj_alloc(k->e, k->b_p, 1);
     if (k->page_split_how == FJ_PAGE_SPLIT_DIV) {
         fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
     } else if (k->page_split_how == FJ_PAGE_SPLIT_SHIFT) {
         fj_ins(k->e, "shr.u32 %s, %s, %s", R(pg), R(j), R(sh));
-    } else if (k->p->variant & FJ_VARIANT_AHEAD) { /* a branch: predicated, ptxas runs the division always */
-        fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
-        char shift[48], done[48];
-        fj_label_new(k->e, "page_shift", shift, sizeof shift);
-        fj_label_new(k->e, "page_split", done, sizeof done);
-        fj_ins(k->e, "@%s bra.uni %s", R(pow2), shift);
-        fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
-        fj_ins(k->e, "bra.uni %s", done);
-        fj_label(k->e, shift);
-        fj_ins(k->e, "shr.u32 %s, %s, %s", R(pg), R(j), R(sh));
-        fj_label(k->e, done);
     } else {
+        fj_reg_t pow2 = fj_alloc(k->e, k->b_p, 1);
         fj_ins(k->e, "setp.ne.u32 %s, %s, 0", R(pow2), R(sh));
-        fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
-        fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
+        if (k->p->variant & FJ_VARIANT_AHEAD) { /* a branch: predicated, ptxas runs the division always */
+            char shift[48], done[48];
+            fj_label_new(k->e, "page_shift", shift, sizeof shift);
+            fj_label_new(k->e, "page_split", done, sizeof done);
+            fj_ins(k->e, "@%s bra.uni %s", R(pow2), shift);
+            fj_ins(k->e, "div.u32 %s, %s, %s", R(pg), R(j), R(ps));
+            fj_ins(k->e, "bra.uni %s", done);
+            fj_label(k->e, shift);
+            fj_ins(k->e, "shr.u32 %s, %s, %s", R(pg), R(j), R(sh));
+            fj_label(k->e, done);
+        } else {
+            fj_ins(k->e, "@%s shr.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(sh));
+            fj_ins(k->e, "@!%s div.u32 %s, %s, %s", R(pow2), R(pg), R(j), R(ps));
+        }
     }
     fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(ps), R(pg), R(ps));
     fj_ins(k->e, "sub.u32 %s, %s, %s", R(j), R(j), R(ps));
