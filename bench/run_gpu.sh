@@ -50,7 +50,8 @@
 #     paged-ab       A/B (bench/ab.sh, interleaved) of the sm_80 decode kernel (FAJIT_DECODE_SM90=0, br64 bc64 w4 s2)
 #                    built from a base tree ($AB_BASE_SRC, default .carry/a-src: `git archive main | tar -x -C
 #                    .carry/a-src`, carried) against this tree's: Nq 1 rows B1 H32/32 32k, B8 H32/8 8k, B64 H32/8
-#                    2k, contiguous and pages of 16 and 64 rows (skips with its reason without a base tree)
+#                    2k, contiguous ([B, Nk, Hkv, D], the pools' row layout) and pages of 16 and 64 rows (skips
+#                    with its reason without a base tree)
 #     decode-sweep   bench/decode_sweep.py --out $OUT (the package from the source tree on $BUILD/libfajit.so; needs
 #                    the build stage): the decode heuristic against forced splits / tiles / stages and the paged
 #                    gather modes on the rows short of FA3, each checked against float64 -> $OUT/decode-sweep.*
@@ -111,7 +112,7 @@ do_paged_ab() {
     for row in "1 32 32 32768" "8 32 8 8192" "64 32 8 2048"; do
         set -- $row
         local shape="--batch $1 --heads $2 --heads-kv $3 --seqlen 1 --seqlen-k $4 --arch sm_80 --br 64 --bc 64"
-        shape="$shape --warps 4 --stages 2 --splits 0"
+        shape="$shape --warps 4 --stages 2 --splits 0 --layout bnhd" # the contiguous line in the pools' row layout
         FAJIT_DECODE_SM90=0 bench/ab.sh "$base/tools/fagen/fagen" "$FAGEN" "$shape" "$shape --page-size 16" \
             "$shape --page-size 64" | tee -a "$base.ab" || rc=1
     done
