@@ -310,6 +310,28 @@ typedef struct fajit_attention_args {
     uint64_t block_table;   /* device pointer to int32 [batch][max_pages] (4-byte aligned), or 0 */
     int max_pages;          /* entries per row of block_table, >= 1 */
     int page_size;          /* keys per page: a multiple of 16 */
+    /* ---- read only when struct_size >= FAJIT_ATTENTION_ARGS_SIZE_3 (fajit_attention_args_init) ----
+     * Varlen (FlashAttention's varlen API): batch sequences packed along one token dim, no padding.
+     * cu_seqlens_q / cu_seqlens_k: device pointers to int32 [batch + 1] (4-byte aligned), non-decreasing, from 0;
+     * sequence b's queries are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and o, its keys rows
+     * [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v. q / o are then [total_q, Hq, D] and k / v [total_k, Hkv, D]
+     * (stride[0] is not read, stride[1] = head, stride[2] = token), lse is [Hq, total_q]. seqlen_q / seqlen_k are
+     * then the longest sequence's lengths (max_seqlen_q / max_seqlen_k of FlashAttention), used to size the grid;
+     * lengths are never read on the host. seqlens_k (above) is FlashAttention's seqused_k: with it, sequence b
+     * uses the first seqlens_k[b] keys of its range. With a block table, cu_seqlens_k is 0 and sequence b's keys
+     * are its pages (seqlens_k[b] of them): a serving engine's chunked prefill. 0 = not varlen. */
+    uint64_t cu_seqlens_q;
+    uint64_t cu_seqlens_k;
+    /* Attention variants. Every field is off when 0. See "Attention variants" above fajit_attention_forward
+     * for the exact definitions (FlashAttention-3's). */
+    int window;             /* 1 = sliding window of window_left / window_right keys (-1 = unbounded side) */
+    int window_left, window_right;
+    float softcap;          /* > 0: s = softcap * tanh(s / softcap) on the scaled scores, before masking */
+    uint64_t sinks;         /* device pointer to float32 [heads_q] (4-byte aligned): one learnable sink logit a head */
+    uint64_t alibi_slopes;  /* device pointer to float32 [heads_q] or [batch][heads_q] */
+    int64_t alibi_slopes_batch_stride; /* elements between batches' slopes: 0 = one [heads_q] row for every batch */
+    int attention_chunk;    /* > 0: query i sees only keys in its own chunk of attention_chunk keys (Llama 4) */
+    int reserved1;          /* must be 0 */
 } fajit_attention_args;
 
 /* Splits at most (args->num_splits; the heuristic stays at 128 or fewer). */
@@ -318,6 +340,8 @@ typedef struct fajit_attention_args {
 #define FAJIT_ATTENTION_ARGS_SIZE_1 (offsetof(fajit_attention_args, workspace_bytes) + sizeof(size_t))
 /* ... and through page_size (paged KV): fajit_attention_args_init's struct_size in this version. */
 #define FAJIT_ATTENTION_ARGS_SIZE_2 (offsetof(fajit_attention_args, page_size) + sizeof(int))
+/* ... and through reserved1 (varlen and attention variants). */
+#define FAJIT_ATTENTION_ARGS_SIZE_3 (offsetof(fajit_attention_args, reserved1) + sizeof(int))
 
 /* Zero *args and set struct_size = sizeof(fajit_attention_args). Fill the fields after it. */
 void fajit_attention_args_init(fajit_attention_args *args);

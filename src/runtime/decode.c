@@ -84,6 +84,21 @@ static fajit_status check_struct_size(const fajit_attention_args *a)
     return FAJIT_OK;
 }
 
+/* The SIZE_3 fields (varlen, attention variants) are declared in fajit.h but not built yet: a call that sets one
+ * is refused rather than run as plain attention. */
+static fajit_status check_unbuilt_fields(const fajit_attention_args *a)
+{
+    size_t n = a->struct_size ? a->struct_size : FAJIT_ATTENTION_ARGS_SIZE_1;
+    if (n < FAJIT_ATTENTION_ARGS_SIZE_3) return FAJIT_OK;
+    if (a->reserved1 != 0) return BAD("args->reserved1 = %d: must be 0", a->reserved1);
+    if (a->cu_seqlens_q || a->cu_seqlens_k || a->window || a->window_left || a->window_right || a->softcap != 0.0f ||
+        a->sinks || a->alibi_slopes || a->alibi_slopes_batch_stride || a->attention_chunk)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args: varlen (cu_seqlens_q / cu_seqlens_k) and the attention variants "
+                                              "(window, softcap, sinks, alibi_slopes, attention_chunk) are not built "
+                                              "in this libfajit yet");
+    return FAJIT_OK;
+}
+
 /* workspace and workspace_bytes: both or neither, an aligned pointer. */
 static fajit_status check_workspace_fields(const fj_decode_args *d)
 {
@@ -119,6 +134,7 @@ fajit_status fj_decode_validate(const fajit_attention_args *a)
                    "2^31 - 1; use fewer splits",
                    d.num_splits, (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q);
     if ((st = check_workspace_fields(&d)) != FAJIT_OK) return st;
+    if ((st = check_unbuilt_fields(a)) != FAJIT_OK) return st;
     return check_paged_fields(a, &d);
 }
 
