@@ -15,7 +15,7 @@
 #include "fajit.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-12"
+#define FJ_CODEGEN_VERSION "fajit-codegen-13"
 
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
@@ -37,6 +37,10 @@ typedef struct fj_plan {
     int q_in_regs;               /* Q fragments stay in registers for the whole KV loop */
     int rescale_slack;           /* O rescale: -1 every tile; >= 0 behind a warp vote, only when a row max
                                     passes the reference max by more than 2^slack (softmax.c) */
+    int rescale_weight_log2;     /* with rescale_slack > 0, < 0 turns on the weight test: the reference max
+                                    also moves when a new row max would weigh more than 2^this of the lane's
+                                    partial l, so the largest P of a row is 2^0 = 1, exact in bf16 / f16
+                                    (softmax.c); 0: off (warp pairs, whose two warps hold different l) */
     int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
     int lean_regs;               /* registers are tight: m0 and the thread geometry are recomputed in the mask
                                     and the epilogue instead of kept live across the KV loop */

@@ -96,6 +96,7 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
  * terms, and bigger tiles pay more than the saved ldmatrix traffic. */
 #define FJ_SM80_Q_IN_REGS_MAX 152
 #define FJ_SM80_RESCALE_SLACK 8 /* log2 of how far P may exceed 1 before O is rescaled (softmax.c) */
+#define FJ_SM80_RESCALE_WEIGHT_LOG2 (-3) /* ... or a new max would weigh more than 1/8 of the lane's l */
 
 /* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
 static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }
@@ -234,6 +235,7 @@ static fajit_status plan_sm80(fj_plan *p)
     /* Lazy rescale (softmax.c): the reference max moves only when a row's max passes it by more than
      * 2^8, so after the first tiles the warp vote skips the O multiplies almost always. */
     p->rescale_slack = FJ_SM80_RESCALE_SLACK;
+    p->rescale_weight_log2 = p->col_warps == 1 ? FJ_SM80_RESCALE_WEIGHT_LOG2 : 0;
     /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
      * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room, but not with
      * warp pairs, whose tile flow (fwd_kernel.c) branches between the row maxima and the exponentials. */

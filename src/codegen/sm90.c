@@ -66,6 +66,7 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
                                      any kernel with 4 stages (not in the tuner's space): D64 br192 bc128 s4
                                      ov pp spills 8 bytes at 160 of 160 (tests/test_spill_space.c) */
 #define FJ_SM90_RESCALE_SLACK 8
+#define FJ_SM90_RESCALE_WEIGHT_LOG2 (-3)
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
 
@@ -155,6 +156,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->lean_regs = 0;
     p->reg_s_next = 0;
     p->rescale_slack = FJ_SM90_RESCALE_SLACK;
+    p->rescale_weight_log2 = FJ_SM90_RESCALE_WEIGHT_LOG2;
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
                   ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */

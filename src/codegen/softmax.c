@@ -14,6 +14,18 @@
  * result is unchanged - only the rare tiles that raise a max by more than 2^slack pay the O multiplies.
  * A row that has seen only masked scores keeps m = -inf; it subtracts 0 instead, so every P is
  * 2^-inf = 0 and no inf - inf NaN appears. The epilogue gives such a row O = 0 and LSE = -inf.
+ *
+ * Accuracy of the lazy rescale, and the weight test (plan.rescale_weight_log2 < 0). Rebasing on every
+ * new max (FlashAttention-2/3) puts a row's largest score at P = 2^0 = 1, which bf16 / f16 hold with no
+ * error, and its neighbours just under 1, where their relative step is finest. With slack alone m stays
+ * at an earlier, lower max, so the largest P is 2^f for any f and carries a full rounding error - and in
+ * the rows where one key dominates that term sets the error of O: about 1.3x FlashAttention's max error
+ * on random inputs (scripts/softmax_numerics.py emulates both; issue 21 item 10). The weight test moves m
+ * also when the new max would weigh more than tau = 2^rescale_weight_log2 of the lane's partial l:
+ * rebase when mx > m + T, T = clamp(log2(tau * min l), 0, slack) over the thread's rows, set in the
+ * rebase branch from l after l *= c (so it is one tile behind: conservative, l only grows) and kept in
+ * a register. The loop's common path is unchanged (the add takes T instead of the immediate slack); the
+ * cost is the rebases it adds, mostly in a row block's first tiles, where l is still small.
  */
 #include <stdint.h>
 #include <string.h>
@@ -174,6 +186,33 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
 
 static void scale_o(fj_kctx *k, fj_reg_t corr);
 
+int fj_softmax_weight_test(const fj_plan *p) { return p->rescale_slack > 0 && p->rescale_weight_log2 < 0; }
+
+void fj_emit_softmax_init(fj_kctx *k)
+{
+    if (!fj_softmax_weight_test(k->p)) return;
+    fj_ins(k->e, "mov.f32 %s, 0f%08X", R(k->rescale_thr), f32_bits((float)k->p->rescale_slack));
+}
+
+/* Weight test: after l *= c, T = clamp(log2(min l) + rescale_weight_log2, 0, slack) over the thread's
+ * rows (l = 0 gives lg2 = -inf, T = 0: the next tile rebases on any new max). */
+static void weight_threshold(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t t = k->rescale_thr;
+    fj_comment(k->e, 2, "weight test: the next tiles move m when a new max would weigh more than 2^%d of this "
+                        "lane's l", p->rescale_weight_log2);
+    fj_reg_t l = fj_at(k->row_l, 0);
+    for (int r = 1; r < k->frag.rows; r++) {
+        fj_ins(k->e, "min.f32 %s, %s, %s", R(t), R(l), R(fj_at(k->row_l, r)));
+        l = t;
+    }
+    fj_ins(k->e, "lg2.approx.ftz.f32 %s, %s", R(t), R(l));
+    fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(t), R(t), f32_bits((float)p->rescale_weight_log2));
+    fj_ins(k->e, "max.f32 %s, %s, " PTX_F32_ZERO, R(t), R(t));
+    fj_ins(k->e, "min.f32 %s, %s, 0f%08X", R(t), R(t), f32_bits((float)p->rescale_slack));
+}
+
 /* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
  * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l). */
 static void rebase_rows(fj_kctx *k, fj_reg_t mx)
@@ -190,6 +229,7 @@ static void rebase_rows(fj_kctx *k, fj_reg_t mx)
         fj_ins(k->e, "mov.f32 %s, %s", R(m), R(mnew));
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
     }
+    if (fj_softmax_weight_test(k->p)) weight_threshold(k);
     if (k->defer_o_rescale) return; /* fj_emit_softmax_rescale_o, once O is no longer an MMA in flight */
     if (k->o_zero) return;          /* 0 * c = 0 */
     scale_o(k, corr);
@@ -248,15 +288,21 @@ void fj_emit_softmax_rebase(fj_kctx *k)
             fj_comment(k->e, 1, "lazy rescale: m is a reference max, moved only when a row's max passes m + %d", p->rescale_slack);
             fj_comment(k->e, 2, "(exp2 domain). Until then P = 2^(s*scale - m) <= 2^%d = %d - no overflow in f32 or in",
                        p->rescale_slack, 1 << p->rescale_slack);
-            fj_comment(k->e, 2, " f16/bf16 P - and O, l stay consistent with the same m, so the result is exact. After the");
+            fj_comment(k->e, 2, " f16/bf16 P - and O, l stay consistent with the same m. After the");
             fj_comment(k->e, 2, " first tiles the max almost never jumps by 2^%d: a warp vote skips the %d O multiplies.",
                        p->rescale_slack, k->frag.rows * k->frag.o_vals);
         } else {
             fj_comment(k->e, 1, "O rescale skipped by a warp vote when no row's max moved");
         }
+        if (fj_softmax_weight_test(p))
+            fj_comment(k->e, 1, "weight test: or when it passes m + T, T <= %d set at the last move from l (see top of "
+                                "softmax.c)", p->rescale_slack);
         fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
         for (int r = 0; r < k->frag.rows; r++) {
-            fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)p->rescale_slack));
+            if (fj_softmax_weight_test(p))
+                fj_ins(k->e, "add.f32 %s, %s, %s", R(lim), R(fj_at(k->row_m, r)), R(k->rescale_thr));
+            else
+                fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)p->rescale_slack));
             fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
             fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
         }
