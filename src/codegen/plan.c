@@ -76,7 +76,18 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
         return CFG_FAIL("pingpong = %d: must be 1 (on), -1 (off) or 0 (pick)", c->pingpong);
     p->overlap = c->overlap == 1;
     p->pingpong = c->pingpong == 1;
+    if (c->mods & ~FAJIT_MOD_ALL)
+        return CFG_FAIL("mods = 0x%x: unknown bits (FAJIT_MOD_WINDOW 1, SOFTCAP 2, SINKS 4, ALIBI 8, CHUNK 16)",
+                        (unsigned)c->mods);
     return FAJIT_OK;
+}
+
+/* Attention variants: their parameter block after the kernel's own (kernel_abi.h), and their registers. */
+static void plan_mods_params(fj_plan *p)
+{
+    if (!p->cfg.mods) return;
+    p->mods_off = (p->params_bytes + 7) / 8 * 8;
+    p->params_bytes = p->mods_off + (int)sizeof(fj_fwd_params_mods);
 }
 
 void fj_plan_smem_map(fj_plan *p)
@@ -118,7 +129,9 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     p->k_steps_qk = cfg->head_dim / 16;
     p->k_steps_pv = cfg->block_n / 16;
     if ((st = map_smem(p)) != FAJIT_OK) return st;
-    return p->backend->plan(p);
+    if ((st = p->backend->plan(p)) != FAJIT_OK) return st;
+    plan_mods_params(p);
+    return FAJIT_OK;
 }
 
 /* ---- decode variants ---------------------------------------------------------------------------- */
@@ -215,6 +228,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
+    plan_mods_params(p);
     if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* fwd_ws.c: the V tail's zero fill */
         p->vtail_bar = p->smem_bytes;
         p->smem_bytes += 8;
