@@ -209,6 +209,29 @@ static int given_small(const fajit_config *c)
     return 1;
 }
 
+/* Attention variants need registers the widest default tiles do not have (plan.c: FJ_MODS_REGS_*): fewer
+ * query rows (sm_80: half, down to 64; sm_90a: one consumer warpgroup less, down to 128), then a narrower
+ * block_n, where the caller left them to us, until the plan takes the variant. */
+static void fit_mods(fajit_config *c, const fajit_config *given)
+{
+    fj_plan p;
+    if (!c->mods || (c->arch != FAJIT_ARCH_SM80 && c->arch != FAJIT_ARCH_SM90A)) return;
+    while (tiles_in_range(c) && fj_plan_build(c, &p) != FAJIT_OK) {
+        int rows16 = 16 * c->warps / (c->col_warps > 0 ? c->col_warps : 1);
+        if (c->arch == FAJIT_ARCH_SM90A && !given->block_m && !given->warps && c->block_m > 128) {
+            c->block_m -= 64;
+            c->warps = 4 * (c->block_m / 64 + 1);
+        } else if (c->arch == FAJIT_ARCH_SM80 && !given->block_m && !given->warps && c->block_m > 64 &&
+                   (c->block_m / 2) % rows16 == 0) {
+            c->block_m /= 2;
+        } else if (!given->block_n && c->block_n > 16) {
+            c->block_n = fj_block_n_half(c->block_n);
+        } else {
+            return; /* the check reports it */
+        }
+    }
+}
+
 void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit)
 {
     if (cfg->head_dim == 0) cfg->head_dim = 128;
@@ -224,4 +247,5 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
     int limit = smem_limit ? smem_limit : target ? target->smem_per_block : 0;
     if (limit) fit_smem(cfg, given, limit);
+    fit_mods(cfg, given);
 }
