@@ -247,7 +247,8 @@ static void next_stage(fj_kctx *k, int s, char labels[][48])
 
 /* ---- producer ---------------------------------------------------------------------------------- */
 
-/* O staged in the V ring (plan.o_stage 2): a work tile's first V load (j = 0) in round r > 0 waits until
+/* O staged in the V ring (plan.o_stage 2): a work tile's first V load (j = 0, or kv_first of a local variant's
+ * range) in round r > 0 waits until
  * every consumer warpgroup's TMA store of round r - 1 has read its O staging (O free, phase r - 1: parity
  * (r - 1) & 1). The parity names one phase: this load follows round r's Q load, which waited until every
  * consumer warp freed Q in round r - 1, so phase r - 2 (their round r - 2 epilogue) has completed, and
@@ -259,7 +260,8 @@ static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), par = fj_alloc(e, k->b_r, 1);
     fj_label_new(e, "o_free", skip, sizeof skip);
     fj_comment(e, 2, "O is staged in the V ring: a work tile's first V waits until the last tile's O stores read it");
-    fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
+    if (fj_mods_local(k->p)) fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first)); /* its first tile */
+    else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(round));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
