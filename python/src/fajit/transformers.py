@@ -44,7 +44,10 @@ _DTYPES = (torch.float16, torch.bfloat16)
 logger = logging.getLogger(__name__)
 _warned = set()
 _strict = {}  # registered name -> True when fallback is refused
-_packed_cache = weakref.WeakKeyDictionary()  # position_ids -> (version, shape, cu_seqlens or None, max length)
+# id(position_ids) -> (weak reference, version, shape, (cu_seqlens, longest) or None); a few entries, newest last
+# (a WeakKeyDictionary would compare tensors with ==)
+_packed_cache = {}
+_PACKED_CACHE_SIZE = 8
 
 
 def register(name=NAME, fallback=True):
@@ -162,9 +165,9 @@ def _packed_from_positions(position_ids, b, n):
     if position_ids is None or position_ids.dim() != 2 or position_ids.shape[-1] != n or \
             position_ids.shape[0] not in (1, b):
         return None
-    hit = _packed_cache.get(position_ids)
-    if hit is not None and hit[0] == position_ids._version and hit[1] == (b, n):
-        return hit[2]
+    hit = _packed_cache.get(id(position_ids))
+    if hit is not None and hit[0]() is position_ids and hit[1] == position_ids._version and hit[2] == (b, n):
+        return hit[3]
     pos = position_ids.expand(b, n)
     starts = torch.ones(b, n, dtype=torch.bool, device=pos.device)
     starts[:, 1:] = pos[:, 1:] != pos[:, :-1] + 1
@@ -178,10 +181,9 @@ def _packed_from_positions(position_ids, b, n):
     if count > b:
         cu = torch.cat([sorted_starts[:count], sorted_starts.new_full((1,), total)]).to(torch.int32)
         result = (cu, int(longest))
-    try:
-        _packed_cache[position_ids] = (position_ids._version, (b, n), result)
-    except TypeError:
-        pass
+    while len(_packed_cache) >= _PACKED_CACHE_SIZE:
+        del _packed_cache[next(iter(_packed_cache))]
+    _packed_cache[id(position_ids)] = (weakref.ref(position_ids), position_ids._version, (b, n), result)
     return result
 
 
