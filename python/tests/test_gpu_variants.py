@@ -127,7 +127,8 @@ def test_variants_with_decode():
         pages = cap // page
         perm = torch.randperm(b * pages, device="cuda", generator=g)
         table = perm.view(b, pages).to(torch.int32)
-        pool_k, pool_v = torch.empty(b * pages, page, hkv, d, device="cuda", dtype=BF16), torch.empty_like(pool_k)
+        pool_k = torch.empty(b * pages, page, hkv, d, device="cuda", dtype=BF16)
+        pool_v = torch.empty_like(pool_k)
         pool_k[perm] = k.reshape(b * pages, page, hkv, d)
         pool_v[perm] = v.reshape(b * pages, page, hkv, d)
         o.fill_(float("nan"))
