@@ -201,11 +201,11 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         return variant == FJ_VARIANT_COMBINE ? plan_combine(cfg, p)
                                              : fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: combine alone", variant);
     }
+    /* before the plan: a one-stage tile breaks this rule whatever else it breaks */
+    if ((variant & FJ_VARIANT_AHEAD) && cfg->stages < 2)
+        return CFG_FAIL("stages = %d: pages read ahead (decode variant ahead) need 2+ stages", cfg->stages);
     fajit_status st = fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
-    if ((variant & FJ_VARIANT_AHEAD) && p->cfg.stages < 2)
-        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: pages read ahead need 2+ stages (got %d)", variant,
-                       p->cfg.stages);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
                                               "seqlens_k, split-KV, GQA packing and paged K/V whole pages or tiles; "

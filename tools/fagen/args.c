@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runtime/config_fill.h"
+#include "runtime/error.h"
+
 /* ---- value rules ------------------------------------------------------------------------------ */
 
 typedef struct choice {
@@ -340,12 +343,17 @@ int fagen_report_status(fajit_status st, const char *what)
     }
 }
 
-int fagen_config_finish(fajit_config *cfg)
+int fagen_config_finish(fajit_config *cfg) { return fagen_config_finish_for(cfg, NULL, 0); }
+
+int fagen_config_finish_for(fajit_config *cfg, const char *sm, unsigned variant)
 {
     fajit_status st;
     if (cfg->head_dim == 0) cfg->head_dim = 128;
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
-    st = fajit_config_fill(NULL, NULL, cfg); /* fills the other zeros, then checks every rule */
+    /* fills the other zeros for the target and variant, keeping the flags given, then checks every rule; an
+     * unknown --sm is left to the compile's message */
+    fj_clear_error();
+    st = fj_config_fill_for(NULL, NULL, sm ? fj_arch_find(sm) : NULL, variant, cfg);
     if (st != FAJIT_OK) return fagen_report_status(st, "config");
     return FAGEN_EXIT_OK;
 }

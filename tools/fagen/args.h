@@ -76,6 +76,9 @@ int fagen_parse_int_flag(int argc, char **argv, int *i, const fagen_int_flag *ta
  * status for the library's status (message printed).
  */
 int fagen_config_finish(fajit_config *cfg);
+/* The same for a compile target (--sm; NULL: the path's own) and a decode variant (--variant bits; 0 =
+ * the plain kernel): the zeros are filled so that the variant plans and the target compiles it. */
+int fagen_config_finish_for(fajit_config *cfg, const char *sm, unsigned variant);
 
 /* Exit status for a library failure, after printing "fagen: <fajit_errmsg()>" on stderr. */
 int fagen_report_status(fajit_status st, const char *what);
