@@ -28,7 +28,7 @@ const fill_goal_desc *fill_walk_goals(int *n)
 
 static const char *const k_names[FILL_WALK_FIELDS] = {"arch",  "block_m (--br)", "block_n (--bc)",
                                                       "stages", "swizzle",        "warps",
-                                                      "col_warps (--col-warps)", "overlap", "pingpong"};
+                                                      "col_warps", "overlap", "pingpong"};
 
 const char *fill_walk_field_name(int f) { return k_names[f]; }
 

@@ -94,8 +94,12 @@ static int field_text(const fajit_config *c, int f, char *buf, size_t size)
 {
     const fill_field *d = &k_fields[f];
     int v = field_get(c, f);
-    char name[48];
-    if (strcmp(d->name, d->flag + 2) == 0) snprintf(name, sizeof name, "%s", d->name);
+    char name[48], dashed[32];
+    snprintf(dashed, sizeof dashed, "%s", d->name);
+    for (char *p = dashed; *p; p++)
+        if (*p == '_') *p = '-';
+    /* the flag beside the field where fagen spells it otherwise: "block_m (--br)" */
+    if (strcmp(dashed, d->flag + 2) == 0) snprintf(name, sizeof name, "%s", d->name);
     else snprintf(name, sizeof name, "%s (%s)", d->name, d->flag);
     if (f == 0) return snprintf(buf, size, "%s = %s", name, fj_arch_path_name((fajit_arch)v));
     if (strcmp(d->name, "swizzle") == 0 && v == FAJIT_SWIZZLE_NONE) return snprintf(buf, size, "%s = none", name);
@@ -374,10 +378,10 @@ static fajit_status fail_naming(const fill_request *r, unsigned culprits, const 
 static fajit_status check_problem(const fajit_config *c)
 {
     if (c->head_dim == 0)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "head_dim (--headdim) = 0: must be set to 64, 96, 128, 192 or 256 "
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "head_dim = 0: must be set to 64, 96, 128, 192 or 256 "
                                                    "(fajit_config_fill does not choose the head dimension)");
     if (c->head_dim != 64 && c->head_dim != 96 && c->head_dim != 128 && c->head_dim != 192 && c->head_dim != 256)
-        return fj_fail(FAJIT_ERR_INVALID_CONFIG, "head_dim (--headdim) = %d: must be 64, 96, 128, 192 or 256",
+        return fj_fail(FAJIT_ERR_INVALID_CONFIG, "head_dim = %d: must be 64, 96, 128, 192 or 256",
                        c->head_dim);
     if (c->dtype != FAJIT_DTYPE_AUTO && c->dtype != FAJIT_DTYPE_F16 && c->dtype != FAJIT_DTYPE_BF16)
         return fj_fail(FAJIT_ERR_INVALID_CONFIG, "dtype = %d: must be f16 (1), bf16 (2) or auto (0: bf16)",

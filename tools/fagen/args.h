@@ -30,6 +30,20 @@ typedef struct fagen_args {
     int help;             /* --help / -h was given */
 } fagen_args;
 
+/* The flags a parse has met, for refusing a repeated one (a second --stages would silently win). */
+typedef struct fagen_seen {
+    int n;
+    char names[48][32];
+} fagen_seen;
+
+/*
+ * Note the flag argv word `word` names (call it at each flag, before parsing it; words not starting with
+ * '-' are ignored). Spellings of one flag count as one (--br / --block-m, -v2 / --verbose, -o / --output).
+ * FAGEN_ARG_ERROR with "fagen: --stages: given twice; give each flag once" when it was met before, else
+ * FAGEN_ARG_TAKEN.
+ */
+int fagen_flag_once(fagen_seen *seen, const char *word);
+
 /* Result of offering one argv word to a parser. */
 enum { FAGEN_ARG_TAKEN = 0, FAGEN_ARG_NOT_MINE = 1, FAGEN_ARG_ERROR = 2 };
 
