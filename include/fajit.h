@@ -99,6 +99,8 @@ typedef enum fajit_arch {
 
 /*
  * One kernel. Fields left 0 are chosen by fajit_config_fill(); fajit_config_check() rejects zeros.
+ * Python's keywords are these names; fagen's flags too (--stages, --col-warps), except --br / --bc for
+ * block_m / block_n (messages say "block_m (--br) = 100" for both audiences).
  *  block_m   Br, query rows per CTA (multiple of 16 * warps / col_warps)
  *  block_n   Bc, key rows per K/V tile (multiple of 16)
  *  stages    K/V tiles in flight (1..4; 1 = no overlap of copy and math)
@@ -167,10 +169,15 @@ typedef struct fajit_shape {
 
 /*
  * Fill the zero fields of *cfg with the heuristic's choice for `shape` (may be NULL) on the GPU of
- * `ctx` (may be NULL: no GPU is assumed, arch AUTO becomes sm_80). head_dim must be set. With a ctx
- * on a GPU and a shape with sequence lengths, the tuned winner of the shape's class (see Autotuning
- * below: fajit_tune, the tune file) fills the zero fields when there is one and it fits the fields the
- * caller set; otherwise the built-in table does. Then checks the result.
+ * `ctx` (may be NULL: no GPU is assumed, arch AUTO becomes sm_80). head_dim must be set (0 is
+ * FAJIT_ERR_INVALID_ARGUMENT). With a ctx on a GPU and a shape with sequence lengths, the tuned winner
+ * of the shape's class (see Autotuning below: fajit_tune, the tune file) fills the zero fields when there
+ * is one and it fits the fields the caller set; otherwise the built-in table does. Every field the
+ * caller set is kept: when the table's choice breaks a rule beside them (or, with a ctx, would spill
+ * or not fit on that GPU), the nearest config that passes is taken instead. When none keeps them, the
+ * call fails naming the field (or two) that rules every config out, e.g. "block_m (--br) = 1024: no
+ * sm_80 config for head_dim 128 keeps it; the nearest, ..., fails: <its rule>". *cfg is changed only
+ * on success. A returned config passes fajit_config_check.
  */
 typedef struct fajit_context fajit_context;
 fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg);
