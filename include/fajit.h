@@ -346,7 +346,10 @@ typedef struct fajit_attention_args {
 /* Zero *args and set struct_size = sizeof(fajit_attention_args). Fill the fields after it. */
 void fajit_attention_args_init(fajit_attention_args *args);
 
-/* Fill strides for contiguous BHND ([B,H,N,D]) or BNHD ([B,N,H,D]) tensors from the shape fields. */
+/* Fill strides for contiguous BHND ([B,H,N,D]) or BNHD ([B,N,H,D]) tensors from the shape fields. args NULL
+ * is a no-op. The products are computed in 64 bits; when one overflows (only shapes the forward refuses
+ * anyway, e.g. head_dim near INT_MAX), every stride is set to INT64_MIN, which fajit_attention_forward
+ * refuses with a message saying so. */
 void fajit_args_set_bhnd_strides(fajit_attention_args *args);
 void fajit_args_set_bnhd_strides(fajit_attention_args *args);
 

@@ -25,6 +25,7 @@
 
 #include "codegen/codegen.h"
 #include "error.h"
+#include "forward.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Classes and keys
@@ -335,7 +336,16 @@ static fajit_status tune_shape(const fajit_shape *in, int head_dim, fajit_shape 
     if (s->heads_q % s->heads_kv != 0)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "shape: heads_q = %d is not a multiple of heads_kv = %d",
                        s->heads_q, s->heads_kv);
-    return FAJIT_OK;
+    /* the forward's limits (grid, 32-bit row counts), so the sizes of the timed inputs cannot overflow */
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = FAJIT_DTYPE_BF16, a.head_dim = head_dim;
+    a.batch = s->batch, a.heads_q = s->heads_q, a.heads_kv = s->heads_kv, a.seqlen_q = s->seqlen_q;
+    a.seqlen_k = s->seqlen_k;
+    a.q = a.k = a.v = a.o = 256; /* stand-ins: only the shape is checked */
+    fajit_args_set_bhnd_strides(&a);
+    fajit_status st = fj_forward_validate(&a, NULL);
+    return st == FAJIT_OK ? FAJIT_OK : fj_fail_context(st, "fajit_tune: shape");
 }
 
 /* The heuristic's config on this device, without tuned winners: fajit_config_fill with a context that
