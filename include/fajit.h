@@ -165,7 +165,8 @@ fajit_status fajit_config_check(const fajit_config *cfg);
 
 /* Canonical text of a config, e.g. "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal" or
  * "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal" (ov / pp: overlap / pingpong on), written
- * into buf (always NUL-terminated). Returns the length it needed, like snprintf. */
+ * into buf (always NUL-terminated when size > 0). Returns the length it needed, like snprintf. buf NULL (any
+ * size) writes nothing and returns the length; cfg NULL gives "(null)". */
 int fajit_config_format(const fajit_config *cfg, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------------------

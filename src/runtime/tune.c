@@ -664,14 +664,19 @@ fajit_status fajit_tune(fajit_context *ctx, const fajit_shape *shape, fajit_dtyp
     fj_clear_error();
     if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_tune needs a context with a device");
     if (dtype == FAJIT_DTYPE_AUTO) dtype = FAJIT_DTYPE_BF16;
+    fajit_tune_options o;
+    fajit_shape s;
+    /* the arguments first, then the device (as the forward does) */
     fajit_status st = check_problem(dtype, head_dim, causal);
+    if (st == FAJIT_OK) st = options_resolve(opts, &o);
+    if (st == FAJIT_OK) st = tune_shape(shape, head_dim, &s);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_tune");
     if (st != FAJIT_OK) return st;
     if (!(r = calloc(1, sizeof *r))) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: out of host memory");
     r->ctx = ctx;
     r->t0 = now_s();
-    st = options_resolve(opts, &r->o);
-    if (st == FAJIT_OK) st = tune_prepare(r, shape, dtype, head_dim, causal, &heuristic);
+    r->o = o;
+    st = tune_prepare(r, shape, dtype, head_dim, causal, &heuristic);
     if (st == FAJIT_OK) st = tune_measure(r, dtype, head_dim, causal);
     if (st == FAJIT_OK) winner_keep(r, dtype, head_dim, causal);
     r->res.seconds = now_s() - r->t0;
