@@ -200,7 +200,9 @@ fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void *
 typedef struct fajit_context_options {
     int device;            /* CUDA device ordinal; -1 = no device (code generation and cubins only) */
     int disk_cache;        /* -1 = from the environment (FAJIT_CACHE=0 turns it off), 0 = off, 1 = on */
-    const char *cache_dir; /* NULL = $FAJIT_CACHE_DIR, else $XDG_CACHE_HOME/fajit, else ~/.cache/fajit */
+    const char *cache_dir; /* NULL = $FAJIT_CACHE_DIR, else $XDG_CACHE_HOME/fajit, else ~/.cache/fajit; at
+                              most 960 characters (a longer one: FAJIT_ERR_INVALID_ARGUMENT; from the
+                              environment: the disk cache is off) */
 } fajit_context_options;
 
 /* Default options: device 0, disk cache from the environment, default directory. */
