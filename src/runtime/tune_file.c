@@ -445,6 +445,7 @@ static int file_slurp(const char *path, char **data, size_t *size, char *why, si
 {
     char ebuf[128];
     struct stat st;
+    memset(&st, 0, sizeof st);
     *data = NULL;
     *size = 0;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
