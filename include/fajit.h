@@ -271,7 +271,8 @@ typedef struct fajit_attention_args {
      * sets it to sizeof(fajit_attention_args) of the header the caller compiled against. 0 (a struct
      * zeroed with = {0} or memset) reads as FAJIT_ATTENTION_ARGS_SIZE_1, the layout that ends with
      * workspace_bytes, so zeroed structs keep working when later fields are appended. A size past the
-     * library's own is accepted when the bytes the library does not know are all zero. Every field
+     * library's own (at most 4096) is accepted when the bytes the library does not know are all zero;
+     * those bytes are read, so struct_size must not exceed the caller's struct. Every field
      * below is off when 0. (Binaries built against the 0.1 header, which had no struct_size, must be
      * rebuilt; their source compiles unchanged.) */
     size_t struct_size;

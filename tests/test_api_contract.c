@@ -389,6 +389,18 @@ static fajit_attention_args valid_args(void)
     return a;
 }
 
+/* Args live at the start of a zeroed block as large as struct_size may say (4096 bytes): a garbage struct_size
+ * up to that is a caller's newer, longer struct with zero fields the library does not know (they are read). */
+#define ARGS_BLOCK 4096
+
+static fajit_attention_args *args_block(const fajit_attention_args *from)
+{
+    fajit_attention_args *a = calloc(1, ARGS_BLOCK);
+    assert_non_null(a);
+    *a = *from;
+    return a;
+}
+
 static void args_calls(fajit_context *nodev, const fajit_attention_args *a)
 {
     fajit_config c = valid_config();
@@ -403,38 +415,45 @@ static void args_calls(fajit_context *nodev, const fajit_attention_args *a)
     expect_status(fajit_attention_workspace_size(NULL, a, NULL, &bytes), "fajit_attention_workspace_size(ctx NULL)");
     expect_status(fajit_attention_workspace_size(nodev, a, NULL, &bytes), "fajit_attention_workspace_size");
     expect_status(fajit_attention_workspace_size(nodev, a, &c, &bytes), "fajit_attention_workspace_size(cfg)");
-    fajit_attention_args s = *a; /* the helpers on garbage shapes: no overflow, strides the forward refuses or takes */
-    fajit_args_set_bhnd_strides(&s);
-    expect_status(fajit_attention_forward(nodev, &s, NULL), "forward(bhnd strides)");
-    fajit_args_set_bnhd_strides(&s);
-    expect_status(fajit_attention_forward(nodev, &s, NULL), "forward(bnhd strides)");
+    fajit_attention_args *s = args_block(a); /* the helpers on garbage shapes: no overflow, strides refused or taken */
+    fajit_args_set_bhnd_strides(s);
+    expect_status(fajit_attention_forward(nodev, s, NULL), "forward(bhnd strides)");
+    fajit_args_set_bnhd_strides(s);
+    expect_status(fajit_attention_forward(nodev, s, NULL), "forward(bnhd strides)");
+    free(s);
 }
 
 static void test_args_fields(void **state)
 {
     (void)state;
     fajit_context *nodev = nodev_context();
-    fajit_attention_args a = valid_args();
-    args_calls(nodev, &a);
-    expect_failure(fajit_attention_forward(nodev, &a, NULL), FAJIT_ERR_NO_DEVICE, "forward(valid, no device)");
-    for (size_t w = 0; w + sizeof(int) <= sizeof a; w += sizeof(int))
+    const fajit_attention_args valid = valid_args();
+    fajit_attention_args *a = args_block(&valid);
+    args_calls(nodev, a);
+    expect_failure(fajit_attention_forward(nodev, a, NULL), FAJIT_ERR_NO_DEVICE, "forward(valid, no device)");
+    for (size_t w = 0; w + sizeof(int) <= sizeof *a; w += sizeof(int))
         for (size_t i = 0; i < COUNT(k_ints); i++) {
-            a = valid_args();
-            memcpy((char *)&a + w, &k_ints[i], sizeof(int));
-            args_calls(nodev, &a);
+            *a = valid;
+            memcpy((char *)a + w, &k_ints[i], sizeof(int));
+            args_calls(nodev, a);
         }
-    for (size_t w = 0; w + sizeof(int64_t) <= sizeof a; w += sizeof(int64_t))
+    for (size_t w = 0; w + sizeof(int64_t) <= sizeof *a; w += sizeof(int64_t))
         for (size_t i = 0; i < COUNT(k_i64s); i++) {
-            a = valid_args();
-            memcpy((char *)&a + w, &k_i64s[i], sizeof(int64_t));
-            args_calls(nodev, &a);
+            *a = valid;
+            memcpy((char *)a + w, &k_i64s[i], sizeof(int64_t));
+            args_calls(nodev, a);
         }
     static const float scales[] = {NAN, INFINITY, -INFINITY, -1.0f, 1e-45f, 3e38f};
     for (size_t i = 0; i < COUNT(scales); i++) {
-        a = valid_args();
-        a.softmax_scale = scales[i];
-        args_calls(nodev, &a);
+        *a = valid;
+        a->softmax_scale = scales[i];
+        args_calls(nodev, a);
     }
+    *a = valid; /* struct_size past what may be read: refused before any byte past the struct is */
+    a->struct_size = ARGS_BLOCK + 1;
+    expect_failure(fajit_attention_forward(nodev, a, NULL), FAJIT_ERR_INVALID_ARGUMENT, "forward(struct_size)");
+    assert_non_null(strstr(fajit_errmsg(), "more than 4096"));
+    free(a);
     fajit_context_destroy(nodev);
 }
 
