@@ -65,7 +65,10 @@ static fajit_context *nodev_context(void)
 
 static fajit_config valid_config(void)
 {
-    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0};
+    fajit_config c;
+    memset(&c, 0, sizeof c); /* fields appended later: 0 */
+    c.arch = FAJIT_ARCH_SM80, c.dtype = FAJIT_DTYPE_BF16, c.head_dim = 128, c.block_m = 64, c.block_n = 64;
+    c.stages = 2, c.swizzle = 128, c.warps = 4, c.causal = 0, c.col_warps = 1;
     return c;
 }
 
