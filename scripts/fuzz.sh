@@ -13,7 +13,7 @@ build=$(cd "$1" && pwd)
 seconds=$2
 shift 2
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fagen_args config_text tune_file config cache_entry)
+[ ${#targets[@]} -gt 0 ] || targets=(fagen_args config_text tune_file config cache_entry config_format strides)
 src=$(pwd)/tests/fuzz
 status=0
 for t in "${targets[@]}"; do
