@@ -54,6 +54,12 @@ def bf16(x):
     return np.where(np.isfinite(a), out, a)
 
 
+def floor_log2(x):
+    """floor(log2 x) from the fp32 exponent field (x >= 0; 0 gives -127): the kernel's shr / or / sub."""
+    bits = np.ascontiguousarray(np.asarray(x, dtype=np.float32)).view(np.uint32)
+    return (bits >> 23).astype(np.float64) - 127.0
+
+
 def fp64_reference(q, k, v, scale):
     s = (q.astype(np.float64) @ k.astype(np.float64).T) * scale
     s -= s.max(axis=1, keepdims=True)
@@ -92,8 +98,6 @@ class Arith:
         o = np.zeros((nq, v.shape[1]), dtype=np.float32)
         v64 = v.astype(np.float64)
         lane_of_col = (np.arange(nk) % 8) // 2
-        # weight test threshold T per lane (g, t) of each warp, relative to m: kept in a register, set in
-        # the rebase branch, read by the next tiles' tests. Before the first rebase: slack.
         groups = nq // vr
         g_of_row = (np.arange(nq) % vr) % 8             # lane group g holding row r (rows g, g+8, ...)
         thr = np.full((groups, 8, 4), np.float32(self.slack if self.slack is not None else 0.0))
@@ -104,6 +108,11 @@ class Arith:
             if self.slack is None:
                 move = mx > m
             else:
+                if self.tau is not None:
+                    # weight test, per lane (g, t): T = clamp(floor(log2 min l) + log2 tau, 0, slack) over
+                    # the lane's rows, from l before this tile's P; floor(log2) is l's exponent field
+                    lmin = lt.reshape(groups, vr // 8, 8, 4).min(axis=1)          # (groups, g, t)
+                    thr = np.clip(floor_log2(lmin) + np.log2(self.tau), 0.0, self.slack).astype(np.float32)
                 # per row: the smallest threshold of the lanes holding it (any lane's vote moves the warp)
                 t_row = thr.min(axis=2)[np.arange(nq) // vr, g_of_row]
                 move = mx > f32(m.astype(np.float64) + t_row)
@@ -119,14 +128,6 @@ class Arith:
             lt = f32(lt.astype(np.float64) * c[:, None])
             o = f32(o.astype(np.float64) * c[:, None])
             m = mnew
-            if self.slack is not None and self.tau is not None:
-                # in the rebase branch: T = clamp(log2 l_lane + log2 tau, 0, slack), l_lane the smallest
-                # partial l of the lane's rows (after l *= c, before this tile's P); lg2.approx errs by
-                # ~2^-22, nothing for a threshold
-                lmin = lt.reshape(groups, vr // 8, 8, 4).min(axis=1).astype(np.float64)  # (groups, g, t)
-                with np.errstate(divide="ignore"):
-                    t_new = np.clip(np.log2(lmin) + np.log2(self.tau), 0.0, self.slack).astype(np.float32)
-                thr = np.where(mv[:, None, None], t_new, thr)
             mu = np.where(m == -np.inf, np.float32(0), m).astype(np.float64)[:, None]
             if self.fma:
                 x = f32(s.astype(np.float64) * sc - mu)
@@ -173,7 +174,7 @@ def main():
     ap.add_argument("--n", type=int, nargs="+", default=[1500, 1536])
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--d", type=int, default=128)
-    ap.add_argument("--tau", type=float, default=0.5, help="weight test: rebase when 2^(mx-m) > tau * l_lane")
+    ap.add_argument("--tau", type=float, default=0.25, help="weight test: rebase when 2^(mx-m) > ~tau * l_lane")
     ap.add_argument("--vmean", type=float, default=0.0, help="mean added to V (default 0: V ~ N(0, 1))")
     ap.add_argument("--variants", default="all", help="comma list; the first is the ratio's base")
     ap.add_argument("--fire", action="store_true", help="only the rescale rates, 256 query rows vs N keys")

@@ -50,12 +50,10 @@ typedef struct fj_kctx {
 
     /* banks */
     int b_r, b_rd, b_f, b_p;          /* scratch: b32, b64, f32, pred */
-    int b_acc_o, b_acc_s, b_row_m, b_row_l, b_frag_q, b_frag_p, b_frag_b, b_addr, b_thr;
+    int b_acc_o, b_acc_s, b_row_m, b_row_l, b_frag_q, b_frag_p, b_frag_b, b_addr;
 
     /* accumulators and row statistics */
     fj_reg_t acc_o, acc_s, row_m, row_l, frag_q, frag_p;
-    fj_reg_t rescale_thr;             /* f32, plan.rescale_weight_log2 < 0: how far a row max may pass the
-                                         reference max before the lazy rescale moves it (softmax.c) */
     fj_reg_t acc_s_set[2];            /* with plan.pipeline_qk: the two S sets acc_s alternates between */
 
     /* thread geometry */
@@ -248,8 +246,6 @@ void fj_emit_store_o_partial(fj_kctx *k);
 void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p);
 
 /* Shared, arch-neutral phases over the fragment descriptor (softmax.c). */
-int fj_softmax_weight_test(const fj_plan *p); /* 1 when the lazy rescale has the weight test (a register) */
-void fj_emit_softmax_init(fj_kctx *k);    /* the weight test's threshold = slack (with m = -inf, l = 0) */
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */

@@ -33,7 +33,6 @@ void fj_emit_alloc_banks(fj_kctx *k)
     k->b_acc_s = fj_bank(e, "acc_s", "f32");
     k->b_row_m = fj_bank(e, "row_m", "f32");
     k->b_row_l = fj_bank(e, "row_l", "f32");
-    k->b_thr = fj_bank(e, "thr", "f32");
     k->b_frag_q = fj_bank(e, "frag_q", "b32");
     k->b_frag_p = fj_bank(e, "frag_p", "b32");
     k->b_frag_b = fj_bank(e, "frag_kv", "b32");
@@ -43,7 +42,6 @@ void fj_emit_alloc_banks(fj_kctx *k)
     k->acc_s_set[1] = p->pipeline_qk ? fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4) : k->acc_s;
     k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
     k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
-    if (fj_softmax_weight_test(p)) k->rescale_thr = fj_alloc(e, k->b_thr, 1);
     k->frag_p = fj_alloc(e, k->b_frag_p, p->m_frags * p->k_steps_pv * 4);
     if (p->q_in_regs) k->frag_q = fj_alloc(e, k->b_frag_q, p->m_frags * p->k_steps_qk * 4);
     k->tid = fj_alloc(e, k->b_r, 1);
@@ -556,7 +554,6 @@ void fj_emit_init_accumulators(fj_kctx *k)
         fj_ins(e, "mov.f32 %s, " PTX_F32_NEG_INF, R(fj_at(k->row_m, r)));
         fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l, r)));
     }
-    fj_emit_softmax_init(k);
 }
 
 /* Warp pairs: online softmax and O += PV for one tile. Each warp holds S for its half of the keys; the

@@ -96,7 +96,7 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
  * terms, and bigger tiles pay more than the saved ldmatrix traffic. */
 #define FJ_SM80_Q_IN_REGS_MAX 152
 #define FJ_SM80_RESCALE_SLACK 8 /* log2 of how far P may exceed 1 before O is rescaled (softmax.c) */
-#define FJ_SM80_RESCALE_WEIGHT_LOG2 (-3) /* ... or a new max would weigh more than 1/8 of the lane's l */
+#define FJ_SM80_RESCALE_WEIGHT_LOG2 (-2) /* ... or a new max would weigh more than ~1/4 of the lane's l */
 
 /* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
 static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }

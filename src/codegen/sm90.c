@@ -66,7 +66,7 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
                                      any kernel with 4 stages (not in the tuner's space): D64 br192 bc128 s4
                                      ov pp spills 8 bytes at 160 of 160 (tests/test_spill_space.c) */
 #define FJ_SM90_RESCALE_SLACK 8
-#define FJ_SM90_RESCALE_WEIGHT_LOG2 (-3)
+#define FJ_SM90_RESCALE_WEIGHT_LOG2 (-2)
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
 

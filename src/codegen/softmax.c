@@ -22,11 +22,11 @@
  * at an earlier, lower max, so the largest P is 2^f for any f and carries a full rounding error - and in
  * the rows where one key dominates that term sets the error of O: about 1.3x FlashAttention's max error
  * on random inputs (scripts/softmax_numerics.py emulates both; issue 21 item 10). The weight test moves m
- * also when the new max would weigh more than tau = 2^rescale_weight_log2 of the lane's partial l:
- * rebase when mx > m + T, T = clamp(log2(tau * min l), 0, slack) over the thread's rows, set in the
- * rebase branch from l after l *= c (so it is one tile behind: conservative, l only grows) and kept in
- * a register. The loop's common path is unchanged (the add takes T instead of the immediate slack); the
- * cost is the rebases it adds, mostly in a row block's first tiles, where l is still small.
+ * also when the new max would weigh more than about tau = 2^rescale_weight_log2 of the lane's partial l:
+ * rebase when max over the thread's rows of (mx - m) > T, T = clamp(floor(log2 min l) + log2 tau, 0,
+ * slack), from l before this tile's P (floor: tau/2 to tau). That is 3 (two rows a thread) to 7 (four)
+ * SASS instructions per tile more than the slack test and no register kept across the loop; the cost is
+ * the rebases it adds, mostly in a row block's first tiles, where l is still small.
  */
 #include <stdint.h>
 #include <string.h>
@@ -103,31 +103,34 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
 
 static void scale_o(fj_kctx *k, fj_reg_t corr);
 
-int fj_softmax_weight_test(const fj_plan *p) { return p->rescale_slack > 0 && p->rescale_weight_log2 < 0; }
+static int weight_test(const fj_plan *p) { return p->rescale_slack > 0 && p->rescale_weight_log2 < 0; }
 
-void fj_emit_softmax_init(fj_kctx *k)
-{
-    if (!fj_softmax_weight_test(k->p)) return;
-    fj_ins(k->e, "mov.f32 %s, 0f%08X", R(k->rescale_thr), f32_bits((float)k->p->rescale_slack));
-}
-
-/* Weight test: after l *= c, T = clamp(log2(min l) + rescale_weight_log2, 0, slack) over the thread's
- * rows (l = 0 gives lg2 = -inf, T = 0: the next tile rebases on any new max). */
-static void weight_threshold(fj_kctx *k)
+/* moved = some row of the thread needs a new reference max: max_r (mx_r - m_r) > T, the weight test's
+ * T = clamp(floor(log2 min_r l_r) + rescale_weight_log2, 0, slack) (top of this file). floor(log2 l) is
+ * l's exponent field, made a float by or-ing it into 2^23's significand (l >= 0; l = 0 gives -127).
+ * A row still at m = -inf gives +inf (any key seen) or NaN, which max.f32 drops (nothing seen). */
+static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
 {
     const fj_plan *p = k->p;
-    fj_reg_t t = k->rescale_thr;
-    fj_comment(k->e, 2, "weight test: the next tiles move m when a new max would weigh more than 2^%d of this "
-                        "lane's l", p->rescale_weight_log2);
+    fj_reg_t d = fj_alloc(k->e, k->b_f, 1), t = fj_alloc(k->e, k->b_f, 1), e = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "lazy rescale with the weight test: move m when some row's max passes m + T, T = 0..%d "
+                        "grows with log2 l (top of softmax.c)", p->rescale_slack);
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_reg_t dst = r ? t : d;
+        fj_ins(k->e, "sub.f32 %s, %s, %s", R(dst), R(fj_at(mx, r)), R(fj_at(k->row_m, r)));
+        if (r) fj_ins(k->e, "max.f32 %s, %s, %s", R(d), R(d), R(t));
+    }
     fj_reg_t l = fj_at(k->row_l, 0);
     for (int r = 1; r < k->frag.rows; r++) {
         fj_ins(k->e, "min.f32 %s, %s, %s", R(t), R(l), R(fj_at(k->row_l, r)));
         l = t;
     }
-    fj_ins(k->e, "lg2.approx.ftz.f32 %s, %s", R(t), R(l));
-    fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(t), R(t), f32_bits((float)p->rescale_weight_log2));
+    fj_ins(k->e, "shr.b32 %s, %s, 23", R(e), R(l));
+    fj_ins(k->e, "or.b32 %s, %s, 0x4B000000", R(e), R(e));
+    fj_ins(k->e, "sub.f32 %s, %s, 0f%08X", R(t), R(e), 0x4B000000u + (uint32_t)(127 - p->rescale_weight_log2));
     fj_ins(k->e, "max.f32 %s, %s, " PTX_F32_ZERO, R(t), R(t));
     fj_ins(k->e, "min.f32 %s, %s, 0f%08X", R(t), R(t), f32_bits((float)p->rescale_slack));
+    fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(moved), R(d), R(t));
 }
 
 /* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
@@ -146,7 +149,6 @@ static void rebase_rows(fj_kctx *k, fj_reg_t mx)
         fj_ins(k->e, "mov.f32 %s, %s", R(m), R(mnew));
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
     }
-    if (fj_softmax_weight_test(k->p)) weight_threshold(k);
     if (k->defer_o_rescale) return; /* fj_emit_softmax_rescale_o, once O is no longer an MMA in flight */
     if (k->o_zero) return;          /* 0 * c = 0 */
     scale_o(k, corr);
@@ -211,17 +213,15 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         } else {
             fj_comment(k->e, 1, "O rescale skipped by a warp vote when no row's max moved");
         }
-        if (fj_softmax_weight_test(p))
-            fj_comment(k->e, 1, "weight test: or when it passes m + T, T <= %d set at the last move from l (see top of "
-                                "softmax.c)", p->rescale_slack);
-        fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
-        for (int r = 0; r < k->frag.rows; r++) {
-            if (fj_softmax_weight_test(p))
-                fj_ins(k->e, "add.f32 %s, %s, %s", R(lim), R(fj_at(k->row_m, r)), R(k->rescale_thr));
-            else
+        if (weight_test(p)) {
+            weight_vote_pred(k, mx, moved);
+        } else {
+            fj_ins(k->e, "setp.ne.s32 %s, 0, 0", R(moved));
+            for (int r = 0; r < k->frag.rows; r++) {
                 fj_ins(k->e, "add.f32 %s, %s, 0f%08X", R(lim), R(fj_at(k->row_m, r)), f32_bits((float)p->rescale_slack));
-            fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
-            fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
+                fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(lim));
+                fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
+            }
         }
         fj_label_new(k->e, "no_rescale", skip, sizeof skip);
         fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
