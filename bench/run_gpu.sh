@@ -249,7 +249,7 @@ do_decode_tune() {
 # fields of the tuned BF16 D=128 N=4096 winner ("... | sm_80 bf16 d128 br128 bc32 s3 sw128 w4 noncausal | ...")
 do_profile() {
     local w
-    w=$(grep -E "\| *bf16 d128 noncausal n4096 *\|" "$OUT/tuned-v1.txt" | head -1 | awk -F'|' '{print $5}')
+    w=$(awk -F'|' '/\| *bf16 d128 noncausal n4096 *\|/ { print $5; exit }' "$OUT/tuned-v1.txt")
     [ -n "$w" ] || { echo "no bf16 d128 n4096 winner in $OUT/tuned-v1.txt (run the tune stage first)"; return 1; }
     field() { echo " $w " | grep -oE " $1[0-9]+ " | tr -dc 0-9; }
     echo "winner: $w"

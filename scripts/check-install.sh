@@ -17,7 +17,7 @@ prefix=$work/prefix
 step() { echo "check-install: $*"; }
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
-pc=$(cd "$prefix" && find . -path '*/pkgconfig/fajit.pc' | head -1)
+pc=$(cd "$prefix" && find . -path '*/pkgconfig/fajit.pc' -print -quit)
 [ -n "$pc" ] || { echo "check-install: no pkgconfig/fajit.pc under $prefix" >&2; exit 1; }
 libdir=$(dirname "$(dirname "${pc#./}")") # lib, or lib/<multiarch> with the prefix /usr
 for f in include/fajit.h "$libdir"/libfajit.so "$libdir"/libfajit.a bin/fagen "$libdir"/pkgconfig/fajit.pc \
@@ -46,7 +46,10 @@ export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
 echo "pkg-config fajit: version $(pkg-config --modversion fajit), $(pkg-config --cflags --libs fajit)"
 make -s -C examples O="$work" CC="${CC:-cc}"
 "$work/fajit_example_pc"
-# the shared library the pkg-config build runs with is the installed one
-ldd "$work/fajit_example_pc" | grep -q "$prefix/$libdir/libfajit.so" ||
-    { echo "check-install: fajit_example_pc does not load $prefix/$libdir/libfajit.so" >&2; exit 1; }
+# the shared library the pkg-config build runs with is the installed one. ldd's output is read whole
+# before it is searched: `ldd | grep -q` under pipefail fails at random when grep exits at its match
+# and ldd, still writing, dies of SIGPIPE (7 of 50 runs here).
+loaded=$(ldd "$work/fajit_example_pc")
+grep -qF "$prefix/$libdir/libfajit.so" <<<"$loaded" ||
+    { echo "check-install: fajit_example_pc does not load $prefix/$libdir/libfajit.so:" >&2; echo "$loaded" >&2; exit 1; }
 step "ok"
