@@ -25,8 +25,8 @@
 #     python-compare compare.py --quick through the installed package (needs the python stage's install)
 #     decode-compare bench/decode_compare.py --out $OUT through the installed package (needs the python stage's
 #                    install): issue 11's decode rows (+ paged, + FP16) vs FA3 (flash_attn_with_kvcache /
-#                    flash_attn_func, num_splits=0; from $PEERS_SITE, default /tmp/peers-site, where
-#                    .peers/a/stage.sh installs it; n/a without) and SDPA; GB/s of K + V -> $OUT/decode-<gpu>.*
+#                    flash_attn_func, num_splits=0; installed under $PEERS_SITE, default /tmp/peers-site: see
+#                    bench/README.md; n/a without) and SDPA; GB/s of K + V -> $OUT/decode-<gpu>.*
 #     tune           fagen tune --grid issue3 into a fresh cache directory; winners -> $OUT/tuned-v1.txt
 #     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner

@@ -3,8 +3,10 @@
 # build examples/attention.c against the INSTALLED files, both with find_package(fajit) (CMake, shared
 # and static) and with pkg-config (examples/Makefile); run the three programs (their GPU part skips
 # without a GPU and says so; with one, each runs a forward checked against a CPU reference). Without
-# pkg-config or make (outside CI) the pkg-config build is skipped and said so. Writes only under
-# <build>/install-check/. Exit status: 0 when all worked.
+# pkg-config or make (outside CI) the pkg-config build is skipped and said so. Then the README's
+# install, pkg-config and CMake snippets run against the same prefix (scripts/check-readme.py
+# --installed). Writes only under <build>/install-check/ and a scratch directory of check-readme.py.
+# Exit status: 0 when all worked.
 #   usage: scripts/check-install.sh [build dir]      (default: build, already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,4 +54,12 @@ make -s -C examples O="$work" CC="${CC:-cc}"
 loaded=$(ldd "$work/fajit_example_pc")
 grep -qF "$prefix/$libdir/libfajit.so" <<<"$loaded" ||
     { echo "check-install: fajit_example_pc does not load $prefix/$libdir/libfajit.so:" >&2; echo "$loaded" >&2; exit 1; }
+
+step "README's install, pkg-config and CMake lines against $prefix (scripts/check-readme.py --installed)"
+if command -v python3 >/dev/null; then
+    python3 scripts/check-readme.py --build "$build" --installed "$prefix"
+else
+    [ "${CI:-}" = true ] && { echo "check-install: no python3 for scripts/check-readme.py" >&2; exit 1; }
+    echo "SKIP: check-install: the README's install lines (no python3 here)"
+fi
 step "ok"
