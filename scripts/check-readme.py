@@ -9,9 +9,9 @@ snippet can rot. No GPU needed; standard library only.
 What is run, block by block (fenced with ```sh, ```c, ```cmake, ```python; other blocks are text):
   sh      Each line (a trailing backslash continues it) is split at `&&`; each command is judged by its
           first word:
-            fagen ... / ./build/tools/fagen/fagen ... / build/...   run, from a scratch directory with the
-                    repository's top-level entries linked into it (files written with -o land there), with
-                    `fagen` on PATH, under a time limit. Only the first command of a pipeline runs (what
+            fagen ... / ./build/tools/fagen/fagen ... / build/...   run, from a fresh scratch directory holding
+                    only a link build -> DIR (files written with -o land there), with `fagen` on PATH,
+                    under a time limit. Only the first command of a pipeline runs (what
                     follows `|`, such as `| head -80` or `| less`, only reads its output). fagen's GPU
                     commands (check, bench, tune: whatever `fagen --help` says runs on the GPU) run with
                     no GPU visible (CUDA_VISIBLE_DEVICES=""), so only their command line is checked: exit 1
@@ -96,11 +96,8 @@ class Checker:
 
     # ---- running ----------------------------------------------------------------------------------
     def workdir(self):
-        """A scratch directory with the repository's top-level entries linked in (build -> DIR)."""
+        """A fresh scratch directory holding only a link build -> DIR (files written with -o land in it)."""
         d = Path(tempfile.mkdtemp(dir=self.scratch))
-        for e in REPO.iterdir():
-            if e.name not in (".git", "build"):
-                (d / e.name).symlink_to(e)
         (d / "build").symlink_to(self.build)
         return d
 
