@@ -112,6 +112,13 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
  * the sm_80 path's only (FAJIT_ERR_UNSUPPORTED on sm_90a). */
 enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16,
        FJ_VARIANT_GATHER = 32, FJ_VARIANT_AHEAD = 64 };
+/* Varlen (packed) batches (seqlen.c; bits 10-11, the attention variants take the bits between):
+ *   VARLEN    queries packed by cu_seqlens_q: Q / O [total_q, Hq, D] (stride[0] not read), LSE [Hq, total_q];
+ *             sequence b's rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]), its length clamped to [0, seqlen_q]
+ *   VARLEN_K  with VARLEN: keys packed by cu_seqlens_k likewise (K / V [total_k, Hkv, D]); without it K / V stay
+ *             batched by stride[0] (or paged) and SEQLENS gives the lengths
+ * Both paths take them (no SPLIT, PACK, GATHER or AHEAD with VARLEN). */
+enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* Paged K/V on the sm_90a kernel (fwd_ws.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
  * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at

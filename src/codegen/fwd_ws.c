@@ -39,6 +39,7 @@
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
+#include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define TMA_OFF(field) ((int)offsetof(fj_fwd_params_tma, field))
@@ -170,11 +171,12 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     }
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
     if (!(what & DECODE_ROWS)) return;
-    if (p->variant & FJ_VARIANT_SEQLENS) {
+    if (p->variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_VARLEN)) {
         /* the batch: decoded above with the heads (the producer), else here (the consumers keep no heads) */
         fj_reg_t b = k->b;
-        fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; TMA "
-                         "may load them inside the capacity)");
+        if (!(p->variant & FJ_VARIANT_VARLEN))
+            fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; "
+                             "TMA may load them inside the capacity)");
         if (!(what & DECODE_HEADS)) {
             b = fj_alloc(e, k->b_r, 1);
             fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
@@ -184,9 +186,11 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
             }
             fj_ins(e, "div.u32 %s, %s, %s", R(b), R(hb), R(hq));
         }
-        fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
+        if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_tile(k, b, what & DECODE_HEADS);
+        else fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
     }
     fj_emit_kv_range(k, l->n_end, l->mask_from);
+    if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_no_rows(k, l->n_end);
     if (p->variant & FJ_VARIANT_SPLIT) {
         fj_reg_t pr = fj_alloc(e, k->b_p, 1);
         fj_comment(e, 1, "split-KV: tiles [kv_first, n_end); an empty split becomes [0, 0), so the loops start at j = "
@@ -375,6 +379,12 @@ static void producer_kv(fj_kctx *k, ws_loop *l, int tensor, int smem_off, fj_reg
         return;
     }
     fj_emit_mbar_expect_tx(k, bar_off, p->kv_tile_bytes);
+    if (p->variant & FJ_VARIANT_VARLEN_K) { /* packed keys: the map clips at the sequence's end (seqlen.h) */
+        fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(r), R(row), R(k->kv_tma_delta));
+        fj_emit_tma_boxes(k, tensor, k->smem, smem_off, p->cfg.block_n, r, k->hkv, k->kv_tma_seq, k->smem, bar_off);
+        return;
+    }
     fj_emit_tma_tile(k, tensor, k->smem, smem_off, p->cfg.block_n, row, k->hkv, k->smem, bar_off);
 }
 
@@ -500,8 +510,12 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     } else {
         fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
         fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
-        fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
-                         fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+        if (p->variant & FJ_VARIANT_VARLEN) /* packed: rows past the sequence's end (all, past it) arrive as zeros */
+            fj_emit_tma_boxes(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->q_tma_row, k->h, k->q_tma_seq, l->qbar,
+                              fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+        else
+            fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
+                             fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
     }
     first_kv_tile(k);
     dispatch_ring(k, l, l->stage_label);
@@ -789,6 +803,9 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->b = fj_alloc(e, k->b_r, 1);
     k->hkv = fj_alloc(e, k->b_r, 1);
     if (p->variant & FJ_VARIANT_SPLIT) k->split = fj_alloc(e, k->b_r, 1);
+    if (p->variant & FJ_VARIANT_VARLEN) k->q_tma_row = fj_alloc(e, k->b_r, 1), k->q_tma_seq = fj_alloc(e, k->b_r, 1);
+    if (p->variant & FJ_VARIANT_VARLEN_K)
+        k->kv_tma_delta = fj_alloc(e, k->b_r, 1), k->kv_tma_seq = fj_alloc(e, k->b_r, 1);
     k->corr = fj_alloc(e, k->b_f, k->frag.rows);
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
     k->wg_leader = fj_alloc(e, k->b_p, 1);

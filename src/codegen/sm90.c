@@ -29,6 +29,7 @@
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
 #include "runtime/error.h"
+#include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
@@ -421,9 +422,14 @@ static void store_o_sm90(fj_kctx *k)
     fj_ins(k->e, PTX_CVTA_PARAM, R(map), R(map));
     fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(map), (int)offsetof(fj_fwd_params_tma, tmap_o));
     fj_ins(k->e, "mad.lo.u32 %s, %s, 64, %s", R(row), R(k->wg), R(k->m0));
+    fj_reg_t seq = k->b;
+    if (p->variant & FJ_VARIANT_VARLEN) {
+        seq = fj_alloc(k->e, k->b_r, 1);
+        fj_seqlen_tma_store_coords(k, row, seq);
+    }
     for (int box = 0; box < p->tma_boxes; box++) {
         fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
-        fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(k->b), R(k->bk[BK_O_WG]), box * box_bytes);
+        fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(seq), R(k->bk[BK_O_WG]), box * box_bytes);
     }
     fj_ins(k->e, PTX_BULK_COMMIT);
     if (p->o_stage == 2) {

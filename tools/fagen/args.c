@@ -30,10 +30,11 @@ static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128},
 static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
                                            {NULL, 0}};
 static const choice k_on_off_choices[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
-/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa, 16 paged, 32 gather, 64 ahead
- * (joined with '+') */
-static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2},   {"combine", 4}, {"packgqa", 8},
-                                           {"paged", 16},  {"gather", 32}, {"ahead", 64},  {NULL, 0}};
+/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa, 16 paged, 32 gather, 64 ahead, 1024 varlen
+ * queries (varlenq), 1024 + 2048 varlen queries and keys (varlen) (joined with '+') */
+static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2},      {"combine", 4},       {"packgqa", 8},
+                                           {"paged", 16},  {"gather", 32},    {"ahead", 64},        {"varlen", 3072},
+                                           {"varlenq", 1024}, {NULL, 0}};
 
 
 /* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
@@ -58,7 +59,7 @@ static int parse_variant(const char *flag, const char *text, unsigned *out)
         size_t n = strcspn(p, "+");
         int v = 0;
         snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), p);
-        if (parse_choice(flag, word, k_variant_choices, "seqlens, split, packgqa, paged, gather, ahead (joined with +) or combine", &v) !=
+        if (parse_choice(flag, word, k_variant_choices, "seqlens, split, packgqa, paged, gather, ahead, varlen, varlenq (joined with +) or combine", &v) !=
             FAGEN_ARG_TAKEN)
             return FAGEN_ARG_ERROR;
         if (*out & (unsigned)v) {
@@ -291,7 +292,14 @@ static int parse_common_flag(int argc, char **argv, int *i, unsigned opts, fagen
     }
     if ((opts & FAGEN_OPT_VARIANT) && strcmp(flag, "--variant") == 0) {
         const char *t = fagen_flag_value(argc, argv, i, flag, sizeof flag);
-        return t ? parse_variant(flag, t, &a->variant) : FAGEN_ARG_ERROR;
+        unsigned keep = a->variant & FAGEN_VARLEN_BITS; /* --varlen given before */
+        int rc = t ? parse_variant(flag, t, &a->variant) : FAGEN_ARG_ERROR;
+        a->variant |= keep;
+        return rc;
+    }
+    if ((opts & FAGEN_OPT_VARLEN) && strcmp(argv[*i], "--varlen") == 0) {
+        a->variant |= FAGEN_VARLEN_BITS;
+        return FAGEN_ARG_TAKEN;
     }
     return FAGEN_ARG_NOT_MINE;
 }

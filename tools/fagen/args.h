@@ -18,8 +18,11 @@ enum {
     FAGEN_OPT_VERBOSE = 1u << 0, /* -v [0|1|2] */
     FAGEN_OPT_OUTPUT = 1u << 1,  /* -o FILE */
     FAGEN_OPT_SM = 1u << 2,      /* --sm sm_XX */
-    FAGEN_OPT_VARIANT = 1u << 3  /* --variant seqlens+split+packgqa (any of them) or combine (FJ_VARIANT_* bits) */
+    FAGEN_OPT_VARIANT = 1u << 3, /* --variant seqlens+split+packgqa (any of them) or combine (FJ_VARIANT_* bits) */
+    FAGEN_OPT_VARLEN = 1u << 4   /* --varlen: the varlen (packed batch) kernel, FAGEN_VARLEN_BITS */
 };
+/* FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K (codegen.h): queries and keys packed by cu_seqlens */
+#define FAGEN_VARLEN_BITS (1024u | 2048u)
 
 typedef struct fagen_args {
     fajit_config cfg;     /* fields not given on the command line stay 0 */
