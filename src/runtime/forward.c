@@ -114,7 +114,7 @@ static fajit_status check_pointer(const char *field, uint64_t p, unsigned align,
 static fajit_status check_strides(const char *name, const int64_t s[3], int head_dim, const int extent[3], int out)
 {
     static const char *const dims[3] = {"batch", "head", "sequence"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = extent[0] < 0 ? 1 : 0; i < 3; i++) { /* extent[0] < 0: packed (varlen), stride[0] not read */
         if (s[i] < 0 || s[i] % 8 != 0)
             return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = %" PRId64 ": the %s stride must be a "
                                                        "non-negative multiple of 8 elements (16-byte rows)",
@@ -134,7 +134,10 @@ static fajit_status check_strides(const char *name, const int64_t s[3], int head
 
 static fajit_status check_memory(const fajit_attention_args *a)
 {
-    const int eq[3] = {a->batch, a->heads_q, a->seqlen_q}, ek[3] = {a->batch, a->heads_kv, a->seqlen_k};
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    const int eq[3] = {d.cu_seqlens_q ? -1 : a->batch, a->heads_q, a->seqlen_q};
+    const int ek[3] = {d.cu_seqlens_k ? -1 : a->batch, a->heads_kv, a->seqlen_k};
     fajit_status st;
     if ((st = check_pointer("q", a->q, 16, 1)) || (st = check_pointer("k", a->k, 16, 1)) ||
         (st = check_pointer("v", a->v, 16, 1)) || (st = check_pointer("o", a->o, 16, 1)) ||
