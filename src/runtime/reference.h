@@ -43,6 +43,15 @@ fajit_status fj_reference_cpu(const fajit_attention_args *args, const uint16_t *
 fajit_status fj_reference_cpu_lens(const fajit_attention_args *args, const int32_t *lens, const uint16_t *q,
                                    const uint16_t *k, const uint16_t *v, double *o, double *lse);
 
+/* Varlen batches (fajit.h: cu_seqlens_q / cu_seqlens_k) with the arrays on the host: q / o packed [total_q, Hq, D]
+ * by cu_q (int32 [batch + 1]); k / v packed by cu_k likewise, or (cu_k NULL) batched by the args' strides (paged
+ * caches: give them gathered); lens (NULL = none) is seqused_k. Lengths are clamped as the kernels clamp them
+ * (fajit.h). o: total_q x Hq x head_dim doubles, row t of head h at (t x Hq + h) x head_dim; lse (may be NULL):
+ * Hq x total_q doubles; total_q = cu_q[batch]. Elements of rows no sequence owns are left as they are. */
+fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int32_t *cu_q, const int32_t *cu_k,
+                                     const int32_t *lens, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                     double *o, double *lse);
+
 /*
  * GPU fp32 reference on the device of ctx, on args->stream. Reads args->q, k, v (device pointers with
  * args' strides; args->seqlens_k, when set, is read as the per-sequence KV lengths); writes fp32 O (B*Hq*Nq*D floats) to o_f32 and fp32 LSE to lse_f32 (0 = none).
