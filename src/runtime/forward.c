@@ -136,7 +136,8 @@ static fajit_status check_memory(const fajit_attention_args *a)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
-    const int eq[3] = {d.cu_seqlens_q ? -1 : a->batch, a->heads_q, a->seqlen_q};
+    /* packed queries: cu_seqlens_q (or cu_seqlens_k alone, which fj_decode_validate refuses with its own message) */
+    const int eq[3] = {d.cu_seqlens_q || d.cu_seqlens_k ? -1 : a->batch, a->heads_q, a->seqlen_q};
     const int ek[3] = {d.cu_seqlens_k ? -1 : a->batch, a->heads_kv, a->seqlen_k};
     fajit_status st;
     if ((st = check_pointer("q", a->q, 16, 1)) || (st = check_pointer("k", a->k, 16, 1)) ||
