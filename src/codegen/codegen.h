@@ -155,6 +155,9 @@ int fj_block_n_half(int block_n);
  * the runtime's fj_compile_check_target. */
 fajit_status fj_plan_check_target(const fj_plan *plan, const fj_arch_info *target);
 
+/* fajit_explain of a variant's plan (fagen explain --varlen / --variant); variant 0 = fajit_explain. */
+fajit_status fj_explain_variant(const fajit_config *cfg, unsigned variant, char **text_out);
+
 /* Generate the PTX of a plan. *out is malloc'd (fajit_free / free). */
 fajit_status fj_generate_ptx_plan(const fj_plan *plan, int verbosity, char **out, size_t *len);
 

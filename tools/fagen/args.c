@@ -72,6 +72,25 @@ static int parse_variant(const char *flag, const char *text, unsigned *out)
     return *out ? FAGEN_ARG_TAKEN : FAGEN_ARG_ERROR;
 }
 
+int fagen_parse_int_list(const char *flag, const char *text, int lo, int hi, int *out, int max, int *n)
+{
+    char word[32];
+    *n = 0;
+    for (const char *p = text;; p++) {
+        size_t len = strcspn(p, ",");
+        if (*n >= max) {
+            fprintf(stderr, "fagen: %s %s: at most %d values\n", flag, text, max);
+            return FAGEN_ARG_ERROR;
+        }
+        snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
+        if (len >= sizeof word || fagen_parse_int(flag, word, lo, hi, &out[*n]) != FAGEN_ARG_TAKEN)
+            return FAGEN_ARG_ERROR;
+        ++*n;
+        p += len;
+        if (!*p) return FAGEN_ARG_TAKEN;
+    }
+}
+
 int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out)
 {
     char *end = NULL;

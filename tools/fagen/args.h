@@ -57,6 +57,10 @@ const char *fagen_flag_value(int argc, char **argv, int *i, char *flag, size_t f
 /* Parse a whole decimal int in [lo, hi] for `flag`; prints "fagen: FLAG TEXT: RULE" on failure. */
 int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out);
 
+/* A comma-separated list of up to max ints in [lo, hi] for `flag` ("200,6000,17"): *n of them into out. */
+#define FAGEN_VARLEN_MAX 256
+int fagen_parse_int_list(const char *flag, const char *text, int lo, int hi, int *out, int max, int *n);
+
 /* 1 when `word` is the flag `name` itself or `name=VALUE`. */
 int fagen_flag_is(const char *word, const char *name);
 
