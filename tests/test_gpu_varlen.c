@@ -9,7 +9,8 @@
  * in a context made with FAJIT_DECODE_SM90=1 (the sm_90a kernel's varlen variant for every case); the kernel text
  * (fajit_last_forward) must name the varlen variant, and on sm_90a say which path ran.
  * Harness: fj_check_varlen_run (check.h): O and LSE ([Hq, total_q]) poisoned with NaN and guards, every element of
- * every sequence's rows compared, every other word must keep its poison; rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
+ * every sequence's rows compared (CPU float64 reference; the last case's size takes the GPU fp32 one), every other
+ * word must keep its poison; rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
  * <= 4x that, LSE abs <= 1e-3, no NaN. One line per run. Without libcuda or a device: "SKIP: <reason>", exit 77.
  *   ctest --test-dir build -L gpu -R test_gpu_varlen --output-on-failure
  */
@@ -67,6 +68,8 @@ static const varlen_case k_cases[] = {
     {"q_cap below longest causal", FH, 4, 2, 128, 1, 4, {300, 17, 90, 1}, {0}, 1, 0, 0, 100, 0, NORM},
     {"row padding causal", BF, 4, 2, 64, 1, 4, {17, 200, 1, 0}, {0}, 1, 0, 0, 0, 16, UNI},
     {"many short causal", BF, 4, 1, 128, 1, 12, {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 0}, {0}, 1, 0, 0, 0, 0, NORM},
+    /* past the CPU reference's limit (2^31 MACs): the GPU one (fj_reference_gpu_varlen) */
+    {"long docs GQA4 causal GPU ref", BF, 32, 8, 128, 1, 6, {200, 6000, 17, 0, 3000, 1}, {0}, 1, 0, 0, 0, 0, NORM},
 };
 
 /* What fajit_last_forward must say: the varlen variant, and (packed keys) varlenk; on the sm_90a context, the

@@ -129,7 +129,8 @@ void fj_check_compare(const fj_check_view *view, fj_check_result *res);
  * packed [total_q, Hq, D + row_pad]; K / V packed likewise by cu_seqlens_k (packed_k), else batched
  * [B, Hkv, max len_k, D + row_pad] (or paged) with seqlens_k = len_k. O and LSE ([Hq, total_q]) are poisoned with
  * guards after them; every element of every sequence's rows is compared with the CPU float64 reference
- * (fj_reference_cpu_varlen), and every other word - row padding, rows a sequence does not own (q_cap), guards -
+ * (fj_reference_cpu_varlen; opts->reference and cpu_max_macs pick the GPU one for large batches as fj_check_run
+ * does), and every other word - row padding, rows a sequence does not own (q_cap), guards -
  * must keep its poison (res->oob_writes). Same criteria as fj_check_run. */
 typedef struct fj_check_varlen {
     int n;             /* sequences (the batch), >= 1 */

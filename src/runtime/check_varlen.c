@@ -255,6 +255,40 @@ static void vl_compare(vl_run *r, fj_check_result *res)
     fj_check_judge(res);
 }
 
+/* The GPU reference (large batches): fp32 per-sequence blocks (fj_reference_gpu_varlen), read back into the packed
+ * double arrays vl_compare reads. ra: the batched K / V the device holds besides any pools. */
+static fajit_status vl_reference_gpu(vl_run *r, fajit_attention_args *ra, const int32_t *used)
+{
+    const int64_t hq = r->p->heads_q, dim = r->p->head_dim, rows = r->total_q * hq;
+    fj_CUdeviceptr d_o = 0, d_l = 0;
+    float *ho = malloc(4 * (size_t)(rows * dim + 1)), *hl = malloc(4 * (size_t)(rows + 1));
+    fajit_status st = ho && hl ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check varlen: GPU reference outputs");
+    ra->k = r->dk, ra->v = r->dv;
+    if (st == FAJIT_OK) st = vl_upload(r, &d_o, NULL, 4 * rows * dim, "reference O");
+    if (st == FAJIT_OK) st = vl_upload(r, &d_l, NULL, 4 * rows, "reference LSE");
+    if (st == FAJIT_OK)
+        st = fj_reference_gpu_varlen(r->ctx, ra, r->cu_q, r->vl->packed_k ? r->cu_k : NULL, used, d_o, d_l);
+    if (st == FAJIT_OK && rows)
+        st = vl_cuda(r->cu->cuMemcpyDtoH(ho, d_o, 4 * (size_t)(rows * dim)), "cuMemcpyDtoH(reference O)");
+    if (st == FAJIT_OK && rows)
+        st = vl_cuda(r->cu->cuMemcpyDtoH(hl, d_l, 4 * (size_t)rows), "cuMemcpyDtoH(reference LSE)");
+    for (int b = 0; st == FAJIT_OK && b < r->vl->n; b++) {
+        int64_t len = r->cu_q[b + 1] - r->cu_q[b], t0 = r->cu_q[b];
+        if (len > r->args.seqlen_q) len = r->args.seqlen_q;
+        for (int64_t h = 0; h < hq; h++)
+            for (int64_t i = 0; i < len; i++) {
+                int64_t blk = t0 * hq + h * len + i, row = (t0 + i) * hq + h;
+                for (int64_t d = 0; d < dim; d++) r->ref_o[row * dim + d] = ho[blk * dim + d];
+                r->ref_lse[h * r->total_q + t0 + i] = hl[blk];
+            }
+    }
+    if (d_o) r->cu->cuMemFree(d_o);
+    if (d_l) r->cu->cuMemFree(d_l);
+    free(ho);
+    free(hl);
+    return st;
+}
+
 static fajit_status vl_steps(vl_run *r, const fajit_config *cfg, fj_check_result *res)
 {
     uint64_t seed = res->seed;
@@ -273,8 +307,10 @@ static fajit_status vl_steps(vl_run *r, const fajit_config *cfg, fj_check_result
     int64_t hk = r->p->heads_kv, ld = r->ld, sk[3] = {r->vl->packed_k ? 0 : (int64_t)r->cap_k * hk * ld, ld, hk * ld};
     memcpy(ra.k_stride, sk, sizeof sk), memcpy(ra.v_stride, sk, sizeof sk);
     const int32_t *used = r->vl->packed_k && !r->vl->seqused ? NULL : r->used;
-    st = fj_reference_cpu_varlen(&ra, r->cu_q, r->vl->packed_k ? r->cu_k : NULL, used, r->hq, r->hk, r->hv, r->ref_o,
-                                 r->p->no_lse ? NULL : r->ref_lse);
+    if (res->reference == FJ_REF_GPU) st = vl_reference_gpu(r, &ra, used);
+    else
+        st = fj_reference_cpu_varlen(&ra, r->cu_q, r->vl->packed_k ? r->cu_k : NULL, used, r->hq, r->hk, r->hv, r->ref_o,
+                                     r->p->no_lse ? NULL : r->ref_lse);
     if (st == FAJIT_OK) vl_compare(r, res);
     return st;
 }
@@ -295,7 +331,10 @@ fajit_status fj_check_varlen_run(fajit_context *ctx, const fajit_config *cfg, co
     memset(&r, 0, sizeof r);
     r.ctx = ctx, r.cu = ctx->cu, r.p = prob, r.vl = vl;
     fj_check_tolerances(prob, opts, res);
-    res->reference = FJ_REF_CPU;
+    double macs = 0.0, limit = opts && opts->cpu_max_macs > 0 ? opts->cpu_max_macs : 2147483648.0;
+    for (int b = 0; b < vl->n; b++) macs += (double)vl->len_q[b] * (vl->len_k ? vl->len_k[b] : vl->len_q[b]);
+    macs *= (double)prob->heads_q * prob->head_dim;
+    res->reference = opts && opts->reference != FJ_REF_AUTO ? opts->reference : macs <= limit ? FJ_REF_CPU : FJ_REF_GPU;
     res->seed = fj_check_seed(prob->seed);
     if ((st = fj_context_push(ctx)) != FAJIT_OK) return st;
     st = vl_steps(&r, cfg, res);

@@ -62,6 +62,12 @@ fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int
 fajit_status fj_reference_gpu(fajit_context *ctx, const fajit_attention_args *args, uint64_t o_f32,
                               uint64_t lse_f32);
 
+/* The GPU reference of a varlen batch (host arrays as fj_reference_cpu_varlen's; args' pointers on the device):
+ * sequence b's fp32 outputs in a block of its own, O [Hq, len_b, D] at o_f32 + 4 x cu_q[b] x Hq x D bytes and LSE
+ * [Hq, len_b] at lse_f32 + 4 x cu_q[b] x Hq (both sized total_q x Hq (x D)). One synchronous call per sequence. */
+fajit_status fj_reference_gpu_varlen(fajit_context *ctx, const fajit_attention_args *args, const int32_t *cu_q,
+                                     const int32_t *cu_k, const int32_t *lens, uint64_t o_f32, uint64_t lse_f32);
+
 /* Compile (or find in the per-process cache) the GPU reference cubin for sm ("sm_90", ...) and
  * head_dim. Needs NVRTC only, no GPU: lets tests check the kernel source compiles, and callers warm
  * the cache before timing anything. */

@@ -310,8 +310,8 @@ static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg 
         fflush(stdout);
         return st == FAJIT_ERR_CUDA ? -1 : 0;
     }
-    printf("%-46s %-30s cpu %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r.rel_l2, r.worst_row_rel, r.max_abs,
-           r.lse_max_abs, r.pass ? "PASS" : "FAIL");
+    printf("%-46s %-30s %s %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
+           r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, r.pass ? "PASS" : "FAIL");
     if (!r.pass) printf(" (%s; seed %" PRIu64 ")", r.why, r.seed);
     printf("  ran: %s\n", r.kernel);
     fflush(stdout);
