@@ -138,7 +138,23 @@ typedef struct fajit_config {
     int col_warps;
     int overlap;
     int pingpong;
+    /* Attention variants the kernel is generated for (FAJIT_MOD_* bits, 0 = plain attention; see "Attention
+     * variants" above fajit_attention_forward). Part of the cache key and the canonical text ("... causal win cap
+     * sink alibi chunk"); a plain kernel (0) is unchanged. The per-call values (window sizes, softcap, chunk,
+     * sink and slope pointers) are kernel parameters, not part of the config. Appended in 0.2: a config zeroed
+     * with = {0} or memset is plain. */
+    int mods;
 } fajit_config;
+
+/* fajit_config.mods bits. WINDOW and CHUNK bound each query row's keys (a local mask read from the kernel's
+ * parameters: window_left / window_right, attention_chunk); SOFTCAP caps the scores; SINKS adds a per-head sink
+ * logit to each row's softmax denominator; ALIBI adds a per-head linear distance bias. */
+#define FAJIT_MOD_WINDOW 1
+#define FAJIT_MOD_SOFTCAP 2
+#define FAJIT_MOD_SINKS 4
+#define FAJIT_MOD_ALIBI 8
+#define FAJIT_MOD_CHUNK 16
+#define FAJIT_MOD_ALL 31
 
 #define FAJIT_SWIZZLE_NONE (-1)
 
@@ -166,7 +182,8 @@ fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, faj
 fajit_status fajit_config_check(const fajit_config *cfg);
 
 /* Canonical text of a config, e.g. "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal" or
- * "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal" (ov / pp: overlap / pingpong on), written
+ * "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal" (ov / pp: overlap / pingpong on), then the
+ * variants of mods in this order when set: " win", " cap", " sink", " alibi", " chunk"; written
  * into buf (always NUL-terminated). Returns the length it needed, like snprintf. */
 int fajit_config_format(const fajit_config *cfg, char *buf, size_t size);
 
@@ -344,6 +361,32 @@ typedef struct fajit_attention_args {
     int attention_chunk;    /* > 0: query i sees only keys in its own chunk of attention_chunk keys (Llama 4) */
     int reserved1;          /* must be 0 */
 } fajit_attention_args;
+
+/*
+ * Attention variants (fields of the SIZE_3 block; FlashAttention-3's definitions, alibi FlashAttention-2's)
+ * Let Nk_b be sequence b's keys (seqlens_k[b], else seqlen_k) and a = i + Nk_b - Nq the key on query row i's
+ * diagonal (bottom-right alignment; a = i when Nq = Nk). Row i of sequence b sees key j when all of these hold:
+ *    0 <= j < Nk_b
+ *    causal:              j <= a
+ *    window (window = 1): a - window_left <= j <= a + window_right   (a side of -1 is unbounded; causal sets
+ *                         the right side to 0, so window (L, -1) + causal is window (L, 0))
+ *    attention_chunk C:   floor(a / C) * C <= j < floor(a / C) * C + C   (floor rounds down: a row with a < 0
+ *                         sees no key); combined with causal / window by intersection (Llama 4)
+ * The scores, for the keys a row sees (s = softmax_scale * q . k):
+ *    softcap c > 0:       s = c * tanh(s / c)        (Gemma 2; the scale is applied before the cap)
+ *    alibi_slopes:        s = s - slope[b][h] * |a - j|   (after the cap; slope = alibi_slopes[b *
+ *                         alibi_slopes_batch_stride + h], float32, FlashAttention-2's bias)
+ * then O[i] = sum_j exp(s_j) V[j] / (sum_j exp(s_j) + exp(sink[h])), where sink[h] = sinks[h] (float32 per query
+ * head, in the units of s) when sinks is set and -inf otherwise: the sink joins each row's denominator and adds
+ * no value (gpt-oss). LSE = log(sum_j exp(s_j) + exp(sink[h])): with sinks the LSE includes the sink, so a row
+ * that sees no key gets O = 0 and LSE = sink[h] (without sinks O = 0 and LSE = -inf, as before).
+ * Keys in no row's range of a CTA's query block are neither loaded nor computed (time grows with the window,
+ * not with Nk). softcap uses the GPU's tanh.approx (about 2^-11 relative error of tanh); the others are exact.
+ * Rules (FAJIT_ERR_INVALID_ARGUMENT, naming the field): window 0 or 1; window_left / window_right >= -1 and 0
+ * unless window = 1; softcap finite and >= 0; sinks 4-byte aligned; alibi_slopes 4-byte aligned;
+ * alibi_slopes_batch_stride >= 0 and 0 without alibi_slopes; attention_chunk >= 0. Slope and sink values are not
+ * read on the host.
+ */
 
 /* Splits at most (args->num_splits; the heuristic stays at 128 or fewer). */
 #define FAJIT_MAX_SPLITS 1024

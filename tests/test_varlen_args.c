@@ -78,8 +78,10 @@ static void test_rules(void **state)
     a.num_splits = 1;
     assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
     a = varlen_args();
-    a.softcap = 30.0f; /* the attention variants are another helper's: still refused here */
-    expect_status(&a, FAJIT_ERR_UNSUPPORTED, "attention variants", "", "");
+    a.softcap = 30.0f, a.window = 1, a.window_left = 128; /* the attention variants go with varlen */
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.window_left = -2; /* and keep their own rules */
+    expect_status(&a, FAJIT_ERR_INVALID_ARGUMENT, "args->window_left = -2", ">= -1", "");
     a = varlen_args(); /* a struct of the SIZE_2 layout never reads the varlen fields */
     a.struct_size = FAJIT_ATTENTION_ARGS_SIZE_2;
     assert_int_equal(fj_decode_varlen(&a), 0);

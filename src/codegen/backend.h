@@ -2,7 +2,8 @@
  * backend.h - the interface an arch path fills, and the kernel-emission context they share.
  *
  * The forward skeleton (fwd_kernel.c) owns the algorithm: block indices, the KV loop and its bounds,
- * the pipeline schedule, masking and online softmax (softmax.c), the epilogue. A backend owns what
+ * the pipeline schedule, online softmax (softmax.c), the epilogue; masking and score modification are
+ * mask.c's. A backend owns what
  * the hardware decides: how tiles move global->shared, how S = QK^T and O += PV are issued, which
  * accumulator register holds which (row, column) - the fragment descriptor - and how O is stored.
  *
@@ -95,7 +96,13 @@ typedef struct fj_kctx {
                                          prologue and again in the epilogue, not kept across the loop) */
     /* decode variants (plan.variant) */
     fj_reg_t split;                   /* u32, SPLIT: this CTA's split, 0..splits-1 (set before the KV range) */
-    fj_reg_t kv_first;                /* s32, SPLIT: the first KV tile of this CTA's split (set by the KV range) */
+    fj_reg_t kv_first;                /* s32, SPLIT or local variants: the first KV tile of this CTA's (split's) range
+                                         (set by the KV range, mask.c) */
+    /* attention variants (plan.cfg.mods, mask.c) */
+    fj_reg_t kv_mask_below;           /* s32, local: tiles below it need the per-element mask */
+    fj_reg_t alibi_nslope;            /* f32 (x frag.rows with PACK), ALIBI: -slope x score_unit of the rows */
+    fj_reg_t sink_h;                  /* u32, SINKS (epilogue): the tile's (first) query head */
+    fj_reg_t sink_on;                 /* pred, SINKS: this CTA adds the sink (split 0, or no split) */
     fj_reg_t kv_tile;                 /* s32, PAGED: the KV tile load_kv copies (set before each load_kv) */
     fj_reg_t page_next;               /* u32 x fj_paged_lookups, AHEAD: the pool pages of the next tile to
                                          copy (its segments', gathered), read by the previous copy */
@@ -205,12 +212,8 @@ const char *fj_dtype_ptx(const fj_plan *p); /* "bf16" / "f16" */
 void fj_emit_fwd_kernel(fj_kctx *k);
 void fj_emit_fwd_ws_kernel(fj_kctx *k);
 
-/* Pieces of fwd_kernel.c both skeletons use. */
+/* Pieces of fwd_kernel.c both skeletons use. (The KV range, mask and score modifications: mask.h.) */
 void fj_emit_alloc_banks(fj_kctx *k);
-/* n_end = KV tiles to visit, mask_from = first tile that needs a mask (causal bounds, the end of K). With
- * plan.variant SPLIT, the tiles [kv_first, n_end) of split k->split: [0, n_end) cut in splits parts of
- * ceil(n_end / splits) tiles (a part past the end is empty: kv_first >= n_end). */
-void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
 /* O = 0, m = -inf, l = 0. */
 void fj_emit_init_accumulators(fj_kctx *k);
 /* Epilogue: O and LSE pointers (recomputed from %ctaid and the parameters), 1/l and LSE, store O. */
@@ -247,11 +250,9 @@ void fj_emit_store_o_partial(fj_kctx *k);
 void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p);
 
 /* Shared, arch-neutral phases over the fragment descriptor (softmax.c). */
-void fj_emit_mask(fj_kctx *k);            /* scores outside [0, seqlen_k) or above the causal diagonal -> -inf */
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */
-void fj_emit_score_hook(fj_kctx *k);      /* where softcap / ALiBi / user score functions will go */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 
 /* Warp pairs (plan.col_warps = 2, fwd_kernel.c). Each warp's exchange area holds 16 B per lane per

@@ -89,6 +89,8 @@ typedef struct fj_plan {
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
+    int mods_off;                /* attention variants (cfg.mods): offset of the fj_fwd_params_mods block, after the
+                                    kernel's own block (kernel_abi.h); 0 for a plain kernel */
 } fj_plan;
 
 /* Check cfg and derive its plan. On failure the thread's message says which rule failed. */
@@ -138,6 +140,9 @@ void fj_plan_smem_map(fj_plan *p);
 /* Fill the zero fields of dst from src (the tile and schedule fields; arch, dtype, head_dim, causal are
  * left alone). The one place a partial config is completed from another (tuned winners, fagen flags). */
 void fj_config_overlay(fajit_config *dst, const fajit_config *src);
+/* The variant words that end a canonical config text (" win cap sink alibi chunk", any subset in that order;
+ * "" = 0) as FAJIT_MOD_* bits; -1 when a word is unknown, repeated or out of order. */
+int fj_config_parse_mods(const char *text, int *mods);
 /* 1 when two configs describe the same kernel: every field equal once the "pick" zeros a check reads
  * as defaults are read so (col_warps 0 = 1, overlap / pingpong 0 = off). */
 int fj_config_same(const fajit_config *a, const fajit_config *b);

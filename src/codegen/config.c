@@ -30,9 +30,41 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
     else snprintf(sw, sizeof sw, "%d", c->swizzle);
     char cw[16] = "";
     if (c->col_warps > 1) snprintf(cw, sizeof cw, " cw%d", c->col_warps);
-    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s %s", fj_arch_path_name(c->arch),
+    char mods[40] = "";
+    if (c->mods)
+        snprintf(mods, sizeof mods, "%s%s%s%s%s%s", c->mods & FAJIT_MOD_WINDOW ? " win" : "",
+                 c->mods & FAJIT_MOD_SOFTCAP ? " cap" : "", c->mods & FAJIT_MOD_SINKS ? " sink" : "",
+                 c->mods & FAJIT_MOD_ALIBI ? " alibi" : "", c->mods & FAJIT_MOD_CHUNK ? " chunk" : "",
+                 c->mods & ~FAJIT_MOD_ALL ? " mods?" : "");
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s %s%s", fj_arch_path_name(c->arch),
                     dtype_name(c->dtype), c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
-                    c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->causal ? "causal" : "noncausal");
+                    c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->causal ? "causal" : "noncausal",
+                    mods);
+}
+
+/* The variant words of the canonical text, in fajit_config_format's order. */
+static const struct {
+    const char *word;
+    int bit;
+} k_mod_words[] = {{"win", FAJIT_MOD_WINDOW}, {"cap", FAJIT_MOD_SOFTCAP}, {"sink", FAJIT_MOD_SINKS},
+                   {"alibi", FAJIT_MOD_ALIBI}, {"chunk", FAJIT_MOD_CHUNK}};
+
+int fj_config_parse_mods(const char *text, int *mods)
+{
+    int m = 0, last = -1;
+    char word[16];
+    int n = 0;
+    while (sscanf(text, " %15s%n", word, &n) == 1) {
+        int found = -1;
+        for (int i = 0; i < (int)(sizeof k_mod_words / sizeof k_mod_words[0]); i++)
+            if (strcmp(word, k_mod_words[i].word) == 0) found = i;
+        if (found < 0 || found <= last) return -1; /* unknown, repeated or out of order: not canonical */
+        m |= k_mod_words[found].bit;
+        last = found;
+        text += n;
+    }
+    *mods = m;
+    return 0;
 }
 
 void fj_config_overlay(fajit_config *dst, const fajit_config *src)
@@ -54,7 +86,8 @@ int fj_config_same(const fajit_config *a, const fajit_config *b)
     return a->arch == b->arch && a->dtype == b->dtype && a->head_dim == b->head_dim && a->block_m == b->block_m &&
            a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
            a->causal == b->causal && (a->col_warps ? a->col_warps : 1) == (b->col_warps ? b->col_warps : 1) &&
-           flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong);
+           flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong) &&
+           a->mods == b->mods;
 }
 
 /* Defaults of the sm_80 path per head dim and mask: block_m, block_n, warps, stages. Measured on an
@@ -176,6 +209,29 @@ static int given_small(const fajit_config *c)
     return 1;
 }
 
+/* Attention variants need registers the widest default tiles do not have (plan.c: FJ_MODS_REGS_*): fewer
+ * query rows (sm_80: half, down to 64; sm_90a: one consumer warpgroup less, down to 128), then a narrower
+ * block_n, where the caller left them to us, until the plan takes the variant. */
+static void fit_mods(fajit_config *c, const fajit_config *given)
+{
+    fj_plan p;
+    if (!c->mods || (c->arch != FAJIT_ARCH_SM80 && c->arch != FAJIT_ARCH_SM90A)) return;
+    while (tiles_in_range(c) && fj_plan_build(c, &p) != FAJIT_OK) {
+        int rows16 = 16 * c->warps / (c->col_warps > 0 ? c->col_warps : 1);
+        if (c->arch == FAJIT_ARCH_SM90A && !given->block_m && !given->warps && c->block_m > 128) {
+            c->block_m -= 64;
+            c->warps = 4 * (c->block_m / 64 + 1);
+        } else if (c->arch == FAJIT_ARCH_SM80 && !given->block_m && !given->warps && c->block_m > 64 &&
+                   (c->block_m / 2) % rows16 == 0) {
+            c->block_m /= 2;
+        } else if (!given->block_n && c->block_n > 16) {
+            c->block_n = fj_block_n_half(c->block_n);
+        } else {
+            return; /* the check reports it */
+        }
+    }
+}
+
 void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit)
 {
     if (cfg->head_dim == 0) cfg->head_dim = 128;
@@ -191,4 +247,5 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
     int limit = smem_limit ? smem_limit : target ? target->smem_per_block : 0;
     if (limit) fit_smem(cfg, given, limit);
+    fit_mods(cfg, given);
 }

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "mask.h"
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "seqlen.h"
@@ -443,102 +444,6 @@ static void emit_indices(fj_kctx *k)
     fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
 }
 
-/* dst = src / block_n for src >= 0: a shift when block_n is a power of two, which keeps the KV range on
- * ptxas's uniform datapath (uniform registers, not the 255 per-thread ones); div.s32 otherwise. */
-static void div_block_n(fj_kctx *k, fj_reg_t dst, fj_reg_t src)
-{
-    int bc = k->p->cfg.block_n, sh = fj_log2_ceil(bc);
-    if ((1 << sh) == bc) fj_ins(k->e, "shr.u32 %s, %s, %d", R(dst), R(src), sh);
-    else fj_ins(k->e, "div.s32 %s, %s, %d", R(dst), R(src), bc);
-}
-
-/* Split-KV: narrow [0, n_end) to split k->split's part [kv_first, n_end). */
-static void kv_range_split(fj_kctx *k, fj_reg_t n_end)
-{
-    fj_emit *e = k->e;
-    fj_reg_t per = fj_alloc(e, k->b_r, 1), n = fj_param_s32(k, DOFF(splits)), t = fj_alloc(e, k->b_r, 1);
-    k->kv_first = fj_alloc(e, k->b_r, 1);
-    fj_comment(e, 1, "split-KV: this CTA takes tiles [s * per, min(n_end, (s + 1) * per)), per = ceil(n_end / splits)");
-    fj_comment(e, 2, "(a split past the end is empty: no iteration runs, its partial is O = 0, LSE = -inf)");
-    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(n_end), R(n));
-    fj_ins(e, "sub.s32 %s, %s, 1", R(t), R(t));
-    fj_ins(e, "div.u32 %s, %s, %s", R(per), R(t), R(n));
-    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(k->kv_first), R(k->split), R(per));
-    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->kv_first), R(per));
-    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(n_end), R(t));
-}
-
-static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from);
-
-/* GQA packing, causal: a tile's rows hold several query heads, so its rows' positions i can be anything
- * in [0, Nq): the range is that of rows 0 .. Nq - 1 (tiles up to the last row's limit, masks from the
- * first row's). The mask then works out each row's i (fj_emit_mask). */
-static void kv_range_packed_causal(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from, fj_reg_t tiles, fj_reg_t full,
-                                   fj_reg_t off)
-{
-    fj_emit *e = k->e;
-    fj_reg_t t = fj_alloc(e, k->b_r, 1);
-    fj_comment(e, 1, "packed rows: tiles up to row Nq - 1's last key, ceil((max(Nk - 1, -1) + 1) / block_n), masks from row 0's");
-    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->seqlen_q), R(off));
-    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
-    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), k->p->cfg.block_n - 1);
-    div_block_n(k, t, t);
-    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(t), R(tiles));
-    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(off));
-    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
-    div_block_n(k, t, t);
-    fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(full), R(t));
-}
-
-/* n_end = number of KV tiles to visit; mask_from = first tile that needs masking. */
-void fj_emit_kv_range(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
-{
-    kv_range_tiles(k, n_end, mask_from);
-    if (k->p->variant & FJ_VARIANT_SPLIT) kv_range_split(k, n_end);
-}
-
-static void kv_range_tiles(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
-{
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    int bc = p->cfg.block_n;
-    fj_banner(e, "Phase 1: KV range",
-              p->cfg.causal ? "Causal, bottom-right aligned: query row i sees keys j <= i + Nk - Nq.\n"
-                              "Tiles past the last row's limit are skipped; only tiles that cross a row's limit\n"
-                              "(or the end of K) are masked - the others run the unmasked path."
-                            : "All ceil(Nk / block_n) tiles; only the last one, if partial, is masked.");
-    fj_reg_t tiles = fj_alloc(e, k->b_r, 1), full = fj_alloc(e, k->b_r, 1);
-    fj_comment(e, 1, "tiles = ceil(Nk / block_n); full tiles = floor(Nk / block_n) (all operands >= 0)");
-    fj_ins(e, "add.s32 %s, %s, %d", R(tiles), R(k->seqlen_k), bc - 1);
-    div_block_n(k, tiles, tiles);
-    div_block_n(k, full, k->seqlen_k);
-    if (!p->cfg.causal) {
-        fj_ins(e, "mov.s32 %s, %s", R(n_end), R(tiles));
-        fj_ins(e, "mov.s32 %s, %s", R(mask_from), R(full));
-        return;
-    }
-    fj_reg_t off = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
-    fj_ins(e, "sub.s32 %s, %s, %s", R(off), R(k->seqlen_k), R(k->seqlen_q));
-    if (p->variant & FJ_VARIANT_PACK) {
-        kv_range_packed_causal(k, n_end, mask_from, tiles, full, off);
-        return;
-    }
-    fj_comment(e, 1, "tiles up to the last visible key of the CTA's last row, m0 + block_m - 1 + Nk - Nq:");
-    fj_comment(e, 1, "ceil((max(that, -1) + 1) / block_n)");
-    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
-    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), p->cfg.block_m - 1);
-    fj_ins(e, "max.s32 %s, %s, -1", R(t), R(t));
-    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), bc);
-    div_block_n(k, t, t);
-    fj_ins(e, "min.s32 %s, %s, %s", R(n_end), R(t), R(tiles));
-    fj_comment(e, 1, "first tile crossing the first row's limit: floor(max(m0 + Nk - Nq + 1, 0) / block_n)");
-    fj_ins(e, "add.s32 %s, %s, %s", R(t), R(k->m0), R(off));
-    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(t));
-    fj_ins(e, "max.s32 %s, %s, 0", R(t), R(t));
-    div_block_n(k, t, t);
-    fj_ins(e, "min.s32 %s, %s, %s", R(mask_from), R(full), R(t));
-}
-
 /* Paged K/V: copy tile `tile` from its page (gathered: each segment's, GATHER). AHEAD: the copies take
  * the page(s) read by the previous tile's copy (the first tile, k->page_sync, reads its own), then the
  * next tile's page(s) are read into k->page_next, when that tile exists (k->page_more) - a whole
@@ -632,7 +537,7 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     int ahead = stages > 1 ? stages - 1 : 1;
     for (int s = 0; s < ahead; s++) {
         fj_comment(e, 1, "prologue: %s tile %d -> stage %d", stages > 1 ? "KV" : "K", s, s);
-        if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), s);
+        if (fj_kv_has_first(p)) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), s);
         else fj_ins(e, "mov.u32 %s, %d", R(tile), s);
         prefetch_kv(k, s, stages > 1 ? FJ_KV_BOTH : FJ_KV_K, tile, n_end);
     }
@@ -650,7 +555,7 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
         p->backend->mma_qk(k, 0);
     }
     if ((p->variant & (FJ_VARIANT_AHEAD | FJ_VARIANT_GATHER)) == FJ_VARIANT_AHEAD) { /* paged_next_ptrs' tile */
-        if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), ahead);
+        if (fj_kv_has_first(p)) fj_ins(e, "add.s32 %s, %s, %d", R(tile), R(k->kv_first), ahead);
         else fj_ins(e, "mov.u32 %s, %d", R(tile), ahead);
         paged_next_ptrs(k, tile);
     }
@@ -736,8 +641,7 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
     fj_emit_score_hook(k);
     fj_label_new(e, "no_mask", nomask, sizeof nomask);
     fj_comment(e, 1, "mask only the tiles that cross the end of K or the causal diagonal");
-    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(mask_from));
-    fj_ins(e, "@%s bra.uni %s", R(pr), nomask);
+    fj_emit_mask_skip(k, pr, mask_from, nomask);
     fj_emit_mask(k);
     fj_label(e, nomask);
     if (p->col_warps > 1) {
@@ -779,7 +683,7 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
               "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"
               "O += PV. The loop body is written once per stage, so every stage's smem offsets are\n"
               "immediates and no register holds a stage index or a stage address.");
-    if (p->variant & FJ_VARIANT_SPLIT) fj_ins(e, "mov.u32 %s, %s", R(j), R(k->kv_first));
+    if (fj_kv_has_first(p)) fj_ins(e, "mov.u32 %s, %s", R(j), R(k->kv_first));
     else fj_ins(e, "mov.u32 %s, 0", R(j));
     fj_label_new(e, "kv_loop", top, sizeof top);
     fj_label_new(e, "kv_done", done, sizeof done);
@@ -978,11 +882,11 @@ void fj_emit_epilogue(fj_kctx *k)
     else k->p->backend->store_o(k);
 }
 
-/* Split-KV: K and V start at the split's first tile. */
+/* Split-KV or a local variant: K and V start at the range's first tile. */
 static void emit_split_kv_ptrs(fj_kctx *k)
 {
     fj_reg_t t = fj_alloc(k->e, k->b_rd, 1);
-    fj_comment(k->e, 1, "K and V from the split's first tile");
+    fj_comment(k->e, 1, "K and V from the %s first tile", k->p->variant & FJ_VARIANT_SPLIT ? "split's" : "range's");
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(k->kv_first));
     {
         fj_reg_t prm = fj_param_u64(k, OFF(k_tile_bytes));
@@ -1009,7 +913,13 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     if (p->col_warps > 1) setup_pairs(k);
     fj_reg_t n_end = fj_alloc(k->e, k->b_r, 1), mask_from = fj_alloc(k->e, k->b_r, 1);
     fj_emit_kv_range(k, n_end, mask_from);
-    if ((p->variant & FJ_VARIANT_SPLIT) && !(p->variant & FJ_VARIANT_PAGED)) emit_split_kv_ptrs(k);
+    if (fj_kv_has_first(p) && !(p->variant & FJ_VARIANT_PAGED)) emit_split_kv_ptrs(k);
+    if (p->cfg.mods & FAJIT_MOD_ALIBI) {
+        fj_reg_t h = fj_alloc(k->e, k->b_r, 1), b = fj_alloc(k->e, k->b_r, 1);
+        emit_out_head(k, h);
+        emit_batch(k, b, 0);
+        fj_emit_mods_start(k, h, b);
+    }
     if (p->variant & FJ_VARIANT_AHEAD) {
         int n = fj_paged_lookups(p);
         k->page_next = fj_alloc(k->e, k->b_r, n);

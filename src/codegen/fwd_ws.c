@@ -28,7 +28,7 @@
  * partials), GQA packing (PACK: one Q box of group x Nq rows) and paged K/V (PAGED: each K/V tile as TMA boxes
  * from the pool's pages, producer_paged); a sequence's last V tile is zero-filled past its length
  * (producer_v_tail).
- * The KV range, the mask, the softmax and the epilogue are fwd_kernel.c's and softmax.c's; the MMAs are
+ * The KV range and the mask are mask.c's, the softmax and the epilogue fwd_kernel.c's and softmax.c's; the MMAs are
  * the backend's (mma_qk, mma_pv, mma_wait); the pipeline is async.c's.
  */
 #include <stdio.h>
@@ -36,6 +36,7 @@
 
 #include "async.h"
 #include "backend.h"
+#include "mask.h"
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
@@ -193,10 +194,12 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     }
     fj_emit_kv_range(k, l->n_end, l->mask_from);
     if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_no_rows(k, l->n_end);
-    if (p->variant & FJ_VARIANT_SPLIT) {
+    if (fj_kv_has_first(p)) {
         fj_reg_t pr = fj_alloc(e, k->b_p, 1);
-        fj_comment(e, 1, "split-KV: tiles [kv_first, n_end); an empty split becomes [0, 0), so the loops start at j = "
-                         "kv_first and 'no KV tile' stays n_end <= 0");
+        int split = p->variant & FJ_VARIANT_SPLIT;
+        fj_comment(e, 1, "%s: tiles [kv_first, n_end); an empty %s becomes [0, 0), so the loops start at j = "
+                         "kv_first and 'no KV tile' stays n_end <= 0",
+                   split ? "split-KV" : "local", split ? "split" : "range");
         fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->kv_first), R(l->n_end));
         fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(k->kv_first));
         fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(l->n_end));
@@ -211,7 +214,7 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
 /* j = the work tile's first KV tile: 0, or its split's first. */
 static void first_kv_tile(fj_kctx *k)
 {
-    if (k->p->variant & FJ_VARIANT_SPLIT) fj_ins(k->e, "mov.u32 %s, %s", R(k->j), R(k->kv_first));
+    if (fj_kv_has_first(k->p)) fj_ins(k->e, "mov.u32 %s, %s", R(k->j), R(k->kv_first));
     else fj_ins(k->e, "mov.u32 %s, 0", R(k->j));
 }
 
@@ -323,7 +326,8 @@ static void next_stage(fj_kctx *k, int s, char labels[][48])
 
 /* ---- producer ---------------------------------------------------------------------------------- */
 
-/* O staged in the V ring (plan.o_stage 2): a work tile's first V load (j = 0) in round r > 0 waits until
+/* O staged in the V ring (plan.o_stage 2): a work tile's first V load (j = 0, or kv_first of a local variant's
+ * range) in round r > 0 waits until
  * every consumer warpgroup's TMA store of round r - 1 has read its O staging (O free, phase r - 1: parity
  * (r - 1) & 1). The parity names one phase: this load follows round r's Q load, which waited until every
  * consumer warp freed Q in round r - 1, so phase r - 2 (their round r - 2 epilogue) has completed, and
@@ -335,7 +339,8 @@ static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), par = fj_alloc(e, k->b_r, 1);
     fj_label_new(e, "o_free", skip, sizeof skip);
     fj_comment(e, 2, "O is staged in the V ring: a work tile's first V waits until the last tile's O stores read it");
-    fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
+    if (fj_mods_local(k->p)) fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first)); /* its first tile */
+    else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(round));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
@@ -646,8 +651,7 @@ static void consumer_softmax(fj_kctx *k, fj_reg_t mask_from)
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
     fj_emit_score_hook(k);
     fj_label_new(e, "no_mask", nomask, sizeof nomask);
-    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(k->j), R(mask_from));
-    fj_ins(e, "@%s bra.uni %s", R(pr), nomask);
+    fj_emit_mask_skip(k, pr, mask_from, nomask);
     fj_emit_mask(k);
     fj_label(e, nomask);
     fj_emit_softmax_rebase(k);
@@ -836,7 +840,8 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     fj_label_new(e, "epilogue", epi, sizeof epi);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "kv_stage", l->stage_label[s], sizeof l->stage_label[s]);
     memcpy(l->next_tile, epi, sizeof epi);
-    tile_loop_head(k, l, top, DECODE_ROWS, "$L_consumer_exit");
+    tile_loop_head(k, l, top, DECODE_ROWS | (p->cfg.mods & FAJIT_MOD_ALIBI ? DECODE_HEADS : 0), "$L_consumer_exit");
+    fj_emit_mods_start(k, k->h, k->b);
     if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
     p->backend->tile_start(k);
     fj_emit_init_accumulators(k);

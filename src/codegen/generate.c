@@ -11,7 +11,7 @@
 
 static void module_header(const fj_plan *p, int verbosity, fj_buf *out)
 {
-    char cfg[160];
+    char cfg[192];
     fj_plan_format(p, cfg, sizeof cfg);
     fj_buf_printf(out, "// fajit %s (%s): %s, %s\n", FAJIT_VERSION, FJ_CODEGEN_VERSION,
                   p->variant & FJ_VARIANT_COMBINE ? "split-KV combine" : "forward attention", cfg);

@@ -129,6 +129,27 @@ static inline int fj_decode_param_off(int ws, int field_off)
     return ws ? (int)offsetof(fj_fwd_params_tma_decode, dec) + field_off : field_off;
 }
 
+/*
+ * Attention variants (fajit_config.mods != 0): this block follows the kernel's own block (fj_fwd_params, the
+ * tensor-map block or a decode block) at fj_plan.mods_off (its size rounded up to 8), so plain kernels keep
+ * their parameters and PTX. A variant kernel's scores S are the natural (scaled) scores times score_unit; the
+ * softmax exponentiates S x base.scale_log2 with scale_log2 = log2(e) / score_unit, where
+ *   no softcap:  S = q . k (raw), score_unit = 1 / softmax_scale
+ *   softcap c:   S = tanh(q . k x cap_scale), cap_scale = softmax_scale / c, score_unit = 1 / c
+ * so the ALiBi bias enters S as -slope x score_unit x |a - j| and the sink as sinks[h] x log2(e) (mask.c).
+ */
+typedef struct fj_fwd_params_mods {
+    int32_t win_left;    /* WINDOW / CHUNK: keys j >= a - win_left (the host writes seqlen_k for an unbounded side) */
+    int32_t win_right;   /* ... and j <= a + win_right (seqlen_q for unbounded; 0 causal) */
+    uint32_t chunk;      /* CHUNK: attention_chunk (> 0) */
+    float cap_scale;     /* SOFTCAP: softmax_scale / softcap */
+    float score_unit;    /* ALIBI: the slopes are multiplied by it (see above) */
+    uint32_t reserved;
+    uint64_t sinks;      /* SINKS: float32 [heads_q] */
+    uint64_t alibi;      /* ALIBI: float32 slopes, slope of (b, h) at alibi + 4 x (b x alibi_stride + h) */
+    int64_t alibi_stride; /* elements between batches' slopes (0: one row for all) */
+} fj_fwd_params_mods;
+
 /* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */
 static inline void fj_fwd_params_derive(fj_fwd_params *p, int block_n, int copy_rows_per_pass)
 {

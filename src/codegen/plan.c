@@ -76,6 +76,40 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
         return CFG_FAIL("pingpong = %d: must be 1 (on), -1 (off) or 0 (pick)", c->pingpong);
     p->overlap = c->overlap == 1;
     p->pingpong = c->pingpong == 1;
+    if (c->mods & ~FAJIT_MOD_ALL)
+        return CFG_FAIL("mods = 0x%x: unknown bits (FAJIT_MOD_WINDOW 1, SOFTCAP 2, SINKS 4, ALIBI 8, CHUNK 16)",
+                        (unsigned)c->mods);
+    return FAJIT_OK;
+}
+
+/* Attention variants: their parameter block after the kernel's own (kernel_abi.h). */
+static void plan_mods_params(fj_plan *p)
+{
+    if (!p->cfg.mods) return;
+    p->mods_off = (p->params_bytes + 7) / 8 * 8;
+    p->params_bytes = p->mods_off + (int)sizeof(fj_fwd_params_mods);
+}
+
+/* Registers the score-changing variants (all but SINKS, which works in the epilogue) add to an sm_80 plan:
+ * the local range keeps one more tile bound live, ALiBi the rows' slopes, and their per-tile arithmetic
+ * changes ptxas's schedule. ptxas 13.0 -arch=sm_90 on the default d128 br128 bc64 s2 tile (model 239) spilled
+ * 20-120 bytes with softcap, ALiBi or chunk (0 with the window alone); so a plan must leave this many free.
+ * The heuristic (config.c) then takes a 64-row tile for those variants. */
+#define FJ_MODS_REGS_SM80 17
+/* The sm_90a consumers: the d64 br192 tile (model 160 of its 160 setmaxnreg budget) spilled 4-36 bytes with
+ * softcap, ALiBi or all variants (ptxas 13.0); d96 br192 (152) and every 128-row tile (d64-d256) did not. */
+#define FJ_MODS_REGS_WS 8
+
+static fajit_status plan_mods_regs(fj_plan *p)
+{
+    if (!(p->cfg.mods & ~FAJIT_MOD_SINKS)) return FAJIT_OK;
+    int extra = p->ws ? FJ_MODS_REGS_WS : FJ_MODS_REGS_SM80;
+    p->reg_misc += extra;
+    p->reg_total += extra;
+    if (p->reg_total + p->reg_headroom > p->reg_limit)
+        return CFG_FAIL("registers: about %d per thread with the attention variant's %d (window / chunk bounds, softcap, "
+                        "ALiBi) exceed %d; lower block_m or block_n",
+                        p->reg_total + p->reg_headroom, extra, p->reg_limit);
     return FAJIT_OK;
 }
 
@@ -118,7 +152,9 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     p->k_steps_qk = cfg->head_dim / 16;
     p->k_steps_pv = cfg->block_n / 16;
     if ((st = map_smem(p)) != FAJIT_OK) return st;
-    return p->backend->plan(p);
+    if ((st = p->backend->plan(p)) != FAJIT_OK) return st;
+    plan_mods_params(p);
+    return plan_mods_regs(p);
 }
 
 /* ---- decode variants ---------------------------------------------------------------------------- */
@@ -234,6 +270,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                        p->arch->name);
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
+    plan_mods_params(p);
     if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* fwd_ws.c: the V tail's zero fill */
         p->vtail_bar = p->smem_bytes;
         p->smem_bytes += 8;

@@ -1,6 +1,7 @@
 /*
- * softmax.c - masking, online softmax and the epilogue normalization, written once for every arch
- * path over the fragment descriptor (backend.h). Nothing here knows which MMA produced the scores.
+ * softmax.c - online softmax and the epilogue normalization, written once for every arch path over the
+ * fragment descriptor (backend.h). Nothing here knows which MMA produced the scores. (Masking, score
+ * modification and the attention sinks' share of the denominator: mask.c.)
  *
  * Online softmax in the exp2 domain (FlashAttention-2, with the scale folded into one FMA), in two
  * steps the skeleton calls in turn (it may issue the next tile's S = QK^T between them):
@@ -19,8 +20,8 @@
 #include <string.h>
 
 #include "backend.h"
+#include "mask.h"
 #include "ptx_templates/common.h"
-#include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
 
@@ -52,93 +53,6 @@ static void quad_reduce(fj_kctx *k, const char *op, fj_reg_t v)
     for (int i = 0; i < k->frag.n_shuffles; i++) {
         fj_ins(k->e, PTX_SHFL_BFLY, R(t), R(v), k->frag.shuffle_xor[i]);
         fj_ins(k->e, "%s %s, %s, %s", op, R(v), R(v), R(t));
-    }
-}
-
-void fj_emit_score_hook(fj_kctx *k)
-{
-    fj_comment(k->e, 2, "score hook: softcap, ALiBi, sliding windows and user score functions are emitted here");
-    fj_comment(k->e, 2, "(none for this config: S is used as computed)");
-}
-
-/* -inf where column >= lim (a register) for row r's values. */
-static void mask_row(fj_kctx *k, int r, fj_reg_t lim, fj_reg_t pr)
-{
-    for (int v = 0; v < k->frag.s_vals; v++) {
-        fj_ins(k->e, "setp.lt.s32 %s, %s, %d", R(pr), R(lim), k->frag.s_col_off(k->p, v));
-        fj_ins(k->e, "@%s mov.f32 %s, " PTX_F32_NEG_INF, R(pr), R(fj_at(k->acc_s, k->frag.s_reg(k->p, r, v))));
-    }
-}
-
-/* GQA packing, causal: row r's position is i = (m0 + row) mod Nq (fj_emit_packed_row); its limit,
- * relative to the thread's first column, is min(last, i + Nk - Nq - j * block_n - col_base). */
-static void mask_packed_causal(fj_kctx *k, fj_reg_t last, fj_reg_t rel, fj_reg_t pr)
-{
-    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), g = fj_alloc(k->e, k->b_r, 1), i = fj_alloc(k->e, k->b_r, 1);
-    fj_comment(k->e, 1, "packed rows: each row's position i = (m0 + row) mod Nq gives its limit");
-    for (int r = 0; r < k->frag.rows; r++) {
-        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(k->p, r));
-        fj_emit_packed_row(k, row, g, i);
-        fj_ins(k->e, "add.s32 %s, %s, %s", R(rel), R(i), R(last));
-        {
-            fj_reg_t prm = fj_param_s32(k, FJ_PARAM_OFF(seqlen_q));
-            fj_ins(k->e, "sub.s32 %s, %s, %s", R(rel), R(rel), R(prm));
-        }
-        fj_ins(k->e, "add.s32 %s, %s, 1", R(rel), R(rel));
-        fj_ins(k->e, "min.s32 %s, %s, %s", R(rel), R(rel), R(last));
-        mask_row(k, r, rel, pr);
-    }
-}
-
-/* Scores whose column is past the row's last visible key become -inf. The limit is recomputed here,
- * on the (few) masked tiles, rather than kept live across the loop: live, ptxas spills it. */
-void fj_emit_mask(fj_kctx *k)
-{
-    const fj_plan *p = k->p;
-    fj_reg_t rel = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
-    fj_comment(k->e, 1, "last visible key: %s%s",
-               p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1",
-               p->variant & FJ_VARIANT_VARLEN    ? ", Nq and Nk = this sequence's lengths"
-               : p->variant & FJ_VARIANT_SEQLENS ? ", Nk = this sequence's length"
-                                                 : "");
-    fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base_s) < column offset of each value: one setp per score");
-    if (p->lean_regs) {
-        fj_comment(k->e, 2, "lean registers: the thread geometry%s recomputed here, not kept live across the loop",
-                   p->cfg.causal ? " and m0 are" : " is");
-        p->backend->geometry(k);
-        if (p->cfg.causal) fj_emit_m0(k);
-    }
-    fj_reg_t nk = fj_emit_kv_len(k);
-    fj_ins(k->e, "mul.lo.s32 %s, %s, %d", R(last), R(k->j), p->cfg.block_n);
-    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(nk), R(last));
-    fj_ins(k->e, "sub.s32 %s, %s, %s", R(last), R(last), R(k->col_base_s));
-    fj_ins(k->e, "add.s32 %s, %s, -1", R(last), R(last));
-    fj_reg_t diag = fj_alloc(k->e, k->b_r, 1);
-    if (p->cfg.causal && (p->variant & FJ_VARIANT_PACK)) {
-        mask_packed_causal(k, last, rel, pr);
-        return;
-    }
-    if (p->cfg.causal) {
-        /* row + Nk - Nq - n0 - col_base, for row = m0 + row_base + row_off(r) */
-        fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(k->m0), R(k->row_base));
-        fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(diag), R(last));
-        {
-            fj_reg_t prm = fj_seqlen_q_len(k);
-            fj_ins(k->e, "sub.s32 %s, %s, %s", R(diag), R(diag), R(prm));
-        }
-        fj_ins(k->e, "add.s32 %s, %s, 1", R(diag), R(diag));
-    }
-    for (int r = 0; r < k->frag.rows; r++) {
-        if (p->cfg.causal) {
-            fj_ins(k->e, "add.s32 %s, %s, %d", R(rel), R(diag), k->frag.row_off(p, r));
-            fj_ins(k->e, "min.s32 %s, %s, %s", R(rel), R(rel), R(last));
-        } else if (r == 0) {
-            fj_ins(k->e, "mov.s32 %s, %s", R(rel), R(last));
-        }
-        for (int v = 0; v < k->frag.s_vals; v++) {
-            fj_ins(k->e, "setp.lt.s32 %s, %s, %d", R(pr), R(rel), k->frag.s_col_off(p, v));
-            fj_ins(k->e, "@%s mov.f32 %s, " PTX_F32_NEG_INF, R(pr), R(fj_at(k->acc_s, k->frag.s_reg(p, r, v))));
-        }
     }
 }
 
@@ -302,13 +216,18 @@ void fj_emit_normalize(fj_kctx *k)
         for (int r = 0; r < k->frag.rows; r++) quad_reduce(k, "add.f32", fj_at(k->row_l, r));
         fj_emit_pair_reduce(k, "add.f32", k->row_l, k->frag.rows);
     }
+    int sinks = p->cfg.mods & FAJIT_MOD_SINKS;
+    fj_reg_t corr = sinks ? fj_alloc(k->e, k->b_f, 1) : inv;
+    fj_emit_sinks_prep(k);
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t l = fj_at(k->row_l, r), m = fj_at(k->row_m, r);
         fj_comment(k->e, 1, "row %d: %sO *= 1/l (0 when the row saw no key)", r, pairs ? "" : "l summed over the quad, ");
         if (!pairs) quad_reduce(k, "add.f32", l);
+        if (sinks) fj_emit_sink_fold(k, r, corr);
         fj_ins(k->e, "setp.gt.f32 %s, %s, " PTX_F32_ZERO, R(pos), R(l));
         fj_ins(k->e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(l));
         fj_ins(k->e, "selp.f32 %s, %s, " PTX_F32_ZERO ", %s", R(inv), R(inv), R(pos));
+        if (sinks) fj_ins(k->e, "mul.f32 %s, %s, %s", R(inv), R(inv), R(corr)); /* O was kept against the old m */
         for (int v = 0; v < k->frag.o_vals; v++) {
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", o, o, R(inv));

@@ -7,6 +7,7 @@
  * call goes through the context's table between fj_context_push / fj_context_pop.
  */
 #include "check.h"
+#include "variants.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -141,6 +142,14 @@ static fajit_status check_problem_args(const fj_check_problem *p, fajit_attentio
     check_strides(p, p->heads_kv, p->seqlen_k, a->v_stride);
     check_strides(p, p->heads_q, p->seqlen_q, a->o_stride);
     a->struct_size = sizeof *a; /* the paged fields are read */
+    a->window = p->window;
+    a->window_left = p->window_left;
+    a->window_right = p->window_right;
+    a->softcap = p->softcap;
+    a->attention_chunk = p->attention_chunk;
+    if (p->sinks < 0 || p->sinks > 1 || p->alibi < 0 || p->alibi > 2)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: sinks = %d, alibi = %d: sinks 0 or 1, alibi 0, 1 or 2",
+                       p->sinks, p->alibi);
     if (p->page_size < 0 || p->page_size % 16)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: page_size = %d: must be 0 or a multiple of 16", p->page_size);
     return fj_reference_check_args(a, 0);
@@ -266,6 +275,8 @@ typedef struct check_run {
     uint16_t *hq, *hk, *hv, *ho;
     float *hlse;
     int32_t *hlens;                                 /* per-sequence KV lengths, or NULL */
+    float *hsinks, *halibi;                         /* attention variants' sinks / slopes, or NULL */
+    fj_CUdeviceptr dsinks, dalibi;
     double *ref_o_d, *ref_lse_d;
     float *ref_o_f, *ref_lse_f;
     fj_CUdeviceptr dq, dk, dv, do_, dlse, dref_o, dref_lse, dlens, dws;
@@ -294,12 +305,14 @@ static fajit_status check_alloc(check_run *r, fj_CUdeviceptr *p, int64_t bytes, 
 static void check_free(check_run *r)
 {
     fj_CUdeviceptr *dev[] = {&r->dq,   &r->dk,   &r->dv,    &r->do_,     &r->dlse,    &r->dref_o,
-                             &r->dref_lse, &r->dlens, &r->dws, &r->dpool_k, &r->dpool_v, &r->dtable};
+                             &r->dref_lse, &r->dlens, &r->dws, &r->dpool_k, &r->dpool_v, &r->dtable,
+                             &r->dsinks, &r->dalibi};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         if (*dev[i] && r->cu) r->cu->cuMemFree(*dev[i]);
         *dev[i] = 0;
     }
-    void *host[] = {r->hq, r->hk, r->hv, r->ho, r->hlse, r->hlens, r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f};
+    void *host[] = {r->hq,      r->hk,      r->hv,      r->ho,     r->hlse,   r->hlens,
+                    r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f, r->hsinks, r->halibi};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
 }
 
@@ -344,6 +357,44 @@ static void check_nan_past_len(check_run *r)
 }
 
 /* Host arrays, random inputs. */
+/* Sinks U(-2, 4) per query head; ALiBi slopes 2^(-8 (h + 1) / Hq), per batch times (b + 1) / B. */
+static fajit_status check_variant_values(check_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->prob;
+    uint64_t s = seed;
+    if (p->sinks) {
+        if (!(r->hsinks = malloc(sizeof(float) * (size_t)p->heads_q)))
+            return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: sinks");
+        for (int h = 0; h < p->heads_q; h++) r->hsinks[h] = (float)(-2.0 + 6.0 * rng_open01(&s));
+    }
+    if (p->alibi) {
+        int rows = p->alibi == 2 ? p->batch : 1;
+        if (!(r->halibi = malloc(sizeof(float) * (size_t)rows * (size_t)p->heads_q)))
+            return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: alibi slopes");
+        for (int b = 0; b < rows; b++)
+            for (int h = 0; h < p->heads_q; h++)
+                r->halibi[b * p->heads_q + h] =
+                    (float)(pow(2.0, -8.0 * (h + 1) / p->heads_q) * (p->alibi == 2 ? (b + 1.0) / p->batch : 1.0));
+        r->args.alibi_slopes_batch_stride = p->alibi == 2 ? p->heads_q : 0;
+    }
+    return FAJIT_OK;
+}
+
+/* Upload the sinks / slopes of check_variant_values. */
+static fajit_status check_variant_upload(check_run *r)
+{
+    const fj_check_problem *p = r->prob;
+    fajit_status st = FAJIT_OK;
+    size_t sb = sizeof(float) * (size_t)p->heads_q, ab = sb * (size_t)(p->alibi == 2 ? p->batch : 1);
+    if (r->hsinks && (st = check_alloc(r, &r->dsinks, (int64_t)sb, "sinks")) == FAJIT_OK)
+        st = check_cuda(r->cu->cuMemcpyHtoD(r->dsinks, r->hsinks, sb), "cuMemcpyHtoD(sinks)");
+    if (st == FAJIT_OK && r->halibi && (st = check_alloc(r, &r->dalibi, (int64_t)ab, "alibi slopes")) == FAJIT_OK)
+        st = check_cuda(r->cu->cuMemcpyHtoD(r->dalibi, r->halibi, ab), "cuMemcpyHtoD(alibi slopes)");
+    r->args.sinks = r->dsinks;
+    r->args.alibi_slopes = r->dalibi;
+    return st;
+}
+
 static fajit_status check_host_setup(check_run *r, uint64_t seed)
 {
     r->seed = seed;
@@ -371,6 +422,7 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s), 0);
     fajit_status st = p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
     if (st == FAJIT_OK && p->seqlens && p->nan_past_len) check_nan_past_len(r);
+    if (st == FAJIT_OK) st = check_variant_values(r, splitmix64(&s));
     return st;
 }
 
@@ -490,7 +542,8 @@ static fajit_status check_device_setup(check_run *r)
     r->args.v = r->dv;
     r->args.o = r->do_;
     r->args.lse = r->dlse;
-    return check_decode_setup(r);
+    fajit_status st = check_variant_upload(r);
+    return st == FAJIT_OK ? check_decode_setup(r) : st;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -518,12 +571,16 @@ static fajit_status check_reference_cpu(check_run *r)
     r->ref_lse_d = malloc((size_t)r->rows * sizeof(double));
     if (!r->ref_o_d || !r->ref_lse_d)
         return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: reference output of %lld doubles", (long long)r->out_elems);
-    return fj_reference_cpu_lens(&r->ref_args, r->hlens, r->hq, r->hk, r->hv, r->ref_o_d, r->ref_lse_d);
+    return fj_reference_cpu_variants(&r->ref_args, r->hlens, r->hsinks, r->halibi, r->hq, r->hk, r->hv, r->ref_o_d,
+                                     r->ref_lse_d);
 }
 
 static fajit_status check_reference_gpu(check_run *r)
 {
     fajit_status st;
+    if (fj_variant_mods(&r->args))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "check: the GPU reference does not know the attention variants; use the "
+                                              "CPU one (a smaller problem)");
     r->ref_o_f = malloc((size_t)r->out_elems * sizeof(float));
     r->ref_lse_f = malloc((size_t)r->rows * sizeof(float));
     if (!r->ref_o_f || !r->ref_lse_f)
@@ -542,6 +599,7 @@ static fj_check_ref check_pick_reference(const fj_check_problem *p, const fj_che
     double macs = (double)p->batch * p->heads_q * p->seqlen_q * (double)p->seqlen_k * p->head_dim;
     double limit = o && o->cpu_max_macs > 0 ? o->cpu_max_macs : CHECK_CPU_MAX_MACS;
     if (o && o->reference != FJ_REF_AUTO) return o->reference;
+    if (p->window || p->softcap != 0.0f || p->attention_chunk || p->sinks || p->alibi) return FJ_REF_CPU;
     return macs <= limit ? FJ_REF_CPU : FJ_REF_GPU;
 }
 

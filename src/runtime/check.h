@@ -70,6 +70,13 @@ typedef struct fj_check_problem {
     int nan_past_len;     /* 1 (with seqlens): K and V rows past each sequence's length are NaN, as an unfilled
                              cache may hold; paged, the table entries of pages wholly past it also name a spare (NaN)
                              page; no output may depend on them (the references skip them) */
+    /* attention variants (fajit.h "Attention variants"): copied into the args; the CPU reference is used */
+    int window, window_left, window_right;
+    float softcap;
+    int attention_chunk;
+    int sinks;            /* 1: a random sink logit per query head, U(-2, 4), uploaded as args->sinks */
+    int alibi;            /* 1: slopes 2^(-8 (h + 1) / Hq) per head ([Hq]); 2: those times (b + 1) / B per batch
+                             ([B][Hq], alibi_slopes_batch_stride = Hq) */
 } fj_check_problem;
 
 typedef struct fj_check_options {

@@ -20,7 +20,7 @@
 #include "tensor_map.h"
 #include "tune_file.h"
 
-#define FJ_CONFIG_TEXT_MAX 128 /* fajit_config_format() text */
+#define FJ_CONFIG_TEXT_MAX 192 /* fajit_config_format() text */
 #define FJ_CHOICE_KEY_MAX 128
 
 struct fajit_kernel {

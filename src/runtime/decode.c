@@ -17,6 +17,7 @@
 #include "error.h"
 #include "forward.h"
 #include "tune.h"
+#include "variants.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define FJ_GRID_Z_MAX 65535
@@ -127,20 +128,6 @@ static fajit_status check_struct_size(const fajit_attention_args *a)
     return FAJIT_OK;
 }
 
-/* The SIZE_3 attention variants are declared in fajit.h but not built yet: a call that sets one is refused rather
- * than run as plain attention. (Varlen is built: check_varlen_fields.) */
-static fajit_status check_unbuilt_fields(const fajit_attention_args *a)
-{
-    size_t n = a->struct_size ? a->struct_size : FAJIT_ATTENTION_ARGS_SIZE_1;
-    if (n < FAJIT_ATTENTION_ARGS_SIZE_3) return FAJIT_OK;
-    if (a->reserved1 != 0) return BAD("args->reserved1 = %d: must be 0", a->reserved1);
-    if (a->window || a->window_left || a->window_right || a->softcap != 0.0f || a->sinks || a->alibi_slopes ||
-        a->alibi_slopes_batch_stride || a->attention_chunk)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args: the attention variants (window, softcap, sinks, alibi_slopes, "
-                                              "attention_chunk) are not built in this libfajit yet");
-    return FAJIT_OK;
-}
-
 /* workspace and workspace_bytes: both or neither, an aligned pointer. */
 static fajit_status check_workspace_fields(const fj_decode_args *d)
 {
@@ -176,7 +163,7 @@ fajit_status fj_decode_validate(const fajit_attention_args *a)
                    "2^31 - 1; use fewer splits",
                    d.num_splits, (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q);
     if ((st = check_workspace_fields(&d)) != FAJIT_OK) return st;
-    if ((st = check_unbuilt_fields(a)) != FAJIT_OK) return st;
+    if ((st = fj_variant_validate(a)) != FAJIT_OK) return st;
     if ((st = check_paged_fields(a, &d)) != FAJIT_OK) return st;
     return check_varlen_fields(a, &d);
 }
@@ -324,7 +311,8 @@ static fajit_status workspace_for(fajit_context *ctx, const fajit_attention_args
 static fajit_config heuristic_sm80(const fajit_attention_args *a, int block_m, int block_n)
 {
     fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal,
-                      .block_m = block_m, .block_n = block_n, .col_warps = block_n ? 1 : 0};
+                      .block_m = block_m, .block_n = block_n, .col_warps = block_n ? 1 : 0,
+                      .mods = fj_variant_mods(a)};
     fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
     fj_config_heuristic(&c, &c, &shape, 0);
     return c;
@@ -534,7 +522,8 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     unsigned cap = ctx->persistent_ctas > 0 ? (unsigned)ctx->persistent_ctas : p.tma.n_tiles;
     unsigned grid[3] = {p.tma.n_tiles < cap ? p.tma.n_tiles : cap, 1, 1};
     *ran = 1;
-    st = launch(ctx, kv, grid, &p, a->stream);
+    fj_param_block blk;
+    st = launch(ctx, kv, grid, fj_variant_params(&kv->plan, a, &p, sizeof p, &blk), a->stream);
     if (st == FAJIT_OK && kc) {
         unsigned rpc = fj_combine_rows_per_cta(p.dec.splits), cgrid[3] = {(p.dec.rows + rpc - 1) / rpc, 1, 1};
         st = launch(ctx, kc, cgrid, &p.dec, a->stream);
@@ -572,7 +561,8 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     unsigned bm = (unsigned)kv->plan.cfg.block_m, group = packed ? (unsigned)(a->heads_q / a->heads_kv) : 1;
     unsigned grid[3] = {(group * (unsigned)a->seqlen_q + bm - 1) / bm, (unsigned)a->heads_q / group,
                         (unsigned)(a->batch * splits)}; /* packed: (packed row blocks, KV heads, ...) */
-    st = launch(ctx, kv, grid, &p, a->stream);
+    fj_param_block blk;
+    st = launch(ctx, kv, grid, fj_variant_params(&kv->plan, a, &p, sizeof p, &blk), a->stream);
     if (st == FAJIT_OK && kc) {
         unsigned rpc = fj_combine_rows_per_cta(p.splits), cgrid[3] = {(p.rows + rpc - 1) / rpc, 1, 1};
         st = launch(ctx, kc, cgrid, &p, a->stream);

@@ -17,6 +17,7 @@
 #include "decode.h"
 #include "error.h"
 #include "tensor_map.h"
+#include "variants.h"
 
 #define LOG2E 1.4426950408889634
 
@@ -164,6 +165,16 @@ static fajit_status check_config(const fajit_attention_args *a, const fajit_conf
     if (c->causal != a->causal)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->causal = %d but args->causal = %d: the config must match "
                                                    "the arguments", c->causal, a->causal);
+    if (c->mods != fj_variant_mods(a)) {
+        fajit_config want = *c;
+        char have[FJ_CONFIG_TEXT_MAX], need[FJ_CONFIG_TEXT_MAX];
+        want.mods = fj_variant_mods(a);
+        fajit_config_format(c, have, sizeof have);
+        fajit_config_format(&want, need, sizeof need);
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->mods = %d (\"%s\") but the arguments' attention variants need "
+                                                   "mods = %d (\"%s\"): the config must match the arguments",
+                       c->mods, have, want.mods, need);
+    }
     return FAJIT_OK;
 }
 
@@ -197,7 +208,7 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     p->seqlen_k = (uint32_t)a->seqlen_k;
     p->heads_q = (uint32_t)a->heads_q;
     p->group = (uint32_t)(a->heads_q / a->heads_kv);
-    p->scale_log2 = (float)(scale * LOG2E);
+    p->scale_log2 = plan->cfg.mods ? fj_variant_scale_log2(a, scale) : (float)(scale * LOG2E);
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
 }
 
@@ -240,7 +251,10 @@ void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, int max
     if (plan->ws) { /* persistent: at most max_ctas CTAs (0 = no cap), each looping over work tiles */
         unsigned tiles = mblocks * (unsigned)a->heads_q * (unsigned)a->batch;
         grid[0] = max_ctas > 0 && tiles > (unsigned)max_ctas ? (unsigned)max_ctas : tiles;
-        if (plan->cfg.causal && grid[0] < tiles && !causal_schedule_balances(a, plan, mblocks, tiles, grid[0]))
+        /* a local variant's tiles cost alike (the window's), the causal balance check does not apply */
+        int local = (plan->cfg.mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK)) != 0;
+        if (plan->cfg.causal && !local && grid[0] < tiles &&
+            !causal_schedule_balances(a, plan, mblocks, tiles, grid[0]))
             grid[0] = tiles;
         grid[1] = grid[2] = 1;
         return;
@@ -274,8 +288,11 @@ int fj_forward_class(const fajit_attention_args *a, char *key, size_t size, faji
     shape->heads_kv = a->heads_kv;
     shape->seqlen_q = pow2_ceil(a->seqlen_q);
     shape->seqlen_k = pow2_ceil(a->seqlen_k);
-    return snprintf(key, size, "%s d%d c%d b%d hq%d hkv%d nq%d nk%d", dtype_name(a->dtype), a->head_dim, a->causal,
-                    shape->batch, shape->heads_q, shape->heads_kv, shape->seqlen_q, shape->seqlen_k);
+    int mods = fj_variant_mods(a);
+    char m[16] = "";
+    if (mods) snprintf(m, sizeof m, " m%d", mods);
+    return snprintf(key, size, "%s d%d c%d b%d hq%d hkv%d nq%d nk%d%s", dtype_name(a->dtype), a->head_dim, a->causal,
+                    shape->batch, shape->heads_q, shape->heads_kv, shape->seqlen_q, shape->seqlen_k, m);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -304,6 +321,7 @@ fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a
     cfg.dtype = a->dtype;
     cfg.head_dim = a->head_dim;
     cfg.causal = a->causal;
+    cfg.mods = fj_variant_mods(a);
     fajit_status st = fajit_config_fill(ctx, &shape, &cfg);
     if (st != FAJIT_OK) return fj_fail_context(st, "choosing a config for shape class \"%s\"", key);
     if ((st = fajit_kernel_get(ctx, &cfg, k, NULL)) != FAJIT_OK) return st;
@@ -333,10 +351,12 @@ static void forward_grid_cached(fajit_context *ctx, fajit_kernel *k, const fajit
     grid[1] = grid[2] = 1;
 }
 
-static fajit_status forward_launch(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, void *params)
+static fajit_status forward_launch(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, void *own,
+                                   size_t own_size)
 {
     unsigned grid[3];
-    void *kernel_params[1] = {params};
+    fj_param_block blk;
+    void *kernel_params[1] = {fj_variant_params(&k->plan, a, own, own_size, &blk)};
     forward_grid_cached(ctx, k, a, grid);
     fajit_status st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
@@ -359,11 +379,11 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
     fj_forward_params_tma(a, &k->plan, &params);
     if (!k->plan.ws) {
         snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
-        return forward_launch(ctx, k, a, &params.base);
+        return forward_launch(ctx, k, a, &params.base, sizeof params.base);
     }
     if (fj_tensor_maps(ctx, &k->plan, a, &params, why, sizeof why) == 0) {
         snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
-        return forward_launch(ctx, k, a, &params);
+        return forward_launch(ctx, k, a, &params, sizeof params);
     }
     fajit_kernel *fallback = NULL;
     fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
@@ -371,7 +391,7 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
     fj_forward_params(a, &fallback->plan, &params.base);
     snprintf(t_last_forward, sizeof t_last_forward, "%s; fell back from %s: %s", fallback->config_text,
              fj_arch_path_name(k->plan.cfg.arch), why);
-    return forward_launch(ctx, fallback, a, &params.base);
+    return forward_launch(ctx, fallback, a, &params.base, sizeof params.base);
 }
 
 fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_args *args, const fajit_config *cfg)

@@ -7,6 +7,7 @@
  * two floats are exact in double, so the only rounding is the double accumulation itself.
  */
 #include "reference.h"
+#include "variants.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -57,6 +58,9 @@ typedef struct ref_job {
     const fajit_attention_args *a;
     const uint16_t *q, *k, *v;
     const int32_t *lens; /* per-sequence KV lengths, or NULL */
+    fj_variant_args var; /* attention variants (fajit.h), read from the args */
+    const float *sinks;  /* host [Hq], or NULL */
+    const float *alibi;  /* host slopes (alibi_slopes_batch_stride apart per batch), or NULL */
     double *o, *lse;
     double scale;
     int64_t items_per_head; /* ceil(Nq / REF_ROWS) */
@@ -81,42 +85,63 @@ static int64_t ref_seq_keys(const ref_job *job, int b)
     return n < 0 ? 0 : (n > nk ? nk : n);
 }
 
-/* Keys query row i of sequence b may see: [0, n) with n = its keys L, or min(L, i + L - Nq + 1) under
- * the causal mask (bottom-right aligned per sequence). */
-static int64_t ref_keys_seen(const ref_job *job, int b, int64_t i)
+static int64_t floor_div(int64_t x, int64_t y) { return x >= 0 ? x / y : -((-x + y - 1) / y); }
+
+/* Keys query row i of sequence b sees: [lo, hi) - fajit.h's definition, written out: the sequence's keys,
+ * intersected with causal (j <= a), the window (a - left <= j <= a + right) and a's chunk, a = i + L - Nq. */
+static void ref_keys_seen(const ref_job *job, int b, int64_t i, int64_t *lo, int64_t *hi)
 {
-    int64_t len = ref_seq_keys(job, b);
-    if (!job->a->causal) return len;
-    int64_t n = i + len - job->a->seqlen_q + 1;
-    return n < 0 ? 0 : (n > len ? len : n);
+    const fj_variant_args *v = &job->var;
+    int64_t len = ref_seq_keys(job, b), a = i + len - job->a->seqlen_q;
+    *lo = 0;
+    *hi = len;
+    if (job->a->causal && a + 1 < *hi) *hi = a + 1;
+    if (v->window && v->window_left >= 0 && a - v->window_left > *lo) *lo = a - v->window_left;
+    if (v->window && v->window_right >= 0 && !job->a->causal && a + v->window_right + 1 < *hi)
+        *hi = a + v->window_right + 1;
+    if (v->attention_chunk > 0) {
+        int64_t c0 = floor_div(a, v->attention_chunk) * v->attention_chunk;
+        if (c0 > *lo) *lo = c0;
+        if (c0 + v->attention_chunk < *hi) *hi = c0 + v->attention_chunk;
+    }
+    if (*hi < *lo) *hi = *lo;
 }
 
-static void ref_row(const ref_job *job, ref_scratch *sc, int64_t n_keys, double *orow, double *lse)
+static void ref_row(const ref_job *job, ref_scratch *sc, int b, int h, int64_t i, double *orow, double *lse)
 {
     const int dim = job->a->head_dim;
-    if (n_keys == 0) { /* sees no key: O = 0, LSE = -inf */
+    const fj_variant_args *var = &job->var;
+    int64_t j0, j1;
+    ref_keys_seen(job, b, i, &j0, &j1);
+    double sink = job->sinks ? (double)job->sinks[h] : -INFINITY;
+    double slope = job->alibi ? (double)job->alibi[b * var->alibi_slopes_batch_stride + h] : 0.0;
+    int64_t a = i + ref_seq_keys(job, b) - job->a->seqlen_q;
+    if (j0 == j1) { /* sees no key: O = 0, LSE = -inf (or the sink) */
         memset(orow, 0, sizeof(double) * (size_t)dim);
-        if (lse) *lse = -INFINITY;
+        if (lse) *lse = sink;
         return;
     }
-    double m = -INFINITY;
-    for (int64_t j = 0; j < n_keys; j++) {
+    double m = sink;
+    for (int64_t j = j0; j < j1; j++) {
         const float *kr = sc->kf + j * dim;
         double acc[4] = {0.0, 0.0, 0.0, 0.0}; /* four chains: the adds need not wait on each other */
         int d = 0;
         for (; d + 4 <= dim; d += 4)
             for (int u = 0; u < 4; u++) acc[u] += (double)sc->qf[d + u] * (double)kr[d + u];
         for (; d < dim; d++) acc[0] += (double)sc->qf[d] * (double)kr[d];
-        sc->s[j] = job->scale * ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        double sj = job->scale * ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+        if (var->softcap > 0.0f) sj = (double)var->softcap * tanh(sj / (double)var->softcap);
+        if (job->alibi) sj -= slope * (double)(a > j ? a - j : j - a);
+        sc->s[j] = sj;
         if (sc->s[j] > m) m = sc->s[j];
     }
-    double l = 0.0;
-    for (int64_t j = 0; j < n_keys; j++) {
+    double l = job->sinks ? exp(sink - m) : 0.0;
+    for (int64_t j = j0; j < j1; j++) {
         sc->s[j] = exp(sc->s[j] - m);
         l += sc->s[j];
     }
     memset(orow, 0, sizeof(double) * (size_t)dim);
-    for (int64_t j = 0; j < n_keys; j++) {
+    for (int64_t j = j0; j < j1; j++) {
         const float *vr = sc->vf + j * dim;
         for (int d = 0; d < dim; d++) orow[d] += sc->s[j] * (double)vr[d];
     }
@@ -157,7 +182,7 @@ static void ref_item(const ref_job *job, ref_scratch *sc, int64_t item)
         const uint16_t *qr = job->q + b * a->q_stride[0] + h * a->q_stride[1] + i * a->q_stride[2];
         for (int d = 0; d < dim; d++) sc->qf[d] = fj_half_to_f32(a->dtype, qr[d]);
         int64_t row = unit * a->seqlen_q + i;
-        ref_row(job, sc, ref_keys_seen(job, b, i), job->o + row * dim, job->lse ? job->lse + row : NULL);
+        ref_row(job, sc, b, h, i, job->o + row * dim, job->lse ? job->lse + row : NULL);
     }
 }
 
@@ -208,12 +233,22 @@ fajit_status fj_reference_cpu(const fajit_attention_args *args, const uint16_t *
 fajit_status fj_reference_cpu_lens(const fajit_attention_args *args, const int32_t *lens, const uint16_t *q,
                                    const uint16_t *k, const uint16_t *v, double *o, double *lse)
 {
+    return fj_reference_cpu_variants(args, lens, NULL, NULL, q, k, v, o, lse);
+}
+
+fajit_status fj_reference_cpu_variants(const fajit_attention_args *args, const int32_t *lens, const float *sinks,
+                                       const float *alibi, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                       double *o, double *lse)
+{
     fajit_status st = fj_reference_check_args(args, 0);
     if (st != FAJIT_OK) return st;
     if (!q || !k || !v || !o)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_reference_cpu: q, k, v and o must not be NULL");
+    if ((st = fj_variant_validate(args)) != FAJIT_OK) return st;
 
-    ref_job job = {.a = args, .q = q, .k = k, .v = v, .lens = lens, .o = o, .lse = lse, .scale = fj_reference_scale(args)};
+    ref_job job = {.a = args, .q = q, .k = k, .v = v, .lens = lens, .o = o, .lse = lse, .scale = fj_reference_scale(args),
+                   .sinks = sinks, .alibi = alibi};
+    fj_variant_read(args, &job.var);
     job.items_per_head = (args->seqlen_q + REF_ROWS - 1) / REF_ROWS;
     job.n_items = (int64_t)args->batch * args->heads_q * job.items_per_head;
     atomic_init(&job.next, 0);

@@ -51,6 +51,13 @@ fajit_status fj_reference_cpu_lens(const fajit_attention_args *args, const int32
 fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int32_t *cu_q, const int32_t *cu_k,
                                      const int32_t *lens, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                      double *o, double *lse);
+/* The same with the attention variants (fajit.h): window, softcap and attention_chunk are read from args (through
+ * struct_size), the sinks ([Hq]) and ALiBi slopes (args->alibi_slopes_batch_stride apart per batch) from the host
+ * arrays given (NULL = none; args->sinks / alibi_slopes, device pointers, are not read). fj_reference_cpu and
+ * fj_reference_cpu_lens read the args' window, softcap and chunk the same way. */
+fajit_status fj_reference_cpu_variants(const fajit_attention_args *args, const int32_t *lens, const float *sinks,
+                                       const float *alibi, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                       double *o, double *lse);
 
 /*
  * GPU fp32 reference on the device of ctx, on args->stream. Reads args->q, k, v (device pointers with

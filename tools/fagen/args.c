@@ -164,6 +164,53 @@ static int set_causal(const char *f, const char *t, fajit_config *c)
     return FAGEN_ARG_TAKEN;
 }
 
+/* The attention variants' per-call values (fagen check / bench read them; ptx / explain use the bits only). */
+static fagen_mod_values g_mod_values = {-1, -1, 0.0f, 0};
+
+const fagen_mod_values *fagen_mods(void) { return &g_mod_values; }
+
+static int set_window(const char *f, const char *t, fajit_config *c)
+{
+    int l = 0, r = 0, n = 0;
+    if (sscanf(t, "%d,%d%n", &l, &r, &n) != 2 || t[n] != '\0' || l < -1 || r < -1) {
+        fprintf(stderr, "fagen: %s %s: must be LEFT,RIGHT with each >= -1 (-1 = unbounded), e.g. 4096,0\n", f, t);
+        return FAGEN_ARG_ERROR;
+    }
+    g_mod_values.window_left = l, g_mod_values.window_right = r;
+    c->mods |= FAJIT_MOD_WINDOW;
+    return FAGEN_ARG_TAKEN;
+}
+static int set_softcap(const char *f, const char *t, fajit_config *c)
+{
+    char *end = NULL;
+    double v = strtod(t, &end);
+    if (!end || *end != '\0' || !(v > 0.0) || v > 1e30) {
+        fprintf(stderr, "fagen: %s %s: must be a number > 0 (Gemma 2: 50)\n", f, t);
+        return FAGEN_ARG_ERROR;
+    }
+    g_mod_values.softcap = (float)v;
+    c->mods |= FAJIT_MOD_SOFTCAP;
+    return FAGEN_ARG_TAKEN;
+}
+static int set_chunk(const char *f, const char *t, fajit_config *c)
+{
+    if (fagen_parse_int(f, t, 1, 1 << 30, &g_mod_values.chunk) != FAGEN_ARG_TAKEN) return FAGEN_ARG_ERROR;
+    c->mods |= FAJIT_MOD_CHUNK;
+    return FAGEN_ARG_TAKEN;
+}
+static int set_sinks(const char *f, const char *t, fajit_config *c)
+{
+    (void)f, (void)t;
+    c->mods |= FAJIT_MOD_SINKS;
+    return FAGEN_ARG_TAKEN;
+}
+static int set_alibi(const char *f, const char *t, fajit_config *c)
+{
+    (void)f, (void)t;
+    c->mods |= FAJIT_MOD_ALIBI;
+    return FAGEN_ARG_TAKEN;
+}
+
 typedef struct config_flag {
     const char *name;
     const char *metavar; /* NULL: the flag takes no value */
@@ -187,6 +234,11 @@ static const config_flag k_config_flags[] = {
     {"--pingpong", "on|off", set_pingpong,
      "sm_90a: consumer warpgroups take turns issuing their GEMMs (default: heuristic)"},
     {"--causal", NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
+    {"--window", "L,R", set_window, "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
+    {"--softcap", "C", set_softcap, "softcap: s = C tanh(s / C) on the scaled scores (Gemma 2)"},
+    {"--sinks", NULL, set_sinks, "attention sinks: one fp32 logit per query head in the softmax denominator (gpt-oss)"},
+    {"--alibi", NULL, set_alibi, "ALiBi: s -= slope[h] |i + Nk - Nq - j| (fp32 slopes per head)"},
+    {"--chunk", "N", set_chunk, "chunked attention: a query sees only keys in its own chunk of N (Llama 4)"},
 };
 #define N_CONFIG_FLAGS ((int)(sizeof k_config_flags / sizeof k_config_flags[0]))
 

@@ -33,6 +33,15 @@ typedef struct fagen_args {
     int help;             /* --help / -h was given */
 } fagen_args;
 
+/* The attention variants' values given with the config flags (--window L,R, --softcap C, --chunk N); the flags
+ * also set the FAJIT_MOD_* bits of the config. Unset: window -1,-1, softcap 0, chunk 0. */
+typedef struct fagen_mod_values {
+    int window_left, window_right;
+    float softcap;
+    int chunk;
+} fagen_mod_values;
+const fagen_mod_values *fagen_mods(void);
+
 /* Result of offering one argv word to a parser. */
 enum { FAGEN_ARG_TAKEN = 0, FAGEN_ARG_NOT_MINE = 1, FAGEN_ARG_ERROR = 2 };
 
