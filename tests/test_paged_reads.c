@@ -248,7 +248,10 @@ static void parse_prog(prog *p, const char *ptx)
 #define BASE_TABLE 0x600000000ull
 #define BASE_WS 0x700000000ull
 #define BASE_PARAMS 0x800000000ull
-#define MAX_B 4
+#define BASE_CUQ 0x900000000ull
+#define BASE_CUK 0xa00000000ull
+#define BASE_LSE 0xb00000000ull
+#define MAX_B 5
 #define MAX_PAGES 64
 #define MAX_BARS 64
 
@@ -263,8 +266,13 @@ typedef struct world {
     int batch, hkv, group, packed, splits, page, pages_per_seq, dim;
     int lens[MAX_B], use_lens;
     int32_t table[MAX_B][MAX_PAGES];
+    /* varlen (test_varlen): cu_seqlens at BASE_CUQ / BASE_CUK; Q copies and boxes, O and LSE stores recorded */
+    int varlen, varlen_k, cap_q, cap_k, total_q;
+    int32_t cu_q[MAX_B + 1], cu_k[MAX_B + 1];
+    uint64_t *q_reads, *o_writes, *lse_writes;
+    int n_q, n_o, n_lse;
     /* what one CTA did */
-    int cta_b;
+    int cta_b; /* -1: any (the sm_90a producer walks every sequence's tiles) */
     long table_reads, bad_reads;
     uint64_t *k_reads, *v_reads;
     int n_k, n_v, cap;
@@ -308,13 +316,39 @@ static uint32_t load_u32(world *w, uint64_t addr)
         }
         return (uint32_t)w->table[b][i];
     }
+    for (int x = 0; w->varlen && x < 2; x++) { /* cu_seqlens_q / _k: the CTA's sequence's entries (and total_q) */
+        uint64_t base = x ? BASE_CUK : BASE_CUQ;
+        if (addr < base || addr >= base + 4u * (unsigned)(w->batch + 1) || addr % 4) continue;
+        int i = (int)((addr - base) / 4);
+        if (w->cta_b >= 0 && i != w->cta_b && i != w->cta_b + 1 && (x || i != w->batch))
+            why(w, "cu_seqlens_%c[%d] read by a CTA of sequence %d", x ? 'k' : 'q', i, w->cta_b);
+        return (uint32_t)(x ? w->cu_k[i] : w->cu_q[i]);
+    }
     why(w, "ld.global.nc.u32 of 0x%llx: neither seqlens_k nor the block table", (unsigned long long)addr);
     return 0;
 }
 
+static void push(world *w, uint64_t **v, int *n, uint64_t addr)
+{
+    if (*n == w->cap) fail_msg("more than %d recorded accesses in one run", w->cap);
+    (*v)[(*n)++] = addr;
+}
+
+/* varlen: an st.global to O (4-byte words) or to LSE (floats); anything else fails. */
+static void record_store(world *w, uint64_t addr, const char *op)
+{
+    if (addr >= BASE_O && addr < BASE_LENS && strcmp(op, "st.global.b32") == 0) push(w, &w->o_writes, &w->n_o, addr);
+    else if (addr >= BASE_LSE && addr < BASE_LSE + (1ull << 32) && strcmp(op, "st.global.f32") == 0)
+        push(w, &w->lse_writes, &w->n_lse, addr);
+    else why(w, "%s to 0x%llx: neither O nor LSE", op, (unsigned long long)addr);
+}
+
 static void record_copy(world *w, uint64_t addr)
 {
-    if (addr >= BASE_Q && addr < BASE_K) return; /* Q: not this test's business */
+    if (addr >= BASE_Q && addr < BASE_K) { /* Q: only the varlen test's business */
+        if (w->varlen) push(w, &w->q_reads, &w->n_q, addr);
+        return;
+    }
     uint64_t **v = addr >= BASE_V && addr < BASE_O ? &w->v_reads : &w->k_reads;
     int *n = v == &w->v_reads ? &w->n_v : &w->n_k;
     if (!(addr >= BASE_K && addr < BASE_O)) {
@@ -338,8 +372,14 @@ static int64_t *bar_slot(world *w, uint64_t addr)
 /* A TMA box load through the map at parameter offset `off`: Q's only takes its bytes; a K or V box of w->box rows
  * at (col, row in the page, head, page) is recorded chunk by chunk like the sm_80 copies, and its place in the
  * stage must be its logical row's (the row the table gives the page, modulo block_n; 128-byte box rows). */
+static void record_box_varlen(world *w, uint64_t off, const uint64_t c[4], uint64_t bar);
+
 static void record_box(world *w, uint64_t off, uint64_t dst, const uint64_t c[4], uint64_t bar)
 {
+    if (w->varlen) {
+        record_box_varlen(w, off, c, bar);
+        return;
+    }
     int v = off == offsetof(fj_fwd_params_tma, tmap_v);
     if (off == offsetof(fj_fwd_params_tma, tmap_q)) {
         *bar_slot(w, bar) -= w->q_box_bytes;
@@ -482,7 +522,8 @@ static int run_thread(const prog *p, thread *t, world *w)
             if (!t->known[in->guard]) {
                 /* a guard from float values (the rescale vote): only float work or a local branch depends on it */
                 if (strncmp(op, "bra", 3) == 0) continue;
-                if (strncmp(op, "ld.global", 9) == 0 || strncmp(op, "cp.async.cg", 11) == 0)
+                if (strncmp(op, "ld.global", 9) == 0 || strncmp(op, "cp.async.cg", 11) == 0 ||
+                    (w->varlen && strncmp(op, "st.global", 9) == 0))
                     return why(w, "%s under an unknown guard (pc %d)", op, pc - 1), 0;
                 set(t, &in->a[0], 0, 0);
                 continue;
@@ -514,6 +555,11 @@ static int run_thread(const prog *p, thread *t, world *w)
             if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr))
                 return why(w, "block-table / seqlens_k load from an unknown address (pc %d)", pc - 1), 0;
             set(t, &in->a[0], load_u32(w, addr + (uint64_t)in->a[1].imm), 1);
+        } else if (w->varlen && strncmp(op, "st.global", 9) == 0) {
+            uint64_t addr;
+            if (in->a[0].kind != O_MEM || !src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[0].reg}, &addr))
+                return why(w, "%s to an unknown address (pc %d)", op, pc - 1), 0;
+            record_store(w, addr + (uint64_t)in->a[0].imm, op);
         } else if (run_async(p, t, w, in, pc - 1)) {
         } else if (strcmp(op, "cp.async.cg.shared.global") == 0) {
             uint64_t addr;
@@ -729,6 +775,212 @@ static void run_case(const launch_case *lc)
     free(t.val), free(t.known), free(want), free(w->k_reads), free(w->v_reads), free(w), free(p.v);
 }
 
+
+/* ---- varlen batches ------------------------------------------------------------------------------------------- */
+/* Packed tensors [T, H, D] (D 64): row t of head h at 2 x (t x H + h) x 64 bytes from the base. Sequence b's
+ * queries are packed rows [cu_q[b], +len), clamped to seqlen_q (cap_q); keys likewise by cu_k (VARLEN_K), else batched
+ * [B, Hkv, cap_k, D] by stride[0]. */
+#define VL_DIM 64
+
+/* A TMA box of the sm_90a varlen kernel through the packed maps (tensor_map.c): element (i, s) of the map is packed
+ * row i + s - cap, in bounds for 0 <= i < cap; the batched K/V map is (D, cap_k, Hkv, B). Each in-bounds row's 8
+ * chunks of the box's 64 columns are recorded as the sm_80 copies would be; the box's bytes always count. */
+static void record_box_varlen(world *w, uint64_t off, const uint64_t c[4], uint64_t bar)
+{
+    int q = off == offsetof(fj_fwd_params_tma, tmap_q), v = off == offsetof(fj_fwd_params_tma, tmap_v);
+    if (!q && !v && off != offsetof(fj_fwd_params_tma, tmap_k)) {
+        why(w, "TMA load through map +%llu", (unsigned long long)off);
+        return;
+    }
+    int rows = q ? w->q_box_bytes / 128 : w->block_n, cap = q ? w->cap_q : w->cap_k, packed = q || w->varlen_k;
+    int col = (int)c[0], head = (int)c[2];
+    int64_t i0 = (int32_t)c[1], seq = (int32_t)c[3];
+    *bar_slot(w, bar) -= (int64_t)rows * 128;
+    const int64_t *st = q ? w->prm.base.q_stride : v ? w->prm.base.v_stride : w->prm.base.k_stride;
+    uint64_t base = q ? BASE_Q : v ? BASE_V : BASE_K;
+    for (int r = 0; r < rows; r++) {
+        int64_t i = i0 + r;
+        if (i < 0 || i >= cap || seq < 0) continue; /* out of bounds: zero-filled, nothing read */
+        int64_t e = packed ? (i + seq - cap) * st[2] + head * st[1] : seq * st[0] + head * st[1] + i * st[2];
+        for (int ch = col / 8; ch < col / 8 + 8; ch++) {
+            if (q) push(w, &w->q_reads, &w->n_q, base + (uint64_t)(2 * e + 16 * ch));
+            else record_copy(w, base + (uint64_t)(2 * e + 16 * ch));
+        }
+    }
+}
+
+static int vl_len(const int32_t *cu, int b, int cap)
+{
+    int n = cu[b + 1] - cu[b];
+    return n < 0 ? 0 : n > cap ? cap : n;
+}
+
+/* The KV tiles row block m0 of sequence b visits (the kernels' KV range): n_end. */
+static int vl_n_end(const world *w, const fj_plan *pl, int b, int m0, int lq, int lk)
+{
+    int bn = pl->cfg.block_n, tiles = (lk + bn - 1) / bn;
+    if (!pl->cfg.causal) return tiles;
+    int last = m0 + pl->cfg.block_m - 1 + lk - lq, n = ((last < -1 ? -1 : last) + 1 + bn - 1) / bn;
+    (void)w, (void)b;
+    return n < tiles ? n : tiles;
+}
+
+/* Append what row block mb of (b, h) must touch: its Q rows, the K / V rows of its KV range (the sm_90a kernel's
+ * batched keys: whole tiles within the capacity), its O words and LSE floats. */
+static void vl_expect(const world *w, const fj_plan *pl, int b, int h, int mb, uint64_t *q, int *nq, uint64_t *k,
+                      int *nk, uint64_t *o, int *no, uint64_t *l, int *nl)
+{
+    const fj_fwd_params *pr = &w->prm.base;
+    int bm = pl->cfg.block_m, lq = vl_len(w->cu_q, b, w->cap_q), m0 = mb * bm, hkv = h / w->group;
+    int lk = w->varlen_k ? vl_len(w->cu_k, b, w->cap_k) : w->cap_k;
+    if (m0 >= lq) return;
+    for (int r = m0; r < m0 + bm && r < lq; r++) {
+        int64_t t = w->cu_q[b] + r;
+        for (int c = 0; c < VL_DIM / 8; c++) q[(*nq)++] = BASE_Q + (uint64_t)(2 * (t * pr->q_stride[2] + h * pr->q_stride[1]) + 16 * c);
+        for (int c = 0; c < VL_DIM; c += 2) o[(*no)++] = BASE_O + (uint64_t)(2 * (t * pr->o_stride[2] + h * pr->o_stride[1] + c));
+        l[(*nl)++] = BASE_LSE + 4 * (uint64_t)(h * w->total_q + t);
+    }
+    int end = vl_n_end(w, pl, b, m0, lq, lk) * pl->cfg.block_n;
+    int lim = w->ws && !w->varlen_k ? end : lk; /* batched keys on sm_90a: whole boxes inside the capacity */
+    for (int j = 0; j < end && j < lim && j < w->cap_k; j++)
+        for (int c = 0; c < VL_DIM / 8; c++) {
+            int64_t e = w->varlen_k ? (w->cu_k[b] + j) * pr->k_stride[2] + hkv * pr->k_stride[1]
+                                    : b * pr->k_stride[0] + hkv * pr->k_stride[1] + j * pr->k_stride[2];
+            k[(*nk)++] = BASE_K + (uint64_t)(2 * e + 16 * c);
+        }
+}
+
+/* got (sorted here) == want (sorted here): else fail naming what. */
+static void vl_same(uint64_t *got, int ngot, uint64_t *want, int nwant, const char *what, const char *which)
+{
+    qsort(got, (size_t)ngot, sizeof *got, cmp_u64);
+    qsort(want, (size_t)nwant, sizeof *want, cmp_u64);
+    int i = 0;
+    while (i < ngot && i < nwant && got[i] == want[i]) i++;
+    if (i != ngot || i != nwant)
+        fail_msg("%s: %s: %d accesses, want %d; first difference at #%d: got 0x%llx want 0x%llx", what, which, ngot,
+                 nwant, i, i < ngot ? (unsigned long long)got[i] : 0ull, i < nwant ? (unsigned long long)want[i] : 0ull);
+}
+
+typedef struct varlen_case {
+    int ws, causal, varlen_k, batch, group, hkv, cap_q, cap_k, ctas; /* ctas: the sm_90a persistent grid */
+    int len_q[MAX_B], len_k[MAX_B];
+} varlen_case;
+
+static void run_varlen(const varlen_case *vc)
+{
+    fajit_config cfg = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = VL_DIM, .block_m = 64,
+                        .block_n = 32, .stages = 2, .swizzle = 128, .warps = 4, .col_warps = 1, .overlap = -1,
+                        .pingpong = -1, .causal = vc->causal};
+    if (vc->ws) {
+        cfg = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = VL_DIM, .block_m = 128,
+                             .block_n = 64, .stages = 2, .causal = vc->causal};
+        fj_config_heuristic(&cfg, &cfg, NULL, 0);
+    }
+    unsigned variant = FJ_VARIANT_VARLEN | (vc->varlen_k ? FJ_VARIANT_VARLEN_K : 0);
+    fj_plan pl;
+    char what[200];
+    if (fj_plan_build_variant(&cfg, variant, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    fj_plan_format(&pl, what, sizeof what);
+    char *ptx = NULL;
+    size_t len = 0;
+    if (fj_generate_ptx_plan(&pl, 0, &ptx, &len) != FAJIT_OK) fail_msg("%s: %s", what, fajit_errmsg());
+    prog p;
+    parse_prog(&p, ptx);
+    fajit_free(ptx);
+
+    world *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    int hq = vc->hkv * vc->group;
+    w->varlen = 1, w->varlen_k = vc->varlen_k, w->batch = vc->batch, w->hkv = vc->hkv, w->group = vc->group;
+    w->cap_q = vc->cap_q, w->cap_k = vc->cap_k, w->dim = VL_DIM, w->splits = 1;
+    for (int b = 0; b < vc->batch; b++)
+        w->cu_q[b + 1] = w->cu_q[b] + vc->len_q[b], w->cu_k[b + 1] = w->cu_k[b] + vc->len_k[b];
+    w->total_q = w->cu_q[vc->batch];
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = FAJIT_DTYPE_BF16, a.batch = vc->batch, a.heads_q = hq, a.heads_kv = vc->hkv, a.head_dim = VL_DIM;
+    a.seqlen_q = vc->cap_q, a.seqlen_k = vc->cap_k, a.causal = vc->causal;
+    a.q = BASE_Q, a.k = BASE_K, a.v = BASE_V, a.o = BASE_O, a.lse = BASE_LSE;
+    int64_t qs[3] = {0, VL_DIM, (int64_t)hq * VL_DIM}, ks[3] = {0, VL_DIM, (int64_t)vc->hkv * VL_DIM};
+    if (!vc->varlen_k) ks[0] = (int64_t)vc->cap_k * vc->hkv * VL_DIM; /* batched [B, cap_k, Hkv, D] */
+    memcpy(a.q_stride, qs, sizeof qs), memcpy(a.o_stride, qs, sizeof qs);
+    memcpy(a.k_stride, ks, sizeof ks), memcpy(a.v_stride, ks, sizeof ks);
+    fj_forward_params(&a, &pl, &w->prm.base);
+    w->prm.cu_seqlens_q = BASE_CUQ, w->prm.cu_seqlens_k = vc->varlen_k ? BASE_CUK : 0;
+    w->prm.splits = 1, w->prm.batch = (uint32_t)vc->batch;
+
+    w->cap = 1 << 20;
+    uint64_t *buf[9];
+    for (int i = 0; i < 9; i++) assert_non_null(buf[i] = calloc((size_t)w->cap, 8));
+    w->k_reads = buf[0], w->v_reads = buf[1], w->q_reads = buf[2], w->o_writes = buf[3], w->lse_writes = buf[4];
+    uint64_t *wq = buf[5], *wk = buf[6], *wo = buf[7], *wl = buf[8];
+    int nq = 0, nk = 0, no = 0, nl = 0, bm = pl.cfg.block_m, nmb = (vc->cap_q + bm - 1) / bm;
+    thread t = {.val = calloc((size_t)p.n_regs, 8), .known = calloc((size_t)p.n_regs, 1)};
+    assert_true(t.val && t.known);
+    if (!vc->ws) { /* every thread of every CTA (ceil(cap_q / block_m), Hq, B); causal blocks reversed */
+        for (int z = 0; z < vc->batch; z++)
+            for (int y = 0; y < hq; y++)
+                for (int x = 0; x < nmb; x++) {
+                    w->cta_b = z, w->n_k = w->n_v = w->n_q = w->n_o = w->n_lse = 0, nq = nk = no = nl = 0;
+                    t.ctaid[0] = (unsigned)x, t.ctaid[1] = (unsigned)y, t.ctaid[2] = (unsigned)z, t.nctaid_x = (unsigned)nmb;
+                    for (unsigned tid = 0; tid < (unsigned)pl.threads; tid++) {
+                        t.tid = tid;
+                        if (!run_thread(&p, &t, w)) fail_msg("%s: CTA (%d, %d, %d) thread %u: %s", what, x, y, z, tid, w->why);
+                    }
+                    vl_expect(w, &pl, z, y, vc->causal ? nmb - 1 - x : x, wq, &nq, wk, &nk, wo, &no, wl, &nl);
+                    vl_same(w->q_reads, w->n_q, wq, nq, what, "Q chunks");
+                    vl_same(w->k_reads, w->n_k, wk, nk, what, "K chunks");
+                    vl_same(w->o_writes, w->n_o, wo, no, what, "O words");
+                    vl_same(w->lse_writes, w->n_lse, wl, nl, what, "LSE floats");
+                    for (int i = 0; i < nk; i++) wk[i] += BASE_V - BASE_K;
+                    vl_same(w->v_reads, w->n_v, wk, nk, what, "V chunks");
+                }
+    } else { /* the producer thread of each of `ctas` persistent CTAs: every tile's loads, each once, over them all */
+        ws_setup(w, &pl, &a);
+        w->block_n = pl.cfg.block_n, w->cta_b = -1;
+        for (int c = 0; c < vc->ctas; c++) {
+            w->n_bars = 0;
+            t.ctaid[0] = (unsigned)c, t.ctaid[1] = t.ctaid[2] = 0, t.nctaid_x = (unsigned)vc->ctas, t.tid = 0;
+            if (!run_thread(&p, &t, w)) fail_msg("%s: CTA %d: %s", what, c, w->why);
+            for (int i = 0; i < w->n_bars; i++)
+                if (w->bar_bytes[i]) fail_msg("%s: CTA %d: barrier +%u ends %lld bytes off", what, c, w->bar_addr[i],
+                                              (long long)w->bar_bytes[i]);
+        }
+        for (int z = 0; z < vc->batch; z++)
+            for (int y = 0; y < hq; y++)
+                for (int mb = 0; mb < nmb; mb++) vl_expect(w, &pl, z, y, mb, wq, &nq, wk, &nk, wo, &no, wl, &nl);
+        vl_same(w->q_reads, w->n_q, wq, nq, what, "Q rows loaded");
+        vl_same(w->k_reads, w->n_k, wk, nk, what, "K rows loaded");
+        for (int i = 0; i < nk; i++) wk[i] += BASE_V - BASE_K;
+        vl_same(w->v_reads, w->n_v, wk, nk, what, "V rows loaded");
+    }
+    printf("PASS %-62s B%d cap %d/%d%s\n", what, vc->batch, vc->cap_q, vc->cap_k, vc->ws ? " (producer)" : "");
+    for (int i = 0; i < 9; i++) free(buf[i]);
+    free(t.val), free(t.known), free(w), free(p.v);
+}
+
+/* Varlen: sequences of 0, 1, 17, a block and more, Nq != Nk both ways, a length past the cap (clamped) and a
+ * decreasing pair (empty); packed or batched keys; sm_80 (every thread: Q / K / V copies, O and LSE stores exactly the
+ * sequence's) and the sm_90a producer over a persistent grid of 3 CTAs (Q / K / V boxes, clipped by the packed maps,
+ * exactly each tile's rows; the tiles past their sequence's end skipped; every barrier's bytes). */
+static void test_varlen(void **state)
+{
+    (void)state;
+    for (int ws = 0; ws <= 1; ws++)
+        for (int causal = 0; causal <= 1; causal++) {
+            varlen_case vc = {.ws = ws, .causal = causal, .varlen_k = 1, .batch = 5, .group = 2, .hkv = 1, .cap_q = 140,
+                              .cap_k = 150, .ctas = 3, .len_q = {0, 1, 17, 140, 64}, .len_k = {5, 1, 150, 140, 0}};
+            run_varlen(&vc);
+            vc.len_q[0] = 200, vc.len_k[0] = 300; /* past the caps: clamped to 140 / 150 rows */
+            vc.len_q[4] = 33, vc.len_k[4] = 70, vc.group = 1, vc.hkv = 2;
+            vc.len_q[1] = -3, vc.len_k[1] = -1; /* a decreasing pair: an empty sequence (the next starts 3 rows back) */
+            run_varlen(&vc);
+            vc.varlen_k = 0; /* packed queries against a batched K / V of cap_k keys */
+            run_varlen(&vc);
+        }
+}
+
 /* ---- the cases -------------------------------------------------------------------------------------------- */
 #define PAGED FJ_VARIANT_PAGED
 #define LENS FJ_VARIANT_SEQLENS
@@ -829,6 +1081,7 @@ int main(void)
         cmocka_unit_test(test_whole_pages),
         cmocka_unit_test(test_gathered),
         cmocka_unit_test(test_packed),
+        cmocka_unit_test(test_varlen),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
