@@ -17,6 +17,11 @@
  * keys up to the length rounded up to the box (min(page_size, block_n) rows) - each box must land at its
  * logical row's place in the stage, and every mbarrier's expect_tx bytes must equal the bytes its boxes load
  * (at each wait of the producer and at the end).
+ * Varlen batches (test_varlen): the sm_80 kernel, every thread of every CTA - its Q / K / V copies and its O and LSE
+ * stores are exactly its sequence's rows (empty, length-1, clamped and decreasing-pair sequences, packed or batched keys);
+ * the sm_90a kernel over a persistent grid of 3 CTAs, producer and consumers - its Q / K / V boxes through the packed
+ * maps (clipped at each sequence's end as TMA clips) exactly each tile's rows, its O TMA stores and LSE stores exactly
+ * the sequences' rows, the tiles past their sequence's end skipped, every barrier's bytes.
  * Run: ctest --test-dir build -R test_paged_reads --output-on-failure
  */
 #include <setjmp.h>
@@ -267,7 +272,7 @@ typedef struct world {
     int lens[MAX_B], use_lens;
     int32_t table[MAX_B][MAX_PAGES];
     /* varlen (test_varlen): cu_seqlens at BASE_CUQ / BASE_CUK; Q copies and boxes, O and LSE stores recorded */
-    int varlen, varlen_k, cap_q, cap_k, total_q;
+    int varlen, varlen_k, cap_q, cap_k, total_q, o_chunks;
     int32_t cu_q[MAX_B + 1], cu_k[MAX_B + 1];
     uint64_t *q_reads, *o_writes, *lse_writes;
     int n_q, n_o, n_lse;
@@ -578,11 +583,20 @@ static int run_thread(const prog *p, thread *t, world *w)
     return why(w, "fell off the end"), 0;
 }
 
+static void record_store_box(world *w, uint64_t off, const uint64_t c[4]);
+
 static int run_async(const prog *p, thread *t, world *w, const insn *in, int pc)
 {
     uint64_t a = 0, b = 0, c = 0, x[4];
     const operand *o = in->a;
     int known = 1;
+    if (w->varlen && strncmp(in->op, "cp.async.bulk.tensor.4d.global", 30) == 0) { /* the O store (consumers) */
+        known = src(p, t, w, &(operand){.kind = O_REG, .reg = o[0].reg}, &a);
+        for (int i = 0; i < 4; i++) known = known && src(p, t, w, &(operand){.kind = O_REG, .reg = in->coord[i]}, &x[i]);
+        if (!known || o[0].kind != O_MEM) why(w, "TMA store with an unknown operand (pc %d)", pc);
+        else record_store_box(w, a + (uint64_t)o[0].imm - BASE_PARAMS, x);
+        return 1;
+    }
     if (strncmp(in->op, "cp.async.bulk.tensor.4d.shared::cluster", 39) == 0) {
         known = src(p, t, w, &(operand){.kind = O_REG, .reg = o[0].reg}, &a) &&
                 src(p, t, w, &(operand){.kind = O_REG, .reg = o[1].reg}, &b) &&
@@ -809,6 +823,24 @@ static void record_box_varlen(world *w, uint64_t off, const uint64_t c[4], uint6
     }
 }
 
+/* The O TMA store of a consumer warpgroup: a box of 64 rows through the packed O map, rows past the sequence's end
+ * not written; each written row's 8 chunks of the box's 64 columns recorded. */
+static void record_store_box(world *w, uint64_t off, const uint64_t c[4])
+{
+    if (off != offsetof(fj_fwd_params_tma, tmap_o)) {
+        why(w, "TMA store through map +%llu", (unsigned long long)off);
+        return;
+    }
+    const int64_t *st = w->prm.base.o_stride;
+    int64_t i0 = (int32_t)c[1], seq = (int32_t)c[3];
+    for (int r = 0; r < 64; r++) {
+        int64_t i = i0 + r;
+        if (i < 0 || i >= w->cap_q || seq < 0) continue;
+        for (int ch = (int)c[0] / 8; ch < (int)c[0] / 8 + 8; ch++)
+            push(w, &w->o_writes, &w->n_o, BASE_O + (uint64_t)(2 * ((i + seq - w->cap_q) * st[2] + (int64_t)c[2] * st[1]) + 16 * ch));
+    }
+}
+
 static int vl_len(const int32_t *cu, int b, int cap)
 {
     int n = cu[b + 1] - cu[b];
@@ -837,7 +869,8 @@ static void vl_expect(const world *w, const fj_plan *pl, int b, int h, int mb, u
     for (int r = m0; r < m0 + bm && r < lq; r++) {
         int64_t t = w->cu_q[b] + r;
         for (int c = 0; c < VL_DIM / 8; c++) q[(*nq)++] = BASE_Q + (uint64_t)(2 * (t * pr->q_stride[2] + h * pr->q_stride[1]) + 16 * c);
-        for (int c = 0; c < VL_DIM; c += 2) o[(*no)++] = BASE_O + (uint64_t)(2 * (t * pr->o_stride[2] + h * pr->o_stride[1] + c));
+        for (int c = 0; c < VL_DIM; c += w->o_chunks ? 8 : 2) /* 16-byte chunks of a TMA store, else 4-byte words */
+            o[(*no)++] = BASE_O + (uint64_t)(2 * (t * pr->o_stride[2] + h * pr->o_stride[1] + c));
         l[(*nl)++] = BASE_LSE + 4 * (uint64_t)(h * w->total_q + t);
     }
     int end = vl_n_end(w, pl, b, m0, lq, lk) * pl->cfg.block_n;
@@ -947,15 +980,24 @@ static void run_varlen(const varlen_case *vc)
                 if (w->bar_bytes[i]) fail_msg("%s: CTA %d: barrier +%u ends %lld bytes off", what, c, w->bar_addr[i],
                                               (long long)w->bar_bytes[i]);
         }
+        w->o_chunks = pl.o_stage != 0;
+        for (int c = 0; c < vc->ctas; c++) /* the consumers: the epilogue's O and LSE stores */
+            for (unsigned tid = 128; tid < (unsigned)pl.threads; tid++) {
+                w->n_bars = 0;
+                t.ctaid[0] = (unsigned)c, t.tid = tid;
+                if (!run_thread(&p, &t, w)) fail_msg("%s: CTA %d consumer thread %u: %s", what, c, tid, w->why);
+            }
         for (int z = 0; z < vc->batch; z++)
             for (int y = 0; y < hq; y++)
                 for (int mb = 0; mb < nmb; mb++) vl_expect(w, &pl, z, y, mb, wq, &nq, wk, &nk, wo, &no, wl, &nl);
         vl_same(w->q_reads, w->n_q, wq, nq, what, "Q rows loaded");
+        vl_same(w->o_writes, w->n_o, wo, no, what, w->o_chunks ? "O rows stored (TMA)" : "O words stored");
+        vl_same(w->lse_writes, w->n_lse, wl, nl, what, "LSE floats stored");
         vl_same(w->k_reads, w->n_k, wk, nk, what, "K rows loaded");
         for (int i = 0; i < nk; i++) wk[i] += BASE_V - BASE_K;
         vl_same(w->v_reads, w->n_v, wk, nk, what, "V rows loaded");
     }
-    printf("PASS %-62s B%d cap %d/%d%s\n", what, vc->batch, vc->cap_q, vc->cap_k, vc->ws ? " (producer)" : "");
+    printf("PASS %-62s B%d cap %d/%d%s\n", what, vc->batch, vc->cap_q, vc->cap_k, vc->ws ? " (every warpgroup)" : "");
     for (int i = 0; i < 9; i++) free(buf[i]);
     free(t.val), free(t.known), free(w), free(p.v);
 }
