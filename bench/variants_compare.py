@@ -192,13 +192,15 @@ class VariantBench(compare.Bench):
                 log(f"  {s} n/a: {row[s + '_error']}")
         if check is not None and "fajit" in ok:
             row["err_ref"] = check()
+            row["kernel"] = self.fajit.last_forward()
             row["check"] = "ok" if row["err_ref"] <= TOL else "FAIL"
         self.time_systems(ok, row)
         for s in systems:
             if s + "_ms" in row:
                 row[s + "_tflops"] = work / row[s + "_ms"] / 1e9
         log("  " + "  ".join(f"{s} {row[s + '_ms']:.3f} ms {row[s + '_tflops']:.0f}" for s in systems
-                             if s + "_ms" in row) + f"  check {row.get('check', '-')} err {row.get('err_ref', 0):.2e}")
+                             if s + "_ms" in row) + f"  check {row.get('check', '-')} err {row.get('err_ref', 0):.2e}"
+            f"\n  fajit kernel: {row.get('kernel', '-')}")
         return row
 
     # ---- cases

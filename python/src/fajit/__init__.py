@@ -4,10 +4,13 @@
     print(fajit.ptx(head_dim=128)[:200])                 # no GPU, no torch
     cfg = fajit.config(head_dim=128, causal=True)        # the heuristic's config (sm_80 without a device)
     o = fajit.attention(q, k, v, causal=True)            # CUDA torch tensors [B, H, N, D]
+    o = fajit.varlen_attention(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)   # packed [total, H, D]
 
 The package wraps libfajit.so (shipped inside it) with ctypes; the struct layouts and prototypes are read
 from the fajit.h it was built from (fajit/_header.py). `import fajit` needs no compiler, GPU or torch;
-torch is imported by the first call of fajit.attention / fajit.scaled_dot_product_attention.
+torch is imported by the first call of fajit.attention / fajit.varlen_attention /
+fajit.scaled_dot_product_attention. fajit.transformers registers "fajit" as a Hugging Face transformers attention
+implementation.
 
 Errors from the library raise FajitError (.status, .status_name, .message); those that mean the input was
 wrong (FAJIT_ERR_INVALID_ARGUMENT, FAJIT_ERR_INVALID_CONFIG) are FajitInputError, also a ValueError.
@@ -20,7 +23,7 @@ from . import _config, _lib
 from ._config import Config, TuneResult
 from ._lib import FajitError, FajitInputError
 
-__all__ = ["attention", "scaled_dot_product_attention", "config", "ptx", "explain", "tune", "cache_dir",
+__all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "config", "ptx", "explain", "tune", "cache_dir",
            "last_forward", "kernel_info", "Config", "TuneResult", "FajitError", "FajitInputError", "__version__"]
 
 __version__ = _lib.lib.fajit_version().decode()
@@ -36,6 +39,7 @@ def _torch_api():
         except ImportError as e:
             raise ImportError("fajit.attention needs PyTorch (pip install torch); the rest of fajit does not") from e
         from . import _torch as module
+        from . import _varlen  # noqa: F401  (registers the fajit::varlen_attention ops)
         _torch_module = module
     return _torch_module
 
@@ -45,13 +49,16 @@ if "torch" in sys.modules:  # torch already loaded: register the ops now, not in
 
 
 def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
-              seqlens_k=None, block_table=None, page_size=None, num_splits=None):
+              seqlens_k=None, block_table=None, page_size=None, num_splits=None, softmax_scale=None,
+              window_size=(-1, -1), softcap=0.0, alibi_slopes=None, learnable_sink=None, sinks=None,
+              attention_chunk=0):
     """Forward attention on CUDA tensors: O = softmax(scale * Q K^T) V, per (batch, query head).
 
     q: [B, Hq, Nq, D] (layout "bhnd") or [B, Nq, Hq, D] ("bnhd"); k, v: [B, Hkv, Nk, D] likewise, with
     Hq a multiple of Hkv (GQA / MQA). float16 or bfloat16, on one CUDA device; any strides with a
     contiguous last dim (no copies are made). causal: bottom-right aligned when Nq != Nk (query i sees
-    keys j <= i + Nk - Nq; a row that sees no key gets O = 0 and LSE = -inf). scale: None = 1/sqrt(D).
+    keys j <= i + Nk - Nq; a row that sees no key gets O = 0 and LSE = -inf). scale (or FlashAttention's name,
+    softmax_scale; not both): None = 1/sqrt(D).
     return_lse: also return the natural-log log-sum-exp of the scaled scores, float32 [B, Hq, Nq].
     out: a tensor shaped like q to write O into, not overlapping q, k or v (else a new one, contiguous
     in q's layout). config: a fajit.Config or its canonical text (None: the tuned winner of the shape's
@@ -72,6 +79,19 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
       split, 2..1024 = that many. A call that splits takes its fp32 workspace from torch's caching
       allocator on the current stream (a CUDA graph capture takes it from the graph's pool).
 
+    Attention variants (FlashAttention's keyword names; each is off by default; all align to the bottom right
+    like causal: with off = Nk - Nq, query i stands at key position i + off):
+    window_size: (left, right): query i sees keys i + off - left <= j <= i + off + right; -1 = that side
+      unbounded, (-1, -1) = no window (FlashAttention's). With causal=True the right side is 0 at most.
+    softcap: > 0: each scaled score s becomes softcap * tanh(s / softcap) before masking (Gemma 2); 0.0 = off.
+    alibi_slopes: float32 CUDA tensor [Hq] or [B, Hq]: -slope * |i + off - j| is added to the scaled scores.
+    learnable_sink (FlashAttention-4's name; or sinks, gpt-oss's): a CUDA tensor [Hq], one logit per query
+      head that joins each row's softmax denominator and contributes no value; float16 / bfloat16 are converted
+      to float32 (a copy per call: pass float32 to avoid it). LSE then counts the sink (see fajit.h).
+    attention_chunk: > 0: query i sees only keys of its own chunk, (i + off) // attention_chunk ==
+      j // attention_chunk (Llama 4); 0 = off.
+    The values inside the tensors are not read on the host.
+
     Runs asynchronously on torch's current stream. A torch custom op (fajit::attention, or
     fajit::attention_out with out=) with a fake implementation: torch.compile(fullgraph=True) keeps it in
     the graph, and it can be captured in a CUDA graph once the shape has run (the first call per shape
@@ -79,7 +99,46 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     Returns O, or (O, LSE) with return_lse.
     """
     return (_torch_module or _torch_api()).attention(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k,
-                                                     block_table, page_size, num_splits)  # positional: cheaper
+                                                     block_table, page_size, num_splits, window_size, softcap,
+                                                     alibi_slopes, learnable_sink, sinks, attention_chunk,
+                                                     softmax_scale)  # positional: cheaper
+
+
+def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
+                     softmax_scale=None, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, learnable_sink=None,
+                     sinks=None, attention_chunk=0, seqused_k=None, block_table=None, num_splits=None,
+                     return_lse=False, out=None, config=None, scale=None):
+    """Forward attention over sequences packed along one token dim, without padding (FlashAttention's
+    flash_attn_varlen_func keywords).
+
+    q: [total_q, Hq, D]; k, v: [total_k, Hkv, D] (Hq a multiple of Hkv), float16 or bfloat16 CUDA tensors with
+    a contiguous last dim (any token and head strides). cu_seqlens_q / cu_seqlens_k: int32 CUDA tensors [B + 1]
+    (contiguous): sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 of q, its keys rows
+    cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1 of k and v. max_seqlen_q / max_seqlen_k: Python ints, the longest
+    sequence's query / key count (they size the grid; fajit never reads the lengths on the host, so a call is
+    free of host synchronization, traceable by torch.compile and capturable in a CUDA graph).
+    Not checked, as that would read the tensors: cu_seqlens must start at 0 and not decrease, their last entries
+    must not pass total_q / total_k, and no sequence may be longer than max_seqlen_q / max_seqlen_k (a longer
+    one is computed only in part). Rows of q past cu_seqlens_q[B] are not written.
+    causal: bottom-right aligned per sequence (query i of a sequence of Lq queries and Lk keys sees keys
+    j <= i + Lk - Lq). softmax_scale (or scale): None = 1/sqrt(D). window_size, softcap, alibi_slopes ([Hq] or
+    [B, Hq]), learnable_sink / sinks, attention_chunk: as in fajit.attention, per sequence.
+    seqused_k: int32 [B]: sequence b uses only the first seqused_k[b] keys of its range (FlashAttention's).
+    block_table: int32 [B, max_pages] (contiguous): paged K/V, k and v then being pools [pages, page_size, Hkv,
+      D] (page_size a multiple of 16); cu_seqlens_k must be None and seqused_k gives each sequence's keys, which
+      are its pages' rows in order (a serving engine's chunked prefill: the new queries attend to the cache,
+      which holds their own keys already). max_seqlen_k <= max_pages x page_size.
+    num_splits: as in fajit.attention. return_lse: also return the LSE, float32 [Hq, total_q]. out: a tensor
+    shaped like q to write O into. config: as in fajit.attention.
+    A torch custom op (fajit::varlen_attention, fajit::varlen_attention_out with out=). Returns O [total_q, Hq,
+    D], or (O, LSE) with return_lse.
+    """
+    _torch_api()
+    from . import _varlen
+    return _varlen.varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+                                    softmax_scale, window_size, softcap, alibi_slopes, learnable_sink, sinks,
+                                    attention_chunk, seqused_k, block_table, num_splits, return_lse, out, config,
+                                    scale)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

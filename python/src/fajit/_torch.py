@@ -23,6 +23,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _config, _lib
+from . import _variants as V
 from ._lib import Args_c, lib
 
 _DTYPES = {torch.float16: _lib.DTYPE["FAJIT_DTYPE_F16"], torch.bfloat16: _lib.DTYPE["FAJIT_DTYPE_BF16"]}
@@ -146,11 +147,11 @@ def check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits
     return nk, num_splits
 
 
-def check_scale(scale, d):
+def check_scale(scale, d, name="scale"):
     if scale is None:
         return 1.0 / math.sqrt(d) if d > 0 else 1.0
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale == 0:
-        raise ValueError(f"scale: {scale!r}: must be a finite non-zero number (None: 1/sqrt(head dim))")
+        raise ValueError(f"{name}: {scale!r}: must be a finite non-zero number (None: 1/sqrt(head dim))")
     return float(scale)
 
 
@@ -211,24 +212,40 @@ def _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits):
     return a
 
 
-def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None, num_splits=0):
+def _no_keys(o, lse, variant):
+    """The result of rows that see no key: O = 0, LSE = -inf, or the sink logit when there is one (fajit.h)."""
+    o.zero_()
+    if lse is not None:
+        if variant.sinks is None:
+            lse.fill_(-math.inf)
+        else:  # lse is [B, Hq, Nq] or (varlen) [Hq, total]: the head dim is the one before the rows
+            lse.copy_(variant.sinks[:, None].expand(lse.shape[-2:]).expand(lse.shape))
+
+
+def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None, num_splits=0,
+             variant=V.PLAIN):
     """Launch fajit_attention_forward on o (and lse) on the current stream; shapes already checked."""
     rows, keys = _rows_keys(q, k, bnhd, block_table)
     if rows == 0:
         return
     if keys == 0:  # no key for any row: O = 0, LSE = -inf (as the kernel gives a fully masked row)
-        o.zero_()
-        if lse is not None:
-            lse.fill_(-math.inf)
+        _no_keys(o, lse, variant)
         return
-    dev = q.device.index
-    ctx = _lib.context(dev)
     a = _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits)
+    V.set_fields(a, variant)
+    launch(q.device, a, lse, config)
+
+
+def launch(device, a, lse, config):
+    """fajit_attention_forward with filled args `a` on the current stream of `device` (the workspace of a split
+    from torch's allocator); raises the library's error."""
+    dev = device.index
+    ctx = _lib.context(dev)
     a.lse = lse.data_ptr() if lse is not None else 0
     a.stream = _raw_stream(dev)
     cfg = ctypes.byref(_checked_config(config)) if config else None
     size = _workspace_size(ctx, a, cfg, config) if _WORKSPACE else 0
-    workspace = _workspace(a, size, q.device) if size else None
+    workspace = _workspace(a, size, device) if size else None
     status = lib.fajit_attention_forward(ctx.handle, ctypes.byref(a), cfg)
     del workspace  # the launch is queued: torch's allocator hands the buffer out again only in stream order
     if status:
@@ -242,6 +259,11 @@ def _workspace_size(ctx, a, cfg, config):
     key = (a.dtype, a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, config)
     if _DECODE:
         key += (a.num_splits, bool(a.seqlens_k), bool(a.block_table), a.page_size)
+    if V.HAVE_VARIANTS:  # a window or a chunk changes the keys a row block reads, so the split count
+        key += (a.window, a.window_left, a.window_right, a.attention_chunk, a.softcap, bool(a.sinks),
+                bool(a.alibi_slopes))
+    if V.HAVE_VARLEN:
+        key += (bool(a.cu_seqlens_q), bool(a.cu_seqlens_k))
     sizes = ctx.workspace_sizes  # once: a size asked before a concurrent choices_changed lands in the old dict
     size = sizes.get(key)
     if size is None:
@@ -265,18 +287,24 @@ def _lse_shape(q, bnhd):
     return (b, y, x) if bnhd else (b, x, y)
 
 
+# The variant arguments come last, with defaults (off), so the ops' earlier schema still calls as it did.
 @torch.library.custom_op("fajit::attention", mutates_args=(), device_types="cuda")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, bnhd: bool,
                  return_lse: bool, config: str, seqlens_k: Optional[torch.Tensor] = None,
-                 block_table: Optional[torch.Tensor] = None, num_splits: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
+                 block_table: Optional[torch.Tensor] = None, num_splits: int = 0, window_left: int = -1,
+                 window_right: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+                 sinks: Optional[torch.Tensor] = None, attention_chunk: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
     o = q.new_empty(q.shape)
     lse = q.new_empty(_lse_shape(q, bnhd) if return_lse else (0,), dtype=torch.float32)
-    _forward(q, k, v, o, lse if return_lse else None, causal, scale, bnhd, config, seqlens_k, block_table, num_splits)
+    variant = V.from_op(window_left, window_right, softcap, alibi_slopes, sinks, attention_chunk)
+    _forward(q, k, v, o, lse if return_lse else None, causal, scale, bnhd, config, seqlens_k, block_table, num_splits,
+             variant)
     return o, lse
 
 
 @attention_op.register_fake
-def _attention_fake(q, k, v, causal, scale, bnhd, return_lse, config, seqlens_k=None, block_table=None, num_splits=0):
+def _attention_fake(q, k, v, causal, scale, bnhd, return_lse, config, seqlens_k=None, block_table=None, num_splits=0,
+                    window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None, sinks=None, attention_chunk=0):
     return q.new_empty(q.shape), q.new_empty(_lse_shape(q, bnhd) if return_lse else (0,),
                                              dtype=torch.float32)
 
@@ -284,13 +312,17 @@ def _attention_fake(q, k, v, causal, scale, bnhd, return_lse, config, seqlens_k=
 @torch.library.custom_op("fajit::attention_out", mutates_args=("out", "lse"), device_types="cuda")
 def attention_out_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: Optional[torch.Tensor],
                      causal: bool, scale: float, bnhd: bool, config: str, seqlens_k: Optional[torch.Tensor] = None,
-                     block_table: Optional[torch.Tensor] = None, num_splits: int = 0) -> None:
-    _forward(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k, block_table, num_splits)
+                     block_table: Optional[torch.Tensor] = None, num_splits: int = 0, window_left: int = -1,
+                     window_right: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
+                     sinks: Optional[torch.Tensor] = None, attention_chunk: int = 0) -> None:
+    variant = V.from_op(window_left, window_right, softcap, alibi_slopes, sinks, attention_chunk)
+    _forward(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k, block_table, num_splits, variant)
 
 
 @attention_out_op.register_fake
 def _attention_out_fake(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None,
-                        num_splits=0):
+                        num_splits=0, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None, sinks=None,
+                        attention_chunk=0):
     return None
 
 
@@ -354,7 +386,34 @@ def _tensor_key(t):
     return (t.shape, t.stride(), t.dtype, t.device) if type(t) is _Tensor else False
 
 
-def _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size, num_splits):
+_NO_WINDOW = (-1, -1)
+
+
+def _variant_key(window_size, softcap, alibi_slopes, learnable_sink, sinks, attention_chunk):
+    """The variant arguments' part of the key, from the arguments as given: None when all are off, False when the
+    call takes the checks and the op (types the checks would have to convert or refuse: a list window, a bool, a
+    sink that is not a contiguous float32 tensor, a tensor subclass or one that requires grad)."""
+    if window_size is _NO_WINDOW and softcap == 0.0 and alibi_slopes is None and learnable_sink is None and \
+            sinks is None and attention_chunk == 0:
+        return None
+    if type(window_size) is not tuple or len(window_size) != 2 or type(window_size[0]) is not int or \
+            type(window_size[1]) is not int or type(softcap) is not float and type(softcap) is not int or \
+            type(attention_chunk) is not int:
+        return False
+    sk = learnable_sink if learnable_sink is not None else sinks
+    if sk is not None and (type(sk) is not _Tensor or sk.dtype != torch.float32 or not sk.is_contiguous()):
+        return False
+    if learnable_sink is not None and sinks is not None:
+        return False
+    al, sk = _tensor_key(alibi_slopes), _tensor_key(sk)
+    if al is False or sk is False or (alibi_slopes is not None and alibi_slopes.requires_grad) or \
+            (sk is not None and (learnable_sink if learnable_sink is not None else sinks).requires_grad):
+        return False
+    return (window_size, softcap, attention_chunk, al, sk)
+
+
+def _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size, num_splits,
+         variant=None):
     """Everything fajit.attention's checks and launch read, as a dict key: each tensor's shape, strides,
     dtype and device, the other arguments by value (what compares equal behaves the same in the checks),
     except that scale and the decode ints must not be bools (True == 1; the checks refuse bools). None:
@@ -383,7 +442,7 @@ def _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, blo
                 return None
             out = (out.shape, out.stride(), out.dtype, out.device)
         return (q.shape, q.stride(), q.dtype, q.device, k.shape, k.stride(), k.dtype, k.device, v.shape, v.stride(),
-                v.dtype, v.device, out, causal, return_lse, scale, layout, config, decode)
+                v.dtype, v.device, out, causal, return_lse, scale, layout, config, decode, variant)
     except Exception:  # e.g. a sparse or nested tensor has no strides: the checks say what is wrong
         return None
 
@@ -396,19 +455,21 @@ def _have_data(*tensors):
         return False
 
 
-def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, num_splits):
+def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, num_splits, variant=V.PLAIN):
     """The launch of every call with this (checked) call's signature: run(q, k, v, out, seqlens_k,
-    block_table) returns what fajit.attention returns, or None when a tensor has no data pointer (the caller
-    takes the op). None when the call needs no kernel (no rows, no keys: the op does those) or a tensor has
-    no data pointer."""
+    block_table, alibi_slopes, sinks) returns what fajit.attention returns, or None when a tensor has no data
+    pointer (the caller takes the op). None when the call needs no kernel (no rows, no keys: the op does those)
+    or a tensor has no data pointer."""
     rows, keys = _rows_keys(q, k, bnhd, block_table)
-    if rows == 0 or keys == 0 or not _have_data(q, k, v, out, seqlens_k, block_table):
+    if rows == 0 or keys == 0 or not _have_data(q, k, v, out, seqlens_k, block_table, variant.alibi_slopes,
+                                                variant.sinks):
         return None
     device, shape, dtype = q.device, q.shape, q.dtype
     dev, lse_shape = device.index, _lse_shape(q, bnhd)
     ctx = _lib.context(dev)
     o = out if out is not None else torch.empty(shape, dtype=dtype, device=device)  # a sample for the args
     a = _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits)
+    V.set_fields(a, variant)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=device) if return_lse else None
     a.lse = lse.data_ptr() if return_lse else 0
     cfg = ctypes.byref(_checked_config(text)) if text else None
@@ -419,8 +480,9 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
     fwd, handle, ref, stream, empty, f32, u8 = lib.fajit_attention_forward, ctx.handle, ctypes.byref(a), \
         _raw_stream, torch.empty, torch.float32, torch.uint8
     bump, has_out, has_lens, has_table = _bump, out is not None, seqlens_k is not None, block_table is not None
+    has_alibi, has_sinks = variant.alibi_slopes is not None, variant.sinks is not None
 
-    def run(q, k, v, out, seqlens_k, block_table):
+    def run(q, k, v, out, seqlens_k, block_table, alibi_slopes=None, sinks=None):
         nonlocal gen, ws
         if ctx.generation != gen:  # fajit.tune filed a winner: the tile, so the split count, may differ now
             gen, a.workspace, a.workspace_bytes = ctx.generation, 0, 0
@@ -431,9 +493,11 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
             po = out.data_ptr() if has_out else 1
             pl = seqlens_k.data_ptr() if has_lens else 1
             pt = block_table.data_ptr() if has_table else 1
+            pa = alibi_slopes.data_ptr() if has_alibi else 1
+            ps = sinks.data_ptr() if has_sinks else 1
         except RuntimeError:
             return None
-        if not (pq and pk and pv and po and pl and pt):
+        if not (pq and pk and pv and po and pl and pt and pa and ps):
             return None
         if has_out:
             o = out
@@ -450,6 +514,10 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
             a.seqlens_k = pl
         if has_table:
             a.block_table = pt
+        if has_alibi:
+            a.alibi_slopes = pa
+        if has_sinks:
+            a.sinks = ps
         a.q, a.k, a.v, a.o, a.stream = pq, pk, pv, po, stream(dev)
         status = fwd(handle, ref, cfg)
         if status:
@@ -462,52 +530,67 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
 
 # ---- Python entry points ------------------------------------------------------------------------------------
 def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
-              seqlens_k=None, block_table=None, page_size=None, num_splits=None):
+              seqlens_k=None, block_table=None, page_size=None, num_splits=None, window_size=_NO_WINDOW, softcap=0.0,
+              alibi_slopes=None, learnable_sink=None, sinks=None, attention_chunk=0, softmax_scale=None):
     """See fajit.attention. In eager mode a call whose signature was checked before takes that signature's
     plan (the fast path above); any other call is checked, then gets a plan or goes through the op."""
+    key = None
+    if softmax_scale is not None and scale is None and type(softmax_scale) is float and math.isfinite(softmax_scale) \
+            and softmax_scale != 0:  # FlashAttention's name of scale
+        scale, softmax_scale = softmax_scale, None
     if _EAGER and not _is_compiling() and not _dispatch_modes() and not _function_modes() and not _transforms() \
-            and not _profiling():
-        key = _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
-                   num_splits)
+            and not _profiling() and softmax_scale is None:
+        vkey = _variant_key(window_size, softcap, alibi_slopes, learnable_sink, sinks, attention_chunk)
+        if vkey is not False:
+            key = _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
+                       num_splits, vkey)
         if key is not None:
             try:
                 plan = _local.plans.get(key)
             except TypeError:  # an unhashable layout: the checks refuse it
                 plan = key = None
             if plan is not None:
-                result = plan(q, k, v, out, seqlens_k, block_table)
+                result = plan(q, k, v, out, seqlens_k, block_table, alibi_slopes,
+                              learnable_sink if learnable_sink is not None else sinks)
                 if result is not None:
                     return result
                 key = None  # a tensor without a data pointer: the dispatcher's business
-    else:
-        key = None
     return _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
-                    num_splits)
+                    num_splits, window_size, softcap, alibi_slopes, learnable_sink, sinks, attention_chunk,
+                    softmax_scale)
 
 
 def _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
-             num_splits):
+             num_splits, window_size=_NO_WINDOW, softcap=0.0, alibi_slopes=None, learnable_sink=None, sinks=None,
+             attention_chunk=0, softmax_scale=None):
     """fajit.attention without a plan: the checks, then (key given) a new plan for the signature, else the op."""
     paged = block_table is not None
     b, hq, _, nq, nk, d = check_args(q, k, v, out, layout, paged=paged)
     _, splits = check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits)
-    scale, text, bnhd = check_scale(scale, d), config_text(config), layout == "bnhd"
+    scale_name = "softmax_scale" if scale is None and softmax_scale is not None else "scale"
+    scale = check_scale(V.pick("scale", scale, "softmax_scale", softmax_scale), d, scale_name)
+    text, bnhd = config_text(config), layout == "bnhd"
+    sink_name = "sinks" if learnable_sink is None and sinks is not None else "learnable_sink"
+    variant = V.check(q, b, hq, window_size, softcap, alibi_slopes, V.pick("learnable_sink", learnable_sink, "sinks",
+                                                                           sinks), attention_chunk, sink_name)
     if key is not None:
-        plan = _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, splits)
+        plan = _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, splits, variant)
         if plan is not None:
             plans = _local.plans
             if len(plans) >= _MAX_PLANS:
                 del plans[next(iter(plans))]
             plans[key] = plan
-            result = plan(q, k, v, out, seqlens_k, block_table)
+            result = plan(q, k, v, out, seqlens_k, block_table, variant.alibi_slopes, variant.sinks)
             if result is not None:
                 return result
+    extra = () if variant is V.PLAIN else V.op_args(variant)  # the ops' schema as before for a plain call
     if out is None:
         o, lse = torch.ops.fajit.attention(q, k, v, bool(causal), scale, bnhd, bool(return_lse), text, seqlens_k,
-                                           block_table, splits)
+                                           block_table, splits, *extra)
         return (o, lse) if return_lse else o
     lse = q.new_empty((b, hq, nq), dtype=torch.float32) if return_lse else None
-    torch.ops.fajit.attention_out(q, k, v, out, lse, bool(causal), scale, bnhd, text, seqlens_k, block_table, splits)
+    torch.ops.fajit.attention_out(q, k, v, out, lse, bool(causal), scale, bnhd, text, seqlens_k, block_table, splits,
+                                  *extra)
     return (out, lse) if return_lse else out
 
 
