@@ -399,7 +399,7 @@ class Bench:
         self.default_path = fajit.config(head_dim=128, dtype="bf16", device=0).arch
 
     def load_hopper_peers(self):
-        """FA3 and FA4 when importable (bench/README: ../shared/bench/peer-wheels.sh brings them)."""
+        """FA3 and FA4 when importable (bench/README.md says how to install them)."""
         from importlib import metadata
         try:
             import fa3_fwd_interface

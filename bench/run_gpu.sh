@@ -25,8 +25,8 @@
 #     python-compare compare.py --quick through the installed package (needs the python stage's install)
 #     decode-compare bench/decode_compare.py --out $OUT through the installed package (needs the python stage's
 #                    install): issue 11's decode rows (+ paged, + FP16) vs FA3 (flash_attn_with_kvcache /
-#                    flash_attn_func, num_splits=0; from $PEERS_SITE, default /tmp/peers-site, where
-#                    .peers/a/stage.sh installs it; n/a without) and SDPA; GB/s of K + V -> $OUT/decode-<gpu>.*
+#                    flash_attn_func, num_splits=0; installed under $PEERS_SITE, default /tmp/peers-site: see
+#                    bench/README.md; n/a without) and SDPA; GB/s of K + V -> $OUT/decode-<gpu>.*
 #     tune           fagen tune --grid issue3 into a fresh cache directory; winners -> $OUT/tuned-v1.txt
 #     compare-tuned  compare.py over the full grid with $OUT/tuned-v1.txt's configs -> $OUT/tuned/
 #     profile        bench/profile.sh on $OUT/tuned-v1.txt's BF16 D=128 N=4096 winner
@@ -249,7 +249,7 @@ do_decode_tune() {
 # fields of the tuned BF16 D=128 N=4096 winner ("... | sm_80 bf16 d128 br128 bc32 s3 sw128 w4 noncausal | ...")
 do_profile() {
     local w
-    w=$(grep -E "\| *bf16 d128 noncausal n4096 *\|" "$OUT/tuned-v1.txt" | head -1 | awk -F'|' '{print $5}')
+    w=$(awk -F'|' '/\| *bf16 d128 noncausal n4096 *\|/ { print $5; exit }' "$OUT/tuned-v1.txt")
     [ -n "$w" ] || { echo "no bf16 d128 n4096 winner in $OUT/tuned-v1.txt (run the tune stage first)"; return 1; }
     field() { echo " $w " | grep -oE " $1[0-9]+ " | tr -dc 0-9; }
     echo "winner: $w"

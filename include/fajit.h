@@ -99,6 +99,8 @@ typedef enum fajit_arch {
 
 /*
  * One kernel. Fields left 0 are chosen by fajit_config_fill(); fajit_config_check() rejects zeros.
+ * Python's keywords are these names; fagen's flags too (--stages, --col-warps), except --br / --bc for
+ * block_m / block_n (messages say "block_m (--br) = 100" for both audiences).
  *  block_m   Br, query rows per CTA (multiple of 16 * warps / col_warps)
  *  block_n   Bc, key rows per K/V tile (multiple of 16)
  *  stages    K/V tiles in flight (1..4; 1 = no overlap of copy and math)
@@ -167,10 +169,15 @@ typedef struct fajit_shape {
 
 /*
  * Fill the zero fields of *cfg with the heuristic's choice for `shape` (may be NULL) on the GPU of
- * `ctx` (may be NULL: no GPU is assumed, arch AUTO becomes sm_80). head_dim must be set. With a ctx
- * on a GPU and a shape with sequence lengths, the tuned winner of the shape's class (see Autotuning
- * below: fajit_tune, the tune file) fills the zero fields when there is one and it fits the fields the
- * caller set; otherwise the built-in table does. Then checks the result.
+ * `ctx` (may be NULL: no GPU is assumed, arch AUTO becomes sm_80). head_dim must be set (0 is
+ * FAJIT_ERR_INVALID_ARGUMENT). With a ctx on a GPU and a shape with sequence lengths, the tuned winner
+ * of the shape's class (see Autotuning below: fajit_tune, the tune file) fills the zero fields when there
+ * is one and it fits the fields the caller set; otherwise the built-in table does. Every field the
+ * caller set is kept: when the table's choice breaks a rule beside them (or, with a ctx, would spill
+ * or not fit on that GPU), the nearest config that passes is taken instead. When none keeps them, the
+ * call fails naming the field (or two) that rules every config out, e.g. "block_m (--br) = 1024: no
+ * sm_80 config for head_dim 128 keeps it; the nearest, ..., fails: <its rule>". *cfg is changed only
+ * on success. A returned config passes fajit_config_check.
  */
 typedef struct fajit_context fajit_context;
 fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg);
@@ -182,7 +189,8 @@ fajit_status fajit_config_check(const fajit_config *cfg);
 /* Canonical text of a config, e.g. "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal" or
  * "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal" (ov / pp: overlap / pingpong on), then the
  * variants of mods in this order when set: " win", " cap", " sink", " alibi", " chunk"; written
- * into buf (always NUL-terminated). Returns the length it needed, like snprintf. */
+ * into buf (always NUL-terminated when size > 0). Returns the length it needed, like snprintf. buf NULL (any
+ * size) writes nothing and returns the length; cfg NULL gives "(null)". */
 int fajit_config_format(const fajit_config *cfg, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------------------------------
@@ -216,7 +224,9 @@ fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void *
 typedef struct fajit_context_options {
     int device;            /* CUDA device ordinal; -1 = no device (code generation and cubins only) */
     int disk_cache;        /* -1 = from the environment (FAJIT_CACHE=0 turns it off), 0 = off, 1 = on */
-    const char *cache_dir; /* NULL = $FAJIT_CACHE_DIR, else $XDG_CACHE_HOME/fajit, else ~/.cache/fajit */
+    const char *cache_dir; /* NULL = $FAJIT_CACHE_DIR, else $XDG_CACHE_HOME/fajit, else ~/.cache/fajit; at
+                              most 960 characters (a longer one: FAJIT_ERR_INVALID_ARGUMENT; from the
+                              environment: the disk cache is off) */
 } fajit_context_options;
 
 /* Default options: device 0, disk cache from the environment, default directory. */
@@ -285,7 +295,8 @@ typedef struct fajit_attention_args {
      * sets it to sizeof(fajit_attention_args) of the header the caller compiled against. 0 (a struct
      * zeroed with = {0} or memset) reads as FAJIT_ATTENTION_ARGS_SIZE_1, the layout that ends with
      * workspace_bytes, so zeroed structs keep working when later fields are appended. A size past the
-     * library's own is accepted when the bytes the library does not know are all zero. Every field
+     * library's own (at most 4096) is accepted when the bytes the library does not know are all zero;
+     * those bytes are read, so struct_size must not exceed the caller's struct. Every field
      * below is off when 0. (Binaries built against the 0.1 header, which had no struct_size, must be
      * rebuilt; their source compiles unchanged.) */
     size_t struct_size;
@@ -389,7 +400,10 @@ typedef struct fajit_attention_args {
 /* Zero *args and set struct_size = sizeof(fajit_attention_args). Fill the fields after it. */
 void fajit_attention_args_init(fajit_attention_args *args);
 
-/* Fill strides for contiguous BHND ([B,H,N,D]) or BNHD ([B,N,H,D]) tensors from the shape fields. */
+/* Fill strides for contiguous BHND ([B,H,N,D]) or BNHD ([B,N,H,D]) tensors from the shape fields. args NULL
+ * is a no-op. The products are computed in 64 bits; when one overflows (only shapes the forward refuses
+ * anyway, e.g. head_dim near INT_MAX), every stride is set to INT64_MIN, which fajit_attention_forward
+ * refuses with a message saying so. */
 void fajit_args_set_bhnd_strides(fajit_attention_args *args);
 void fajit_args_set_bnhd_strides(fajit_attention_args *args);
 

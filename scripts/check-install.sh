@@ -3,8 +3,10 @@
 # build examples/attention.c against the INSTALLED files, both with find_package(fajit) (CMake, shared
 # and static) and with pkg-config (examples/Makefile); run the three programs (their GPU part skips
 # without a GPU and says so; with one, each runs a forward checked against a CPU reference). Without
-# pkg-config or make (outside CI) the pkg-config build is skipped and said so. Writes only under
-# <build>/install-check/. Exit status: 0 when all worked.
+# pkg-config or make (outside CI) the pkg-config build is skipped and said so. Then the README's
+# install, pkg-config and CMake snippets run against the same prefix (scripts/check-readme.py
+# --installed). Writes only under <build>/install-check/ and a scratch directory of check-readme.py.
+# Exit status: 0 when all worked.
 #   usage: scripts/check-install.sh [build dir]      (default: build, already built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +19,7 @@ prefix=$work/prefix
 step() { echo "check-install: $*"; }
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
-pc=$(cd "$prefix" && find . -path '*/pkgconfig/fajit.pc' | head -1)
+pc=$(cd "$prefix" && find . -path '*/pkgconfig/fajit.pc' -print -quit)
 [ -n "$pc" ] || { echo "check-install: no pkgconfig/fajit.pc under $prefix" >&2; exit 1; }
 libdir=$(dirname "$(dirname "${pc#./}")") # lib, or lib/<multiarch> with the prefix /usr
 for f in include/fajit.h "$libdir"/libfajit.so "$libdir"/libfajit.a bin/fagen "$libdir"/pkgconfig/fajit.pc \
@@ -46,7 +48,18 @@ export PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig"
 echo "pkg-config fajit: version $(pkg-config --modversion fajit), $(pkg-config --cflags --libs fajit)"
 make -s -C examples O="$work" CC="${CC:-cc}"
 "$work/fajit_example_pc"
-# the shared library the pkg-config build runs with is the installed one
-ldd "$work/fajit_example_pc" | grep -q "$prefix/$libdir/libfajit.so" ||
-    { echo "check-install: fajit_example_pc does not load $prefix/$libdir/libfajit.so" >&2; exit 1; }
+# the shared library the pkg-config build runs with is the installed one. ldd's output is read whole
+# before it is searched: `ldd | grep -q` under pipefail fails at random when grep exits at its match
+# and ldd, still writing, dies of SIGPIPE (7 of 50 runs here).
+loaded=$(ldd "$work/fajit_example_pc")
+grep -qF "$prefix/$libdir/libfajit.so" <<<"$loaded" ||
+    { echo "check-install: fajit_example_pc does not load $prefix/$libdir/libfajit.so:" >&2; echo "$loaded" >&2; exit 1; }
+
+step "README's install, pkg-config and CMake lines against $prefix (scripts/check-readme.py --installed)"
+if command -v python3 >/dev/null; then
+    python3 scripts/check-readme.py --build "$build" --installed "$prefix"
+else
+    [ "${CI:-}" = true ] && { echo "check-install: no python3 for scripts/check-readme.py" >&2; exit 1; }
+    echo "SKIP: check-install: the README's install lines (no python3 here)"
+fi
 step "ok"

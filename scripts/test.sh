@@ -3,8 +3,9 @@
 # were skipped (ctest does not show the output of skipped tests); then the packages: the C package
 # installed into a prefix with the example built against it both ways (scripts/check-install.sh), and
 # the Python package installed into a fresh virtual environment and tested with pytest
-# (scripts/test-python.sh). Extra arguments go to ctest, e.g. scripts/test.sh -L ptxas, and then the
-# package steps are left out unless FAJIT_TEST_PACKAGES=1 (FAJIT_TEST_PACKAGES=0 always leaves them out).
+# (scripts/test-python.sh). The build runs $FAJIT_JOBS compilers (default: nproc). Extra arguments go
+# to ctest, e.g. scripts/test.sh -L unit (the fast tier), and then the package steps are left out
+# unless FAJIT_TEST_PACKAGES=1 (FAJIT_TEST_PACKAGES=0 always leaves them out).
 # With CI=true (or FAJIT_TEST_SANITIZE=1; FAJIT_TEST_SANITIZE=0 turns it off) it then runs
 # scripts/test-sanitize.sh: the unit and ptxas tests again under ASan + UBSan, and each fuzz target for 60 s.
 # Exit status: 0 when ctest, every package step and the sanitizer half passed.
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cmake -S . -B build
-cmake --build build -j
+cmake --build build -j "${FAJIT_JOBS:-$(nproc)}"
 status=0
 ctest --test-dir build --output-on-failure "$@" || status=$?
 

@@ -126,10 +126,10 @@ static void test_config_rejected(void **state)
     expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"head_dim = 100", "64, 96, 128, 192 or 256", NULL});
     c = base_config();
     c.block_m = 48;
-    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m = 48", "multiple of 16 x warps = 64", NULL});
+    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m (--br) = 48", "multiple of 16 x warps = 64", NULL});
     c = base_config();
     c.block_n = 24;
-    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_n = 24", "multiple of 16", NULL});
+    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_n (--bc) = 24", "multiple of 16", NULL});
     c = base_config();
     c.stages = 5;
     expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"stages = 5", "1..4", NULL});
@@ -220,13 +220,13 @@ static void test_warp_pairs(void **state)
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"col_warps = 3", "1 or 2", NULL});
     bad = c;
     bad.block_n = 48;
-    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_n = 48", "col_warps = 2", "multiple of 32", NULL});
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_n (--bc) = 48", "col_warps = 2", "multiple of 32", NULL});
     bad = c;
     bad.head_dim = 192; /* half a row is 12 chunks: not whole groups of 8 */
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"swizzle = 128", "col_warps = 2", "12", NULL});
     bad = c;
     bad.block_m = 48;
-    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m = 48", "16 x warps / col_warps = 32", NULL});
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m (--br) = 48", "16 x warps / col_warps = 32", NULL});
     bad = c;
     bad.warps = 1;
     bad.block_m = 16;
@@ -251,7 +251,7 @@ static void test_sm90_rules(void **state)
     assert_string_equal(text, "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal");
     fajit_config bad = c;
     bad.block_m = 96;
-    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m = 96", "64, 128 or 192", NULL});
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m (--br) = 96", "64, 128 or 192", NULL});
     bad = c;
     bad.warps = 8;
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"warps = 8", "one producer warpgroup", "= 12", NULL});
@@ -260,7 +260,7 @@ static void test_sm90_rules(void **state)
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"swizzle = none", "32, 64 or 128", NULL});
     bad = c;
     bad.block_m = 64, bad.warps = 8;
-    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"pingpong = 1 with block_m = 64", NULL});
+    expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"pingpong = 1 with block_m (--br) = 64", NULL});
     bad = c;
     bad.overlap = -1;
     expect_reject(bad, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"pingpong = 1 with overlap", NULL});

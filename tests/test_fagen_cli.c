@@ -157,6 +157,27 @@ static const bad_case k_bad_cases[] = {
     {{"bench", "--page-order", "random"}, {"--page-order random", "shuffled or linear"}},
     {{"bench", "--layout", "nhd"}, {"--layout nhd", "bhnd or bnhd"}},
     {{"bench", "--grid", "issue3"}, {"--grid issue3", "first or decode"}},
+    /* issue 21 item 7: --variant words, their combinations, repeated flags */
+    {{"ptx", "--variant", ""}, {"--variant ''", "empty", "combine alone"}},
+    {{"ptx", "--variant", "seqlens+"}, {"--variant 'seqlens+'", "empty word"}},
+    {{"ptx", "--variant", "+split"}, {"--variant '+split'", "empty word"}},
+    {{"ptx", "--variant", "gather"}, {"--variant gather", "needs paged", "paged+gather+ahead"}},
+    {{"ptx", "--variant", "ahead"}, {"--variant ahead", "needs paged"}},
+    {{"ptx", "--variant", "combine+seqlens"}, {"--variant combine+seqlens", "combine", "the variants are"}},
+    {{"ptx", "--stages", "2", "--stages", "3"}, {"--stages", "given twice"}},
+    {{"ptx", "--br", "64", "--block-m", "64"}, {"--br", "given twice"}},
+    {{"ptx", "--causal", "--causal"}, {"--causal", "given twice"}},
+    {{"ptx", "--variant", "split", "--variant", "seqlens"}, {"--variant", "given twice"}},
+    {{"ptx", "-v", "1", "--verbose=2"}, {"-v", "given twice"}},
+    {{"cubin", "-o", "a", "--output", "b"}, {"-o", "given twice"}},
+    {{"bench", "--seqlen", "4", "--seqlen", "8"}, {"--seqlen", "given twice"}},
+    {{"check", "--quick", "--quick"}, {"--quick", "given twice"}},
+    {{"tune", "--headdim", "64", "--headdim", "64"}, {"--headdim", "given twice"}},
+    /* item 6: a field given that rules every config out is named, as the user wrote it */
+    {{"ptx", "--br", "1024"}, {"block_m (--br) = 1024"}},
+    {{"ptx", "--warps", "3"}, {"warps = 3"}},
+    {{"ptx", "--br", "256", "--warps", "2"}, {"block_m (--br) = 256 with warps = 2"}},
+    {{"ptx", "--arch", "sm_90a", "--variant", "paged+gather"}, {"arch = sm_90a", "gather"}},
 };
 
 static void test_bad_flags(void **state)
@@ -169,6 +190,61 @@ static void test_bad_flags(void **state)
         memcpy(a, c->args, sizeof a);
         r = run_fagen(a[0], a[1], a[2], a[3], a[4], a[5], NULL);
         expect_usage_error(&r, c->want);
+        result_free(&r);
+    }
+}
+
+/* Issue 21 item 6: the README's own lines and single flags the heuristic's table broke fill the rest around
+ * them (the config printed by explain keeps the flag); item 9: the sm_80 default for D128 causal compiles for
+ * sm_80 (fill takes a tile that target's register allocation holds). */
+static void test_fill_keeps_flags(void **state)
+{
+    static const char *const lines[][6] = {
+        {"ptx", "--variant", "split"},  {"ptx", "--variant", "seqlens"}, {"ptx", "--swizzle", "none"},
+        {"ptx", "--warps", "2"},        {"explain", "--swizzle", "none"}, {"explain", "--headdim", "256", "--stages", "4"},
+        {"ptx", "--block-m", "64", "--block-n", "32"}, {"ptx", "--head-dim", "64"},
+        {"explain", "--arch", "auto"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        run_result r = run_fagen(lines[i][0], lines[i][1], lines[i][2], lines[i][3], lines[i][4], lines[i][5], NULL);
+        if (r.code != 0) print_error("fagen %s %s %s: exit %d: %s", lines[i][0], lines[i][1], lines[i][2], r.code, r.err);
+        assert_int_equal(r.code, FAGEN_EXIT_OK);
+        assert_true(r.out_len > 0);
+        result_free(&r);
+    }
+    run_result r = run_fagen("explain", "--swizzle", "none", NULL);
+    assert_non_null(strstr(r.out, " swnone "));
+    result_free(&r);
+    r = run_fagen("explain", "--arch", "sm_90a", NULL); /* item 14: no "up to 232448 B, up to 232448 B" */
+    assert_int_equal(r.code, FAGEN_EXIT_OK);
+    assert_null(strstr(r.out, "on later GPUs"));
+    result_free(&r);
+
+    char file[4096];
+    snprintf(file, sizeof file, "%s/c80.cubin", g_dir);
+    r = run_fagen("cubin", "--headdim", "128", "--causal", "--sm", "sm_80", "-o", file, NULL);
+    if (r.code == FAGEN_EXIT_FAIL && strstr(r.err, "nvJitLink")) {
+        printf("SKIP: fagen cubin --sm sm_80: nvJitLink unavailable here: %s", r.err);
+        result_free(&r);
+        return;
+    }
+    if (r.code != 0) print_error("cubin --sm sm_80 D128 causal: exit %d: %s", r.code, r.err);
+    assert_int_equal(r.code, FAGEN_EXIT_OK);
+    result_free(&r);
+}
+
+/* Item 14: without a GPU, check / bench / tune say what works without one (not C advice). */
+static void test_no_gpu_advice(void **state)
+{
+    static const char *const subs[] = {"check", "bench", "tune"};
+    (void)state;
+    for (size_t i = 0; i < 3; i++) {
+        run_result r = run_fagen(subs[i], "--headdim", "64", NULL);
+        if (r.code == FAGEN_EXIT_FAIL && strstr(r.err, "needs a GPU")) {
+            if (!strstr(r.err, "fagen ptx / explain / cubin")) print_error("%s", r.err);
+            assert_non_null(strstr(r.err, "fagen ptx / explain / cubin"));
+        }
         result_free(&r);
     }
 }
@@ -317,7 +393,8 @@ int main(void)
         cmocka_unit_test(test_help_and_version), cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_smem_too_large),   cmocka_unit_test(test_odd_configs_never_crash),
         cmocka_unit_test(test_ptx_deterministic), cmocka_unit_test(test_explain),
-        cmocka_unit_test(test_cubin),
+        cmocka_unit_test(test_cubin),            cmocka_unit_test(test_fill_keeps_flags),
+        cmocka_unit_test(test_no_gpu_advice),
     };
     if (access(FAGEN_PATH, X_OK) != 0) fj_test_skip_all("fagen not built at %s", FAGEN_PATH);
     return cmocka_run_group_tests_name("fagen_cli", tests, setup, teardown);

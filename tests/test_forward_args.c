@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,6 +96,7 @@ static void test_grid_limits(void **state)
     a.heads_q = 65535;
     a.heads_kv = 5;
     a.batch = 65535;
+    a.seqlen_q = 1; /* B x Hq x Nq within 2^32 - 1 query rows (test_size_limits) */
     fajit_args_set_bhnd_strides(&a);
     assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
 }
@@ -182,6 +184,56 @@ static void test_stride_helpers(void **state)
     assert_true(a.q_stride[0] == 100 * 8 * 128 && a.q_stride[1] == 128 && a.q_stride[2] == 8 * 128);
     assert_true(a.k_stride[0] == 300 * 2 * 128 && a.k_stride[1] == 128 && a.k_stride[2] == 2 * 128);
     fajit_args_set_bhnd_strides(NULL); /* no-op, no crash */
+}
+
+/* Issue 21 item 2: the helpers multiplied caller ints without a check (UBSan: signed overflow at heads or
+ * lengths near INT_MAX). Now a product that overflows 64 bits leaves INT64_MIN in every stride, which the
+ * forward refuses naming the helper; the largest legal shape still gets exact strides. */
+static void test_stride_helpers_overflow(void **state)
+{
+    (void)state;
+    void (*const helpers[2])(fajit_attention_args *) = {fajit_args_set_bhnd_strides, fajit_args_set_bnhd_strides};
+    for (int h = 0; h < 2; h++) {
+        fajit_attention_args a = valid_args();
+        a.heads_q = a.heads_kv = a.seqlen_q = a.seqlen_k = a.head_dim = INT_MAX;
+        helpers[h](&a);
+        for (int i = 0; i < 3; i++)
+            assert_true(a.q_stride[i] == INT64_MIN && a.k_stride[i] == INT64_MIN && a.v_stride[i] == INT64_MIN &&
+                        a.o_stride[i] == INT64_MIN);
+        fajit_attention_args b = valid_args(); /* a legal shape with the poisoned strides: refused, named */
+        memcpy(b.q_stride, a.q_stride, sizeof b.q_stride);
+        expect_invalid(&b, NULL, "args->q_stride[0] = INT64_MIN", "overflow 64 bits", "fajit_args_set_bhnd_strides");
+        a = valid_args(); /* negative sizes: strides that the forward refuses, no overflow */
+        a.heads_q = a.seqlen_q = INT_MIN;
+        a.head_dim = -1;
+        helpers[h](&a);
+        a = valid_args(); /* the largest shape the forward takes: exact */
+        a.batch = 1, a.heads_q = a.heads_kv = 65535, a.seqlen_q = 65536, a.seqlen_k = INT_MAX, a.head_dim = 256;
+        helpers[h](&a);
+        int64_t kv = (int64_t)INT_MAX * 65535 * 256;
+        assert_true(a.k_stride[0] == kv && a.v_stride[0] == kv);
+        assert_true(a.q_stride[0] == (int64_t)65536 * 65535 * 256);
+    }
+}
+
+/* The kernels index query rows with 32 bits (the LSE row, the work-tile count): more rows are refused, and a
+ * stride whose tensor would span past 2^62 bytes too. */
+static void test_size_limits(void **state)
+{
+    (void)state;
+    fajit_attention_args a = valid_args();
+    a.batch = 65535, a.heads_q = a.heads_kv = 65535, a.seqlen_q = 2;
+    fajit_args_set_bhnd_strides(&a);
+    expect_invalid(&a, NULL, "args->batch = 65535, heads_q = 65535, seqlen_q = 2", "query rows", "32 bits");
+    a.seqlen_q = 1;
+    fajit_args_set_bhnd_strides(&a);
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a = valid_args();
+    a.k_stride[0] = INT64_MAX - 7; /* a multiple of 8 whose product with batch - 1 = 1 stays in range */
+    expect_invalid(&a, NULL, "args->k_stride = {", "extents {2, 2, 300}", "2^62 bytes");
+    a = valid_args();
+    a.v_stride[1] = (INT64_C(1) << 61);
+    expect_invalid(&a, NULL, "args->v_stride = {", "2^62 bytes past args->v", "");
 }
 
 static void test_params_and_grid(void **state)
@@ -302,6 +354,8 @@ int main(void)
         cmocka_unit_test(test_strides),
         cmocka_unit_test(test_config_must_match),
         cmocka_unit_test(test_stride_helpers),
+        cmocka_unit_test(test_stride_helpers_overflow),
+        cmocka_unit_test(test_size_limits),
         cmocka_unit_test(test_params_and_grid),
         cmocka_unit_test(test_shape_class),
         cmocka_unit_test(test_public_call_without_device),

@@ -24,6 +24,7 @@ static const char *dtype_name(fajit_dtype d)
 
 int fajit_config_format(const fajit_config *c, char *buf, size_t size)
 {
+    if (!buf) size = 0; /* the length only, as snprintf(NULL, 0, ...) */
     if (!c) return snprintf(buf, size, "(null)");
     char sw[16];
     if (c->swizzle == FAJIT_SWIZZLE_NONE) snprintf(sw, sizeof sw, "none");

@@ -24,8 +24,15 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
         fj_buf_printf(out, "%stiles: Q %d x %d per CTA; K, V %d x %d per stage, %d stage%s; grid (ceil(Nq/%d), Hq, B)\n",
                       pf, c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "",
                       c->block_m);
-    fj_buf_printf(out, "%ssmem map (%d B total; %s GPUs give a CTA up to %d B, up to %d B on later GPUs):\n", pf,
-                  p->smem_bytes, p->arch->name, p->arch->smem_per_block, fj_arch_path_smem_max(c->arch));
+    /* an "a" path runs on its own GPUs only: no later ones to name. The PTX header (pf "// ") keeps its
+     * words, so that generated PTX stays byte-identical (scripts/plain-ptx-diff.sh). */
+    int later = fj_arch_path_smem_max(c->arch);
+    if (later > p->arch->smem_per_block || pf[0])
+        fj_buf_printf(out, "%ssmem map (%d B total; %s GPUs give a CTA up to %d B, up to %d B on later GPUs):\n", pf,
+                      p->smem_bytes, p->arch->name, p->arch->smem_per_block, later);
+    else
+        fj_buf_printf(out, "%ssmem map (%d B total; %s GPUs give a CTA up to %d B):\n", pf, p->smem_bytes,
+                      p->arch->name, p->arch->smem_per_block);
     for (int b = 0; b < (p->ws ? p->q_bufs : 1); b++)
         fj_buf_printf(out, "%s  [%6d, %6d)  Q%s  %d rows x %d B%s\n", pf, p->q_off + b * p->q_bytes,
                       p->q_off + (b + 1) * p->q_bytes, p->ws ? (b ? "[1]" : "[0]") : "   ", c->block_m, p->row_bytes,

@@ -60,7 +60,7 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
     if (c->head_dim != 64 && c->head_dim != 96 && c->head_dim != 128 && c->head_dim != 192 && c->head_dim != 256)
         return CFG_FAIL("head_dim = %d: must be 64, 96, 128, 192 or 256", c->head_dim);
     if (c->block_n < 16 || c->block_n > 256 || c->block_n % 16 != 0)
-        return CFG_FAIL("block_n = %d: must be a multiple of 16 in 16..256", c->block_n);
+        return CFG_FAIL("block_n (--bc) = %d: must be a multiple of 16 in 16..256", c->block_n);
     if (c->stages < 1 || c->stages > 4) return CFG_FAIL("stages = %d: must be 1..4", c->stages);
     if (c->causal != 0 && c->causal != 1) return CFG_FAIL("causal = %d: must be 0 or 1", c->causal);
     p->swz_mask = swizzle_mask(c->swizzle);
@@ -250,11 +250,11 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         return variant == FJ_VARIANT_COMBINE ? plan_combine(cfg, p)
                                              : fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: combine alone", variant);
     }
+    /* before the plan: a one-stage tile breaks this rule whatever else it breaks */
+    if ((variant & FJ_VARIANT_AHEAD) && cfg->stages < 2)
+        return CFG_FAIL("stages = %d: pages read ahead (decode variant ahead) need 2+ stages", cfg->stages);
     fajit_status st = fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
-    if ((variant & FJ_VARIANT_AHEAD) && p->cfg.stages < 2)
-        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: pages read ahead need 2+ stages (got %d)", variant,
-                       p->cfg.stages);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
                                               "seqlens_k, split-KV, GQA packing and paged K/V whole pages or tiles; "

@@ -116,17 +116,17 @@ static fajit_status tiles_sm80(fj_plan *p)
     p->col_warps = p->cfg.col_warps = cw;
     p->row_warps = c->warps / cw;
     if (c->block_m <= 0 || c->block_m % (16 * p->row_warps) != 0)
-        return CFG_FAIL("block_m = %d: must be a positive multiple of 16 x warps%s = %d (each warp owns whole 16-row "
+        return CFG_FAIL("block_m (--br) = %d: must be a positive multiple of 16 x warps%s = %d (each warp owns whole 16-row "
                         "MMA fragments)",
                         c->block_m, cw > 1 ? " / col_warps" : "", 16 * p->row_warps);
     p->m_frags = c->block_m / (16 * p->row_warps);
     if (p->m_frags > 2)
-        return CFG_FAIL("block_m = %d with warps = %d, col_warps = %d gives %d 16-row fragments per warp: at most 2 "
+        return CFG_FAIL("block_m (--br) = %d with warps = %d, col_warps = %d gives %d 16-row fragments per warp: at most 2 "
                         "(use more warps or a smaller block_m)",
                         c->block_m, c->warps, cw, p->m_frags);
     int chunks = c->head_dim / 8;
     if (cw == 2 && c->block_n % 32 != 0)
-        return CFG_FAIL("block_n = %d with col_warps = 2: each warp of a pair takes block_n / 2 keys, which must be "
+        return CFG_FAIL("block_n (--bc) = %d with col_warps = 2: each warp of a pair takes block_n / 2 keys, which must be "
                         "whole 16-key MMA steps; use a multiple of 32",
                         c->block_n);
     if (cw == 2 && (chunks / 2) % (p->swz_mask + 1) != 0)
@@ -181,7 +181,7 @@ static fajit_status plan_copy(fj_plan *p)
         return FAJIT_OK;
     }
     return fj_fail(FAJIT_ERR_INVALID_CONFIG,
-                   "block_n = %d, block_m = %d, warps = %d: no copy layout moves [rows][%d] tiles in 16-byte "
+                   "block_n (--bc) = %d, block_m (--br) = %d, warps = %d: no copy layout moves [rows][%d] tiles in 16-byte "
                    "chunks with %d threads (rows per pass must divide both block sizes); use larger tiles or "
                    "fewer warps",
                    c->block_n, c->block_m, c->warps, c->head_dim, p->threads);

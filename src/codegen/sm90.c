@@ -94,7 +94,7 @@ static fajit_status tiles_sm90(fj_plan *p)
         return CFG_FAIL("swizzle = none: the sm_90a path stores tiles as TMA boxes of the swizzle span, which the "
                         "wgmma descriptors read; use 32, 64 or 128");
     if (c->block_m != 64 && c->block_m != 128 && c->block_m != 192)
-        return CFG_FAIL("block_m = %d: must be 64, 128 or 192 on sm_90a (one consumer warpgroup per 64 query rows, "
+        return CFG_FAIL("block_m (--br) = %d: must be 64, 128 or 192 on sm_90a (one consumer warpgroup per 64 query rows, "
                         "the m64 wgmma shape; at most 3)",
                         c->block_m);
     p->consumer_wgs = c->block_m / 64;
@@ -104,7 +104,7 @@ static fajit_status tiles_sm90(fj_plan *p)
                         "warpgroups, so warps must be 4 x %d = %d",
                         c->warps, p->consumer_wgs, p->consumer_wgs + 1, want);
     if (p->pingpong && p->consumer_wgs < 2)
-        return CFG_FAIL("pingpong = 1 with block_m = %d: ping-pong alternates two or more consumer warpgroups; use "
+        return CFG_FAIL("pingpong = 1 with block_m (--br) = %d: ping-pong alternates two or more consumer warpgroups; use "
                         "block_m >= 128 or pingpong = -1",
                         c->block_m);
     if (p->pingpong && !p->overlap)

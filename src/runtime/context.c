@@ -172,8 +172,8 @@ fajit_status fajit_context_create(const fajit_context_options *opts, fajit_conte
     pthread_mutex_init(&ctx->lock, NULL);
     ctx->device = o.device;
     fajit_status st = fj_disk_cache_init(&ctx->disk, o.disk_cache, o.cache_dir);
-    if (st == FAJIT_OK && ctx->disk.enabled) /* fits: disk.dir leaves room for "/kernels" */
-        snprintf(ctx->tune_path, sizeof ctx->tune_path, "%s/" FJ_TUNE_FILE_NAME,
+    if (st == FAJIT_OK && ctx->disk.enabled) /* fits: disk.dir has at most FJ_DISK_CACHE_DIR_MAX characters */
+        snprintf(ctx->tune_path, sizeof ctx->tune_path, "%.*s/" FJ_TUNE_FILE_NAME, FJ_DISK_CACHE_DIR_MAX,
                  strcmp(ctx->disk.dir, "/") == 0 ? "" : ctx->disk.dir);
     if (st == FAJIT_OK && o.device >= 0) st = device_open(ctx);
     if (st != FAJIT_OK) {

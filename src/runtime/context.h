@@ -72,7 +72,7 @@ struct fajit_context {
     char sm[16];               /* arch->name, or "" */
     int driver_version;        /* cuDriverGetVersion (13000 = CUDA 13.0), 0 without a device */
     fj_disk_cache disk;
-    char tune_path[FJ_DISK_CACHE_PATH_MAX + 16]; /* <disk.dir>/tuned-v1.txt, "" when the disk cache is off */
+    char tune_path[FJ_DISK_CACHE_PATH_MAX]; /* <disk.dir>/tuned-v1.txt, "" when the disk cache is off */
     pthread_mutex_t lock;      /* guards kernels, choices and the tuned winners */
     fajit_kernel *kernels;
     fj_choice *choices;

@@ -194,7 +194,8 @@ static void cuda_load_once(void)
     static const char *const names[] = {"libcuda.so.1"};
     lib_load(&g_cuda, "the CUDA driver (libcuda.so.1)", names, 1, 0, k_cuda_syms,
              (int)(sizeof k_cuda_syms / sizeof k_cuda_syms[0]), &g_cuda_api,
-             "Install an NVIDIA driver, or use a context with device = -1 for code generation only.");
+             "Install an NVIDIA driver. Without a GPU, code generation works: PTX, explain and cubins (fagen "
+             "ptx / explain / cubin; fajit.ptx / fajit.explain in Python; in C, no context or one with device = -1).");
     if (g_cuda.status == FAJIT_OK) { /* optional: drivers before CUDA 12.0 have no tensor maps */
         void *sym = dlsym(g_cuda.handle, "cuTensorMapEncodeTiled");
         memcpy(&g_cuda_api.cuTensorMapEncodeTiled, &sym, sizeof sym);

@@ -22,6 +22,7 @@
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define FJ_GRID_Z_MAX 65535
 #define FJ_WS_ALIGN 256
+#define FJ_ARGS_STRUCT_SIZE_MAX 4096 /* struct_size at most (fajit.h) */
 
 void fajit_attention_args_init(fajit_attention_args *args)
 {
@@ -77,6 +78,11 @@ static fajit_status check_struct_size(const fajit_attention_args *a)
     if (n < FAJIT_ATTENTION_ARGS_SIZE_1)
         return BAD("args->struct_size = %zu: must be 0 or at least %zu (FAJIT_ATTENTION_ARGS_SIZE_1); call "
                    "fajit_attention_args_init() to set it", n, (size_t)FAJIT_ATTENTION_ARGS_SIZE_1);
+    /* the bytes past our struct are read (a newer header's fields must be 0): only as far as a struct can grow,
+     * so a garbage size is refused instead of read past the caller's memory (test_api_contract) */
+    if (n > FJ_ARGS_STRUCT_SIZE_MAX)
+        return BAD("args->struct_size = %zu: more than %d, larger than any fajit_attention_args; call "
+                   "fajit_attention_args_init() to set it", n, FJ_ARGS_STRUCT_SIZE_MAX);
     const unsigned char *bytes = (const unsigned char *)a;
     for (size_t i = sizeof *a; i < n; i++)
         if (bytes[i] != 0)

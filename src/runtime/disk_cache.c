@@ -128,7 +128,8 @@ static int cache_default_dir(char *buf, size_t size, const char **why)
     }
     else if (home && home[0]) n = snprintf(buf, size, "%s/.cache/fajit", home);
     else return *why = "none of FAJIT_CACHE_DIR, XDG_CACHE_HOME (absolute) or HOME is set", -1;
-    if (n < 0 || (size_t)n >= size) return *why = "the cache directory path is too long", -1;
+    if (n < 0 || (size_t)n >= size) /* FJ_DISK_CACHE_DIR_MAX */
+        return *why = "the cache directory path is longer than the 960 characters a cache directory may have", -1;
     return 0;
 }
 
@@ -140,14 +141,15 @@ fajit_status fj_disk_cache_init(fj_disk_cache *c, int setting, const char *dir)
     if (setting < -1 || setting > 1)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "disk_cache = %d: must be -1 (from FAJIT_CACHE), 0 (off) or 1 (on)",
                        setting);
-    if (dir && dir[0] && strlen(dir) + sizeof "/kernels" > sizeof c->dir)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cache_dir = \"%.64s...\": %zu characters, longer than %zu",
-                       dir, strlen(dir), sizeof c->dir - sizeof "/kernels");
+    if (dir && dir[0] && strlen(dir) > FJ_DISK_CACHE_DIR_MAX)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cache_dir = \"%.64s...\": %zu characters, more than the %d a cache "
+                                                   "directory may have (the paths of its files must fit in %d bytes)",
+                       dir, strlen(dir), FJ_DISK_CACHE_DIR_MAX, FJ_DISK_CACHE_PATH_MAX);
     if (setting == 0 || (setting == -1 && env_says_off())) return FAJIT_OK;
     const char *verify = getenv("FAJIT_CACHE_VERIFY");
     c->verify = verify && strcmp(verify, "1") == 0;
     if (dir && dir[0]) snprintf(c->dir, sizeof c->dir, "%s", dir);
-    else if (cache_default_dir(c->dir, sizeof c->dir - sizeof "/kernels", &why) != 0) {
+    else if (cache_default_dir(c->dir, FJ_DISK_CACHE_DIR_MAX + 1, &why) != 0) {
         c->dir[0] = '\0';
         snprintf(c->stats.last_error, sizeof c->stats.last_error, "disk cache off: %s", why);
         return FAJIT_OK;

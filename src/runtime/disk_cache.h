@@ -41,7 +41,11 @@
 #include "fajit.h"
 
 #define FJ_DISK_CACHE_FORMAT 2u
-#define FJ_DISK_CACHE_PATH_MAX 1024
+#define FJ_DISK_CACHE_PATH_MAX 1024 /* bytes of every path fajit makes under the cache directory, with the NUL */
+/* Characters a cache directory may have: every path under it then fits in FJ_DISK_CACHE_PATH_MAX, the
+ * longest being the tune file's temporary "<dir>/tuned-v1.txt.tmp-XXXXXX" (tune_file.c). One limit, checked
+ * when the context is made, so that no later save fails for a path the directory made too long. */
+#define FJ_DISK_CACHE_DIR_MAX 960
 #define FJ_DISK_CACHE_KEY_MAX 1024
 #define FJ_DISK_CACHE_ERROR_MAX 512
 

@@ -11,10 +11,19 @@
 #define FJ_MSG_SIZE 2048
 
 static _Thread_local char t_message[FJ_MSG_SIZE];
+static _Thread_local int t_muted;
+
+int fj_error_mute(int on)
+{
+    int was = t_muted;
+    t_muted = on;
+    return was;
+}
 
 fajit_status fj_fail(fajit_status status, const char *fmt, ...)
 {
     va_list ap;
+    if (t_muted) return status;
     va_start(ap, fmt);
     vsnprintf(t_message, sizeof t_message, fmt, ap);
     va_end(ap);

@@ -24,6 +24,9 @@ fajit_status fj_fail(fajit_status status, const char *fmt, ...) FJ_PRINTF(2, 3);
 /* Prepend "prefix: " to this thread's current message (adds context while propagating); returns status. */
 fajit_status fj_fail_context(fajit_status status, const char *fmt, ...) FJ_PRINTF(2, 3);
 void fj_clear_error(void);
+/* While muted (on = 1), fj_fail returns its status without writing a message: for searches that try
+ * thousands of configs and keep none of their refusals (config_fill.c). Returns the previous setting. */
+int fj_error_mute(int on);
 
 /* The text of errno value err (strerror_r, GNU or POSIX flavour), in buf or in static storage. */
 const char *fj_errno_text(int err, char *buf, size_t size);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checked.h"
 #include "context.h"
 #include "decode.h"
 #include "error.h"
@@ -24,31 +25,49 @@
 /* ---------------------------------------------------------------------------------------------------
  * Strides for the two contiguous layouts
  * ------------------------------------------------------------------------------------------------- */
-static void strides_set(int64_t s[3], int64_t b, int64_t h, int64_t n)
+/* Products of caller sizes are checked: a shape whose strides do not fit in 64 bits (possible only with
+ * fields the forward refuses anyway, e.g. head_dim = INT_MAX) gets FJ_STRIDE_OVERFLOW in every stride,
+ * which check_strides refuses with a message saying so (fajit.h). */
+static void strides_poison(fajit_attention_args *a)
 {
-    s[0] = b;
-    s[1] = h;
-    s[2] = n;
+    for (int i = 0; i < 3; i++)
+        a->q_stride[i] = a->k_stride[i] = a->v_stride[i] = a->o_stride[i] = FJ_STRIDE_OVERFLOW;
+}
+
+/* s = {n1 * n2 * d, n2 * d, d}: 0, or 1 on overflow */
+static int strides_of(int64_t s[3], int64_t n1, int64_t n2, int64_t d)
+{
+    s[2] = d;
+    return fj_mul_i64(n2, d, &s[1]) || fj_mul_i64(n1, s[1], &s[0]);
 }
 
 void fajit_args_set_bhnd_strides(fajit_attention_args *a)
 {
     if (!a) return;
-    int64_t d = a->head_dim, nq = a->seqlen_q, nk = a->seqlen_k;
-    strides_set(a->q_stride, a->heads_q * nq * d, nq * d, d);
-    strides_set(a->o_stride, a->heads_q * nq * d, nq * d, d);
-    strides_set(a->k_stride, a->heads_kv * nk * d, nk * d, d);
-    strides_set(a->v_stride, a->heads_kv * nk * d, nk * d, d);
+    /* [B, H, N, D]: batch = H * N * D, head = N * D, sequence = D */
+    if (strides_of(a->q_stride, a->heads_q, a->seqlen_q, a->head_dim) ||
+        strides_of(a->k_stride, a->heads_kv, a->seqlen_k, a->head_dim)) {
+        strides_poison(a);
+        return;
+    }
+    memcpy(a->o_stride, a->q_stride, sizeof a->o_stride);
+    memcpy(a->v_stride, a->k_stride, sizeof a->v_stride);
 }
 
 void fajit_args_set_bnhd_strides(fajit_attention_args *a)
 {
     if (!a) return;
-    int64_t d = a->head_dim, hq = a->heads_q, hk = a->heads_kv;
-    strides_set(a->q_stride, a->seqlen_q * hq * d, d, hq * d);
-    strides_set(a->o_stride, a->seqlen_q * hq * d, d, hq * d);
-    strides_set(a->k_stride, a->seqlen_k * hk * d, d, hk * d);
-    strides_set(a->v_stride, a->seqlen_k * hk * d, d, hk * d);
+    /* [B, N, H, D]: batch = N * H * D, sequence = H * D, head = D */
+    int64_t q[3], k[3];
+    if (strides_of(q, a->seqlen_q, a->heads_q, a->head_dim) || strides_of(k, a->seqlen_k, a->heads_kv, a->head_dim)) {
+        strides_poison(a);
+        return;
+    }
+    const int64_t qs[3] = {q[0], q[2], q[1]}, ks[3] = {k[0], k[2], k[1]};
+    memcpy(a->q_stride, qs, sizeof qs);
+    memcpy(a->o_stride, qs, sizeof qs);
+    memcpy(a->k_stride, ks, sizeof ks);
+    memcpy(a->v_stride, ks, sizeof ks);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -89,6 +108,11 @@ static fajit_status check_shape(const fajit_attention_args *a)
     if (a->batch > FJ_GRID_YZ_MAX)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->batch = %d: must be <= %d (it is the grid's z dimension)",
                        a->batch, FJ_GRID_YZ_MAX);
+    long long rows = (long long)a->batch * a->heads_q; /* <= 65535 x 65535 */
+    if (rows > FJ_QUERY_ROWS_MAX / a->seqlen_q)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->batch = %d, heads_q = %d, seqlen_q = %d: %lld x %d query "
+                                                   "rows, more than %lld (the kernels index rows with 32 bits)",
+                       a->batch, a->heads_q, a->seqlen_q, rows, a->seqlen_q, FJ_QUERY_ROWS_MAX);
     if (a->causal != 0 && a->causal != 1)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->causal = %d: must be 0 or 1", a->causal);
     if (!isfinite(a->softmax_scale) || a->softmax_scale < 0.0f)
@@ -115,6 +139,14 @@ static fajit_status check_pointer(const char *field, uint64_t p, unsigned align,
 static fajit_status check_strides(const char *name, const int64_t s[3], int head_dim, const int extent[3], int out)
 {
     static const char *const dims[3] = {"batch", "head", "sequence"};
+    int64_t span = head_dim, part = 0;
+    for (int i = 0; i < 3; i++)
+        if (s[i] == FJ_STRIDE_OVERFLOW)
+            return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = INT64_MIN: the stride helper found that "
+                                                       "this shape's strides overflow 64 bits (fajit_args_set_bhnd_"
+                                                       "strides / _bnhd_strides mark them so); check batch, heads, "
+                                                       "seqlen and head_dim",
+                           name, i);
     for (int i = 0; i < 3; i++) {
         if (s[i] < 0 || s[i] % 8 != 0)
             return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = %" PRId64 ": the %s stride must be a "
@@ -125,6 +157,13 @@ static fajit_status check_strides(const char *name, const int64_t s[3], int head
                                                        "overlap",
                            name, i, dims[i], extent[i]);
     }
+    for (int i = 0; i < 3; i++) /* the last element's offset, in bytes: 2 x (sum of stride x (extent - 1) + D) */
+        if (fj_mul_i64(s[i], extent[i] > 0 ? extent[i] - 1 : 0, &part) || fj_add_i64(span, part, &span) ||
+            span > FJ_TENSOR_SPAN_MAX / 2)
+            return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride = {%" PRId64 ", %" PRId64 ", %" PRId64 "} with "
+                                                       "extents {%d, %d, %d}: the last element would lie more than "
+                                                       "2^62 bytes past args->%s",
+                           name, s[0], s[1], s[2], extent[0], extent[1], extent[2], name);
     if (s[2] < head_dim)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[2] = %" PRId64 ": the sequence stride must be at "
                                                    "least head_dim (%d) elements; for contiguous tensors call "

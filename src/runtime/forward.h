@@ -9,12 +9,20 @@
 #define FJ_FORWARD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "codegen/codegen.h"
 #include "codegen/kernel_abi.h"
 #include "fajit.h"
 
 #define FJ_GRID_YZ_MAX 65535 /* gridDim.y and gridDim.z limit: heads_q and batch */
+/* Query rows (batch x heads_q x seqlen_q) at most: the kernels index LSE rows, and the launchers count work
+ * tiles and rows, in 32 bits. */
+#define FJ_QUERY_ROWS_MAX 4294967295LL
+/* What fajit_args_set_bhnd_strides / _bnhd_strides store in every stride when one overflows 64 bits. */
+#define FJ_STRIDE_OVERFLOW INT64_MIN
+/* A tensor's last element lies at most this many bytes past its pointer (2^62: no device has more). */
+#define FJ_TENSOR_SPAN_MAX (INT64_C(1) << 62)
 
 /* Check every field of args (and that cfg, when given, agrees with them). Returns
  * FAJIT_ERR_INVALID_ARGUMENT with a message naming the field, its value and the rule. Touches no GPU. */

@@ -25,6 +25,7 @@
 
 #include "codegen/codegen.h"
 #include "error.h"
+#include "forward.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Classes and keys
@@ -335,7 +336,16 @@ static fajit_status tune_shape(const fajit_shape *in, int head_dim, fajit_shape 
     if (s->heads_q % s->heads_kv != 0)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "shape: heads_q = %d is not a multiple of heads_kv = %d",
                        s->heads_q, s->heads_kv);
-    return FAJIT_OK;
+    /* the forward's limits (grid, 32-bit row counts), so the sizes of the timed inputs cannot overflow */
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = FAJIT_DTYPE_BF16, a.head_dim = head_dim;
+    a.batch = s->batch, a.heads_q = s->heads_q, a.heads_kv = s->heads_kv, a.seqlen_q = s->seqlen_q;
+    a.seqlen_k = s->seqlen_k;
+    a.q = a.k = a.v = a.o = 256; /* stand-ins: only the shape is checked */
+    fajit_args_set_bhnd_strides(&a);
+    fajit_status st = fj_forward_validate(&a, NULL);
+    return st == FAJIT_OK ? FAJIT_OK : fj_fail_context(st, "fajit_tune: shape");
 }
 
 /* The heuristic's config on this device, without tuned winners: fajit_config_fill with a context that
@@ -654,14 +664,19 @@ fajit_status fajit_tune(fajit_context *ctx, const fajit_shape *shape, fajit_dtyp
     fj_clear_error();
     if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_tune needs a context with a device");
     if (dtype == FAJIT_DTYPE_AUTO) dtype = FAJIT_DTYPE_BF16;
+    fajit_tune_options o;
+    fajit_shape s;
+    /* the arguments first, then the device (as the forward does) */
     fajit_status st = check_problem(dtype, head_dim, causal);
+    if (st == FAJIT_OK) st = options_resolve(opts, &o);
+    if (st == FAJIT_OK) st = tune_shape(shape, head_dim, &s);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_tune");
     if (st != FAJIT_OK) return st;
     if (!(r = calloc(1, sizeof *r))) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: out of host memory");
     r->ctx = ctx;
     r->t0 = now_s();
-    st = options_resolve(opts, &r->o);
-    if (st == FAJIT_OK) st = tune_prepare(r, shape, dtype, head_dim, causal, &heuristic);
+    r->o = o;
+    st = tune_prepare(r, shape, dtype, head_dim, causal, &heuristic);
     if (st == FAJIT_OK) st = tune_measure(r, dtype, head_dim, causal);
     if (st == FAJIT_OK) winner_keep(r, dtype, head_dim, causal);
     r->res.seconds = now_s() - r->t0;

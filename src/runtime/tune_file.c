@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,10 @@
 #include "codegen/codegen.h"
 #include "disk_cache.h"
 #include "error.h"
+
+/* every path made from a context's tune path fits in the buffers below (FJ_DISK_CACHE_DIR_MAX) */
+_Static_assert(FJ_DISK_CACHE_DIR_MAX + sizeof("/" FJ_TUNE_FILE_NAME ".tmp-XXXXXX") <= FJ_DISK_CACHE_PATH_MAX,
+               "a cache directory of FJ_DISK_CACHE_DIR_MAX characters leaves room for the tune file's paths");
 
 #define FIELD_SEP " | "
 #define MAX_FIELDS 7
@@ -269,29 +274,73 @@ int fj_tune_format_line(const fj_tune_record *r, char *buf, size_t size)
 /* ---------------------------------------------------------------------------------------------------
  * The list
  * ------------------------------------------------------------------------------------------------- */
+/* The list is kept sorted by key (key_compare), keys unique: put and find are binary searches, and a file
+ * of n lines reads in O(n log n) (fj_tune_stream_read sorts what it read once; a linear search per line
+ * made 20k lines take 76 s). */
+static int key_compare(const fj_tune_key *a, const fj_tune_key *b)
+{
+    int c = strcmp(a->gpu, b->gpu);
+    if (c == 0) c = (a->driver > b->driver) - (a->driver < b->driver);
+    if (c == 0) c = strcmp(a->codegen, b->codegen);
+    if (c == 0) c = (int)a->dtype - (int)b->dtype;
+    if (c == 0) c = (a->head_dim > b->head_dim) - (a->head_dim < b->head_dim);
+    if (c == 0) c = a->causal - b->causal;
+    if (c == 0) c = a->decode - b->decode;
+    if (c == 0) c = (a->kv_heads > b->kv_heads) - (a->kv_heads < b->kv_heads);
+    if (c == 0) c = (a->group > b->group) - (a->group < b->group);
+    if (c == 0) c = (a->seqlen_q > b->seqlen_q) - (a->seqlen_q < b->seqlen_q);
+    if (c == 0) c = a->packed - b->packed;
+    if (c == 0) c = (a->seqlen_class > b->seqlen_class) - (a->seqlen_class < b->seqlen_class);
+    return c;
+}
+
+/* 1 and *pos = its index when the key is there, else 0 and *pos = where it goes. */
+static int list_search(const fj_tune_list *l, const fj_tune_key *key, int *pos)
+{
+    int lo = 0, hi = l->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = key_compare(&l->v[mid].key, key);
+        if (c == 0) return *pos = mid, 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    *pos = lo;
+    return 0;
+}
+
+static int list_reserve(fj_tune_list *l, int n)
+{
+    if (n <= l->cap) return 0;
+    int cap = l->cap ? l->cap : 16;
+    while (cap < n) {
+        if (cap > INT_MAX / 2) return -1;
+        cap *= 2;
+    }
+    fj_tune_record *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return -1;
+    l->v = v;
+    l->cap = cap;
+    return 0;
+}
+
 int fj_tune_list_put(fj_tune_list *l, const fj_tune_record *rec)
 {
-    for (int i = 0; i < l->n; i++) {
-        if (!fj_tune_key_equal(&l->v[i].key, &rec->key)) continue;
-        l->v[i] = *rec;
+    int pos = 0;
+    if (list_search(l, &rec->key, &pos)) {
+        l->v[pos] = *rec;
         return 0;
     }
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        fj_tune_record *v = realloc(l->v, (size_t)cap * sizeof *v);
-        if (!v) return -1;
-        l->v = v;
-        l->cap = cap;
-    }
-    l->v[l->n++] = *rec;
+    if (l->n == INT_MAX || list_reserve(l, l->n + 1) != 0) return -1;
+    memmove(&l->v[pos + 1], &l->v[pos], (size_t)(l->n - pos) * sizeof *l->v);
+    l->v[pos] = *rec;
+    l->n++;
     return 0;
 }
 
 const fj_tune_record *fj_tune_list_find(const fj_tune_list *l, const fj_tune_key *key)
 {
-    for (int i = 0; i < l->n; i++)
-        if (fj_tune_key_equal(&l->v[i].key, key)) return &l->v[i];
-    return NULL;
+    int pos = 0;
+    return list_search(l, key, &pos) ? &l->v[pos] : NULL;
 }
 
 void fj_tune_list_free(fj_tune_list *l)
@@ -300,22 +349,52 @@ void fj_tune_list_free(fj_tune_list *l)
     memset(l, 0, sizeof *l);
 }
 
-static int key_compare(const void *pa, const void *pb)
+/* Stable merge sort of the indices idx[0..n) by their records' keys (tmp: n more ints). */
+static void index_sort(const fj_tune_record *v, int *idx, int *tmp, int n)
 {
-    const fj_tune_key *a = &((const fj_tune_record *)pa)->key, *b = &((const fj_tune_record *)pb)->key;
-    int c = strcmp(a->gpu, b->gpu);
-    if (c == 0) c = (a->driver > b->driver) - (a->driver < b->driver);
-    if (c == 0) c = strcmp(a->codegen, b->codegen);
-    if (c == 0) c = (int)a->dtype - (int)b->dtype;
-    if (c == 0) c = a->head_dim - b->head_dim;
-    if (c == 0) c = a->causal - b->causal;
-    if (c == 0) c = a->decode - b->decode;
-    if (c == 0) c = (a->kv_heads > b->kv_heads) - (a->kv_heads < b->kv_heads);
-    if (c == 0) c = a->group - b->group;
-    if (c == 0) c = a->seqlen_q - b->seqlen_q;
-    if (c == 0) c = a->packed - b->packed;
-    if (c == 0) c = (a->seqlen_class > b->seqlen_class) - (a->seqlen_class < b->seqlen_class);
-    return c;
+    for (int width = 1; width < n; width *= 2) {
+        for (int lo = 0; lo < n; lo += 2 * width) {
+            int mid = lo + width < n ? lo + width : n, hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) tmp[k++] = key_compare(&v[idx[j]].key, &v[idx[i]].key) < 0 ? idx[j++] : idx[i++];
+            while (i < mid) tmp[k++] = idx[i++];
+            while (j < hi) tmp[k++] = idx[j++];
+        }
+        memcpy(idx, tmp, (size_t)n * sizeof *idx);
+    }
+}
+
+/* Put the n records of `fresh` (in file order: a later one with the same key wins) into l: sort once,
+ * keep the last of each key, merge the two sorted lists. 0, or -1 when out of memory. */
+static int list_put_all(fj_tune_list *l, const fj_tune_record *fresh, int n)
+{
+    if (n == 0) return 0;
+    if (l->n > INT_MAX - n) return -1;
+    const int cap = l->n + n;
+    int *idx = malloc(2 * (size_t)n * sizeof *idx);
+    fj_tune_record *out = malloc((size_t)cap * sizeof *out);
+    if (!idx || !out) {
+        free(idx);
+        free(out);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) idx[i] = i;
+    index_sort(fresh, idx, idx + n, n);
+    int m = 0, a = 0;
+    for (int i = 0; i < n; i++) {
+        if (i + 1 < n && key_compare(&fresh[idx[i]].key, &fresh[idx[i + 1]].key) == 0) continue; /* a later line wins */
+        const fj_tune_record *r = &fresh[idx[i]];
+        while (a < l->n && key_compare(&l->v[a].key, &r->key) < 0) out[m++] = l->v[a++];
+        if (a < l->n && key_compare(&l->v[a].key, &r->key) == 0) a++; /* replaced */
+        out[m++] = *r;
+    }
+    while (a < l->n) out[m++] = l->v[a++];
+    free(idx);
+    free(l->v);
+    l->v = out;
+    l->n = m;
+    l->cap = cap;
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -340,30 +419,97 @@ static int read_line(FILE *f, char *buf, size_t size, int *usable)
 int fj_tune_stream_read(FILE *f, fj_tune_list *list, int *bad)
 {
     char line[FJ_TUNE_LINE_MAX];
+    fj_tune_list fresh = {0}; /* the records in file order, put into list at once (list_put_all) */
     fj_tune_record rec;
-    int usable = 1;
-    while (read_line(f, line, sizeof line, &usable)) {
+    int usable = 1, rc = 0;
+    while (rc == 0 && read_line(f, line, sizeof line, &usable)) {
         if (!usable) {
             (*bad)++;
             continue;
         }
         const char *why = fj_tune_parse_line(line, &rec);
         if (why && strcmp(why, "comment") != 0) (*bad)++;
-        if (!why && fj_tune_list_put(list, &rec) != 0) return -1;
+        if (why) continue;
+        if (fresh.n == INT_MAX || list_reserve(&fresh, fresh.n + 1) != 0) rc = -1;
+        else fresh.v[fresh.n++] = rec;
     }
-    return ferror(f) ? -1 : 0;
+    if (rc == 0) rc = list_put_all(list, fresh.v, fresh.n);
+    fj_tune_list_free(&fresh);
+    return rc == 0 && !ferror(f) ? 0 : -1;
+}
+
+/* Open path for reading if it is a regular file no larger than FJ_TUNE_FILE_MAX_BYTES: O_NOFOLLOW (a link
+ * in its place is not ours: a symlink to /dev/zero made the reader loop forever) and O_NONBLOCK (a FIFO
+ * made fopen block, with the context's lock held), then fstat. The file's bytes into *data (malloc'd, a
+ * NUL after them): 0; 1 when there is no file; -1 with a reason in why. */
+static int file_slurp(const char *path, char **data, size_t *size, char *why, size_t why_size)
+{
+    char ebuf[128];
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    *data = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 && errno == ENOENT) return 1;
+    if (fd < 0 && errno == ELOOP) /* O_NOFOLLOW on a symbolic link */
+        return snprintf(why, why_size, "%s is a symbolic link: not followed (the tune file must be a regular file "
+                                       "that fajit wrote)", path), -1;
+    if (fd < 0)
+        return snprintf(why, why_size, "cannot open %s: %s", path, fj_errno_text(errno, ebuf, sizeof ebuf)), -1;
+    const char *bad = NULL;
+    if (fstat(fd, &st) != 0) bad = "cannot stat it";
+    else if (S_ISDIR(st.st_mode)) bad = "it is a directory, not a regular file";
+    else if (S_ISFIFO(st.st_mode)) bad = "it is a FIFO, not a regular file";
+    else if (!S_ISREG(st.st_mode)) bad = "it is a device or socket, not a regular file";
+    else if (st.st_size > FJ_TUNE_FILE_MAX_BYTES) bad = "it is larger than the tune file limit";
+    char *buf = bad ? NULL : malloc((size_t)st.st_size + 2);
+    if (!bad && !buf) bad = "out of memory";
+    size_t n = 0, cap = bad ? 0 : (size_t)st.st_size + 1; /* one more byte: a file that grew is seen */
+    while (!bad && n < cap) {
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) bad = "read failed";
+        if (r <= 0) break;
+        n += (size_t)r;
+    }
+    if (!bad && n > (size_t)st.st_size) bad = "it grew while being read"; /* a writer renames, never appends */
+    close(fd);
+    if (bad) {
+        free(buf);
+        return snprintf(why, why_size, "%s: %s (%lld bytes; at most %d)", path, bad, (long long)st.st_size,
+                        FJ_TUNE_FILE_MAX_BYTES), -1;
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *size = n;
+    return 0;
+}
+
+int fj_tune_file_load(const char *path, fj_tune_list *list, int *bad, char *why, size_t why_size)
+{
+    char *data = NULL, scratch[8];
+    size_t size = 0;
+    int ignored = 0;
+    if (bad) *bad = 0;
+    if (!why) why = scratch, why_size = sizeof scratch;
+    why[0] = '\0';
+    int rc = file_slurp(path, &data, &size, why, why_size);
+    if (rc != 0) return rc > 0 ? 0 : -1;
+    FILE *f = size ? fmemopen(data, size, "r") : NULL;
+    if (size && !f) rc = -1, snprintf(why, why_size, "%s: out of memory", path);
+    if (f) {
+        rc = fj_tune_stream_read(f, list, &ignored);
+        if (rc != 0) snprintf(why, why_size, "%s: out of memory", path);
+        fclose(f);
+    }
+    free(data);
+    if (bad) *bad = ignored;
+    return rc;
 }
 
 int fj_tune_file_read(const char *path, fj_tune_list *list, int *bad)
 {
-    int ignored = 0;
-    FILE *f = fopen(path, "re");
-    if (bad) *bad = 0;
-    if (!f) return errno == ENOENT ? 0 : -1;
-    int rc = fj_tune_stream_read(f, list, &ignored);
-    fclose(f);
-    if (bad) *bad = ignored;
-    return rc;
+    return fj_tune_file_load(path, list, bad, NULL, 0);
 }
 
 static void write_header(FILE *f)
@@ -377,7 +523,7 @@ static void write_header(FILE *f)
 /* Write the list to a temporary file in dir and rename it onto path. NULL, or the failing step. */
 static const char *write_atomic(const char *path, const fj_tune_list *list)
 {
-    char tmp[FJ_DISK_CACHE_PATH_MAX + 32], line[FJ_TUNE_LINE_MAX];
+    char tmp[FJ_DISK_CACHE_PATH_MAX], line[FJ_TUNE_LINE_MAX];
     if (snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", path) >= (int)sizeof tmp) return errno = ENAMETOOLONG, "path";
     int fd = mkstemp(tmp);
     if (fd < 0) return "create temporary file";
@@ -407,7 +553,7 @@ static const char *write_atomic(const char *path, const fj_tune_list *list)
 /* mkdir -p the directory part of path. */
 static int make_parent(const char *path)
 {
-    char dir[FJ_DISK_CACHE_PATH_MAX];
+    char dir[FJ_DISK_CACHE_PATH_MAX]; /* a context's tune path fits (FJ_DISK_CACHE_DIR_MAX) */
     if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir) return errno = ENAMETOOLONG, -1;
     char *slash = strrchr(dir, '/');
     if (!slash || slash == dir) return 0;
@@ -418,10 +564,16 @@ static int make_parent(const char *path)
 /* Take an exclusive lock on path.lock (best effort: -1 if it cannot be had; the write goes on). */
 static int lock_take(const char *path)
 {
-    char lock[FJ_DISK_CACHE_PATH_MAX + 16];
+    char lock[FJ_DISK_CACHE_PATH_MAX];
+    struct stat st;
     if (snprintf(lock, sizeof lock, "%s.lock", path) >= (int)sizeof lock) return -1;
-    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    /* not through a link, never blocking on a FIFO, a regular file only */
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0644);
     if (fd < 0) return -1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -1;
+    }
     while (flock(fd, LOCK_EX) != 0) {
         if (errno == EINTR) continue;
         close(fd);
@@ -434,16 +586,19 @@ const char *fj_tune_file_merge(const char *path, const fj_tune_record *recs, int
 {
     fj_tune_list list = {0};
     const char *step = NULL;
+    char read_why[FJ_DISK_CACHE_PATH_MAX + 128];
     int lock = -1, bad = 0;
     if (make_parent(path) != 0) step = "create directory";
     if (!step) lock = lock_take(path);
-    if (!step && fj_tune_file_read(path, &list, &bad) != 0) step = "read the existing file";
+    if (!step && fj_tune_file_load(path, &list, &bad, read_why, sizeof read_why) != 0) {
+        if (lock >= 0) close(lock);
+        fj_tune_list_free(&list);
+        if (why) snprintf(why, why_size, "read the existing file %s", read_why);
+        return "read the existing file";
+    }
     for (int i = 0; !step && i < n; i++)
         if (fj_tune_list_put(&list, &recs[i]) != 0) step = "allocate", errno = ENOMEM;
-    if (!step) {
-        qsort(list.v, (size_t)list.n, sizeof *list.v, key_compare);
-        step = write_atomic(path, &list);
-    }
+    if (!step) step = write_atomic(path, &list); /* the list is sorted by key */
     int err = errno;
     if (lock >= 0) close(lock); /* releases the flock */
     fj_tune_list_free(&list);

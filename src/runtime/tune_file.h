@@ -53,6 +53,8 @@
 #define FJ_TUNE_GPU_MAX 128
 #define FJ_TUNE_CODEGEN_MAX 48
 #define FJ_TUNE_NOTE_MAX 256
+/* A tune file larger than this is refused (about 50,000 lines; a tune writes one line per class). */
+#define FJ_TUNE_FILE_MAX_BYTES (8 * 1024 * 1024)
 
 /* What a winner is valid for: the machine and fajit that measured it, and the problem class. */
 typedef struct fj_tune_key {
@@ -81,7 +83,8 @@ typedef struct fj_tune_record {
     char note[FJ_TUNE_NOTE_MAX];
 } fj_tune_record;
 
-/* A growable array of records (zero-initialize; release with fj_tune_list_free). */
+/* A growable array of records, sorted by key with no key twice (zero-initialize; release with
+ * fj_tune_list_free). Put and find are binary searches. */
 typedef struct fj_tune_list {
     fj_tune_record *v;
     int n, cap;
@@ -110,11 +113,15 @@ const fj_tune_record *fj_tune_list_find(const fj_tune_list *list, const fj_tune_
 void fj_tune_list_free(fj_tune_list *list);
 
 /*
- * Append every line of `path` that parses to *list (fj_tune_list_put, so a later line with the same
- * key wins). *bad (may be NULL) receives the number of lines ignored as corrupt. A missing file is an
- * empty one. Returns 0, or -1 when the file exists but cannot be read or memory runs out.
+ * Put every line of `path` that parses into *list (a later line with the same key wins; O(n log n)).
+ * *bad (may be NULL) receives the number of lines ignored as corrupt. A missing file is an empty one.
+ * Only a regular file of at most FJ_TUNE_FILE_MAX_BYTES is read, and `path` itself is not followed when
+ * it is a symbolic link (the directories above it are); nothing blocks (a FIFO is refused, not opened
+ * for waiting). Returns 0, or -1 when the file exists but is not such a file, cannot be read or memory
+ * runs out; fj_tune_file_load then says why in `why` (may be NULL).
  */
 int fj_tune_file_read(const char *path, fj_tune_list *list, int *bad);
+int fj_tune_file_load(const char *path, fj_tune_list *list, int *bad, char *why, size_t why_size);
 
 /* The same from an open stream (what fj_tune_file_read does after fopen; the fuzz target reads from
  * memory): *bad is incremented per corrupt line. 0, or -1 on a read error or out of memory. */

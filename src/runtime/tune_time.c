@@ -15,10 +15,12 @@
  * Nq == Nk, else the exact count of visible (query, key) pairs.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked.h"
 #include "error.h"
 #include "half.h"
 #include "tune.h"
@@ -102,8 +104,14 @@ static fj_CUresult set_make(fj_tune_bench *b, int i, const size_t bytes[4], cons
 /* Input sets until they span FJ_TUNE_ROTATE_BYTES (at least 2); fewer when memory runs out, but one. */
 static fajit_status sets_make(fj_tune_bench *b, const fajit_attention_args *a)
 {
-    size_t q = (size_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim * 2;
-    size_t kv = (size_t)a->batch * a->heads_kv * a->seqlen_k * a->head_dim * 2;
+    int64_t q64 = 0, kv64 = 0; /* bytes, checked: the shape is the caller's (fajit_tune's shape) */
+    if (fj_mul3_i64(a->batch, a->heads_q, a->seqlen_q, &q64) || fj_mul3_i64(q64, a->head_dim, 2, &q64) ||
+        fj_mul3_i64(a->batch, a->heads_kv, a->seqlen_k, &kv64) || fj_mul3_i64(kv64, a->head_dim, 2, &kv64) ||
+        (uint64_t)q64 > SIZE_MAX / 4 || (uint64_t)kv64 > SIZE_MAX / 4)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fajit_tune: B%d Hq%d Hkv%d Nq%d Nk%d D%d: the inputs' sizes do "
+                                                   "not fit in 64 bits", a->batch, a->heads_q, a->heads_kv,
+                       a->seqlen_q, a->seqlen_k, a->head_dim);
+    size_t q = (size_t)q64, kv = (size_t)kv64;
     const size_t bytes[4] = {q, kv, kv, q};
     double set_bytes = 2.0 * (double)(q + kv);
     int want = (int)ceil(FJ_TUNE_ROTATE_BYTES / set_bytes);

@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
+#include "runtime/config_fill.h"
+#include "runtime/error.h"
+
 /* ---- value rules ------------------------------------------------------------------------------ */
 
 typedef struct choice {
@@ -49,26 +53,43 @@ static int parse_choice(const char *flag, const char *text, const choice *list, 
     return FAGEN_ARG_ERROR;
 }
 
-/* "word+word+...": the sum of the words' values (each once). */
+#define VARIANT_RULE                                                                                           \
+    "seqlens, split, packgqa and paged, joined with + in any combination (seqlens+split+paged), gather and "    \
+    "ahead only with paged (paged+gather+ahead), or combine alone"
+
+/* "word+word+...": the sum of the words' values (each once), in a combination the kernels have. */
 static int parse_variant(const char *flag, const char *text, unsigned *out)
 {
     char word[32];
     *out = 0;
-    for (const char *p = text; *p;) {
+    for (const char *p = text;;) {
         size_t n = strcspn(p, "+");
         int v = 0;
-        snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), p);
-        if (parse_choice(flag, word, k_variant_choices, "seqlens, split, packgqa, paged, gather, ahead (joined with +) or combine", &v) !=
-            FAGEN_ARG_TAKEN)
+        if (n == 0) {
+            fprintf(stderr, "fagen: %s '%s': %s; must be %s\n", flag, text,
+                    !text[0] ? "empty" : "an empty word (a leading, trailing or doubled +)", VARIANT_RULE);
             return FAGEN_ARG_ERROR;
+        }
+        snprintf(word, sizeof word, "%.*s", (int)(n < sizeof word ? n : sizeof word - 1), p);
+        if (parse_choice(flag, word, k_variant_choices, VARIANT_RULE, &v) != FAGEN_ARG_TAKEN) return FAGEN_ARG_ERROR;
         if (*out & (unsigned)v) {
             fprintf(stderr, "fagen: %s %s: %s twice\n", flag, text, word);
             return FAGEN_ARG_ERROR;
         }
         *out |= (unsigned)v;
-        p += n + (p[n] == '+');
+        if (!p[n]) break;
+        p += n + 1;
     }
-    return *out ? FAGEN_ARG_TAKEN : FAGEN_ARG_ERROR;
+    const char *why = NULL;
+    if ((*out & FJ_VARIANT_COMBINE) && *out != FJ_VARIANT_COMBINE)
+        why = "combine is the split partials' own kernel and takes no other word";
+    else if ((*out & (FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD)) && !(*out & FJ_VARIANT_PAGED))
+        why = *out & FJ_VARIANT_GATHER ? "gather reads pages: it needs paged" : "ahead reads pages: it needs paged";
+    if (why) {
+        fprintf(stderr, "fagen: %s %s: no such kernel (%s); the variants are %s\n", flag, text, why, VARIANT_RULE);
+        return FAGEN_ARG_ERROR;
+    }
+    return FAGEN_ARG_TAKEN;
 }
 
 int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out)
@@ -193,32 +214,35 @@ static int set_alibi(const char *f, const char *t, fajit_config *c)
 
 typedef struct config_flag {
     const char *name;
+    const char *alias;   /* the fajit_config field's spelling, accepted too (--block-m for --br), or NULL */
     const char *metavar; /* NULL: the flag takes no value */
     config_setter set;
     const char *help;
 } config_flag;
 
 static const config_flag k_config_flags[] = {
-    {"--arch", "sm_80|sm_90a|sm_100a", set_arch,
-     "code-generation path (default: the GPU's best, sm_90a on an H100/H200; sm_80 without a GPU)"},
-    {"--dtype", "f16|bf16", set_dtype, "element type of Q, K, V and O (default: bf16)"},
-    {"--headdim", "64|96|128|192|256", set_headdim, "head dimension D (default: 128)"},
-    {"--br", "N", set_br, "Br, query rows per CTA (default: heuristic)"},
-    {"--bc", "N", set_bc, "Bc, key rows per K/V tile (default: heuristic)"},
-    {"--stages", "1..4", set_stages, "K/V tiles in flight (default: heuristic)"},
-    {"--swizzle", "none|32|64|128", set_swizzle, "smem XOR swizzle span in bytes (default: heuristic)"},
-    {"--warps", "N", set_warps, "warps per CTA (default: heuristic)"},
-    {"--col-warps", "1|2", set_col_warps, "warps sharing a row block, splitting S's keys and O's head dims (default: heuristic)"},
-    {"--overlap", "on|off", set_overlap,
+    {"--arch", NULL, "sm_80|sm_90a|sm_100a|auto", set_arch,
+     "code-generation path; auto (the default) = the GPU's best: sm_90a on an H100/H200, sm_80 on other GPUs "
+     "and without one"},
+    {"--dtype", NULL, "f16|bf16", set_dtype, "element type of Q, K, V and O (default: bf16)"},
+    {"--headdim", "--head-dim", "64|96|128|192|256", set_headdim, "head dimension D (default: 128)"},
+    {"--br", "--block-m", "N", set_br, "Br, query rows per CTA (default: heuristic)"},
+    {"--bc", "--block-n", "N", set_bc, "Bc, key rows per K/V tile (default: heuristic)"},
+    {"--stages", NULL, "1..4", set_stages, "K/V tiles in flight (default: heuristic)"},
+    {"--swizzle", NULL, "none|32|64|128", set_swizzle, "smem XOR swizzle span in bytes (default: heuristic)"},
+    {"--warps", NULL, "N", set_warps, "warps per CTA (default: heuristic)"},
+    {"--col-warps", NULL, "1|2", set_col_warps, "warps sharing a row block, splitting S's keys and O's head dims (default: heuristic)"},
+    {"--overlap", NULL, "on|off", set_overlap,
      "sm_90a: S(j+1) = QK^T issued with PV(j), exponentiating while it runs (default: heuristic)"},
-    {"--pingpong", "on|off", set_pingpong,
+    {"--pingpong", NULL, "on|off", set_pingpong,
      "sm_90a: consumer warpgroups take turns issuing their GEMMs (default: heuristic)"},
-    {"--causal", NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
-    {"--window", "L,R", set_window, "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
-    {"--softcap", "C", set_softcap, "softcap: s = C tanh(s / C) on the scaled scores (Gemma 2)"},
-    {"--sinks", NULL, set_sinks, "attention sinks: one fp32 logit per query head in the softmax denominator (gpt-oss)"},
-    {"--alibi", NULL, set_alibi, "ALiBi: s -= slope[h] |i + Nk - Nq - j| (fp32 slopes per head)"},
-    {"--chunk", "N", set_chunk, "chunked attention: a query sees only keys in its own chunk of N (Llama 4)"},
+    {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
+    {"--window", NULL, "L,R", set_window,
+     "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
+    {"--softcap", NULL, "C", set_softcap, "softcap: s = C tanh(s / C) on the scaled scores (Gemma 2)"},
+    {"--sinks", NULL, NULL, set_sinks, "attention sinks: one fp32 logit per query head in the softmax denominator (gpt-oss)"},
+    {"--alibi", NULL, NULL, set_alibi, "ALiBi: s -= slope[h] |i + Nk - Nq - j| (fp32 slopes per head)"},
+    {"--chunk", NULL, "N", set_chunk, "chunked attention: a query sees only keys in its own chunk of N (Llama 4)"},
 };
 #define N_CONFIG_FLAGS ((int)(sizeof k_config_flags / sizeof k_config_flags[0]))
 
@@ -234,7 +258,9 @@ void fagen_print_config_help(FILE *f)
         const config_flag *cf = &k_config_flags[i];
         char left[64];
         snprintf(left, sizeof left, "%s%s%s", cf->name, cf->metavar ? " " : "", cf->metavar ? cf->metavar : "");
-        fprintf(f, "  %-30s %s\n", left, cf->help);
+        fprintf(f, "  %-30s %s", left, cf->help);
+        if (cf->alias) fprintf(f, " (also %s)", cf->alias);
+        fputc('\n', f);
     }
 }
 
@@ -248,6 +274,38 @@ static void flag_name(const char *word, char *name, size_t size)
     if (n >= size) n = size - 1;
     memcpy(name, word, n);
     name[n] = '\0';
+}
+
+/* One name for every spelling of a flag. */
+static void canonical_flag(const char *word, char *name, size_t size)
+{
+    flag_name(word, name, size);
+    if (strcmp(name, "--verbose") == 0 || (strncmp(name, "-v", 2) == 0 && name[1] == 'v')) {
+        snprintf(name, size, "-v");
+        return;
+    }
+    if (strcmp(name, "--output") == 0) {
+        snprintf(name, size, "-o");
+        return;
+    }
+    for (int k = 0; k < N_CONFIG_FLAGS; k++)
+        if (k_config_flags[k].alias && strcmp(name, k_config_flags[k].alias) == 0)
+            snprintf(name, size, "%s", k_config_flags[k].name);
+}
+
+int fagen_flag_once(fagen_seen *seen, const char *word)
+{
+    char name[32];
+    if (word[0] != '-') return FAGEN_ARG_TAKEN;
+    canonical_flag(word, name, sizeof name);
+    for (int k = 0; k < seen->n; k++) {
+        if (strcmp(seen->names[k], name) != 0) continue;
+        fprintf(stderr, "fagen: %s: given twice; give each flag once\n", name);
+        return FAGEN_ARG_ERROR;
+    }
+    if (seen->n < (int)(sizeof seen->names / sizeof seen->names[0]))
+        snprintf(seen->names[seen->n++], sizeof seen->names[0], "%s", name);
+    return FAGEN_ARG_TAKEN;
 }
 
 const char *fagen_flag_value(int argc, char **argv, int *i, char *flag, size_t flag_size)
@@ -290,7 +348,7 @@ int fagen_parse_config_flag(int argc, char **argv, int *i, fajit_config *cfg)
     for (int k = 0; k < N_CONFIG_FLAGS; k++) {
         const config_flag *cf = &k_config_flags[k];
         const char *value;
-        if (strcmp(flag, cf->name) != 0) continue;
+        if (strcmp(flag, cf->name) != 0 && !(cf->alias && strcmp(flag, cf->alias) == 0)) continue;
         if (!cf->metavar) {
             if (strcmp(argv[*i], flag) != 0) {
                 fprintf(stderr, "fagen: %s: takes no value\n", argv[*i]);
@@ -359,7 +417,9 @@ int fagen_args_parse(int argc, char **argv, unsigned opts, fagen_args *a)
             return FAGEN_EXIT_OK;
         }
     }
+    fagen_seen seen = {0};
     for (int i = 1; i < argc; i++) {
+        if (fagen_flag_once(&seen, argv[i]) != FAGEN_ARG_TAKEN) return FAGEN_EXIT_USAGE;
         int r = fagen_parse_config_flag(argc, argv, &i, &a->cfg);
         if (r == FAGEN_ARG_NOT_MINE) r = parse_common_flag(argc, argv, &i, opts, a);
         if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
@@ -392,12 +452,17 @@ int fagen_report_status(fajit_status st, const char *what)
     }
 }
 
-int fagen_config_finish(fajit_config *cfg)
+int fagen_config_finish(fajit_config *cfg) { return fagen_config_finish_for(cfg, NULL, 0); }
+
+int fagen_config_finish_for(fajit_config *cfg, const char *sm, unsigned variant)
 {
     fajit_status st;
     if (cfg->head_dim == 0) cfg->head_dim = 128;
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
-    st = fajit_config_fill(NULL, NULL, cfg); /* fills the other zeros, then checks every rule */
+    /* fills the other zeros for the target and variant, keeping the flags given, then checks every rule; an
+     * unknown --sm is left to the compile's message */
+    fj_clear_error();
+    st = fj_config_fill_for(NULL, NULL, sm ? fj_arch_find(sm) : NULL, variant, cfg);
     if (st != FAJIT_OK) return fagen_report_status(st, "config");
     return FAGEN_EXIT_OK;
 }

@@ -39,6 +39,20 @@ typedef struct fagen_mod_values {
 } fagen_mod_values;
 const fagen_mod_values *fagen_mods(void);
 
+/* The flags a parse has met, for refusing a repeated one (a second --stages would silently win). */
+typedef struct fagen_seen {
+    int n;
+    char names[48][32];
+} fagen_seen;
+
+/*
+ * Note the flag argv word `word` names (call it at each flag, before parsing it; words not starting with
+ * '-' are ignored). Spellings of one flag count as one (--br / --block-m, -v2 / --verbose, -o / --output).
+ * FAGEN_ARG_ERROR with "fagen: --stages: given twice; give each flag once" when it was met before, else
+ * FAGEN_ARG_TAKEN.
+ */
+int fagen_flag_once(fagen_seen *seen, const char *word);
+
 /* Result of offering one argv word to a parser. */
 enum { FAGEN_ARG_TAKEN = 0, FAGEN_ARG_NOT_MINE = 1, FAGEN_ARG_ERROR = 2 };
 
@@ -85,6 +99,9 @@ int fagen_parse_int_flag(int argc, char **argv, int *i, const fagen_int_flag *ta
  * status for the library's status (message printed).
  */
 int fagen_config_finish(fajit_config *cfg);
+/* The same for a compile target (--sm; NULL: the path's own) and a decode variant (--variant bits; 0 =
+ * the plain kernel): the zeros are filled so that the variant plans and the target compiles it. */
+int fagen_config_finish_for(fajit_config *cfg, const char *sm, unsigned variant);
 
 /* Exit status for a library failure, after printing "fagen: <fajit_errmsg()>" on stderr. */
 int fagen_report_status(fajit_status st, const char *what);

@@ -162,6 +162,7 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
     o->splits = -1;
     o->reps = 30;
     o->warmup = 10;
+    fagen_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *w = argv[i];
         int r;
@@ -170,6 +171,7 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
             bench_usage(stdout);
             return FAGEN_EXIT_OK;
         }
+        if (fagen_flag_once(&seen, w) != FAGEN_ARG_TAKEN) return FAGEN_EXIT_USAGE;
         if (strcmp(w, "--latency") == 0) {
             o->latency = 1;
             continue;

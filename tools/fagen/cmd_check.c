@@ -162,6 +162,7 @@ static int check_parse(int argc, char **argv, check_cli *o)
 {
     memset(o, 0, sizeof *o);
     o->splits = -1;
+    fagen_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         char flag[64];
         const char *w = argv[i], *val;
@@ -171,6 +172,7 @@ static int check_parse(int argc, char **argv, check_cli *o)
             check_usage(stdout);
             return FAGEN_EXIT_OK;
         }
+        if (fagen_flag_once(&seen, w) != FAGEN_ARG_TAKEN) return FAGEN_EXIT_USAGE;
         if (strcmp(w, "--quick") == 0) {
             o->quick = 1;
         } else if (strcmp(w, "--seqlens") == 0) {

@@ -44,7 +44,7 @@ static int parse_and_finish(int argc, char **argv, unsigned opts, fagen_args *a,
         usage(stdout);
         return FAGEN_EXIT_OK;
     }
-    rc = fagen_config_finish(&a->cfg);
+    rc = fagen_config_finish_for(&a->cfg, a->sm, a->variant);
     return rc != FAGEN_EXIT_OK ? rc : -1;
 }
 

@@ -123,12 +123,14 @@ static int tune_word_flag(int argc, char **argv, int *i, tune_cli *o)
 static int tune_parse(int argc, char **argv, tune_cli *o)
 {
     memset(o, 0, sizeof *o);
+    fagen_seen seen = {0};
     for (int i = 1; i < argc; i++) {
         const char *w = argv[i];
         if (strcmp(w, "--help") == 0 || strcmp(w, "-h") == 0) {
             o->help = 1;
             return FAGEN_EXIT_OK;
         }
+        if (fagen_flag_once(&seen, w) != FAGEN_ARG_TAKEN) return FAGEN_EXIT_USAGE;
         int r = tune_int_flag(argc, argv, &i, o);
         if (r == FAGEN_ARG_NOT_MINE) r = tune_word_flag(argc, argv, &i, o);
         if (r == FAGEN_ARG_NOT_MINE) r = fagen_parse_config_flag(argc, argv, &i, &o->filter);

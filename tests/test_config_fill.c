@@ -1,0 +1,226 @@
+/*
+ * test_config_fill.c - (unit) fajit_config_fill keeps the fields a caller sets and returns a config that
+ * passes its own check, or fails naming a field the caller set (issue 21 items 6 and 9).
+ *
+ * The walk (fill_walk.c): the sm_80 and sm_90a paths, an A100 and an H100 (fake contexts), the sm_80
+ * decode variants; head dims x masks; every field alone over the range fagen accepts and pairs of fields.
+ * Each result must pass fajit_config_check, its variant's plan and its device's checks (register
+ * allocation of the target, shared memory), keep every field given, and have no zero field; each refusal
+ * must be INVALID_CONFIG or UNSUPPORTED and start with a field the caller set ("block_m (--br) = 1024"),
+ * never one it did not. test_fill_ptxas assembles the results. Run: ctest --test-dir build -R test_config_fill
+ * (FAJIT_FILL_WALK=full: the whole --br / --bc ranges at every head dim).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "fill_walk.h"
+#include "runtime/config_fill.h"
+#include "runtime/context.h"
+
+typedef struct tally {
+    int filled, refused, bad;
+} tally;
+
+static int bad(tally *t, const fill_case *c, const char *why)
+{
+    char g[160], o[160];
+    fajit_config_format(&c->given, g, sizeof g);
+    fajit_config_format(&c->out, o, sizeof o);
+    if (t->bad++ < 20) printf("FAIL %s: given \"%s\": %s (got \"%s\", %s: %s)\n", c->goal->name, g, why, o,
+                              fajit_status_name(c->st), c->msg);
+    return 0;
+}
+
+static int check_filled(tally *t, const fill_case *c)
+{
+    fj_plan plan;
+    const fajit_config *o = &c->out;
+    t->filled++;
+    if (fajit_config_check(o) != FAJIT_OK) return bad(t, c, "fails fajit_config_check");
+    if (fj_plan_build_variant(o, c->goal->variant, &plan) != FAJIT_OK) return bad(t, c, "fails its variant's plan");
+    for (int f = 0; f < FILL_WALK_FIELDS; f++) {
+        int g = fill_walk_field(&c->given, f);
+        if (g && fill_walk_field(o, f) != g) return bad(t, c, "changed a field given");
+        if (!fill_walk_field(o, f)) return bad(t, c, "left a field 0");
+    }
+    if (o->head_dim != c->given.head_dim || o->causal != c->given.causal || o->dtype != c->given.dtype)
+        return bad(t, c, "changed the problem");
+    if (c->goal->sm) {
+        const fj_arch_info *dev = fj_arch_find(c->goal->sm);
+        if (plan.smem_bytes > c->goal->smem) return bad(t, c, "exceeds the device's shared memory");
+        if (fj_plan_check_target(&plan, dev) != FAJIT_OK) return bad(t, c, "the device's compiler would spill it");
+    }
+    return 1;
+}
+
+static int check_refused(tally *t, const fill_case *c)
+{
+    t->refused++;
+    if (c->st != FAJIT_ERR_INVALID_CONFIG && c->st != FAJIT_ERR_UNSUPPORTED) return bad(t, c, "wrong status");
+    for (int f = 0; f < FILL_WALK_FIELDS; f++) {
+        const char *name = fill_walk_field_name(f);
+        size_t n = strlen(name);
+        if (fill_walk_field(&c->given, f) && strncmp(c->msg, name, n) == 0 && strncmp(c->msg + n, " = ", 3) == 0)
+            return 1;
+    }
+    return bad(t, c, "the refusal does not start with a field given");
+}
+
+static void on_case(void *user, const fill_case *c)
+{
+    tally *t = user;
+    int given = 0;
+    for (int f = 1; f < FILL_WALK_FIELDS; f++) given |= fill_walk_field(&c->given, f) != 0;
+    if (c->st == FAJIT_OK) (void)check_filled(t, c);
+    else if (!given) (void)bad(t, c, "no field given, yet refused");
+    else (void)check_refused(t, c);
+}
+
+static void test_walk(void **state)
+{
+    (void)state;
+    const char *env = getenv("FAJIT_FILL_WALK");
+    tally t = {0, 0, 0};
+    int n = fill_walk(env && strcmp(env, "full") == 0, on_case, &t);
+    assert_true(n > 0);
+    print_message("%d fills: %d filled, %d refused naming a given field, %d wrong\n", n, t.filled, t.refused, t.bad);
+    assert_int_equal(t.bad, 0);
+}
+
+/* ---- the probes of issue 21 ------------------------------------------------------------------------- */
+
+static fajit_status fill80(fajit_config *c, unsigned variant)
+{
+    c->arch = FAJIT_ARCH_AUTO;
+    c->head_dim = c->head_dim ? c->head_dim : 128;
+    return fj_config_fill_for(NULL, NULL, NULL, variant, c);
+}
+
+static void test_readme_probes(void **state)
+{
+    (void)state;
+    fajit_config c = {0};
+    assert_int_equal(fill80(&c, FJ_VARIANT_SPLIT), FAJIT_OK); /* fagen ptx --variant split */
+    memset(&c, 0, sizeof c);
+    assert_int_equal(fill80(&c, FJ_VARIANT_SEQLENS), FAJIT_OK); /* --variant seqlens */
+    memset(&c, 0, sizeof c);
+    c.swizzle = FAJIT_SWIZZLE_NONE; /* --swizzle none */
+    assert_int_equal(fill80(&c, 0), FAJIT_OK);
+    assert_int_equal(c.swizzle, FAJIT_SWIZZLE_NONE);
+    memset(&c, 0, sizeof c);
+    c.warps = 2; /* --warps 2 */
+    assert_int_equal(fill80(&c, 0), FAJIT_OK);
+    assert_int_equal(c.warps, 2);
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    memset(&c, 0, sizeof c);
+    c.head_dim = 256;
+    c.stages = 4; /* was "block_n = 16 with col_warps = 2" */
+    assert_int_equal(fill80(&c, 0), FAJIT_OK);
+    assert_int_equal(c.stages, 4);
+}
+
+static void test_refusals_name_the_field(void **state)
+{
+    (void)state;
+    fajit_config c = {0};
+    c.block_m = 1024; /* was "block_n = 0" */
+    assert_int_equal(fill80(&c, 0), FAJIT_ERR_INVALID_CONFIG);
+    assert_true(strncmp(fajit_errmsg(), "block_m (--br) = 1024", 21) == 0);
+    memset(&c, 0, sizeof c);
+    c.warps = 5000;
+    assert_int_not_equal(fill80(&c, 0), FAJIT_OK);
+    assert_true(strncmp(fajit_errmsg(), "warps = 5000", 12) == 0);
+    memset(&c, 0, sizeof c);
+    c.stages = 100000;
+    assert_int_not_equal(fill80(&c, 0), FAJIT_OK);
+    assert_true(strncmp(fajit_errmsg(), "stages = 100000", 15) == 0);
+    memset(&c, 0, sizeof c);
+    c.block_m = 256;
+    c.warps = 2; /* each fine alone, not together */
+    assert_int_equal(fill80(&c, 0), FAJIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(fajit_errmsg(), "block_m (--br) = 256 with warps = 2: no sm_80 config"));
+    memset(&c, 0, sizeof c);
+    c.arch = FAJIT_ARCH_SM90A;
+    c.head_dim = 128;
+    assert_int_not_equal(fj_config_fill_for(NULL, NULL, NULL, FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &c), FAJIT_OK);
+    assert_true(strncmp(fajit_errmsg(), "arch = sm_90a: no sm_90a config", 31) == 0);
+}
+
+static void test_head_dim_required(void **state)
+{
+    (void)state;
+    fajit_config c = {0};
+    assert_int_equal(fajit_config_fill(NULL, NULL, &c), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "head_dim = 0: must be set"));
+    assert_int_equal(c.block_m, 0); /* untouched */
+    c.head_dim = 100;
+    assert_int_equal(fajit_config_fill(NULL, NULL, &c), FAJIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(fajit_errmsg(), "head_dim = 100"));
+    assert_int_equal(fajit_config_fill(NULL, NULL, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+}
+
+/* Item 9: on an A100 the default grid's fills compile there (the register allocation of sm_80-sm_89). */
+static void test_a100_defaults(void **state)
+{
+    (void)state;
+    fajit_context *ctx = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    o.device = -1;
+    o.disk_cache = 0;
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    fj_context_set_identity(ctx, "sm_80", "NVIDIA A100-SXM4-80GB", 13000, 166912);
+    static const int dims[] = {64, 96, 128, 192, 256};
+    for (int dt = 1; dt <= 2; dt++)
+        for (size_t d = 0; d < 5; d++)
+            for (int causal = 0; causal <= 1; causal++) {
+                fajit_config c = {.dtype = (fajit_dtype)dt, .head_dim = dims[d], .causal = causal};
+                fj_plan plan;
+                assert_int_equal(fajit_config_fill(ctx, NULL, &c), FAJIT_OK);
+                assert_int_equal(c.arch, FAJIT_ARCH_SM80);
+                assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
+                assert_int_equal(fj_plan_check_target(&plan, fj_arch_find("sm_80")), FAJIT_OK);
+            }
+    /* the compile target alone (fagen cubin --sm sm_80), without a device */
+    fajit_config c = {.head_dim = 128, .causal = 1};
+    assert_int_equal(fj_config_fill_for(NULL, NULL, fj_arch_find("sm_80"), 0, &c), FAJIT_OK);
+    fj_plan plan;
+    assert_int_equal(fj_plan_build(&c, &plan), FAJIT_OK);
+    assert_int_equal(fj_plan_check_target(&plan, fj_arch_find("sm_80")), FAJIT_OK);
+    fajit_context_destroy(ctx);
+}
+
+/* The sm_90a defaults on an H100 are the heuristic's table, untouched by the search. */
+static void test_h100_defaults_kept(void **state)
+{
+    (void)state;
+    fajit_context *ctx = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    o.device = -1;
+    o.disk_cache = 0;
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    fj_context_set_identity(ctx, "sm_90", "NVIDIA H100 80GB HBM3", 13000, 232448);
+    fajit_config c = {.dtype = FAJIT_DTYPE_BF16, .head_dim = 128}, h = c;
+    assert_int_equal(fajit_config_fill(ctx, NULL, &c), FAJIT_OK);
+    h.arch = FAJIT_ARCH_SM90A;
+    fj_config_heuristic(&h, &h, NULL, 232448);
+    assert_true(fj_config_same(&c, &h));
+    fajit_context_destroy(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_readme_probes),        cmocka_unit_test(test_refusals_name_the_field),
+        cmocka_unit_test(test_head_dim_required),    cmocka_unit_test(test_a100_defaults),
+        cmocka_unit_test(test_h100_defaults_kept),   cmocka_unit_test(test_walk),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
