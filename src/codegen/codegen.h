@@ -37,6 +37,9 @@ typedef struct fj_plan {
     int q_in_regs;               /* Q fragments stay in registers for the whole KV loop */
     int rescale_slack;           /* O rescale: -1 every tile; >= 0 behind a warp vote, only when a row max
                                     passes the reference max by more than 2^slack (softmax.c) */
+    int soft_exp2;               /* of every 8 values of a row, how many the softmax exponentiates on the FMA
+                                    units (soft_exp2.h) instead of the MUFU; 0: all on the MUFU. Softcap kernels,
+                                    whose MUFU also runs a tanh per score (sm90.c) */
     int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
     int lean_regs;               /* registers are tight: m0 and the thread geometry are recomputed in the mask
                                     and the epilogue instead of kept live across the KV loop */

@@ -68,6 +68,18 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
                                      ov pp spills 8 bytes at 160 of 160 (tests/test_spill_space.c) */
 #define FJ_SM90_RESCALE_SLACK 8
 
+/* Softcap's share of the exponentials taken off the MUFU (plan.soft_exp2, eighths of a row's values). Counted
+ * per consumer warp and KV tile (H100: MUFU 16 / clk / SM = 8 cycles per warp instruction on a sub-partition,
+ * one issue slot per instruction, dense bf16 wgmma ~4096 FLOP / clk / SM): d128 bc128 with ping-pong has the other
+ * warpgroup's GEMMs, 1024 cycles, to hide a softmax of 64 tanh + 64 ex2 = 1024 MUFU cycles (plain: 512) beside
+ * ~420 issue slots. A software exp2 (soft_exp2.h) moves 8 MUFU cycles to 10 more issue slots: 4 of 8 gives MUFU
+ * 768, issue ~740, below the GEMMs again. d256 (bc80, no ping-pong) has its MUFU at ~half its GEMM time: 2 of 8. */
+static int plan_soft_exp2(const fajit_config *c)
+{
+    if (!(c->mods & FAJIT_MOD_SOFTCAP)) return 0;
+    return c->head_dim <= 128 ? 4 : 2;
+}
+
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
 
 /* ---- plan ------------------------------------------------------------------------------------ */
@@ -156,6 +168,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->lean_regs = 0;
     p->reg_s_next = 0;
     p->rescale_slack = FJ_SM90_RESCALE_SLACK;
+    p->soft_exp2 = plan_soft_exp2(c);
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
                   ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
