@@ -99,8 +99,6 @@ static void plan_mods_params(fj_plan *p)
 /* The sm_90a consumers: the d64 br192 tile (model 160 of its 160 setmaxnreg budget) spilled 4-36 bytes with
  * softcap, ALiBi or all variants (ptxas 13.0); d96 br192 (152) and every 128-row tile (d64-d256) did not. */
 #define FJ_MODS_REGS_WS 8
-#define FJ_ALIBI_RESCALE_SLACK_BF16 32
-#define FJ_ALIBI_RESCALE_SLACK_F16 15
 
 static fajit_status plan_mods_regs(fj_plan *p)
 {
@@ -113,16 +111,6 @@ static fajit_status plan_mods_regs(fj_plan *p)
                         "ALiBi) exceed %d; lower block_m or block_n",
                         p->reg_total + p->reg_headroom, extra, p->reg_limit);
     return FAJIT_OK;
-}
-
-/* ALiBi raises a row's max at every tile that comes closer to its diagonal (by slope x block_n: 92 in the log2
- * domain for slope 1/2 and 128 keys), so at the lazy rescale's slack of 8 most tiles of the steep heads rescale O.
- * P is only bounded by 2^slack: bf16 holds 2^32 easily (and l, O accumulate in fp32), fp16 up to 2^15 (65504). */
-static void plan_mods_softmax(fj_plan *p)
-{
-    if (!(p->cfg.mods & FAJIT_MOD_ALIBI) || p->rescale_slack < 0) return;
-    int most = p->cfg.dtype == FAJIT_DTYPE_BF16 ? FJ_ALIBI_RESCALE_SLACK_BF16 : FJ_ALIBI_RESCALE_SLACK_F16;
-    if (p->rescale_slack < most) p->rescale_slack = most;
 }
 
 void fj_plan_smem_map(fj_plan *p)
@@ -166,7 +154,6 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     if ((st = map_smem(p)) != FAJIT_OK) return st;
     if ((st = p->backend->plan(p)) != FAJIT_OK) return st;
     plan_mods_params(p);
-    plan_mods_softmax(p);
     return plan_mods_regs(p);
 }
 

@@ -197,8 +197,8 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
         if (p->rescale_slack > 0) {
             fj_comment(k->e, 1, "lazy rescale: m is a reference max, moved only when a row's max passes m + %d", p->rescale_slack);
-            fj_comment(k->e, 2, "(exp2 domain). Until then P = 2^(s*scale - m) <= 2^%d = %llu - no overflow in f32 or in",
-                       p->rescale_slack, 1ull << p->rescale_slack);
+            fj_comment(k->e, 2, "(exp2 domain). Until then P = 2^(s*scale - m) <= 2^%d = %d - no overflow in f32 or in",
+                       p->rescale_slack, 1 << p->rescale_slack);
             fj_comment(k->e, 2, " f16/bf16 P - and O, l stay consistent with the same m, so the result is exact. After the");
             fj_comment(k->e, 2, " first tiles the max almost never jumps by 2^%d: a warp vote skips the %d O multiplies.",
                        p->rescale_slack, k->frag.rows * k->frag.o_vals);
