@@ -101,9 +101,6 @@ typedef struct fj_kctx {
     /* attention variants (plan.cfg.mods, mask.c) */
     fj_reg_t kv_mask_below;           /* s32, local: tiles below it need the per-element mask */
     fj_reg_t alibi_nslope;            /* f32 (x frag.rows with PACK), ALIBI: -slope x score_unit of the rows */
-    fj_reg_t alibi_row;               /* f32 x frag.rows, ALIBI, valid while alibi_row_on: the tile's per-row part of
-                                         the bias (S units), added by the softmax to the row's max and exponent */
-    int alibi_row_on;                 /* set by the score hook for the tile whose softmax follows (mask.c) */
     fj_reg_t sink_h;                  /* u32, SINKS (epilogue): the tile's (first) query head */
     fj_reg_t sink_on;                 /* pred, SINKS: this CTA adds the sink (split 0, or no split) */
     fj_reg_t kv_tile;                 /* s32, PAGED: the KV tile load_kv copies (set before each load_kv) */

@@ -426,16 +426,20 @@ static void hook_softcap(fj_kctx *k)
         }
 }
 
-/* ALiBi, any tile: S += ns x |d - column offset| per value, d = a - base the row's diagonal relative to the
- * thread's first column (an FADD and an FMA with |.| per score); the row part of the bias is 0. */
-static void alibi_abs(fj_kctx *k, fj_reg_t a0, fj_reg_t nmb)
+/* S += -slope x unit x |a - j| (ALiBi): per row d = a - (j x block_n + col_base_s) as f32, per value
+ * |d - column offset| times the row's kept -slope x unit (k->alibi_nslope). */
+static void hook_alibi(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
+    fj_reg_t base = fj_alloc(e, k->b_r, 1), nmb = fj_alloc(e, k->b_r, 1), a0 = fj_alloc(e, k->b_r, 1);
     fj_reg_t d = fj_alloc(e, k->b_r, 1), df = fj_alloc(e, k->b_f, 1), x = fj_alloc(e, k->b_f, 1);
+    fj_comment(e, 1, "ALiBi: S -= slope x unit x |a - key|, a = i + Nk - Nq the row's diagonal");
+    lean_geometry(k, 1);
+    fj_reg_t nk = fj_emit_kv_len(k);
+    diag_bases(k, nk, base, nmb, a0);
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t ns = p->variant & FJ_VARIANT_PACK ? fj_at(k->alibi_nslope, r) : k->alibi_nslope;
-        fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->alibi_row, r)));
         row_diag(k, r, a0, nmb, d);
         fj_ins(e, "cvt.rn.f32.s32 %s, %s", R(df), R(d));
         for (int v = 0; v < k->frag.s_vals; v++) {
@@ -445,84 +449,6 @@ static void alibi_abs(fj_kctx *k, fj_reg_t a0, fj_reg_t nmb)
             fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", s, R(x), R(ns), s);
         }
     }
-}
-
-/* ALiBi on a tile wholly left (sgn = +1: every key j <= a) or right (sgn = -1: j >= a) of its rows' diagonals:
- * there |a - j| = sgn (d - off_v), so the bias ns |a - j| = sgn ns d + (-sgn ns) off_v. The second term is one FMA
- * per score by an immediate; the first is the same for a row's values, so it goes to k->alibi_row and the
- * softmax adds it to the row's max and exponent (softmax.c), not to each score. sgn: an f32 register, or
- * NO_REG for +1 (causal: every key a row sees is left of its diagonal; those right of it are masked after). */
-static void alibi_linear(fj_kctx *k, fj_reg_t a0, fj_reg_t nmb, fj_reg_t sgn)
-{
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    int pack = (p->variant & FJ_VARIANT_PACK) != 0;
-    fj_reg_t d = fj_alloc(e, k->b_r, 1), df = fj_alloc(e, k->b_f, 1), sn = fj_alloc(e, k->b_f, 1);
-    for (int r = 0; r < k->frag.rows; r++) {
-        fj_reg_t ns = pack ? fj_at(k->alibi_nslope, r) : k->alibi_nslope;
-        if (sgn.bank >= 0 && (pack || r == 0)) fj_ins(e, "mul.f32 %s, %s, %s", R(sn), R(ns), R(sgn));
-        else if (sgn.bank < 0) sn = ns;
-        row_diag(k, r, a0, nmb, d);
-        fj_ins(e, "cvt.rn.f32.s32 %s, %s", R(df), R(d));
-        fj_ins(e, "mul.f32 %s, %s, %s", R(fj_at(k->alibi_row, r)), R(df), R(sn));
-        for (int v = 0; v < k->frag.s_vals; v++) {
-            const char *s = R(fj_at(k->acc_s, k->frag.s_reg(p, r, v)));
-            fj_ins(e, "fma.rn.f32 %s, %s, 0f%08X, %s", s, R(sn), f32_bits(-(float)k->frag.s_col_off(p, v)), s);
-        }
-    }
-}
-
-/* Non-causal: the linear form on the tiles wholly left or right of every row of the query block (a in
- * [a_first, a_last]), the |.| form on the ones the diagonals cross. */
-static void alibi_sides(fj_kctx *k, fj_reg_t nk, fj_reg_t a0, fj_reg_t nmb)
-{
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    char cross[48], done[48];
-    fj_reg_t af = fj_alloc(e, k->b_r, 1), al = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
-    fj_reg_t left = fj_alloc(e, k->b_p, 1), side = fj_alloc(e, k->b_p, 1), sgn = fj_alloc(e, k->b_f, 1);
-    fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
-    fj_label_new(e, "alibi_cross", cross, sizeof cross);
-    fj_label_new(e, "alibi_done", done, sizeof done);
-    fj_comment(e, 1, "tile keys [j Bc, j Bc + Bc - 1] against the query block's diagonals [a_first, a_last]");
-    fj_ins(e, "sub.s32 %s, %s, %s", R(af), R(nk), R(nq));
-    if (p->variant & FJ_VARIANT_PACK) {
-        fj_ins(e, "sub.s32 %s, %s, 1", R(al), R(nk));
-    } else {
-        fj_ins(e, "add.s32 %s, %s, %s", R(af), R(af), R(k->m0));
-        fj_ins(e, "add.s32 %s, %s, %d", R(al), R(af), p->cfg.block_m - 1);
-    }
-    fj_ins(e, "mul.lo.s32 %s, %s, %d", R(t), R(k->j), p->cfg.block_n);
-    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(side), R(t), R(al));
-    fj_ins(e, "add.s32 %s, %s, %d", R(t), R(t), p->cfg.block_n - 1);
-    fj_ins(e, "setp.le.s32 %s, %s, %s", R(left), R(t), R(af));
-    fj_ins(e, "or.pred %s, %s, %s", R(side), R(side), R(left));
-    fj_ins(e, "@!%s bra.uni %s", R(side), cross);
-    fj_ins(e, "selp.f32 %s, 0f3F800000, 0fBF800000, %s", R(sgn), R(left));
-    alibi_linear(k, a0, nmb, sgn);
-    fj_ins(e, "bra.uni %s", done);
-    fj_label(e, cross);
-    alibi_abs(k, a0, nmb);
-    fj_label(e, done);
-}
-
-/* S += -slope x unit x |a - j| (ALiBi), a the row's diagonal, ns = -slope x unit kept per work tile
- * (k->alibi_nslope). */
-static void hook_alibi(fj_kctx *k)
-{
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    fj_reg_t base = fj_alloc(e, k->b_r, 1), nmb = fj_alloc(e, k->b_r, 1), a0 = fj_alloc(e, k->b_r, 1);
-    fj_comment(e, 1, "ALiBi: S -= slope x unit x |a - key|, a = i + Nk - Nq the row's diagonal");
-    fj_comment(e, 2, "left of the diagonal the bias is linear in the key: one FMA by an immediate per score, and a");
-    fj_comment(e, 2, "per-row part that the softmax adds to the row's max and exponent");
-    lean_geometry(k, 1);
-    fj_reg_t nk = fj_emit_kv_len(k);
-    diag_bases(k, nk, base, nmb, a0);
-    k->alibi_row = fj_alloc(e, k->b_f, k->frag.rows);
-    k->alibi_row_on = 1;
-    if (p->cfg.causal) alibi_linear(k, a0, nmb, NO_REG);
-    else alibi_sides(k, nk, a0, nmb);
 }
 
 void fj_emit_score_hook(fj_kctx *k)

@@ -82,7 +82,6 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
         fj_comment(k->e, 2, "row %d: tile max over the thread's values, then the quad", r);
         reduce_row(k, "max.f32", x, k->acc_s, idx, k->frag.s_vals);
         quad_reduce(k, "max.f32", x);
-        if (k->alibi_row_on) fj_ins(k->e, "add.f32 %s, %s, %s", R(x), R(x), R(fj_at(k->alibi_row, r)));
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(x), R(x), R(scale));
     }
     if (k->p->col_warps > 1) {
@@ -163,10 +162,6 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(m));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(m), R(pinf));
         fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
-        if (k->alibi_row_on) {
-            fj_comment(k->e, 2, "ALiBi: plus the row's part of the bias (mask.c), once per row instead of per score");
-            fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(muse), R(fj_at(k->alibi_row, r)), R(scale), R(muse));
-        }
         for (int v = 0; v < k->frag.s_vals; v++) {
             const char *s = R(fj_at(k->acc_s, idx[v]));
             fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", s, s, R(scale), R(muse));
