@@ -139,8 +139,9 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
-/* The plan takes 4 of 8 exponentials off the MUFU for softcap at d <= 128, 2 of 8 above, none without softcap;
- * the PTX holds the header's clamp and every coefficient, once per software exponential, and a plain kernel none. */
+/* The plan takes no exponential off the MUFU (measured slower on an H100: sm90.c plan_soft_exp2); with a share set
+ * by hand (4 of 8 at d <= 128, 2 of 8 above: the shares that were measured) the PTX holds the header's clamp and
+ * every coefficient, once per software exponential, and a plain kernel none. */
 static void test_plan_and_ptx(void **state)
 {
     (void)state;
@@ -152,7 +153,8 @@ static void test_plan_and_ptx(void **state)
         fajit_config c = softcap_cfg(cases[i].d, cases[i].mods);
         fj_plan p;
         assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
-        assert_int_equal(p.soft_exp2, cases[i].share);
+        assert_int_equal(p.soft_exp2, 0);
+        p.soft_exp2 = cases[i].mods & FAJIT_MOD_SOFTCAP ? cases[i].share : 0; /* the emitter honours any share */
         char *ptx = NULL;
         size_t len = 0;
         assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);

@@ -74,10 +74,14 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
  * warpgroup's GEMMs, 1024 cycles, to hide a softmax of 64 tanh + 64 ex2 = 1024 MUFU cycles (plain: 512) beside
  * ~420 issue slots. A software exp2 (soft_exp2.h) moves 8 MUFU cycles to 10 more issue slots: 4 of 8 gives MUFU
  * 768, issue ~740, below the GEMMs again. d256 (bc80, no ping-pong) has its MUFU at ~half its GEMM time: 2 of 8. */
+/* Exponentials of every 8 taken off the MUFU (soft_exp2.h). Off: on an H100 (2026-11-26, bench/variants_compare.py,
+ * bench/results/h100-variants-ab-soft-exp2-2026-11-26.md) 4 of 8 at d128 and 2 of 8 at d256 made softcap 50 causal
+ * B2 N8k slower, 473 -> 408 and 571 -> 527-544 TFLOP/s: the predicted MUFU bound was not the limit, the ~320 extra
+ * issue slots per tile were. The emitter and its accuracy test stay for the sm_100a softmax roles and for tuning. */
 static int plan_soft_exp2(const fajit_config *c)
 {
-    if (!(c->mods & FAJIT_MOD_SOFTCAP)) return 0;
-    return c->head_dim <= 128 ? 4 : 2;
+    (void)c;
+    return 0;
 }
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
