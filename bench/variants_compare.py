@@ -188,7 +188,9 @@ class VariantBench(compare.Bench):
             except Exception as e:
                 if not self.alive():
                     raise
-                row[s + "_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+                import traceback
+                where = traceback.extract_tb(e.__traceback__)[-1]
+                row[s + "_error"] = f"{type(e).__name__}: {str(e)[:200]} (at {where.filename}:{where.lineno})"
                 log(f"  {s} n/a: {row[s + '_error']}")
         if check is not None and "fajit" in ok:
             row["err_ref"] = check()
@@ -268,7 +270,8 @@ class VariantBench(compare.Bench):
                                                                 out=s[3])) for s in sets]}
         if "fa3" in self.varlen:
             f = self.varlen["fa3"]
-            systems["fa3"] = [(lambda s=s: f(s[0], s[1], s[2], cu, cu, mx, mx, causal=True)) for s in sets]
+            systems["fa3"] = [(lambda s=s: f(s[0], s[1], s[2], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=mx,
+                                             max_seqlen_k=mx, causal=True)) for s in sets]
         if "fa4" in self.varlen:
             f = self.varlen["fa4"]
             systems["fa4"] = [(lambda s=s: f(s[0], s[1], s[2], cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=mx,

@@ -31,6 +31,8 @@
  *    per-sequence KV lengths (seqlens_k: sequence b sees keys [0, seqlens_k[b]), causal bottom-right per
  *    sequence), split-KV (num_splits, workspace) and paged K/V (block_table). They run on the sm_80
  *    path's kernels for now.
+ *  - Varlen batches (cu_seqlens_q / cu_seqlens_k, FlashAttention's varlen API): sequences packed along one token
+ *    dim, with paged K/V for chunked prefill; both paths (see the fields).
  */
 #ifndef FAJIT_H
 #define FAJIT_H
@@ -343,11 +345,20 @@ typedef struct fajit_attention_args {
      * cu_seqlens_q / cu_seqlens_k: device pointers to int32 [batch + 1] (4-byte aligned), non-decreasing, from 0;
      * sequence b's queries are rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q and o, its keys rows
      * [cu_seqlens_k[b], cu_seqlens_k[b + 1]) of k and v. q / o are then [total_q, Hq, D] and k / v [total_k, Hkv, D]
-     * (stride[0] is not read, stride[1] = head, stride[2] = token), lse is [Hq, total_q]. seqlen_q / seqlen_k are
-     * then the longest sequence's lengths (max_seqlen_q / max_seqlen_k of FlashAttention), used to size the grid;
-     * lengths are never read on the host. seqlens_k (above) is FlashAttention's seqused_k: with it, sequence b
-     * uses the first seqlens_k[b] keys of its range. With a block table, cu_seqlens_k is 0 and sequence b's keys
-     * are its pages (seqlens_k[b] of them): a serving engine's chunked prefill. 0 = not varlen. */
+     * (stride[0] is not read, stride[1] = head, stride[2] = token), lse is [Hq, total_q] (total_q =
+     * cu_seqlens_q[batch], read by the kernel). seqlen_q / seqlen_k are then the longest sequence's lengths
+     * (max_seqlen_q / max_seqlen_k of FlashAttention, >= 1), used to size the grid; lengths are never read on the
+     * host. Causal masking is bottom-right aligned per sequence (query i of b sees keys j <= i + Nk_b - Nq_b); a
+     * sequence of 0 queries writes nothing, one of 0 keys gives its rows O = 0, LSE = -inf. Rows of o and lse that
+     * belong to no sequence are never written. seqlens_k (above) is FlashAttention's seqused_k: with it, sequence b
+     * uses the first seqlens_k[b] keys of its range. cu_seqlens_q alone (cu_seqlens_k 0): packed queries against a
+     * batched K / V ([B, Hkv, Nk, D] by the strides, seqlens_k for the lengths). With a block table, cu_seqlens_k
+     * must be 0 and sequence b's keys are its pages (seqlens_k[b] of them, bottom-right causal against its
+     * queries): a serving engine's chunked prefill. Not with num_splits >= 2 (FAJIT_ERR_UNSUPPORTED). 0 = not varlen.
+     * Not checked (that would need a host sync): monotone entries, the last one = the packed row count, lengths <=
+     * seqlen_q / seqlen_k. The kernels clamp each sequence's length to [0, seqlen_q] / [0, seqlen_k] (a decreasing
+     * pair is an empty sequence) and a negative start to 0, and touch at most that many rows from the sequence's
+     * start; entries past the tensors' rows read or write out of bounds, as block-table entries do. */
     uint64_t cu_seqlens_q;
     uint64_t cu_seqlens_k;
     /* Attention variants. Every field is off when 0. See "Attention variants" above fajit_attention_forward

@@ -116,6 +116,10 @@ typedef struct fj_kctx {
     fj_reg_t page_tab;                /* u64, AHEAD: &block_table[b][0] of the CTA's sequence */
     fj_reg_t page_base;               /* u64 x 2, AHEAD: K and V at the CTA's KV head, page 0 row 0 (GATHER:
                                          plus the thread's first column in bytes, added by the backend) */
+    /* varlen batches (seqlen.c) */
+    fj_reg_t q_tma_row, q_tma_seq;    /* s32, sm_90a VARLEN producer: the work tile's Q box coordinates */
+    fj_reg_t kv_tma_delta, kv_tma_seq; /* s32, sm_90a VARLEN_K producer: key row r of the sequence is TMA row
+                                         r + kv_tma_delta of sequence coordinate kv_tma_seq (kept per work tile) */
 
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];

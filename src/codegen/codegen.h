@@ -41,6 +41,9 @@ typedef struct fj_plan {
                                     also moves when a new row max would weigh more than 2^this of the lane's
                                     partial l, so the largest P of a row is 2^0 = 1, exact in bf16 / f16
                                     (softmax.c); 0: off (warp pairs, whose two warps hold different l) */
+    int soft_exp2;               /* of every 8 values of a row, how many the softmax exponentiates on the FMA
+                                    units (soft_exp2.h) instead of the MUFU; 0: all on the MUFU. Softcap kernels,
+                                    whose MUFU also runs a tanh per score (sm90.c) */
     int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
     int lean_regs;               /* registers are tight: m0 and the thread geometry are recomputed in the mask
                                     and the epilogue instead of kept live across the KV loop */
@@ -118,6 +121,13 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
  * the sm_80 path's only (FAJIT_ERR_UNSUPPORTED on sm_90a). */
 enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16,
        FJ_VARIANT_GATHER = 32, FJ_VARIANT_AHEAD = 64 };
+/* Varlen (packed) batches (seqlen.c; bits 10-11, the attention variants take the bits between):
+ *   VARLEN    queries packed by cu_seqlens_q: Q / O [total_q, Hq, D] (stride[0] not read), LSE [Hq, total_q];
+ *             sequence b's rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]), its length clamped to [0, seqlen_q]
+ *   VARLEN_K  with VARLEN: keys packed by cu_seqlens_k likewise (K / V [total_k, Hkv, D]); without it K / V stay
+ *             batched by stride[0] (or paged) and SEQLENS gives the lengths
+ * Both paths take them (no SPLIT, PACK, GATHER or AHEAD with VARLEN). */
+enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* Paged K/V on the sm_90a kernel (fwd_ws.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
  * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at
@@ -156,6 +166,9 @@ int fj_block_n_half(int block_n);
  * or FAJIT_ERR_UNSUPPORTED with the arithmetic. Which targets a code path's PTX assembles for at all is
  * the runtime's fj_compile_check_target. */
 fajit_status fj_plan_check_target(const fj_plan *plan, const fj_arch_info *target);
+
+/* fajit_explain of a variant's plan (fagen explain --varlen / --variant); variant 0 = fajit_explain. */
+fajit_status fj_explain_variant(const fajit_config *cfg, unsigned variant, char **text_out);
 
 /* Generate the PTX of a plan. *out is malloc'd (fajit_free / free). */
 fajit_status fj_generate_ptx_plan(const fj_plan *plan, int verbosity, char **out, size_t *len);

@@ -97,4 +97,11 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                   p->rescale_slack < 0   ? "every tile"
                   : p->rescale_slack > 0 ? "lazy - only when a row max passes the reference max by more than 2^slack (warp vote)"
                                          : "skipped by warp vote when no row max moved");
+    if (p->variant & FJ_VARIANT_VARLEN)
+        fj_buf_printf(out, "%svarlen: queries%s packed by cu_seqlens (seqlen.c); %s\n", pf,
+                      p->variant & FJ_VARIANT_VARLEN_K ? " and keys" : "",
+                      p->ws ? "work tiles cover seqlen_q (the longest); a tile past its sequence's end loads nothing "
+                              "and visits no KV tile; TMA maps clip Q, K, V and O at each sequence's end"
+                            : "the grid covers seqlen_q (the longest); a CTA past its sequence's end returns at once; "
+                              "Q loads and O stores are bounded by the sequence's rows");
 }

@@ -15,6 +15,7 @@
 #include "mask.h"
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
+#include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
@@ -157,10 +158,15 @@ static void emit_seq_len(fj_kctx *k, fj_reg_t b)
  * kept live across the loop, it makes the causal d128 128-row tiles spill (nvJitLink, sm_90). */
 fj_reg_t fj_emit_kv_len(fj_kctx *k)
 {
-    if (!(k->p->variant & FJ_VARIANT_SEQLENS)) return fj_param_s32(k, OFF(seqlen_k));
+    if (!(k->p->variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_VARLEN_K))) return fj_param_s32(k, OFF(seqlen_k));
     if (k->p->ws) return k->seqlen_k; /* the work tile's sequence length, set per work tile (fwd_ws.c) */
     fj_reg_t b = fj_alloc(k->e, k->b_r, 1), len = fj_alloc(k->e, k->b_r, 1);
     emit_batch(k, b, 0);
+    if (k->p->variant & FJ_VARIANT_VARLEN_K) {
+        fj_reg_t start = fj_alloc(k->e, k->b_r, 1);
+        fj_seqlen_k_bounds(k, b, start, len);
+        return len;
+    }
     fj_emit_seq_len(k, b, fj_param_s32(k, OFF(seqlen_k)), len);
     return len;
 }
@@ -399,9 +405,18 @@ static void emit_indices(fj_kctx *k)
     fj_emit_m0(k);
     fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
     emit_batch(k, b, 1);
-    fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
-    fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
-    if (k->p->variant & FJ_VARIANT_SEQLENS) emit_seq_len(k, b);
+    fj_reg_t q_row = k->m0, k_row = zero, nb = b;
+    if (k->p->variant & FJ_VARIANT_VARLEN) { /* packed rows: sequence b's from its cu_seqlens entries */
+        q_row = fj_alloc(e, k->b_r, 1), k_row = fj_alloc(e, k->b_r, 1);
+        fj_seqlen_cta(k, b, q_row, k_row);
+        fj_ins(e, "add.s32 %s, %s, %s", R(q_row), R(q_row), R(k->m0));
+        nb = zero; /* stride[0] is not read */
+        fj_ins(e, "mov.u32 %s, 0", R(zero));
+    } else {
+        fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
+        fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
+        if (k->p->variant & FJ_VARIANT_SEQLENS) emit_seq_len(k, b);
+    }
     fj_ins(e, PTX_LD_PARAM_U32, R(grp), OFF(group));
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->f_zero));
     if (k->p->variant & FJ_VARIANT_PACK) {
@@ -416,8 +431,11 @@ static void emit_indices(fj_kctx *k)
         fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
     }
     fj_ins(e, "mov.u32 %s, 0", R(zero));
-    tensor_ptr(k, OFF(q), OFF(q_stride), b, h, k->p->variant & FJ_VARIANT_PACK ? zero : k->m0, k->q_ptr);
-    if (!(k->p->variant & FJ_VARIANT_PAGED)) { /* paged: each tile's pointers from its page (paged_tile_ptrs) */
+    tensor_ptr(k, OFF(q), OFF(q_stride), nb, h, k->p->variant & FJ_VARIANT_PACK ? zero : q_row, k->q_ptr);
+    if (k->p->variant & FJ_VARIANT_VARLEN_K) {
+        tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, k_row, k->k_ptr);
+        tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, k_row, k->v_ptr);
+    } else if (!(k->p->variant & FJ_VARIANT_PAGED)) { /* paged: each tile's pointers from its page (paged_tile_ptrs) */
         tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
         tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
     } else if (k->p->variant & FJ_VARIANT_AHEAD) {
@@ -732,6 +750,21 @@ static void emit_partial_ptrs(fj_kctx *k)
     fj_ins(e, "add.u64 %s, %s, %s", R(k->lse_ptr), R(k->lse_ptr), R(w));
 }
 
+/* VARLEN: O at packed row start + m0 of head h (stride[0] not read), LSE at h x total_q + start + m0. */
+static void emit_out_ptrs_varlen(fj_kctx *k, fj_reg_t b, fj_reg_t h)
+{
+    fj_emit *e = k->e;
+    fj_reg_t row0 = fj_alloc(e, k->b_r, 1), lrow = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
+    fj_reg_t w = fj_alloc(e, k->b_rd, 1), has = fj_alloc(e, k->b_p, 1);
+    fj_seqlen_out_rows(k, b, h, row0, lrow);
+    fj_ins(e, "mov.u32 %s, 0", R(zero));
+    tensor_ptr(k, OFF(o), OFF(o_stride), zero, h, row0, k->o_ptr);
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), OFF(lse));
+    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(lrow));
+    fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(k->lse_ptr));
+    fj_ins(e, "@%s add.u64 %s, %s, %s", R(has), R(k->lse_ptr), R(k->lse_ptr), R(w));
+}
+
 /* O and LSE pointers, computed in the epilogue from %ctaid and the parameters: kept live across
  * the KV loop instead, ptxas spills them. */
 static void emit_out_ptrs(fj_kctx *k)
@@ -747,6 +780,10 @@ static void emit_out_ptrs(fj_kctx *k)
         h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
         emit_out_head(k, h);
         fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
+    }
+    if (k->p->variant & FJ_VARIANT_VARLEN) {
+        emit_out_ptrs_varlen(k, b, h);
+        return;
     }
     if (k->p->variant & FJ_VARIANT_PACK) { /* rows are addressed one by one (fj_emit_packed_row_offset) */
         row0 = fj_alloc(e, k->b_r, 1);

@@ -40,6 +40,7 @@
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
+#include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define TMA_OFF(field) ((int)offsetof(fj_fwd_params_tma, field))
@@ -60,6 +61,8 @@ typedef struct ws_loop {
     fj_reg_t vtail_par; /* u32, producer, plan.vtail_bar: parity of the V-tail barrier's next phase */
     fj_reg_t pg_idx, pg_ent; /* u32, producer, PAGED: a page index of the work tile's sequence (~0: none) and its
                                 block-table entry, read a tile ahead (producer_page_ahead) */
+    fj_reg_t sched, sched_next; /* u32, VARLEN: the schedule round of the work tile (round counts the tiles run, which
+                                   skip those past their sequence's end); ping-pong consumers: the next one's */
     char stage_label[FJ_MAX_STAGES][48]; /* entry of the loop body for each stage */
     char next_tile[48]; /* where a work tile's loop leaves */
 } ws_loop;
@@ -171,11 +174,12 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     }
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), p->cfg.block_m);
     if (!(what & DECODE_ROWS)) return;
-    if (p->variant & FJ_VARIANT_SEQLENS) {
+    if (p->variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_VARLEN)) {
         /* the batch: decoded above with the heads (the producer), else here (the consumers keep no heads) */
         fj_reg_t b = k->b;
-        fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; TMA "
-                         "may load them inside the capacity)");
+        if (!(p->variant & FJ_VARIANT_VARLEN))
+            fj_comment(e, 1, "per-sequence KV length: seqlens_k[b], clamped to [0, seqlen_k] (keys past it are masked; "
+                             "TMA may load them inside the capacity)");
         if (!(what & DECODE_HEADS)) {
             b = fj_alloc(e, k->b_r, 1);
             fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
@@ -185,9 +189,11 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
             }
             fj_ins(e, "div.u32 %s, %s, %s", R(b), R(hb), R(hq));
         }
-        fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
+        if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_tile(k, b, what & DECODE_HEADS);
+        else fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
     }
     fj_emit_kv_range(k, l->n_end, l->mask_from);
+    if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_no_rows(k, l->n_end);
     if (fj_kv_has_first(p)) {
         fj_reg_t pr = fj_alloc(e, k->b_p, 1);
         int split = p->variant & FJ_VARIANT_SPLIT;
@@ -212,13 +218,86 @@ static void first_kv_tile(fj_kctx *k)
     else fj_ins(k->e, "mov.u32 %s, 0", R(k->j));
 }
 
+/* ---- varlen: the work tiles past their sequence's end are skipped ------------------------------------------------
+ * The tiles cover the longest sequence's row blocks for every (head, sequence); a shorter sequence's blocks past its
+ * end have nothing to compute. Producer and consumers walk the same schedule and skip the same tiles before either
+ * touches a barrier, so the Q buffers, their parities and the O-free phases count the tiles run (l->round) while the
+ * schedule counts its rounds (l->sched). A skipped tile costs its test: the decode and two cached loads. */
+
+/* pr = work tile `tile` lies past its sequence's end (its query block's first row >= the sequence's length). */
+static void varlen_tile_empty(fj_kctx *k, fj_reg_t tile, fj_reg_t pr)
+{
+    fj_emit *e = k->e;
+    fj_reg_t nmb = fj_alloc(e, k->b_r, 1), mb = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
+    fj_reg_t start = fj_alloc(e, k->b_r, 1), len = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(nmb), TMA_OFF(n_mblocks));
+    fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(tile), R(nmb));
+    fj_ins(e, "div.u32 %s, %s, %s", R(b), R(tile), R(nmb));
+    if (k->p->cfg.causal) {
+        fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
+        fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
+    }
+    {
+        fj_reg_t hq = fj_param_s32(k, FJ_PARAM_OFF(heads_q));
+        fj_ins(e, "div.u32 %s, %s, %s", R(b), R(b), R(hq));
+    }
+    fj_seqlen_q_bounds(k, b, start, len);
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(mb), R(mb), k->p->cfg.block_m);
+    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(mb), R(len));
+}
+
+/* From schedule round `sched` on (in place), past the tiles past their sequence's end: tile = this CTA's tile of
+ * round sched afterwards, one that is not past its end or >= n (none left). */
+static void varlen_skip(fj_kctx *k, fj_reg_t sched, fj_reg_t tile, fj_reg_t n)
+{
+    fj_emit *e = k->e;
+    char find[48], found[48];
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1);
+    fj_label_new(e, "varlen_find", find, sizeof find);
+    fj_label_new(e, "varlen_found", found, sizeof found);
+    fj_comment(e, 1, "varlen: skip this CTA's work tiles that lie past their sequence's end");
+    fj_label(e, find);
+    tile_of_round(k, tile, sched);
+    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(tile), R(n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), found);
+    varlen_tile_empty(k, tile, pr);
+    fj_ins(e, "@!%s bra.uni %s", R(pr), found);
+    fj_ins(e, "add.u32 %s, %s, 1", R(sched), R(sched));
+    fj_ins(e, "bra.uni %s", find);
+    fj_label(e, found);
+}
+
+/* VARLEN schedule: l->tile = the next tile to run from l->sched on; with `last` (ping-pong consumers) l->last = it is
+ * the CTA's last, the next one's round kept in l->sched_next. */
+static void varlen_schedule_tile(fj_kctx *k, ws_loop *l, fj_reg_t n, int last)
+{
+    varlen_skip(k, l->sched, l->tile, n);
+    if (!last) return;
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "add.u32 %s, %s, 1", R(l->sched_next), R(l->sched));
+    varlen_skip(k, l->sched_next, t, n);
+    fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(l->last), R(t), R(n));
+}
+
+/* After a work tile: its round done, on to the next schedule round (ping-pong consumers: the one found ahead). */
+static void next_round(fj_kctx *k, ws_loop *l, int ahead)
+{
+    fj_ins(k->e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
+    if (!(k->p->variant & FJ_VARIANT_VARLEN)) return;
+    if (ahead) fj_ins(k->e, "mov.u32 %s, %s", R(l->sched), R(l->sched_next));
+    else fj_ins(k->e, "add.u32 %s, %s, 1", R(l->sched), R(l->sched));
+}
+
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
 static void tile_loop_head(fj_kctx *k, ws_loop *l, const char *top, int what, const char *exit)
 {
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1), n = fj_alloc(k->e, k->b_r, 1);
     fj_label(k->e, top);
     fj_ins(k->e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
-    schedule_tile(k, l, n);
+    if (k->p->variant & FJ_VARIANT_VARLEN)
+        varlen_schedule_tile(k, l, n, k->p->pingpong && !(what & DECODE_HEADS));
+    else
+        schedule_tile(k, l, n);
     fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(pr), R(l->tile), R(n));
     fj_ins(k->e, "@%s bra.uni %s", R(pr), exit);
     decode_tile(k, l, what);
@@ -380,6 +459,12 @@ static void producer_kv(fj_kctx *k, ws_loop *l, int tensor, int smem_off, fj_reg
         return;
     }
     fj_emit_mbar_expect_tx(k, bar_off, p->kv_tile_bytes);
+    if (p->variant & FJ_VARIANT_VARLEN_K) { /* packed keys: the map clips at the sequence's end (seqlen.h) */
+        fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(r), R(row), R(k->kv_tma_delta));
+        fj_emit_tma_boxes(k, tensor, k->smem, smem_off, p->cfg.block_n, r, k->hkv, k->kv_tma_seq, k->smem, bar_off);
+        return;
+    }
     fj_emit_tma_tile(k, tensor, k->smem, smem_off, p->cfg.block_n, row, k->hkv, k->smem, bar_off);
 }
 
@@ -489,6 +574,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
+    if (p->variant & FJ_VARIANT_VARLEN) fj_ins(e, "mov.u32 %s, 0", R(l->sched));
     if (p->vtail_bar) fj_ins(e, "mov.u32 %s, 0", R(l->vtail_par));
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
@@ -505,8 +591,12 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     } else {
         fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
         fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
-        fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
-                         fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+        if (p->variant & FJ_VARIANT_VARLEN) /* packed: rows past the sequence's end (all, past it) arrive as zeros */
+            fj_emit_tma_boxes(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->q_tma_row, k->h, k->q_tma_seq, l->qbar,
+                              fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+        else
+            fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
+                             fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
     }
     first_kv_tile(k);
     dispatch_ring(k, l, l->stage_label);
@@ -522,7 +612,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
         next_stage(k, s, l->stage_label);
     }
     fj_label(e, l->next_tile);
-    fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
+    next_round(k, l, 0);
     fj_ins(e, "bra.uni %s", top);
 }
 
@@ -726,6 +816,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
+    if (p->variant & FJ_VARIANT_VARLEN) fj_ins(e, "mov.u32 %s, 0", R(l->sched));
     if (p->pingpong) {
         fj_comment(e, 1, "ping-pong: warpgroup c issues its GEMMs after bar.sync %d + c and then lets the next one go "
                          "(bar.arrive on its barrier); the last warpgroup lets warpgroup 0 start, and passes its last "
@@ -738,6 +829,8 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
         fj_ins(e, "setp.ne.u32 %s, %s, %d", R(not_last_wg), R(k->wg), p->consumer_wgs - 1);
         fj_ins(e, "mov.u32 %s, %%ctaid.x", R(t));
         fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(l->n_end), TMA_OFF(n_tiles));
+        if (p->variant & FJ_VARIANT_VARLEN) /* the CTA's first tile to run, not merely its first */
+            varlen_skip(k, l->sched, t, l->n_end);
         fj_ins(e, "setp.lt.u32 %s, %s, %s", R(pr), R(t), R(l->n_end));
         fj_ins(e, "@%s bra.uni $L_no_first_turn", R(not_last_wg));
         fj_ins(e, "@%s bar.arrive %d, %d", R(pr), FJ_PINGPONG_BAR0, 32 * 4 * 2);
@@ -768,10 +861,10 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     q_barriers(k, l->round, t);
     fj_emit_mbar_arrive_at(k, t, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), pr);
     fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
-    tile_of_round(k, l->tile, l->round);
+    tile_of_round(k, l->tile, p->variant & FJ_VARIANT_VARLEN ? l->sched : l->round);
     decode_tile(k, l, DECODE_HEADS);
     fj_emit_epilogue(k);
-    fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
+    next_round(k, l, p->pingpong);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, "$L_consumer_exit");
     p->backend->finish(k);
@@ -794,6 +887,9 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->b = fj_alloc(e, k->b_r, 1);
     k->hkv = fj_alloc(e, k->b_r, 1);
     if (p->variant & FJ_VARIANT_SPLIT) k->split = fj_alloc(e, k->b_r, 1);
+    if (p->variant & FJ_VARIANT_VARLEN) k->q_tma_row = fj_alloc(e, k->b_r, 1), k->q_tma_seq = fj_alloc(e, k->b_r, 1);
+    if (p->variant & FJ_VARIANT_VARLEN_K)
+        k->kv_tma_delta = fj_alloc(e, k->b_r, 1), k->kv_tma_seq = fj_alloc(e, k->b_r, 1);
     k->corr = fj_alloc(e, k->b_f, k->frag.rows);
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
     k->wg_leader = fj_alloc(e, k->b_p, 1);
@@ -807,6 +903,8 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     l.last = fj_alloc(e, k->b_p, 1);
     l.vtail_par = p->vtail_bar ? fj_alloc(e, k->b_r, 1) : l.ring; /* (unused without it: no register declared) */
     l.pg_idx = l.pg_ent = l.ring; /* (likewise without PAGED) */
+    l.sched = l.sched_next = l.round; /* (the schedule is the round without VARLEN) */
+    if (p->variant & FJ_VARIANT_VARLEN) l.sched = fj_alloc(e, k->b_r, 1), l.sched_next = fj_alloc(e, k->b_r, 1);
     if (p->variant & FJ_VARIANT_PAGED) l.pg_idx = fj_alloc(e, k->b_r, 1), l.pg_ent = fj_alloc(e, k->b_r, 1);
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
     fj_banner(e, "Setup and warp roles",

@@ -73,13 +73,15 @@ fajit_status fajit_generate_ptx(const fajit_config *cfg, int verbosity, char **p
     return fj_generate_ptx_plan(&plan, verbosity, ptx_out, len_out);
 }
 
-fajit_status fajit_explain(const fajit_config *cfg, char **text_out)
+fajit_status fajit_explain(const fajit_config *cfg, char **text_out) { return fj_explain_variant(cfg, 0, text_out); }
+
+fajit_status fj_explain_variant(const fajit_config *cfg, unsigned variant, char **text_out)
 {
     fj_clear_error();
     if (!text_out) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "text_out: NULL pointer");
     *text_out = NULL;
     fj_plan plan;
-    fajit_status st = fj_plan_build(cfg, &plan);
+    fajit_status st = fj_plan_build_variant(cfg, variant, &plan);
     if (st != FAJIT_OK) return st;
     fj_buf b;
     fj_buf_init(&b);

@@ -106,6 +106,8 @@ typedef struct fj_fwd_params_decode {
     uint64_t block_table; /* paged K/V: int32 [batch][max_pages] of pool pages, or 0 */
     uint32_t max_pages;
     uint32_t page_size;   /* a multiple of block_n (a K/V tile never straddles pages) */
+    uint64_t cu_seqlens_q; /* VARLEN: int32 [batch + 1], the sequences' first query rows in packed Q / O, or 0 */
+    uint64_t cu_seqlens_k; /* VARLEN_K: int32 [batch + 1], their first keys in packed K / V, or 0 */
 } fj_fwd_params_decode;
 
 /*

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "mask.h"
+#include "seqlen.h"
 #include "ptx_templates/common.h"
 
 #define R(reg) fj_r(k->e, reg)
@@ -317,7 +318,7 @@ static void diag_bases(fj_kctx *k, fj_reg_t nk, fj_reg_t base, fj_reg_t nmb, fj_
     fj_ins(k->e, "add.s32 %s, %s, %s", R(a0), R(k->m0), R(k->row_base));
     fj_ins(k->e, "add.s32 %s, %s, %s", R(a0), R(a0), R(nmb));
     {
-        fj_reg_t prm = fj_param_s32(k, OFF(seqlen_q));
+        fj_reg_t prm = fj_seqlen_q_len(k); /* the sequence's (varlen), else the parameter */
         fj_ins(k->e, "sub.s32 %s, %s, %s", R(a0), R(a0), R(prm));
     }
 }
@@ -366,7 +367,9 @@ void fj_emit_mask(fj_kctx *k)
     fj_reg_t rel = fj_alloc(k->e, k->b_r, 1), last = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
     fj_comment(k->e, 1, "last visible key: %s%s",
                p->cfg.causal ? "min(Nk - 1, row + Nk - Nq) (causal, bottom-right aligned)" : "Nk - 1",
-               p->variant & FJ_VARIANT_SEQLENS ? ", Nk = this sequence's length" : "");
+               p->variant & FJ_VARIANT_VARLEN    ? ", Nq and Nk = this sequence's lengths"
+               : p->variant & FJ_VARIANT_SEQLENS ? ", Nk = this sequence's length"
+                                                 : "");
     fj_comment(k->e, 2, "compared as (limit - j * block_n - col_base_s) < column offset of each value: one setp per score");
     if (p->lean_regs) {
         fj_comment(k->e, 2, "lean registers: the thread geometry%s recomputed here, not kept live across the loop",
@@ -389,7 +392,7 @@ void fj_emit_mask(fj_kctx *k)
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(k->m0), R(k->row_base));
         fj_ins(k->e, "add.s32 %s, %s, %s", R(diag), R(diag), R(last));
         {
-            fj_reg_t prm = fj_param_s32(k, OFF(seqlen_q));
+            fj_reg_t prm = fj_seqlen_q_len(k);
             fj_ins(k->e, "sub.s32 %s, %s, %s", R(diag), R(diag), R(prm));
         }
         fj_ins(k->e, "add.s32 %s, %s, 1", R(diag), R(diag));

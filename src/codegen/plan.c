@@ -190,8 +190,26 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * all run on the H200. Their registers: the per-tile sequence length, kept across the KV loop for
  * the mask, and the split index, live in the tile head and the epilogue only (the page lookups are the producer's,
  * under its own setmaxnreg budget). */
-#define FJ_VARIANT_WS_OK (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED)
+#define FJ_VARIANT_WS_OK                                                                                                 \
+    (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)
 #define FJ_VARIANT_WS_REGS 4
+/* Varlen (seqlen.c) on top: sm_80 re-reads the sequence's bounds where it uses them (the mask, the epilogue), as the
+ * per-sequence KV length; sm_90a consumers keep the query length live across the KV loop beside the KV length. */
+#define FJ_VARIANT_VARLEN_REGS 2
+
+/* Variant bits that do not go together (FAJIT_ERR_INTERNAL: the runtime never asks for them). */
+static fajit_status varlen_rules(unsigned variant)
+{
+    if ((variant & FJ_VARIANT_VARLEN_K) && !(variant & FJ_VARIANT_VARLEN))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: varlen keys without varlen queries", variant);
+    if ((variant & FJ_VARIANT_VARLEN_K) && (variant & FJ_VARIANT_PAGED))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: varlen keys with paged K/V (pages are the keys)", variant);
+    if ((variant & FJ_VARIANT_VARLEN) &&
+        (variant & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD)))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: varlen goes without split-KV, GQA packing, gathered "
+                                           "pages and pages read ahead (not built)", variant);
+    return FAJIT_OK;
+}
 
 int fj_ws_page_fits(int page_size, int block_n)
 {
@@ -225,8 +243,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
 {
     if (variant &
         ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED |
-                    FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD))
+                    FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
+    if (varlen_rules(variant) != FAJIT_OK) return FAJIT_ERR_INTERNAL;
     if ((variant & FJ_VARIANT_GATHER) && !(variant & FJ_VARIANT_PAGED))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: gather without paged", variant);
     if ((variant & FJ_VARIANT_AHEAD) && !(variant & FJ_VARIANT_PAGED))
@@ -262,6 +281,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     int extra = p->ws ? FJ_VARIANT_WS_REGS
                       : FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +
                             (variant & FJ_VARIANT_AHEAD ? FJ_VARIANT_AHEAD_REGS : 0);
+    if (variant & FJ_VARIANT_VARLEN) extra += FJ_VARIANT_VARLEN_REGS;
     p->reg_misc += extra;
     p->reg_total += extra;
     if (p->reg_total > p->reg_limit)
@@ -279,10 +299,11 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n < 0 || !p->variant) return n;
     return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                        "%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                        "%s%s%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
                         p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
                         p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "",
-                        p->variant & FJ_VARIANT_AHEAD ? " ahead" : "");
+                        p->variant & FJ_VARIANT_AHEAD ? " ahead" : "", p->variant & FJ_VARIANT_VARLEN ? " varlen" : "",
+                        p->variant & FJ_VARIANT_VARLEN_K ? " varlenk" : "");
 }
 
 const char *fj_plan_entry(const fj_plan *p)

@@ -29,6 +29,7 @@
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
 #include "runtime/error.h"
+#include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
@@ -67,6 +68,22 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
                                      ov pp spills 8 bytes at 160 of 160 (tests/test_spill_space.c) */
 #define FJ_SM90_RESCALE_SLACK 8
 #define FJ_SM90_RESCALE_WEIGHT_LOG2 (-2)
+
+/* Softcap's share of the exponentials taken off the MUFU (plan.soft_exp2, eighths of a row's values). Counted
+ * per consumer warp and KV tile (H100: MUFU 16 / clk / SM = 8 cycles per warp instruction on a sub-partition,
+ * one issue slot per instruction, dense bf16 wgmma ~4096 FLOP / clk / SM): d128 bc128 with ping-pong has the other
+ * warpgroup's GEMMs, 1024 cycles, to hide a softmax of 64 tanh + 64 ex2 = 1024 MUFU cycles (plain: 512) beside
+ * ~420 issue slots. A software exp2 (soft_exp2.h) moves 8 MUFU cycles to 10 more issue slots: 4 of 8 gives MUFU
+ * 768, issue ~740, below the GEMMs again. d256 (bc80, no ping-pong) has its MUFU at ~half its GEMM time: 2 of 8. */
+/* Exponentials of every 8 taken off the MUFU (soft_exp2.h). Off: on an H100 (2026-11-26, bench/variants_compare.py,
+ * bench/results/h100-variants-ab-soft-exp2-2026-11-26.md) 4 of 8 at d128 and 2 of 8 at d256 made softcap 50 causal
+ * B2 N8k slower, 473 -> 408 and 571 -> 527-544 TFLOP/s: the predicted MUFU bound was not the limit, the ~320 extra
+ * issue slots per tile were. The emitter and its accuracy test stay for the sm_100a softmax roles and for tuning. */
+static int plan_soft_exp2(const fajit_config *c)
+{
+    (void)c;
+    return 0;
+}
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
 
@@ -157,6 +174,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->reg_s_next = 0;
     p->rescale_slack = FJ_SM90_RESCALE_SLACK;
     p->rescale_weight_log2 = FJ_SM90_RESCALE_WEIGHT_LOG2;
+    p->soft_exp2 = plan_soft_exp2(c);
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
                   ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
@@ -423,9 +441,14 @@ static void store_o_sm90(fj_kctx *k)
     fj_ins(k->e, PTX_CVTA_PARAM, R(map), R(map));
     fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(map), (int)offsetof(fj_fwd_params_tma, tmap_o));
     fj_ins(k->e, "mad.lo.u32 %s, %s, 64, %s", R(row), R(k->wg), R(k->m0));
+    fj_reg_t seq = k->b;
+    if (p->variant & FJ_VARIANT_VARLEN) {
+        seq = fj_alloc(k->e, k->b_r, 1);
+        fj_seqlen_tma_store_coords(k, row, seq);
+    }
     for (int box = 0; box < p->tma_boxes; box++) {
         fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
-        fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(k->b), R(k->bk[BK_O_WG]), box * box_bytes);
+        fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(seq), R(k->bk[BK_O_WG]), box * box_bytes);
     }
     fj_ins(k->e, PTX_BULK_COMMIT);
     if (p->o_stage == 2) {

@@ -34,6 +34,7 @@
 #include "backend.h"
 #include "mask.h"
 #include "ptx_templates/common.h"
+#include "soft_exp2.h"
 
 #define R(reg) fj_r(k->e, reg)
 
@@ -164,24 +165,52 @@ static void scale_o(fj_kctx *k, fj_reg_t corr)
         }
 }
 
+/* x = 2^x on the FMA units (soft_exp2.h gives the steps and the constants). */
+static void emit_soft_exp2(fj_kctx *k, fj_reg_t x)
+{
+    fj_emit *e = k->e;
+    fj_reg_t r = fj_alloc(e, k->b_f, 1), n = fj_alloc(e, k->b_f, 1), f = fj_alloc(e, k->b_f, 1);
+    fj_reg_t p = fj_alloc(e, k->b_f, 1), rb = fj_alloc(e, k->b_r, 1), pb = fj_alloc(e, k->b_r, 1);
+    fj_ins(e, "max.f32 %s, %s, 0f%08X", R(x), R(x), FJ_SOFT_EXP2_CLAMP_BITS);
+    fj_ins(e, "add.rn.f32 %s, %s, 0f%08X", R(r), R(x), FJ_SOFT_EXP2_ROUND_BITS);
+    fj_ins(e, "sub.rn.f32 %s, %s, 0f%08X", R(n), R(r), FJ_SOFT_EXP2_ROUND_BITS);
+    fj_ins(e, "sub.rn.f32 %s, %s, %s", R(f), R(x), R(n));
+    fj_ins(e, "mov.b32 %s, 0f%08X", R(p), fj_soft_exp2_coef[FJ_SOFT_EXP2_DEG]);
+    for (int i = FJ_SOFT_EXP2_DEG - 1; i >= 0; i--)
+        fj_ins(e, "fma.rn.f32 %s, %s, %s, 0f%08X", R(p), R(p), R(f), fj_soft_exp2_coef[i]);
+    fj_ins(e, "mov.b32 %s, %s", R(rb), R(r));
+    fj_ins(e, "mov.b32 %s, %s", R(pb), R(p));
+    fj_ins(e, "shl.b32 %s, %s, 23", R(rb), R(rb));
+    fj_ins(e, "add.s32 %s, %s, %s", R(pb), R(pb), R(rb));
+    fj_ins(e, "mov.b32 %s, %s", R(x), R(pb));
+}
+
+/* Value v of a row is exponentiated in software when plan.soft_exp2 of each 8 are (spread evenly). */
+static int soft_exp2_value(const fj_plan *p, int v) { return (v + 1) * p->soft_exp2 / 8 > v * p->soft_exp2 / 8; }
+
 /* P = 2^(S * scale - m) against the reference max m (the running max, or up to 2^slack below the
  * true one), l += rowsum(P). */
 static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
 {
     fj_reg_t muse = fj_alloc(k->e, k->b_f, 1), sum = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
+    int soft = k->p->soft_exp2 > 0;
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t m = fj_at(k->row_m, r), l = fj_at(k->row_l, r);
         row_indices(k, r, idx);
         fj_comment(k->e, 2, "row %d: P = 2^(s * scale - m), one FMA and one ex2 per score; l += rowsum(P)", r);
+        if (soft && r == 0)
+            fj_comment(k->e, 1, "%d of every 8 exponentials on the FMA units (soft_exp2.h), the rest on the MUFU; the "
+                                "row sums flush subnormals (a masked score's 2^-inf is one)", k->p->soft_exp2);
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(m));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(m), R(pinf));
         fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
         for (int v = 0; v < k->frag.s_vals; v++) {
             const char *s = R(fj_at(k->acc_s, idx[v]));
             fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", s, s, R(scale), R(muse));
-            fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", s, s);
+            if (soft && soft_exp2_value(k->p, v)) emit_soft_exp2(k, fj_at(k->acc_s, idx[v]));
+            else fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", s, s);
         }
-        reduce_row(k, "add.f32", sum, k->acc_s, idx, k->frag.s_vals);
+        reduce_row(k, soft ? "add.ftz.f32" : "add.f32", sum, k->acc_s, idx, k->frag.s_vals);
         fj_ins(k->e, "add.f32 %s, %s, %s", R(l), R(l), R(sum));
     }
 }

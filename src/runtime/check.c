@@ -643,3 +643,22 @@ fajit_status fj_check_run(fajit_context *ctx, const fajit_config *cfg, const fj_
     fj_context_pop(ctx);
     return st;
 }
+
+/* ---------------------------------------------------------------------------------------------------
+ * Pieces the varlen check (check_varlen.c) shares
+ * ------------------------------------------------------------------------------------------------- */
+uint64_t fj_check_seed(uint64_t seed) { return seed ? seed : check_fresh_seed(); }
+
+uint64_t fj_check_rand(uint64_t *state) { return splitmix64(state); }
+
+void fj_check_fill_rows(uint16_t *x, int64_t rows, int dim, int ld, const fj_check_problem *p, uint64_t seed, int keys)
+{
+    check_fill(x, rows, dim, ld, p, seed, keys);
+}
+
+void fj_check_tolerances(const fj_check_problem *p, const fj_check_options *o, fj_check_result *r)
+{
+    check_tolerances(p, o, r);
+}
+
+void fj_check_judge(fj_check_result *r) { check_verdict(r); }

@@ -131,6 +131,32 @@ typedef struct fj_check_view {
 } fj_check_view;
 void fj_check_compare(const fj_check_view *view, fj_check_result *res);
 
+/* Varlen batches (check_varlen.c): the problem's dtype, heads, head_dim, causal, fill, row_pad (the packed rows'
+ * padding, NaN in Q/K/V), no_lse, seed and page_size (paged K/V, cu_seqlens_k then 0) with these lengths. Q / O are
+ * packed [total_q, Hq, D + row_pad]; K / V packed likewise by cu_seqlens_k (packed_k), else batched
+ * [B, Hkv, max len_k, D + row_pad] (or paged) with seqlens_k = len_k. O and LSE ([Hq, total_q]) are poisoned with
+ * guards after them; every element of every sequence's rows is compared with the CPU float64 reference
+ * (fj_reference_cpu_varlen; opts->reference and cpu_max_macs pick the GPU one for large batches as fj_check_run
+ * does), and every other word - row padding, rows a sequence does not own (q_cap), guards -
+ * must keep its poison (res->oob_writes). Same criteria as fj_check_run. */
+typedef struct fj_check_varlen {
+    int n;             /* sequences (the batch), >= 1 */
+    const int *len_q;  /* n query counts, >= 0 */
+    const int *len_k;  /* n key counts, >= 0, or NULL: len_q (self-attention) */
+    int packed_k;      /* 1: K / V packed by cu_seqlens_k (page_size must be 0) */
+    int seqused;       /* packed_k: seqlens_k (seqused_k) = a random count in [0, len_k] per sequence */
+    int q_cap;         /* > 0: seqlen_q passed (a cap below the longest query count: its rows past it stay poison) */
+} fj_check_varlen;
+fajit_status fj_check_varlen_run(fajit_context *ctx, const fajit_config *cfg, const fj_check_problem *prob,
+                                 const fj_check_varlen *vl, const fj_check_options *opts, fj_check_result *res);
+/* check.c's pieces the varlen check uses: a fresh seed for 0, splitmix64, the random fill of rows (padding NaN),
+ * the tolerances and the verdict (res->pass, res->why). */
+uint64_t fj_check_seed(uint64_t seed);
+uint64_t fj_check_rand(uint64_t *state);
+void fj_check_fill_rows(uint16_t *x, int64_t rows, int dim, int ld, const fj_check_problem *p, uint64_t seed, int keys);
+void fj_check_tolerances(const fj_check_problem *p, const fj_check_options *o, fj_check_result *r);
+void fj_check_judge(fj_check_result *r);
+
 /* Tile configs for the check grids (fagen check, the GPU tests): an sm_80 one (Br, Bc, stages, swizzle, warps,
  * col_warps) and an sm_90a one (Br, Bc, stages, swizzle, overlap, ping-pong; warps follow from Br). dtype,
  * head_dim and causal are left 0 for the grid to set. */

@@ -283,6 +283,12 @@ fajit_status fj_compiler_identity_for(const fj_plan *plan, char *buf, size_t siz
 fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void **cubin_out, size_t *size_out,
                                  char **log_out)
 {
+    return fj_compile_cubin_variant(cfg, 0, sm, cubin_out, size_out, log_out);
+}
+
+fajit_status fj_compile_cubin_variant(const fajit_config *cfg, unsigned variant, const char *sm, void **cubin_out,
+                                      size_t *size_out, char **log_out)
+{
     fj_plan plan;
     char *ptx = NULL, names[256];
     size_t ptx_len = 0;
@@ -297,7 +303,7 @@ fajit_status fajit_compile_cubin(const fajit_config *cfg, const char *sm, void *
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "sm = \"%s\": not a known target; valid targets are %s",
                        sm ? sm : "(null)", names);
     }
-    fajit_status st = fj_plan_build(cfg, &plan);
+    fajit_status st = fj_plan_build_variant(cfg, variant, &plan);
     if (st == FAJIT_OK) st = fj_compile_check_target(plan.arch, target);
     if (st == FAJIT_OK) st = fj_plan_check_target(&plan, target);
     if (st == FAJIT_OK) st = fj_generate_ptx_plan(&plan, 0, &ptx, &ptx_len);

@@ -25,6 +25,10 @@ fajit_status fj_compile_ptx(const char *ptx, size_t len, const char *sm, void **
 /* The compiler's identity for cache keys, e.g. "nvJitLink 13.0" (loads nvJitLink). */
 fajit_status fj_compiler_identity(char *buf, size_t size);
 
+/* fajit_compile_cubin of a variant's kernel (FJ_VARIANT_* bits; fagen cubin --varlen / --variant); 0 = the plain one. */
+fajit_status fj_compile_cubin_variant(const fajit_config *cfg, unsigned variant, const char *sm, void **cubin_out,
+                                      size_t *size_out, char **log_out);
+
 /* A plan's PTX -> cubin by the path it needs: whole-program (NVRTC, fj_compile_ptx_whole) when
  * plan->whole_program (setmaxnreg), else nvJitLink (fj_compile_ptx). Same contract as fj_compile_ptx. */
 struct fj_plan;

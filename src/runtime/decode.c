@@ -45,6 +45,49 @@ void fj_decode_read(const fajit_attention_args *a, fj_decode_args *d)
     d->block_table = paged ? a->block_table : 0;
     d->max_pages = paged ? a->max_pages : 0;
     d->page_size = paged ? a->page_size : 0;
+    int size3 = n >= FAJIT_ATTENTION_ARGS_SIZE_3;
+    d->cu_seqlens_q = size3 ? a->cu_seqlens_q : 0;
+    d->cu_seqlens_k = size3 ? a->cu_seqlens_k : 0;
+}
+
+int fj_decode_varlen(const fajit_attention_args *a)
+{
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    return d.cu_seqlens_q != 0;
+}
+
+/* The varlen variant bits of a call: VARLEN with cu_seqlens_q, VARLEN_K with cu_seqlens_k. */
+static unsigned varlen_bits(const fj_decode_args *d)
+{
+    return (d->cu_seqlens_q ? FJ_VARIANT_VARLEN : 0u) | (d->cu_seqlens_k ? FJ_VARIANT_VARLEN_K : 0u);
+}
+
+/* cu_seqlens_q / cu_seqlens_k: aligned; keys packed only with packed queries and without a block table; no split-KV.
+ * Not checkable without reading device memory (so not checked): the arrays hold batch + 1 non-decreasing entries
+ * from 0, the last the packed tensors' row count, and no sequence is longer than seqlen_q / seqlen_k. The kernels
+ * clamp each length to [0, seqlen_q] / [0, seqlen_k] (a decreasing pair is an empty sequence) and read or write at
+ * most that many rows from the sequence's first (fajit.h). */
+static fajit_status check_varlen_fields(const fajit_attention_args *a, const fj_decode_args *d)
+{
+    if (d->cu_seqlens_q % 4)
+        return BAD("args->cu_seqlens_q = 0x%" PRIx64 ": must be 4-byte aligned (a device pointer to int32 [batch + 1]) "
+                   "or 0", d->cu_seqlens_q);
+    if (d->cu_seqlens_k % 4)
+        return BAD("args->cu_seqlens_k = 0x%" PRIx64 ": must be 4-byte aligned (a device pointer to int32 [batch + 1]) "
+                   "or 0", d->cu_seqlens_k);
+    if (d->cu_seqlens_k && !d->cu_seqlens_q)
+        return BAD("args->cu_seqlens_k = 0x%" PRIx64 " with args->cu_seqlens_q = 0: packed keys need packed queries "
+                   "(give cu_seqlens_q too; for per-sequence key counts of a batched K/V use seqlens_k)",
+                   d->cu_seqlens_k);
+    if (d->cu_seqlens_k && d->block_table)
+        return BAD("args->cu_seqlens_k = 0x%" PRIx64 " with a block table: paged keys are the pages; leave "
+                   "cu_seqlens_k 0 and give each sequence's key count in seqlens_k", d->cu_seqlens_k);
+    if (d->cu_seqlens_q && d->num_splits >= 2)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->num_splits = %d with cu_seqlens_q: split-KV of varlen batches is "
+                                              "not built; use 0 (the library's choice) or 1", d->num_splits);
+    (void)a;
+    return FAJIT_OK;
 }
 
 /* block_table, max_pages, page_size: all or none, and the pages cover seqlen_k. */
@@ -127,12 +170,14 @@ fajit_status fj_decode_validate(const fajit_attention_args *a)
                    d.num_splits, (long long)a->batch * d.num_splits * a->heads_q * a->seqlen_q);
     if ((st = check_workspace_fields(&d)) != FAJIT_OK) return st;
     if ((st = fj_variant_validate(a)) != FAJIT_OK) return st;
-    return check_paged_fields(a, &d);
+    if ((st = check_paged_fields(a, &d)) != FAJIT_OK) return st;
+    return check_varlen_fields(a, &d);
 }
 
 int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *a)
 {
-    return ctx && ctx->pack_gqa && a->heads_q > a->heads_kv && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q;
+    return ctx && ctx->pack_gqa && a->heads_q > a->heads_kv && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q &&
+           !fj_decode_varlen(a);
 }
 
 int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
@@ -140,7 +185,7 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
     fj_decode_args d;
     fj_decode_read(a, &d);
     return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
-           fj_decode_packs(ctx, a) || d.block_table != 0;
+           fj_decode_packs(ctx, a) || d.block_table != 0 || d.cu_seqlens_q != 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -156,7 +201,7 @@ static int split_considered(const fajit_context *ctx, const fajit_attention_args
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
-    return a->seqlens_k || packed || d.block_table ||
+    return a->seqlens_k || packed || d.block_table || d.cu_seqlens_q ||
            grid_underfills((long long)a->heads_q * a->batch, ctx ? ctx->sm_count : 0);
 }
 
@@ -323,6 +368,11 @@ static void choose_splits(fajit_context *ctx, const fajit_attention_args *a, int
                           decode_choice *c)
 {
     c->tuned = 0;
+    if (v & FJ_VARIANT_VARLEN) { /* varlen batches do not split (check_varlen_fields refuses a forced count) */
+        c->splits = 1;
+        c->variant = v & ~(unsigned)FJ_VARIANT_SPLIT;
+        return;
+    }
     c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
                       : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
@@ -340,15 +390,16 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     fj_decode_args d;
     fj_decode_read(a, &d);
     int page = d.block_table ? d.page_size : 0;
-    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT | (packed ? FJ_VARIANT_PACK : 0) |
+    unsigned vl = varlen_bits(&d);
+    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
-    if (page && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
-        v |= FJ_VARIANT_GATHER;
+    if (page && !vl && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
+        v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;
     fj_plan p;
-    if (page && ctx->page_ahead && c->cfg.stages >= 2 &&
+    if (page && !vl && ctx->page_ahead && c->cfg.stages >= 2 &&
         fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) /* else no registers for it */
         v |= FJ_VARIANT_AHEAD;
     choose_splits(ctx, a, packed, tuned, v, c);
@@ -422,7 +473,8 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
                                    "row block (block_m %d) so far", a->heads_q / a->heads_kv, a->seqlen_q, rows,
                         k->plan.cfg.block_m), 0;
     int page = d.block_table ? d.page_size : 0;
-    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | FJ_VARIANT_SPLIT | (packed ? FJ_VARIANT_PACK : 0) |
+    unsigned vl = varlen_bits(&d);
+    unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k->plan.cfg;
     while (c->cfg.block_n >= 16 &&
@@ -461,9 +513,11 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     p.tma.n_tiles = p.tma.n_mblocks * p.tma.heads_batch * (uint32_t)splits; /* row blocks x splits x heads x batch */
     p.dec.base = p.tma.base;
     p.dec.seqlens_k = a->seqlens_k;
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    p.dec.cu_seqlens_q = d.cu_seqlens_q;
+    p.dec.cu_seqlens_k = d.cu_seqlens_k;
     if (ch->variant & FJ_VARIANT_PAGED) { /* fwd_ws.c reads the table, its row length and the page size */
-        fj_decode_args d;
-        fj_decode_read(a, &d);
         p.dec.block_table = d.block_table;
         p.dec.max_pages = (uint32_t)d.max_pages;
         p.dec.page_size = (uint32_t)d.page_size;
@@ -499,6 +553,8 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     if (st != FAJIT_OK) return st;
     fj_forward_params(a, &kv->plan, &p.base);
     p.seqlens_k = a->seqlens_k;
+    p.cu_seqlens_q = d.cu_seqlens_q;
+    p.cu_seqlens_k = d.cu_seqlens_k;
     p.block_table = d.block_table;
     p.max_pages = (uint32_t)d.max_pages;
     p.page_size = (uint32_t)d.page_size;
@@ -530,7 +586,7 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     *handled = 0;
     fj_decode_args d;
     fj_decode_read(a, &d);
-    int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table;
+    int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table || d.cu_seqlens_q;
     if (a->num_splits == 0 && !split_considered(ctx, a, packed)) return FAJIT_OK;
     decode_choice ch;
     char why[256] = "";

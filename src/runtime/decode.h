@@ -33,12 +33,16 @@ typedef struct fj_decode_args {
     size_t workspace_bytes;
     uint64_t block_table; /* paged K/V (0 when struct_size does not cover it) */
     int max_pages, page_size;
+    uint64_t cu_seqlens_q, cu_seqlens_k; /* varlen (0 when struct_size does not cover them) */
 } fj_decode_args;
+/* 1 when the call packs its batch (cu_seqlens_q set and covered by struct_size). */
+int fj_decode_varlen(const fajit_attention_args *args);
 void fj_decode_read(const fajit_attention_args *args, fj_decode_args *d);
 
 /* struct_size, reserved0, the seqlens_k pointer, num_splits' range and the grid limit, the workspace
- * pointer and size given together, the paged-K/V fields. FAJIT_ERR_INVALID_ARGUMENT naming the field, the
- * value and the rule. */
+ * pointer and size given together, the paged-K/V fields, the varlen fields (alignment; cu_seqlens_k only with
+ * cu_seqlens_q and without a block table; no split-KV: FAJIT_ERR_UNSUPPORTED). FAJIT_ERR_INVALID_ARGUMENT naming
+ * the field, the value and the rule. */
 fajit_status fj_decode_validate(const fajit_attention_args *args);
 
 /* 1 when the call packs GQA query heads: the context does (the default; $FAJIT_PACK_GQA=0 turns it off),

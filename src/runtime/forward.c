@@ -140,14 +140,15 @@ static fajit_status check_strides(const char *name, const int64_t s[3], int head
 {
     static const char *const dims[3] = {"batch", "head", "sequence"};
     int64_t span = head_dim, part = 0;
-    for (int i = 0; i < 3; i++)
+    int first = extent[0] < 0 ? 1 : 0; /* extent[0] < 0: packed (varlen), stride[0] not read */
+    for (int i = first; i < 3; i++)
         if (s[i] == FJ_STRIDE_OVERFLOW)
             return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = INT64_MIN: the stride helper found that "
                                                        "this shape's strides overflow 64 bits (fajit_args_set_bhnd_"
                                                        "strides / _bnhd_strides mark them so); check batch, heads, "
                                                        "seqlen and head_dim",
                            name, i);
-    for (int i = 0; i < 3; i++) {
+    for (int i = first; i < 3; i++) {
         if (s[i] < 0 || s[i] % 8 != 0)
             return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = %" PRId64 ": the %s stride must be a "
                                                        "non-negative multiple of 8 elements (16-byte rows)",
@@ -174,7 +175,11 @@ static fajit_status check_strides(const char *name, const int64_t s[3], int head
 
 static fajit_status check_memory(const fajit_attention_args *a)
 {
-    const int eq[3] = {a->batch, a->heads_q, a->seqlen_q}, ek[3] = {a->batch, a->heads_kv, a->seqlen_k};
+    fj_decode_args d;
+    fj_decode_read(a, &d);
+    /* packed queries: cu_seqlens_q (or cu_seqlens_k alone, which fj_decode_validate refuses with its own message) */
+    const int eq[3] = {d.cu_seqlens_q || d.cu_seqlens_k ? -1 : a->batch, a->heads_q, a->seqlen_q};
+    const int ek[3] = {d.cu_seqlens_k ? -1 : a->batch, a->heads_kv, a->seqlen_k};
     fajit_status st;
     if ((st = check_pointer("q", a->q, 16, 1)) || (st = check_pointer("k", a->k, 16, 1)) ||
         (st = check_pointer("v", a->v, 16, 1)) || (st = check_pointer("o", a->o, 16, 1)) ||

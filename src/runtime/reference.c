@@ -265,3 +265,67 @@ fajit_status fj_reference_cpu_variants(const fajit_attention_args *args, const i
                        args->seqlen_k, args->head_dim);
     return FAJIT_OK;
 }
+
+/* ---------------------------------------------------------------------------------------------------
+ * Varlen: one dense reference call per sequence, scattered into the packed outputs
+ * ------------------------------------------------------------------------------------------------- */
+/* start = max(cu[b], 0), len = clamp(cu[b + 1] - cu[b], 0, cap): the kernels' reading of the arrays. */
+static void ref_cu_bounds(const int32_t *cu, int b, int cap, int64_t *start, int64_t *len)
+{
+    int64_t n = (int64_t)cu[b + 1] - cu[b];
+    *start = cu[b] < 0 ? 0 : cu[b];
+    *len = n < 0 ? 0 : (n > cap ? cap : n);
+}
+
+/* One sequence: its query rows [qs, qs + lq) against lk keys of k0 / v0 (already offset), into the packed o / lse. */
+static fajit_status ref_varlen_seq(const fajit_attention_args *a, int64_t qs, int64_t lq, int64_t lk, int64_t total_q,
+                                   const uint16_t *q, const uint16_t *k0, const uint16_t *v0, double *o, double *lse)
+{
+    const int64_t dim = a->head_dim, hq = a->heads_q;
+    if (lk == 0) { /* sees no key: O = 0, LSE = -inf */
+        for (int64_t i = 0; i < lq; i++)
+            for (int64_t h = 0; h < hq; h++) {
+                memset(o + ((qs + i) * hq + h) * dim, 0, sizeof(double) * (size_t)dim);
+                if (lse) lse[h * total_q + qs + i] = -INFINITY;
+            }
+        return FAJIT_OK;
+    }
+    fajit_attention_args s = *a;
+    s.batch = 1;
+    s.seqlen_q = (int)lq;
+    s.seqlen_k = (int)lk;
+    s.seqlens_k = 0;
+    double *so = malloc(sizeof(double) * (size_t)(hq * lq * dim)), *sl = malloc(sizeof(double) * (size_t)(hq * lq));
+    fajit_status st = so && sl ? fj_reference_cpu_lens(&s, NULL, q + qs * a->q_stride[2], k0, v0, so, sl)
+                               : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fj_reference_cpu_varlen: no memory for a sequence");
+    for (int64_t h = 0; st == FAJIT_OK && h < hq; h++)
+        for (int64_t i = 0; i < lq; i++) {
+            memcpy(o + ((qs + i) * hq + h) * dim, so + (h * lq + i) * dim, sizeof(double) * (size_t)dim);
+            if (lse) lse[h * total_q + qs + i] = sl[h * lq + i];
+        }
+    free(so);
+    free(sl);
+    return st;
+}
+
+fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int32_t *cu_q, const int32_t *cu_k,
+                                     const int32_t *lens, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                     double *o, double *lse)
+{
+    fajit_status st = fj_reference_check_args(args, 0);
+    if (st != FAJIT_OK) return st;
+    if (!cu_q || !q || !k || !v || !o)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_reference_cpu_varlen: cu_q, q, k, v and o must not be NULL");
+    int64_t total_q = cu_q[args->batch];
+    for (int b = 0; b < args->batch && st == FAJIT_OK; b++) {
+        int64_t qs, lq, ks = 0, lk = args->seqlen_k;
+        ref_cu_bounds(cu_q, b, args->seqlen_q, &qs, &lq);
+        if (cu_k) ref_cu_bounds(cu_k, b, args->seqlen_k, &ks, &lk);
+        if (lens) lk = lens[b] < 0 ? 0 : (lens[b] < lk ? lens[b] : lk);
+        if (lq == 0) continue;
+        int64_t ko = cu_k ? ks * args->k_stride[2] : b * args->k_stride[0];
+        int64_t vo = cu_k ? ks * args->v_stride[2] : b * args->v_stride[0];
+        st = ref_varlen_seq(args, qs, lq, lk, total_q, q, k + ko, v + vo, o, lse);
+    }
+    return st;
+}

@@ -43,6 +43,14 @@ fajit_status fj_reference_cpu(const fajit_attention_args *args, const uint16_t *
 fajit_status fj_reference_cpu_lens(const fajit_attention_args *args, const int32_t *lens, const uint16_t *q,
                                    const uint16_t *k, const uint16_t *v, double *o, double *lse);
 
+/* Varlen batches (fajit.h: cu_seqlens_q / cu_seqlens_k) with the arrays on the host: q / o packed [total_q, Hq, D]
+ * by cu_q (int32 [batch + 1]); k / v packed by cu_k likewise, or (cu_k NULL) batched by the args' strides (paged
+ * caches: give them gathered); lens (NULL = none) is seqused_k. Lengths are clamped as the kernels clamp them
+ * (fajit.h). o: total_q x Hq x head_dim doubles, row t of head h at (t x Hq + h) x head_dim; lse (may be NULL):
+ * Hq x total_q doubles; total_q = cu_q[batch]. Elements of rows no sequence owns are left as they are. */
+fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int32_t *cu_q, const int32_t *cu_k,
+                                     const int32_t *lens, const uint16_t *q, const uint16_t *k, const uint16_t *v,
+                                     double *o, double *lse);
 /* The same with the attention variants (fajit.h): window, softcap and attention_chunk are read from args (through
  * struct_size), the sinks ([Hq]) and ALiBi slopes (args->alibi_slopes_batch_stride apart per batch) from the host
  * arrays given (NULL = none; args->sinks / alibi_slopes, device pointers, are not read). fj_reference_cpu and
@@ -60,6 +68,12 @@ fajit_status fj_reference_cpu_variants(const fajit_attention_args *args, const i
  */
 fajit_status fj_reference_gpu(fajit_context *ctx, const fajit_attention_args *args, uint64_t o_f32,
                               uint64_t lse_f32);
+
+/* The GPU reference of a varlen batch (host arrays as fj_reference_cpu_varlen's; args' pointers on the device):
+ * sequence b's fp32 outputs in a block of its own, O [Hq, len_b, D] at o_f32 + 4 x cu_q[b] x Hq x D bytes and LSE
+ * [Hq, len_b] at lse_f32 + 4 x cu_q[b] x Hq (both sized total_q x Hq (x D)). One synchronous call per sequence. */
+fajit_status fj_reference_gpu_varlen(fajit_context *ctx, const fajit_attention_args *args, const int32_t *cu_q,
+                                     const int32_t *cu_k, const int32_t *lens, uint64_t o_f32, uint64_t lse_f32);
 
 /* Compile (or find in the per-process cache) the GPU reference cubin for sm ("sm_90", ...) and
  * head_dim. Needs NVRTC only, no GPU: lets tests check the kernel source compiles, and callers warm

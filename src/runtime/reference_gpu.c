@@ -323,3 +323,43 @@ fajit_status fj_reference_gpu(fajit_context *ctx, const fajit_attention_args *ar
     fj_context_pop(ctx);
     return st;
 }
+
+/* Varlen: one launch per sequence on its rows (device pointers moved to them), its outputs at its own block. A
+ * sequence that sees no key gets O = 0 (memset) and LSE = -inf (copied from the host). */
+fajit_status fj_reference_gpu_varlen(fajit_context *ctx, const fajit_attention_args *args, const int32_t *cu_q,
+                                     const int32_t *cu_k, const int32_t *lens, uint64_t o_f32, uint64_t lse_f32)
+{
+    fajit_status st = fj_reference_check_args(args, REF_MAX_DIM);
+    if (st != FAJIT_OK) return st;
+    if (!ctx || !cu_q) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_reference_gpu_varlen: ctx and cu_q must be set");
+    const int64_t hq = args->heads_q, dim = args->head_dim;
+    for (int b = 0; b < args->batch && st == FAJIT_OK; b++) {
+        int64_t qs = cu_q[b] < 0 ? 0 : cu_q[b], lq = (int64_t)cu_q[b + 1] - cu_q[b], ks = 0, lk = args->seqlen_k;
+        lq = lq < 0 ? 0 : lq > args->seqlen_q ? args->seqlen_q : lq;
+        if (cu_k) {
+            ks = cu_k[b] < 0 ? 0 : cu_k[b], lk = (int64_t)cu_k[b + 1] - cu_k[b];
+            lk = lk < 0 ? 0 : lk > args->seqlen_k ? args->seqlen_k : lk;
+        }
+        if (lens) lk = lens[b] < 0 ? 0 : lens[b] < lk ? lens[b] : lk;
+        if (lq == 0) continue;
+        uint64_t o = o_f32 + 4 * (uint64_t)(qs * hq * dim), l = lse_f32 ? lse_f32 + 4 * (uint64_t)(qs * hq) : 0;
+        if (lk == 0) {
+            if ((st = fj_context_push(ctx)) != FAJIT_OK) return st;
+            fj_CUresult rc = ctx->cu->cuMemsetD8(o, 0, (size_t)(4 * lq * hq * dim));
+            for (int64_t i = 0; rc == 0 && l && i < lq * hq; i++) {
+                const float ninf = -INFINITY;
+                rc = ctx->cu->cuMemcpyHtoD(l + 4 * (uint64_t)i, &ninf, 4);
+            }
+            fj_context_pop(ctx);
+            if (rc != 0) return fj_fail_context(fj_cuda_fail(rc, "cuMemsetD8 / cuMemcpyHtoD"), "GPU varlen reference");
+            continue;
+        }
+        fajit_attention_args s = *args;
+        s.batch = 1, s.seqlen_q = (int)lq, s.seqlen_k = (int)lk, s.seqlens_k = 0;
+        s.q = args->q + 2 * (uint64_t)(qs * args->q_stride[2]);
+        s.k = args->k + 2 * (uint64_t)(cu_k ? ks * args->k_stride[2] : b * args->k_stride[0]);
+        s.v = args->v + 2 * (uint64_t)(cu_k ? ks * args->v_stride[2] : b * args->v_stride[0]);
+        st = fj_reference_gpu(ctx, &s, o, l);
+    }
+    return st;
+}

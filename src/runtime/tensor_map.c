@@ -12,6 +12,11 @@
  * (head_dim, page_size, Hkv, FJ_TMAP_PAGES) with a box of min(page_size, block_n) rows: the kernel loads one
  * box per page segment at (column, row in the page, head, block_table entry) (fwd_ws.c, producer_paged). The
  * pool's page count is not in the arguments; FJ_TMAP_PAGES says why its extent is safe.
+ * Varlen (packed) Q / O (the VARLEN variant) and K / V (VARLEN_K) clip at each sequence's end (codegen/seqlen.h):
+ * (head_dim, cap, H, FJ_TMAP_PAGES) with the token stride on dimensions 1 and 3 and the base cap rows before the
+ * tensor (cap = seqlen_q / seqlen_k, the longest sequence), so element (r + cap - len, start + len) is packed row
+ * start + r, in bounds exactly for r < len: loads zero-fill and stores skip the rows past the sequence's end, and no
+ * row before the tensor or past the packed rows is ever touched. Only the host's arithmetic is needed (no length).
  */
 #include "tensor_map.h"
 
@@ -43,12 +48,23 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
     uint64_t extent[3] = {(uint64_t)(kv ? a->seqlen_k : a->seqlen_q), (uint64_t)(kv ? a->heads_kv : a->heads_q),
                           (uint64_t)a->batch};
     if (paged) extent[0] = (uint64_t)a->page_size, extent[2] = FJ_TMAP_PAGES; /* (D, rows of a page, Hkv, pages) */
+    int packed = (p->variant & (kv ? FJ_VARIANT_VARLEN_K : FJ_VARIANT_VARLEN)) != 0;
+    if (packed) { /* (D, cap, H, sequence coordinate): see the file comment */
+        uint64_t back = extent[0] * (uint64_t)(2 * s[2]);
+        extent[2] = FJ_TMAP_PAGES;
+        if (s[2] <= 0 || ptr < back) {
+            snprintf(why, size, "%s = 0x%" PRIx64 " is less than %" PRIu64 " rows x %" PRId64 " bytes: the packed map's "
+                     "base would lie before address 0", k_names[tensor], ptr, extent[0], 2 * s[2]);
+            return -1;
+        }
+        ptr -= back;
+    }
     memset(key, 0, sizeof *key);
     key->ptr = ptr;
     key->dims[0] = (uint64_t)a->head_dim;
     for (int i = 0; i < 3; i++) {
         key->dims[i + 1] = extent[i];
-        int64_t bytes = 2 * s[2 - i];
+        int64_t bytes = 2 * s[packed && i == 2 ? 2 : 2 - i];
         /* a dimension of extent 1 is never stepped over: any legal stride describes it */
         if (extent[i] == 1 && bytes == 0) bytes = 16;
         if (bytes <= 0 || bytes % 16 != 0 || bytes >= ((int64_t)1 << 40)) {

@@ -36,9 +36,6 @@ fajit_status fj_variant_validate(const fajit_attention_args *a)
 {
     if (args_size(a) < FAJIT_ATTENTION_ARGS_SIZE_3) return FAJIT_OK;
     if (a->reserved1 != 0) return BAD("args->reserved1 = %d: must be 0", a->reserved1);
-    if (a->cu_seqlens_q || a->cu_seqlens_k)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->cu_seqlens_q / cu_seqlens_k: varlen batches are not built in this "
-                                              "libfajit yet");
     fj_variant_args v;
     fj_variant_read(a, &v);
     if (v.window != 0 && v.window != 1)

@@ -22,7 +22,7 @@ typedef struct fj_variant_args {
 void fj_variant_read(const fajit_attention_args *args, fj_variant_args *v);
 
 /* The rules of fajit.h's "Attention variants": FAJIT_ERR_INVALID_ARGUMENT naming the field, its value and the
- * rule. cu_seqlens_q / cu_seqlens_k (varlen) are refused with FAJIT_ERR_UNSUPPORTED (not built here). */
+ * rule. (cu_seqlens_q / cu_seqlens_k, varlen: decode.c's check_varlen_fields.) */
 fajit_status fj_variant_validate(const fajit_attention_args *args);
 
 /* The FAJIT_MOD_* bits a call needs (0: plain attention). */

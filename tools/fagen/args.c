@@ -34,10 +34,11 @@ static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128},
 static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
                                            {NULL, 0}};
 static const choice k_on_off_choices[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
-/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa, 16 paged, 32 gather, 64 ahead
- * (joined with '+') */
-static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2},   {"combine", 4}, {"packgqa", 8},
-                                           {"paged", 16},  {"gather", 32}, {"ahead", 64},  {NULL, 0}};
+/* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa, 16 paged, 32 gather, 64 ahead, 1024 varlen
+ * queries (varlenq), 1024 + 2048 varlen queries and keys (varlen) (joined with '+') */
+static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2},      {"combine", 4},       {"packgqa", 8},
+                                           {"paged", 16},  {"gather", 32},    {"ahead", 64},        {"varlen", FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K},
+                                           {"varlenq", FJ_VARIANT_VARLEN}, {NULL, 0}};
 
 
 /* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
@@ -55,7 +56,8 @@ static int parse_choice(const char *flag, const char *text, const choice *list, 
 
 #define VARIANT_RULE                                                                                           \
     "seqlens, split, packgqa and paged, joined with + in any combination (seqlens+split+paged), gather and "    \
-    "ahead only with paged (paged+gather+ahead), or combine alone"
+    "ahead only with paged (paged+gather+ahead), varlen (packed queries and keys) or varlenq (packed queries) "  \
+    "with seqlens and (varlenq) paged, or combine alone"
 
 /* "word+word+...": the sum of the words' values (each once), in a combination the kernels have. */
 static int parse_variant(const char *flag, const char *text, unsigned *out)
@@ -85,11 +87,35 @@ static int parse_variant(const char *flag, const char *text, unsigned *out)
         why = "combine is the split partials' own kernel and takes no other word";
     else if ((*out & (FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD)) && !(*out & FJ_VARIANT_PAGED))
         why = *out & FJ_VARIANT_GATHER ? "gather reads pages: it needs paged" : "ahead reads pages: it needs paged";
+    else if ((*out & FJ_VARIANT_VARLEN) &&
+             (*out & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD)))
+        why = "varlen goes without split, packgqa, gather and ahead";
+    else if ((*out & FJ_VARIANT_VARLEN_K) && (*out & FJ_VARIANT_PAGED))
+        why = "varlen packs the keys; with paged keys use varlenq";
     if (why) {
         fprintf(stderr, "fagen: %s %s: no such kernel (%s); the variants are %s\n", flag, text, why, VARIANT_RULE);
         return FAGEN_ARG_ERROR;
     }
     return FAGEN_ARG_TAKEN;
+}
+
+int fagen_parse_int_list(const char *flag, const char *text, int lo, int hi, int *out, int max, int *n)
+{
+    char word[32];
+    *n = 0;
+    for (const char *p = text;; p++) {
+        size_t len = strcspn(p, ",");
+        if (*n >= max) {
+            fprintf(stderr, "fagen: %s %s: at most %d values\n", flag, text, max);
+            return FAGEN_ARG_ERROR;
+        }
+        snprintf(word, sizeof word, "%.*s", (int)(len < sizeof word ? len : sizeof word - 1), p);
+        if (len >= sizeof word || fagen_parse_int(flag, word, lo, hi, &out[*n]) != FAGEN_ARG_TAKEN)
+            return FAGEN_ARG_ERROR;
+        ++*n;
+        p += len;
+        if (!*p) return FAGEN_ARG_TAKEN;
+    }
 }
 
 int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out)
@@ -401,7 +427,14 @@ static int parse_common_flag(int argc, char **argv, int *i, unsigned opts, fagen
     }
     if ((opts & FAGEN_OPT_VARIANT) && strcmp(flag, "--variant") == 0) {
         const char *t = fagen_flag_value(argc, argv, i, flag, sizeof flag);
-        return t ? parse_variant(flag, t, &a->variant) : FAGEN_ARG_ERROR;
+        unsigned keep = a->variant & FAGEN_VARLEN_BITS; /* --varlen given before */
+        int rc = t ? parse_variant(flag, t, &a->variant) : FAGEN_ARG_ERROR;
+        a->variant |= keep;
+        return rc;
+    }
+    if ((opts & FAGEN_OPT_VARLEN) && strcmp(argv[*i], "--varlen") == 0) {
+        a->variant |= FAGEN_VARLEN_BITS;
+        return FAGEN_ARG_TAKEN;
     }
     return FAGEN_ARG_NOT_MINE;
 }

@@ -18,8 +18,11 @@ enum {
     FAGEN_OPT_VERBOSE = 1u << 0, /* -v [0|1|2] */
     FAGEN_OPT_OUTPUT = 1u << 1,  /* -o FILE */
     FAGEN_OPT_SM = 1u << 2,      /* --sm sm_XX */
-    FAGEN_OPT_VARIANT = 1u << 3  /* --variant seqlens+split+packgqa (any of them) or combine (FJ_VARIANT_* bits) */
+    FAGEN_OPT_VARIANT = 1u << 3, /* --variant seqlens+split+packgqa (any of them) or combine (FJ_VARIANT_* bits) */
+    FAGEN_OPT_VARLEN = 1u << 4   /* --varlen: the varlen (packed batch) kernel, FAGEN_VARLEN_BITS */
 };
+/* FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K (codegen.h): queries and keys packed by cu_seqlens */
+#define FAGEN_VARLEN_BITS (1024u | 2048u)
 
 typedef struct fagen_args {
     fajit_config cfg;     /* fields not given on the command line stay 0 */
@@ -76,6 +79,10 @@ const char *fagen_flag_value(int argc, char **argv, int *i, char *flag, size_t f
 
 /* Parse a whole decimal int in [lo, hi] for `flag`; prints "fagen: FLAG TEXT: RULE" on failure. */
 int fagen_parse_int(const char *flag, const char *text, int lo, int hi, int *out);
+
+/* A comma-separated list of up to max ints in [lo, hi] for `flag` ("200,6000,17"): *n of them into out. */
+#define FAGEN_VARLEN_MAX 256
+int fagen_parse_int_list(const char *flag, const char *text, int lo, int hi, int *out, int max, int *n);
 
 /* 1 when `word` is the flag `name` itself or `name=VALUE`. */
 int fagen_flag_is(const char *word, const char *name);

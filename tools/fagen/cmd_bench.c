@@ -7,6 +7,9 @@
  *   fagen bench --latency [config flags]      getting a kernel: cold in a new process, then a disk hit in another
  *   fagen bench --grid decode [--splits N]    the decode table of issue 11 (B/Hq/Hkv/Nk 1/32/32/32k, 1/32/8/128k,
  *                                             8/32/8/8k, 64/32/8/2k, 1/8/1/512k) x Nq 1, 4, 16; D 128 (or --headdim)
+ *   fagen bench --varlen L1,L2,... [--heads H --heads-kv H] [config flags]
+ *                                             one varlen batch (cu_seqlens, packed Q/K/V/O) of those sequence
+ *                                             lengths; TFLOP/s counts each sequence's own (causal: half) pairs
  *
  * Timing: `warmup` calls, then `reps` (>= 20) calls each between two CUDA events on the default
  * stream; the median is reported. Inputs rotate over as many Q/K/V/O sets as it takes to pass 256 MB
@@ -50,6 +53,8 @@ typedef struct bench_cli {
     int splits, grid_decode; /* --splits: args->num_splits, -1 = not given (the heuristic); --grid decode */
     int page_size;           /* --page-size: paged K/V (0 = contiguous) */
     int page_linear;         /* --page-order linear: block table entry i = page i (default: shuffled) */
+    int varlen_n;            /* --varlen: sequence lengths of one packed batch (0 = none) */
+    int varlen[FAGEN_VARLEN_MAX];
 } bench_cli;
 
 typedef struct bench_shape {
@@ -59,6 +64,8 @@ typedef struct bench_shape {
     int splits; /* args->num_splits */
     int page_size; /* paged K/V: pools of pages of this many rows, shuffled (0 = contiguous) */
     int page_linear; /* the block table in pool order instead of shuffled */
+    int varlen_n;    /* a varlen batch of these b = varlen_n sequence lengths (nq = nk = the longest), or 0 */
+    const int *varlen;
 } bench_shape;
 
 typedef struct bench_result {
@@ -103,6 +110,9 @@ static void bench_usage(FILE *f)
           "  --page-order shuffled|linear   the block table's order (default shuffled; linear: entry i is page i, the\n"
           "                                 K/V bytes then lie as in a contiguous cache: the paging cost without the\n"
           "                                 scattered reads)\n"
+          "  --varlen L1,L2,...             one varlen batch (cu_seqlens_q = cu_seqlens_k, packed [T, H, D]) of these\n"
+          "                                 sequence lengths (heads from --heads / --heads-kv; TFLOP/s of each\n"
+          "                                 sequence's own pairs)\n"
           "  --latency                      time getting a kernel: a new process with empty caches (PTX generation,\n"
           "                                 compiler load, compile), then a disk-cache hit in another new process\n"
           "  --untuned                      ignore tuned winners (fagen tune): the built-in heuristic only\n"
@@ -180,6 +190,13 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
             o->untuned = 1;
             continue;
         }
+        if (fagen_flag_is(w, "--varlen")) {
+            char flag[64];
+            const char *val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
+            if (!val || fagen_parse_int_list(flag, val, 0, 1 << 24, o->varlen, FAGEN_VARLEN_MAX, &o->varlen_n))
+                return FAGEN_EXIT_USAGE;
+            continue;
+        }
         r = bench_int_flag(argc, argv, &i, o);
         if (r == FAGEN_ARG_NOT_MINE) r = bench_word_flag(argc, argv, &i, o);
         if (r == FAGEN_ARG_NOT_MINE) r = fagen_parse_config_flag(argc, argv, &i, &o->user);
@@ -193,6 +210,10 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
         fprintf(stderr, "fagen: --grid and --latency: give one of them\n");
         return FAGEN_EXIT_USAGE;
     }
+    if (o->varlen_n && (o->grid_first || o->grid_decode || o->latency || o->page_size || o->splits >= 0)) {
+        fprintf(stderr, "fagen: --varlen times one packed batch: not with --grid, --latency, --page-size or --splits\n");
+        return FAGEN_EXIT_USAGE;
+    }
     return FAGEN_EXIT_OK;
 }
 
@@ -202,7 +223,7 @@ typedef struct bench_sets {
     int n;
     fajit_attention_args args[BENCH_MAX_SETS];
     fj_CUdeviceptr mem[BENCH_MAX_SETS][4]; /* q, k, v, o (paged: k, v are the pools) */
-    fj_CUdeviceptr table;                  /* paged: one shuffled block table for every set */
+    fj_CUdeviceptr table;                  /* paged: one shuffled block table for every set; varlen: cu_seqlens */
 } bench_sets;
 
 static void bench_sets_free(const fj_cuda_api *cu, bench_sets *s)
@@ -259,6 +280,34 @@ static fajit_status bench_paged(const fj_cuda_api *cu, const bench_shape *s, int
     return FAJIT_OK;
 }
 
+/* Varlen: packed rows [T, H, D] and one cu_seqlens array (queries and keys alike) for every set. */
+static int64_t varlen_rows(const bench_shape *s)
+{
+    int64_t t = 0;
+    for (int i = 0; i < s->varlen_n; i++) t += s->varlen[i];
+    return t;
+}
+
+static fajit_status bench_varlen(const fj_cuda_api *cu, const bench_shape *s, bench_sets *sets)
+{
+    int32_t cu_host[FAGEN_VARLEN_MAX + 1];
+    cu_host[0] = 0;
+    for (int i = 0; i < s->varlen_n; i++) cu_host[i + 1] = cu_host[i] + s->varlen[i];
+    size_t bytes = sizeof(int32_t) * (size_t)(s->varlen_n + 1);
+    fj_CUresult rc = cu->cuMemAlloc(&sets->table, bytes);
+    if (rc == 0) rc = cu->cuMemcpyHtoD(sets->table, cu_host, bytes);
+    if (rc != 0) return fj_cuda_fail(rc, "bench: cu_seqlens");
+    int64_t q[3] = {0, s->d, (int64_t)s->hq * s->d}, k[3] = {0, s->d, (int64_t)s->hkv * s->d};
+    for (int i = 0; i < sets->n; i++) {
+        fajit_attention_args *a = &sets->args[i];
+        a->struct_size = sizeof *a;
+        a->cu_seqlens_q = a->cu_seqlens_k = sets->table;
+        memcpy(a->q_stride, q, sizeof q), memcpy(a->o_stride, q, sizeof q);
+        memcpy(a->k_stride, k, sizeof k), memcpy(a->v_stride, k, sizeof k);
+    }
+    return FAJIT_OK;
+}
+
 /* Allocate and fill sets until they span BENCH_ROTATE_BYTES (at least one; fewer if memory runs out).
  * The context is current. */
 static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s, bench_sets *sets)
@@ -266,6 +315,10 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
     size_t q_bytes = (size_t)s->b * s->hq * s->nq * s->d * 2, kv_bytes = (size_t)s->b * s->hkv * s->nk * s->d * 2;
     int max_pages = s->page_size ? (s->nk + s->page_size - 1) / s->page_size : 0;
     if (s->page_size) kv_bytes = (size_t)s->b * max_pages * s->page_size * s->hkv * s->d * 2; /* whole pages */
+    if (s->varlen_n) {
+        int64_t t = varlen_rows(s) > 0 ? varlen_rows(s) : 1;
+        q_bytes = (size_t)t * s->hq * s->d * 2, kv_bytes = (size_t)t * s->hkv * s->d * 2;
+    }
     size_t bytes[4] = {q_bytes, kv_bytes, kv_bytes, q_bytes};
     double set_bytes = 2.0 * (double)(q_bytes + kv_bytes);
     int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
@@ -294,6 +347,7 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
     }
     free(host);
     if (sets->n == 0) return fj_cuda_fail(rc, "cuMemAlloc (bench inputs)");
+    if (s->varlen_n) return bench_varlen(cu, s, sets);
     return s->page_size ? bench_paged(cu, s, max_pages, sets) : FAJIT_OK;
 }
 
@@ -375,8 +429,11 @@ static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const ben
         res->sets = sets->n;
         res->median_ms = fj_sort_median(ms, o->reps);
         res->min_ms = ms[0]; /* sorted by fj_sort_median() */
-        res->tflops =
-            fj_attention_flops(s->b, s->hq, s->nq, s->nk, s->d, s->causal) / (res->median_ms * 1e-3) / 1e12;
+        double flops = fj_attention_flops(s->b, s->hq, s->nq, s->nk, s->d, s->causal);
+        if (s->varlen_n) flops = 0.0; /* each sequence's own pairs */
+        for (int i = 0; i < s->varlen_n; i++)
+            flops += fj_attention_flops(1, s->hq, s->varlen[i], s->varlen[i], s->d, s->causal);
+        res->tflops = flops / (res->median_ms * 1e-3) / 1e12;
     }
     bench_sets_free(ctx->cu, sets);
     fj_context_pop(ctx);
@@ -397,6 +454,9 @@ static void bench_print(const bench_shape *s, const bench_result *r)
     fajit_config_format(&r->cfg, cfg, sizeof cfg);
     snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
              s->causal ? " causal" : "", s->bnhd ? " bnhd" : "");
+    if (s->varlen_n)
+        snprintf(shape, sizeof shape, "varlen n%d T%lld max%d H%d/%d D%d%s", s->varlen_n, (long long)varlen_rows(s),
+                 s->nq, s->hq, s->hkv, s->d, s->causal ? " causal" : "");
     /* a call the decode path took (seqlen_q <= 128 on a small grid) or the sm_80 fallback ran other kernels than
      * the config: say which (fajit_last_forward) */
     int other = strcmp(r->ran, cfg) != 0;
@@ -583,6 +643,11 @@ static bench_shape shape_from_flags(const bench_cli *o, int d, int n, int causal
     s.splits = o->splits > 0 ? o->splits : 0;
     s.page_size = o->page_size;
     s.page_linear = o->page_linear;
+    s.varlen_n = o->varlen_n, s.varlen = o->varlen;
+    if (o->varlen_n) { /* one packed batch: B sequences, seqlen_q = seqlen_k = the longest */
+        s.b = o->varlen_n, s.nq = s.nk = 1;
+        for (int i = 0; i < o->varlen_n; i++) s.nq = s.nk = o->varlen[i] > s.nq ? o->varlen[i] : s.nq;
+    }
     return s;
 }
 

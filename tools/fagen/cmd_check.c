@@ -5,7 +5,7 @@
  *   fagen check [--quick] [--dtype f16|bf16] [--headdim D] [--causal] [--br N --bc N --stages N
  *               --swizzle S --warps N --arch A] [--device N] [--seed S]
  *               [--batch B --heads-q H --heads-kv H --seqlen-q N --seqlen-k N] [--splits S] [--seqlens] [--workspace]
- *               [--page-size N]
+ *               [--page-size N] [--varlen L1,L2,...]
  *
  * Grid: dtype {f16, bf16} x D {64, 96, 128, 192, 256} x {non-causal, causal} x configs (the heuristic
  * and a list of tile shapes, or the one config given by tile flags) x shapes (N = 1, 17, 1000,
@@ -17,6 +17,9 @@
  * --seqlens (per-sequence KV lengths: 1, a multiple of 64, Nk, random, 0 by sequence; from the 10th also past
  * Nk and negative) and --workspace (the caller's workspace) apply to every shape; each line then names the
  * kernel(s) the forward ran.
+ * Varlen: --varlen L1,L2,... runs one packed batch of those sequence lengths (cu_seqlens_q = cu_seqlens_k, 0 and 1
+ * welcome) instead of the shapes, heads from --heads-q / --heads-kv (8 / 2); with --page-size the keys are paged
+ * (chunked prefill), with --seqlens each sequence uses a random count of its keys (seqused_k).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -78,6 +81,8 @@ typedef struct check_cli {
     int splits;        /* args->num_splits, -1 = not given (0: the heuristic) */
     int seqlens, workspace;
     int page_size;     /* paged K/V (0 = contiguous) */
+    int varlen_n;      /* --varlen: a packed batch of these sequence lengths instead of the shapes (0 = none) */
+    int varlen[FAGEN_VARLEN_MAX];
 } check_cli;
 
 /* ---- results ---------------------------------------------------------------------------------- */
@@ -118,7 +123,9 @@ static void check_usage(FILE *f)
           "  --seqlens                      per-sequence KV lengths by sequence: 1, a multiple of 64, Nk, random, 0\n"
           "                                 (from the 10th sequence also past Nk and negative: the kernel clamps them)\n"
           "  --workspace                    pass the caller's workspace (fajit_attention_workspace_size bytes)\n"
-          "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16), shuffled, via a block table\n\n"
+          "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16), shuffled, via a block table\n"
+          "  --varlen L1,L2,...             a varlen batch (cu_seqlens) of these sequence lengths instead of the shapes:\n"
+          "                                 packed keys, or paged with --page-size; --seqlens: seqused_k\n\n"
           "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only, --arch\n"
           "keeps that path's configs; any tile flag (--br --bc --stages --swizzle --warps --col-warps --overlap\n"
           "--pingpong) replaces the list of configs by that one (its other fields from the heuristic):\n",
@@ -181,6 +188,10 @@ static int check_parse(int argc, char **argv, check_cli *o)
             o->workspace = 1;
         } else if ((r = check_int_flag(argc, argv, &i, o)) != FAGEN_ARG_NOT_MINE) {
             /* taken or an error, below */
+        } else if (fagen_flag_is(w, "--varlen")) {
+            val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
+            r = val ? fagen_parse_int_list(flag, val, 0, 1 << 24, o->varlen, FAGEN_VARLEN_MAX, &o->varlen_n)
+                    : FAGEN_ARG_ERROR;
         } else if (fagen_flag_is(w, "--device")) {
             val = fagen_flag_value(argc, argv, &i, flag, sizeof flag);
             r = val ? fagen_parse_int(flag, val, 0, 1023, &o->device) : FAGEN_ARG_ERROR;
@@ -274,7 +285,47 @@ static void shape_text(const check_shape *s, char *buf, size_t size)
 /* Any decode flag given: the lines name what ran. */
 static int check_decode_flags(const check_cli *o)
 {
-    return o->splits >= 0 || o->seqlens || o->workspace || o->seqlen_q || o->page_size;
+    return o->splits >= 0 || o->seqlens || o->workspace || o->seqlen_q || o->page_size || o->varlen_n;
+}
+
+/* --varlen: the one packed batch of o's lengths with base's dtype, head_dim and causal; 0 to go on, -1 to stop. */
+static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg *c, const fj_check_problem *base,
+                        check_totals *t)
+{
+    fj_check_problem p = *base;
+    fj_check_result r;
+    char shape[96];
+    p.heads_q = o->heads_q ? o->heads_q : 8;
+    p.heads_kv = o->heads_kv ? o->heads_kv : (p.heads_q % 2 ? p.heads_q : 2);
+    p.page_size = o->page_size;
+    p.seed = o->seed ? seed_for(o->seed, t->runs) : 0;
+    fj_check_varlen vl = {o->varlen_n, o->varlen, NULL, !o->page_size, o->seqlens && !o->page_size, 0};
+    snprintf(shape, sizeof shape, "varlen n%d H%d/%d%s", o->varlen_n, p.heads_q, p.heads_kv,
+             o->page_size ? " paged" : "");
+    t->runs++;
+    fajit_status st = fj_check_varlen_run(ctx, c->heuristic ? NULL : &c->cfg, &p, &vl, NULL, &r);
+    if (st != FAJIT_OK) {
+        t->errors++;
+        if (!t->first_failure[0])
+            snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s", c->text, shape, fajit_errmsg());
+        printf("%-46s %-30s ERROR %s: %s\n", c->text, shape, fajit_status_name(st), fajit_errmsg());
+        fflush(stdout);
+        return st == FAJIT_ERR_CUDA ? -1 : 0;
+    }
+    printf("%-46s %-30s %s %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
+           r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, r.pass ? "PASS" : "FAIL");
+    if (!r.pass) printf(" (%s; seed %" PRIu64 ")", r.why, r.seed);
+    printf("  ran: %s\n", r.kernel);
+    fflush(stdout);
+    if (r.pass) t->passed++;
+    else t->failed++;
+    if (!r.pass && !t->first_failure[0])
+        snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s (seed %" PRIu64 ")", c->text, shape, r.why,
+                 r.seed);
+    worst_update(&t->rel, r.rel_l2 / r.tol_rel_l2, c->text, shape);
+    worst_update(&t->row, r.worst_row_rel / r.tol_row_rel, c->text, shape);
+    worst_update(&t->lse, r.lse_max_abs / r.tol_lse, c->text, shape);
+    return 0;
 }
 
 /* The one shape of the shape flags, or NULL when none was given. */
@@ -357,6 +408,9 @@ static int check_group(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
     base.dtype = dt, base.head_dim = dim, base.causal = causal;
     check_shape one;
     const check_shape *custom = custom_shape(o, &one);
+    for (int c = 0; c < n && o->varlen_n; c++)
+        if (check_varlen(ctx, o, &cfgs[c], &base, t) < 0) return -1;
+    if (o->varlen_n) return 0;
     for (int c = 0; c < n && custom; c++)
         if (check_one(ctx, o, &cfgs[c], custom, &base, t) < 0) return -1;
     for (int c = 0; c < n && !custom; c++)

@@ -12,6 +12,9 @@
 
 #include "args.h"
 #include "codegen/codegen.h"
+#include "runtime/compile.h"
+
+_Static_assert(FAGEN_VARLEN_BITS == (FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K), "args.h: the varlen bits");
 
 /* ---- output ----------------------------------------------------------------------------------- */
 
@@ -48,9 +51,12 @@ static int parse_and_finish(int argc, char **argv, unsigned opts, fagen_args *a,
     return rc != FAGEN_EXIT_OK ? rc : -1;
 }
 
-#define PTX_OPTS (FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_VARIANT)
-#define EXPLAIN_OPTS FAGEN_OPT_OUTPUT
-#define CUBIN_OPTS (FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_SM)
+#define PTX_OPTS (FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_VARIANT | FAGEN_OPT_VARLEN)
+#define EXPLAIN_OPTS (FAGEN_OPT_OUTPUT | FAGEN_OPT_VARIANT | FAGEN_OPT_VARLEN)
+#define CUBIN_OPTS (FAGEN_OPT_VERBOSE | FAGEN_OPT_OUTPUT | FAGEN_OPT_SM | FAGEN_OPT_VARIANT | FAGEN_OPT_VARLEN)
+#define VARLEN_HELP                                                                                                  \
+    "  --varlen                       the varlen kernel: queries and keys packed by cu_seqlens (FlashAttention's\n"   \
+    "                                 varlen API; --variant varlen, or varlenq for packed queries only)\n"
 
 /* ---- fagen ptx -------------------------------------------------------------------------------- */
 
@@ -70,7 +76,9 @@ static void ptx_usage(FILE *f)
           "                                 with + (seqlens+split), or combine (the split partials' combine\n"
           "                                 kernel; only --dtype and --headdim count). sm_90a takes seqlens, split,\n"
           "                                 packgqa and paged (paged: TMA boxes from the pool's pages); the runtime\n"
-          "                                 picks the path per call (README: Decode on the sm_90a kernel)\n\n"
+          "                                 picks the path per call (README: Decode on the sm_90a kernel);\n"
+          "                                 varlen (packed queries and keys), varlenq (packed queries; with\n"
+          "                                 seqlens and / or paged) on both paths\n" VARLEN_HELP "\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }
@@ -113,7 +121,8 @@ static void explain_usage(FILE *f)
           "config flags (omitted ones are chosen by the library's heuristic):\n",
           f);
     fagen_print_config_help(f);
-    fputs("  -o FILE                        write to FILE instead of stdout\n\n"
+    fputs("  -o FILE                        write to FILE instead of stdout\n"
+          "  --variant V                    a kernel variant's plan (fagen ptx --help lists them)\n" VARLEN_HELP "\n"
           "example: fagen explain --headdim 256 --stages 1\n",
           f);
 }
@@ -132,7 +141,7 @@ int fagen_cmd_explain(int argc, char **argv)
     fajit_status st;
     int rc = parse_and_finish(argc, argv, EXPLAIN_OPTS, &a, explain_usage);
     if (rc >= 0) return rc;
-    st = fajit_explain(&a.cfg, &text);
+    st = fj_explain_variant(&a.cfg, a.variant, &text);
     if (st != FAJIT_OK) return fagen_report_status(st, "explain");
     rc = write_output(a.out_path, text, text ? strlen(text) : 0);
     fajit_free(text);
@@ -153,7 +162,8 @@ static void cubin_usage(FILE *f)
           "                                 (default: the --arch path's own target)\n"
           "  -o FILE                        output file (default: fajit_<config>.cubin in the current\n"
           "                                 directory; - for stdout)\n"
-          "  -v                             print the compiler's info log (ptxas -v) on stderr\n\n"
+          "  -v                             print the compiler's info log (ptxas -v) on stderr\n"
+          "  --variant V                    a kernel variant (fagen ptx --help lists them)\n" VARLEN_HELP "\n"
           "example: fagen cubin --headdim 64 --sm sm_90a -o fa_d64.cubin -v\n",
           f);
 }
@@ -201,7 +211,7 @@ int fagen_cmd_cubin(int argc, char **argv)
         snprintf(sm, sizeof sm, "%s", a.sm);
     else
         path_sm(&a.cfg, sm, sizeof sm);
-    st = fajit_compile_cubin(&a.cfg, sm, &cubin, &size, &log);
+    st = fj_compile_cubin_variant(&a.cfg, a.variant, sm, &cubin, &size, &log);
     /* the info log goes to stderr with -v, and always when the compile failed */
     if (log && log[0] && (a.verbosity > 0 || st != FAJIT_OK))
         fprintf(stderr, "%s%s", log, log[strlen(log) - 1] == '\n' ? "" : "\n");
