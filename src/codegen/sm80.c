@@ -96,7 +96,10 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
  * terms, and bigger tiles pay more than the saved ldmatrix traffic. */
 #define FJ_SM80_Q_IN_REGS_MAX 152
 #define FJ_SM80_RESCALE_SLACK 8 /* log2 of how far P may exceed 1 before O is rescaled (softmax.c) */
-#define FJ_SM80_RESCALE_WEIGHT_LOG2 (-2) /* ... or a new max would weigh more than ~1/4 of the lane's l */
+/* ... or a new max would weigh more than ~2^this of the lane's l (softmax.c). 0 = off: -2 (~1/4) brought the ratio
+ * to FA2's error to FA3's range on an H200 but cost 2-3.5% at N <= 4096 (bench/results/h200-accuracy-ab-2026-11-26.md),
+ * and the issue asks for no loss of speed: off until a cheaper form is found. */
+#define FJ_SM80_RESCALE_WEIGHT_LOG2 0
 
 /* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
 static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }

@@ -67,7 +67,7 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
                                      any kernel with 4 stages (not in the tuner's space): D64 br192 bc128 s4
                                      ov pp spills 8 bytes at 160 of 160 (tests/test_spill_space.c) */
 #define FJ_SM90_RESCALE_SLACK 8
-#define FJ_SM90_RESCALE_WEIGHT_LOG2 (-2)
+#define FJ_SM90_RESCALE_WEIGHT_LOG2 0 /* off: see FJ_SM80_RESCALE_WEIGHT_LOG2 (sm80.c) */
 
 /* Softcap's share of the exponentials taken off the MUFU (plan.soft_exp2, eighths of a row's values). Counted
  * per consumer warp and KV tile (H100: MUFU 16 / clk / SM = 8 cycles per warp instruction on a sub-partition,
