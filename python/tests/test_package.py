@@ -197,3 +197,16 @@ def test_args_fields_reach_the_library(field, value, text):
     assert err.status_name == "FAJIT_ERR_INVALID_ARGUMENT" and text in err.message, err
     st = _lib.lib.fajit_attention_forward(ctx.handle, ctypes.byref(_args()), None)
     assert _lib.error(st).status_name == "FAJIT_ERR_NO_DEVICE"
+
+
+def test_config_text_with_variant_words():
+    """A variant config's canonical text (fajit_config_format's trailing words) parses back, bits and all."""
+    import fajit
+    text = "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal win cap sink alibi chunk"
+    c = fajit.config(text)
+    assert c.text == text and c.mods == 31
+    assert fajit.config("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal").mods == 0
+    with pytest.raises(ValueError, match="repeated"):
+        fajit.config("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal win win")
+    with pytest.raises(ValueError, match="canonical form"):
+        fajit.config("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal window")

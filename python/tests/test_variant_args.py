@@ -334,3 +334,4 @@ def test_reference_sinks_softcap_alibi():
     full = torch.cat([s, sinks.double()[None, :, None, None].expand(1, 2, 6, 1)], -1)  # gpt-oss's eager formula
     p = torch.softmax(full, -1)[..., :-1]
     assert torch.allclose(o, p @ v) and torch.allclose(lse, torch.logsumexp(full, -1))
+

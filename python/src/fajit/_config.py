@@ -17,7 +17,10 @@ _DTYPE_ALIASES = {"f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16", 
 # canonical text, as fajit_config_format writes it: "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"
 # ("cw2" after the warps when col_warps > 1; "ov" / "pp" when the sm_90a schedule flags are on)
 _TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
-                   r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?\s+(causal|noncausal)\s*$")
+                   r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?\s+(causal|noncausal)"
+                   r"((?:\s+(?:win|cap|sink|alibi|chunk))*)\s*$")
+# the attention variants' words after the mask, in fajit_config_format's order, and their FAJIT_MOD_* bits
+_MOD_WORDS = {"win": 1, "cap": 2, "sink": 4, "alibi": 8, "chunk": 16}
 
 
 class Config:
@@ -75,7 +78,8 @@ def _parse_text(text):
     arch = {v: k for k, v in ARCH_NAMES.items()}.get(m.group(1)) if m else None
     if not m or arch is None:
         raise ValueError(f"config {text!r}: expected the canonical form '<sm_80|sm_90a|sm_100a> <f16|bf16> d<D> "
-                         "br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] <causal|noncausal>'")
+                         "br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] <causal|noncausal> "
+                         "[win] [cap] [sink] [alibi] [chunk]'")
     c = Config_c()
     c.arch, c.dtype = arch, DTYPE["FAJIT_DTYPE_F16"] if m.group(2) == "f16" else DTYPE["FAJIT_DTYPE_BF16"]
     c.head_dim, c.block_m, c.block_n, c.stages = (int(m.group(i)) for i in (3, 4, 5, 6))
@@ -83,6 +87,10 @@ def _parse_text(text):
     c.warps, c.col_warps = int(m.group(8)), int(m.group(9) or 1)
     c.overlap, c.pingpong = (1 if m.group(10) else -1), (1 if m.group(11) else -1)
     c.causal = int(m.group(12) == "causal")
+    words = m.group(13).split()
+    if len(set(words)) != len(words):
+        raise ValueError(f"config {text!r}: a variant word is repeated")
+    c.mods = sum(_MOD_WORDS[w] for w in words)
     return c
 
 
