@@ -288,6 +288,36 @@ static int check_decode_flags(const check_cli *o)
     return o->splits >= 0 || o->seqlens || o->workspace || o->seqlen_q || o->page_size || o->varlen_n;
 }
 
+/* One run's line and totals (an error, PASS or FAIL; with show_kernel the kernel that ran); 0 to go on, -1 when
+ * the CUDA context is no longer usable. */
+static int report_run(check_totals *t, const check_cfg *c, const char *shape, fajit_status st,
+                      const fj_check_result *r, int show_kernel)
+{
+    if (st != FAJIT_OK) {
+        t->errors++;
+        if (!t->first_failure[0])
+            snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s", c->text, shape, fajit_errmsg());
+        printf("%-46s %-30s ERROR %s: %s\n", c->text, shape, fajit_status_name(st), fajit_errmsg());
+        fflush(stdout);
+        return st == FAJIT_ERR_CUDA ? -1 : 0;
+    }
+    printf("%-46s %-30s %s %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r->reference == FJ_REF_CPU ? "cpu" : "gpu",
+           r->rel_l2, r->worst_row_rel, r->max_abs, r->lse_max_abs, r->pass ? "PASS" : "FAIL");
+    if (!r->pass) printf(" (%s; seed %" PRIu64 ")", r->why, r->seed);
+    if (show_kernel) printf("  ran: %s", r->kernel);
+    printf("\n");
+    fflush(stdout);
+    if (r->pass) t->passed++;
+    else t->failed++;
+    if (!r->pass && !t->first_failure[0])
+        snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s (seed %" PRIu64 ")", c->text, shape, r->why,
+                 r->seed);
+    worst_update(&t->rel, r->rel_l2 / r->tol_rel_l2, c->text, shape);
+    worst_update(&t->row, r->worst_row_rel / r->tol_row_rel, c->text, shape);
+    worst_update(&t->lse, r->lse_max_abs / r->tol_lse, c->text, shape);
+    return 0;
+}
+
 /* --varlen: the one packed batch of o's lengths with base's dtype, head_dim and causal; 0 to go on, -1 to stop. */
 static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg *c, const fj_check_problem *base,
                         check_totals *t)
@@ -304,28 +334,7 @@ static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg 
              o->page_size ? " paged" : "");
     t->runs++;
     fajit_status st = fj_check_varlen_run(ctx, c->heuristic ? NULL : &c->cfg, &p, &vl, NULL, &r);
-    if (st != FAJIT_OK) {
-        t->errors++;
-        if (!t->first_failure[0])
-            snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s", c->text, shape, fajit_errmsg());
-        printf("%-46s %-30s ERROR %s: %s\n", c->text, shape, fajit_status_name(st), fajit_errmsg());
-        fflush(stdout);
-        return st == FAJIT_ERR_CUDA ? -1 : 0;
-    }
-    printf("%-46s %-30s %s %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
-           r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, r.pass ? "PASS" : "FAIL");
-    if (!r.pass) printf(" (%s; seed %" PRIu64 ")", r.why, r.seed);
-    printf("  ran: %s\n", r.kernel);
-    fflush(stdout);
-    if (r.pass) t->passed++;
-    else t->failed++;
-    if (!r.pass && !t->first_failure[0])
-        snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s (seed %" PRIu64 ")", c->text, shape, r.why,
-                 r.seed);
-    worst_update(&t->rel, r.rel_l2 / r.tol_rel_l2, c->text, shape);
-    worst_update(&t->row, r.worst_row_rel / r.tol_row_rel, c->text, shape);
-    worst_update(&t->lse, r.lse_max_abs / r.tol_lse, c->text, shape);
-    return 0;
+    return report_run(t, c, shape, st, &r, 1);
 }
 
 /* The one shape of the shape flags, or NULL when none was given. */
@@ -374,29 +383,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
         use = &heur;
     }
     if (st == FAJIT_OK) st = fj_check_run(ctx, use, &p, NULL, &r);
-    if (st != FAJIT_OK) {
-        t->errors++;
-        if (!t->first_failure[0])
-            snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s", c->text, shape, fajit_errmsg());
-        printf("%-46s %-30s ERROR %s: %s\n", c->text, shape, fajit_status_name(st), fajit_errmsg());
-        fflush(stdout);
-        return st == FAJIT_ERR_CUDA ? -1 : 0;
-    }
-    printf("%-46s %-30s %s %9.2e %9.2e %9.2e %9.2e  %s", c->text, shape, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
-           r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, r.pass ? "PASS" : "FAIL");
-    if (!r.pass) printf(" (%s; seed %" PRIu64 ")", r.why, r.seed);
-    if (check_decode_flags(o)) printf("  ran: %s", r.kernel);
-    printf("\n");
-    fflush(stdout);
-    if (r.pass) t->passed++;
-    else t->failed++;
-    if (!r.pass && !t->first_failure[0])
-        snprintf(t->first_failure, sizeof t->first_failure, "%s | %s: %s (seed %" PRIu64 ")", c->text, shape, r.why,
-                 r.seed);
-    worst_update(&t->rel, r.rel_l2 / r.tol_rel_l2, c->text, shape);
-    worst_update(&t->row, r.worst_row_rel / r.tol_row_rel, c->text, shape);
-    worst_update(&t->lse, r.lse_max_abs / r.tol_lse, c->text, shape);
-    return 0;
+    return report_run(t, c, shape, st, &r, check_decode_flags(o));
 }
 
 /* Every config x shape of one (dtype, D, causal). Returns -1 to stop the grid. */
