@@ -34,9 +34,14 @@ void fajit_attention_args_init(fajit_attention_args *args)
 /* ---------------------------------------------------------------------------------------------------
  * The grown fields
  * ------------------------------------------------------------------------------------------------- */
+size_t fj_args_size(const fajit_attention_args *a)
+{
+    return a->struct_size ? a->struct_size : FAJIT_ATTENTION_ARGS_SIZE_1;
+}
+
 void fj_decode_read(const fajit_attention_args *a, fj_decode_args *d)
 {
-    size_t n = a->struct_size ? a->struct_size : FAJIT_ATTENTION_ARGS_SIZE_1;
+    size_t n = fj_args_size(a);
     d->seqlens_k = a->seqlens_k;
     d->num_splits = a->num_splits;
     d->workspace = a->workspace;

@@ -37,6 +37,8 @@ typedef struct fj_decode_args {
 } fj_decode_args;
 /* 1 when the call packs its batch (cu_seqlens_q set and covered by struct_size). */
 int fj_decode_varlen(const fajit_attention_args *args);
+/* How much of *args the caller's build knows: struct_size, or FAJIT_ATTENTION_ARGS_SIZE_1 for 0 (a zeroed struct). */
+size_t fj_args_size(const fajit_attention_args *args);
 void fj_decode_read(const fajit_attention_args *args, fj_decode_args *d);
 
 /* struct_size, reserved0, the seqlens_k pointer, num_splits' range and the grid limit, the workspace

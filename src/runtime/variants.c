@@ -8,20 +8,16 @@
 #include <math.h>
 #include <string.h>
 
+#include "decode.h"
 #include "error.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define LOG2E 1.4426950408889634
 
-static size_t args_size(const fajit_attention_args *a)
-{
-    return a->struct_size ? a->struct_size : FAJIT_ATTENTION_ARGS_SIZE_1;
-}
-
 void fj_variant_read(const fajit_attention_args *a, fj_variant_args *v)
 {
     memset(v, 0, sizeof *v);
-    if (args_size(a) < FAJIT_ATTENTION_ARGS_SIZE_3) return;
+    if (fj_args_size(a) < FAJIT_ATTENTION_ARGS_SIZE_3) return;
     v->window = a->window;
     v->window_left = a->window_left;
     v->window_right = a->window_right;
@@ -34,7 +30,7 @@ void fj_variant_read(const fajit_attention_args *a, fj_variant_args *v)
 
 fajit_status fj_variant_validate(const fajit_attention_args *a)
 {
-    if (args_size(a) < FAJIT_ATTENTION_ARGS_SIZE_3) return FAJIT_OK;
+    if (fj_args_size(a) < FAJIT_ATTENTION_ARGS_SIZE_3) return FAJIT_OK;
     if (a->reserved1 != 0) return BAD("args->reserved1 = %d: must be 0", a->reserved1);
     fj_variant_args v;
     fj_variant_read(a, &v);
