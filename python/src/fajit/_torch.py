@@ -109,6 +109,17 @@ def _check_int32(t, name, q, shape_text):
         raise ValueError(f"{name}: on {t.device}, q on {q.device}: it must be on q's CUDA device")
 
 
+def check_block_table(block_table, q, b, b_is):
+    """block_table: int32 [b, max_pages >= 1], contiguous, on q's device; b_is says where b comes from."""
+    _check_int32(block_table, "block_table", q, f"[B, max_pages] = [{b}, max_pages]")
+    if block_table.dim() != 2 or block_table.shape[0] != b or block_table.shape[1] < 1:
+        raise ValueError(f"block_table: shape {tuple(block_table.shape)}: must be [B, max_pages] with B = {b} "
+                         f"({b_is}) and max_pages >= 1")
+    if block_table.stride(1) != 1 or (b > 1 and block_table.stride(0) != block_table.shape[1]):
+        raise ValueError(f"block_table: strides {tuple(block_table.stride())}: must be contiguous "
+                         "(use .contiguous())")
+
+
 def check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits):
     """The decode arguments of fajit.attention: (seqlen_k capacity, num_splits as an int); TypeError /
     ValueError naming the argument. Values inside the tensors are not read (no host synchronization)."""
@@ -122,13 +133,7 @@ def check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits
         if page_size is not None:
             raise ValueError(f"page_size: {page_size!r} without block_table: paged K/V needs the block table")
     else:
-        _check_int32(block_table, "block_table", q, f"[B, max_pages] = [{b}, max_pages]")
-        if block_table.dim() != 2 or block_table.shape[0] != b or block_table.shape[1] < 1:
-            raise ValueError(f"block_table: shape {tuple(block_table.shape)}: must be [B, max_pages] with B = {b} "
-                             "(q's batch) and max_pages >= 1")
-        if block_table.stride(1) != 1 or (b > 1 and block_table.stride(0) != block_table.shape[1]):
-            raise ValueError(f"block_table: strides {tuple(block_table.stride())}: must be contiguous "
-                             "(use .contiguous())")
+        check_block_table(block_table, q, b, "q's batch")
         if page_size is not None and (isinstance(page_size, bool) or page_size != nk):
             raise ValueError(f"page_size: {page_size!r} differs from the page pools' rows per page {nk} (k's "
                              f"{'dim 2' if layout == 'bhnd' else 'dim 1'}); leave it None to take the pools'")

@@ -84,13 +84,7 @@ def check(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, sequs
                              "seqused_k[b] of them)")
         if seqused_k is None:
             raise ValueError("seqused_k: required with block_table (the keys each sequence has in its pages)")
-        T._check_int32(block_table, "block_table", q, f"[B, max_pages] = [{batch}, max_pages]")
-        if block_table.dim() != 2 or block_table.shape[0] != batch or block_table.shape[1] < 1:
-            raise ValueError(f"block_table: shape {tuple(block_table.shape)}: must be [B, max_pages] with B = {batch} "
-                             "(len(cu_seqlens_q) - 1) and max_pages >= 1")
-        if block_table.stride(1) != 1 or (batch > 1 and block_table.stride(0) != block_table.shape[1]):
-            raise ValueError(f"block_table: strides {tuple(block_table.stride())}: must be contiguous "
-                             "(use .contiguous())")
+        T.check_block_table(block_table, q, batch, "len(cu_seqlens_q) - 1")
         page_size = k.shape[1]
         if page_size < 16 or page_size % 16:
             raise ValueError(f"k: {page_size} rows per page: the page size must be a positive multiple of 16")
