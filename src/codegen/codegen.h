@@ -150,6 +150,12 @@ void fj_config_overlay(fajit_config *dst, const fajit_config *src);
 /* The variant words that end a canonical config text (" win cap sink alibi chunk", any subset in that order;
  * "" = 0) as FAJIT_MOD_* bits; -1 when a word is unknown, repeated or out of order. */
 int fj_config_parse_mods(const char *text, int *mods);
+/* K/V's and O's dtype of a config (kv_dtype / out_dtype, 0 = the default: dtype; O of an E4M3 config BF16). */
+fajit_dtype fj_config_kv_dtype(const fajit_config *c);
+fajit_dtype fj_config_out_dtype(const fajit_config *c);
+/* The canonical text's dtype word ("bf16", "e4m3,o=f16", "bf16,kv=e4m3") into c's dtype, kv_dtype, out_dtype
+ * (0 where the word has no part for it). 0, or -1 when the word is not in that form. */
+int fj_config_parse_dtype(const char *word, fajit_config *c);
 /* 1 when two configs describe the same kernel: every field equal once the "pick" zeros a check reads
  * as defaults are read so (col_warps 0 = 1, overlap / pingpong 0 = off). */
 int fj_config_same(const fajit_config *a, const fajit_config *b);
