@@ -1,8 +1,7 @@
 """test_fp8_args.py - the FP8 arguments of fajit.attention without a GPU: float8_e4m3fn tensors and the q_descale /
 k_descale / v_descale keywords (FlashAttention-3's names): their checks (TypeError / ValueError naming the argument),
 the fake implementation's output dtype, the fajit_attention_args fields the launch writes (CPU tensors, the library's
-forward replaced by a recorder, as in test_variant_args.py), and the library's own refusal while no FP8 kernel is
-built. Skipped without torch or without torch.float8_e4m3fn.
+forward replaced by a recorder, as in test_variant_args.py), and FP8 configs' canonical text. Skipped without torch or without torch.float8_e4m3fn.
 """
 import pytest
 
@@ -115,7 +114,10 @@ def test_fp8_fields(rec):
 
 
 def test_fp8_config_text():
-    # the canonical text parses; the check refuses every e4m3 config while no FP8 kernel is built
-    with pytest.raises(_lib.FajitError) as e:
-        fajit.config("sm_90a e4m3,o=f16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal")
-    assert "FP8 (e4m3) kernels are not built yet" in str(e.value)
+    # the canonical text of an FP8 config round-trips; O's dtype word only when it is not the default
+    text = "sm_90a e4m3,o=f16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal"
+    c = fajit.config(text)
+    assert c.text == text and c.dtype == "e4m3"
+    assert fajit.config("sm_90a e4m3 d64 br192 bc128 s2 sw64 w16 ov pp causal").text.startswith("sm_90a e4m3 d64")
+    with pytest.raises(_lib.FajitError, match="dtype = e4m3 on the sm_80 path"):
+        fajit.config("sm_80 e4m3 d128 br128 bc64 s2 sw128 w4 noncausal")

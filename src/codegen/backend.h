@@ -82,6 +82,9 @@ typedef struct fj_kctx {
     int o_zero;                       /* O is known to be 0 here (a work tile's first KV tile): the
                                          rebase skips O *= c */
     fj_reg_t corr;                    /* f32 x frag.rows: the rescale factors of the last rebase */
+    fj_reg_t score_scale;             /* f32, FP8 (plan.fp8): the work tile's scale_log2 x q_descale x k_descale, which
+                                         the softmax uses instead of the parameter (fp8_ws.c) */
+    fj_reg_t o_scale;                 /* f32, FP8 epilogue: v_descale, O's factor beside 1/l */
     fj_reg_t rescale_pred;            /* pred: the last rebase moved a reference max (O needs corr) */
 
     /* problem */
@@ -206,6 +209,7 @@ void fj_frag_desc_m16n8(const fj_plan *p, fj_frag_desc *d);
 void fj_emit_pack_p_m16n8(fj_kctx *k);
 void fj_emit_store_o_m16n8(fj_kctx *k);
 const char *fj_dtype_ptx(const fj_plan *p); /* "bf16" / "f16" */
+const char *fj_out_dtype_ptx(const fj_plan *p); /* O's: the dtype's, or with e4m3 inputs cfg.out_dtype's */
 
 /* The forward skeletons: emit the whole entry body for k->p (fwd_kernel.c: all warps alike;
  * fwd_ws.c: warp-specialized). fj_emit_fwd_kernel picks by plan.ws. */

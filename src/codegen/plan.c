@@ -81,9 +81,9 @@ static fajit_status check_fp8(const fajit_config *c)
 
 static fajit_status check_fp8_built(const fajit_config *c)
 {
-    if (c->dtype == FAJIT_DTYPE_E4M3 || fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "dtype %s: the FP8 (e4m3) kernels are not built yet in this version",
-                       c->dtype == FAJIT_DTYPE_E4M3 ? "e4m3" : "with kv_dtype e4m3");
+    if (c->dtype != FAJIT_DTYPE_E4M3 && fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "dtype %s with kv_dtype e4m3: the FP8 K/V cache kernels are not built "
+                       "yet in this version", c->dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16");
     return FAJIT_OK;
 }
 
@@ -191,6 +191,10 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     if ((st = map_smem(p)) != FAJIT_OK) return st;
     if ((st = p->backend->plan(p)) != FAJIT_OK) return st;
     plan_mods_params(p);
+    if (p->fp8) { /* the descales' block after the others (kernel_abi.h) */
+        p->fp8_off = (p->params_bytes + 7) / 8 * 8;
+        p->params_bytes = p->fp8_off + (int)sizeof(fj_fwd_params_fp8);
+    }
     return plan_mods_regs(p);
 }
 
@@ -298,6 +302,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         return CFG_FAIL("stages = %d: pages read ahead (decode variant ahead) need 2+ stages", cfg->stages);
     fajit_status st = fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
+    if (p->fp8)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take no decode "
+                                              "variant yet (seqlens_k, split-KV, paged K/V, varlen)", variant);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
                                               "seqlens_k, split-KV, GQA packing and paged K/V whole pages or tiles; "

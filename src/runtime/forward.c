@@ -241,13 +241,7 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
         (st = fj_decode_validate(args)))
         return st;
     if ((st = cfg ? check_config(args, cfg) : FAJIT_OK)) return st;
-    if (fj_fp8_any(args)) {
-        fj_fp8_args f;
-        fj_fp8_read(args, &f);
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = %s, kv_dtype = %s: the FP8 (e4m3) kernels are not built "
-                                              "yet in this version", dtype_name(args->dtype), dtype_name(f.kv_dtype));
-    }
-    return FAJIT_OK;
+    return fj_fp8_any(args) ? fj_fp8_unsupported(args) : FAJIT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -274,6 +268,13 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     p->group = (uint32_t)(a->heads_q / a->heads_kv);
     p->scale_log2 = plan->cfg.mods ? fj_variant_scale_log2(a, scale) : (float)(scale * LOG2E);
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
+    if (a->dtype == FAJIT_DTYPE_E4M3) { /* 1-byte rows (O stays 16-bit) */
+        p->q_row_bytes = a->q_stride[2];
+        p->k_row_bytes = a->k_stride[2];
+        p->v_row_bytes = a->v_stride[2];
+        p->k_tile_bytes = plan->cfg.block_n * p->k_row_bytes;
+        p->v_tile_bytes = plan->cfg.block_n * p->v_row_bytes;
+    }
 }
 
 /* KV tiles a causal work tile of query block mb visits (fwd_kernel.c's KV range, on the host). */
@@ -457,6 +458,9 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
         snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
         return forward_launch(ctx, k, a, &params, sizeof params);
     }
+    if (k->plan.fp8) /* no sm_80 kernel to fall back to */
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "%s: the FP8 kernel's tensor maps cannot describe the tensors: %s",
+                       k->config_text, why);
     fajit_kernel *fallback = NULL;
     fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
     if (st != FAJIT_OK) return fj_fail_context(st, "falling back from %s (%s) to the sm_80 path", k->config_text, why);
@@ -473,6 +477,9 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_attention_forward needs a context");
     fajit_status st = fj_forward_validate(args, cfg);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
+    if (st == FAJIT_OK && args->dtype == FAJIT_DTYPE_E4M3 && strcmp(fajit_context_sm(ctx), "sm_90") != 0)
+        st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 on a %s device: the FP8 kernels are sm_90a's (H100, "
+                                            "H200); other GPUs have no FP8 path yet", fajit_context_sm(ctx));
     if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
     int handled = 0;
     if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, &handled);

@@ -8,6 +8,7 @@
 
 #include "decode.h"
 #include "error.h"
+#include "variants.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -96,5 +97,23 @@ fajit_status fj_fp8_validate(const fajit_attention_args *a)
         return BAD("args->descale_batch_stride = %" PRId64 ": less than heads_kv = %d, so batches' rows would overlap "
                    "(a contiguous [batch][heads_kv] tensor has stride heads_kv; 0 = one row for every batch)",
                    f.descale_batch_stride, a->heads_kv);
+    return FAJIT_OK;
+}
+
+fajit_status fj_fp8_unsupported(const fajit_attention_args *a)
+{
+    fj_fp8_args f;
+    fj_fp8_read(a, &f);
+    if (a->dtype != FAJIT_DTYPE_E4M3)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->kv_dtype = e4m3 with dtype %s: the FP8 K/V cache kernels are not "
+                                              "built yet in this version", a->dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16");
+    size_t n = fj_args_size(a);
+    if (a->seqlens_k || a->num_splits >= 2 || (n >= FAJIT_ATTENTION_ARGS_SIZE_2 && a->block_table) ||
+        (n >= FAJIT_ATTENTION_ARGS_SIZE_3 && (a->cu_seqlens_q || a->cu_seqlens_k)))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with seqlens_k, num_splits >= 2, a block table or "
+                                              "cu_seqlens: the FP8 kernels take none of these yet");
+    if (fj_variant_mods(a))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with an attention variant (window, softcap, sinks, "
+                                              "alibi_slopes, attention_chunk): the FP8 kernels have none yet");
     return FAJIT_OK;
 }
