@@ -11,11 +11,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "runtime/forward.h"
+#include "runtime/half.h"
 #include "test_support.h"
 
 static fajit_config sm90(fajit_dtype dtype, int head_dim)
@@ -198,9 +200,34 @@ static void test_config_must_match(void **state)
                                     "cfg->kv_dtype / out_dtype = e4m3 / bf16", "are bf16 / bf16", "must match"));
 }
 
+/* The host's e4m3 conversions (the GPU test's inputs and reference): every code round-trips, ties go to the even
+ * mantissa, large values saturate to 448 (cvt.rn.satfinite), NaN is 0x7F. */
+static void test_e4m3_host(void **state)
+{
+    (void)state;
+    for (int b = 0; b < 256; b++) {
+        if ((b & 0x7f) == 0x7f) {
+            assert_true(fj_e4m3_to_f32((uint8_t)b) != fj_e4m3_to_f32((uint8_t)b)); /* NaN */
+            continue;
+        }
+        assert_int_equal(fj_f32_to_e4m3(fj_e4m3_to_f32((uint8_t)b)), b);
+    }
+    assert_true(fj_e4m3_to_f32(0x7e) == 448.0f && fj_e4m3_to_f32(0x38) == 1.0f && fj_e4m3_to_f32(0x01) == 0x1p-9f);
+    assert_int_equal(fj_f32_to_e4m3(1.0625f), 0x38); /* tie between 1 and 1.125: even */
+    assert_int_equal(fj_f32_to_e4m3(1.1875f), 0x3a); /* tie between 1.125 and 1.25: even */
+    assert_int_equal(fj_f32_to_e4m3(1.07f), 0x39);
+    assert_int_equal(fj_f32_to_e4m3(464.0f), 0x7e);
+    assert_int_equal(fj_f32_to_e4m3(1e9f), 0x7e);
+    assert_int_equal(fj_f32_to_e4m3(-1e9f), 0xfe);
+    assert_int_equal(fj_f32_to_e4m3(0x1p-10f), 0x00); /* half the smallest subnormal: tie to 0 */
+    assert_int_equal(fj_f32_to_e4m3(0x1.8p-10f), 0x01);
+    assert_int_equal(fj_f32_to_e4m3(NAN), 0x7f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_e4m3_host),
         cmocka_unit_test(test_config_text),
         cmocka_unit_test(test_config_parse_dtype),
         cmocka_unit_test(test_plan_rules),

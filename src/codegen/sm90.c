@@ -193,7 +193,10 @@ static fajit_status plan_sm90(fj_plan *p)
     p->pipeline_qk = 0;
     p->lean_regs = 0;
     p->reg_s_next = 0;
-    p->rescale_slack = FJ_SM90_RESCALE_SLACK;
+    /* FP8: a rescale whenever a row max moves, so each row's largest P is 2^0 = 1, exact in e4m3 (with the lazy
+     * rescale it could be any 2^x below 2^8, rounded by up to 2^-4: the dominant key of a peaked row would carry
+     * that error) */
+    p->rescale_slack = p->fp8 ? 0 : FJ_SM90_RESCALE_SLACK;
     p->rescale_weight_log2 = FJ_SM90_RESCALE_WEIGHT_LOG2;
     p->soft_exp2 = plan_soft_exp2(c);
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +

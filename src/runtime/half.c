@@ -96,3 +96,24 @@ void fj_half_fill_normal(fajit_dtype dtype, uint16_t *dst, size_t n, uint64_t se
             dst[i + (size_t)j] = fj_half_from_f32(dtype, fabsf(z[j]) < 1e-3f ? 0.5f : z[j]);
     }
 }
+
+uint8_t fj_f32_to_e4m3(float f)
+{
+    if (f != f) return 0x7f;
+    uint8_t sign = signbit(f) ? 0x80 : 0;
+    double a = fabs((double)f);
+    if (a < 0x1p-6) return (uint8_t)(sign | (uint8_t)nearbyint(a * 0x1p9)); /* subnormal (8 rounds up to 2^-6) */
+    int ex;
+    double fr = frexp(a, &ex); /* a = fr x 2^ex, fr in [0.5, 1): binade 2^(ex - 1) */
+    int e = ex - 1, q = (int)nearbyint((2.0 * fr - 1.0) * 8.0);
+    if (q == 8) e++, q = 0;
+    if (e > 8 || (e == 8 && q > 6)) return (uint8_t)(sign | 0x7e); /* saturate: 448 */
+    return (uint8_t)(sign | (uint8_t)((e + 7) << 3) | (uint8_t)q);
+}
+
+float fj_e4m3_to_f32(uint8_t b)
+{
+    int e = (b >> 3) & 15, m = b & 7;
+    double v = e == 15 && m == 7 ? NAN : e == 0 ? m * 0x1p-9 : ldexp(1.0 + m / 8.0, e - 7);
+    return (float)(b & 0x80 ? -v : v);
+}

@@ -21,6 +21,11 @@ float fj_f16_to_f32(uint16_t h);
 uint16_t fj_half_from_f32(fajit_dtype dtype, float f);
 float fj_half_to_f32(fajit_dtype dtype, uint16_t h);
 
+/* float8 e4m3 (OCP e4m3fn: bias 7, no infinities, NaN = S.1111.111, largest 448, subnormals m x 2^-9): to float
+ * exact; from float round to nearest, ties to even, saturating to +-448 (as cvt.rn.satfinite), NaN -> 0x7F. */
+uint8_t fj_f32_to_e4m3(float f);
+float fj_e4m3_to_f32(uint8_t b);
+
 /* Unit roundoff of the dtype: 2^-9 for bf16 (8 significant bits), 2^-11 for f16 (11 bits). */
 double fj_half_unit_roundoff(fajit_dtype dtype);
 
