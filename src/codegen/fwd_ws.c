@@ -655,6 +655,7 @@ static void emit_transposer(fj_kctx *k, ws_loop *l)
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), k->phase);
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_VT_EMPTY, s), not_phase);
+        fj_ins(e, "bar.warp.sync -1"); /* the lanes leave the waits' loops together: ldmatrix / stmatrix are .aligned */
         fj_fp8_emit_transpose_tile(k, &ln, s);
         fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
         fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_FULL, s));
