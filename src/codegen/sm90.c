@@ -227,9 +227,17 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                            "65536\n",
                       pf, p->producer_regs, p->consumer_regs, 128 * p->consumer_wgs,
                       128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs);
-    fj_buf_printf(out, "%sMMA: S = QK^T: %d x wgmma.m64n%dk16.f32.%s.%s (A = Q and B = K from smem, both K-major); "
-                       "O += PV: %d x wgmma.m64n%dk16 (A = P from registers, B = V from smem, N-major, transB = 1)\n",
-                  pf, p->k_steps_qk, c->block_n, dt, dt, p->k_steps_pv, c->head_dim);
+    if (p->fp8)
+        fj_buf_printf(out, "%sMMA (FP8): S = QK^T: %d x wgmma.m64n%dk32.f32.e4m3.e4m3 (Q, K from smem, K-major); O += "
+                           "PV: %d x wgmma.m64n%dk32 (P e4m3 from registers in fj_fp8_p_key's k order, B = Vt from smem, "
+                           "K-major in %d-byte boxes: producer warps 1-%d transpose each V tile into the Vt ring at +%d "
+                           "with ldmatrix.trans + prmt + stmatrix; VT full / empty mbarriers at +%d); O %s, %d B rows\n",
+                      pf, p->k_steps_qk, c->block_n, p->k_steps_pv, c->head_dim, p->vt_swizzle, p->transpose_warps,
+                      p->vt_off, p->vt_bar, fj_out_dtype_ptx(p), p->o_row_bytes);
+    else
+        fj_buf_printf(out, "%sMMA: S = QK^T: %d x wgmma.m64n%dk16.f32.%s.%s (A = Q and B = K from smem, both K-major); "
+                           "O += PV: %d x wgmma.m64n%dk16 (A = P from registers, B = V from smem, N-major, transB = 1)\n",
+                      pf, p->k_steps_qk, c->block_n, dt, dt, p->k_steps_pv, c->head_dim);
     fj_buf_printf(out, "%sfragment layout: each consumer warp holds 16 rows of its warpgroup's 64 in the m16n8 C layout "
                        "(lane = 4g + t: rows g and g+8, columns 2t, 2t+1 of each n8 block); row max/sum reduce over the "
                        "quad (shfl.bfly 1, 2); P re-packed into A fragments from the S accumulators\n",
