@@ -11,6 +11,9 @@ inputs rotate over sets spanning >= 512 MB, so no call finds them in L2.
 Error: both outputs (fajit's written over NaN) against a float64 reference on the dequantized inputs over a slice
 (batch 0, heads 0 and H - 1, up to 256 query rows spread over N, every key): max |err| and RMS err, and their ratios
 fajit / FA3 (the issue's rule: <= 1.1). fajit also against a stated bound: rel L2 <= 3e-2 (check ok / FAIL).
+--hadamard (incoherent processing): per cell, also fajit's error against float64 attention on the original float32
+inputs (input rounding included) when they are quantized plainly and after fajit.fp8_quantize(hadamard=True), and the
+cost of that quantization (median of 10, CUDA events) next to the attention's time.
 
 Usage (GPU machine, repository root, libfajit built into ./build; FA3 from ../shared/bench/peer-wheels.sh):
     PYTHONPATH=python/src:/tmp/peers-site FAJIT_LIB=build/libfajit.so python3 bench/fp8_compare.py --out DIR
@@ -42,6 +45,7 @@ def parse_args(argv=None):
     p.add_argument("--n", default="4096,16384", help="sequence lengths (default 4096,16384)")
     p.add_argument("--masks", default="noncausal,causal", help="noncausal,causal (default both)")
     p.add_argument("--outliers", action="store_true", help="outlier channels in Q and K (x20 on 3 head dims)")
+    p.add_argument("--hadamard", action="store_true", help="also measure incoherent processing (see above)")
     p.add_argument("--out", help="directory for fp8-<gpu>.md and .json")
     compare.add_timing_options(p, reps=60, min_reps=10, warmup=10)
     a = p.parse_args(argv)
@@ -180,6 +184,8 @@ class Fp8Bench(compare.Bench):
             if name + "_ms" in row:
                 row[name + "_tflops"] = work / row[name + "_ms"] / 1e9
         row.pop("times", None)
+        if a.hadamard:
+            self.hadamard_errors(B, N, H, D, causal, row)
         log("  " + "  ".join(f"{s} {row[s + '_ms']:.3f} ms {row[s + '_tflops']:.0f} TFLOP/s" for s in systems
                              if s + "_ms" in row) +
             "  err max/RMS " + "  ".join(f"{s} {row.get(s + '_max_err', math.nan):.2e}/{row.get(s + '_rms_err', math.nan):.2e}"
@@ -188,6 +194,45 @@ class Fp8Bench(compare.Bench):
         del sets
         torch.cuda.empty_cache()
         return row
+
+
+    def hadamard_errors(self, B, N, H, D, causal, row):
+        """Incoherent processing on one set: fajit's max / RMS error against float64 attention on the original inputs,
+        quantized plainly and with the Hadamard rotation; the quantization's time (ms, median of 10) both ways."""
+        torch, fajit = self.torch, self.fajit
+        x = [torch.randn(B, N, H, D, device=DEVICE, dtype=torch.float32) for _ in range(3)]
+        if self.a.outliers:
+            for t in x[:2]:
+                t[..., [3, 17, D - 5]] *= 20.0
+        rows = torch.linspace(0, N - 1, min(256, N), device=DEVICE).round().long().unique()
+        refs = {}
+        for h in sorted({0, H - 1}):
+            sc = (x[0][0, rows, h].double() @ x[1][0, :, h].double().T) / math.sqrt(D)
+            if causal:
+                sc = sc.masked_fill(torch.arange(N, device=DEVICE)[None, :] > rows[:, None], float("-inf"))
+            refs[h] = torch.softmax(sc, -1) @ x[2][0, :, h].double()
+        for had in (False, True):
+            tag = "had" if had else "plain"
+            q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(x[0], x[1], x[2], layout="bnhd", hadamard=had)
+            o = fajit.attention(q8, k8, v8, causal=causal, layout="bnhd", q_descale=qd, k_descale=kd, v_descale=vd)
+            torch.cuda.synchronize()
+            mx = ss = cnt = 0
+            for h, ref in refs.items():
+                d = o[0, rows, h].double() - ref
+                mx, ss, cnt = max(mx, d.abs().max().item()), ss + d.pow(2).sum().item(), cnt + d.numel()
+            row[f"{tag}_orig_max_err"], row[f"{tag}_orig_rms_err"] = mx, math.sqrt(ss / cnt)
+            ts = []
+            for _ in range(10):
+                s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s0.record()
+                fajit.fp8_quantize(x[0], x[1], x[2], layout="bnhd", hadamard=had)
+                s1.record()
+                torch.cuda.synchronize()
+                ts.append(s0.elapsed_time(s1))
+            row[f"{tag}_quantize_ms"] = statistics.median(ts)
+        log(f"  incoherent processing: error vs the original inputs max/RMS plain {row['plain_orig_max_err']:.2e}/"
+            f"{row['plain_orig_rms_err']:.2e}, hadamard {row['had_orig_max_err']:.2e}/{row['had_orig_rms_err']:.2e}; "
+            f"quantize {row['plain_quantize_ms']:.3f} ms, with hadamard {row['had_quantize_ms']:.3f} ms")
 
 
 def markdown(env, rows):
@@ -213,6 +258,16 @@ def markdown(env, rows):
     if speed:
         g = math.exp(statistics.mean(math.log(x) for x in speed))
         lines += ["", f"geometric mean fajit / FA3: {g:.3f} over {len(speed)} cells; lowest {min(speed):.3f}"]
+    had = [r for r in rows if "had_orig_rms_err" in r]
+    if had:
+        lines += ["", "Incoherent processing (fajit's error against float64 on the original float32 inputs):", "",
+                  "| D | N | mask | max err plain / hadamard | RMS err plain / hadamard | quantize ms plain / hadamard | "
+                  "fajit ms |", "|---|---|---|---|---|---|---|"]
+        for r in had:
+            lines.append(f"| {r['D']} | {r['N']} | {'causal' if r['causal'] else 'noncausal'} | "
+                         f"{r['plain_orig_max_err']:.2e} / {r['had_orig_max_err']:.2e} | "
+                         f"{r['plain_orig_rms_err']:.2e} / {r['had_orig_rms_err']:.2e} | "
+                         f"{r['plain_quantize_ms']:.3f} / {r['had_quantize_ms']:.3f} | {fmt(r.get('fajit_ms'), '{:.3f}')} |")
     return "\n".join(lines) + "\n"
 
 

@@ -121,3 +121,26 @@ def test_fp8_config_text():
     assert fajit.config("sm_90a e4m3 d64 br192 bc128 s2 sw64 w16 ov pp causal").text.startswith("sm_90a e4m3 d64")
     with pytest.raises(_lib.FajitError, match="dtype = e4m3 on the sm_80 path"):
         fajit.config("sm_80 e4m3 d128 br128 bc64 s2 sw128 w4 noncausal")
+
+
+def test_fp8_quantize_and_hadamard():
+    # per (batch, KV head) descales; the Hadamard rotation keeps Q K^T and lowers the rounding error of outliers
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 8, 64, 128), torch.randn(2, 2, 64, 128), torch.randn(2, 2, 64, 128)
+    q[..., [3, 17]] *= 20
+    k[..., [3, 17]] *= 20
+    m = _fp8.hadamard_matrix(128, "cpu", seed=1)
+    assert torch.allclose(m @ m.T, torch.eye(128), atol=1e-5)
+    ref = q @ k.repeat_interleave(4, 1).transpose(-1, -2)
+    errs = []
+    for had in (False, True):
+        q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, v, hadamard=had, seed=1)
+        assert q8.dtype == E4M3 and qd.shape == (2, 2) and kd.shape == (2, 2) and vd.shape == (2, 2)
+        assert torch.allclose(vd, v.abs().amax(dim=(2, 3)) / 448)
+        qf = q8.float() * qd.repeat_interleave(4, 1)[..., None, None]
+        kf = k8.float() * kd[..., None, None]
+        got = qf @ kf.repeat_interleave(4, 1).transpose(-1, -2)
+        errs.append(((got - ref).pow(2).mean() / ref.pow(2).mean()).sqrt().item())
+    assert errs[1] < errs[0]  # incoherent processing helps on outlier channels
+    q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), layout="bnhd")
+    assert q8.shape == (2, 64, 8, 128) and qd.shape == (2, 2)

@@ -24,7 +24,7 @@ from ._config import Config, TuneResult
 from ._lib import FajitError, FajitInputError
 
 __all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "config", "ptx", "explain", "tune", "cache_dir",
-           "last_forward", "kernel_info", "Config", "TuneResult", "FajitError", "FajitInputError", "__version__"]
+           "fp8_quantize", "last_forward", "kernel_info", "Config", "TuneResult", "FajitError", "FajitInputError", "__version__"]
 
 __version__ = _lib.lib.fajit_version().decode()
 _torch_module = None
@@ -187,6 +187,18 @@ def ptx(spec=None, *, verbosity=0, **fields):
 def explain(spec=None, **fields):
     """The plan of a kernel in words (fajit_explain): tiles, shared-memory map, warp roles, registers."""
     return _config.explain(spec, **fields)
+
+
+def fp8_quantize(q, k, v, *, layout="bhnd", hadamard=False, seed=0):
+    """e4m3 copies of q, k, v for fajit.attention's FP8 path, with their descales: (q8, k8, v8, q_descale, k_descale,
+    v_descale), descale = amax / 448 per (batch, KV head) as float32 [B, Hkv] (FlashAttention-3's layout). hadamard=True:
+    incoherent processing - Q and K are multiplied along the head dim by a randomized Hadamard matrix (orthonormal,
+    so Q K^T is unchanged; D a power of two) before rounding, which spreads outlier channels over all channels and
+    lowers the FP8 rounding error; it costs a D x D matmul of Q and K per call. Pass the results as
+    fajit.attention(q8, k8, v8, q_descale=..., k_descale=..., v_descale=...)."""
+    _torch_api()
+    from . import _fp8
+    return _fp8.quantize(q, k, v, layout, hadamard, seed)
 
 
 def tune(head_dim, *, dtype="bf16", causal=False, shape=None, device=None, max_candidates=0, time_budget_s=0.0,
