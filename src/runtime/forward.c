@@ -244,8 +244,11 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
     if (fj_fp8_any(args)) {
         fj_fp8_args f;
         fj_fp8_read(args, &f);
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = %s, kv_dtype = %s: the FP8 (e4m3) kernels are not built "
-                                              "yet in this version", dtype_name(args->dtype), dtype_name(f.kv_dtype));
+        if (args->dtype == FAJIT_DTYPE_E4M3)
+            return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = %s, kv_dtype = %s: the FP8 (e4m3) kernels are not "
+                                                  "built yet in this version", dtype_name(args->dtype),
+                           dtype_name(f.kv_dtype));
+        return fj_fp8_kv_unsupported(args);
     }
     return FAJIT_OK;
 }
@@ -274,6 +277,14 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     p->group = (uint32_t)(a->heads_q / a->heads_kv);
     p->scale_log2 = plan->cfg.mods ? fj_variant_scale_log2(a, scale) : (float)(scale * LOG2E);
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
+    if (plan->kv8) { /* FP8 K/V: 1-byte rows, copied kv8_rows_per_pass rows a pass (kv8.c) */
+        p->k_row_bytes = a->k_stride[2];
+        p->v_row_bytes = a->v_stride[2];
+        p->k_tile_bytes = plan->cfg.block_n * p->k_row_bytes;
+        p->v_tile_bytes = plan->cfg.block_n * p->v_row_bytes;
+        p->k_pass_bytes = plan->kv8_rows_per_pass * p->k_row_bytes;
+        p->v_pass_bytes = plan->kv8_rows_per_pass * p->v_row_bytes;
+    }
 }
 
 /* KV tiles a causal work tile of query block mb visits (fwd_kernel.c's KV range, on the host). */

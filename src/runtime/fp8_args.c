@@ -8,6 +8,7 @@
 
 #include "decode.h"
 #include "error.h"
+#include "variants.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 
@@ -96,5 +97,17 @@ fajit_status fj_fp8_validate(const fajit_attention_args *a)
         return BAD("args->descale_batch_stride = %" PRId64 ": less than heads_kv = %d, so batches' rows would overlap "
                    "(a contiguous [batch][heads_kv] tensor has stride heads_kv; 0 = one row for every batch)",
                    f.descale_batch_stride, a->heads_kv);
+    return FAJIT_OK;
+}
+
+fajit_status fj_fp8_kv_unsupported(const fajit_attention_args *a)
+{
+    if (fj_variant_mods(a))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->kv_dtype = e4m3 with an attention variant (window, softcap, sinks, "
+                                              "alibi_slopes, attention_chunk): the FP8 K/V cache kernels have none yet");
+    if (fj_args_size(a) >= FAJIT_ATTENTION_ARGS_SIZE_3 && (a->cu_seqlens_q || a->cu_seqlens_k))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->kv_dtype = e4m3 with cu_seqlens_q / cu_seqlens_k: the FP8 K/V "
+                                              "cache kernels take batched K/V (seqlens_k, block_table), not varlen "
+                                              "batches yet");
     return FAJIT_OK;
 }
