@@ -16,6 +16,7 @@
 
 #include "codegen/codegen.h"
 #include "fajit.h"
+#include "codegen/kernel_abi.h"
 #include "runtime/forward.h"
 #include "runtime/half.h"
 #include "test_support.h"
@@ -88,8 +89,8 @@ static void test_plan_rules(void **state)
                                     "no attention variants", NULL));
     c = sm90(FAJIT_DTYPE_BF16, 128);
     c.kv_dtype = FAJIT_DTYPE_E4M3;
-    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3", "not built",
-                                    NULL));
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the sm_90a path",
+                                    "use arch sm_80", NULL)); /* the FP8 K/V cache kernels are sm_80's (kv8.c) */
     c = sm90(FAJIT_DTYPE_E4M3, 128);
     c.head_dim = 96;
     assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "head_dim = 96",
@@ -134,10 +135,62 @@ static void test_args_valid_and_unsupported(void **state)
     a.softcap = 30.0f;
     assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "attention variant",
                                     "none yet", NULL));
-    a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 1, 300, 128); /* an FP8 K/V cache under bf16 queries */
+    a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 1, 300, 128); /* an FP8 K/V cache under bf16 queries: built */
     a.kv_dtype = FAJIT_DTYPE_E4M3, a.k_descale = 0x7f0000900100ull;
-    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "kv_dtype = e4m3",
-                                    "not built yet", NULL));
+    a.k_stride[2] = a.v_stride[2] = 128, a.k_stride[1] = a.v_stride[1] = 128 * 300, a.k_stride[0] = a.v_stride[0] = 2 * 128 * 300;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    fajit_attention_args w = a;
+    w.window = 1, w.window_left = 8, w.window_right = -1;
+    assert_true(fj_test_status_says(fj_forward_validate(&w, NULL), FAJIT_ERR_UNSUPPORTED, "kv_dtype = e4m3",
+                                    "attention variant", NULL));
+    w = a;
+    w.cu_seqlens_q = 0x7f0000a00000ull;
+    assert_true(fj_test_status_says(fj_forward_validate(&w, NULL), FAJIT_ERR_UNSUPPORTED, "kv_dtype = e4m3",
+                                    "cu_seqlens", NULL));
+}
+
+/* The FP8 K/V cache's plan rules: the sm_80 path's kernels, 2+ stages, no attention variant. */
+static void test_kv8_plan_rules(void **state)
+{
+    (void)state;
+    fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .kv_dtype = FAJIT_DTYPE_E4M3, .head_dim = 128,
+                      .block_m = 64, .block_n = 64, .stages = 2, .warps = 4, .swizzle = 128};
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    fj_plan p;
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_true(p.kv8 && p.fp8_off >= (int)sizeof(fj_fwd_params) && !p.pipeline_qk);
+    assert_true(p.smem_bytes >= p.kv8_off + 2 * 2 * 64 * 128 && p.kv8_off >= p.v_off + 2 * p.kv_tile_bytes);
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_OK);
+    assert_true(p.fp8_off >= (int)sizeof(fj_fwd_params_decode));
+    assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p),
+                                    FAJIT_ERR_UNSUPPORTED, "gather", "kv_dtype e4m3", NULL));
+    c.stages = 1;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "stages = 1", "2+ stages", NULL));
+    c.stages = 2, c.mods = FAJIT_MOD_SOFTCAP;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "attention variants", NULL, NULL));
+    c.mods = 0, c.arch = FAJIT_ARCH_SM90A, c.block_m = 128, c.block_n = 128, c.warps = 12;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the sm_90a",
+                                    "sm_80", NULL));
+}
+
+/* The host's e4m3 conversions (check harness, references): every byte round-trips, halfway values go to even,
+ * large values saturate. */
+static void test_e4m3_host(void **state)
+{
+    (void)state;
+    for (int b = 0; b < 256; b++) {
+        if ((b & 0x7F) == 0x7F) {
+            assert_true(isnan(fj_e4m3_to_f64((uint8_t)b)));
+            continue;
+        }
+        assert_int_equal(fj_e4m3_from_f64(fj_e4m3_to_f64((uint8_t)b)), b == 0x80 ? 0x80 : b);
+    }
+    assert_int_equal(fj_e4m3_to_f64(0x7E), 448.0);
+    assert_int_equal(fj_e4m3_from_f64(1000.0), 0x7E);
+    assert_int_equal(fj_e4m3_from_f64(-1000.0), 0xFE);
+    assert_int_equal(fj_e4m3_from_f64(1.0 + 1.0 / 16), 0x38); /* halfway 1 and 1.125: even (1) */
+    assert_int_equal(fj_e4m3_from_f64(1.0 + 3.0 / 16), 0x3A); /* halfway 1.125 and 1.25: even (1.25) */
+    assert_true(fj_e4m3_to_f64(0x01) == 0x1p-9 && fj_e4m3_to_f64(0x08) == 0x1p-6);
 }
 
 static void test_args_rules(void **state)
@@ -202,7 +255,7 @@ static void test_config_must_match(void **state)
 
 /* The host's e4m3 conversions (the GPU test's inputs and reference): every code round-trips, ties go to the even
  * mantissa, large values saturate to 448 (cvt.rn.satfinite), NaN is 0x7F. */
-static void test_e4m3_host(void **state)
+static void test_e4m3_host_f32(void **state)
 {
     (void)state;
     for (int b = 0; b < 256; b++) {
@@ -227,12 +280,14 @@ static void test_e4m3_host(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_e4m3_host),
+        cmocka_unit_test(test_e4m3_host_f32),
         cmocka_unit_test(test_config_text),
         cmocka_unit_test(test_config_parse_dtype),
         cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_args_valid_and_unsupported),
         cmocka_unit_test(test_args_rules),
+        cmocka_unit_test(test_kv8_plan_rules),
+        cmocka_unit_test(test_e4m3_host),
         cmocka_unit_test(test_args_size_gates),
         cmocka_unit_test(test_config_must_match),
     };

@@ -124,6 +124,8 @@ typedef struct fj_kctx {
     fj_reg_t kv_tma_delta, kv_tma_seq; /* s32, sm_90a VARLEN_K producer: key row r of the sequence is TMA row
                                          r + kv_tma_delta of sequence coordinate kv_tma_seq (kept per work tile) */
 
+    int kv8_slot;                     /* FP8 K/V (plan.kv8): 1 + the stage the next wait widens from e4m3, 0 none */
+
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];
 } fj_kctx;

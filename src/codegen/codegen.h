@@ -98,7 +98,14 @@ typedef struct fj_plan {
      * V empty[s] then counts the transposing threads (they free the TMA-loaded V). */
     int fp8;
     int vt_off, vt_swizzle, vt_bar, transpose_warps;
-    int fp8_off;                 /* the fj_fwd_params_fp8 block (descales) in the parameters, after the others */
+    /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
+     * tiles are copied as e4m3 bytes into their own ring at kv8_off (stages x K and V tiles of block_n x head_dim
+     * bytes, laid out by copying thread), and each thread widens what it copied into the 16-bit K / V tiles
+     * before the tile's barrier. kv8_tpr threads copy a row in 16-element chunks, kv8_rows_per_pass rows a pass
+     * (copy_chunks_per_thread_row chunks each). fp8_off: the fj_fwd_params_fp8 block (descales) in the
+     * parameters, after the others (kernel_abi.h); 0 when the kernel reads no descale. */
+    int kv8, kv8_off, kv8_tpr, kv8_rows_per_pass;
+    int fp8_off;
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
     int vtail_bar;               /* sm_90a SEQLENS / PAGED variants: offset of the V-tail mbarrier (the producer's

@@ -79,12 +79,27 @@ static fajit_status check_fp8(const fajit_config *c)
     return FAJIT_OK;
 }
 
+/* An FP8 K/V cache (kv_dtype e4m3 under f16 / bf16 queries) runs on the sm_80 path's kernels (sm80.c widens the
+ * e4m3 tiles in shared memory), without attention variants, with 2+ stages. */
+static fajit_status check_kv8(const fajit_config *c)
+{
+    if (c->arch != FAJIT_ARCH_SM80)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the %s path: the FP8 K/V cache kernels are the sm_80 "
+                                              "path's (they run on sm_80 and every later GPU); use arch sm_80",
+                       fj_arch_path_name(c->arch));
+    if (c->mods)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 with attention variants (mods = %d): the FP8 K/V cache "
+                                              "kernels take none yet", c->mods);
+    if (c->stages < 2)
+        return CFG_FAIL("stages = %d with kv_dtype e4m3: the FP8 K/V cache kernels widen a tile while the next "
+                        "one lands, so they need 2+ stages", c->stages);
+    return FAJIT_OK;
+}
+
 static fajit_status check_fp8_built(const fajit_config *c)
 {
-    if (c->dtype != FAJIT_DTYPE_E4M3 && fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "dtype %s with kv_dtype e4m3: the FP8 K/V cache kernels are not built "
-                       "yet in this version", c->dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16");
-    return FAJIT_OK;
+    if (c->dtype == FAJIT_DTYPE_E4M3) return FAJIT_OK; /* the sm_90a FP8 kernels (fp8_ws.c) */
+    return fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3 ? check_kv8(c) : FAJIT_OK;
 }
 
 static fajit_status check_shape(const fajit_config *c, fj_plan *p)
@@ -124,6 +139,14 @@ static void plan_mods_params(fj_plan *p)
     if (!p->cfg.mods) return;
     p->mods_off = (p->params_bytes + 7) / 8 * 8;
     p->params_bytes = p->mods_off + (int)sizeof(fj_fwd_params_mods);
+}
+
+/* FP8 K/V: the descales' block after the others (kernel_abi.h). */
+static void plan_fp8_params(fj_plan *p)
+{
+    if (!p->kv8 && !p->fp8) return;
+    p->fp8_off = (p->params_bytes + 7) / 8 * 8;
+    p->params_bytes = p->fp8_off + (int)sizeof(fj_fwd_params_fp8);
 }
 
 /* Registers the score-changing variants (all but SINKS, which works in the epilogue) add to an sm_80 plan:
@@ -182,6 +205,7 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     if ((st = check_arch(cfg, p)) != FAJIT_OK) return st;
     if ((st = check_shape(cfg, p)) != FAJIT_OK) return st;
     if ((st = check_fp8_built(cfg)) != FAJIT_OK) return st;
+    p->kv8 = fj_config_kv_dtype(cfg) == FAJIT_DTYPE_E4M3;
     if ((st = p->backend->tiles(p)) != FAJIT_OK) return st;
     p->threads = cfg->warps * 32;
     p->n_frags_s = cfg->block_n / 8 / p->col_warps;
@@ -191,10 +215,7 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     if ((st = map_smem(p)) != FAJIT_OK) return st;
     if ((st = p->backend->plan(p)) != FAJIT_OK) return st;
     plan_mods_params(p);
-    if (p->fp8) { /* the descales' block after the others (kernel_abi.h) */
-        p->fp8_off = (p->params_bytes + 7) / 8 * 8;
-        p->params_bytes = p->fp8_off + (int)sizeof(fj_fwd_params_fp8);
-    }
+    plan_fp8_params(p);
     return plan_mods_regs(p);
 }
 
@@ -312,9 +333,15 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                                               "does (fajit_attention_forward falls back to it)",
                        variant & FJ_VARIANT_GATHER ? " gather" : "", variant & FJ_VARIANT_AHEAD ? " ahead" : "",
                        p->arch->name);
+    if (p->kv8 && (variant & (FJ_VARIANT_GATHER | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s with kv_dtype e4m3: the FP8 K/V cache kernels take "
+                                              "seqlens_k, split-KV, GQA packing and paged K/V in whole tiles of a page "
+                                              "(block_n dividing page_size), not gathered segments or varlen batches yet",
+                       variant & FJ_VARIANT_GATHER ? " gather" : "", variant & FJ_VARIANT_VARLEN ? " varlen" : "");
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
     plan_mods_params(p);
+    plan_fp8_params(p);
     if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* fwd_ws.c: the V tail's zero fill */
         p->vtail_bar = p->smem_bytes;
         p->smem_bytes += 8;

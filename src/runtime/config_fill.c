@@ -255,6 +255,10 @@ static int paths_of(const fill_request *r, fajit_arch paths[2])
         paths[0] = FAJIT_ARCH_SM90A;
         return 1;
     }
+    if (r->given.kv_dtype == FAJIT_DTYPE_E4M3) { /* an FP8 K/V cache: the sm_80 path's kernels (kv8.c) */
+        paths[0] = FAJIT_ARCH_SM80;
+        return 1;
+    }
     paths[0] = fj_best_path(r->ctx);
     paths[1] = FAJIT_ARCH_SM80;
     return paths[0] == FAJIT_ARCH_SM80 ? 1 : 2;

@@ -241,7 +241,9 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
         (st = fj_decode_validate(args)))
         return st;
     if ((st = cfg ? check_config(args, cfg) : FAJIT_OK)) return st;
-    return fj_fp8_any(args) ? fj_fp8_unsupported(args) : FAJIT_OK;
+    if (fj_fp8_any(args))
+        return args->dtype == FAJIT_DTYPE_E4M3 ? fj_fp8_unsupported(args) : fj_fp8_kv_unsupported(args);
+    return FAJIT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -268,12 +270,20 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     p->group = (uint32_t)(a->heads_q / a->heads_kv);
     p->scale_log2 = plan->cfg.mods ? fj_variant_scale_log2(a, scale) : (float)(scale * LOG2E);
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
-    if (a->dtype == FAJIT_DTYPE_E4M3) { /* 1-byte rows (O stays 16-bit) */
+    if (a->dtype == FAJIT_DTYPE_E4M3) { /* e4m3 Q, K, V: 1-byte rows (O stays 16-bit) */
         p->q_row_bytes = a->q_stride[2];
         p->k_row_bytes = a->k_stride[2];
         p->v_row_bytes = a->v_stride[2];
         p->k_tile_bytes = plan->cfg.block_n * p->k_row_bytes;
         p->v_tile_bytes = plan->cfg.block_n * p->v_row_bytes;
+    }
+    if (plan->kv8) { /* FP8 K/V: 1-byte rows, copied kv8_rows_per_pass rows a pass (kv8.c) */
+        p->k_row_bytes = a->k_stride[2];
+        p->v_row_bytes = a->v_stride[2];
+        p->k_tile_bytes = plan->cfg.block_n * p->k_row_bytes;
+        p->v_tile_bytes = plan->cfg.block_n * p->v_row_bytes;
+        p->k_pass_bytes = plan->kv8_rows_per_pass * p->k_row_bytes;
+        p->v_pass_bytes = plan->kv8_rows_per_pass * p->v_row_bytes;
     }
 }
 

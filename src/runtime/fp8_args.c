@@ -102,11 +102,6 @@ fajit_status fj_fp8_validate(const fajit_attention_args *a)
 
 fajit_status fj_fp8_unsupported(const fajit_attention_args *a)
 {
-    fj_fp8_args f;
-    fj_fp8_read(a, &f);
-    if (a->dtype != FAJIT_DTYPE_E4M3)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->kv_dtype = e4m3 with dtype %s: the FP8 K/V cache kernels are not "
-                                              "built yet in this version", a->dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16");
     size_t n = fj_args_size(a);
     if (a->seqlens_k || a->num_splits >= 2 || (n >= FAJIT_ATTENTION_ARGS_SIZE_2 && a->block_table) ||
         (n >= FAJIT_ATTENTION_ARGS_SIZE_3 && (a->cu_seqlens_q || a->cu_seqlens_k)))
@@ -115,5 +110,17 @@ fajit_status fj_fp8_unsupported(const fajit_attention_args *a)
     if (fj_variant_mods(a))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with an attention variant (window, softcap, sinks, "
                                               "alibi_slopes, attention_chunk): the FP8 kernels have none yet");
+    return FAJIT_OK;
+}
+
+fajit_status fj_fp8_kv_unsupported(const fajit_attention_args *a)
+{
+    if (fj_variant_mods(a))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->kv_dtype = e4m3 with an attention variant (window, softcap, sinks, "
+                                              "alibi_slopes, attention_chunk): the FP8 K/V cache kernels have none yet");
+    if (fj_args_size(a) >= FAJIT_ATTENTION_ARGS_SIZE_3 && (a->cu_seqlens_q || a->cu_seqlens_k))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->kv_dtype = e4m3 with cu_seqlens_q / cu_seqlens_k: the FP8 K/V "
+                                              "cache kernels take batched K/V (seqlens_k, block_table), not varlen "
+                                              "batches yet");
     return FAJIT_OK;
 }

@@ -97,23 +97,28 @@ void fj_half_fill_normal(fajit_dtype dtype, uint16_t *dst, size_t n, uint64_t se
     }
 }
 
-uint8_t fj_f32_to_e4m3(float f)
+uint8_t fj_e4m3_from_f64(double x)
 {
-    if (f != f) return 0x7f;
-    uint8_t sign = signbit(f) ? 0x80 : 0;
-    double a = fabs((double)f);
-    if (a < 0x1p-6) return (uint8_t)(sign | (uint8_t)nearbyint(a * 0x1p9)); /* subnormal (8 rounds up to 2^-6) */
-    int ex;
-    double fr = frexp(a, &ex); /* a = fr x 2^ex, fr in [0.5, 1): binade 2^(ex - 1) */
-    int e = ex - 1, q = (int)nearbyint((2.0 * fr - 1.0) * 8.0);
-    if (q == 8) e++, q = 0;
-    if (e > 8 || (e == 8 && q > 6)) return (uint8_t)(sign | 0x7e); /* saturate: 448 */
-    return (uint8_t)(sign | (uint8_t)((e + 7) << 3) | (uint8_t)q);
+    if (x != x) return 0x7F;
+    uint8_t s = signbit(x) ? 0x80 : 0;
+    double a = fabs(x);
+    if (a >= 448.0) return s | 0x7E;
+    if (a < 0x1p-6) return s | (uint8_t)nearbyint(a * 512.0); /* subnormal m x 2^-9 (8 is 2^-6, the first normal) */
+    int e;
+    double fr = frexp(a, &e); /* a = 1.m x 2^(e - 1), biased exponent e + 6 */
+    int m = (int)nearbyint((2.0 * fr - 1.0) * 8.0), be = e + 6;
+    if (m == 8) m = 0, be++;
+    return (uint8_t)(s | be << 3 | m); /* a < 448: be <= 15, and 15 with m = 7 (480) is never reached */
 }
 
-float fj_e4m3_to_f32(uint8_t b)
+double fj_e4m3_to_f64(uint8_t b)
 {
-    int e = (b >> 3) & 15, m = b & 7;
-    double v = e == 15 && m == 7 ? NAN : e == 0 ? m * 0x1p-9 : ldexp(1.0 + m / 8.0, e - 7);
-    return (float)(b & 0x80 ? -v : v);
+    int be = (b >> 3) & 15, m = b & 7;
+    if (be == 15 && m == 7) return NAN;
+    double v = be ? ldexp(1.0 + m / 8.0, be - 7) : ldexp(m / 8.0, -6);
+    return b & 0x80 ? -v : v;
 }
+
+uint8_t fj_f32_to_e4m3(float f) { return fj_e4m3_from_f64((double)f); }
+
+float fj_e4m3_to_f32(uint8_t b) { return (float)fj_e4m3_to_f64(b); }

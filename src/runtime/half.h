@@ -21,8 +21,7 @@ float fj_f16_to_f32(uint16_t h);
 uint16_t fj_half_from_f32(fajit_dtype dtype, float f);
 float fj_half_to_f32(fajit_dtype dtype, uint16_t h);
 
-/* float8 e4m3 (OCP e4m3fn: bias 7, no infinities, NaN = S.1111.111, largest 448, subnormals m x 2^-9): to float
- * exact; from float round to nearest, ties to even, saturating to +-448 (as cvt.rn.satfinite), NaN -> 0x7F. */
+/* The same in float (fj_e4m3_from_f64 / fj_e4m3_to_f64 below): the FP8 forward's tests and tuner inputs. */
 uint8_t fj_f32_to_e4m3(float f);
 float fj_e4m3_to_f32(uint8_t b);
 
@@ -32,5 +31,10 @@ double fj_half_unit_roundoff(fajit_dtype dtype);
 /* n standard-normal values (xorshift64 + Box-Muller, from `seed`; never exactly 0) as dtype halves: the
  * inputs benchmarks time on, distributed like torch.randn's so fajit and its peers see alike data. */
 void fj_half_fill_normal(fajit_dtype dtype, uint16_t *dst, size_t n, uint64_t seed);
+
+/* float8 e4m3 (OCP FP8 e4m3fn: bias 7, no infinities, 0x7F / 0xFF NaN): from a double, round to nearest even,
+ * saturating to +-448 (NaN in gives NaN); to a double, exact. */
+uint8_t fj_e4m3_from_f64(double x);
+double fj_e4m3_to_f64(uint8_t b);
 
 #endif

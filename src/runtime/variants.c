@@ -96,11 +96,11 @@ static void window_sides(const fajit_attention_args *a, const fj_variant_args *v
 void *fj_variant_params(const fj_plan *plan, const fajit_attention_args *a, const void *own, size_t own_size,
                         fj_param_block *blk)
 {
-    if (!plan->cfg.mods && !plan->fp8) return (void *)own;
+    if (!plan->cfg.mods && !plan->fp8_off) return (void *)own;
     size_t first = (size_t)(plan->cfg.mods ? plan->mods_off : plan->fp8_off); /* the first trailing block */
     memset(blk, 0, sizeof *blk);
     memcpy(blk->bytes, own, own_size < first ? own_size : first);
-    if (plan->fp8) {
+    if (plan->fp8_off) {
         fj_fp8_args f;
         fj_fp8_read(a, &f);
         fj_fwd_params_fp8 d = {f.q_descale, f.k_descale, f.v_descale, f.descale_batch_stride};
