@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "runtime/compile.h"
 #include "runtime/error.h"
 #include "runtime/tune_file.h"
 #include "runtime/warm.h"
@@ -114,6 +115,12 @@ static int warm_parse(int argc, char **argv, warm_cli *o)
             return FAGEN_EXIT_USAGE;
         }
         if (r == FAGEN_ARG_ERROR) return FAGEN_EXIT_USAGE;
+    }
+    if (o->sm && !fj_arch_find(o->sm)) {
+        char names[256];
+        fj_compile_list_targets(names, sizeof names);
+        fprintf(stderr, "fagen: --sm %s: not a known GPU; known ones are %s\n", o->sm, names);
+        return FAGEN_EXIT_USAGE;
     }
     if (o->sm && device_given) {
         fprintf(stderr, "fagen: warm --sm compiles without a GPU and --device loads into one: give one of them\n");
