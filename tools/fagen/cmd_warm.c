@@ -58,9 +58,9 @@ static void warm_usage(FILE *f)
           "  --cache-dir DIR                the disk cache (default: $FAJIT_CACHE_DIR, else ~/.cache/fajit)\n"
           "  --list                         print the distinct filled configs and stop (nothing compiled)\n"
           "  -q                             no progress bar or per-kernel lines\n\n"
+          "The repository's bench/warm100-sm90a.txt lists 100 distinct sm_90a kernels (--file).\n\n"
           "examples:\n"
-          "  fagen warm --sm sm_90a --file bench/warm100-sm90a.txt --cache-dir /tmp/fj\n"
-          "  fagen warm --headdim 128 --causal --seqlen 8192\n",
+          "  fagen warm --sm sm_90a --headdim 64 --causal --cache-dir fj-cache\n",
           f);
 }
 
