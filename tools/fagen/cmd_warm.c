@@ -301,8 +301,9 @@ static int warm_run(const warm_cli *o, warm_list *l)
     if (st != FAJIT_OK && res.total == 0) rc = fagen_report_status(st, "warm"); /* nothing ran: a usage error */
     else if (st != FAJIT_OK) rc = FAGEN_EXIT_FAIL;
     if (res.total && !o->list)
-        printf("fagen warm: %d kernels (%d compiled, %d cached, %d failed) on %d threads in %.2f s; disk cache %s\n",
-               res.total, res.compiled, res.cached, res.failed, res.threads, res.seconds,
+        printf("fagen warm: %d kernel%s (%d compiled, %d cached, %d failed) on %d thread%s in %.2f s; disk cache %s\n",
+               res.total, res.total == 1 ? "" : "s", res.compiled, res.cached, res.failed, res.threads,
+               res.threads == 1 ? "" : "s", res.seconds,
                fajit_context_cache_dir(ctx)[0] ? fajit_context_cache_dir(ctx) : "off");
     if (st != FAJIT_OK && res.total) fprintf(stderr, "fagen: %s\n", fajit_errmsg());
     free(shapes);
