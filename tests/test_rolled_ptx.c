@@ -95,8 +95,12 @@ static void test_rolled_assembles(void **state)
         const rolled_case *c = &k_cases[i];
         char what[160];
         case_text(c, what, sizeof what);
-        fajit_config cfg = {FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, c->head_dim, c->block_m, c->block_n, c->stages, 128,
-                            4 * (c->block_m / 64 + 1), c->causal, 1, c->overlap, c->pingpong, c->mods};
+        fajit_config cfg;
+        memset(&cfg, 0, sizeof cfg); /* fields appended later: 0 */
+        cfg.arch = FAJIT_ARCH_SM90A, cfg.dtype = FAJIT_DTYPE_BF16, cfg.head_dim = c->head_dim;
+        cfg.block_m = c->block_m, cfg.block_n = c->block_n, cfg.stages = c->stages, cfg.swizzle = 128;
+        cfg.warps = 4 * (c->block_m / 64 + 1), cfg.causal = c->causal, cfg.col_warps = 1;
+        cfg.overlap = c->overlap, cfg.pingpong = c->pingpong, cfg.mods = c->mods;
         fj_plan plan;
         fajit_status st = fj_plan_build_variant(&cfg, c->variant, &plan);
         if (st != FAJIT_OK) print_error("%s: %s\n", what, fajit_errmsg());
