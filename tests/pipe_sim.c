@@ -1,0 +1,525 @@
+/*
+ * pipe_sim.c - the pipeline simulator (see pipe_sim.h and docs/pipeline-sim.md): one thread per warp (lane 0) of a
+ * warp-specialized kernel, run by ptx_sim.c's interpreter one instruction at a time, interleaved at random; this file
+ * runs the synchronizing instructions itself:
+ *   mbarrier.init / arrive / arrive.expect_tx / try_wait.parity    PTX ISA 9.7.13.15 (mbarrier): pending arrivals,
+ *       transaction bytes and a phase number per barrier; a phase completes when both reach 0
+ *   cp.async.bulk.tensor (global -> shared)                       9.7.9.25: a load completes its box's bytes on its
+ *       mbarrier at a random later time
+ *   bar.sync / bar.arrive (id, thread count)                      9.7.13.1: each warp counts 32 threads
+ *   wgmma.mma_async / commit_group / wait_group                   9.7.15: descriptor operands read shared memory from
+ *       the wgmma's issue until the wait_group that retires its group
+ * Ordering is tracked with vector clocks: one clock per warp and one per mbarrier (its completed TMA loads). A release
+ * (an arrive, bar.arrive, bar.sync) carries the warp's clock; a wait that passes on phase k acquires what phase k
+ * collected; a named barrier joins its participants. A read is early when the slot's last load has not completed or its
+ * completion is not in the reader's clock; a load is early when a read of the slot is not retired or its retirement is
+ * not in the producer's clock.
+ * Each warp arrives on an mbarrier once per arrive it executes (the generator elects lane 0, or thread 0 of the
+ * producer); float data is unknown, and a barrier under a guard that depends on it is reported as not modelled.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipe_sim.h"
+
+#define PS_W 16                  /* warps (512 threads) */
+#define PS_A (PS_W + MAX_BARS)   /* clocks: the warps, then each mbarrier's TMA completions */
+#define PS_OPS 256               /* TMA loads in flight */
+#define PS_REGIONS 128           /* shared-memory boxes loaded by TMA */
+#define PS_READS 4096            /* a warp's wgmma reads not yet retired */
+#define PS_NBARS 16              /* named barriers */
+
+typedef struct vclock {
+    int c[PS_A];
+} vclock;
+
+static void vc_join(vclock *a, const vclock *b)
+{
+    for (int i = 0; i < PS_A; i++)
+        if (b->c[i] > a->c[i]) a->c[i] = b->c[i];
+}
+
+typedef struct mbar {
+    uint32_t addr;
+    int count, pending, phase, line; /* line: its init */
+    int tma_clock;                   /* its completed loads */
+    int64_t tx;
+    vclock acc, last; /* this phase's releases; the last completed phase's */
+} mbar;
+
+typedef struct region {
+    uint32_t lo, hi;
+    int loaded, done, bar, stamp, line; /* the last load: completed, on which mbarrier, its clock there, its line */
+    int pending[PS_W], end[PS_W];       /* per warp: reads not retired; the clock of its last retired read */
+} region;
+
+typedef struct tma_op {
+    int region, bar, bytes, line;
+} tma_op;
+
+typedef struct nbar {
+    int expected, arrived, gen, line;
+    vclock acc, last;
+} nbar;
+
+enum { W_RUN, W_MBAR, W_NBAR, W_DONE };
+
+typedef struct warp {
+    thread t;
+    int state, wait_bar, wait_parity, wait_gen;
+    vclock vc;
+    int seen[MAX_BARS];     /* the last phase each mbarrier's wait passed on here (-2: none yet) */
+    int committed;          /* wgmma groups committed */
+    int n_reads, read_region[PS_READS], read_group[PS_READS];
+} warp;
+
+typedef struct sim {
+    const prog *p;
+    world *w;
+    const pipe_opts *o;
+    pipe_report *r;
+    warp wp[PS_W];
+    int n_warps;
+    mbar bars[MAX_BARS];
+    int n_bars;
+    region reg[PS_REGIONS];
+    int n_regions;
+    tma_op ops[PS_OPS];
+    int n_ops;
+    nbar nb[PS_NBARS];
+    uint64_t rng;
+} sim;
+
+const char *pipe_kind_name(int kind)
+{
+    static const char *const names[] = {"ok", "deadlock", "phase aliasing", "read before the load's arrival",
+                                        "overwritten before the readers' release", "barrier misuse", "work left at exit",
+                                        "not modelled"};
+    return kind >= 0 && kind <= PIPE_MODEL ? names[kind] : "?";
+}
+
+static unsigned rnd(sim *s, unsigned n)
+{
+    s->rng = s->rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)(s->rng >> 33) % n;
+}
+
+/* The first fault wins; returns 0 so callers can `return fault(...)`. */
+__attribute__((format(printf, 3, 4))) static int fault(sim *s, int kind, const char *fmt, ...)
+{
+    if (s->r->kind != PIPE_OK) return 0;
+    s->r->kind = kind;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->r->text, sizeof s->r->text, fmt, ap);
+    va_end(ap);
+    return 0;
+}
+
+static int line_of(const sim *s, const warp *x) { return x->t.pc < s->p->n ? s->p->v[x->t.pc].line : 0; }
+
+/* ---- operands ------------------------------------------------------------------------------------------------ */
+/* A [reg+imm] shared-memory address (fj_smem is 0 here). */
+static int mem_addr(sim *s, warp *x, const operand *o, uint32_t *addr)
+{
+    uint64_t v;
+    if (o->kind != O_MEM || !sim_value(s->p, &x->t, s->w, &(operand){.kind = O_REG, .reg = o->reg}, &v))
+        return fault(s, PIPE_MODEL, "line %d: an address the simulator cannot work out", line_of(s, x));
+    *addr = (uint32_t)(v + (uint64_t)o->imm);
+    return 1;
+}
+
+static mbar *bar_at(sim *s, warp *x, uint32_t addr, int *index)
+{
+    for (int i = 0; i < s->n_bars; i++)
+        if (s->bars[i].addr == addr) {
+            if (index) *index = i;
+            return &s->bars[i];
+        }
+    fault(s, PIPE_BARRIER, "line %d: warp %d uses mbarrier +%u, never initialized (or not yet)", line_of(s, x),
+          (int)(x - s->wp), addr);
+    return NULL;
+}
+
+/* A phase completes when its arrivals and bytes are all in: its clock is kept for the waiters. */
+static void bar_try_complete(sim *s, mbar *b)
+{
+    (void)s;
+    if (b->pending != 0 || b->tx != 0) return;
+    b->last = b->acc;
+    memset(&b->acc, 0, sizeof b->acc);
+    b->phase++, b->pending = b->count;
+    s->r->phases++;
+    if (b->phase > s->r->max_phase) s->r->max_phase = b->phase;
+}
+
+/* ---- mbarriers ----------------------------------------------------------------------------------------------- */
+static int do_init(sim *s, warp *x, const insn *in)
+{
+    uint32_t addr;
+    uint64_t count;
+    if (!mem_addr(s, x, &in->a[0], &addr)) return 0;
+    if (!sim_value(s->p, &x->t, s->w, &in->a[1], &count)) return fault(s, PIPE_MODEL, "line %d: mbarrier count", in->line);
+    for (int i = 0; i < s->n_bars; i++)
+        if (s->bars[i].addr == addr)
+            return fault(s, PIPE_BARRIER, "line %d: mbarrier +%u initialized again (line %d)", in->line, addr,
+                         s->bars[i].line);
+    if (s->n_bars == MAX_BARS) return fault(s, PIPE_MODEL, "more than %d mbarriers", MAX_BARS);
+    mbar *b = &s->bars[s->n_bars++];
+    memset(b, 0, sizeof *b);
+    b->addr = addr, b->count = b->pending = (int)count, b->line = in->line;
+    return 1;
+}
+
+static int do_arrive(sim *s, warp *x, const insn *in)
+{
+    int expect = strstr(in->op, "expect_tx") != NULL, i;
+    uint32_t addr;
+    if (!mem_addr(s, x, &in->a[1], &addr)) return 0;
+    mbar *b = bar_at(s, x, addr, &i);
+    if (!b) return 0;
+    if (expect) {
+        uint64_t bytes;
+        if (!sim_value(s->p, &x->t, s->w, &in->a[2], &bytes))
+            return fault(s, PIPE_MODEL, "line %d: expect_tx of unknown bytes", in->line);
+        b->tx += (int64_t)bytes;
+    }
+    if (b->pending == 0)
+        return fault(s, PIPE_BARRIER, "line %d: warp %d arrives on mbarrier +%u (count %d, line %d) in phase %d with "
+                                      "no arrival pending (its bytes are not all in)",
+                     in->line, (int)(x - s->wp), addr, b->count, b->line, b->phase);
+    vc_join(&b->acc, &x->vc);
+    b->pending--;
+    bar_try_complete(s, b);
+    return 1;
+}
+
+/* try_wait.parity P passes when the barrier's current phase has the other parity: the phase before it is complete. */
+static int do_wait(sim *s, warp *x, const insn *in)
+{
+    uint32_t addr;
+    uint64_t par;
+    int i;
+    if (!mem_addr(s, x, &in->a[1], &addr)) return 0;
+    if (!sim_value(s->p, &x->t, s->w, &in->a[2], &par))
+        return fault(s, PIPE_MODEL, "line %d: a wait parity the simulator cannot work out", in->line);
+    mbar *b = bar_at(s, x, addr, &i);
+    if (!b) return 0;
+    s->r->waits++;
+    if ((b->phase & 1) == (int)(par & 1)) { /* not yet: the warp sleeps until the barrier moves */
+        if (x->state != W_MBAR) s->r->blocked_waits++;
+        x->state = W_MBAR, x->wait_bar = i, x->wait_parity = (int)(par & 1);
+        return 1;
+    }
+    int k = b->phase - 1, seen = x->seen[i], w = (int)(x - s->wp);
+    if (seen == -2 ? k > 0 : k != seen + 1) {
+        if (k <= seen)
+            return fault(s, PIPE_PHASE_ALIAS, "line %d: warp %d passes its wait (parity %d) on mbarrier +%u (line %d) "
+                                              "on phase %d, which it had passed already (the barrier is in phase %d)",
+                         in->line, w, (int)(par & 1), addr, b->line, k, b->phase);
+        return fault(s, PIPE_PHASE_ALIAS, "line %d: warp %d passes its wait (parity %d) on mbarrier +%u (line %d) on "
+                                          "phase %d, having passed phase %d last: phase %d went by unseen",
+                     in->line, w, (int)(par & 1), addr, b->line, k, seen, seen + 1);
+    }
+    x->seen[i] = k;
+    if (k >= 0) vc_join(&x->vc, &b->last);
+    x->state = W_RUN;
+    sim_set(&x->t, &in->a[0], 1, 1);
+    x->t.pc++;
+    return 1;
+}
+
+/* ---- TMA loads and wgmma reads ------------------------------------------------------------------------------- */
+static int region_at(sim *s, uint32_t addr)
+{
+    for (int i = 0; i < s->n_regions; i++)
+        if (addr >= s->reg[i].lo && addr < s->reg[i].hi) return i;
+    return -1;
+}
+
+static int do_tma_load(sim *s, warp *x, const insn *in)
+{
+    uint32_t dst, baddr;
+    uint64_t map;
+    int bi, w = (int)(x - s->wp);
+    if (!mem_addr(s, x, &in->a[0], &dst) || !mem_addr(s, x, &in->a[2], &baddr)) return 0;
+    if (!sim_value(s->p, &x->t, s->w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &map))
+        return fault(s, PIPE_MODEL, "line %d: TMA load through an unknown map", in->line);
+    int off = (int)(map + (uint64_t)in->a[1].imm - BASE_PARAMS);
+    int bytes = off == s->o->q_map_off ? s->o->q_box_bytes
+                : off == s->o->k_map_off || off == s->o->v_map_off ? s->o->kv_box_bytes : 0;
+    if (!bytes) return fault(s, PIPE_MODEL, "line %d: TMA load through the map at +%d", in->line, off);
+    if (!bar_at(s, x, baddr, &bi)) return 0;
+    int ri = region_at(s, dst);
+    if (ri < 0) {
+        if (s->n_regions == PS_REGIONS || region_at(s, dst + (uint32_t)bytes - 1) >= 0)
+            return fault(s, PIPE_MODEL, "line %d: a TMA box at +%u overlapping another", in->line, dst);
+        ri = s->n_regions++;
+        memset(&s->reg[ri], 0, sizeof s->reg[ri]);
+        s->reg[ri].lo = dst, s->reg[ri].hi = dst + (uint32_t)bytes;
+    }
+    region *g = &s->reg[ri];
+    if (g->lo != dst || g->hi != dst + (uint32_t)bytes)
+        return fault(s, PIPE_MODEL, "line %d: a TMA box at +%u inside the box at +%u", in->line, dst, g->lo);
+    if (g->loaded && !g->done)
+        return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d loads into +%u while its load of line %d is in flight",
+                     in->line, w, dst, g->line);
+    for (int u = 0; u < s->n_warps; u++) {
+        if (g->pending[u])
+            return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d loads into +%u (box of %d B) while warp %d's wgmma "
+                                              "still reads it (not retired by a wait_group)",
+                         in->line, w, dst, bytes, u);
+        if (g->end[u] > x->vc.c[u])
+            return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d loads into +%u (box of %d B) before warp %d released "
+                                              "its read (no arrive after its wait_group reached this warp)",
+                         in->line, w, dst, bytes, u);
+        g->end[u] = 0;
+    }
+    if (s->n_ops == PS_OPS) return fault(s, PIPE_MODEL, "more than %d TMA loads in flight", PS_OPS);
+    g->loaded = 1, g->done = 0, g->bar = bi, g->line = in->line;
+    s->ops[s->n_ops++] = (tma_op){.region = ri, .bar = bi, .bytes = bytes, .line = in->line};
+    s->r->tma_loads++;
+    x->t.pc++;
+    return 1;
+}
+
+/* A load lands: its bytes complete on its mbarrier, stamped with that barrier's clock. */
+static void tma_complete(sim *s, int i)
+{
+    tma_op op = s->ops[i];
+    s->ops[i] = s->ops[--s->n_ops];
+    mbar *b = &s->bars[op.bar];
+    int stamp = ++b->tma_clock; /* in the barrier's own slot of the clocks */
+    b->acc.c[PS_W + op.bar] = stamp;
+    region *g = &s->reg[op.region];
+    g->done = 1, g->stamp = stamp;
+    b->tx -= op.bytes;
+    bar_try_complete(s, b);
+}
+
+static int do_read(sim *s, warp *x, const insn *in, const operand *o)
+{
+    uint64_t d;
+    if (o->kind != O_REG) return 1; /* A from registers */
+    if (!sim_value(s->p, &x->t, s->w, o, &d)) return fault(s, PIPE_MODEL, "line %d: an unknown wgmma descriptor", in->line);
+    uint32_t addr = (uint32_t)(d & 0x3fff) << 4;
+    int ri = region_at(s, addr), w = (int)(x - s->wp);
+    if (ri < 0)
+        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u, which no TMA load has filled", in->line, w,
+                     addr);
+    region *g = &s->reg[ri];
+    if (!g->done)
+        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u (box +%u) while its load (line %d) is in "
+                                         "flight",
+                     in->line, w, addr, g->lo, g->line);
+    if (x->vc.c[PS_W + g->bar] < g->stamp)
+        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u (box +%u) without having waited for its "
+                                         "load (line %d) on mbarrier +%u",
+                     in->line, w, addr, g->lo, g->line, s->bars[g->bar].addr);
+    if (x->n_reads == PS_READS) return fault(s, PIPE_MODEL, "warp %d: more than %d wgmma reads pending", w, PS_READS);
+    x->read_region[x->n_reads] = ri, x->read_group[x->n_reads++] = x->committed;
+    g->pending[w]++;
+    s->r->wgmma_reads++;
+    return 1;
+}
+
+/* wait_group N: every group but the newest N is done; its reads end at the warp's next clock. */
+static void retire(sim *s, warp *x, int keep)
+{
+    int w = (int)(x - s->wp), n = 0;
+    x->vc.c[w]++;
+    for (int i = 0; i < x->n_reads; i++) {
+        if (x->read_group[i] < x->committed - keep) {
+            region *g = &s->reg[x->read_region[i]];
+            g->pending[w]--, g->end[w] = x->vc.c[w];
+            continue;
+        }
+        x->read_region[n] = x->read_region[i], x->read_group[n++] = x->read_group[i];
+    }
+    x->n_reads = n;
+}
+
+/* ---- named barriers ------------------------------------------------------------------------------------------ */
+static int do_bar(sim *s, warp *x, const insn *in)
+{
+    uint64_t id, count = (uint64_t)s->o->threads;
+    int arrive = strncmp(in->op, "bar.arrive", 10) == 0, w = (int)(x - s->wp);
+    if (!sim_value(s->p, &x->t, s->w, &in->a[0], &id) || (in->n > 1 && !sim_value(s->p, &x->t, s->w, &in->a[1], &count)))
+        return fault(s, PIPE_MODEL, "line %d: a named barrier the simulator cannot work out", in->line);
+    if (id >= PS_NBARS) return fault(s, PIPE_BARRIER, "line %d: named barrier %llu", in->line, (unsigned long long)id);
+    nbar *b = &s->nb[id];
+    if (b->arrived && b->expected != (int)count)
+        return fault(s, PIPE_BARRIER, "line %d: warp %d gives named barrier %d a count of %d threads; line %d gave %d",
+                     in->line, w, (int)id, (int)count, b->line, b->expected);
+    b->expected = (int)count, b->line = in->line, b->arrived += 32;
+    x->vc.c[w]++;
+    vc_join(&b->acc, &x->vc);
+    x->t.pc++;
+    if (!arrive) x->state = W_NBAR, x->wait_bar = (int)id, x->wait_gen = b->gen;
+    else s->r->named_syncs++;
+    if (b->arrived > b->expected)
+        return fault(s, PIPE_BARRIER, "line %d: named barrier %d: %d threads arrive for %d", in->line, (int)id,
+                     b->arrived, b->expected);
+    if (b->arrived == b->expected) {
+        b->last = b->acc, b->gen++, b->arrived = 0;
+        memset(&b->acc, 0, sizeof b->acc);
+    }
+    return 1;
+}
+
+/* ---- one warp's step ----------------------------------------------------------------------------------------- */
+static int is_sync(const char *op)
+{
+    return strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "bar.", 4) == 0 || strncmp(op, "barrier.", 8) == 0 ||
+           strncmp(op, "cp.async.bulk", 13) == 0 || strncmp(op, "wgmma.", 6) == 0 || strncmp(op, "fence.", 6) == 0 ||
+           strncmp(op, "setmaxnreg", 10) == 0 || strncmp(op, "tcgen05.", 8) == 0;
+}
+
+static int step(sim *s, warp *x)
+{
+    const insn *in = &s->p->v[x->t.pc];
+    const char *op = in->op;
+    if (!is_sync(op)) {
+        int r = sim_step(s->p, &x->t, s->w);
+        if (r == SIM_RET) x->state = W_DONE;
+        if (r == SIM_STOP) return fault(s, PIPE_MODEL, "warp %d: %s", (int)(x - s->wp), s->w->why);
+        return 1;
+    }
+    int g = sim_guard(&x->t, in);
+    if (g < 0) return fault(s, PIPE_MODEL, "line %d: %s under a guard that depends on data", in->line, op);
+    if (!g) return x->t.pc++, 1;
+    if (strncmp(op, "mbarrier.init", 13) == 0) return do_init(s, x, in) && (x->t.pc++, 1);
+    if (strncmp(op, "mbarrier.arrive", 15) == 0) return do_arrive(s, x, in) && (x->t.pc++, 1);
+    if (strncmp(op, "mbarrier.try_wait.parity", 24) == 0) return do_wait(s, x, in);
+    if (strncmp(op, "cp.async.bulk.tensor", 20) == 0 && strstr(op, ".shared::cluster.global")) return do_tma_load(s, x, in);
+    if (strncmp(op, "bar.sync", 8) == 0 || strncmp(op, "bar.arrive", 10) == 0) return do_bar(s, x, in);
+    if (strncmp(op, "wgmma.mma_async", 15) == 0) {
+        if (!do_read(s, x, in, &in->a[1]) || !do_read(s, x, in, &in->a[2])) return 0;
+    } else if (strcmp(op, "wgmma.commit_group.sync.aligned") == 0) {
+        x->committed++;
+    } else if (strcmp(op, "wgmma.wait_group.sync.aligned") == 0) {
+        uint64_t n;
+        if (!sim_value(s->p, &x->t, s->w, &in->a[0], &n)) return fault(s, PIPE_MODEL, "line %d: wait_group N", in->line);
+        retire(s, x, (int)n);
+    } else if (strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "barrier.", 8) == 0 || strncmp(op, "tcgen05.", 8) == 0) {
+        return fault(s, PIPE_MODEL, "line %d: %s is not modelled", in->line, op);
+    }
+    /* wgmma.fence, fence.*, setmaxnreg, the O store's bulk groups: no ordering the simulator tracks */
+    x->t.pc++;
+    return 1;
+}
+
+static int runnable(const sim *s, const warp *x)
+{
+    if (x->state == W_RUN) return 1;
+    if (x->state == W_MBAR) return (s->bars[x->wait_bar].phase & 1) != x->wait_parity;
+    if (x->state == W_NBAR) return s->nb[x->wait_bar].gen != x->wait_gen;
+    return 0;
+}
+
+/* A warp released by a named barrier takes what the barrier collected; one at an mbarrier runs its wait again. */
+static void wake(sim *s, warp *x)
+{
+    if (x->state == W_MBAR) x->state = W_RUN;
+    if (x->state == W_NBAR) {
+        vc_join(&x->vc, &s->nb[x->wait_bar].last);
+        x->state = W_RUN;
+        s->r->named_syncs++;
+    }
+}
+
+static void report_deadlock(sim *s)
+{
+    char buf[sizeof s->r->text];
+    int n = snprintf(buf, sizeof buf, "every warp waits:");
+    for (int i = 0; i < s->n_warps && n < (int)sizeof buf; i++) {
+        const warp *x = &s->wp[i];
+        if (x->state == W_MBAR) {
+            const mbar *b = &s->bars[x->wait_bar];
+            n += snprintf(buf + n, sizeof buf - (size_t)n,
+                          " warp %d at line %d on mbarrier +%u (line %d) parity %d: phase %d, %d of %d arrivals "
+                          "missing, %lld bytes;",
+                          i, line_of(s, x), b->addr, b->line, x->wait_parity, b->phase, b->pending, b->count,
+                          (long long)b->tx);
+        } else if (x->state == W_NBAR) {
+            const nbar *b = &s->nb[x->wait_bar];
+            n += snprintf(buf + n, sizeof buf - (size_t)n, " warp %d at line %d on named barrier %d: %d of %d threads;",
+                          i, s->p->v[x->t.pc - 1].line, x->wait_bar, b->arrived, b->expected);
+        }
+    }
+    fault(s, PIPE_DEADLOCK, "%s", buf);
+}
+
+static void check_leftovers(sim *s)
+{
+    if (s->n_ops) {
+        fault(s, PIPE_LEFTOVER, "the CTA ended with %d TMA loads in flight (line %d)", s->n_ops, s->ops[0].line);
+        return;
+    }
+    for (int i = 0; i < s->n_bars; i++) {
+        const mbar *b = &s->bars[i];
+        if (b->pending != b->count || b->tx)
+            fault(s, PIPE_LEFTOVER, "the CTA ended with mbarrier +%u (line %d) mid-phase %d: %d of %d arrivals, %lld "
+                                    "bytes to come",
+                  b->addr, b->line, b->phase, b->count - b->pending, b->count, (long long)b->tx);
+    }
+    for (int i = 0; i < PS_NBARS; i++)
+        if (s->nb[i].arrived)
+            fault(s, PIPE_LEFTOVER, "the CTA ended with named barrier %d holding %d of %d threads (line %d)", i,
+                  s->nb[i].arrived, s->nb[i].expected, s->nb[i].line);
+}
+
+/* ---- the scheduler ------------------------------------------------------------------------------------------- */
+int pipe_run(const prog *p, world *w, const pipe_opts *o, pipe_report *r)
+{
+    memset(r, 0, sizeof *r);
+    sim *s = calloc(1, sizeof *s);
+    assert_non_null(s);
+    s->p = p, s->w = w, s->o = o, s->r = r, s->rng = o->seed * 2654435761ull + 1;
+    s->n_warps = (o->threads + 31) / 32;
+    assert_true(s->n_warps <= PS_W);
+    r->warps = s->n_warps;
+    w->why[0] = '\0';
+    for (int i = 0; i < s->n_warps; i++) {
+        warp *x = &s->wp[i];
+        x->t.val = calloc((size_t)p->n_regs, 8), x->t.known = calloc((size_t)p->n_regs, 1);
+        assert_true(x->t.val && x->t.known);
+        x->t.tid = 32u * (unsigned)i, x->t.ctaid[0] = o->ctaid, x->t.nctaid_x = o->nctaid;
+        for (int j = 0; j < MAX_BARS; j++) x->seen[j] = -2;
+    }
+    long limit = o->max_steps ? o->max_steps : 50000000;
+    int ready[PS_W];
+    while (r->kind == PIPE_OK) {
+        int n = 0, live = 0;
+        for (int i = 0; i < s->n_warps; i++) {
+            live += s->wp[i].state != W_DONE;
+            if (runnable(s, &s->wp[i])) ready[n++] = i;
+        }
+        if (!live) break;
+        if (s->n_ops && (!n || rnd(s, 4) == 0)) { /* a load lands, at random or when nothing else can move */
+            tma_complete(s, (int)rnd(s, (unsigned)s->n_ops));
+            continue;
+        }
+        if (!n) {
+            report_deadlock(s);
+            break;
+        }
+        warp *x = &s->wp[ready[rnd(s, (unsigned)n)]];
+        wake(s, x);
+        for (int q = 1 + (int)rnd(s, 48); q > 0 && x->state == W_RUN && r->kind == PIPE_OK; q--) {
+            step(s, x);
+            if (++r->steps > limit) fault(s, PIPE_MODEL, "over %ld instructions: a livelock?", limit);
+        }
+    }
+    if (r->kind == PIPE_OK) check_leftovers(s);
+    for (int i = 0; i < s->n_warps; i++) free(s->wp[i].t.val), free(s->wp[i].t.known);
+    free(s);
+    return r->kind;
+}
