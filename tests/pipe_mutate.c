@@ -13,8 +13,9 @@
 
 #include "pipe_mutate.h"
 
-static const char *const bug_names[BUG_COUNT] = {"none",      "drop-release",  "flip-parity",  "wrong-barrier",
-                                                 "shrink-tx", "early-release", "stuck-parity", "stuck-producer"};
+static const char *const bug_names[BUG_COUNT] = {"none",          "drop-release", "flip-parity",    "wrong-barrier",
+                                                 "shrink-tx",     "early-release", "stuck-parity", "stuck-producer",
+                                                 "unelected"};
 
 const char *pipe_bug_name(int bug) { return bug >= 0 && bug < BUG_COUNT ? bug_names[bug] : NULL; }
 
@@ -209,11 +210,20 @@ char *pipe_mutate(const char *ptx, int bug, char *what, size_t size)
     case BUG_NONE: ok = 1; break;
     case BUG_DROP_RELEASE:
     case BUG_EARLY_RELEASE:
+    case BUG_UNELECTED:
         if ((i = s_release(&t)) < 0) {
             snprintf(what, size, "no wgmma.wait_group followed by an mbarrier.arrive in the consumers");
             break;
         }
-        if (bug == BUG_DROP_RELEASE) {
+        if (bug == BUG_UNELECTED) {
+            const char *m = strstr(t.line[i], "mbarrier.arrive");
+            if (body(&t, i)[0] != '@') {
+                snprintf(what, size, "line %d: %s has no guard", i + 1, body(&t, i));
+                break;
+            }
+            snprintf(what, size, "line %d: %s loses its guard", i + 1, body(&t, i));
+            ok = put(&t, i, "\t%s // pipe_mutate unelected", m);
+        } else if (bug == BUG_DROP_RELEASE) {
             snprintf(what, size, "line %d: %s deleted", i + 1, body(&t, i));
             ok = put(&t, i, "\t// pipe_mutate drop-release: %s", body(&t, i));
         } else {

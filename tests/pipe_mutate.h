@@ -17,6 +17,7 @@ enum {
     BUG_EARLY_RELEASE, /* the consumers' K-empty arrive moves above the wgmma.wait_group that retires the S GEMM */
     BUG_STUCK_PARITY,  /* the consumers' steady KV loop does not flip its parity when the ring wraps to stage 0 */
     BUG_STUCK_PRODUCER, /* the producer's KV loop does not flip its parity when the ring wraps to stage 0 */
+    BUG_UNELECTED,     /* the consumers' K-empty arrive after S loses its lane-0 guard: every lane arrives */
     BUG_COUNT
 };
 

@@ -72,7 +72,8 @@ typedef struct nbar {
 enum { W_RUN, W_MBAR, W_NBAR, W_DONE };
 
 typedef struct warp {
-    thread t;
+    thread t, u;            /* lane 0, which the warp follows, and lane 31, in step with it while they agree */
+    int lockstep, twin_pc;  /* lane 31 in step; else where it waits for lane 0 to come (-1: it has exited) */
     int state, wait_bar, wait_parity, wait_gen;
     vclock vc;
     int seen[MAX_BARS];     /* the last phase each mbarrier's wait passed on here (-2: none yet) */
@@ -99,8 +100,13 @@ typedef struct sim {
 
 const char *pipe_kind_name(int kind)
 {
-    static const char *const names[] = {"ok", "deadlock", "phase aliasing", "read before the load's arrival",
-                                        "overwritten before the readers' release", "barrier misuse", "work left at exit",
+    static const char *const names[] = {"ok",
+                                        "deadlock",
+                                        "phase aliasing",
+                                        "read before the load's arrival",
+                                        "overwritten before the readers' release",
+                                        "barrier misuse",
+                                        "work left at exit",
                                         "not modelled"};
     return kind >= 0 && kind <= PIPE_MODEL ? names[kind] : "?";
 }
@@ -166,7 +172,8 @@ static int do_init(sim *s, warp *x, const insn *in)
     uint32_t addr;
     uint64_t count;
     if (!mem_addr(s, x, &in->a[0], &addr)) return 0;
-    if (!sim_value(s->p, &x->t, s->w, &in->a[1], &count)) return fault(s, PIPE_MODEL, "line %d: mbarrier count", in->line);
+    if (!sim_value(s->p, &x->t, s->w, &in->a[1], &count))
+        return fault(s, PIPE_MODEL, "line %d: mbarrier count", in->line);
     for (int i = 0; i < s->n_bars; i++)
         if (s->bars[i].addr == addr)
             return fault(s, PIPE_BARRIER, "line %d: mbarrier +%u initialized again (line %d)", in->line, addr,
@@ -178,26 +185,28 @@ static int do_init(sim *s, warp *x, const insn *in)
     return 1;
 }
 
-static int do_arrive(sim *s, warp *x, const insn *in)
+static int do_arrive(sim *s, warp *x, const insn *in, int lanes)
 {
     int expect = strstr(in->op, "expect_tx") != NULL, i;
     uint32_t addr;
     if (!mem_addr(s, x, &in->a[1], &addr)) return 0;
     mbar *b = bar_at(s, x, addr, &i);
     if (!b) return 0;
+    uint64_t bytes = 0;
     if (expect) {
-        uint64_t bytes;
         if (!sim_value(s->p, &x->t, s->w, &in->a[2], &bytes))
             return fault(s, PIPE_MODEL, "line %d: expect_tx of unknown bytes", in->line);
-        b->tx += (int64_t)bytes;
     }
-    if (b->pending == 0)
-        return fault(s, PIPE_BARRIER, "line %d: warp %d arrives on mbarrier +%u (count %d, line %d) in phase %d with "
-                                      "no arrival pending (its bytes are not all in)",
-                     in->line, (int)(x - s->wp), addr, b->count, b->line, b->phase);
-    vc_join(&b->acc, &x->vc);
-    b->pending--;
-    bar_try_complete(s, b);
+    for (int l = 0; l < lanes; l++) { /* each lane: its bytes, then its arrival */
+        if (expect) b->tx += (int64_t)bytes;
+        if (b->pending == 0)
+            return fault(s, PIPE_BARRIER, "line %d: warp %d arrives on mbarrier +%u (count %d, line %d) in phase %d "
+                                          "with no arrival pending (its bytes are not all in)",
+                         in->line, (int)(x - s->wp), addr, b->count, b->line, b->phase);
+        vc_join(&b->acc, &x->vc);
+        b->pending--;
+        bar_try_complete(s, b);
+    }
     return 1;
 }
 
@@ -286,7 +295,6 @@ static int do_tma_load(sim *s, warp *x, const insn *in)
     g->loaded = 1, g->done = 0, g->bar = bi, g->line = in->line;
     s->ops[s->n_ops++] = (tma_op){.region = ri, .bar = bi, .bytes = bytes, .line = in->line};
     s->r->tma_loads++;
-    x->t.pc++;
     return 1;
 }
 
@@ -308,12 +316,13 @@ static int do_read(sim *s, warp *x, const insn *in, const operand *o)
 {
     uint64_t d;
     if (o->kind != O_REG) return 1; /* A from registers */
-    if (!sim_value(s->p, &x->t, s->w, o, &d)) return fault(s, PIPE_MODEL, "line %d: an unknown wgmma descriptor", in->line);
+    if (!sim_value(s->p, &x->t, s->w, o, &d))
+        return fault(s, PIPE_MODEL, "line %d: an unknown wgmma descriptor", in->line);
     uint32_t addr = (uint32_t)(d & 0x3fff) << 4;
     int ri = region_at(s, addr), w = (int)(x - s->wp);
     if (ri < 0)
-        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u, which no TMA load has filled", in->line, w,
-                     addr);
+        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u, which no TMA load has filled",
+                     in->line, w, addr);
     region *g = &s->reg[ri];
     if (!g->done)
         return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u (box +%u) while its load (line %d) is in "
@@ -351,7 +360,8 @@ static int do_bar(sim *s, warp *x, const insn *in)
 {
     uint64_t id, count = (uint64_t)s->o->threads;
     int arrive = strncmp(in->op, "bar.arrive", 10) == 0, w = (int)(x - s->wp);
-    if (!sim_value(s->p, &x->t, s->w, &in->a[0], &id) || (in->n > 1 && !sim_value(s->p, &x->t, s->w, &in->a[1], &count)))
+    if (!sim_value(s->p, &x->t, s->w, &in->a[0], &id) ||
+        (in->n > 1 && !sim_value(s->p, &x->t, s->w, &in->a[1], &count)))
         return fault(s, PIPE_MODEL, "line %d: a named barrier the simulator cannot work out", in->line);
     if (id >= PS_NBARS) return fault(s, PIPE_BARRIER, "line %d: named barrier %llu", in->line, (unsigned long long)id);
     nbar *b = &s->nb[id];
@@ -382,38 +392,89 @@ static int is_sync(const char *op)
            strncmp(op, "setmaxnreg", 10) == 0 || strncmp(op, "tcgen05.", 8) == 0;
 }
 
+/* How many lanes run in: 32 when lane 0 and lane 31 (in step) both do, 1 when only lane 0 does (an elected lane, or
+ * a warp whose other lanes branched away), 0 when lane 0 does not; -1 (a fault) when lane 31 does and lane 0 not. */
+static int lanes(sim *s, warp *x, const insn *in)
+{
+    int g0 = sim_guard(&x->t, in), g31 = x->lockstep ? sim_guard(&x->u, in) : 0;
+    if (g0 < 0 || g31 < 0)
+        return fault(s, PIPE_MODEL, "line %d: %s under a guard that depends on data", in->line, in->op), -1;
+    if (g31 && !g0)
+        return fault(s, PIPE_MODEL, "line %d: %s run by lane 31 of warp %d but not by lane 0 (which is followed)",
+                     in->line, in->op, (int)(x - s->wp)), -1;
+    return g0 ? (g31 ? 32 : 1) : 0;
+}
+
+/* One instruction of lane 0, and of lane 31 while it is in step: a branch they take apart leaves lane 31 waiting at
+ * its target until lane 0 gets there (the warp reconverges). */
+static int step_plain(sim *s, warp *x, const insn *in)
+{
+    int pc = x->t.pc, r = sim_step(s->p, &x->t, s->w);
+    if (r == SIM_STOP) return fault(s, PIPE_MODEL, "warp %d: %s", (int)(x - s->wp), s->w->why);
+    if (x->lockstep) {
+        x->u.pc = pc;
+        int ru = sim_step(s->p, &x->u, s->w);
+        if (ru == SIM_STOP) return fault(s, PIPE_MODEL, "warp %d lane 31 at line %d: %s", (int)(x - s->wp), in->line,
+                                         s->w->why);
+        if (ru != r || x->u.pc != x->t.pc) x->lockstep = 0, x->twin_pc = ru == SIM_RET ? -1 : x->u.pc;
+    }
+    if (r == SIM_RET) x->state = W_DONE;
+    return 1;
+}
+
+static int step_sync(sim *s, warp *x, const insn *in)
+{
+    const char *op = in->op;
+    int n = lanes(s, x, in), pc = x->t.pc;
+    if (n < 0) return 0;
+    if (n && x->lockstep == 0 && (strncmp(op, "bar.", 4) == 0 || strncmp(op, "wgmma.", 6) == 0))
+        return fault(s, PIPE_BARRIER, "line %d: %s in warp %d with lanes branched away (from line %d)", in->line, op,
+                     (int)(x - s->wp), x->twin_pc >= 0 ? s->p->v[x->twin_pc].line : 0);
+    if (!n) x->t.pc++;
+    else if (strncmp(op, "mbarrier.init", 13) == 0) {
+        for (int l = 0; l < n; l++)
+            if (!do_init(s, x, in)) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "mbarrier.arrive", 15) == 0) {
+        if (!do_arrive(s, x, in, n)) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "mbarrier.try_wait.parity", 24) == 0) {
+        if (!do_wait(s, x, in)) return 0;
+    } else if (strncmp(op, "cp.async.bulk.tensor", 20) == 0 && strstr(op, ".shared::cluster.global")) {
+        for (int l = 0; l < n; l++)
+            if (!do_tma_load(s, x, in)) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "bar.sync", 8) == 0 || strncmp(op, "bar.arrive", 10) == 0) {
+        if (!do_bar(s, x, in)) return 0;
+    } else if (strncmp(op, "wgmma.mma_async", 15) == 0) {
+        if (!do_read(s, x, in, &in->a[1]) || !do_read(s, x, in, &in->a[2])) return 0;
+        x->t.pc++;
+    } else if (strcmp(op, "wgmma.commit_group.sync.aligned") == 0) {
+        x->committed++, x->t.pc++;
+    } else if (strcmp(op, "wgmma.wait_group.sync.aligned") == 0) {
+        uint64_t k;
+        if (!sim_value(s->p, &x->t, s->w, &in->a[0], &k))
+            return fault(s, PIPE_MODEL, "line %d: wait_group N", in->line);
+        retire(s, x, (int)k);
+        x->t.pc++;
+    } else if (strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "barrier.", 8) == 0 || strncmp(op, "tcgen05.", 8) == 0) {
+        return fault(s, PIPE_MODEL, "line %d: %s is not modelled", in->line, op);
+    } else {
+        x->t.pc++; /* wgmma.fence, fence.*, setmaxnreg, the O store's bulk groups: no ordering the simulator tracks */
+    }
+    if (x->lockstep && x->t.pc != pc) { /* lane 31 passes it too (a wait: with lane 0's answer) */
+        x->u.pc = x->t.pc;
+        if (strncmp(op, "mbarrier.try_wait", 17) == 0) sim_set(&x->u, &in->a[0], 1, 1);
+    }
+    return 1;
+}
+
 static int step(sim *s, warp *x)
 {
     const insn *in = &s->p->v[x->t.pc];
-    const char *op = in->op;
-    if (!is_sync(op)) {
-        int r = sim_step(s->p, &x->t, s->w);
-        if (r == SIM_RET) x->state = W_DONE;
-        if (r == SIM_STOP) return fault(s, PIPE_MODEL, "warp %d: %s", (int)(x - s->wp), s->w->why);
-        return 1;
-    }
-    int g = sim_guard(&x->t, in);
-    if (g < 0) return fault(s, PIPE_MODEL, "line %d: %s under a guard that depends on data", in->line, op);
-    if (!g) return x->t.pc++, 1;
-    if (strncmp(op, "mbarrier.init", 13) == 0) return do_init(s, x, in) && (x->t.pc++, 1);
-    if (strncmp(op, "mbarrier.arrive", 15) == 0) return do_arrive(s, x, in) && (x->t.pc++, 1);
-    if (strncmp(op, "mbarrier.try_wait.parity", 24) == 0) return do_wait(s, x, in);
-    if (strncmp(op, "cp.async.bulk.tensor", 20) == 0 && strstr(op, ".shared::cluster.global")) return do_tma_load(s, x, in);
-    if (strncmp(op, "bar.sync", 8) == 0 || strncmp(op, "bar.arrive", 10) == 0) return do_bar(s, x, in);
-    if (strncmp(op, "wgmma.mma_async", 15) == 0) {
-        if (!do_read(s, x, in, &in->a[1]) || !do_read(s, x, in, &in->a[2])) return 0;
-    } else if (strcmp(op, "wgmma.commit_group.sync.aligned") == 0) {
-        x->committed++;
-    } else if (strcmp(op, "wgmma.wait_group.sync.aligned") == 0) {
-        uint64_t n;
-        if (!sim_value(s->p, &x->t, s->w, &in->a[0], &n)) return fault(s, PIPE_MODEL, "line %d: wait_group N", in->line);
-        retire(s, x, (int)n);
-    } else if (strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "barrier.", 8) == 0 || strncmp(op, "tcgen05.", 8) == 0) {
-        return fault(s, PIPE_MODEL, "line %d: %s is not modelled", in->line, op);
-    }
-    /* wgmma.fence, fence.*, setmaxnreg, the O store's bulk groups: no ordering the simulator tracks */
-    x->t.pc++;
-    return 1;
+    int ok = is_sync(in->op) ? step_sync(s, x, in) : step_plain(s, x, in);
+    if (ok && !x->lockstep && x->t.pc == x->twin_pc) x->lockstep = 1; /* reconverged */
+    return ok;
 }
 
 static int runnable(const sim *s, const warp *x)
@@ -490,8 +551,10 @@ int pipe_run(const prog *p, world *w, const pipe_opts *o, pipe_report *r)
     for (int i = 0; i < s->n_warps; i++) {
         warp *x = &s->wp[i];
         x->t.val = calloc((size_t)p->n_regs, 8), x->t.known = calloc((size_t)p->n_regs, 1);
-        assert_true(x->t.val && x->t.known);
+        x->u.val = calloc((size_t)p->n_regs, 8), x->u.known = calloc((size_t)p->n_regs, 1);
+        assert_true(x->t.val && x->t.known && x->u.val && x->u.known);
         x->t.tid = 32u * (unsigned)i, x->t.ctaid[0] = o->ctaid, x->t.nctaid_x = o->nctaid;
+        x->u.tid = x->t.tid + 31, x->u.ctaid[0] = o->ctaid, x->u.nctaid_x = o->nctaid, x->lockstep = 1;
         for (int j = 0; j < MAX_BARS; j++) x->seen[j] = -2;
     }
     long limit = o->max_steps ? o->max_steps : 50000000;
@@ -519,7 +582,8 @@ int pipe_run(const prog *p, world *w, const pipe_opts *o, pipe_report *r)
         }
     }
     if (r->kind == PIPE_OK) check_leftovers(s);
-    for (int i = 0; i < s->n_warps; i++) free(s->wp[i].t.val), free(s->wp[i].t.known);
+    for (int i = 0; i < s->n_warps; i++)
+        free(s->wp[i].t.val), free(s->wp[i].t.known), free(s->wp[i].u.val), free(s->wp[i].u.known);
     free(s);
     return r->kind;
 }

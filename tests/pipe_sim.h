@@ -19,7 +19,7 @@ enum {
     PIPE_EARLY_READ,    /* wgmma read a slot whose last load had not completed for it (no wait on that phase) */
     PIPE_EARLY_WRITE,   /* a TMA load into a slot that a warp's wgmma read had not released to the producer */
     PIPE_BARRIER,       /* a misused barrier: uninitialized, more arrivals than its count, thread counts that differ */
-    PIPE_LEFTOVER,      /* the CTA ended with a TMA load in flight, an mbarrier mid-phase or a named barrier half full */
+    PIPE_LEFTOVER,      /* the CTA ended with a TMA load in flight, an mbarrier mid-phase, a named barrier part full */
     PIPE_MODEL          /* something the simulator does not model (an unknown guard on a barrier, an unknown address) */
 };
 const char *pipe_kind_name(int kind);

@@ -191,7 +191,8 @@ static void test_decode(void **state)
                                         FJ_VARIANT_PAGED | FJ_VARIANT_SEQLENS};
     for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
         expect_clean(&(sim_case){.dim = 128, .variant = variants[i], .seqlen_q = 100, .seqlen_k = 1500});
-        expect_clean(&(sim_case){.dim = 64, .block_n = 64, .stages = 3, .variant = variants[i], .seqlen_q = 40, .seqlen_k = 1000});
+        expect_clean(&(sim_case){.dim = 64, .block_n = 64, .stages = 3, .variant = variants[i], .seqlen_q = 40,
+                                 .seqlen_k = 1000});
     }
 }
 
@@ -205,6 +206,7 @@ static const unsigned bug_kinds[BUG_COUNT] = {
     [BUG_EARLY_RELEASE] = 1u << PIPE_EARLY_WRITE,
     [BUG_STUCK_PARITY] = 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_READ | 1u << PIPE_DEADLOCK,
     [BUG_STUCK_PRODUCER] = 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_WRITE | 1u << PIPE_DEADLOCK,
+    [BUG_UNELECTED] = 1u << PIPE_DEADLOCK | 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_WRITE | 1u << PIPE_BARRIER,
 };
 
 static void expect_caught(const sim_case *c)
