@@ -537,6 +537,20 @@ static void check_leftovers(sim *s)
                   s->nb[i].arrived, s->nb[i].expected, s->nb[i].line);
 }
 
+/* ---- set-up ------------------------------------------------------------------------------------------------- */
+world *pipe_world_dense(const fj_plan *pl, const fajit_attention_args *a, unsigned nctaid, pipe_opts *o)
+{
+    world *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    int sw = pl->cfg.swizzle;
+    fj_forward_params_tma(a, pl, &w->tprm.tma);
+    w->ws = 1, w->cta_b = -1, w->box = w->block_n = pl->cfg.block_n, w->q_box_bytes = pl->cfg.block_m * sw;
+    *o = (pipe_opts){.nctaid = nctaid, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),
+                     .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),
+                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * sw};
+    return w;
+}
+
 /* ---- the scheduler ------------------------------------------------------------------------------------------- */
 int pipe_run(const prog *p, world *w, const pipe_opts *o, pipe_report *r)
 {

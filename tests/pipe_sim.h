@@ -42,6 +42,11 @@ typedef struct pipe_report {
     int warps, tma_loads, wgmma_reads, phases, max_phase, waits, blocked_waits, named_syncs;
 } pipe_report;
 
+/* The world and options of a plain (non-decode) warp-specialized kernel of plan pl on problem a (its pointers are not
+ * read): the tensor-map block, the TMA boxes (swizzle-wide: block_m rows of Q, block_n of K / V); CTA 0 of a grid of
+ * nctaid. Free the world with free(). */
+world *pipe_world_dense(const fj_plan *pl, const fajit_attention_args *a, unsigned nctaid, pipe_opts *o);
+
 /* Run one CTA of the kernel p with the parameter block, maps and loaded data of w (w->ws set: the tensor-map block
  * in w->tprm). Returns r->kind. */
 int pipe_run(const prog *p, world *w, const pipe_opts *o, pipe_report *r);

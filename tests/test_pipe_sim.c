@@ -4,6 +4,8 @@
  * stages, ping-pong and overlap on and off, the split / seqlens / GQA-packed / paged decode variants), each over
  * several work tiles per CTA and several ring wrap-arounds, under several interleavings, must run to the end with no
  * fault; and each pipeline bug of pipe_mutate.c, injected into the PTX, must be reported, as the kind it causes.
+ * With --ptxas (ctest test_pipe_mutate_ptxas, label ptxas): every mutated kernel still assembles with ptxas for sm_90a,
+ * so test_gpu_pipe_bugs runs what the simulator judged.
  * Run: ctest --test-dir build -R test_pipe_sim --output-on-failure   (FAJIT_TEST_VERBOSE=1: a line per run)
  */
 #include <setjmp.h>
@@ -18,6 +20,7 @@
 
 #include "pipe_mutate.h"
 #include "pipe_sim.h"
+#include "test_support.h"
 
 #define SEEDS 3
 
@@ -52,11 +55,9 @@ static void build(const sim_case *c, built *b)
  * work tile. */
 static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
 {
-    world *w = calloc(1, sizeof *w);
-    assert_non_null(w);
     int bm = pl->cfg.block_m, bn = pl->cfg.block_n, d = c->dim;
     int nq = c->seqlen_q ? c->seqlen_q : 3 * bm - 5, nk = c->seqlen_k ? c->seqlen_k : 6 * bn + 7;
-    int batch = 2, hq = 2, hkv = 1, decode = c->variant != 0;
+    int batch = 2, hq = 2, hkv = 1;
     fajit_attention_args a;
     fajit_attention_args_init(&a);
     a.dtype = FAJIT_DTYPE_BF16, a.batch = batch, a.heads_q = hq, a.heads_kv = hkv, a.seqlen_q = nq, a.seqlen_k = nk;
@@ -65,34 +66,31 @@ static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
     int64_t qs[3] = {(int64_t)hq * nq * d, (int64_t)nq * d, d}, ks[3] = {(int64_t)hkv * nk * d, (int64_t)nk * d, d};
     memcpy(a.q_stride, qs, sizeof qs), memcpy(a.o_stride, qs, sizeof qs);
     memcpy(a.k_stride, ks, sizeof ks), memcpy(a.v_stride, ks, sizeof ks);
+    if (!c->variant) return pipe_world_dense(pl, &a, 2, o);
+    world *w = calloc(1, sizeof *w);
+    assert_non_null(w);
     w->batch = batch, w->hkv = hkv, w->group = hq / hkv, w->splits = 1, w->dim = d, w->cta_b = -1;
     w->page = bn, w->pages_per_seq = 1;
-    if (decode) {
-        fj_forward_params(&a, pl, &w->prm.base);
-        w->splits = c->variant & FJ_VARIANT_SPLIT ? 2 : 1;
-        w->use_lens = (c->variant & FJ_VARIANT_SEQLENS) != 0, w->packed = (c->variant & FJ_VARIANT_PACK) != 0;
-        w->lens[0] = nk - bn - 3, w->lens[1] = nk;
-        w->prm.seqlens_k = w->use_lens ? BASE_LENS : 0;
-        w->prm.ws_o = BASE_WS, w->prm.ws_lse = BASE_WS + (1u << 30);
-        w->prm.splits = (uint32_t)w->splits, w->prm.batch = (uint32_t)batch;
-        if (c->variant & FJ_VARIANT_PAGED) {
-            w->page = 2 * bn, w->pages_per_seq = (nk + w->page - 1) / w->page;
-            w->prm.block_table = BASE_TABLE, w->prm.max_pages = (uint32_t)w->pages_per_seq;
-            w->prm.page_size = (uint32_t)w->page;
-            while ((1 << w->prm.page_shift) < w->page) w->prm.page_shift++;
-            for (int b = 0; b < batch; b++)
-                for (int i = 0; i < MAX_PAGES; i++)
-                    w->table[b][i] = i < w->pages_per_seq ? (b * w->pages_per_seq + i) * 3 % (batch * w->pages_per_seq)
-                                                          : -1;
-        }
-        ws_setup(w, pl, &a);
-    } else {
-        fj_forward_params_tma(&a, pl, &w->tprm.tma);
-        w->ws = 1, w->box = bn, w->block_n = bn, w->q_box_bytes = bm * pl->cfg.swizzle; /* boxes: swizzle-wide */
+    fj_forward_params(&a, pl, &w->prm.base);
+    w->splits = c->variant & FJ_VARIANT_SPLIT ? 2 : 1;
+    w->use_lens = (c->variant & FJ_VARIANT_SEQLENS) != 0, w->packed = (c->variant & FJ_VARIANT_PACK) != 0;
+    w->lens[0] = nk - bn - 3, w->lens[1] = nk;
+    w->prm.seqlens_k = w->use_lens ? BASE_LENS : 0;
+    w->prm.ws_o = BASE_WS, w->prm.ws_lse = BASE_WS + (1u << 30);
+    w->prm.splits = (uint32_t)w->splits, w->prm.batch = (uint32_t)batch;
+    if (c->variant & FJ_VARIANT_PAGED) {
+        w->page = 2 * bn, w->pages_per_seq = (nk + w->page - 1) / w->page;
+        w->prm.block_table = BASE_TABLE, w->prm.max_pages = (uint32_t)w->pages_per_seq;
+        w->prm.page_size = (uint32_t)w->page;
+        while ((1 << w->prm.page_shift) < w->page) w->prm.page_shift++;
+        for (int b = 0; b < batch; b++)
+            for (int i = 0; i < MAX_PAGES; i++)
+                w->table[b][i] = i < w->pages_per_seq ? (b * w->pages_per_seq + i) * 3 % (batch * w->pages_per_seq) : -1;
     }
+    ws_setup(w, pl, &a);
     *o = (pipe_opts){.nctaid = 2, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),
                      .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),
-                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * pl->cfg.swizzle};
+                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * 128}; /* ws_setup: 128-byte swizzle */
     return w;
 }
 
@@ -268,8 +266,54 @@ static void test_mutations(void **state)
     fajit_free(b.ptx);
 }
 
-int main(void)
+/* ---- the mutated kernels assemble (--ptxas) ------------------------------------------------------------------ */
+static char *g_ptxas, *g_dir;
+
+static void expect_assembles(const sim_case *c)
 {
+    built b;
+    build(c, &b);
+    char src[1024], out[1024], log[1024], what[600];
+    snprintf(src, sizeof src, "%s/k.ptx", g_dir);
+    snprintf(out, sizeof out, "%s/k.cubin", g_dir);
+    snprintf(log, sizeof log, "%s/k.log", g_dir);
+    for (int bug = 0; bug < BUG_COUNT; bug++) {
+        char *ptx = pipe_mutate(b.ptx, bug, what, sizeof what);
+        assert_non_null(ptx);
+        FILE *f = fopen(src, "w");
+        assert_non_null(f);
+        fputs(ptx, f), fclose(f), free(ptx);
+        char *argv[] = {g_ptxas, "-arch=sm_90a", src, "-o", out, NULL};
+        int code = fj_test_run(argv, log, log);
+        char *text = fj_test_read_file(log, NULL);
+        if (code != 0 || (text && strstr(text, "error")))
+            fail_msg("%s with %s (%s): ptxas exit %d\n%s", b.what, pipe_bug_name(bug), what, code, text ? text : "");
+        if (verbose()) printf("ASSEMBLES %-14s %s\n", pipe_bug_name(bug), b.what);
+        free(text);
+    }
+    fajit_free(b.ptx);
+}
+
+static void test_mutants_assemble(void **state)
+{
+    (void)state;
+    expect_assembles(&(sim_case){.dim = 128});
+    expect_assembles(&(sim_case){.dim = 64, .causal = 1});
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--ptxas") == 0) {
+        g_ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
+        if (!g_ptxas) fj_test_skip_all("ptxas not found (set FAJIT_PTXAS)");
+        g_dir = fj_test_make_temp_dir("fajit_pipe_mutate");
+        assert_non_null(g_dir);
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_mutants_assemble)};
+        int rc = cmocka_run_group_tests_name("pipe_mutate_ptxas", tests, NULL, NULL);
+        fj_test_remove_dir(g_dir);
+        free(g_dir), free(g_ptxas);
+        return rc;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_lengths),   cmocka_unit_test(test_decode),   cmocka_unit_test(test_bugs_caught),
