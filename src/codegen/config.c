@@ -170,6 +170,13 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->block_m)
         c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : short_causal ? 128 : d->block_m;
     if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);
+    if (c->head_dim == 128 && (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_SOFTCAP))) {
+        /* D=128 variants (H200, fagen bench, 2026-11-26): softcap doubles the MUFU work of a score and runs best
+         * at bc128 (546 TFLOP/s causal N8k against 528 at bc176); a window restarts the KV stream at every row
+         * block and runs best at bc128 with 3 stages (648 for (4096, 0) at N32k against 620 at bc176 s2) */
+        if (!c->block_n) c->block_n = 128;
+        if (!c->stages && (c->mods & FAJIT_MOD_WINDOW)) c->stages = 3;
+    }
     if (!c->block_n) c->block_n = n >= FJ_SM90_SEQLEN_LONG ? d->block_n_long : d->block_n;
     if (!c->stages) c->stages = d->stages;
     if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;

@@ -299,6 +299,7 @@ void fj_emit_normalize(fj_kctx *k)
         fj_reg_t l = fj_at(k->row_l, r), m = fj_at(k->row_m, r);
         fj_comment(k->e, 1, "row %d: %sO *= 1/l (0 when the row saw no key)", r, pairs ? "" : "l summed over the quad, ");
         if (!pairs) quad_reduce(k, "add.f32", l);
+        fj_emit_alibi_row_shift(k, r);
         if (sinks) fj_emit_sink_fold(k, r, corr);
         fj_ins(k->e, "setp.gt.f32 %s, %s, " PTX_F32_ZERO, R(pos), R(l));
         fj_ins(k->e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(l));
