@@ -15,7 +15,7 @@
 
 static const char *const bug_names[BUG_COUNT] = {"none",          "drop-release", "flip-parity",    "wrong-barrier",
                                                  "shrink-tx",     "early-release", "stuck-parity", "stuck-producer",
-                                                 "unelected"};
+                                                 "unelected",     "no-store-wait"};
 
 const char *pipe_bug_name(int bug) { return bug >= 0 && bug < BUG_COUNT ? bug_names[bug] : NULL; }
 
@@ -238,6 +238,14 @@ char *pipe_mutate(const char *ptx, int bug, char *what, size_t size)
     case BUG_SHRINK_TX: ok = shrink_tx(&t, what, size); break;
     case BUG_STUCK_PARITY: ok = stuck_parity(&t, 0, what, size); break;
     case BUG_STUCK_PRODUCER: ok = stuck_parity(&t, 1, what, size); break;
+    case BUG_NO_STORE_WAIT:
+        if ((i = find(&t, 0, "cp.async.bulk.wait_group.read")) < 0) {
+            snprintf(what, size, "no cp.async.bulk.wait_group.read");
+            break;
+        }
+        snprintf(what, size, "line %d: %s deleted", i + 1, body(&t, i));
+        ok = put(&t, i, "\t// pipe_mutate no-store-wait: %s", body(&t, i));
+        break;
     default: snprintf(what, size, "no bug %d", bug);
     }
     if (ok) out = join(&t);

@@ -18,6 +18,7 @@ enum {
     BUG_STUCK_PARITY,  /* the consumers' steady KV loop does not flip its parity when the ring wraps to stage 0 */
     BUG_STUCK_PRODUCER, /* the producer's KV loop does not flip its parity when the ring wraps to stage 0 */
     BUG_UNELECTED,     /* the consumers' K-empty arrive after S loses its lane-0 guard: every lane arrives */
+    BUG_NO_STORE_WAIT, /* the epilogue writes O staging without waiting for its last TMA store to have read it */
     BUG_COUNT
 };
 

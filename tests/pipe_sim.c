@@ -35,6 +35,8 @@
 #define PS_REGIONS 128           /* shared-memory boxes loaded by TMA */
 #define PS_READS 4096            /* a warp's wgmma reads not yet retired */
 #define PS_NBARS 16              /* named barriers */
+#define PS_CHUNK 128             /* bytes of a chunk */
+#define PS_CHUNKS 2048           /* 256 KiB of shared memory */
 
 typedef struct vclock {
     int c[PS_A];
@@ -57,8 +59,20 @@ typedef struct mbar {
 typedef struct region {
     uint32_t lo, hi;
     int loaded, done, bar, stamp, line; /* the last load: completed, on which mbarrier, its clock there, its line */
-    int pending[PS_W], end[PS_W];       /* per warp: reads not retired; the clock of its last retired read */
+    int pending[PS_W], end[PS_W];       /* per warp: wgmma reads not retired; the clock of its last retired one */
+    int stores;                         /* st.shared into it since the load (its chunks say whose) */
 } region;
+
+/* 128 bytes of shared memory: st.shared into it and TMA stores reading it, per warp */
+typedef struct chunk {
+    int wrote[PS_W], wline[PS_W];  /* the clock of the warp's last st.shared here since the last load; its line */
+    int spend[PS_W], send[PS_W];   /* TMA store reads not retired; the clock of the last retired one */
+    int sline[PS_W];
+} chunk;
+
+typedef struct pending_read {
+    int region, lo, hi, bulk, group; /* a wgmma's box, or a TMA store's chunks (bulk) */
+} pending_read;
 
 typedef struct tma_op {
     int region, bar, bytes, line;
@@ -77,8 +91,9 @@ typedef struct warp {
     int state, wait_bar, wait_parity, wait_gen;
     vclock vc;
     int seen[MAX_BARS];     /* the last phase each mbarrier's wait passed on here (-2: none yet) */
-    int committed;          /* wgmma groups committed */
-    int n_reads, read_region[PS_READS], read_group[PS_READS];
+    int committed, bulk_committed; /* wgmma groups, bulk (TMA store) groups committed */
+    int n_reads;
+    pending_read reads[PS_READS];
 } warp;
 
 typedef struct sim {
@@ -92,6 +107,7 @@ typedef struct sim {
     int n_bars;
     region reg[PS_REGIONS];
     int n_regions;
+    chunk chunks[PS_CHUNKS];
     tma_op ops[PS_OPS];
     int n_ops;
     nbar nb[PS_NBARS];
@@ -253,6 +269,101 @@ static int region_at(sim *s, uint32_t addr)
     return -1;
 }
 
+/* The 128-byte chunks [lo, hi) of a byte range (st.shared and the O store's staging are followed by chunk). */
+static void chunk_span(uint32_t addr, uint32_t bytes, int *lo, int *hi)
+{
+    *lo = (int)(addr / PS_CHUNK), *hi = (int)((addr + bytes + PS_CHUNK - 1) / PS_CHUNK);
+    if (*hi > PS_CHUNKS) *hi = PS_CHUNKS;
+    if (*lo > *hi) *lo = *hi;
+}
+
+/* Whether warp x may write chunks [lo, hi) now: every TMA store read of them retired and released to x; with
+ * `writes`, every other warp's st.shared into them ordered before x too (a load overwrites them all; st.shared by
+ * warps at once write rows of their own, so they are not checked against each other). */
+static int chunks_writable(sim *s, warp *x, int lo, int hi, const insn *in, const char *verb, int writes)
+{
+    int w = (int)(x - s->wp);
+    for (int c = lo; c < hi; c++)
+        for (int u = 0; u < s->n_warps; u++) {
+            chunk *k = &s->chunks[c];
+            if (k->spend[u] || k->send[u] > x->vc.c[u])
+                return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d %s +%d before warp %d's TMA store (line %d) has "
+                                                  "read it (%s)",
+                             in->line, w, verb, c * PS_CHUNK, u, k->sline[u],
+                             k->spend[u] ? "no bulk wait_group yet" : "no arrive after its bulk wait_group reached it");
+            if (writes && u != w && k->wrote[u] > x->vc.c[u])
+                return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d %s +%d unordered with warp %d's st.shared "
+                                                  "(line %d)",
+                             in->line, w, verb, c * PS_CHUNK, u, k->wline[u]);
+        }
+    return 1;
+}
+
+/* Whether warp x may write box g now: every wgmma read of it retired and released to x (and, for a load, the chunks
+ * as chunks_writable says). A fault when not; then the box forgets what is ordered before. */
+static int writable(sim *s, warp *x, region *g, const insn *in, const char *verb, uint32_t addr, int load)
+{
+    int w = (int)(x - s->wp), lo, hi;
+    for (int u = 0; u < s->n_warps; u++) {
+        if (g->pending[u])
+            return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d %s +%u (box +%u) while warp %d still reads it (not "
+                                              "retired by a wait_group)",
+                         in->line, w, verb, addr, g->lo, u);
+        if (g->end[u] > x->vc.c[u])
+            return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d %s +%u (box +%u) before warp %d released its read (no "
+                                              "arrive after its wait_group reached this warp)",
+                         in->line, w, verb, addr, g->lo, u);
+    }
+    memset(g->end, 0, sizeof g->end);
+    if (!load) return 1;
+    chunk_span(g->lo, g->hi - g->lo, &lo, &hi);
+    if (!chunks_writable(s, x, lo, hi, in, verb, 1)) return 0;
+    for (int c = lo; c < hi; c++) memset(&s->chunks[c], 0, sizeof s->chunks[c]);
+    g->stores = 0;
+    return 1;
+}
+
+/* Whether warp x may read box g now: its load landed and reached x. */
+static int readable(sim *s, warp *x, region *g, const insn *in, const char *who, uint32_t addr)
+{
+    int w = (int)(x - s->wp);
+    if (g->loaded && !g->done)
+        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's %s reads +%u (box +%u) while its load (line %d) is in "
+                                         "flight",
+                     in->line, w, who, addr, g->lo, g->line);
+    if (g->loaded && x->vc.c[PS_W + g->bar] < g->stamp)
+        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's %s reads +%u (box +%u) without having waited for its "
+                                         "load (line %d) on mbarrier +%u",
+                     in->line, w, who, addr, g->lo, g->line, s->bars[g->bar].addr);
+    return 1;
+}
+
+/* Whether warp x may read chunks [lo, hi) now: every other warp's st.shared into them reached x. */
+static int chunks_readable(sim *s, warp *x, int lo, int hi, const insn *in, const char *who)
+{
+    int w = (int)(x - s->wp);
+    for (int c = lo; c < hi; c++)
+        for (int u = 0; u < s->n_warps; u++)
+            if (u != w && s->chunks[c].wrote[u] > x->vc.c[u])
+                return fault(s, PIPE_EARLY_READ, "line %d: warp %d's %s reads +%d before warp %d's st.shared into it "
+                                                 "(line %d) reached it",
+                             in->line, w, who, c * PS_CHUNK, u, s->chunks[c].wline[u]);
+    return 1;
+}
+
+/* A read not yet retired: box ri (a wgmma's) or chunks [lo, hi) (a TMA store's, `bulk`). */
+static int add_read(sim *s, warp *x, int ri, int lo, int hi, int bulk, int line)
+{
+    int w = (int)(x - s->wp);
+    if (x->n_reads == PS_READS) return fault(s, PIPE_MODEL, "warp %d: more than %d reads pending", w, PS_READS);
+    pending_read *r = &x->reads[x->n_reads++];
+    *r = (pending_read){.region = ri, .lo = lo, .hi = hi, .bulk = bulk,
+                        .group = bulk ? x->bulk_committed : x->committed};
+    if (!bulk) s->reg[ri].pending[w]++;
+    for (int c = lo; c < hi; c++) s->chunks[c].spend[w]++, s->chunks[c].sline[w] = line;
+    return 1;
+}
+
 static int do_tma_load(sim *s, warp *x, const insn *in)
 {
     uint32_t dst, baddr;
@@ -280,17 +391,7 @@ static int do_tma_load(sim *s, warp *x, const insn *in)
     if (g->loaded && !g->done)
         return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d loads into +%u while its load of line %d is in flight",
                      in->line, w, dst, g->line);
-    for (int u = 0; u < s->n_warps; u++) {
-        if (g->pending[u])
-            return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d loads into +%u (box of %d B) while warp %d's wgmma "
-                                              "still reads it (not retired by a wait_group)",
-                         in->line, w, dst, bytes, u);
-        if (g->end[u] > x->vc.c[u])
-            return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d loads into +%u (box of %d B) before warp %d released "
-                                              "its read (no arrive after its wait_group reached this warp)",
-                         in->line, w, dst, bytes, u);
-        g->end[u] = 0;
-    }
+    if (!writable(s, x, g, in, "loads into", dst, 1)) return 0;
     if (s->n_ops == PS_OPS) return fault(s, PIPE_MODEL, "more than %d TMA loads in flight", PS_OPS);
     g->loaded = 1, g->done = 0, g->bar = bi, g->line = in->line;
     s->ops[s->n_ops++] = (tma_op){.region = ri, .bar = bi, .bytes = bytes, .line = in->line};
@@ -315,6 +416,7 @@ static void tma_complete(sim *s, int i)
 static int do_read(sim *s, warp *x, const insn *in, const operand *o)
 {
     uint64_t d;
+    int lo, hi;
     if (o->kind != O_REG) return 1; /* A from registers */
     if (!sim_value(s->p, &x->t, s->w, o, &d))
         return fault(s, PIPE_MODEL, "line %d: an unknown wgmma descriptor", in->line);
@@ -324,33 +426,75 @@ static int do_read(sim *s, warp *x, const insn *in, const operand *o)
         return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u, which no TMA load has filled",
                      in->line, w, addr);
     region *g = &s->reg[ri];
-    if (!g->done)
-        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u (box +%u) while its load (line %d) is in "
-                                         "flight",
-                     in->line, w, addr, g->lo, g->line);
-    if (x->vc.c[PS_W + g->bar] < g->stamp)
-        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u (box +%u) without having waited for its "
-                                         "load (line %d) on mbarrier +%u",
-                     in->line, w, addr, g->lo, g->line, s->bars[g->bar].addr);
-    if (x->n_reads == PS_READS) return fault(s, PIPE_MODEL, "warp %d: more than %d wgmma reads pending", w, PS_READS);
-    x->read_region[x->n_reads] = ri, x->read_group[x->n_reads++] = x->committed;
-    g->pending[w]++;
+    chunk_span(g->lo, g->hi - g->lo, &lo, &hi);
+    if (!readable(s, x, g, in, "wgmma", addr) || (g->stores && !chunks_readable(s, x, lo, hi, in, "wgmma")) ||
+        !add_read(s, x, ri, 0, 0, 0, in->line))
+        return 0;
     s->r->wgmma_reads++;
     return 1;
 }
 
-/* wait_group N: every group but the newest N is done; its reads end at the warp's next clock. */
-static void retire(sim *s, warp *x, int keep)
+/* The TMA store of O (cp.async.bulk.tensor global <- shared): it reads its staging box until a
+ * cp.async.bulk.wait_group(.read) retires its bulk group. */
+static int do_tma_store(sim *s, warp *x, const insn *in)
 {
-    int w = (int)(x - s->wp), n = 0;
+    uint32_t src, n = (uint32_t)s->o->o_box_bytes;
+    int lo, hi;
+    if (!n) return 1;
+    if (!mem_addr(s, x, &in->a[1], &src)) return 0;
+    for (int ri = 0; ri < s->n_regions; ri++) /* a load box it overlaps: loaded and waited for */
+        if (s->reg[ri].hi > src && s->reg[ri].lo < src + n && !readable(s, x, &s->reg[ri], in, "TMA store", src))
+            return 0;
+    chunk_span(src, n, &lo, &hi);
+    return chunks_readable(s, x, lo, hi, in, "TMA store") && add_read(s, x, -1, lo, hi, 1, in->line);
+}
+
+/* st.shared by lane 0 (and lane 31 when in step): a write of its chunk, and of the load box holding it. */
+static int do_st_shared(sim *s, warp *x, const insn *in)
+{
+    for (int lane = 0; lane < 2; lane++) {
+        thread *t = lane ? &x->u : &x->t;
+        uint64_t v;
+        if (lane && (!x->lockstep || sim_guard(&x->u, in) != 1)) break;
+        if (in->a[0].kind != O_MEM || !sim_value(s->p, t, s->w, &(operand){.kind = O_REG, .reg = in->a[0].reg}, &v))
+            return fault(s, PIPE_MODEL, "line %d: st.shared to an address the simulator cannot work out", in->line);
+        uint32_t addr = (uint32_t)(v + (uint64_t)in->a[0].imm);
+        int ri = region_at(s, addr), w = (int)(x - s->wp), lo, hi;
+        chunk_span(addr, 1, &lo, &hi);
+        if (lo == hi) return fault(s, PIPE_MODEL, "line %d: st.shared to +%u, past shared memory", in->line, addr);
+        if (ri >= 0) {
+            region *g = &s->reg[ri];
+            if (g->loaded && !g->done)
+                return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d writes +%u (box +%u) while a load into it (line "
+                                                  "%d) is in flight",
+                             in->line, w, addr, g->lo, g->line);
+            if (g->loaded && x->vc.c[PS_W + g->bar] < g->stamp)
+                return fault(s, PIPE_EARLY_WRITE, "line %d: warp %d writes +%u (box +%u) unordered with its load (line "
+                                                  "%d)",
+                             in->line, w, addr, g->lo, g->line);
+            if (!writable(s, x, g, in, "writes", addr, 0)) return 0;
+            g->stores++;
+        }
+        if (!chunks_writable(s, x, lo, hi, in, "writes", 0)) return 0;
+        s->chunks[lo].wrote[w] = ++x->vc.c[w], s->chunks[lo].wline[w] = in->line;
+    }
+    return 1;
+}
+
+/* wait_group N (wgmma's, or the bulk groups' with `bulk`): every group but the newest N is done; its reads end at
+ * the warp's next clock. */
+static void retire(sim *s, warp *x, int keep, int bulk)
+{
+    int w = (int)(x - s->wp), n = 0, committed = bulk ? x->bulk_committed : x->committed;
     x->vc.c[w]++;
     for (int i = 0; i < x->n_reads; i++) {
-        if (x->read_group[i] < x->committed - keep) {
-            region *g = &s->reg[x->read_region[i]];
-            g->pending[w]--, g->end[w] = x->vc.c[w];
+        pending_read *r = &x->reads[i];
+        if (r->bulk == bulk && r->group < committed - keep) {
+            if (!bulk) s->reg[r->region].pending[w]--, s->reg[r->region].end[w] = x->vc.c[w];
+            for (int c = r->lo; c < r->hi; c++) s->chunks[c].spend[w]--, s->chunks[c].send[w] = x->vc.c[w];
             continue;
         }
-        x->read_region[n] = x->read_region[i], x->read_group[n++] = x->read_group[i];
+        x->reads[n++] = *r;
     }
     x->n_reads = n;
 }
@@ -389,7 +533,7 @@ static int is_sync(const char *op)
 {
     return strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "bar.", 4) == 0 || strncmp(op, "barrier.", 8) == 0 ||
            strncmp(op, "cp.async.bulk", 13) == 0 || strncmp(op, "wgmma.", 6) == 0 || strncmp(op, "fence.", 6) == 0 ||
-           strncmp(op, "setmaxnreg", 10) == 0 || strncmp(op, "tcgen05.", 8) == 0;
+           strncmp(op, "setmaxnreg", 10) == 0 || strncmp(op, "tcgen05.", 8) == 0 || strncmp(op, "st.shared", 9) == 0;
 }
 
 /* How many lanes run in: 32 when lane 0 and lane 31 (in step) both do, 1 when only lane 0 does (an elected lane, or
@@ -455,7 +599,21 @@ static int step_sync(sim *s, warp *x, const insn *in)
         uint64_t k;
         if (!sim_value(s->p, &x->t, s->w, &in->a[0], &k))
             return fault(s, PIPE_MODEL, "line %d: wait_group N", in->line);
-        retire(s, x, (int)k);
+        retire(s, x, (int)k, 0);
+        x->t.pc++;
+    } else if (strncmp(op, "cp.async.bulk.tensor", 20) == 0 && strstr(op, ".global.shared::cta")) {
+        if (!do_tma_store(s, x, in)) return 0;
+        x->t.pc++;
+    } else if (strcmp(op, "cp.async.bulk.commit_group") == 0) {
+        x->bulk_committed++, x->t.pc++;
+    } else if (strncmp(op, "cp.async.bulk.wait_group", 24) == 0) {
+        uint64_t k;
+        if (!sim_value(s->p, &x->t, s->w, &in->a[0], &k))
+            return fault(s, PIPE_MODEL, "line %d: bulk wait_group N", in->line);
+        retire(s, x, (int)k, 1);
+        x->t.pc++;
+    } else if (strncmp(op, "st.shared", 9) == 0) {
+        if (!do_st_shared(s, x, in)) return 0;
         x->t.pc++;
     } else if (strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "barrier.", 8) == 0 || strncmp(op, "tcgen05.", 8) == 0) {
         return fault(s, PIPE_MODEL, "line %d: %s is not modelled", in->line, op);
@@ -547,7 +705,7 @@ world *pipe_world_dense(const fj_plan *pl, const fajit_attention_args *a, unsign
     w->ws = 1, w->cta_b = -1, w->box = w->block_n = pl->cfg.block_n, w->q_box_bytes = pl->cfg.block_m * sw;
     *o = (pipe_opts){.nctaid = nctaid, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),
                      .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),
-                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * sw};
+                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * sw, .o_box_bytes = 64 * sw};
     return w;
 }
 

@@ -31,6 +31,7 @@ typedef struct pipe_opts {
     /* a TMA load's bytes by the tensor map it names (offset in the parameter block): Q's box and K / V's */
     int q_map_off, k_map_off, v_map_off;
     int q_box_bytes, kv_box_bytes;
+    int o_box_bytes;         /* the O store's box (its staging read): 0 = not followed */
     long max_steps;          /* instructions over all warps (0: 50M) */
 } pipe_opts;
 

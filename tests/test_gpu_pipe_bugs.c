@@ -5,7 +5,7 @@
  * hang the test. The unmutated kernel must match the float64 CPU reference (|O - ref| <= 2e-2 for every element,
  * O poisoned with NaN first, fresh random inputs); drop-release (a deadlock in the simulator) must hang; every other
  * bug's outcome (hang, wrong output, driver error, or none) is printed next to the simulator's verdict, and with
- * FAJIT_PIPE_BUGS_STRICT=1 each must hang or go wrong (early-release, a race, excepted).
+ * FAJIT_PIPE_BUGS_STRICT=1 each must hang or go wrong (early-release and no-store-wait, races, excepted).
  * Problem: bf16, B 2, Hq 4, Hkv 2, Nq 600, Nk 1100, 8 CTAs (5 work tiles each, 9 KV tiles a tile: the rings wrap).
  * Environment: FAJIT_PIPE_BUG=name[,name] (only these; see pipe_mutate.h), FAJIT_PIPE_BUG_CONFIG=d128 (default: d128
  * non-causal) | d64c (d64 causal) | all, FAJIT_PIPE_BUG_TIMEOUT=seconds a launch may take (default 20),
@@ -111,7 +111,8 @@ static int child_run(const problem *pb, const char *ptx, int fd)
     memset(&prm, 0, sizeof prm);
     fj_forward_params_tma(&a, &pb->pl, &prm);
     char why[256];
-    if (fj_tensor_maps(ctx, &pb->pl, &a, &prm, why, sizeof why) != 0) return printf("  child: maps: %s\n", why), GPU_SETUP;
+    if (fj_tensor_maps(ctx, &pb->pl, &a, &prm, why, sizeof why) != 0)
+        return printf("  child: maps: %s\n", why), GPU_SETUP;
     void *params[] = {&prm};
     if (write(fd, "L", 1) != 1) return GPU_SETUP;
     rc = cu->cuLaunchKernel(fn, NCTAS, 1, 1, (unsigned)pb->pl.threads, 1, 1, (unsigned)pb->pl.smem_bytes, NULL, params,
@@ -199,7 +200,8 @@ static void make_problem(problem *pb, const char *name, int dim, int causal, uin
     fajit_attention_args_init(a);
     a->dtype = FAJIT_DTYPE_BF16, a->batch = b, a->heads_q = hq, a->heads_kv = hkv, a->seqlen_q = nq, a->seqlen_k = nk;
     a->head_dim = dim, a->causal = causal;
-    int64_t qs[3] = {(int64_t)hq * nq * dim, (int64_t)nq * dim, dim}, ks[3] = {(int64_t)hkv * nk * dim, (int64_t)nk * dim, dim};
+    int64_t qs[3] = {(int64_t)hq * nq * dim, (int64_t)nq * dim, dim};
+    int64_t ks[3] = {(int64_t)hkv * nk * dim, (int64_t)nk * dim, dim};
     memcpy(a->q_stride, qs, sizeof qs), memcpy(a->o_stride, qs, sizeof qs);
     memcpy(a->k_stride, ks, sizeof ks), memcpy(a->v_stride, ks, sizeof ks);
     pb->nq = pb->no = (size_t)b * hq * nq * dim, pb->nk = (size_t)b * hkv * nk * dim;
@@ -273,9 +275,11 @@ static void run_problem(problem *pb, double timeout, int strict)
         printf("%-15s simulator: %-40s GPU: %s (%.1f s)\n", pipe_bug_name(bug), pipe_kind_name(kind),
                outcome_names[out], secs);
         if (bug) printf("    %s\n    simulator: %.300s\n", what, sim);
-        int bad = g_dry ? bug == BUG_NONE && kind != PIPE_OK : out == GPU_SETUP || (bug == BUG_NONE && (out != GPU_CORRECT || kind != PIPE_OK)) ||
-                  (bug == BUG_DROP_RELEASE && out != GPU_HANG) ||
-                  (strict && bug != BUG_NONE && bug != BUG_EARLY_RELEASE && out == GPU_CORRECT);
+        int bad = g_dry ? bug == BUG_NONE && kind != PIPE_OK
+                        : out == GPU_SETUP || (bug == BUG_NONE && (out != GPU_CORRECT || kind != PIPE_OK)) ||
+                              (bug == BUG_DROP_RELEASE && out != GPU_HANG) ||
+                              (strict && bug != BUG_NONE && bug != BUG_EARLY_RELEASE && bug != BUG_NO_STORE_WAIT &&
+                               out == GPU_CORRECT);
         if (bad) printf("    FAIL: %s\n", bug == BUG_NONE ? "the plain kernel must be right" : "the bug must show");
         failed += bad;
         if (bug == BUG_NONE && bad) break; /* nothing to compare the bugs with */

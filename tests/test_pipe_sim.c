@@ -85,12 +85,14 @@ static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
         while ((1 << w->prm.page_shift) < w->page) w->prm.page_shift++;
         for (int b = 0; b < batch; b++)
             for (int i = 0; i < MAX_PAGES; i++)
-                w->table[b][i] = i < w->pages_per_seq ? (b * w->pages_per_seq + i) * 3 % (batch * w->pages_per_seq) : -1;
+                w->table[b][i] = i < w->pages_per_seq ? (b * w->pages_per_seq + i) * 3 % (batch * w->pages_per_seq)
+                                                      : -1;
     }
     ws_setup(w, pl, &a);
     *o = (pipe_opts){.nctaid = 2, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),
                      .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),
-                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * 128}; /* ws_setup: 128-byte swizzle */
+                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * 128, /* ws_setup: 128-byte swizzle */
+                     .o_box_bytes = 64 * 128};
     return w;
 }
 
@@ -205,6 +207,7 @@ static const unsigned bug_kinds[BUG_COUNT] = {
     [BUG_STUCK_PARITY] = 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_READ | 1u << PIPE_DEADLOCK,
     [BUG_STUCK_PRODUCER] = 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_WRITE | 1u << PIPE_DEADLOCK,
     [BUG_UNELECTED] = 1u << PIPE_DEADLOCK | 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_WRITE | 1u << PIPE_BARRIER,
+    [BUG_NO_STORE_WAIT] = 1u << PIPE_EARLY_WRITE,
 };
 
 static void expect_caught(const sim_case *c)
