@@ -702,6 +702,7 @@ world *pipe_world_dense(const fj_plan *pl, const fajit_attention_args *a, unsign
     assert_non_null(w);
     int sw = pl->cfg.swizzle;
     fj_forward_params_tma(a, pl, &w->tprm.tma);
+    if (pl->cfg.mods) w->pblk = fj_variant_params(pl, a, &w->tprm.tma, sizeof w->tprm.tma, &w->blk);
     w->ws = 1, w->cta_b = -1, w->box = w->block_n = pl->cfg.block_n, w->q_box_bytes = pl->cfg.block_m * sw;
     *o = (pipe_opts){.nctaid = nctaid, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),
                      .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),

@@ -43,8 +43,8 @@ typedef struct pipe_report {
     int warps, tma_loads, wgmma_reads, phases, max_phase, waits, blocked_waits, named_syncs;
 } pipe_report;
 
-/* The world and options of a plain (non-decode) warp-specialized kernel of plan pl on problem a (its pointers are not
- * read): the tensor-map block, the TMA boxes (swizzle-wide: block_m rows of Q, block_n of K / V); CTA 0 of a grid of
+/* The world and options of a non-decode warp-specialized kernel of plan pl on problem a (its pointers are not
+ * read): the tensor-map block (and an attention variant's mods block, from a's variant fields), the TMA boxes (swizzle-wide: block_m rows of Q, block_n of K / V); CTA 0 of a grid of
  * nctaid. Free the world with free(). */
 world *pipe_world_dense(const fj_plan *pl, const fajit_attention_args *a, unsigned nctaid, pipe_opts *o);
 

@@ -352,8 +352,8 @@ static int src(const prog *p, thread *t, world *w, const operand *o, uint64_t *v
         return 1;
     case O_PARAM: {
         uint64_t x = 0;
-        const char *blk = w->ws ? (const char *)&w->tprm : (const char *)&w->prm;
-        size_t size = w->ws ? sizeof w->tprm : sizeof w->prm;
+        const char *blk = w->pblk ? (const char *)w->pblk : w->ws ? (const char *)&w->tprm : (const char *)&w->prm;
+        size_t size = w->pblk ? sizeof w->blk : w->ws ? sizeof w->tprm : sizeof w->prm;
         size_t n = size - (size_t)o->imm < 8 ? size - (size_t)o->imm : 8;
         memcpy(&x, blk + o->imm, n); /* the op's width trims it */
         *v = x;

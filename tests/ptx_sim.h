@@ -15,6 +15,7 @@
 #include "fajit.h"
 #include "runtime/error.h"
 #include "runtime/forward.h"
+#include "runtime/variants.h"
 
 /* ---- the PTX, parsed -------------------------------------------------------------------------------- */
 enum { O_NONE, O_REG, O_IMM, O_SPECIAL, O_SMEM, O_MEM, O_PARAM, O_PBASE, O_LABEL, O_OTHER };
@@ -73,6 +74,9 @@ typedef struct world {
     /* the sm_90a kernel (ws): its parameter block, the K/V box rows, the tile; TMA bytes per barrier */
     int ws, box, block_n, kv_tile_bytes, k_off, v_off, q_box_bytes;
     fj_fwd_params_tma_decode tprm;
+    /* a variant kernel's whole block (fj_variant_params: its own block, then the mods): read instead when pblk is set */
+    fj_param_block blk;
+    const unsigned char *pblk;
     uint32_t bar_addr[MAX_BARS];
     int64_t bar_bytes[MAX_BARS];
     int n_bars;

@@ -6,7 +6,8 @@
  * fault; and each pipeline bug of pipe_mutate.c, injected into the PTX, must be reported, as the kind it causes.
  * With --ptxas (ctest test_pipe_mutate_ptxas, label ptxas): every mutated kernel still assembles with ptxas for sm_90a,
  * so test_gpu_pipe_bugs runs what the simulator judged.
- * Run: ctest --test-dir build -R test_pipe_sim --output-on-failure   (FAJIT_TEST_VERBOSE=1: a line per run)
+ * Run: ctest --test-dir build -R test_pipe_sim --output-on-failure   (FAJIT_TEST_VERBOSE=1: a line per run;
+ * FAJIT_PIPE_SIM_SEEDS=N: N interleavings per CTA instead of 3; FAJIT_PIPE_SIM_DUMP=file: a failing run's PTX)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,11 +23,20 @@
 #include "pipe_sim.h"
 #include "test_support.h"
 
-#define SEEDS 3
+#define MAX_SEEDS 64
+
+/* Interleavings per CTA: 3, or FAJIT_PIPE_SIM_SEEDS (up to 64) for a deeper search by hand. */
+static int seeds(void)
+{
+    const char *e = getenv("FAJIT_PIPE_SIM_SEEDS");
+    int n = e && *e ? atoi(e) : 3;
+    return n < 1 ? 1 : n > MAX_SEEDS ? MAX_SEEDS : n;
+}
 
 typedef struct sim_case {
     int dim, causal, block_m, block_n, stages, overlap, pingpong; /* 0: the heuristic's; overlap, pingpong -1: off */
     unsigned variant;                                             /* FJ_VARIANT_* (decode) or 0 */
+    int mods, win_left, win_right, chunk;                         /* attention variants (FAJIT_MOD_*) */
     int seqlen_q, seqlen_k;                                       /* 0: 3 row blocks - 5, 6 KV tiles + 7 */
 } sim_case;
 
@@ -42,7 +52,7 @@ static void build(const sim_case *c, built *b)
 {
     fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = c->dim, .causal = c->causal,
                         .block_m = c->block_m, .block_n = c->block_n, .stages = c->stages,
-                        .overlap = c->overlap, .pingpong = c->pingpong};
+                        .overlap = c->overlap, .pingpong = c->pingpong, .mods = c->mods};
     fj_config_heuristic(&cfg, &cfg, NULL, 0);
     if (fj_plan_build_variant(&cfg, c->variant, &b->pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
     fj_plan_format(&b->pl, b->what, sizeof b->what);
@@ -63,6 +73,9 @@ static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
     a.dtype = FAJIT_DTYPE_BF16, a.batch = batch, a.heads_q = hq, a.heads_kv = hkv, a.seqlen_q = nq, a.seqlen_k = nk;
     a.head_dim = d, a.causal = c->causal;
     a.q = BASE_Q, a.k = BASE_K, a.v = BASE_V, a.o = BASE_O;
+    a.window = (c->mods & FAJIT_MOD_WINDOW) != 0, a.window_left = c->win_left, a.window_right = c->win_right;
+    a.softcap = c->mods & FAJIT_MOD_SOFTCAP ? 30.0f : 0.0f, a.attention_chunk = c->chunk;
+    a.sinks = c->mods & FAJIT_MOD_SINKS ? BASE_WS : 0, a.alibi_slopes = c->mods & FAJIT_MOD_ALIBI ? BASE_WS + 4096 : 0;
     int64_t qs[3] = {(int64_t)hq * nq * d, (int64_t)nq * d, d}, ks[3] = {(int64_t)hkv * nk * d, (int64_t)nk * d, d};
     memcpy(a.q_stride, qs, sizeof qs), memcpy(a.o_stride, qs, sizeof qs);
     memcpy(a.k_stride, ks, sizeof ks), memcpy(a.v_stride, ks, sizeof ks);
@@ -104,15 +117,15 @@ static void dump(const char *ptx)
     if (f) fputs(ptx, f), fclose(f), printf("PTX written to %s\n", path);
 }
 
-/* Run both CTAs of c's kernel (ptx: mutated or not) under SEEDS interleavings; the reports in r[cta][seed]. */
-static void run_all(const sim_case *c, const built *b, const char *ptx, pipe_report r[2][SEEDS])
+/* Run both CTAs of c's kernel (ptx: mutated or not) under seeds() interleavings; the reports in r[cta][seed]. */
+static void run_all(const sim_case *c, const built *b, const char *ptx, pipe_report r[2][MAX_SEEDS])
 {
     prog p;
     parse_prog(&p, ptx);
     pipe_opts o;
     world *w = make_world(c, &b->pl, &o);
     for (unsigned cta = 0; cta < 2; cta++)
-        for (unsigned seed = 0; seed < SEEDS; seed++) {
+        for (unsigned seed = 0; seed < (unsigned)seeds(); seed++) {
             o.ctaid = cta, o.seed = seed;
             pipe_run(&p, w, &o, &r[cta][seed]);
         }
@@ -124,10 +137,10 @@ static void expect_clean(const sim_case *c)
 {
     built b;
     build(c, &b);
-    pipe_report r[2][SEEDS];
+    static pipe_report r[2][MAX_SEEDS];
     run_all(c, &b, b.ptx, r);
     for (int cta = 0; cta < 2; cta++)
-        for (int s = 0; s < SEEDS; s++) {
+        for (int s = 0; s < seeds(); s++) {
             const pipe_report *x = &r[cta][s];
             if (x->kind != PIPE_OK) dump(b.ptx);
             if (x->kind != PIPE_OK)
@@ -196,6 +209,25 @@ static void test_decode(void **state)
     }
 }
 
+/* The attention variants on the sm_90a kernel: windows (causal, two-sided, left only) move the KV range's start,
+ * so loops start past tile 0 and rows see no key; chunks likewise; softcap, sinks and ALiBi change only scores. */
+static void test_variants(void **state)
+{
+    (void)state;
+    static const sim_case cases[] = {
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_WINDOW, .win_left = 300, .win_right = -1, .seqlen_q = 700,
+         .seqlen_k = 1300},
+        {.dim = 128, .mods = FAJIT_MOD_WINDOW, .win_left = 200, .win_right = 100, .seqlen_q = 900, .seqlen_k = 900},
+        {.dim = 64, .block_n = 64, .mods = FAJIT_MOD_WINDOW, .win_left = 129, .win_right = -1, .seqlen_q = 500,
+         .seqlen_k = 1000},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_CHUNK, .chunk = 256, .seqlen_q = 800, .seqlen_k = 800},
+        {.dim = 256, .mods = FAJIT_MOD_SOFTCAP | FAJIT_MOD_SINKS | FAJIT_MOD_ALIBI},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_ALL, .win_left = 250, .win_right = -1, .chunk = 512,
+         .seqlen_q = 1000, .seqlen_k = 1100},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
+}
+
 /* ---- injected bugs ------------------------------------------------------------------------------------------ */
 /* What each bug must be reported as: a set of PIPE_* bits. */
 static const unsigned bug_kinds[BUG_COUNT] = {
@@ -219,11 +251,11 @@ static void expect_caught(const sim_case *c)
         char *ptx = pipe_mutate(b.ptx, bug, what, sizeof what);
         if (!ptx) fail_msg("%s: %s: %s", b.what, pipe_bug_name(bug), what);
         assert_true(strcmp(ptx, b.ptx) != 0);
-        pipe_report r[2][SEEDS];
+        static pipe_report r[2][MAX_SEEDS];
         run_all(c, &b, ptx, r);
         int kinds[PIPE_MODEL + 1] = {0};
         for (int cta = 0; cta < 2; cta++)
-            for (int s = 0; s < SEEDS; s++) {
+            for (int s = 0; s < seeds(); s++) {
                 const pipe_report *x = &r[cta][s];
                 kinds[x->kind]++;
                 if (!(bug_kinds[bug] >> x->kind & 1)) dump(ptx);
@@ -319,7 +351,8 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_schedules),
-        cmocka_unit_test(test_lengths),   cmocka_unit_test(test_decode),   cmocka_unit_test(test_bugs_caught),
+        cmocka_unit_test(test_lengths),   cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_bugs_caught),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
