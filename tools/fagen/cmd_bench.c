@@ -68,6 +68,7 @@ typedef struct bench_shape {
     int varlen_n;    /* a varlen batch of these b = varlen_n sequence lengths (nq = nk = the longest), or 0 */
     const int *varlen;
     int mods;        /* FAJIT_MOD_* of the config flags: the arguments get the values of --window etc. */
+    int kv8;         /* --kv-dtype e4m3: K and V are e4m3 bytes (an FP8 K/V cache; descales 0, i.e. 1.0) */
 } bench_shape;
 
 typedef struct bench_result {
@@ -250,6 +251,7 @@ static fajit_attention_args bench_args(const bench_shape *s)
     if (s->bnhd) fajit_args_set_bnhd_strides(&a);
     else fajit_args_set_bhnd_strides(&a);
     a.num_splits = s->splits;
+    a.kv_dtype = s->kv8 ? FAJIT_DTYPE_E4M3 : 0;
     const fagen_mod_values *mv = fagen_mods();
     a.struct_size = sizeof a;
     a.window = s->mods & FAJIT_MOD_WINDOW ? 1 : 0;
@@ -349,10 +351,12 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
         int64_t t = varlen_rows(s) > 0 ? varlen_rows(s) : 1;
         q_bytes = (size_t)t * s->hq * s->d * 2, kv_bytes = (size_t)t * s->hkv * s->d * 2;
     }
+    if (s->kv8) kv_bytes /= 2; /* one byte an element */
     size_t bytes[4] = {q_bytes, kv_bytes, kv_bytes, q_bytes};
     double set_bytes = 2.0 * (double)(q_bytes + kv_bytes);
     int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
-    uint16_t *host = malloc(q_bytes > kv_bytes ? q_bytes : kv_bytes);
+    size_t kv_host = s->kv8 ? 2 * kv_bytes : kv_bytes; /* kv8: the 16-bit values, then their bytes */
+    uint16_t *host = malloc(q_bytes > kv_host ? q_bytes : kv_host);
     if (!host) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host buffer of %zu + %zu bytes", q_bytes, kv_bytes);
     memset(sets, 0, sizeof *sets);
     fj_CUresult rc = 0;
@@ -361,7 +365,10 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
         /* every tensor of every set gets its own N(0, 1) data: with Q = K the scores' diagonal would
          * dominate, P would be nearly all zeros and the MMAs would run cooler and faster than on real data */
         for (int t = 0; t < 3 && rc == 0; t++) {
-            fj_half_fill_normal(s->dtype, host, bytes[t] / 2, 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t));
+            size_t n = t && s->kv8 ? bytes[t] : bytes[t] / 2;
+            fj_half_fill_normal(s->dtype, host, n, 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t));
+            if (t && s->kv8) /* e4m3 bytes of the same N(0, 1) values, in place (byte e from word e) */
+                for (size_t e = 0; e < n; e++) ((uint8_t *)host)[e] = fj_e4m3_from_f64(fj_half_to_f32(s->dtype, host[e]));
             rc = cu->cuMemcpyHtoD(sets->mem[i][t], host, bytes[t]);
         }
         if (rc == 0) rc = cu->cuMemsetD8(sets->mem[i][3], 0, bytes[3]);
@@ -532,7 +539,7 @@ static void bench_print_decode_header(void)
 static void bench_print_decode(const bench_shape *s, const bench_result *r)
 {
     char shape[96];
-    double kv_bytes = 2.0 * s->b * s->hkv * (double)s->nk * s->d * 2.0;
+    double kv_bytes = 2.0 * s->b * s->hkv * (double)s->nk * s->d * (s->kv8 ? 1.0 : 2.0);
     snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
              s->causal ? " causal" : "");
     if (s->page_size)
@@ -690,6 +697,7 @@ static bench_shape shape_from_flags(const bench_cli *o, int d, int n, int causal
     bench_shape s;
     s.d = d;
     s.dtype = o->user.dtype ? o->user.dtype : FAJIT_DTYPE_BF16;
+    s.kv8 = o->user.kv_dtype == FAJIT_DTYPE_E4M3;
     s.nq = n;
     s.nk = o->seqlen_k && !o->grid_first ? o->seqlen_k : n;
     s.b = o->batch && !o->grid_first ? o->batch : (16384 / n > 1 ? 16384 / n : 1);
