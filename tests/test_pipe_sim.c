@@ -4,8 +4,8 @@
  * stages, ping-pong and overlap on and off, the split / seqlens / GQA-packed / paged decode variants), each over
  * several work tiles per CTA and several ring wrap-arounds, under several interleavings, must run to the end with no
  * fault; and each pipeline bug of pipe_mutate.c, injected into the PTX, must be reported, as the kind it causes.
- * With --ptxas (ctest test_pipe_mutate_ptxas, label ptxas): every mutated kernel still assembles with ptxas for sm_90a,
- * so test_gpu_pipe_bugs runs what the simulator judged.
+ * With --ptxas (ctest test_pipe_mutate_ptxas, label ptxas): every mutated kernel still assembles with ptxas for sm_90a
+ * (d128: also with the runtime's compiler), so test_gpu_pipe_bugs runs what the simulator judged.
  * Run: ctest --test-dir build -R test_pipe_sim --output-on-failure   (FAJIT_TEST_VERBOSE=1: a line per run;
  * FAJIT_PIPE_SIM_SEEDS=N: N interleavings per CTA instead of 3; FAJIT_PIPE_SIM_DUMP=file: a failing run's PTX)
  */
@@ -21,6 +21,7 @@
 
 #include "pipe_mutate.h"
 #include "pipe_sim.h"
+#include "runtime/compile.h"
 #include "test_support.h"
 
 #define MAX_SEEDS 64
@@ -304,7 +305,9 @@ static void test_mutations(void **state)
 /* ---- the mutated kernels assemble (--ptxas) ------------------------------------------------------------------ */
 static char *g_ptxas, *g_dir;
 
-static void expect_assembles(const sim_case *c)
+/* With `runtime`, each also through the runtime's compiler (NVRTC's whole-program path), as test_gpu_pipe_bugs
+ * compiles it. */
+static void expect_assembles(const sim_case *c, int runtime)
 {
     built b;
     build(c, &b);
@@ -317,7 +320,17 @@ static void expect_assembles(const sim_case *c)
         assert_non_null(ptx);
         FILE *f = fopen(src, "w");
         assert_non_null(f);
-        fputs(ptx, f), fclose(f), free(ptx);
+        fputs(ptx, f), fclose(f);
+        void *cubin = NULL;
+        size_t size = 0;
+        fajit_status st = runtime ? fj_compile_kernel(&b.pl, ptx, strlen(ptx), "sm_90a", &cubin, &size, NULL) : FAJIT_OK;
+        free(ptx), free(cubin);
+        if (st == FAJIT_ERR_LIBRARY_MISSING) { /* no NVRTC here: ptxas alone */
+            printf("SKIP: the runtime's compiler: %s\n", fajit_errmsg());
+            runtime = 0;
+        } else if (st != FAJIT_OK)
+            fail_msg("%s with %s: the runtime's compiler: %s: %s", b.what, pipe_bug_name(bug), fajit_status_name(st),
+                     fajit_errmsg());
         char *argv[] = {g_ptxas, "-arch=sm_90a", src, "-o", out, NULL};
         int code = fj_test_run(argv, log, log);
         char *text = fj_test_read_file(log, NULL);
@@ -332,8 +345,8 @@ static void expect_assembles(const sim_case *c)
 static void test_mutants_assemble(void **state)
 {
     (void)state;
-    expect_assembles(&(sim_case){.dim = 128});
-    expect_assembles(&(sim_case){.dim = 64, .causal = 1});
+    expect_assembles(&(sim_case){.dim = 128}, 1);
+    expect_assembles(&(sim_case){.dim = 64, .causal = 1}, 0);
 }
 
 int main(int argc, char **argv)
