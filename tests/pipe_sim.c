@@ -1,21 +1,23 @@
 /*
- * pipe_sim.c - the pipeline simulator (see pipe_sim.h and docs/pipeline-sim.md): one thread per warp (lane 0) of a
- * warp-specialized kernel, run by ptx_sim.c's interpreter one instruction at a time, interleaved at random; this file
- * runs the synchronizing instructions itself:
- *   mbarrier.init / arrive / arrive.expect_tx / try_wait.parity    PTX ISA 9.7.13.15 (mbarrier): pending arrivals,
- *       transaction bytes and a phase number per barrier; a phase completes when both reach 0
- *   cp.async.bulk.tensor (global -> shared)                       9.7.9.25: a load completes its box's bytes on its
- *       mbarrier at a random later time
- *   bar.sync / bar.arrive (id, thread count)                      9.7.13.1: each warp counts 32 threads
- *   wgmma.mma_async / commit_group / wait_group                   9.7.15: descriptor operands read shared memory from
- *       the wgmma's issue until the wait_group that retires its group
+ * pipe_sim.c - the pipeline simulator (see pipe_sim.h and docs/pipeline-sim.md): each warp of a warp-specialized
+ * kernel run by its lane 0, with lane 31 in step while the two agree, through ptx_sim.c's interpreter one instruction
+ * at a time, the warps interleaved at random; this file runs the synchronizing instructions itself (PTX ISA sections
+ * named):
+ *   mbarrier.init / arrive / arrive.expect_tx / try_wait.parity    (mbarrier) pending arrivals, transaction bytes and a
+ *       phase number per barrier; a phase completes when both reach 0
+ *   cp.async.bulk.tensor global -> shared                         (cp.async.bulk.tensor) a load completes its box's
+ *       bytes on its mbarrier at a random later time
+ *   bar.sync / bar.arrive (id, thread count)                      (bar, barrier) each warp counts 32 threads
+ *   wgmma.mma_async / commit_group / wait_group                   (asynchronous warpgroup matrix instructions)
+ *       descriptor operands read shared memory from the issue to the wait_group that retires their group
+ *   st.shared; cp.async.bulk.tensor shared -> global, bulk commit_group / wait_group(.read): the O epilogue's staging
  * Ordering is tracked with vector clocks: one clock per warp and one per mbarrier (its completed TMA loads). A release
  * (an arrive, bar.arrive, bar.sync) carries the warp's clock; a wait that passes on phase k acquires what phase k
  * collected; a named barrier joins its participants. A read is early when the slot's last load has not completed or its
- * completion is not in the reader's clock; a load is early when a read of the slot is not retired or its retirement is
- * not in the producer's clock.
- * Each warp arrives on an mbarrier once per arrive it executes (the generator elects lane 0, or thread 0 of the
- * producer); float data is unknown, and a barrier under a guard that depends on it is reported as not modelled.
+ * completion is not in the reader's clock; a write (a load, st.shared) is early when a read of the slot is not retired
+ * or its retirement is not in the writer's clock.
+ * An arrive run by lane 0 alone counts one arrival (the generator elects lane 0, or thread 0 of the producer), by
+ * lanes 0 and 31 32; float data is unknown, and a barrier under a guard that depends on it is reported as not modelled.
  */
 #include <setjmp.h>
 #include <stdarg.h>

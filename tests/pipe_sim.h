@@ -1,9 +1,10 @@
 /*
  * pipe_sim.h - the pipeline simulator (pipe_sim.c): runs the synchronization skeleton of a warp-specialized kernel's
- * PTX (parsed by ptx_sim.c) with one thread per warp (its lane 0), interleaved by a seeded random scheduler that blocks
- * a warp on mbarrier waits and named barriers, and completes TMA loads asynchronously. It reports the first pipeline
- * fault it sees: a deadlock, a waiter passing on a phase it had passed or skipping one (phase aliasing), a ring slot
- * read before its TMA load completed for the reader, or loaded into before every earlier reader released it.
+ * PTX (parsed by ptx_sim.c) warp by warp (lane 0, and lane 31 while it keeps step), interleaved by a seeded random
+ * scheduler that blocks a warp on mbarrier waits and named barriers, and completes TMA loads asynchronously. It reports
+ * the first pipeline fault it sees: a deadlock, a waiter passing on a phase it had passed or skipping one (phase
+ * aliasing), a ring slot read before its TMA load completed for the reader, or written (by a load or st.shared) before
+ * every earlier reader released it.
  * docs/pipeline-sim.md describes the model; tests/test_pipe_sim.c runs it over the sm_90a kernels.
  */
 #ifndef FJ_PIPE_SIM_H
