@@ -495,7 +495,10 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 
 static const char *source_name(fajit_cache_source s)
 {
-    return s == FAJIT_SOURCE_MEMORY ? "memory" : s == FAJIT_SOURCE_DISK ? "disk" : "compiled";
+    return s == FAJIT_SOURCE_MEMORY     ? "memory"
+           : s == FAJIT_SOURCE_DISK     ? "disk"
+           : s == FAJIT_SOURCE_PREBUILT ? "prebuilt"
+                                        : "compiled";
 }
 
 /* A new context on o->device with the disk cache in dir; *ms is how long creating it took. */
@@ -573,7 +576,7 @@ static fajit_status lat_process(const bench_cli *o, const char *dir, const char 
         printf(" process 1: empty caches\n");
         printf("  %-58s %10.3f ms\n", "context create (loads libcuda, makes the CUDA context)", ms);
         st = lat_ptx(&cfg);
-        if (st == FAJIT_OK) st = lat_get(ctx, &cfg, "first kernel: generate, load compiler, compile, load");
+        if (st == FAJIT_OK) st = lat_get(ctx, &cfg, "first kernel: prebuilt, else generate + compile, load");
         fajit_config other = cfg;
         other.causal = !cfg.causal;
         if (st == FAJIT_OK) st = lat_get(ctx, &other, "second kernel (mask flipped): compiler already loaded");
