@@ -141,3 +141,17 @@ fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const fj_plan *p
     if (st == FAJIT_OK) identity_add_file(path, buf, size);
     return st;
 }
+
+int fj_compiler_identity_cheap(fj_disk_cache *cache, const fj_plan *plan, char *buf, size_t size)
+{
+    const compiler_ref *c = plan->whole_program ? &k_nvrtc : &k_nvjitlink;
+    char key[FJ_DISK_CACHE_KEY_MAX], path[1024] = "";
+    int keyed = cache->enabled && stamp_key(c, key, sizeof key);
+    if (!c->loaded() && !(keyed && stamp_read(cache, key, buf, size, path))) return 0; /* would load it */
+    if (c->loaded()) {
+        if (fj_compiler_identity_stamped(cache, plan, buf, size) != FAJIT_OK) return 0;
+        return 1;
+    }
+    identity_add_file(path, buf, size);
+    return 1;
+}

@@ -21,4 +21,9 @@ struct fj_plan;
  */
 fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const struct fj_plan *plan, char *buf, size_t size);
 
+/* The same identity when it costs no library load: from a valid stamp, or from the compiler when this process
+ * has loaded it already. 1 = in buf; 0 = only loading the compiler would tell (nothing is loaded). The kernel
+ * store's probes that must not wait (a CUDA-graph capture, a call that can run a stand-in) use it. */
+int fj_compiler_identity_cheap(fj_disk_cache *cache, const struct fj_plan *plan, char *buf, size_t size);
+
 #endif

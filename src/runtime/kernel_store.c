@@ -142,7 +142,8 @@ static fajit_status store_create(fajit_context *ctx, const fj_plan *plan, const 
     k->plan = *plan;
     snprintf(k->config_text, sizeof k->config_text, "%s", text);
     snprintf(k->target, sizeof k->target, "%s", target->name);
-    fj_kernel_req req = {.ctx = ctx, .plan = &k->plan, .text = k->config_text, .target = k->target};
+    fj_kernel_req req = {.ctx = ctx, .plan = &k->plan, .text = k->config_text, .target = k->target,
+                         .quick = (flags & FJ_STORE_NO_COMPILE) != 0};
     int got = 0;
     for (int i = 0; i < N_SOURCES && got == 0; i++) {
         if (k_sources[i]->compiles && (flags & FJ_STORE_NO_COMPILE)) continue;

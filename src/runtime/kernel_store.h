@@ -27,7 +27,8 @@
 
 /* fj_store_get flags */
 enum {
-    FJ_STORE_NO_COMPILE = 1 /* ask only the sources that do not compile (a CUDA-graph capture, the async path) */
+    FJ_STORE_NO_COMPILE = 1 /* ask only the sources that neither compile nor load a compiler (a CUDA-graph
+                               capture, the probe before a stand-in): the disk source then needs a stamp */
 };
 
 /* One request, as the sources see it: what is asked for, and what a source leaves for the others. */
@@ -38,7 +39,8 @@ typedef struct fj_kernel_req {
     const char *target; /* the sm the cubin is for ("sm_90a", "sm_86") */
     /* the disk source's key, made once per request (it needs the compiler's identity) */
     char disk_key[FJ_DISK_CACHE_KEY_MAX];
-    int disk_key_state; /* 0 not made yet, 1 made, -1 the disk cache is off */
+    int disk_key_state; /* 0 not made yet, 1 made, -1 the disk cache is off (or, quick: no stamp) */
+    int quick;          /* FJ_STORE_NO_COMPILE: no source may load a compiler library either */
     /* left by the compiler source for the disk source's keep: the PTX the cubin came from */
     char *ptx;
     size_t ptx_len;
