@@ -50,10 +50,14 @@ static int put_winner(fajit_context *ctx, const fajit_attention_args *a, char *t
     if (fajit_config_fill(ctx, &shape, &c) != FAJIT_OK) return die("fajit_config_fill");
     static const int tries[] = {96, 112, 64, 144, 48, 32};
     fajit_config w = c;
-    for (size_t i = 0; i < sizeof tries / sizeof tries[0]; i++) {
-        w.block_n = tries[i];
-        if (w.block_n != c.block_n && fajit_config_check(&w) == FAJIT_OK) break;
-    }
+    int ok = 0;
+    for (size_t i = 0; i < sizeof tries / sizeof tries[0] && !ok; i++)
+        for (int stages = c.stages; stages >= 1 && !ok; stages--) {
+            w = c;
+            w.block_n = tries[i], w.stages = stages;
+            ok = w.block_n != c.block_n && fajit_config_check(&w) == FAJIT_OK;
+        }
+    if (!ok) return die("no winner config");
     fj_tune_record rec;
     memset(&rec, 0, sizeof rec);
     fj_tune_key_make(ctx, w.dtype, w.head_dim, w.causal, fj_tune_seqlen_class(&shape), &rec.key);

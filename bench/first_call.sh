@@ -43,7 +43,9 @@ for d in 64 128 256; do
             "$(field return_ms "$c")" "$(field source "$c")" \
             "$(field return_ms "$t")" "$(field source "$t")" "$(field winner_serves_ms "$t")" \
             "$(field return_ms "$u")" "$(field source "$u")"
-        echo "    ran: $(field ran "$a" | head -c 100) | tuned first: $(sed -n 's/.*ran="\(.*\)"/\1/p' <<<"$t" | head -c 140)" >&2
+        ran_a=$(sed -n 's/.*ran="\(.*\)"/\1/p' <<<"$a")
+        ran_t=$(sed -n 's/.*ran="\(.*\)"/\1/p' <<<"$t")
+        echo "    prebuilt ran: $ran_a | tuned first call ran: $ran_t" >&2
     done
 done
 echo "caches: fajit's disk cache a fresh directory per column group (the disk-hit column reuses the compiled"

@@ -145,8 +145,18 @@ static void put_winner(fajit_context *ctx, const problem *p, fajit_config *winne
     fajit_shape shape = {p->a.batch, p->a.heads_q, p->a.heads_kv, p->a.seqlen_q, p->a.seqlen_k};
     fajit_config c = {.dtype = p->a.dtype, .head_dim = p->a.head_dim, .causal = p->a.causal};
     assert_int_equal(fajit_config_fill(ctx, &shape, &c), FAJIT_OK);
-    c.block_n = c.arch == FAJIT_ARCH_SM90A ? 96 : 32; /* not a default of this head dim */
-    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    /* another block_n (and fewer stages where it needs them): not a default of this head dim */
+    static const int tries[] = {96, 112, 64, 144, 48, 32};
+    fajit_config w = c;
+    int ok = 0;
+    for (size_t i = 0; i < sizeof tries / sizeof tries[0] && !ok; i++)
+        for (int stages = c.stages; stages >= 1 && !ok; stages--) {
+            w = c;
+            w.block_n = tries[i], w.stages = stages;
+            ok = w.block_n != c.block_n && fajit_config_check(&w) == FAJIT_OK;
+        }
+    assert_true(ok);
+    c = w;
     fj_tune_record rec;
     memset(&rec, 0, sizeof rec);
     fj_tune_key_make(ctx, c.dtype, c.head_dim, c.causal, fj_tune_seqlen_class(&shape), &rec.key);
