@@ -261,8 +261,9 @@ typedef enum fajit_cache_source {
 
 /*
  * A loaded kernel for a checked config on the context's device. Looked up in the memory cache, then
- * the disk cache (entries that are truncated, corrupt or rejected by the driver are discarded and
- * rebuilt), then generated and compiled. The kernel is owned by the context and lives until the
+ * the kernels built into the library (each checked against its key and checksum first; FAJIT_PREBUILT=0
+ * when the context is made skips them), then the disk cache (entries that are truncated, corrupt or
+ * rejected by the driver are discarded and rebuilt), then generated and compiled. The kernel is owned by the context and lives until the
  * context is destroyed; do not free it. source_out may be NULL.
  */
 typedef struct fajit_kernel fajit_kernel;
