@@ -47,7 +47,7 @@ typedef struct fj_choice {
     fajit_config cfg;
     fajit_kernel *kernel;
     int pending; /* kernel is a stand-in; cfg's own kernel is not loaded yet */
-    int queued;  /* cfg is on the worker's queue (or was: a failed compile leaves the stand-in serving) */
+    int queued;  /* cfg's compile was queued (a capture adds a pending choice without queuing it) */
 } fj_choice;
 
 /* A background compile (jit_worker.c). */

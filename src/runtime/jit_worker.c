@@ -28,15 +28,14 @@ void fj_jit_set_compiler(fajit_context *ctx, fj_jit_compile_fn fn)
 }
 
 /* The finished kernel of cfg (NULL: its compile failed) for every choice waiting for it; under the lock. A
- * failed compile leaves the stand-in serving (queued stays set: it is not tried again in this context). */
+ * failed compile leaves the stand-in serving as the choice's kernel for good (no longer pending: it is not
+ * tried again in this context, and calls report the stand-in's own source; the reason is in the note). */
 static void jit_finish_locked(fajit_context *ctx, const fajit_config *cfg, fajit_kernel *k)
 {
     for (fj_choice *c = ctx->choices; c; c = c->next) {
         if (!c->pending || memcmp(&c->cfg, cfg, sizeof *cfg) != 0) continue;
-        if (k) {
-            c->kernel = k;
-            c->pending = 0;
-        }
+        if (k) c->kernel = k;
+        c->pending = 0;
     }
     if (k) ctx->jit_done++;
     else ctx->jit_failed++;

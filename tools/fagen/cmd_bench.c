@@ -622,8 +622,12 @@ static int bench_latency(const bench_cli *o)
     if (st == FAJIT_OK)
         printf("caches: fajit's disk cache a fresh directory (%s), its memory cache new with each process;\n"
                "the driver's JIT cache, which also holds nvJitLink's, off (CUDA_CACHE_DISABLE=1) and empty\n"
-               "(CUDA_CACHE_PATH=%s); the OS page cache (the compiler's library files) not emptied\n",
-               dir, driver_dir);
+               "(CUDA_CACHE_PATH=%s); the OS page cache (the compiler's library files) not emptied;\n"
+               "the kernels built into libfajit %s\n",
+               dir, driver_dir,
+               getenv("FAJIT_PREBUILT") && strcmp(getenv("FAJIT_PREBUILT"), "0") == 0
+                   ? "not asked (FAJIT_PREBUILT=0)"
+                   : "asked first (FAJIT_PREBUILT=0 times the compiler and the disk cache instead)");
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     nftw(driver_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return st == FAJIT_OK ? FAGEN_EXIT_OK : FAGEN_EXIT_FAIL; /* the child said why */
