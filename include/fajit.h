@@ -458,10 +458,10 @@ const char *fajit_last_forward(void);
  * tile other than the built-in default) was not compiled yet: with FAJIT_JIT=async (the default) the call ran a
  * loaded or prebuilt kernel of the same problem (fajit_last_forward() then ends in "; while <config> compiles")
  * and the chosen one compiles on the context's worker thread, serving the calls after it is loaded. Where no
- * such kernel is at hand (attention variants, decode variants), and with FAJIT_JIT=sync, the call compiles first,
- * as before. Inside a CUDA-graph capture on args->stream nothing is compiled: a call runs a loaded, prebuilt or
- * disk-cached kernel, or fails with FAJIT_ERR_UNSUPPORTED naming the config. FAJIT_SOURCE_MEMORY before the first
- * forward.
+ * such kernel is at hand (attention variants), for decode calls (their split count and workspace follow the
+ * tile), for calls with a config, and with FAJIT_JIT=sync, the call compiles first, as before. Inside a
+ * CUDA-graph capture on args->stream nothing is compiled: a call runs a loaded, prebuilt or disk-cached kernel,
+ * or fails with FAJIT_ERR_UNSUPPORTED naming the config. FAJIT_SOURCE_MEMORY before the first forward.
  */
 fajit_cache_source fajit_last_forward_source(void);
 

@@ -213,7 +213,7 @@ static void test_destroy_during_compile(void **state)
     fajit_context *ctx = fresh_context("async");
     problem p;
     fajit_config winner;
-    problem_make(ctx, &p, FAJIT_DTYPE_BF16, 256, 1, 100, 41);
+    problem_make(ctx, &p, FAJIT_DTYPE_BF16, 256, 1, 200, 41); /* seqlen_q > 128: not a decode call */
     put_winner(ctx, &p, &winner);
     problem_run_check(ctx, &p);
     assert_int_equal(fajit_last_forward_source(), FAJIT_SOURCE_FALLBACK);

@@ -350,10 +350,12 @@ const char *fajit_last_forward(void) { return t_last_forward; }
 
 fajit_cache_source fajit_last_forward_source(void) { return t_last_source; }
 
+/* Within one forward every kernel fetched sets the source (the last one fetched ran: the plain kernel, the
+ * decode variant, the sm_80 kernel standing in for a TMA one), and a stand-in anywhere in the call sets the
+ * config it stands in for, which the call then reports (FALLBACK, "; while <config> compiles"). */
 void fj_forward_set_source(fajit_cache_source source, const fajit_config *compiling)
 {
     t_last_source = source;
-    t_compiling[0] = '\0';
     if (source == FAJIT_SOURCE_FALLBACK && compiling) fajit_config_format(compiling, t_compiling, sizeof t_compiling);
 }
 
@@ -436,6 +438,10 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     fajit_kernel *k = NULL;
     fj_clear_error();
     if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_attention_forward needs a context");
+    fajit_cache_source prev_source = t_last_source; /* restored when this call launches nothing */
+    char prev_compiling[FJ_CONFIG_TEXT_MAX];
+    memcpy(prev_compiling, t_compiling, sizeof prev_compiling);
+    t_compiling[0] = '\0';
     fajit_status st = fj_forward_validate(args, cfg);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
     if (st == FAJIT_OK) /* the policy (policy.c): a given config's kernel, or the choice for the shape class */
@@ -444,5 +450,10 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, &handled);
     if (st == FAJIT_OK && !handled) st = forward_run(ctx, k, args);
     if (st == FAJIT_OK) fj_clear_error(); /* a tile probe that failed on the way (decode.c) left its message */
+    if (st == FAJIT_OK && t_compiling[0]) t_last_source = FAJIT_SOURCE_FALLBACK;
+    if (st != FAJIT_OK) {
+        t_last_source = prev_source;
+        memcpy(t_compiling, prev_compiling, sizeof prev_compiling);
+    }
     return st;
 }

@@ -58,8 +58,9 @@ struct fajit_kernel;
 fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *args, fajit_arch path,
                                fajit_kernel **kernel_out);
 
-/* Set the calling thread's fajit_last_forward() text ("; while <config> compiles" appended while a stand-in
- * runs) and its fajit_last_forward_source() (compiling: the config a stand-in runs for, else NULL). */
+/* Set the calling thread's fajit_last_forward() text ("; while <config> compiles" appended when a stand-in ran
+ * in this call) and its fajit_last_forward_source() (the last kernel fetched in the call; compiling: the config
+ * a stand-in runs for, else NULL; a call with a stand-in reports FAJIT_SOURCE_FALLBACK). */
 void fj_forward_set_last(const char *text);
 void fj_forward_set_source(fajit_cache_source source, const fajit_config *compiling);
 

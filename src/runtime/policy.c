@@ -7,7 +7,9 @@
  *   4. if none, fj_policy_decide: a stand-in while the worker compiles (async), a compile now (sync, or no
  *      stand-in), or a refusal (a CUDA-graph capture, which never compiles)
  *
- * The stand-in is a kernel of the same problem - dtype, head dim, mask, no attention variants - that loads
+ * Stand-ins serve forwards without a config that are not decode calls (a decode call's split count and
+ * workspace follow its tile); those, a given config and the decode variants compile first, as before, except
+ * in a capture. The stand-in is a kernel of the same problem - dtype, head dim, mask, no attention variants - that loads
  * without compiling: the built-in table's config for the class (what the prebuilt kernels are), else any
  * prebuilt entry of the problem for the device. Every tile of a problem computes the same function, so the
  * stand-in's results are the chosen kernel's within rounding (not bitwise).
@@ -23,6 +25,7 @@
 
 #include "config_fill.h"
 #include "context.h"
+#include "decode.h"
 #include "error.h"
 #include "forward.h"
 #include "kernel_store.h"
@@ -216,9 +219,13 @@ fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a
     if (st != FAJIT_OK) return fj_fail_context(st, "choosing a config for shape class \"%s\"", key);
     if ((st = fj_store_get(ctx, &cfg, 0, FJ_STORE_NO_COMPILE, k, &source)) != FAJIT_OK) return st;
     int capturing = !*k && stream_capturing(ctx, a->stream);
+    /* a stand-in only for the call's own kernel (not the sm_80 kernel a decode variant or the TMA fallback
+     * starts from) and not for decode calls, whose split count and workspace follow the tile: a workspace sized
+     * by fajit_attention_workspace_size must fit the call after it (a capture takes one anyway) */
+    int async = ctx->jit_mode == FJ_JIT_ASYNC && path == FAJIT_ARCH_AUTO && !fj_decode_wanted(ctx, a);
     fajit_kernel *standin = NULL;
-    if (!*k && (capturing || ctx->jit_mode == FJ_JIT_ASYNC)) standin = standin_find(ctx, &shape, &cfg);
-    switch (fj_policy_decide(*k != NULL, standin != NULL, ctx->jit_mode == FJ_JIT_ASYNC, capturing)) {
+    if (!*k && (capturing || async)) standin = standin_find(ctx, &shape, &cfg);
+    switch (fj_policy_decide(*k != NULL, standin != NULL, async, capturing)) {
     case FJ_POLICY_SERVE:
         break;
     case FJ_POLICY_STANDIN_COMPILE:
@@ -266,6 +273,6 @@ fajit_status fj_policy_get(fajit_context *ctx, const fajit_config *cfg, unsigned
         }
         st = fj_store_get(ctx, cfg, variant, 0, k, &source);
     }
-    if (st == FAJIT_OK && !variant) fj_forward_set_source(source, NULL);
+    if (st == FAJIT_OK && variant != FJ_VARIANT_COMBINE) fj_forward_set_source(source, NULL);
     return st;
 }

@@ -24,7 +24,7 @@ fj_policy_action fj_policy_decide(int have_chosen, int have_standin, int async, 
 
 /* The kernel of a given config (variant: FJ_VARIANT_* bits, 0 = plain) for a call on `stream`: memory, prebuilt,
  * disk, else compiled now - except while the stream captures a CUDA graph: then FAJIT_ERR_UNSUPPORTED naming the
- * kernel. A plain kernel's source is recorded for fajit_last_forward_source. */
+ * kernel. Its source is recorded for fajit_last_forward_source (not the combine kernel's). */
 struct fajit_kernel;
 fajit_status fj_policy_get(fajit_context *ctx, const fajit_config *cfg, unsigned variant, void *stream,
                            struct fajit_kernel **k);
