@@ -79,7 +79,8 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--n") == 0) n = atoi(v), i++;
         else if (strcmp(argv[i], "--batch") == 0) batch = atoi(v), i++;
         else if (strcmp(argv[i], "--heads") == 0) heads = atoi(v), i++;
-        else if (strcmp(argv[i], "--dtype") == 0) dtype = strcmp(v, "f16") == 0 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, i++;
+        else if (strcmp(argv[i], "--dtype") == 0)
+            dtype = strcmp(v, "f16") == 0 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, i++;
         else if (strcmp(argv[i], "--tuned") == 0) tuned = 1;
         else return fprintf(stderr, "first_call: unknown argument %s (see the comment at the top)\n", argv[i]), 2;
     }

@@ -199,7 +199,8 @@ static void test_sync_compiles_first(void **state)
     put_winner(ctx, &p, &winner);
     fajit_config_format(&winner, want, sizeof want);
     problem_run_check(ctx, &p);
-    assert_true(fajit_last_forward_source() == FAJIT_SOURCE_COMPILED || fajit_last_forward_source() == FAJIT_SOURCE_DISK);
+    fajit_cache_source src = fajit_last_forward_source();
+    assert_true(src == FAJIT_SOURCE_COMPILED || src == FAJIT_SOURCE_DISK);
     assert_string_equal(fajit_last_forward(), want);
     problem_free(ctx, &p);
     fajit_context_destroy(ctx);
@@ -240,7 +241,8 @@ static void test_capture_never_compiles(void **state)
     graph_destroy_fn gdestroy;
     stream_destroy_fn sdestroy;
     void *sym[5] = {dlsym(cuda, "cuStreamCreate"), dlsym(cuda, "cuStreamBeginCapture_v2"),
-                    dlsym(cuda, "cuStreamEndCapture"), dlsym(cuda, "cuGraphDestroy"), dlsym(cuda, "cuStreamDestroy_v2")};
+                    dlsym(cuda, "cuStreamEndCapture"), dlsym(cuda, "cuGraphDestroy"),
+                    dlsym(cuda, "cuStreamDestroy_v2")};
     memcpy(&create, &sym[0], sizeof create); /* dlsym's object pointers to function pointers (POSIX) */
     memcpy(&begin, &sym[1], sizeof begin);
     memcpy(&end, &sym[2], sizeof end);

@@ -169,7 +169,8 @@ fajit_status fj_store_get(fajit_context *ctx, const fajit_config *cfg, unsigned 
     fajit_status st = fj_plan_build_variant(cfg, variant, &plan);
     if (st != FAJIT_OK) return st;
     if (fj_plan_format(&plan, text, sizeof text) >= (int)sizeof text)
-        return fj_fail(FAJIT_ERR_INTERNAL, "kernel_store.c: canonical config text longer than %d", FJ_CONFIG_TEXT_MAX - 1);
+        return fj_fail(FAJIT_ERR_INTERNAL, "kernel_store.c: canonical config text longer than %d",
+                       FJ_CONFIG_TEXT_MAX - 1);
     fajit_kernel *k = memory_lookup(ctx, text);
     if (!k && (st = store_create(ctx, &plan, text, flags, &k, &source)) != FAJIT_OK) return st;
     *kernel_out = k;

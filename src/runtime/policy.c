@@ -9,10 +9,10 @@
  *
  * Stand-ins serve forwards without a config that are not decode calls (a decode call's split count and
  * workspace follow its tile); those, a given config and the decode variants compile first, as before, except
- * in a capture. The stand-in is a kernel of the same problem - dtype, head dim, mask, no attention variants - that loads
- * without compiling: the built-in table's config for the class (what the prebuilt kernels are), else any
- * prebuilt entry of the problem for the device. Every tile of a problem computes the same function, so the
- * stand-in's results are the chosen kernel's within rounding (not bitwise).
+ * in a capture. The stand-in is a kernel of the same problem - dtype, head dim, mask, no attention variants -
+ * that loads without compiling: the built-in table's config for the class (what the prebuilt kernels are),
+ * else any prebuilt entry of the problem for the device. Every tile of a problem computes the same function,
+ * so the stand-in's results are the chosen kernel's within rounding (not bitwise).
  *
  * Choices live in ctx->choices under ctx->lock; the worker (jit_worker.c) swaps a pending choice's stand-in for
  * the compiled kernel.

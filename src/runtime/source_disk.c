@@ -22,7 +22,8 @@ static int disk_key(fj_kernel_req *r, fajit_status *st)
     if (!r->ctx->disk.enabled) return r->disk_key_state = -1, 0;
     if (r->quick && !fj_compiler_identity_cheap(&r->ctx->disk, r->plan, compiler, sizeof compiler))
         return r->disk_key_state = -1, 0; /* no stamp: a miss here; the worker or the compile path looks again */
-    if (!r->quick && (*st = fj_compiler_identity_stamped(&r->ctx->disk, r->plan, compiler, sizeof compiler)) != FAJIT_OK)
+    if (!r->quick &&
+        (*st = fj_compiler_identity_stamped(&r->ctx->disk, r->plan, compiler, sizeof compiler)) != FAJIT_OK)
         return -1;
     if (fj_disk_cache_key(r->disk_key, sizeof r->disk_key, r->text, r->target, compiler) >= (int)sizeof r->disk_key) {
         *st = fj_fail(FAJIT_ERR_INTERNAL, "source_disk.c: disk-cache key of \"%s\" longer than %zu", r->text,

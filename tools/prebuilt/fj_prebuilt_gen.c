@@ -109,7 +109,8 @@ int main(int argc, char **argv)
     }
     if (!out && !list) return fprintf(stderr, "usage: fj_prebuilt_gen OUT.bin [--jobs N] | --list\n"), 2;
     int n = fj_prebuilt_set(items, SET_MAX);
-    if (n < 0 || n > SET_MAX) return fprintf(stderr, "fj_prebuilt_gen: the set has %d kernels (at most %d)\n", n, SET_MAX), 1;
+    if (n < 0 || n > SET_MAX)
+        return fprintf(stderr, "fj_prebuilt_gen: the set has %d kernels (at most %d)\n", n, SET_MAX), 1;
     gen_state s = {calloc((size_t)n, sizeof(gen_job)), n, 0, PTHREAD_MUTEX_INITIALIZER};
     if (!s.jobs) return fprintf(stderr, "fj_prebuilt_gen: out of memory\n"), 1;
     for (int i = 0; i < n; i++) s.jobs[i].item = items[i];
