@@ -88,7 +88,9 @@ void fajit_free(void *ptr);
 typedef enum fajit_dtype {
     FAJIT_DTYPE_AUTO = 0, /* only valid in a config given to fajit_config_fill */
     FAJIT_DTYPE_F16 = 1,
-    FAJIT_DTYPE_BF16 = 2
+    FAJIT_DTYPE_BF16 = 2,
+    FAJIT_DTYPE_E4M3 = 3  /* float8 e4m3 (OCP FP8, torch.float8_e4m3fn): Q/K/V of the sm_90a path's FP8 kernels, or
+                             an FP8 K/V cache (kv_dtype); accumulation is fp32, O is BF16 or F16 (out_dtype) */
 } fajit_dtype;
 
 /* Code-generation path. A path's PTX runs on every GPU at or above it, unless it is an "a" path. */
@@ -146,6 +148,16 @@ typedef struct fajit_config {
      * sink and slope pointers) are kernel parameters, not part of the config. Appended in 0.2: a config zeroed
      * with = {0} or memset is plain. */
     int mods;
+    /* FP8 (appended in 0.2; 0 = as before, so a zeroed config keeps its meaning and its text):
+     *  kv_dtype   dtype of K and V when it differs from dtype: FAJIT_DTYPE_E4M3 with dtype BF16 / F16 is an FP8
+     *             K/V cache read by BF16 / F16 queries (decode). 0 (or dtype itself) = K and V are dtype.
+     *  out_dtype  dtype of O when dtype is FAJIT_DTYPE_E4M3: FAJIT_DTYPE_BF16 (0 = BF16) or FAJIT_DTYPE_F16.
+     *             For dtype F16 / BF16 O is dtype: 0 or dtype itself.
+     * Canonical text: the dtype word gains ",kv=e4m3" / ",o=f16" when they are set and not the default
+     * ("sm_90a e4m3,o=f16 d128 ...", "sm_80 bf16,kv=e4m3 d128 ..."). FP8 dtype (E4M3 Q/K/V) runs on the sm_90a
+     * path only, head_dim 64, 128 or 256. */
+    fajit_dtype kv_dtype;
+    fajit_dtype out_dtype;
 } fajit_config;
 
 /* fajit_config.mods bits. WINDOW and CHUNK bound each query row's keys (a local mask read from the kernel's
@@ -375,6 +387,19 @@ typedef struct fajit_attention_args {
     int64_t alibi_slopes_batch_stride; /* elements between batches' slopes: 0 = one [heads_q] row for every batch */
     int attention_chunk;    /* > 0: query i sees only keys in its own chunk of attention_chunk keys (Llama 4) */
     int reserved1;          /* must be 0 */
+    /* ---- read only when struct_size >= FAJIT_ATTENTION_ARGS_SIZE_4 (fajit_attention_args_init) ----
+     * FP8 (float8 e4m3, FAJIT_DTYPE_E4M3; FlashAttention-3's FP8 forward). dtype = E4M3: Q, K and V are e4m3 (one
+     * byte an element, rows 16-byte aligned: strides multiples of 16 elements), O is out_dtype; sm_90a path only,
+     * head_dim 64, 128 or 256. kv_dtype = E4M3 with dtype BF16 / F16: an FP8 K/V cache read by BF16 / F16 queries.
+     * The descales are device pointers to float32 [batch][heads_kv] (4-byte aligned; 0 = every factor 1.0):
+     * q_descale[b * descale_batch_stride + h / g] for query head h (g = heads_q / heads_kv), k_descale and
+     * v_descale at [b * descale_batch_stride + kv head]. The scores become softmax_scale * q_descale * k_descale *
+     * (q . k) and O is multiplied by v_descale: FlashAttention-3's q_descale / k_descale / v_descale. */
+    fajit_dtype kv_dtype;   /* 0 = dtype; FAJIT_DTYPE_E4M3 with dtype F16 / BF16: FP8 K/V cache */
+    fajit_dtype out_dtype;  /* dtype of O with dtype E4M3: 0 = BF16, FAJIT_DTYPE_BF16 or FAJIT_DTYPE_F16; else 0 or dtype */
+    uint64_t q_descale, k_descale, v_descale;
+    int64_t descale_batch_stride; /* elements between batches' rows of the descales: 0 = one [heads_kv] row for
+                                     every batch; a contiguous [batch][heads_kv] tensor has heads_kv */
 } fajit_attention_args;
 
 /*
@@ -411,6 +436,8 @@ typedef struct fajit_attention_args {
 #define FAJIT_ATTENTION_ARGS_SIZE_2 (offsetof(fajit_attention_args, page_size) + sizeof(int))
 /* ... and through reserved1 (varlen and attention variants). */
 #define FAJIT_ATTENTION_ARGS_SIZE_3 (offsetof(fajit_attention_args, reserved1) + sizeof(int))
+/* ... and through descale_batch_stride (FP8). */
+#define FAJIT_ATTENTION_ARGS_SIZE_4 (offsetof(fajit_attention_args, descale_batch_stride) + sizeof(int64_t))
 
 /* Zero *args and set struct_size = sizeof(fajit_attention_args). Fill the fields after it. */
 void fajit_attention_args_init(fajit_attention_args *args);

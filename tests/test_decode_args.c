@@ -42,7 +42,8 @@ static void test_layout_and_init(void **state)
     assert_true(offsetof(fajit_attention_args, workspace_bytes) > offsetof(fajit_attention_args, workspace));
     assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_1, offsetof(fajit_attention_args, block_table));
     assert_true(FAJIT_ATTENTION_ARGS_SIZE_2 <= offsetof(fajit_attention_args, cu_seqlens_q));
-    assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_3, sizeof(fajit_attention_args));
+    assert_true(FAJIT_ATTENTION_ARGS_SIZE_3 <= offsetof(fajit_attention_args, kv_dtype));
+    assert_int_equal(FAJIT_ATTENTION_ARGS_SIZE_4, sizeof(fajit_attention_args));
     fajit_attention_args a;
     memset(&a, 0x5a, sizeof a);
     fajit_attention_args_init(&a);

@@ -139,7 +139,7 @@ static const bad_case k_bad_cases[] = {
     {{"ptx", "--warps", "99999999999"}, {"--warps 99999999999", "must be"}},
     {{"ptx", "--br"}, {"--br", "missing value"}},
     {{"ptx", "--br", "--bc", "64"}, {"--br", "missing value"}},
-    {{"ptx", "--dtype", "fp32"}, {"--dtype fp32", "f16 or bf16"}},
+    {{"ptx", "--dtype", "fp32"}, {"--dtype fp32", "f16, bf16 or e4m3"}},
     {{"ptx", "--arch", "sm_75"}, {"--arch sm_75", "sm_80"}},
     {{"ptx", "-v", "3"}, {"-v 3", "0..2"}},
     {{"ptx", "--causal=1"}, {"--causal=1", "takes no value"}},

@@ -213,6 +213,27 @@ static void test_set_covers_defaults(void **state)
     }
 }
 
+/* The decode kernels of a default GQA decode step are in the blob, for 16-bit and FP8 (e4m3) K/V caches. */
+static int count_decode(const char *text, const char *target, void *arg)
+{
+    int *n = arg;
+    (void)target;
+    if (strstr(text, " seqlens split packgqa")) n[strstr(text, ",kv=e4m3") ? 1 : 0]++;
+    if (strstr(text, " combine")) n[2]++;
+    return 0;
+}
+
+static void test_set_has_decode(void **state)
+{
+    (void)state;
+    if (!linked_blob_or_skip()) skip();
+    int n[3] = {0, 0, 0};
+    fj_prebuilt_each(count_decode, n);
+    print_message("split decode variants: %d (16-bit K/V), %d (e4m3 K/V); combine kernels %d\n", n[0], n[1], n[2]);
+    assert_true(n[0] >= 24 && n[1] >= 24); /* 2 dtypes x 3 head dims x 2 masks x 2 targets */
+    assert_int_equal(n[2], 20);            /* 2 dtypes x 5 head dims x 2 targets */
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * The policy's decisions
  * ------------------------------------------------------------------------------------------------- */
@@ -341,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_linked_blob),
         cmocka_unit_test(test_linked_blob_damaged),
         cmocka_unit_test(test_set_covers_defaults),
+        cmocka_unit_test(test_set_has_decode),
         cmocka_unit_test(test_policy_decide),
         cmocka_unit_test(test_worker_switches),
         cmocka_unit_test(test_worker_failure_keeps_standin),

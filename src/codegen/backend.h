@@ -82,6 +82,9 @@ typedef struct fj_kctx {
     int o_zero;                       /* O is known to be 0 here (a work tile's first KV tile): the
                                          rebase skips O *= c */
     fj_reg_t corr;                    /* f32 x frag.rows: the rescale factors of the last rebase */
+    fj_reg_t score_scale;             /* f32, FP8 (plan.fp8): the work tile's scale_log2 x q_descale x k_descale, which
+                                         the softmax uses instead of the parameter (fp8_ws.c) */
+    fj_reg_t o_scale;                 /* f32, FP8 epilogue: v_descale, O's factor beside 1/l */
     fj_reg_t rescale_pred;            /* pred: the last rebase moved a reference max (O needs corr) */
 
     /* problem */
@@ -120,6 +123,8 @@ typedef struct fj_kctx {
     fj_reg_t q_tma_row, q_tma_seq;    /* s32, sm_90a VARLEN producer: the work tile's Q box coordinates */
     fj_reg_t kv_tma_delta, kv_tma_seq; /* s32, sm_90a VARLEN_K producer: key row r of the sequence is TMA row
                                          r + kv_tma_delta of sequence coordinate kv_tma_seq (kept per work tile) */
+
+    int kv8_slot;                     /* FP8 K/V (plan.kv8): 1 + the stage the next wait widens from e4m3, 0 none */
 
     /* backend-private registers (per-lane address terms, ...) */
     fj_reg_t bk[24];

@@ -88,6 +88,14 @@ typedef struct fj_plan {
                                     2: staged the same way in the V ring (o_off = v_off; the O free barrier
                                     orders it with the next work tile's V loads); 0: st.global from
                                     registers (neither fits) */
+    /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
+     * tiles are copied as e4m3 bytes into their own ring at kv8_off (stages x K and V tiles of block_n x head_dim
+     * bytes, laid out by copying thread), and each thread widens what it copied into the 16-bit K / V tiles
+     * before the tile's barrier. kv8_tpr threads copy a row in 16-element chunks, kv8_rows_per_pass rows a pass
+     * (copy_chunks_per_thread_row chunks each). fp8_off: the fj_fwd_params_fp8 block (descales) in the
+     * parameters, after the others (kernel_abi.h); 0 when the kernel reads no descale. */
+    int kv8, kv8_off, kv8_tpr, kv8_rows_per_pass;
+    int fp8_off;
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
     int vtail_bar;               /* sm_90a SEQLENS / PAGED variants: offset of the V-tail mbarrier (the producer's
@@ -150,6 +158,12 @@ void fj_config_overlay(fajit_config *dst, const fajit_config *src);
 /* The variant words that end a canonical config text (" win cap sink alibi chunk", any subset in that order;
  * "" = 0) as FAJIT_MOD_* bits; -1 when a word is unknown, repeated or out of order. */
 int fj_config_parse_mods(const char *text, int *mods);
+/* K/V's and O's dtype of a config (kv_dtype / out_dtype, 0 = the default: dtype; O of an E4M3 config BF16). */
+fajit_dtype fj_config_kv_dtype(const fajit_config *c);
+fajit_dtype fj_config_out_dtype(const fajit_config *c);
+/* The canonical text's dtype word ("bf16", "e4m3,o=f16", "bf16,kv=e4m3") into c's dtype, kv_dtype, out_dtype
+ * (0 where the word has no part for it). 0, or -1 when the word is not in that form. */
+int fj_config_parse_dtype(const char *word, fajit_config *c);
 /* 1 when two configs describe the same kernel: every field equal once the "pick" zeros a check reads
  * as defaults are read so (col_warps 0 = 1, overlap / pingpong 0 = off). */
 int fj_config_same(const fajit_config *a, const fajit_config *b);

@@ -19,7 +19,60 @@ fajit_status fajit_config_check(const fajit_config *cfg)
 
 static const char *dtype_name(fajit_dtype d)
 {
-    return d == FAJIT_DTYPE_F16 ? "f16" : d == FAJIT_DTYPE_BF16 ? "bf16" : "auto";
+    return d == FAJIT_DTYPE_F16    ? "f16"
+           : d == FAJIT_DTYPE_BF16 ? "bf16"
+           : d == FAJIT_DTYPE_E4M3 ? "e4m3"
+           : d == FAJIT_DTYPE_AUTO ? "auto"
+                                   : "dtype?";
+}
+
+/* The dtype word of the canonical text: the dtype, then ",kv=<dtype>" when K/V differ from it and ",o=<dtype>" when
+ * O is not the default (fajit.h); plain configs' word is the dtype alone. */
+static void dtype_word(const fajit_config *c, char *buf, size_t size)
+{
+    fajit_dtype kv = fj_config_kv_dtype(c), out = fj_config_out_dtype(c);
+    int n = snprintf(buf, size, "%s", dtype_name(c->dtype));
+    if (kv != c->dtype && n >= 0 && (size_t)n < size) n += snprintf(buf + n, size - (size_t)n, ",kv=%s", dtype_name(kv));
+    if (c->out_dtype && out != (c->dtype == FAJIT_DTYPE_E4M3 ? FAJIT_DTYPE_BF16 : c->dtype) && n >= 0 &&
+        (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, ",o=%s", dtype_name(out));
+}
+
+fajit_dtype fj_config_kv_dtype(const fajit_config *c) { return c->kv_dtype ? c->kv_dtype : c->dtype; }
+
+fajit_dtype fj_config_out_dtype(const fajit_config *c)
+{
+    if (c->out_dtype) return c->out_dtype;
+    return c->dtype == FAJIT_DTYPE_E4M3 ? FAJIT_DTYPE_BF16 : c->dtype;
+}
+
+int fj_config_parse_dtype(const char *word, fajit_config *c)
+{
+    static const struct {
+        const char *name;
+        fajit_dtype dtype;
+    } names[] = {{"f16", FAJIT_DTYPE_F16}, {"bf16", FAJIT_DTYPE_BF16}, {"e4m3", FAJIT_DTYPE_E4M3}};
+    const size_t n_names = sizeof names / sizeof names[0];
+    fajit_dtype got[3] = {FAJIT_DTYPE_AUTO, FAJIT_DTYPE_AUTO, FAJIT_DTYPE_AUTO}; /* dtype, kv, out */
+    const char *prefix[3] = {"", ",kv=", ",o="};
+    for (int part = 0; part < 3 && *word; part++) {
+        size_t plen = strlen(prefix[part]);
+        if (strncmp(word, prefix[part], plen) != 0) continue;
+        size_t i = 0, len = 0;
+        for (; i < n_names; i++) {
+            len = strlen(names[i].name);
+            if (strncmp(word + plen, names[i].name, len) == 0 && (word[plen + len] == '\0' || word[plen + len] == ','))
+                break;
+        }
+        if (i == n_names) return -1;
+        got[part] = names[i].dtype;
+        word += plen + len;
+    }
+    if (*word || !got[0]) return -1;
+    c->dtype = got[0];
+    c->kv_dtype = got[1];
+    c->out_dtype = got[2];
+    return 0;
 }
 
 int fajit_config_format(const fajit_config *c, char *buf, size_t size)
@@ -31,6 +84,8 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
     else snprintf(sw, sizeof sw, "%d", c->swizzle);
     char cw[16] = "";
     if (c->col_warps > 1) snprintf(cw, sizeof cw, " cw%d", c->col_warps);
+    char dt[32];
+    dtype_word(c, dt, sizeof dt);
     char mods[40] = "";
     if (c->mods)
         snprintf(mods, sizeof mods, "%s%s%s%s%s%s", c->mods & FAJIT_MOD_WINDOW ? " win" : "",
@@ -38,7 +93,7 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
                  c->mods & FAJIT_MOD_ALIBI ? " alibi" : "", c->mods & FAJIT_MOD_CHUNK ? " chunk" : "",
                  c->mods & ~FAJIT_MOD_ALL ? " mods?" : "");
     return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s %s%s", fj_arch_path_name(c->arch),
-                    dtype_name(c->dtype), c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
+                    dt, c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
                     c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->causal ? "causal" : "noncausal",
                     mods);
 }
@@ -88,7 +143,8 @@ int fj_config_same(const fajit_config *a, const fajit_config *b)
            a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
            a->causal == b->causal && (a->col_warps ? a->col_warps : 1) == (b->col_warps ? b->col_warps : 1) &&
            flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong) &&
-           a->mods == b->mods;
+           a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
+           fj_config_out_dtype(a) == fj_config_out_dtype(b);
 }
 
 /* Defaults of the sm_80 path per head dim and mask: block_m, block_n, warps, stages. Measured on an
@@ -170,6 +226,14 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->block_m)
         c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : short_causal ? 128 : d->block_m;
     if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);
+    if (c->head_dim == 128 && (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI | FAJIT_MOD_CHUNK))) {
+        /* D=128 variants (fagen bench, 2026-11-26): softcap doubles the MUFU work of a score and runs best at
+         * bc128 (H200: 546 TFLOP/s causal N8k against 528 at bc176), ALiBi too (H100: 615 against 603); a window
+         * or a chunk restarts the KV stream at every row block and runs best at bc128 with 3 stages (H200: 648
+         * for window (4096, 0) at N32k against 620 at bc176 s2; H100: chunk 8192 685 against 660) */
+        if (!c->block_n) c->block_n = 128;
+        if (!c->stages && (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK))) c->stages = 3;
+    }
     if (!c->block_n) c->block_n = n >= FJ_SM90_SEQLEN_LONG ? d->block_n_long : d->block_n;
     if (!c->stages) c->stages = d->stages;
     if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;

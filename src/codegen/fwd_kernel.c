@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "kv8.h"
 #include "mask.h"
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
@@ -100,7 +101,8 @@ static void tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_r
     fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(x), R(t), R(fj_at(s, 1)), R(x));
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(row));
     fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(x), R(t), R(fj_at(s, 2)), R(x));
-    fj_ins(k->e, "shl.b64 %s, %s, 1", R(x), R(x));
+    if (!(k->p->kv8 && (off_ptr == OFF(k) || off_ptr == OFF(v)))) /* FP8 K/V: 1-byte elements */
+        fj_ins(k->e, "shl.b64 %s, %s, 1", R(x), R(x));
     fj_ins(k->e, "add.u64 %s, %s, %s", R(out), R(out), R(x));
 }
 
@@ -264,7 +266,8 @@ static void page_row_ptrs_kept(fj_kctx *k, fj_reg_t phys, fj_reg_t row, const fj
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1), r = fj_alloc(k->e, k->b_rd, 1);
     fj_reg_t p2 = fj_alloc(k->e, k->b_r, 1);
     const int stride_off[2] = {OFF(k_stride), OFF(v_stride)}, row_off[2] = {OFF(k_row_bytes), OFF(v_row_bytes)};
-    fj_ins(k->e, "shl.b32 %s, %s, 1", R(p2), R(phys));
+    if (k->p->kv8) fj_ins(k->e, "mov.u32 %s, %s", R(p2), R(phys)); /* FP8 K/V: 1-byte elements */
+    else fj_ins(k->e, "shl.b32 %s, %s, 1", R(p2), R(phys));
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(p2));
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(r), R(row));
     for (int x = 0; x < 2; x++) {
@@ -306,7 +309,7 @@ static void page_row_ptrs(fj_kctx *k, fj_reg_t phys, fj_reg_t row, const fj_reg_
             fj_reg_t prm = fj_param_u64(k, stride_off[x] + 8);
             fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(a), R(t), R(prm), R(a));
         }
-        fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a));
+        if (!k->p->kv8) fj_ins(k->e, "shl.b64 %s, %s, 1", R(a), R(a)); /* FP8 K/V: 1-byte elements */
         fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(row));
         {
             fj_reg_t prm = fj_param_u64(k, row_off[x]);
@@ -432,6 +435,7 @@ static void emit_indices(fj_kctx *k)
     }
     fj_ins(e, "mov.u32 %s, 0", R(zero));
     tensor_ptr(k, OFF(q), OFF(q_stride), nb, h, k->p->variant & FJ_VARIANT_PACK ? zero : q_row, k->q_ptr);
+    if (k->p->kv8) fj_kv8_descales(k, b, hkv);
     if (k->p->variant & FJ_VARIANT_VARLEN_K) {
         tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, k_row, k->k_ptr);
         tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, k_row, k->v_ptr);
@@ -617,6 +621,7 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
     if (stages >= 2) {
         int pending = pipe ? stages - 3 : stages - 2;
         fj_comment(e, 1, "tile j%s has landed when at most %d newer groups are pending", pipe ? " + 1" : "", pending);
+        if (p->kv8) k->kv8_slot = slot + 1; /* widened at the wait (sm80.c, kv8.c) */
         p->backend->wait(k, pending);
         fj_comment(e, 1, "prefetch tile j + %d into stage %d (freed by tile j - 1)", stages - 1, (slot + stages - 1) % stages);
         fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages - 1);

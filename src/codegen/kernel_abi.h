@@ -150,6 +150,17 @@ typedef struct fj_fwd_params_mods {
     int64_t alibi_stride; /* elements between batches' slopes (0: one row for all) */
 } fj_fwd_params_mods;
 
+/*
+ * FP8 kernels (fajit_config.dtype e4m3, fj_plan.fp8): this block follows the kernel's own (and the variants') at
+ * fj_plan.fp8_off. The descales are float32 [batch][heads_kv] (0 = 1.0), the factor of (b, kv head) at
+ * + 4 x (b x descale_stride + kv head); the scores are exponentiated with base.scale_log2 x q_descale x k_descale
+ * and O is multiplied by v_descale (FlashAttention-3's).
+ */
+typedef struct fj_fwd_params_fp8 {
+    uint64_t q_descale, k_descale, v_descale;
+    int64_t descale_stride;
+} fj_fwd_params_fp8;
+
 /* Fill the derived fields from the strides and the plan's block_n / copy_rows_per_pass. */
 static inline void fj_fwd_params_derive(fj_fwd_params *p, int block_n, int copy_rows_per_pass)
 {

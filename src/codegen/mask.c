@@ -426,18 +426,45 @@ static void hook_softcap(fj_kctx *k)
         }
 }
 
+/* The causal form of ALiBi: every key a causal row sees lies at or left of its diagonal (j <= a), so the bias
+ * -slope x unit x (a - j) is linear in j. Split a - j = (a0 - c) + (row_off(r) - row_off(0)) with a0 the diagonal of
+ * the thread's first row relative to the tile and c the value's column offset: the first part is shared by the
+ * thread's rows (one add per column, one FMA per score), the second is a constant of each row across the whole KV
+ * loop, which the softmax does not see; fj_emit_alibi_row_shift adds it back to m before the epilogue reads it (LSE,
+ * sinks). Near the diagonal, where the scores that matter lie, both parts stay small (no cancellation in fp32).
+ * Keys right of the diagonal (non-causal) need |a - j|; GQA-packed rows differ in head and diagonal: both keep the
+ * per-row form. */
+static int alibi_linear(const fj_plan *p)
+{
+    return (p->cfg.mods & FAJIT_MOD_ALIBI) && p->cfg.causal && !(p->variant & FJ_VARIANT_PACK);
+}
+
 /* S += -slope x unit x |a - j| (ALiBi): per row d = a - (j x block_n + col_base_s) as f32, per value
- * |d - column offset| times the row's kept -slope x unit (k->alibi_nslope). */
+ * |d - column offset| times the row's kept -slope x unit (k->alibi_nslope); causal: the linear form above. */
 static void hook_alibi(fj_kctx *k)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     fj_reg_t base = fj_alloc(e, k->b_r, 1), nmb = fj_alloc(e, k->b_r, 1), a0 = fj_alloc(e, k->b_r, 1);
     fj_reg_t d = fj_alloc(e, k->b_r, 1), df = fj_alloc(e, k->b_f, 1), x = fj_alloc(e, k->b_f, 1);
-    fj_comment(e, 1, "ALiBi: S -= slope x unit x |a - key|, a = i + Nk - Nq the row's diagonal");
     lean_geometry(k, 1);
     fj_reg_t nk = fj_emit_kv_len(k);
     diag_bases(k, nk, base, nmb, a0);
+    if (alibi_linear(p)) {
+        fj_comment(e, 1, "ALiBi, causal (keys j <= a): S -= slope x unit x (a_0 - key), a_0 the diagonal of the thread's "
+                         "first row; the other rows' constant offsets go into m at the end");
+        row_diag(k, 0, a0, nmb, d);
+        fj_ins(e, "cvt.rn.f32.s32 %s, %s", R(df), R(d));
+        for (int v = 0; v < k->frag.s_vals; v++) {
+            fj_ins(e, "sub.f32 %s, %s, 0f%08X", R(x), R(df), f32_bits((float)k->frag.s_col_off(p, v)));
+            for (int r = 0; r < k->frag.rows; r++) {
+                const char *s = R(fj_at(k->acc_s, k->frag.s_reg(p, r, v)));
+                fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", s, R(x), R(k->alibi_nslope), s);
+            }
+        }
+        return;
+    }
+    fj_comment(e, 1, "ALiBi: S -= slope x unit x |a - key|, a = i + Nk - Nq the row's diagonal");
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t ns = p->variant & FJ_VARIANT_PACK ? fj_at(k->alibi_nslope, r) : k->alibi_nslope;
         row_diag(k, r, a0, nmb, d);
@@ -449,6 +476,18 @@ static void hook_alibi(fj_kctx *k)
             fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", s, R(x), R(ns), s);
         }
     }
+}
+
+void fj_emit_alibi_row_shift(fj_kctx *k, int r)
+{
+    int off = k->frag.row_off(k->p, r) - k->frag.row_off(k->p, 0);
+    if (!alibi_linear(k->p) || off == 0) return;
+    fj_reg_t t = fj_alloc(k->e, k->b_f, 1), m = fj_at(k->row_m, r);
+    fj_reg_t scale = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
+    fj_comment(k->e, 1, "row %d: ALiBi's causal form left out -slope x unit x %d (its distance past the first row): "
+                        "m += that x scale_log2", r, off);
+    fj_ins(k->e, "mul.f32 %s, %s, 0f%08X", R(t), R(k->alibi_nslope), f32_bits((float)off));
+    fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(m), R(t), R(scale), R(m));
 }
 
 void fj_emit_score_hook(fj_kctx *k)

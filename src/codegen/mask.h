@@ -34,6 +34,10 @@ void fj_emit_score_hook(fj_kctx *k);
 /* Once per work tile / CTA, before the KV loop: state the score hook keeps across it (ALiBi: each row's
  * -slope x score_unit in k->alibi_nslope). h: the tile's (first) query head, b: its batch (u32). */
 void fj_emit_mods_start(fj_kctx *k, fj_reg_t h, fj_reg_t b);
+/* ALiBi's causal form (mask.c) keeps each row's constant bias out of the KV loop: in the epilogue, before anything
+ * reads row r's m (fj_emit_normalize), this adds it back. Emits nothing for other configs. */
+void fj_emit_alibi_row_shift(fj_kctx *k, int r);
+
 /* Attention sinks, in the epilogue (softmax.c: fj_emit_normalize): fj_emit_sinks_prep once, then per row r
  * after l is reduced: m' = max(m, sink x log2 e), corr = 2^(m - m'), l = l x corr + 2^(sink x log2 e - m'),
  * m = m' (O is then scaled by corr / l). With SPLIT only split 0 adds the sink. */

@@ -53,10 +53,63 @@ static int swizzle_mask(int swizzle)
 
 /* Rules every path shares: dtype, head dim, block_n, stages, mask, the swizzle span against a row. The
  * path's own (warps, block_m, column split, schedule flags) are its backend's `tiles` hook. */
+/* FP8 (fajit.h: kv_dtype, out_dtype): E4M3 Q/K/V on the sm_90a path at head_dim 64, 128 or 256 with O in BF16 or
+ * F16; an E4M3 K/V cache under F16 / BF16 queries. Neither has kernels yet: FAJIT_ERR_UNSUPPORTED once the
+ * config is otherwise valid. */
+static fajit_status check_fp8(const fajit_config *c)
+{
+    fajit_dtype kv = fj_config_kv_dtype(c), out = fj_config_out_dtype(c);
+    if (c->kv_dtype != 0 && c->kv_dtype != c->dtype && c->kv_dtype != FAJIT_DTYPE_E4M3)
+        return CFG_FAIL("kv_dtype = %d: must be 0 (K/V are dtype) or e4m3 (3, an FP8 K/V cache)", (int)c->kv_dtype);
+    if (c->dtype == FAJIT_DTYPE_E4M3) {
+        if (out != FAJIT_DTYPE_BF16 && out != FAJIT_DTYPE_F16)
+            return CFG_FAIL("out_dtype = %d with dtype e4m3: O must be bf16 (2, or 0) or f16 (1)", (int)c->out_dtype);
+        if (c->arch != FAJIT_ARCH_SM90A)
+            return CFG_FAIL("dtype = e4m3 on the %s path: FP8 kernels are built for sm_90a only (wgmma e4m3, H100 / "
+                            "H200); the sm_80 path has no FP8 mma.sync (sm_89's e4m3 mma.sync is not built)",
+                            fj_arch_path_name(c->arch));
+        if (c->head_dim != 64 && c->head_dim != 128 && c->head_dim != 256)
+            return CFG_FAIL("head_dim = %d with dtype e4m3: FP8 kernels take head_dim 64, 128 or 256", c->head_dim);
+    } else if (c->out_dtype != 0 && out != c->dtype) {
+        return CFG_FAIL("out_dtype = %d with dtype %s: O is the dtype of Q (0 or %d); out_dtype chooses O's dtype "
+                        "for e4m3 inputs only", (int)c->out_dtype, c->dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16",
+                        (int)c->dtype);
+    }
+    (void)kv;
+    return FAJIT_OK;
+}
+
+/* An FP8 K/V cache (kv_dtype e4m3 under f16 / bf16 queries) runs on the sm_80 path's kernels (sm80.c widens the
+ * e4m3 tiles in shared memory), without attention variants, with 2+ stages. */
+static fajit_status check_kv8(const fajit_config *c)
+{
+    if (c->arch != FAJIT_ARCH_SM80)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the %s path: the FP8 K/V cache kernels are the sm_80 "
+                                              "path's (they run on sm_80 and every later GPU); use arch sm_80",
+                       fj_arch_path_name(c->arch));
+    if (c->mods)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 with attention variants (mods = %d): the FP8 K/V cache "
+                                              "kernels take none yet", c->mods);
+    if (c->stages < 2)
+        return CFG_FAIL("stages = %d with kv_dtype e4m3: the FP8 K/V cache kernels widen a tile while the next "
+                        "one lands, so they need 2+ stages", c->stages);
+    return FAJIT_OK;
+}
+
+static fajit_status check_fp8_built(const fajit_config *c)
+{
+    if (c->dtype == FAJIT_DTYPE_E4M3)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "dtype %s: the FP8 (e4m3) kernels are not built yet in this version",
+                       "e4m3");
+    return fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3 ? check_kv8(c) : FAJIT_OK;
+}
+
 static fajit_status check_shape(const fajit_config *c, fj_plan *p)
 {
-    if (c->dtype != FAJIT_DTYPE_F16 && c->dtype != FAJIT_DTYPE_BF16)
-        return CFG_FAIL("dtype = %d: must be f16 (1) or bf16 (2)", (int)c->dtype);
+    if (c->dtype != FAJIT_DTYPE_F16 && c->dtype != FAJIT_DTYPE_BF16 && c->dtype != FAJIT_DTYPE_E4M3)
+        return CFG_FAIL("dtype = %d: must be f16 (1), bf16 (2) or e4m3 (3)", (int)c->dtype);
+    fajit_status st = check_fp8(c);
+    if (st != FAJIT_OK) return st;
     if (c->head_dim != 64 && c->head_dim != 96 && c->head_dim != 128 && c->head_dim != 192 && c->head_dim != 256)
         return CFG_FAIL("head_dim = %d: must be 64, 96, 128, 192 or 256", c->head_dim);
     if (c->block_n < 16 || c->block_n > 256 || c->block_n % 16 != 0)
@@ -88,6 +141,14 @@ static void plan_mods_params(fj_plan *p)
     if (!p->cfg.mods) return;
     p->mods_off = (p->params_bytes + 7) / 8 * 8;
     p->params_bytes = p->mods_off + (int)sizeof(fj_fwd_params_mods);
+}
+
+/* FP8 K/V: the descales' block after the others (kernel_abi.h). */
+static void plan_fp8_params(fj_plan *p)
+{
+    if (!p->kv8) return;
+    p->fp8_off = (p->params_bytes + 7) / 8 * 8;
+    p->params_bytes = p->fp8_off + (int)sizeof(fj_fwd_params_fp8);
 }
 
 /* Registers the score-changing variants (all but SINKS, which works in the epilogue) add to an sm_80 plan:
@@ -145,6 +206,8 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     fajit_status st;
     if ((st = check_arch(cfg, p)) != FAJIT_OK) return st;
     if ((st = check_shape(cfg, p)) != FAJIT_OK) return st;
+    if ((st = check_fp8_built(cfg)) != FAJIT_OK) return st;
+    p->kv8 = fj_config_kv_dtype(cfg) == FAJIT_DTYPE_E4M3;
     if ((st = p->backend->tiles(p)) != FAJIT_OK) return st;
     p->threads = cfg->warps * 32;
     p->n_frags_s = cfg->block_n / 8 / p->col_warps;
@@ -154,6 +217,7 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     if ((st = map_smem(p)) != FAJIT_OK) return st;
     if ((st = p->backend->plan(p)) != FAJIT_OK) return st;
     plan_mods_params(p);
+    plan_fp8_params(p);
     return plan_mods_regs(p);
 }
 
@@ -268,9 +332,15 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                                               "does (fajit_attention_forward falls back to it)",
                        variant & FJ_VARIANT_GATHER ? " gather" : "", variant & FJ_VARIANT_AHEAD ? " ahead" : "",
                        p->arch->name);
+    if (p->kv8 && (variant & (FJ_VARIANT_GATHER | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s with kv_dtype e4m3: the FP8 K/V cache kernels take "
+                                              "seqlens_k, split-KV, GQA packing and paged K/V in whole tiles of a page "
+                                              "(block_n dividing page_size), not gathered segments or varlen batches yet",
+                       variant & FJ_VARIANT_GATHER ? " gather" : "", variant & FJ_VARIANT_VARLEN ? " varlen" : "");
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
     plan_mods_params(p);
+    plan_fp8_params(p);
     if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* fwd_ws.c: the V tail's zero fill */
         p->vtail_bar = p->smem_bytes;
         p->smem_bytes += 8;

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "kv8.h"
 #include "ptx_templates/sm80.h"
 #include "runtime/error.h"
 
@@ -58,6 +59,7 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 #define FJ_SM80_REG_ONE_STAGE 24
 #define FJ_SM80_REG_CAUSAL_DEEP 17 /* the causal mask with 3-4 stages: computed where S, O and more copy state are live */
 #define FJ_SM80_REG_PER_CHUNK 6 /* each 16-byte copy chunk per thread and row past the first (1-2 warps) */
+#define FJ_SM80_REG_KV8 12 /* FP8 K/V: the e4m3 copy terms and the widening's words (kv8.c; not calibrated) */
 #define FJ_SM80_REG_PAIR 12 /* col_warps = 2: the pair's barrier, exchange slots, K and V bases */
 #define FJ_SM80_REG_PAIR_CAUSAL_W8 32 /* causal warp pairs in 8 warps: at O + S = 160 they spill 8-12 bytes
                                           on sm_90 where the same tiles in 4 warps do not (nvJitLink) */
@@ -169,6 +171,7 @@ static void smem_map_sm80(fj_plan *p)
         p->xchg_off = p->smem_bytes;
         p->smem_bytes += c->warps * p->xchg_warp_bytes;
     }
+    if (p->kv8) fj_kv8_smem(p);
 }
 
 static fajit_status plan_copy(fj_plan *p)
@@ -179,9 +182,11 @@ static fajit_status plan_copy(fj_plan *p)
         if (chunks % tpr || p->threads % tpr) continue;
         int rpp = p->threads / tpr;
         if (c->block_m % rpp || c->block_n % rpp || rpp % (p->swz_mask + 1)) continue;
+        if (p->kv8 && !fj_kv8_copy_fits(p, tpr)) continue;
         p->copy_tpr = tpr;
         p->copy_rows_per_pass = rpp;
         p->copy_chunks_per_thread_row = chunks / tpr;
+        if (p->kv8) fj_kv8_plan_copy(p);
         return FAJIT_OK;
     }
     return fj_fail(FAJIT_ERR_INVALID_CONFIG,
@@ -243,7 +248,9 @@ static fajit_status plan_sm80(fj_plan *p)
      * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room, but not with
      * warp pairs, whose tile flow (fwd_kernel.c) branches between the row maxima and the exponentials. */
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_q + p->reg_misc;
-    p->pipeline_qk = c->stages >= 3 && p->col_warps == 1 && p->reg_total + p->reg_acc_s <= FJ_SM80_REG_LIMIT;
+    if (p->kv8) p->reg_misc += FJ_SM80_REG_KV8, p->reg_total += FJ_SM80_REG_KV8;
+    p->pipeline_qk = c->stages >= 3 && p->col_warps == 1 && p->reg_total + p->reg_acc_s <= FJ_SM80_REG_LIMIT &&
+                     !p->kv8; /* kv8 widens a stage at its tile's wait, which S(j + 1) would pass */
     p->reg_s_next = p->pipeline_qk ? p->reg_acc_s : 0;
     p->reg_total += p->reg_s_next;
     /* Above FJ_SM80_LEAN_ABOVE m0 and the thread geometry are recomputed in the mask and the epilogue
@@ -440,6 +447,7 @@ static void setup_sm80(fj_kctx *k)
     geometry_sm80(k);
     setup_ldmatrix(k);
     setup_copy(k);
+    if (k->p->kv8) fj_kv8_setup_copy(k);
 }
 
 /* ---- copies ---------------------------------------------------------------------------------- */
@@ -610,6 +618,11 @@ static void load_kv_sm80(fj_kctx *k, int slot, int parts, fj_reg_t valid)
         copy_kv_gathered(k, slot, parts, valid);
         return;
     }
+    if (p->kv8) { /* e4m3 bytes into their own ring (kv8.c) */
+        if (parts & FJ_KV_K) fj_kv8_copy_tile(k, slot, 1, k->k_ptr, valid);
+        if (parts & FJ_KV_V) fj_kv8_copy_tile(k, slot, 2, k->v_ptr, valid);
+        return;
+    }
     if (parts & FJ_KV_K) copy_tile(k, p->k_off + slot * p->kv_tile_bytes, k->k_ptr, 1, p->cfg.block_n, valid);
     if (parts & FJ_KV_V) copy_tile(k, p->v_off + slot * p->kv_tile_bytes, k->v_ptr, 2, p->cfg.block_n, valid);
 }
@@ -619,6 +632,10 @@ static void commit_sm80(fj_kctx *k) { fj_ins(k->e, PTX_CP_ASYNC_COMMIT); }
 static void wait_sm80(fj_kctx *k, int pending)
 {
     fj_ins(k->e, PTX_CP_ASYNC_WAIT, pending);
+    if (k->kv8_slot) { /* FP8 K/V: the thread's own e4m3 bytes have landed; widened before the barrier */
+        fj_kv8_widen(k, k->kv8_slot - 1);
+        k->kv8_slot = 0;
+    }
     fj_ins(k->e, "bar.sync 0");
 }
 

@@ -221,7 +221,7 @@ void fj_emit_softmax_rebase(fj_kctx *k)
     const fj_plan *p = k->p;
     int idx[FJ_MAX_ROW_VALS];
     if (!row_vals_fit(k)) return;
-    fj_reg_t scale = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
+    fj_reg_t scale = p->fp8_off ? k->score_scale : fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
     fj_reg_t mx = fj_alloc(k->e, k->b_f, k->frag.rows);
     tile_row_max(k, idx, scale, mx);
     if (p->rescale_slack < 0) {
@@ -275,7 +275,7 @@ void fj_emit_softmax_exp(fj_kctx *k)
 {
     int idx[FJ_MAX_ROW_VALS];
     if (!row_vals_fit(k)) return;
-    exponentiate_rows(k, idx, fj_param_f32(k, FJ_PARAM_OFF(scale_log2)));
+    exponentiate_rows(k, idx, k->p->fp8_off ? k->score_scale : fj_param_f32(k, FJ_PARAM_OFF(scale_log2)));
 }
 
 void fj_emit_normalize(fj_kctx *k)
@@ -299,11 +299,13 @@ void fj_emit_normalize(fj_kctx *k)
         fj_reg_t l = fj_at(k->row_l, r), m = fj_at(k->row_m, r);
         fj_comment(k->e, 1, "row %d: %sO *= 1/l (0 when the row saw no key)", r, pairs ? "" : "l summed over the quad, ");
         if (!pairs) quad_reduce(k, "add.f32", l);
+        fj_emit_alibi_row_shift(k, r);
         if (sinks) fj_emit_sink_fold(k, r, corr);
         fj_ins(k->e, "setp.gt.f32 %s, %s, " PTX_F32_ZERO, R(pos), R(l));
         fj_ins(k->e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(l));
         fj_ins(k->e, "selp.f32 %s, %s, " PTX_F32_ZERO ", %s", R(inv), R(inv), R(pos));
         if (sinks) fj_ins(k->e, "mul.f32 %s, %s, %s", R(inv), R(inv), R(corr)); /* O was kept against the old m */
+        if (p->fp8_off) fj_ins(k->e, "mul.f32 %s, %s, %s", R(inv), R(inv), R(k->o_scale)); /* v_descale */
         for (int v = 0; v < k->frag.o_vals; v++) {
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", o, o, R(inv));

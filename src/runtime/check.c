@@ -126,6 +126,9 @@ static fajit_status check_problem_args(const fj_check_problem *p, fajit_attentio
 {
     if (p->row_pad < 0 || p->row_pad % 8 != 0)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: row_pad = %d: must be a multiple of 8, >= 0", p->row_pad);
+    if (p->kv8 < 0 || p->kv8 > 2 || (p->kv8 && p->row_pad % 16))
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: kv8 = %d, row_pad = %d: kv8 0, 1 or 2; with e4m3 rows row_pad "
+                                                   "a multiple of 16", p->kv8, p->row_pad);
     if (p->layout != FJ_LAYOUT_BHND && p->layout != FJ_LAYOUT_BNHD)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: layout = %d: must be BHND (0) or BNHD (1)", (int)p->layout);
     memset(a, 0, sizeof *a);
@@ -273,6 +276,9 @@ typedef struct check_run {
     int64_t q_words, kv_words, o_words, lse_words; /* allocation sizes, guards included */
     int64_t out_elems, rows;                        /* contiguous reference sizes */
     uint16_t *hq, *hk, *hv, *ho;
+    uint8_t *hk8, *hv8;                             /* kv8: K and V in e4m3 (hk / hv: their dequantized values) */
+    float *hdesc;                                   /* kv8 = 2: k then v descales, [batch][heads_kv] each */
+    fj_CUdeviceptr dk8, dv8, ddesc;
     float *hlse;
     int32_t *hlens;                                 /* per-sequence KV lengths, or NULL */
     float *hsinks, *halibi;                         /* attention variants' sinks / slopes, or NULL */
@@ -306,13 +312,14 @@ static void check_free(check_run *r)
 {
     fj_CUdeviceptr *dev[] = {&r->dq,   &r->dk,   &r->dv,    &r->do_,     &r->dlse,    &r->dref_o,
                              &r->dref_lse, &r->dlens, &r->dws, &r->dpool_k, &r->dpool_v, &r->dtable,
-                             &r->dsinks, &r->dalibi};
+                             &r->dsinks, &r->dalibi, &r->dk8, &r->dv8, &r->ddesc};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) {
         if (*dev[i] && r->cu) r->cu->cuMemFree(*dev[i]);
         *dev[i] = 0;
     }
     void *host[] = {r->hq,      r->hk,      r->hv,      r->ho,     r->hlse,   r->hlens,
-                    r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f, r->hsinks, r->halibi};
+                    r->ref_o_d, r->ref_lse_d, r->ref_o_f, r->ref_lse_f, r->hsinks, r->halibi,
+                    r->hk8,     r->hv8,     r->hdesc};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
 }
 
@@ -395,6 +402,60 @@ static fajit_status check_variant_upload(check_run *r)
     return st;
 }
 
+/* kv8: the descales (kv8 = 2: 2^k, k uniform in -2..2, per (batch, KV head), K's then V's), then every K / V
+ * element x (padding words included: NaN stays NaN) quantized to e4m3 as x / descale, and hk / hv replaced by
+ * the dequantized values e4m3 x descale, which bf16 and f16 hold exactly (|e4m3| <= 448, descale 1/4..4). */
+static fajit_status check_kv8_quantize(check_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->prob;
+    size_t heads = (size_t)p->batch * (size_t)p->heads_kv;
+    r->hk8 = malloc((size_t)r->kv_words);
+    r->hv8 = malloc((size_t)r->kv_words);
+    r->hdesc = malloc(2 * heads * sizeof(float));
+    if (!r->hk8 || !r->hv8 || !r->hdesc) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: e4m3 K / V");
+    for (size_t i = 0; i < 2 * heads; i++) r->hdesc[i] = p->kv8 == 2 ? (float)ldexp(1.0, (int)(splitmix64(&seed) % 5) - 2) : 1.0f;
+    int64_t st[3];
+    check_strides(p, p->heads_kv, p->seqlen_k, st);
+    int ld = p->head_dim + p->row_pad;
+    for (int b = 0; b < p->batch; b++)
+        for (int h = 0; h < p->heads_kv; h++)
+            for (int n = 0; n < p->seqlen_k; n++) {
+                int64_t at = b * st[0] + h * st[1] + n * st[2];
+                for (int x = 0; x < 2; x++) {
+                    uint16_t *w = (x ? r->hv : r->hk) + at;
+                    uint8_t *q = (x ? r->hv8 : r->hk8) + at;
+                    double d = r->hdesc[(size_t)x * heads + (size_t)b * p->heads_kv + h];
+                    for (int e = 0; e < ld; e++) {
+                        q[e] = fj_e4m3_from_f64(fj_half_to_f32(p->dtype, w[e]) / d);
+                        if (e < p->head_dim) w[e] = fj_half_from_f32(p->dtype, (float)(fj_e4m3_to_f64(q[e]) * d));
+                    }
+                }
+            }
+    return FAJIT_OK;
+}
+
+/* kv8: upload the e4m3 K / V (and the descales) and point the forward's args at them; the references keep the
+ * 16-bit dequantized copies (r->ref_args, set after). */
+static fajit_status check_kv8_upload(check_run *r)
+{
+    const fj_check_problem *p = r->prob;
+    size_t heads = (size_t)p->batch * (size_t)p->heads_kv, db = 2 * heads * sizeof(float);
+    fajit_status st = check_alloc(r, &r->dk8, r->kv_words, "e4m3 K");
+    if (st == FAJIT_OK) st = check_alloc(r, &r->dv8, r->kv_words, "e4m3 V");
+    if (st == FAJIT_OK) st = check_cuda(r->cu->cuMemcpyHtoD(r->dk8, r->hk8, (size_t)r->kv_words), "cuMemcpyHtoD(K8)");
+    if (st == FAJIT_OK) st = check_cuda(r->cu->cuMemcpyHtoD(r->dv8, r->hv8, (size_t)r->kv_words), "cuMemcpyHtoD(V8)");
+    if (st == FAJIT_OK && p->kv8 == 2 && (st = check_alloc(r, &r->ddesc, (int64_t)db, "descales")) == FAJIT_OK)
+        st = check_cuda(r->cu->cuMemcpyHtoD(r->ddesc, r->hdesc, db), "cuMemcpyHtoD(descales)");
+    fajit_attention_args *a = &r->args;
+    a->kv_dtype = FAJIT_DTYPE_E4M3;
+    a->k = r->dk8, a->v = r->dv8;
+    if (r->ddesc) {
+        a->k_descale = r->ddesc, a->v_descale = r->ddesc + heads * sizeof(float);
+        a->descale_batch_stride = p->heads_kv;
+    }
+    return st;
+}
+
 static fajit_status check_host_setup(check_run *r, uint64_t seed)
 {
     r->seed = seed;
@@ -422,6 +483,7 @@ static fajit_status check_host_setup(check_run *r, uint64_t seed)
     check_fill(r->hv, kv_rows, p->head_dim, ld, p, splitmix64(&s), 0);
     fajit_status st = p->seqlens ? check_lens(r, splitmix64(&s)) : FAJIT_OK;
     if (st == FAJIT_OK && p->seqlens && p->nan_past_len) check_nan_past_len(r);
+    if (st == FAJIT_OK && p->kv8) st = check_kv8_quantize(r, splitmix64(&s));
     if (st == FAJIT_OK) st = check_variant_values(r, splitmix64(&s));
     return st;
 }
@@ -450,7 +512,9 @@ static fajit_status check_paged_setup(check_run *r, uint64_t seed)
     int pages = p->batch * max_pages + 2;
     size_t page_elems = (size_t)ps * (size_t)hkv * (size_t)dim, elems = page_elems * (size_t)pages;
     int32_t *table = malloc(sizeof(int32_t) * (size_t)pages);
+    size_t esz = p->kv8 ? 1 : 2; /* kv8: the pools hold the e4m3 bytes */
     uint16_t *pool = malloc(2 * elems);
+    uint8_t *pool8 = (uint8_t *)pool;
     fajit_status st = table && pool ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: paged pools (%zu elements)", elems);
     for (int i = 0; st == FAJIT_OK && i < pages; i++) table[i] = i;
     for (int i = pages - 1; st == FAJIT_OK && i > 0; i--) { /* Fisher-Yates */
@@ -463,16 +527,19 @@ static fajit_status check_paged_setup(check_run *r, uint64_t seed)
     const int64_t *stride[2] = {a->k_stride, a->v_stride};
     for (int x = 0; x < 2 && st == FAJIT_OK; x++) {
         uint16_t nan16 = p->dtype == FAJIT_DTYPE_F16 ? 0x7e00u : 0x7fc0u;
-        for (size_t e = 0; e < elems; e++) pool[e] = nan16;
+        const uint8_t *src8 = x ? r->hv8 : r->hk8;
+        for (size_t e = 0; e < elems; e++) esz == 1 ? (void)(pool8[e] = 0x7F) : (void)(pool[e] = nan16);
         for (int b = 0; b < p->batch; b++)
             for (int h = 0; h < hkv; h++)
                 for (int j = 0; j < p->seqlen_k; j++) {
                     size_t page = (size_t)table[b * max_pages + j / ps];
-                    memcpy(pool + page * page_elems + ((size_t)(j % ps) * hkv + h) * dim,
-                           src[x] + b * stride[x][0] + h * stride[x][1] + j * stride[x][2], 2 * (size_t)dim);
+                    size_t to = page * page_elems + ((size_t)(j % ps) * hkv + h) * dim;
+                    int64_t from = b * stride[x][0] + h * stride[x][1] + j * stride[x][2];
+                    if (esz == 1) memcpy(pool8 + to, src8 + from, (size_t)dim);
+                    else memcpy(pool + to, src[x] + from, 2 * (size_t)dim);
                 }
-        if ((st = check_alloc(r, dst[x], (int64_t)(2 * elems), x ? "V pool" : "K pool")) == FAJIT_OK)
-            st = check_cuda(r->cu->cuMemcpyHtoD(*dst[x], pool, 2 * elems), "cuMemcpyHtoD(pool)");
+        if ((st = check_alloc(r, dst[x], (int64_t)(esz * elems), x ? "V pool" : "K pool")) == FAJIT_OK)
+            st = check_cuda(r->cu->cuMemcpyHtoD(*dst[x], pool, esz * elems), "cuMemcpyHtoD(pool)");
     }
     size_t table_bytes = sizeof(int32_t) * (size_t)p->batch * (size_t)max_pages;
     if (st == FAJIT_OK) st = check_alloc(r, &r->dtable, (int64_t)table_bytes, "block table");
@@ -495,6 +562,10 @@ static fajit_status check_decode_setup(check_run *r)
     const fj_check_problem *p = r->prob;
     fajit_status st;
     r->ref_args = r->args;
+    if (p->kv8) { /* the references: the dequantized 16-bit K / V */
+        r->ref_args.kv_dtype = 0, r->ref_args.k = r->dk, r->ref_args.v = r->dv;
+        r->ref_args.k_descale = r->ref_args.v_descale = 0, r->ref_args.descale_batch_stride = 0;
+    }
     if (p->page_size > 0 && (st = check_paged_setup(r, (uint64_t)p->seqlen_k * 0x9e3779b97f4a7c15ull + r->seed)) != FAJIT_OK)
         return st;
     r->args.num_splits = p->num_splits;
@@ -543,6 +614,7 @@ static fajit_status check_device_setup(check_run *r)
     r->args.o = r->do_;
     r->args.lse = r->dlse;
     fajit_status st = check_variant_upload(r);
+    if (st == FAJIT_OK && r->prob->kv8) st = check_kv8_upload(r);
     return st == FAJIT_OK ? check_decode_setup(r) : st;
 }
 

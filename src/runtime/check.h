@@ -70,6 +70,12 @@ typedef struct fj_check_problem {
     int nan_past_len;     /* 1 (with seqlens): K and V rows past each sequence's length are NaN, as an unfilled
                              cache may hold; paged, the table entries of pages wholly past it also name a spare (NaN)
                              page; no output may depend on them (the references skip them) */
+    int kv8;              /* FP8 K/V cache (args->kv_dtype e4m3): 1 = K and V quantized to e4m3 (round to nearest even,
+                             saturating), descales 0; 2 = K / d and V / d' quantized with d, d' random powers of two
+                             2^-2..2^2 per (batch, KV head), passed as k_descale / v_descale ([batch][heads_kv]). The
+                             references read the dequantized values (exact in bf16 / f16), so the tolerances stay the
+                             dtype's; the forward reads the e4m3 bytes (rows padded as the 16-bit ones: row_pad 0 or a
+                             multiple of 16) */
     /* attention variants (fajit.h "Attention variants"): copied into the args; the CPU reference is used */
     int window, window_left, window_right;
     float softcap;

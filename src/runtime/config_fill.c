@@ -252,6 +252,14 @@ static int paths_of(const fill_request *r, fajit_arch paths[2])
         paths[0] = r->given.arch;
         return 1;
     }
+    if (r->given.dtype == FAJIT_DTYPE_E4M3) { /* FP8 is sm_90a's only (its plan says so on other targets) */
+        paths[0] = FAJIT_ARCH_SM90A;
+        return 1;
+    }
+    if (r->given.kv_dtype == FAJIT_DTYPE_E4M3) { /* an FP8 K/V cache: the sm_80 path's kernels (kv8.c) */
+        paths[0] = FAJIT_ARCH_SM80;
+        return 1;
+    }
     paths[0] = fj_best_path(r->ctx);
     paths[1] = FAJIT_ARCH_SM80;
     return paths[0] == FAJIT_ARCH_SM80 ? 1 : 2;
@@ -384,8 +392,9 @@ static fajit_status check_problem(const fajit_config *c)
     if (c->head_dim != 64 && c->head_dim != 96 && c->head_dim != 128 && c->head_dim != 192 && c->head_dim != 256)
         return fj_fail(FAJIT_ERR_INVALID_CONFIG, "head_dim = %d: must be 64, 96, 128, 192 or 256",
                        c->head_dim);
-    if (c->dtype != FAJIT_DTYPE_AUTO && c->dtype != FAJIT_DTYPE_F16 && c->dtype != FAJIT_DTYPE_BF16)
-        return fj_fail(FAJIT_ERR_INVALID_CONFIG, "dtype = %d: must be f16 (1), bf16 (2) or auto (0: bf16)",
+    if (c->dtype != FAJIT_DTYPE_AUTO && c->dtype != FAJIT_DTYPE_F16 && c->dtype != FAJIT_DTYPE_BF16 &&
+        c->dtype != FAJIT_DTYPE_E4M3)
+        return fj_fail(FAJIT_ERR_INVALID_CONFIG, "dtype = %d: must be f16 (1), bf16 (2), e4m3 (3) or auto (0: bf16)",
                        (int)c->dtype);
     if (c->causal != 0 && c->causal != 1) return fj_fail(FAJIT_ERR_INVALID_CONFIG, "causal = %d: must be 0 or 1", c->causal);
     if (c->arch != FAJIT_ARCH_AUTO && (!fj_arch_of_path(c->arch) || !fj_backend_of(c->arch))) {

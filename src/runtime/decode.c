@@ -17,6 +17,7 @@
 #include "error.h"
 #include "policy.h"
 #include "forward.h"
+#include "fp8_args.h"
 #include "tune.h"
 #include "variants.h"
 
@@ -325,6 +326,9 @@ static fajit_config heuristic_sm80(const fajit_attention_args *a, int block_m, i
     fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal,
                       .block_m = block_m, .block_n = block_n, .col_warps = block_n ? 1 : 0,
                       .mods = fj_variant_mods(a)};
+    fj_fp8_args f;
+    fj_fp8_read(a, &f);
+    c.kv_dtype = f.kv_dtype_given; /* an FP8 K/V cache: its kernels' tiles (2+ stages, the e4m3 copy layout) */
     fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
     fj_config_heuristic(&c, &c, &shape, 0);
     return c;
@@ -400,7 +404,7 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
-    if (page && !vl && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
+    if (page && !vl && !k80->plan.kv8 && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
         v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;

@@ -17,6 +17,7 @@
 #include "context.h"
 #include "decode.h"
 #include "error.h"
+#include "fp8_args.h"
 #include "policy.h"
 #include "tensor_map.h"
 #include "variants.h"
@@ -76,7 +77,11 @@ void fajit_args_set_bnhd_strides(fajit_attention_args *a)
  * ------------------------------------------------------------------------------------------------- */
 static const char *dtype_name(fajit_dtype t)
 {
-    return t == FAJIT_DTYPE_F16 ? "f16" : t == FAJIT_DTYPE_BF16 ? "bf16" : t == FAJIT_DTYPE_AUTO ? "auto" : "?";
+    return t == FAJIT_DTYPE_F16    ? "f16"
+           : t == FAJIT_DTYPE_BF16 ? "bf16"
+           : t == FAJIT_DTYPE_E4M3 ? "e4m3"
+           : t == FAJIT_DTYPE_AUTO ? "auto"
+                                   : "?";
 }
 
 static fajit_status check_at_least(const char *field, int value, int min)
@@ -89,9 +94,10 @@ static fajit_status check_at_least(const char *field, int value, int min)
 static fajit_status check_shape(const fajit_attention_args *a)
 {
     fajit_status st;
-    if (a->dtype != FAJIT_DTYPE_F16 && a->dtype != FAJIT_DTYPE_BF16)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->dtype = %d (%s): must be FAJIT_DTYPE_F16 (1) or "
-                                                   "FAJIT_DTYPE_BF16 (2)", (int)a->dtype, dtype_name(a->dtype));
+    if (a->dtype != FAJIT_DTYPE_F16 && a->dtype != FAJIT_DTYPE_BF16 && a->dtype != FAJIT_DTYPE_E4M3)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->dtype = %d (%s): must be FAJIT_DTYPE_F16 (1), "
+                                                   "FAJIT_DTYPE_BF16 (2) or FAJIT_DTYPE_E4M3 (3)",
+                       (int)a->dtype, dtype_name(a->dtype));
     if ((st = check_at_least("batch", a->batch, 1)) || (st = check_at_least("heads_q", a->heads_q, 1)) ||
         (st = check_at_least("heads_kv", a->heads_kv, 1)) || (st = check_at_least("seqlen_q", a->seqlen_q, 1)) ||
         (st = check_at_least("seqlen_k", a->seqlen_k, 1)))
@@ -135,9 +141,11 @@ static fajit_status check_pointer(const char *field, uint64_t p, unsigned align,
     return FAJIT_OK;
 }
 
-/* One tensor's strides: >= 0, multiples of 8 elements, rows of at least head_dim elements, and for
- * the output no zero stride over a dimension of extent > 1 (rows would be written twice). */
-static fajit_status check_strides(const char *name, const int64_t s[3], int head_dim, const int extent[3], int out)
+/* One tensor's strides: >= 0, multiples of `align` elements (16-byte rows: 8 for f16 / bf16, 16 for e4m3), rows
+ * of at least head_dim elements, and for the output no zero stride over a dimension of extent > 1 (rows would be
+ * written twice). */
+static fajit_status check_strides(const char *name, const int64_t s[3], int head_dim, const int extent[3], int out,
+                                  int align)
 {
     static const char *const dims[3] = {"batch", "head", "sequence"};
     int64_t span = head_dim, part = 0;
@@ -150,10 +158,10 @@ static fajit_status check_strides(const char *name, const int64_t s[3], int head
                                                        "seqlen and head_dim",
                            name, i);
     for (int i = first; i < 3; i++) {
-        if (s[i] < 0 || s[i] % 8 != 0)
+        if (s[i] < 0 || s[i] % align != 0)
             return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = %" PRId64 ": the %s stride must be a "
-                                                       "non-negative multiple of 8 elements (16-byte rows)",
-                           name, i, s[i], dims[i]);
+                                                       "non-negative multiple of %d elements (16-byte rows%s)",
+                           name, i, s[i], dims[i], align, align == 16 ? " of e4m3" : "");
         if (out && s[i] == 0 && extent[i] > 1)
             return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args->%s_stride[%d] = 0 with %s extent %d: output rows would "
                                                        "overlap",
@@ -186,10 +194,10 @@ static fajit_status check_memory(const fajit_attention_args *a)
         (st = check_pointer("v", a->v, 16, 1)) || (st = check_pointer("o", a->o, 16, 1)) ||
         (st = check_pointer("lse", a->lse, 4, 0)))
         return st;
-    if ((st = check_strides("q", a->q_stride, a->head_dim, eq, 0)) ||
-        (st = check_strides("k", a->k_stride, a->head_dim, ek, 0)) ||
-        (st = check_strides("v", a->v_stride, a->head_dim, ek, 0)) ||
-        (st = check_strides("o", a->o_stride, a->head_dim, eq, 1)))
+    if ((st = check_strides("q", a->q_stride, a->head_dim, eq, 0, fj_fp8_row_align(a, 'q'))) ||
+        (st = check_strides("k", a->k_stride, a->head_dim, ek, 0, fj_fp8_row_align(a, 'k'))) ||
+        (st = check_strides("v", a->v_stride, a->head_dim, ek, 0, fj_fp8_row_align(a, 'v'))) ||
+        (st = check_strides("o", a->o_stride, a->head_dim, eq, 1, fj_fp8_row_align(a, 'o'))))
         return st;
     return FAJIT_OK;
 }
@@ -200,6 +208,13 @@ static fajit_status check_config(const fajit_attention_args *a, const fajit_conf
     if (c->dtype != a->dtype)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->dtype = %s but args->dtype = %s: the config must match the "
                                                    "arguments", dtype_name(c->dtype), dtype_name(a->dtype));
+    fj_fp8_args f;
+    fj_fp8_read(a, &f);
+    if (fj_config_kv_dtype(c) != f.kv_dtype || fj_config_out_dtype(c) != f.out_dtype)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->kv_dtype / out_dtype = %s / %s but the arguments' K/V and O "
+                                                   "are %s / %s: the config must match the arguments",
+                       dtype_name(fj_config_kv_dtype(c)), dtype_name(fj_config_out_dtype(c)), dtype_name(f.kv_dtype),
+                       dtype_name(f.out_dtype));
     if (c->head_dim != a->head_dim)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cfg->head_dim = %d but args->head_dim = %d: the config must "
                                                    "match the arguments", c->head_dim, a->head_dim);
@@ -223,8 +238,20 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
 {
     fajit_status st;
     if (!args) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "args = NULL: fajit_attention_forward needs arguments");
-    if ((st = check_shape(args)) || (st = check_memory(args)) || (st = fj_decode_validate(args))) return st;
-    return cfg ? check_config(args, cfg) : FAJIT_OK;
+    if ((st = check_shape(args)) || (st = fj_fp8_validate(args)) || (st = check_memory(args)) ||
+        (st = fj_decode_validate(args)))
+        return st;
+    if ((st = cfg ? check_config(args, cfg) : FAJIT_OK)) return st;
+    if (fj_fp8_any(args)) {
+        fj_fp8_args f;
+        fj_fp8_read(args, &f);
+        if (args->dtype == FAJIT_DTYPE_E4M3)
+            return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = %s, kv_dtype = %s: the FP8 (e4m3) kernels are not "
+                                                  "built yet in this version", dtype_name(args->dtype),
+                           dtype_name(f.kv_dtype));
+        return fj_fp8_kv_unsupported(args);
+    }
+    return FAJIT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -251,6 +278,14 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     p->group = (uint32_t)(a->heads_q / a->heads_kv);
     p->scale_log2 = plan->cfg.mods ? fj_variant_scale_log2(a, scale) : (float)(scale * LOG2E);
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
+    if (plan->kv8) { /* FP8 K/V: 1-byte rows, copied kv8_rows_per_pass rows a pass (kv8.c) */
+        p->k_row_bytes = a->k_stride[2];
+        p->v_row_bytes = a->v_stride[2];
+        p->k_tile_bytes = plan->cfg.block_n * p->k_row_bytes;
+        p->v_tile_bytes = plan->cfg.block_n * p->v_row_bytes;
+        p->k_pass_bytes = plan->kv8_rows_per_pass * p->k_row_bytes;
+        p->v_pass_bytes = plan->kv8_rows_per_pass * p->v_row_bytes;
+    }
 }
 
 /* KV tiles a causal work tile of query block mb visits (fwd_kernel.c's KV range, on the host). */
@@ -330,8 +365,12 @@ int fj_forward_class(const fajit_attention_args *a, char *key, size_t size, faji
     shape->seqlen_q = pow2_ceil(a->seqlen_q);
     shape->seqlen_k = pow2_ceil(a->seqlen_k);
     int mods = fj_variant_mods(a);
-    char m[16] = "";
-    if (mods) snprintf(m, sizeof m, " m%d", mods);
+    char m[40] = "";
+    fj_fp8_args f;
+    fj_fp8_read(a, &f);
+    int n = mods ? snprintf(m, sizeof m, " m%d", mods) : 0;
+    if (f.kv_dtype != a->dtype || f.out_dtype != a->dtype)
+        snprintf(m + n, sizeof m - (size_t)n, " kv%d o%d", (int)f.kv_dtype, (int)f.out_dtype);
     return snprintf(key, size, "%s d%d c%d b%d hq%d hkv%d nq%d nk%d%s", dtype_name(a->dtype), a->head_dim, a->causal,
                     shape->batch, shape->heads_q, shape->heads_kv, shape->seqlen_q, shape->seqlen_k, m);
 }

@@ -96,3 +96,25 @@ void fj_half_fill_normal(fajit_dtype dtype, uint16_t *dst, size_t n, uint64_t se
             dst[i + (size_t)j] = fj_half_from_f32(dtype, fabsf(z[j]) < 1e-3f ? 0.5f : z[j]);
     }
 }
+
+uint8_t fj_e4m3_from_f64(double x)
+{
+    if (x != x) return 0x7F;
+    uint8_t s = signbit(x) ? 0x80 : 0;
+    double a = fabs(x);
+    if (a >= 448.0) return s | 0x7E;
+    if (a < 0x1p-6) return s | (uint8_t)nearbyint(a * 512.0); /* subnormal m x 2^-9 (8 is 2^-6, the first normal) */
+    int e;
+    double fr = frexp(a, &e); /* a = 1.m x 2^(e - 1), biased exponent e + 6 */
+    int m = (int)nearbyint((2.0 * fr - 1.0) * 8.0), be = e + 6;
+    if (m == 8) m = 0, be++;
+    return (uint8_t)(s | be << 3 | m); /* a < 448: be <= 15, and 15 with m = 7 (480) is never reached */
+}
+
+double fj_e4m3_to_f64(uint8_t b)
+{
+    int be = (b >> 3) & 15, m = b & 7;
+    if (be == 15 && m == 7) return NAN;
+    double v = be ? ldexp(1.0 + m / 8.0, be - 7) : ldexp(m / 8.0, -6);
+    return b & 0x80 ? -v : v;
+}

@@ -28,4 +28,9 @@ double fj_half_unit_roundoff(fajit_dtype dtype);
  * inputs benchmarks time on, distributed like torch.randn's so fajit and its peers see alike data. */
 void fj_half_fill_normal(fajit_dtype dtype, uint16_t *dst, size_t n, uint64_t seed);
 
+/* float8 e4m3 (OCP FP8 e4m3fn: bias 7, no infinities, 0x7F / 0xFF NaN): from a double, round to nearest even,
+ * saturating to +-448 (NaN in gives NaN); to a double, exact. */
+uint8_t fj_e4m3_from_f64(double x);
+double fj_e4m3_to_f64(uint8_t b);
+
 #endif

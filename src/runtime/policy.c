@@ -28,6 +28,7 @@
 #include "decode.h"
 #include "error.h"
 #include "forward.h"
+#include "fp8_args.h"
 #include "kernel_store.h"
 #include "prebuilt.h"
 #include "tune_file.h"
@@ -138,7 +139,8 @@ static int standin_try_entry(const char *text, const char *target, void *arg)
     fajit_kernel *k = NULL;
     (void)target; /* fj_store_get asks the prebuilt source for the device's target */
     if (fj_tune_parse_config(text, &c) || c.arch != s->want->arch || c.dtype != s->want->dtype ||
-        c.head_dim != s->want->head_dim || c.causal != s->want->causal || c.mods)
+        c.head_dim != s->want->head_dim || c.causal != s->want->causal || c.mods ||
+        c.kv_dtype != s->want->kv_dtype || c.out_dtype != s->want->out_dtype)
         return 0;
     if (fj_store_get(s->ctx, &c, 0, FJ_STORE_NO_COMPILE, &k, NULL) != FAJIT_OK || !k) {
         fj_clear_error();
@@ -149,11 +151,12 @@ static int standin_try_entry(const char *text, const char *target, void *arg)
 }
 
 /* A kernel of chosen's problem that loads without compiling, or NULL: the table's config for the class, else
- * any prebuilt entry of the problem. Attention variants have no stand-in (no prebuilt kernel has them). */
+ * any prebuilt entry of the problem. Attention variants and FP8 K/V or output have none (no prebuilt kernel
+ * has them). */
 static fajit_kernel *standin_find(fajit_context *ctx, const fajit_shape *shape, const fajit_config *chosen)
 {
     fajit_kernel *k = NULL;
-    if (chosen->mods) return NULL;
+    if (chosen->mods || chosen->kv_dtype || chosen->out_dtype) return NULL; /* no prebuilt kernel has them */
     fajit_config d = {.arch = chosen->arch, .dtype = chosen->dtype, .head_dim = chosen->head_dim,
                       .causal = chosen->causal};
     if (fj_config_fill_default(ctx, shape, &d) == FAJIT_OK && memcmp(&d, chosen, sizeof d) != 0 &&
@@ -215,6 +218,10 @@ fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a
     if (choose_remembered(ctx, key, a->stream, k)) return FAJIT_OK;
     fajit_config cfg = {.arch = path, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal,
                         .mods = fj_variant_mods(a)};
+    fj_fp8_args f;
+    fj_fp8_read(a, &f);
+    cfg.kv_dtype = f.kv_dtype_given;
+    cfg.out_dtype = f.out_dtype_given;
     fajit_status st = fajit_config_fill(ctx, &shape, &cfg);
     if (st != FAJIT_OK) return fj_fail_context(st, "choosing a config for shape class \"%s\"", key);
     if ((st = fj_store_get(ctx, &cfg, 0, FJ_STORE_NO_COMPILE, k, &source)) != FAJIT_OK) return st;

@@ -6,7 +6,8 @@
  *   forward  fj_config_fill_default for each dtype, head dim and mask over the sequence-length classes whose
  *            configs differ (the heuristic's rules: short queries, short causal D=64, long sequences)
  *   decode   the sm_80 path's variants of a decode step with GQA packing, with and without per-sequence lengths
- *            and split-KV (head dims 64, 128, 256), and the combine kernel of every dtype and head dim
+ *            and split-KV (head dims 64, 128, 256; 16-bit and FP8 e4m3 K/V caches), and the combine kernel of
+ *            every dtype and head dim
  *
  * The set is made by the same policy code the runtime runs (a context given the GPU's identity, no device), so
  * a config the runtime picks is in it by construction; test_prebuilt checks a sample.
@@ -64,17 +65,19 @@ static void set_forward(set_out *o, fajit_context *ctx, fajit_dtype dtype, int d
     }
 }
 
-/* A decode step: one query of 32 heads over 8 K/V heads, 4096 keys; the sm_80 path's kernel and its variants. */
-static void set_decode(set_out *o, fajit_context *ctx, fajit_dtype dtype, int d, int causal)
+/* A decode step: one query of 32 heads over 8 K/V heads, 4096 keys; the sm_80 path's kernel and its variants.
+ * kv_dtype: 0, or FAJIT_DTYPE_E4M3 for an FP8 K/V cache (kv8.c). */
+static void set_decode(set_out *o, fajit_context *ctx, fajit_dtype dtype, int d, int causal, fajit_dtype kv_dtype)
 {
     static const unsigned variants[] = {FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
                                         FJ_VARIANT_SEQLENS | FJ_VARIANT_PACK};
     fajit_attention_args a;
-    memset(&a, 0, sizeof a);
-    a.dtype = dtype;
+    fajit_attention_args_init(&a);
+    a.dtype = dtype, a.kv_dtype = kv_dtype;
     a.batch = 8, a.heads_q = 32, a.heads_kv = 8, a.seqlen_q = 1, a.seqlen_k = 4096, a.head_dim = d, a.causal = causal;
     fajit_shape shape = {8, 32, 8, 1, 4096};
-    fajit_config k80 = {.arch = FAJIT_ARCH_SM80, .dtype = dtype, .head_dim = d, .causal = causal};
+    fajit_config k80 = {.arch = FAJIT_ARCH_SM80, .dtype = dtype, .head_dim = d, .causal = causal,
+                        .kv_dtype = kv_dtype};
     if (fj_config_fill_default(ctx, &shape, &k80) != FAJIT_OK) return;
     set_add(o, ctx, &k80, 0); /* fj_decode_run loads the sm_80 path's plain kernel first (sm80_base) */
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
@@ -99,7 +102,9 @@ int fj_prebuilt_set(fj_prebuilt_item *items, int max)
                 set_add(&o, ctx, &cc, FJ_VARIANT_COMBINE);
             }
             for (size_t h = 0; h < sizeof k_decode_head_dims / sizeof k_decode_head_dims[0]; h++)
-                for (int causal = 0; causal <= 1; causal++) set_decode(&o, ctx, dtype, k_decode_head_dims[h], causal);
+                for (int causal = 0; causal <= 1; causal++)
+                    for (int kv8 = 0; kv8 <= 1; kv8++)
+                        set_decode(&o, ctx, dtype, k_decode_head_dims[h], causal, kv8 ? FAJIT_DTYPE_E4M3 : 0);
         }
         fajit_context_destroy(ctx);
     }

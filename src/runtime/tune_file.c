@@ -59,12 +59,16 @@ int fj_tune_key_equal(const fj_tune_key *a, const fj_tune_key *b)
            a->group == b->group && a->seqlen_q == b->seqlen_q && a->packed == b->packed;
 }
 
-static const char *dtype_text(fajit_dtype d) { return d == FAJIT_DTYPE_F16 ? "f16" : "bf16"; }
+static const char *dtype_text(fajit_dtype d)
+{
+    return d == FAJIT_DTYPE_F16 ? "f16" : d == FAJIT_DTYPE_E4M3 ? "e4m3" : "bf16";
+}
 
 static int dtype_parse(const char *text, fajit_dtype *out)
 {
     if (strcmp(text, "f16") == 0) *out = FAJIT_DTYPE_F16;
     else if (strcmp(text, "bf16") == 0) *out = FAJIT_DTYPE_BF16;
+    else if (strcmp(text, "e4m3") == 0) *out = FAJIT_DTYPE_E4M3;
     else return -1;
     return 0;
 }
@@ -86,10 +90,10 @@ static int int_parse(const char *text, int lo, int hi, int *out)
  * ------------------------------------------------------------------------------------------------- */
 const char *fj_tune_parse_config(const char *text, fajit_config *c)
 {
-    char arch[16], dt[8], sw[8], mask[16];
+    char arch[16], dt[32], sw[8], mask[16];
     int n = 0, m = 0;
     memset(c, 0, sizeof *c);
-    if (sscanf(text, " %15s %7s d%d br%d bc%d s%d sw%7s w%d %n", arch, dt, &c->head_dim, &c->block_m, &c->block_n,
+    if (sscanf(text, " %15s %31s d%d br%d bc%d s%d sw%7s w%d %n", arch, dt, &c->head_dim, &c->block_m, &c->block_n,
                &c->stages, sw, &c->warps, &n) != 8)
         return "config is not in canonical form (sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal)";
     c->col_warps = 1;
@@ -103,7 +107,7 @@ const char *fj_tune_parse_config(const char *text, fajit_config *c)
     const fj_arch_info *a = fj_arch_find(arch);
     if (!a || a->path == FAJIT_ARCH_AUTO) return "config: unknown code-generation path";
     c->arch = a->path;
-    if (dtype_parse(dt, &c->dtype) != 0) return "config: dtype is not f16 or bf16";
+    if (fj_config_parse_dtype(dt, c) != 0) return "config: dtype is not f16, bf16 or e4m3 (with ,kv=<dtype> / ,o=<dtype>)";
     if (strcmp(sw, "none") == 0) c->swizzle = FAJIT_SWIZZLE_NONE;
     else if (int_parse(sw, 1, 1024, &c->swizzle) != 0) return "config: swizzle is not none or a number";
     if (strcmp(mask, "causal") == 0) c->causal = 1;
@@ -136,7 +140,7 @@ static const char *parse_class(const char *text, fj_tune_key *k)
     int n = 0;
     if (sscanf(text, "%7s d%d %15s n%d %n", dt, &k->head_dim, mask, &k->seqlen_class, &n) != 4 || text[n] != '\0')
         return "class is not \"<dtype> d<head dim> causal|noncausal n<seqlen class>\"";
-    if (dtype_parse(dt, &k->dtype) != 0) return "class: dtype is not f16 or bf16";
+    if (dtype_parse(dt, &k->dtype) != 0) return "class: dtype is not f16, bf16 or e4m3";
     if (strcmp(mask, "causal") == 0) k->causal = 1;
     else if (strcmp(mask, "noncausal") == 0) k->causal = 0;
     else return "class: mask is not causal or noncausal";
@@ -157,7 +161,7 @@ static const char *parse_decode_class(const char *text, fj_tune_key *k)
         return "decode class is not \"decode <dtype> d<D> causal|noncausal bkv<B x Hkv> g<group> q<Nq> k<Nk> "
                "packed|unpacked\"";
     k->decode = 1;
-    if (dtype_parse(dt, &k->dtype) != 0) return "decode class: dtype is not f16 or bf16";
+    if (dtype_parse(dt, &k->dtype) != 0) return "decode class: dtype is not f16, bf16 or e4m3";
     if (strcmp(mask, "causal") == 0) k->causal = 1;
     else if (strcmp(mask, "noncausal") == 0) k->causal = 0;
     else return "decode class: mask is not causal or noncausal";

@@ -10,6 +10,7 @@
 
 #include "decode.h"
 #include "error.h"
+#include "fp8_args.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define LOG2E 1.4426950408889634
@@ -95,7 +96,17 @@ static void window_sides(const fajit_attention_args *a, const fj_variant_args *v
 void *fj_variant_params(const fj_plan *plan, const fajit_attention_args *a, const void *own, size_t own_size,
                         fj_param_block *blk)
 {
-    if (!plan->cfg.mods) return (void *)own;
+    if (!plan->cfg.mods && !plan->fp8_off) return (void *)own;
+    size_t first = (size_t)(plan->cfg.mods ? plan->mods_off : plan->fp8_off); /* the first trailing block */
+    memset(blk, 0, sizeof *blk);
+    memcpy(blk->bytes, own, own_size < first ? own_size : first);
+    if (plan->fp8_off) {
+        fj_fp8_args f;
+        fj_fp8_read(a, &f);
+        fj_fwd_params_fp8 d = {f.q_descale, f.k_descale, f.v_descale, f.descale_batch_stride};
+        memcpy(blk->bytes + plan->fp8_off, &d, sizeof d);
+    }
+    if (!plan->cfg.mods) return blk->bytes;
     fj_variant_args v;
     fj_variant_read(a, &v);
     double scale = a->softmax_scale != 0.0f ? (double)a->softmax_scale : 1.0 / sqrt((double)a->head_dim);
@@ -108,8 +119,6 @@ void *fj_variant_params(const fj_plan *plan, const fajit_attention_args *a, cons
     m.sinks = v.sinks;
     m.alibi = v.alibi_slopes;
     m.alibi_stride = v.alibi_slopes_batch_stride;
-    memset(blk, 0, sizeof *blk);
-    memcpy(blk->bytes, own, own_size < (size_t)plan->mods_off ? own_size : (size_t)plan->mods_off);
     memcpy(blk->bytes + plan->mods_off, &m, sizeof m);
     return blk->bytes;
 }

@@ -36,7 +36,8 @@ float fj_variant_scale_log2(const fajit_attention_args *args, double softmax_sca
  * struct) itself for a plain kernel; for a variant kernel a copy of it in *blk with the fj_fwd_params_mods block
  * at plan->mods_off. Returns what kernelParams[0] points at. */
 typedef struct fj_param_block {
-    _Alignas(64) unsigned char bytes[sizeof(fj_fwd_params_tma_decode) + sizeof(fj_fwd_params_mods) + 64];
+    _Alignas(64) unsigned char bytes[sizeof(fj_fwd_params_tma_decode) + sizeof(fj_fwd_params_mods) +
+                                     sizeof(fj_fwd_params_fp8) + 64];
 } fj_param_block;
 void *fj_variant_params(const fj_plan *plan, const fajit_attention_args *args, const void *own, size_t own_size,
                         fj_param_block *blk);

@@ -28,7 +28,10 @@ typedef struct choice {
 static const choice k_arch_choices[] = {
     {"sm_80", FAJIT_ARCH_SM80}, {"sm_90a", FAJIT_ARCH_SM90A}, {"sm_100a", FAJIT_ARCH_SM100A},
     {"auto", FAJIT_ARCH_AUTO}, {NULL, 0}};
-static const choice k_dtype_choices[] = {{"f16", FAJIT_DTYPE_F16}, {"bf16", FAJIT_DTYPE_BF16}, {NULL, 0}};
+static const choice k_dtype_choices[] = {
+    {"f16", FAJIT_DTYPE_F16}, {"bf16", FAJIT_DTYPE_BF16}, {"e4m3", FAJIT_DTYPE_E4M3}, {NULL, 0}};
+static const choice k_kv_dtype_choices[] = {{"e4m3", FAJIT_DTYPE_E4M3}, {NULL, 0}};
+static const choice k_out_dtype_choices[] = {{"f16", FAJIT_DTYPE_F16}, {"bf16", FAJIT_DTYPE_BF16}, {NULL, 0}};
 static const choice k_headdim_choices[] = {{"64", 64}, {"96", 96}, {"128", 128}, {"192", 192}, {"256", 256},
                                            {NULL, 0}};
 static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 32}, {"64", 64}, {"128", 128},
@@ -155,8 +158,22 @@ static int set_arch(const char *f, const char *t, fajit_config *c)
 static int set_dtype(const char *f, const char *t, fajit_config *c)
 {
     int v = 0;
-    int r = parse_choice(f, t, k_dtype_choices, "f16 or bf16", &v);
+    int r = parse_choice(f, t, k_dtype_choices, "f16, bf16 or e4m3", &v);
     if (r == FAGEN_ARG_TAKEN) c->dtype = (fajit_dtype)v;
+    return r;
+}
+static int set_kv_dtype(const char *f, const char *t, fajit_config *c)
+{
+    int v = 0;
+    int r = parse_choice(f, t, k_kv_dtype_choices, "e4m3", &v);
+    if (r == FAGEN_ARG_TAKEN) c->kv_dtype = (fajit_dtype)v;
+    return r;
+}
+static int set_out_dtype(const char *f, const char *t, fajit_config *c)
+{
+    int v = 0;
+    int r = parse_choice(f, t, k_out_dtype_choices, "bf16 or f16", &v);
+    if (r == FAGEN_ARG_TAKEN) c->out_dtype = (fajit_dtype)v;
     return r;
 }
 static int set_headdim(const char *f, const char *t, fajit_config *c)
@@ -250,7 +267,10 @@ static const config_flag k_config_flags[] = {
     {"--arch", NULL, "sm_80|sm_90a|sm_100a|auto", set_arch,
      "code-generation path; auto (the default) = the GPU's best: sm_90a on an H100/H200, sm_80 on other GPUs "
      "and without one"},
-    {"--dtype", NULL, "f16|bf16", set_dtype, "element type of Q, K, V and O (default: bf16)"},
+    {"--dtype", NULL, "f16|bf16|e4m3", set_dtype,
+     "element type of Q, K, V and O (default: bf16); e4m3: FP8 Q, K, V (sm_90a, head dim 64/128/256), O per --out-dtype"},
+    {"--kv-dtype", NULL, "e4m3", set_kv_dtype, "K/V element type when it differs from --dtype: an FP8 K/V cache"},
+    {"--out-dtype", NULL, "bf16|f16", set_out_dtype, "O's element type with --dtype e4m3 (default: bf16)"},
     {"--headdim", "--head-dim", "64|96|128|192|256", set_headdim, "head dimension D (default: 128)"},
     {"--br", "--block-m", "N", set_br, "Br, query rows per CTA (default: heuristic)"},
     {"--bc", "--block-n", "N", set_bc, "Bc, key rows per K/V tile (default: heuristic)"},

@@ -26,6 +26,7 @@
  * decode variant, its splits and the combine kernel; on sm_90a the sm_80 fallback).
  */
 #include <ftw.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,8 @@ typedef struct bench_shape {
     int page_linear; /* the block table in pool order instead of shuffled */
     int varlen_n;    /* a varlen batch of these b = varlen_n sequence lengths (nq = nk = the longest), or 0 */
     const int *varlen;
+    int mods;        /* FAJIT_MOD_* of the config flags: the arguments get the values of --window etc. */
+    int kv8;         /* --kv-dtype e4m3: K and V are e4m3 bytes (an FP8 K/V cache; descales 0, i.e. 1.0) */
 } bench_shape;
 
 typedef struct bench_result {
@@ -224,6 +227,7 @@ typedef struct bench_sets {
     fajit_attention_args args[BENCH_MAX_SETS];
     fj_CUdeviceptr mem[BENCH_MAX_SETS][4]; /* q, k, v, o (paged: k, v are the pools) */
     fj_CUdeviceptr table;                  /* paged: one shuffled block table for every set; varlen: cu_seqlens */
+    fj_CUdeviceptr mods_mem;               /* --sinks / --alibi: float32 sinks [Hq] then slopes [Hq] */
 } bench_sets;
 
 static void bench_sets_free(const fj_cuda_api *cu, bench_sets *s)
@@ -232,7 +236,8 @@ static void bench_sets_free(const fj_cuda_api *cu, bench_sets *s)
         for (int t = 0; t < 4; t++)
             if (s->mem[i][t]) cu->cuMemFree(s->mem[i][t]);
     if (s->table) cu->cuMemFree(s->table);
-    s->table = 0;
+    if (s->mods_mem) cu->cuMemFree(s->mods_mem);
+    s->table = 0, s->mods_mem = 0;
     s->n = 0;
 }
 
@@ -246,7 +251,34 @@ static fajit_attention_args bench_args(const bench_shape *s)
     if (s->bnhd) fajit_args_set_bnhd_strides(&a);
     else fajit_args_set_bhnd_strides(&a);
     a.num_splits = s->splits;
+    a.kv_dtype = s->kv8 ? FAJIT_DTYPE_E4M3 : 0;
+    const fagen_mod_values *mv = fagen_mods();
+    a.struct_size = sizeof a;
+    a.window = s->mods & FAJIT_MOD_WINDOW ? 1 : 0;
+    a.window_left = a.window ? mv->window_left : 0, a.window_right = a.window ? mv->window_right : 0;
+    a.softcap = s->mods & FAJIT_MOD_SOFTCAP ? mv->softcap : 0.0f;
+    a.attention_chunk = s->mods & FAJIT_MOD_CHUNK ? mv->chunk : 0;
     return a;
+}
+
+/* --sinks / --alibi: one device buffer of sinks (0.5 each: a sink about as heavy as one key) and ALiBi slopes
+ * 2^(-8 (h + 1) / Hq) (BLOOM's), shared by every set. */
+static fajit_status bench_mods(const fj_cuda_api *cu, const bench_shape *s, bench_sets *sets)
+{
+    if (!(s->mods & (FAJIT_MOD_SINKS | FAJIT_MOD_ALIBI))) return FAJIT_OK;
+    size_t n = (size_t)s->hq;
+    float *h = malloc(2 * n * sizeof *h);
+    if (!h) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: sinks / slopes of %d heads", s->hq);
+    for (size_t i = 0; i < n; i++) h[i] = 0.5f, h[n + i] = (float)pow(2.0, -8.0 * (double)(i + 1) / (double)n);
+    fj_CUresult rc = cu->cuMemAlloc(&sets->mods_mem, 2 * n * sizeof *h);
+    if (rc == 0) rc = cu->cuMemcpyHtoD(sets->mods_mem, h, 2 * n * sizeof *h);
+    free(h);
+    if (rc != 0) return fj_cuda_fail(rc, "cuMemAlloc / cuMemcpyHtoD (bench sinks and slopes)");
+    for (int i = 0; i < sets->n; i++) {
+        if (s->mods & FAJIT_MOD_SINKS) sets->args[i].sinks = sets->mods_mem;
+        if (s->mods & FAJIT_MOD_ALIBI) sets->args[i].alibi_slopes = sets->mods_mem + n * sizeof(float);
+    }
+    return FAJIT_OK;
 }
 
 /* Paged K/V: one block table (a shuffled permutation of the pool's pages, or pool order with --page-order
@@ -319,10 +351,12 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
         int64_t t = varlen_rows(s) > 0 ? varlen_rows(s) : 1;
         q_bytes = (size_t)t * s->hq * s->d * 2, kv_bytes = (size_t)t * s->hkv * s->d * 2;
     }
+    if (s->kv8) kv_bytes /= 2; /* one byte an element */
     size_t bytes[4] = {q_bytes, kv_bytes, kv_bytes, q_bytes};
     double set_bytes = 2.0 * (double)(q_bytes + kv_bytes);
     int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
-    uint16_t *host = malloc(q_bytes > kv_bytes ? q_bytes : kv_bytes);
+    size_t kv_host = s->kv8 ? 2 * kv_bytes : kv_bytes; /* kv8: the 16-bit values, then their bytes */
+    uint16_t *host = malloc(q_bytes > kv_host ? q_bytes : kv_host);
     if (!host) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host buffer of %zu + %zu bytes", q_bytes, kv_bytes);
     memset(sets, 0, sizeof *sets);
     fj_CUresult rc = 0;
@@ -331,7 +365,10 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
         /* every tensor of every set gets its own N(0, 1) data: with Q = K the scores' diagonal would
          * dominate, P would be nearly all zeros and the MMAs would run cooler and faster than on real data */
         for (int t = 0; t < 3 && rc == 0; t++) {
-            fj_half_fill_normal(s->dtype, host, bytes[t] / 2, 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t));
+            size_t n = t && s->kv8 ? bytes[t] : bytes[t] / 2;
+            fj_half_fill_normal(s->dtype, host, n, 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t));
+            if (t && s->kv8) /* e4m3 bytes of the same N(0, 1) values, in place (byte e from word e) */
+                for (size_t e = 0; e < n; e++) ((uint8_t *)host)[e] = fj_e4m3_from_f64(fj_half_to_f32(s->dtype, host[e]));
             rc = cu->cuMemcpyHtoD(sets->mem[i][t], host, bytes[t]);
         }
         if (rc == 0) rc = cu->cuMemsetD8(sets->mem[i][3], 0, bytes[3]);
@@ -347,6 +384,8 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
     }
     free(host);
     if (sets->n == 0) return fj_cuda_fail(rc, "cuMemAlloc (bench inputs)");
+    fajit_status st = bench_mods(cu, s, sets);
+    if (st != FAJIT_OK) return st;
     if (s->varlen_n) return bench_varlen(cu, s, sets);
     return s->page_size ? bench_paged(cu, s, max_pages, sets) : FAJIT_OK;
 }
@@ -406,6 +445,30 @@ static fajit_status bench_loop(fajit_context *ctx, const bench_sets *sets, const
     return st;
 }
 
+/* FLOPs of a window / chunk run: 4 x B x Hq x D x the (query, key) pairs the local mask keeps (fajit.h's
+ * definitions, bottom-right aligned), counted row by row. */
+static double local_flops(const bench_shape *s)
+{
+    const fagen_mod_values *mv = fagen_mods();
+    double pairs = 0.0;
+    for (int i = 0; i < s->nq; i++) {
+        long a = (long)i + s->nk - s->nq, lo = 0, hi = s->nk - 1;
+        if (s->causal && a < hi) hi = a;
+        if (s->mods & FAJIT_MOD_WINDOW) {
+            if (mv->window_left >= 0 && a - mv->window_left > lo) lo = a - mv->window_left;
+            if (mv->window_right >= 0 && a + mv->window_right < hi) hi = a + mv->window_right;
+        }
+        if ((s->mods & FAJIT_MOD_CHUNK) && mv->chunk > 0) {
+            if (a < 0) continue;
+            long c0 = a / mv->chunk * mv->chunk;
+            if (c0 > lo) lo = c0;
+            if (c0 + mv->chunk - 1 < hi) hi = c0 + mv->chunk - 1;
+        }
+        if (hi >= lo) pairs += (double)(hi - lo + 1);
+    }
+    return 4.0 * s->b * s->hq * s->d * pairs;
+}
+
 static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const bench_shape *s, bench_result *res)
 {
     bench_sets *sets = calloc(1, sizeof *sets);
@@ -429,7 +492,8 @@ static fajit_status bench_time(fajit_context *ctx, const bench_cli *o, const ben
         res->sets = sets->n;
         res->median_ms = fj_sort_median(ms, o->reps);
         res->min_ms = ms[0]; /* sorted by fj_sort_median() */
-        double flops = fj_attention_flops(s->b, s->hq, s->nq, s->nk, s->d, s->causal);
+        double flops = s->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK) ? local_flops(s)
+                                                                       : fj_attention_flops(s->b, s->hq, s->nq, s->nk, s->d, s->causal);
         if (s->varlen_n) flops = 0.0; /* each sequence's own pairs */
         for (int i = 0; i < s->varlen_n; i++)
             flops += fj_attention_flops(1, s->hq, s->varlen[i], s->varlen[i], s->d, s->causal);
@@ -475,7 +539,7 @@ static void bench_print_decode_header(void)
 static void bench_print_decode(const bench_shape *s, const bench_result *r)
 {
     char shape[96];
-    double kv_bytes = 2.0 * s->b * s->hkv * (double)s->nk * s->d * 2.0;
+    double kv_bytes = 2.0 * s->b * s->hkv * (double)s->nk * s->d * (s->kv8 ? 1.0 : 2.0);
     snprintf(shape, sizeof shape, "B%d H%d/%d N%d/%d D%d%s", s->b, s->hq, s->hkv, s->nq, s->nk, s->d,
              s->causal ? " causal" : "");
     if (s->page_size)
@@ -640,6 +704,7 @@ static bench_shape shape_from_flags(const bench_cli *o, int d, int n, int causal
     bench_shape s;
     s.d = d;
     s.dtype = o->user.dtype ? o->user.dtype : FAJIT_DTYPE_BF16;
+    s.kv8 = o->user.kv_dtype == FAJIT_DTYPE_E4M3;
     s.nq = n;
     s.nk = o->seqlen_k && !o->grid_first ? o->seqlen_k : n;
     s.b = o->batch && !o->grid_first ? o->batch : (16384 / n > 1 ? 16384 / n : 1);
@@ -651,6 +716,7 @@ static bench_shape shape_from_flags(const bench_cli *o, int d, int n, int causal
     s.page_size = o->page_size;
     s.page_linear = o->page_linear;
     s.varlen_n = o->varlen_n, s.varlen = o->varlen;
+    s.mods = o->user.mods;
     if (o->varlen_n) { /* one packed batch: B sequences, seqlen_q = seqlen_k = the longest */
         s.b = o->varlen_n, s.nq = s.nk = 1;
         for (int i = 0; i < o->varlen_n; i++) s.nq = s.nk = o->varlen[i] > s.nq ? o->varlen[i] : s.nq;

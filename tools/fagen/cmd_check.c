@@ -368,6 +368,16 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     p.seqlens = o->seqlens;
     p.own_workspace = o->workspace;
     p.page_size = o->page_size;
+    {   /* the attention variants the config flags asked for, with their values */
+        const fagen_mod_values *mv = fagen_mods();
+        int mods = c->heuristic ? o->user.mods : c->cfg.mods;
+        p.window = mods & FAJIT_MOD_WINDOW ? 1 : 0;
+        p.window_left = p.window ? mv->window_left : 0, p.window_right = p.window ? mv->window_right : 0;
+        p.softcap = mods & FAJIT_MOD_SOFTCAP ? mv->softcap : 0.0f;
+        p.attention_chunk = mods & FAJIT_MOD_CHUNK ? mv->chunk : 0;
+        p.sinks = mods & FAJIT_MOD_SINKS ? 1 : 0;
+        p.alibi = mods & FAJIT_MOD_ALIBI ? 1 : 0;
+    }
     shape_text(s, shape, sizeof shape);
     t->runs++;
     /* the heuristic with --arch: that path's heuristic config for the shape (without --arch the library picks

@@ -51,7 +51,7 @@ if "torch" in sys.modules:  # torch already loaded: register the ops now, not in
 def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
               seqlens_k=None, block_table=None, page_size=None, num_splits=None, softmax_scale=None,
               window_size=(-1, -1), softcap=0.0, alibi_slopes=None, learnable_sink=None, sinks=None,
-              attention_chunk=0):
+              attention_chunk=0, q_descale=None, k_descale=None, v_descale=None):
     """Forward attention on CUDA tensors: O = softmax(scale * Q K^T) V, per (batch, query head).
 
     q: [B, Hq, Nq, D] (layout "bhnd") or [B, Nq, Hq, D] ("bnhd"); k, v: [B, Hkv, Nk, D] likewise, with
@@ -92,6 +92,13 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
       j // attention_chunk (Llama 4); 0 = off.
     The values inside the tensors are not read on the host.
 
+    FP8 (FlashAttention-3's FP8 forward; sm_90a, head dims 64, 128, 256): q, k and v of dtype
+    torch.float8_e4m3fn give O in bfloat16 (or out='s dtype, bfloat16 or float16); k and v alone in e4m3 with
+    float16 / bfloat16 queries are an FP8 K/V cache. q_descale, k_descale, v_descale: float32 CUDA tensors
+    [B, Hkv] (or [Hkv]: one row for every batch) that dequantize them: the scores use
+    scale * q_descale * k_descale and O is multiplied by v_descale; None = 1.0. (This version checks and passes
+    them; the FP8 kernels are not built yet, so such a call raises the library's FAJIT_ERR_UNSUPPORTED.)
+
     Runs asynchronously on torch's current stream. A torch custom op (fajit::attention, or
     fajit::attention_out with out=) with a fake implementation: torch.compile(fullgraph=True) keeps it in
     the graph, and it can be captured in a CUDA graph once the shape has run (the first call per shape
@@ -101,7 +108,8 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     return (_torch_module or _torch_api()).attention(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k,
                                                      block_table, page_size, num_splits, window_size, softcap,
                                                      alibi_slopes, learnable_sink, sinks, attention_chunk,
-                                                     softmax_scale)  # positional: cheaper
+                                                     softmax_scale, q_descale, k_descale,
+                                                     v_descale)  # positional: cheaper
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,

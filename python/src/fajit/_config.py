@@ -12,11 +12,15 @@ from ._lib import ARCH, DTYPE, Config_c, Shape_c, check, lib
 ARCH_NAMES = {ARCH["FAJIT_ARCH_SM80"]: "sm_80", ARCH["FAJIT_ARCH_SM90A"]: "sm_90a",
               ARCH["FAJIT_ARCH_SM100A"]: "sm_100a"}
 DTYPE_NAMES = {DTYPE["FAJIT_DTYPE_F16"]: "f16", DTYPE["FAJIT_DTYPE_BF16"]: "bf16"}
+if "FAJIT_DTYPE_E4M3" in DTYPE:
+    DTYPE_NAMES[DTYPE["FAJIT_DTYPE_E4M3"]] = "e4m3"
 _DTYPE_ALIASES = {"f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16", "torch.float16": "f16",
                   "bf16": "bf16", "bfloat16": "bf16", "torch.bfloat16": "bf16"}
+if "FAJIT_DTYPE_E4M3" in DTYPE:
+    _DTYPE_ALIASES.update({"e4m3": "e4m3", "fp8": "e4m3", "float8_e4m3fn": "e4m3", "torch.float8_e4m3fn": "e4m3"})
 # canonical text, as fajit_config_format writes it: "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"
 # ("cw2" after the warps when col_warps > 1; "ov" / "pp" when the sm_90a schedule flags are on)
-_TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
+_TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16|e4m3)((?:,kv=e4m3)?(?:,o=(?:f16|bf16))?)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
                    r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?\s+(causal|noncausal)"
                    r"((?:\s+(?:win|cap|sink|alibi|chunk))*)\s*$")
 # the attention variants' words after the mask, in fajit_config_format's order, and their FAJIT_MOD_* bits
@@ -77,17 +81,22 @@ def _parse_text(text):
     m = _TEXT.match(text)
     arch = {v: k for k, v in ARCH_NAMES.items()}.get(m.group(1)) if m else None
     if not m or arch is None:
-        raise ValueError(f"config {text!r}: expected the canonical form '<sm_80|sm_90a|sm_100a> <f16|bf16> d<D> "
+        raise ValueError(f"config {text!r}: expected the canonical form '<sm_80|sm_90a|sm_100a> <f16|bf16|e4m3>[,kv=e4m3][,o=<f16|bf16>] d<D> "
                          "br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] <causal|noncausal> "
                          "[win] [cap] [sink] [alibi] [chunk]'")
     c = Config_c()
-    c.arch, c.dtype = arch, DTYPE["FAJIT_DTYPE_F16"] if m.group(2) == "f16" else DTYPE["FAJIT_DTYPE_BF16"]
-    c.head_dim, c.block_m, c.block_n, c.stages = (int(m.group(i)) for i in (3, 4, 5, 6))
-    c.swizzle = -1 if m.group(7) == "none" else int(m.group(7))
-    c.warps, c.col_warps = int(m.group(8)), int(m.group(9) or 1)
-    c.overlap, c.pingpong = (1 if m.group(10) else -1), (1 if m.group(11) else -1)
-    c.causal = int(m.group(12) == "causal")
-    words = m.group(13).split()
+    names = {v: k for k, v in DTYPE_NAMES.items()}
+    c.arch, c.dtype = arch, names[m.group(2)]
+    extra = m.group(3)  # ",kv=e4m3" / ",o=f16" (fajit.h: kv_dtype, out_dtype), written when not the default
+    if extra:
+        c.kv_dtype = names["e4m3"] if ",kv=" in extra else 0
+        c.out_dtype = names[extra.split(",o=")[1]] if ",o=" in extra else 0
+    c.head_dim, c.block_m, c.block_n, c.stages = (int(m.group(i)) for i in (4, 5, 6, 7))
+    c.swizzle = -1 if m.group(8) == "none" else int(m.group(8))
+    c.warps, c.col_warps = int(m.group(9)), int(m.group(10) or 1)
+    c.overlap, c.pingpong = (1 if m.group(11) else -1), (1 if m.group(12) else -1)
+    c.causal = int(m.group(13) == "causal")
+    words = m.group(14).split()
     if len(set(words)) != len(words):
         raise ValueError(f"config {text!r}: a variant word is repeated")
     c.mods = sum(_MOD_WORDS[w] for w in words)
@@ -102,8 +111,8 @@ def dtype_code(dtype, arg="dtype"):
     name = _DTYPE_ALIASES.get(str(dtype).lower())
     if name is None:
         raise TypeError(f"{arg}: {dtype!r} is not supported "
-                        "(bf16 or f16: 'bf16', 'f16', torch.bfloat16, torch.float16)")
-    return DTYPE["FAJIT_DTYPE_BF16"] if name == "bf16" else DTYPE["FAJIT_DTYPE_F16"]
+                        "(bf16, f16 or e4m3: 'bf16', 'f16', 'e4m3', torch.bfloat16, torch.float16, torch.float8_e4m3fn)")
+    return {v: k for k, v in DTYPE_NAMES.items()}[name]
 
 
 def _arch_code(arch):

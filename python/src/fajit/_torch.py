@@ -23,6 +23,7 @@ from typing import Optional, Tuple
 import torch
 
 from . import _config, _lib
+from . import _fp8 as F8
 from . import _variants as V
 from ._lib import Args_c, lib
 
@@ -60,10 +61,10 @@ def _dims(t, name, layout):
 
 
 def _check_tensor(t, name, q):
-    if t.dtype not in _DTYPES:
-        raise TypeError(f"{name}: dtype {t.dtype} is not supported (torch.float16 or torch.bfloat16)")
-    if t.dtype != q.dtype:
-        raise TypeError(f"{name}: dtype {t.dtype} differs from q's {q.dtype}")
+    """dtype (one fajit takes; the pairs' rules are _fp8.check_dtypes'), device, a contiguous last dim."""
+    if not F8.supported(t.dtype):
+        raise TypeError(f"{name}: dtype {t.dtype} is not supported (torch.float16 or torch.bfloat16" +
+                        (", or torch.float8_e4m3fn)" if F8.HAVE_FP8 else ")"))
     if t.device.type != _DEVICE_TYPE:
         raise ValueError(f"{name}: on {t.device}; fajit runs on CUDA tensors")
     if t.device != q.device:
@@ -97,6 +98,7 @@ def check_args(q, k, v, out, layout, paged=False):
         _check_tensor(out, "out", q)
         if out.shape != q.shape:
             raise ValueError(f"out: shape {tuple(out.shape)} differs from q's {tuple(q.shape)}")
+    F8.check_dtypes(q, k, v, out)
     return b, hq, hkv, nq, nk, d
 
 
@@ -203,7 +205,7 @@ def _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits):
     a = Args_c()
     if "struct_size" in _ARG_FIELDS:
         a.struct_size = _ARGS_SIZE
-    a.dtype, a.batch, a.heads_q, a.heads_kv = _DTYPES[q.dtype], b, hq, hkv
+    a.dtype, a.batch, a.heads_q, a.heads_kv = F8.dtype_code(q.dtype), b, hq, hkv
     a.seqlen_q, a.seqlen_k, a.head_dim = nq, nk, d
     a.q, a.k, a.v, a.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
     a.q_stride[:], a.k_stride[:] = _strides(q, bnhd), _strides(k, bnhd)  # paged: (page, head, row) strides
@@ -228,7 +230,7 @@ def _no_keys(o, lse, variant):
 
 
 def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None, num_splits=0,
-             variant=V.PLAIN):
+             variant=V.PLAIN, fp8=None):
     """Launch fajit_attention_forward on o (and lse) on the current stream; shapes already checked."""
     rows, keys = _rows_keys(q, k, bnhd, block_table)
     if rows == 0:
@@ -238,6 +240,7 @@ def _forward(q, k, v, o, lse, causal, scale, bnhd, config, seqlens_k=None, block
         return
     a = _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits)
     V.set_fields(a, variant)
+    F8.set_fields(a, q.dtype, fp8)
     launch(q.device, a, lse, config)
 
 
@@ -292,25 +295,30 @@ def _lse_shape(q, bnhd):
     return (b, y, x) if bnhd else (b, x, y)
 
 
-# The variant arguments come last, with defaults (off), so the ops' earlier schema still calls as it did.
+# The variant arguments come last, with defaults (off), so the ops' earlier schema still calls as it did; the FP8
+# descales after them (q, k, v of dtype float8_e4m3fn need no argument of their own).
 @torch.library.custom_op("fajit::attention", mutates_args=(), device_types="cuda")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float, bnhd: bool,
                  return_lse: bool, config: str, seqlens_k: Optional[torch.Tensor] = None,
                  block_table: Optional[torch.Tensor] = None, num_splits: int = 0, window_left: int = -1,
                  window_right: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
-                 sinks: Optional[torch.Tensor] = None, attention_chunk: int = 0) -> Tuple[torch.Tensor, torch.Tensor]:
-    o = q.new_empty(q.shape)
+                 sinks: Optional[torch.Tensor] = None, attention_chunk: int = 0,
+                 q_descale: Optional[torch.Tensor] = None, k_descale: Optional[torch.Tensor] = None,
+                 v_descale: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    o = q.new_empty(q.shape, dtype=F8.out_dtype(q.dtype))
     lse = q.new_empty(_lse_shape(q, bnhd) if return_lse else (0,), dtype=torch.float32)
     variant = V.from_op(window_left, window_right, softcap, alibi_slopes, sinks, attention_chunk)
+    fp8 = F8.from_op(q, k, o, q_descale, k_descale, v_descale)
     _forward(q, k, v, o, lse if return_lse else None, causal, scale, bnhd, config, seqlens_k, block_table, num_splits,
-             variant)
+             variant, fp8)
     return o, lse
 
 
 @attention_op.register_fake
 def _attention_fake(q, k, v, causal, scale, bnhd, return_lse, config, seqlens_k=None, block_table=None, num_splits=0,
-                    window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None, sinks=None, attention_chunk=0):
-    return q.new_empty(q.shape), q.new_empty(_lse_shape(q, bnhd) if return_lse else (0,),
+                    window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None, sinks=None, attention_chunk=0,
+                    q_descale=None, k_descale=None, v_descale=None):
+    return q.new_empty(q.shape, dtype=F8.out_dtype(q.dtype)), q.new_empty(_lse_shape(q, bnhd) if return_lse else (0,),
                                              dtype=torch.float32)
 
 
@@ -319,15 +327,18 @@ def attention_out_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: tor
                      causal: bool, scale: float, bnhd: bool, config: str, seqlens_k: Optional[torch.Tensor] = None,
                      block_table: Optional[torch.Tensor] = None, num_splits: int = 0, window_left: int = -1,
                      window_right: int = -1, softcap: float = 0.0, alibi_slopes: Optional[torch.Tensor] = None,
-                     sinks: Optional[torch.Tensor] = None, attention_chunk: int = 0) -> None:
+                     sinks: Optional[torch.Tensor] = None, attention_chunk: int = 0,
+                     q_descale: Optional[torch.Tensor] = None, k_descale: Optional[torch.Tensor] = None,
+                     v_descale: Optional[torch.Tensor] = None) -> None:
     variant = V.from_op(window_left, window_right, softcap, alibi_slopes, sinks, attention_chunk)
-    _forward(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k, block_table, num_splits, variant)
+    fp8 = F8.from_op(q, k, out, q_descale, k_descale, v_descale)
+    _forward(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k, block_table, num_splits, variant, fp8)
 
 
 @attention_out_op.register_fake
 def _attention_out_fake(q, k, v, out, lse, causal, scale, bnhd, config, seqlens_k=None, block_table=None,
                         num_splits=0, window_left=-1, window_right=-1, softcap=0.0, alibi_slopes=None, sinks=None,
-                        attention_chunk=0):
+                        attention_chunk=0, q_descale=None, k_descale=None, v_descale=None):
     return None
 
 
@@ -536,7 +547,8 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
 # ---- Python entry points ------------------------------------------------------------------------------------
 def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False, out=None, config=None,
               seqlens_k=None, block_table=None, page_size=None, num_splits=None, window_size=_NO_WINDOW, softcap=0.0,
-              alibi_slopes=None, learnable_sink=None, sinks=None, attention_chunk=0, softmax_scale=None):
+              alibi_slopes=None, learnable_sink=None, sinks=None, attention_chunk=0, softmax_scale=None, q_descale=None,
+              k_descale=None, v_descale=None):
     """See fajit.attention. In eager mode a call whose signature was checked before takes that signature's
     plan (the fast path above); any other call is checked, then gets a plan or goes through the op."""
     key = None
@@ -544,7 +556,8 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
             and softmax_scale != 0:  # FlashAttention's name of scale
         scale, softmax_scale = softmax_scale, None
     if _EAGER and not _is_compiling() and not _dispatch_modes() and not _function_modes() and not _transforms() \
-            and not _profiling() and softmax_scale is None:
+            and not _profiling() and softmax_scale is None and q_descale is None and k_descale is None and \
+            v_descale is None:
         vkey = _variant_key(window_size, softcap, alibi_slopes, learnable_sink, sinks, attention_chunk)
         if vkey is not False:
             key = _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
@@ -562,15 +575,16 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
                 key = None  # a tensor without a data pointer: the dispatcher's business
     return _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
                     num_splits, window_size, softcap, alibi_slopes, learnable_sink, sinks, attention_chunk,
-                    softmax_scale)
+                    softmax_scale, q_descale, k_descale, v_descale)
 
 
 def _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
              num_splits, window_size=_NO_WINDOW, softcap=0.0, alibi_slopes=None, learnable_sink=None, sinks=None,
-             attention_chunk=0, softmax_scale=None):
+             attention_chunk=0, softmax_scale=None, q_descale=None, k_descale=None, v_descale=None):
     """fajit.attention without a plan: the checks, then (key given) a new plan for the signature, else the op."""
     paged = block_table is not None
-    b, hq, _, nq, nk, d = check_args(q, k, v, out, layout, paged=paged)
+    b, hq, hkv, nq, nk, d = check_args(q, k, v, out, layout, paged=paged)
+    fp8 = F8.check(q, k, v, out, b, hkv, q_descale, k_descale, v_descale)
     _, splits = check_decode(q, layout, b, nk, seqlens_k, block_table, page_size, num_splits)
     scale_name = "softmax_scale" if scale is None and softmax_scale is not None else "scale"
     scale = check_scale(V.pick("scale", scale, "softmax_scale", softmax_scale), d, scale_name)
@@ -578,7 +592,7 @@ def _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqle
     sink_name = "sinks" if learnable_sink is None and sinks is not None else "learnable_sink"
     variant = V.check(q, b, hq, window_size, softcap, alibi_slopes, V.pick("learnable_sink", learnable_sink, "sinks",
                                                                            sinks), attention_chunk, sink_name)
-    if key is not None:
+    if key is not None and fp8 is None:  # FP8 calls take the op (no eager plan for them yet)
         plan = _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, splits, variant)
         if plan is not None:
             plans = _local.plans
@@ -588,7 +602,8 @@ def _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqle
             result = plan(q, k, v, out, seqlens_k, block_table, variant.alibi_slopes, variant.sinks)
             if result is not None:
                 return result
-    extra = () if variant is V.PLAIN else V.op_args(variant)  # the ops' schema as before for a plain call
+    extra = () if variant is V.PLAIN and fp8 is None else V.op_args(variant)  # the ops' schema as before if plain
+    extra += F8.op_args(fp8) if fp8 is not None else ()
     if out is None:
         o, lse = torch.ops.fajit.attention(q, k, v, bool(causal), scale, bnhd, bool(return_lse), text, seqlens_k,
                                            block_table, splits, *extra)

@@ -1,0 +1,121 @@
+"""test_fp8_args.py - the FP8 arguments of fajit.attention without a GPU: float8_e4m3fn tensors and the q_descale /
+k_descale / v_descale keywords (FlashAttention-3's names): their checks (TypeError / ValueError naming the argument),
+the fake implementation's output dtype, the fajit_attention_args fields the launch writes (CPU tensors, the library's
+forward replaced by a recorder, as in test_variant_args.py), and the library's own refusal while no FP8 kernel is
+built. Skipped without torch or without torch.float8_e4m3fn.
+"""
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: fajit.attention needs it")
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+
+import fajit  # noqa: E402
+from fajit import _fp8, _lib, _torch  # noqa: E402
+
+if not _fp8.HAVE_FP8:
+    pytest.skip("no torch.float8_e4m3fn or no FP8 fields (SIZE_4) in this fajit.h", allow_module_level=True)
+
+E4M3 = torch.float8_e4m3fn
+DT = _lib.DTYPE
+
+
+def _qkv(b=2, hq=8, hkv=2, nq=100, nk=77, d=128, dtype=E4M3, kv_dtype=None, device="cuda"):
+    q = torch.empty(b, hq, nq, d, dtype=dtype, device=device)
+    k = torch.empty(b, hkv, nk, d, dtype=kv_dtype or dtype, device=device)
+    return q, k, torch.empty_like(k)
+
+
+def test_fp8_fake_output_dtype():
+    with FakeTensorMode():
+        q, k, v = _qkv()
+        ds = torch.empty(2, 2, device="cuda")
+        o, lse = fajit.attention(q, k, v, causal=True, return_lse=True, q_descale=ds, k_descale=ds, v_descale=ds)
+        assert o.dtype == torch.bfloat16 and o.shape == q.shape and lse.shape == (2, 8, 100)
+
+
+def test_fp8_checks():
+    with FakeTensorMode():
+        q, k, v = _qkv()
+        with pytest.raises(TypeError, match="v: dtype torch.bfloat16 differs from k's"):
+            fajit.attention(q, k, v.to(torch.bfloat16))
+        with pytest.raises(TypeError, match="k: dtype torch.bfloat16: e4m3 queries need e4m3 k and v"):
+            fajit.attention(q, k.to(torch.bfloat16), v.to(torch.bfloat16))
+        with pytest.raises(TypeError, match="out: dtype torch.float8_e4m3fn: O must be torch.bfloat16 or"):
+            fajit.attention(q, k, v, out=torch.empty_like(q))
+        with pytest.raises(TypeError, match="q_descale: dtype torch.float16: must be torch.float32"):
+            fajit.attention(q, k, v, q_descale=torch.empty(2, 2, dtype=torch.float16, device="cuda"))
+        with pytest.raises(ValueError, match=r"k_descale: shape \(2, 8\): must be \[B, Hkv\] = \[2, 2\]"):
+            fajit.attention(q, k, v, k_descale=torch.empty(2, 8, device="cuda"))
+        qh, kh, vh = _qkv(dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match="q_descale: a descale applies to e4m3 tensors only"):
+            fajit.attention(qh, kh, vh, q_descale=torch.empty(2, 2, device="cuda"))
+        qb, k8, v8 = _qkv(dtype=torch.bfloat16, kv_dtype=E4M3)  # an FP8 K/V cache: accepted, but no q_descale
+        with pytest.raises(ValueError, match="q_descale: a descale applies to e4m3 tensors only"):
+            fajit.attention(qb, k8, v8, q_descale=torch.empty(2, device="cuda"))
+
+
+class Recorder:
+    def __init__(self, monkeypatch):
+        self.launches = []
+        ctx = _lib.context(-1)
+        monkeypatch.setattr(_torch, "_DEVICE_TYPE", "cpu")
+        monkeypatch.setattr(_lib, "context", lambda device: ctx)
+        monkeypatch.setattr(_torch, "_raw_stream", lambda device: 0)
+        monkeypatch.setattr(_torch._local, "plans", {})
+        monkeypatch.setattr(_lib.lib, "fajit_attention_forward", self._record)
+        monkeypatch.setattr(_lib.lib, "fajit_attention_workspace_size", self._no_split)
+
+    @staticmethod
+    def _no_split(handle, args_ref, cfg, n_ref):
+        n_ref._obj.value = 0
+        return 0
+
+    def _record(self, handle, ref_, cfg):
+        self.launches.append(_lib.Args_c.from_buffer_copy(bytes(ref_._obj)))
+        return 0
+
+
+@pytest.fixture
+def rec(monkeypatch):
+    return Recorder(monkeypatch)
+
+
+def _launch(q, k, v, out=None, **descales):
+    """What fajit.attention's op does on a GPU, on CPU tensors: the checks, then _forward (the op itself has no
+    CPU kernel, and FP8 calls have no eager plan yet)."""
+    b, hq, hkv, nq, nk, d = _torch.check_args(q, k, v, out, "bhnd")
+    fp8 = _fp8.check(q, k, v, out, b, hkv, **descales)
+    o = out if out is not None else torch.empty(q.shape, dtype=_fp8.out_dtype(q.dtype))
+    _torch._forward(q, k, v, o, None, True, 0.1, False, "", fp8=fp8)
+    return o
+
+
+def test_fp8_fields(rec):
+    q, k, v = (torch.zeros(2, h, n, 128).to(E4M3) for h, n in ((8, 100), (2, 77), (2, 77)))
+    qd, kd, vd = torch.ones(2, 2), torch.ones(2, 2), torch.ones(2)
+    o = _launch(q, k, v, q_descale=qd, k_descale=kd, v_descale=vd)
+    a = rec.launches[-1]
+    assert o.dtype == torch.bfloat16
+    assert (a.dtype, a.kv_dtype, a.out_dtype) == (DT["FAJIT_DTYPE_E4M3"], 0, DT["FAJIT_DTYPE_BF16"])
+    assert (a.q_descale, a.k_descale, a.descale_batch_stride) == (qd.data_ptr(), kd.data_ptr(), 2)
+    assert a.v_descale not in (0, vd.data_ptr())  # [Hkv] broadcast to the others' [B, Hkv]: a copy
+    out = torch.empty(2, 8, 100, 128, dtype=torch.float16)
+    _launch(q, k, v, out=out)
+    a = rec.launches[-1]
+    assert (a.out_dtype, a.q_descale, a.k_descale, a.v_descale, a.descale_batch_stride) == (DT["FAJIT_DTYPE_F16"], 0,
+                                                                                            0, 0, 0)
+    qb = torch.zeros(2, 8, 100, 128, dtype=torch.bfloat16)  # an FP8 K/V cache under bf16 queries
+    _launch(qb, k, v, k_descale=kd[0], v_descale=kd[0])
+    a = rec.launches[-1]
+    assert (a.dtype, a.kv_dtype, a.out_dtype, a.descale_batch_stride) == (DT["FAJIT_DTYPE_BF16"],
+                                                                          DT["FAJIT_DTYPE_E4M3"], 0, 0)
+    fajit.attention(qb, qb[:, :2], qb[:, :2])  # plain (through the eager plan): every FP8 field 0
+    a = rec.launches[-1]
+    assert (a.kv_dtype, a.out_dtype, a.q_descale, a.k_descale, a.v_descale) == (0,) * 5
+
+
+def test_fp8_config_text():
+    # the canonical text parses; the check refuses every e4m3 config while no FP8 kernel is built
+    with pytest.raises(_lib.FajitError) as e:
+        fajit.config("sm_90a e4m3,o=f16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal")
+    assert "FP8 (e4m3) kernels are not built yet" in str(e.value)

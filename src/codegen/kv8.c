@@ -1,0 +1,199 @@
+/*
+ * kv8.c - FP8 K/V cache on the sm_80 path (plan.kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries): the e4m3
+ * tile copies, their widening to the 16-bit K / V tiles the MMAs read, and the descales.
+ *
+ * Decode is memory-bound: the point is to read one byte per K / V element. The copies (cp.async, 16 bytes =
+ * 16 elements a thread) land in a ring of their own at plan.kv8_off, laid out by copying thread
+ * ([stage][K, V][pass][chunk][thread][16 B]), so after cp.async.wait_group a thread finds its own bytes
+ * without a barrier. Each thread then widens them into the two 16-byte chunks of the 16-bit tile (the
+ * swizzled [rows][head_dim] layout of sm80.c) those 16 elements cover, before the tile's barrier
+ * (wait_sm80): the ldmatrix / mma.sync path after it is the 16-bit kernel's, unchanged.
+ *
+ * Widening without a conversion instruction (PTX ISA 7.0 integer ops; cvt.f16x2.e4m3x2 would need .target
+ * sm_89): e4m3 is s.eeee.mmm with bias 7. prmt with the sign-replicating selector nibble puts each byte b
+ * in the low byte of a 16-bit lane and its sign in all 8 bits of the high byte; then
+ *   f16:   (lane << 7) & 0xBF80  = s.0eeee.mmm0000000      = value x 2^-8  (subnormals too: 2^-14 x 0.mmm)
+ *   bf16:  (lane << 4) & 0x87F0  = s.0000eeee.mmm0000      = value x 2^-120, then fma.rn.bf16x2 x 2^120
+ * (the 32-bit shift moves one lane's sign byte into the other's masked-off bits). The f16 factor 2^-8 is
+ * folded into the softmax scale (K) and O's final factor (V); bf16's 2^-120 is undone at once (fma.rn.bf16x2
+ * keeps subnormals), as a product that small would underflow in the MMAs. Per 16 bytes: ld.shared.v4,
+ * 8 x (prmt, shl, and [, fma]), 2 st.shared.v4. e4m3's NaN bytes (0x7F, 0xFF) read as +-480.
+ */
+#include "kv8.h"
+
+#include <stddef.h>
+
+#include "ptx_templates/common.h"
+#include "runtime/error.h"
+
+#define R(reg) fj_r(k->e, reg)
+#define OFF(field) ((int)offsetof(fj_fwd_params, field))
+
+/* bk[] slots (sm80.c uses 0..17) */
+enum {
+    BK8_STG = 18, /* u32: smem + kv8_off + tid x 16, this thread's bytes of pass 0, chunk 0 */
+    BK8_R0 = 19,  /* s32: the thread's first copy row */
+    BK8_C16 = 20, /* u64: its first 16-element chunk in bytes */
+    BK8_DST = 21  /* u32 x 2 x chunks: the 16-bit tile's chunk 2e, 2e + 1 of the thread's chunk e (row r0) */
+};
+
+#define KV8_SEL_LO 0x9180 /* lanes {b0, sign(b0)}, {b1, sign(b1)} */
+#define KV8_SEL_HI 0xB3A2 /* lanes {b2, sign(b2)}, {b3, sign(b3)} */
+
+int fj_kv8_unit_log2(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_F16 ? -8 : 0; }
+
+void fj_kv8_plan_copy(fj_plan *p)
+{
+    p->kv8_tpr = p->copy_tpr / 2;
+    p->kv8_rows_per_pass = p->kv8_tpr ? p->threads / p->kv8_tpr : 0;
+}
+
+int fj_kv8_copy_fits(const fj_plan *p, int tpr)
+{
+    int rpp8 = tpr % 2 ? 0 : p->threads / (tpr / 2);
+    return rpp8 > 0 && p->cfg.block_n % rpp8 == 0;
+}
+
+void fj_kv8_smem(fj_plan *p)
+{
+    p->kv8_off = (p->smem_bytes + 127) / 128 * 128;
+    p->smem_bytes = p->kv8_off + p->cfg.stages * 2 * p->cfg.block_n * p->cfg.head_dim;
+}
+
+void fj_kv8_setup_copy(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int tpr8 = p->kv8_tpr, kc = p->copy_chunks_per_thread_row;
+    fj_comment(k->e, 1, "FP8 K/V copies: thread -> (row r0 = tid / %d, 16-element chunks e = c0 + %d*j), %d rows a pass; "
+                        "its bytes land at kv8 ring + tid x 16, widened into 16-bit chunks 2e, 2e + 1",
+               tpr8, tpr8, p->kv8_rows_per_pass);
+    fj_reg_t r0 = fj_alloc(k->e, k->b_r, 1), c0 = fj_alloc(k->e, k->b_r, 1), x = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t rb = fj_alloc(k->e, k->b_r, 1), ch = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "shr.u32 %s, %s, %d", R(r0), R(k->tid), fj_log2_ceil(tpr8));
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(c0), R(k->tid), tpr8 - 1);
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(r0), p->swz_mask);
+    k->bk[BK8_R0] = r0;
+    k->bk[BK8_STG] = fj_alloc(k->e, k->b_addr, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, 16, %s", R(k->bk[BK8_STG]), R(k->tid), R(k->smem));
+    fj_ins(k->e, "add.u32 %s, %s, %d", R(k->bk[BK8_STG]), R(k->bk[BK8_STG]), p->kv8_off);
+    k->bk[BK8_C16] = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(k->bk[BK8_C16]), R(c0));
+    k->bk[BK8_DST] = fj_alloc(k->e, k->b_addr, 2 * kc);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r0), p->row_bytes, R(k->smem));
+    for (int j = 0; j < kc; j++)
+        for (int h = 0; h < 2; h++) { /* 16-bit chunk 2 (c0 + tpr8 j) + h, swizzled by the row */
+            fj_ins(k->e, "mad.lo.u32 %s, %s, 2, %d", R(ch), R(c0), 2 * tpr8 * j + h);
+            fj_ins(k->e, "xor.b32 %s, %s, %s", R(ch), R(ch), R(x));
+            fj_ins(k->e, "shl.b32 %s, %s, 4", R(ch), R(ch));
+            fj_ins(k->e, "add.u32 %s, %s, %s", R(fj_at(k->bk[BK8_DST], 2 * j + h)), R(rb), R(ch));
+        }
+}
+
+/* Byte offset of (stage, tensor which: 1 K / 2 V, pass i, chunk j) in the ring, past BK8_STG. */
+static int ring_off(const fj_plan *p, int slot, int which, int i, int j)
+{
+    int kc = p->copy_chunks_per_thread_row;
+    return (2 * slot + which - 1) * p->cfg.block_n * p->cfg.head_dim + (i * kc + j) * p->threads * 16;
+}
+
+void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t rows_valid)
+{
+    const fj_plan *p = k->p;
+    int kc = p->copy_chunks_per_thread_row, rpp = p->kv8_rows_per_pass;
+    const int row_off = which == 1 ? OFF(k_row_bytes) : OFF(v_row_bytes);
+    const int pass_off = which == 1 ? OFF(k_pass_bytes) : OFF(v_pass_bytes);
+    fj_reg_t g = fj_alloc(k->e, k->b_rd, 1), gs = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), sz = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
+    fj_ins(k->e, "mul.wide.u32 %s, %s, %d", R(g), R(k->bk[BK8_R0]), 1);
+    {
+        fj_reg_t prm = fj_param_u64(k, row_off);
+        fj_ins(k->e, "mad.lo.u64 %s, %s, %s, %s", R(g), R(g), R(prm), R(k->bk[BK8_C16]));
+    }
+    fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(gptr));
+    for (int i = 0; i < p->cfg.block_n / rpp; i++) {
+        if (i) {
+            fj_reg_t prm = fj_param_u64(k, pass_off);
+            fj_ins(k->e, "add.u64 %s, %s, %s", R(g), R(g), R(prm));
+        }
+        fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->bk[BK8_R0]), i * rpp);
+        fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(row), R(rows_valid));
+        fj_ins(k->e, "selp.u32 %s, 16, 0, %s", R(sz), R(pr));
+        fj_ins(k->e, "selp.b64 %s, %s, %s, %s", R(gs), R(g), R(gptr), R(pr)); /* never form an address past the end */
+        for (int j = 0; j < kc; j++)
+            fj_ins(k->e, "cp.async.cg.shared.global [%s+%d], [%s+%d], 16, %s", R(k->bk[BK8_STG]),
+                   ring_off(p, slot, which, i, j), R(gs), j * p->kv8_tpr * 16, R(sz));
+    }
+}
+
+/* Two e4m3 bytes of w (sel: which two) -> one f16x2 / bf16x2 register d (see the top of the file). */
+static void widen_pair(fj_kctx *k, fj_reg_t d, fj_reg_t w, int sel, fj_reg_t unit, fj_reg_t negz)
+{
+    int f16 = k->p->cfg.dtype == FAJIT_DTYPE_F16;
+    fj_ins(k->e, "prmt.b32 %s, %s, 0, 0x%04X", R(d), R(w), sel);
+    fj_ins(k->e, "shl.b32 %s, %s, %d", R(d), R(d), f16 ? 7 : 4);
+    fj_ins(k->e, "and.b32 %s, %s, %s", R(d), R(d), f16 ? "0xBF80BF80" : "0x87F087F0");
+    if (!f16) fj_ins(k->e, "fma.rn.bf16x2 %s, %s, %s, %s", R(d), R(d), R(unit), R(negz));
+}
+
+void fj_kv8_widen(fj_kctx *k, int slot)
+{
+    const fj_plan *p = k->p;
+    int kc = p->copy_chunks_per_thread_row, rpp = p->kv8_rows_per_pass;
+    fj_reg_t w = fj_alloc(k->e, k->b_r, 4), h = fj_alloc(k->e, k->b_r, 8), unit = fj_alloc(k->e, k->b_r, 2);
+    fj_reg_t negz = fj_at(unit, 1);
+    fj_comment(k->e, 1, "FP8 K/V: widen this thread's e4m3 bytes of stage %d into the 16-bit K and V tiles", slot);
+    if (p->cfg.dtype != FAJIT_DTYPE_F16) {
+        fj_ins(k->e, "mov.b32 %s, 0x7B807B80", R(unit)); /* bf16x2 2^120 */
+        fj_ins(k->e, "mov.b32 %s, 0x80008000", R(negz)); /* -0 + x keeps x's sign for x = +-0 */
+    }
+    for (int which = 1; which <= 2; which++) {
+        int tile = (which == 1 ? p->k_off : p->v_off) + slot * p->kv_tile_bytes;
+        for (int i = 0; i < p->cfg.block_n / rpp; i++)
+            for (int j = 0; j < kc; j++) {
+                fj_ins(k->e, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s+%d]", R(w), R(fj_at(w, 1)), R(fj_at(w, 2)),
+                       R(fj_at(w, 3)), R(k->bk[BK8_STG]), ring_off(p, slot, which, i, j));
+                for (int q = 0; q < 4; q++) {
+                    widen_pair(k, fj_at(h, 2 * q), fj_at(w, q), KV8_SEL_LO, unit, negz);
+                    widen_pair(k, fj_at(h, 2 * q + 1), fj_at(w, q), KV8_SEL_HI, unit, negz);
+                }
+                for (int half = 0; half < 2; half++)
+                    fj_ins(k->e, "st.shared.v4.b32 [%s+%d], {%s, %s, %s, %s}", R(fj_at(k->bk[BK8_DST], 2 * j + half)),
+                           tile + i * rpp * p->row_bytes, R(fj_at(h, 4 * half)), R(fj_at(h, 4 * half + 1)),
+                           R(fj_at(h, 4 * half + 2)), R(fj_at(h, 4 * half + 3)));
+            }
+    }
+}
+
+/* The factor of (b, KV head) of the descale at parameter offset `off` into out (1.0 when the pointer is 0),
+ * times 2^unit_log2. */
+static void load_descale(fj_kctx *k, int off, fj_reg_t idx, int unit_log2, fj_reg_t out)
+{
+    fj_reg_t ptr = fj_param_u64(k, k->p->fp8_off + off), a = fj_alloc(k->e, k->b_rd, 1);
+    fj_reg_t on = fj_alloc(k->e, k->b_p, 1);
+    fj_ins(k->e, "mov.f32 %s, 0f3F800000", R(out));
+    fj_ins(k->e, "setp.ne.u64 %s, %s, 0", R(on), R(ptr));
+    fj_ins(k->e, "mad.wide.u32 %s, %s, 4, %s", R(a), R(idx), R(ptr));
+    fj_ins(k->e, "@%s ld.global.nc.f32 %s, [%s]", R(on), R(out), R(a));
+    if (unit_log2) fj_ins(k->e, "mul.f32 %s, %s, 0f%08X", R(out), R(out), (unsigned)(127 - unit_log2) << 23);
+}
+
+void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv)
+{
+    const fj_plan *p = k->p;
+    int u = fj_kv8_unit_log2(p);
+    fj_reg_t idx = fj_alloc(k->e, k->b_r, 1);
+    fj_comment(k->e, 1, "FP8 K/V: the softmax scale x k_descale[b][hkv]%s and O's factor v_descale[b][hkv]%s",
+               u ? " x 2^8" : "", u ? " x 2^8 (the f16 widening's 2^-8)" : "");
+    {
+        fj_reg_t st = fj_param_s32(k, p->fp8_off + (int)offsetof(fj_fwd_params_fp8, descale_stride));
+        fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(b), R(st), R(hkv));
+    }
+    k->score_scale = fj_alloc(k->e, k->b_f, 1);
+    k->o_scale = fj_alloc(k->e, k->b_f, 1);
+    load_descale(k, (int)offsetof(fj_fwd_params_fp8, k_descale), idx, u, k->score_scale);
+    {
+        fj_reg_t sc = fj_param_f32(k, OFF(scale_log2));
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(k->score_scale), R(sc));
+    }
+    load_descale(k, (int)offsetof(fj_fwd_params_fp8, v_descale), idx, u, k->o_scale);
+}

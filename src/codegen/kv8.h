@@ -1,0 +1,28 @@
+/*
+ * kv8.h - FP8 K/V cache on the sm_80 path (kv8.c): e4m3 K / V copies into their own ring, widened by each
+ * copying thread into the 16-bit tiles before the tile's barrier, and the per-(batch, KV head) descales.
+ */
+#ifndef FJ_KV8_H
+#define FJ_KV8_H
+
+#include "backend.h"
+
+/* log2 of the widened values' unit: -8 for f16 (folded into the softmax scale and O's factor), 0 for bf16. */
+int fj_kv8_unit_log2(const fj_plan *p);
+
+/* Plan: 1 when copy_tpr threads a row (16-bit chunks) give an e4m3 layout (tpr / 2 threads a row of 16-element
+ * chunks, whole passes in block_n); fj_kv8_plan_copy sets kv8_tpr / kv8_rows_per_pass; fj_kv8_smem appends the
+ * e4m3 ring (stages x K, V tiles of block_n x head_dim bytes) to the plan's shared memory. */
+int fj_kv8_copy_fits(const fj_plan *p, int tpr);
+void fj_kv8_plan_copy(fj_plan *p);
+void fj_kv8_smem(fj_plan *p);
+
+/* Kernel: the per-thread copy terms (once, after the 16-bit layout's), the copy of K (which 1) or V (2) of
+ * stage slot from gptr (rows >= rows_valid zero-filled), the widening of stage slot's K and V (after the
+ * thread's cp.async.wait_group, before the barrier), and k->score_scale / k->o_scale from the descales. */
+void fj_kv8_setup_copy(fj_kctx *k);
+void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t rows_valid);
+void fj_kv8_widen(fj_kctx *k, int slot);
+void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv);
+
+#endif

@@ -1,0 +1,247 @@
+/*
+ * test_fp8_args.c - unit tests of the FP8 plumbing, without a GPU: FAJIT_DTYPE_E4M3, the config's kv_dtype /
+ * out_dtype (canonical text both ways, plain text unchanged, fj_config_same), the plan's refusals (sm_80, head
+ * dims), fajit_attention_args' SIZE_4 block (kv_dtype, out_dtype, descales, their batch stride: each rule broken
+ * once, the message checked for the field, the value and the rule), and the FAJIT_ERR_UNSUPPORTED answer while no
+ * FP8 kernel is built. Run: ctest --test-dir build -R test_fp8_args
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "fajit.h"
+#include "codegen/kernel_abi.h"
+#include "runtime/forward.h"
+#include "runtime/half.h"
+#include "test_support.h"
+
+static fajit_config sm90(fajit_dtype dtype, int head_dim)
+{
+    fajit_config c = {0};
+    c.arch = FAJIT_ARCH_SM90A, c.dtype = dtype, c.head_dim = head_dim, c.block_m = 128, c.block_n = 128;
+    c.stages = 2, c.swizzle = 128, c.warps = 12, c.col_warps = 1, c.overlap = 1, c.pingpong = 1;
+    return c;
+}
+
+static void test_config_text(void **state)
+{
+    (void)state;
+    char buf[160];
+    fajit_config c = sm90(FAJIT_DTYPE_BF16, 128);
+    fajit_config_format(&c, buf, sizeof buf);
+    assert_string_equal(buf, "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal"); /* plain: unchanged */
+    c.kv_dtype = FAJIT_DTYPE_BF16, c.out_dtype = FAJIT_DTYPE_BF16; /* the defaults written out: same text */
+    fajit_config_format(&c, buf, sizeof buf);
+    assert_string_equal(buf, "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal");
+    c = sm90(FAJIT_DTYPE_E4M3, 128);
+    fajit_config_format(&c, buf, sizeof buf);
+    assert_string_equal(buf, "sm_90a e4m3 d128 br128 bc128 s2 sw128 w12 ov pp noncausal");
+    c.out_dtype = FAJIT_DTYPE_F16;
+    fajit_config_format(&c, buf, sizeof buf);
+    assert_string_equal(buf, "sm_90a e4m3,o=f16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal");
+    c = sm90(FAJIT_DTYPE_BF16, 128);
+    c.kv_dtype = FAJIT_DTYPE_E4M3;
+    fajit_config_format(&c, buf, sizeof buf);
+    assert_string_equal(buf, "sm_90a bf16,kv=e4m3 d128 br128 bc128 s2 sw128 w12 ov pp noncausal");
+}
+
+static void test_config_parse_dtype(void **state)
+{
+    (void)state;
+    fajit_config c = {0};
+    assert_int_equal(fj_config_parse_dtype("e4m3,o=f16", &c), 0);
+    assert_true(c.dtype == FAJIT_DTYPE_E4M3 && c.kv_dtype == 0 && c.out_dtype == FAJIT_DTYPE_F16);
+    assert_int_equal(fj_config_parse_dtype("bf16,kv=e4m3", &c), 0);
+    assert_true(c.dtype == FAJIT_DTYPE_BF16 && c.kv_dtype == FAJIT_DTYPE_E4M3 && c.out_dtype == 0);
+    assert_int_equal(fj_config_parse_dtype("f16", &c), 0);
+    assert_true(c.dtype == FAJIT_DTYPE_F16 && c.kv_dtype == 0 && c.out_dtype == 0);
+    const char *bad[] = {"", "e4m", "e4m3,", "e4m3,o=", "e4m3,o=f16,kv=e4m3", "bf16,kv=e4m3x", ",kv=e4m3", "fp8"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) assert_int_equal(fj_config_parse_dtype(bad[i], &c), -1);
+    fajit_config a = sm90(FAJIT_DTYPE_E4M3, 128), b = a;
+    b.out_dtype = FAJIT_DTYPE_BF16; /* the default, written out */
+    assert_true(fj_config_same(&a, &b));
+    b.out_dtype = FAJIT_DTYPE_F16;
+    assert_false(fj_config_same(&a, &b));
+}
+
+static void test_plan_rules(void **state)
+{
+    (void)state;
+    fajit_config c = sm90(FAJIT_DTYPE_E4M3, 128);
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "e4m3", "not built yet", NULL));
+    c.head_dim = 96;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "head_dim = 96",
+                                    "64, 128 or 256", NULL));
+    c = sm90(FAJIT_DTYPE_E4M3, 128);
+    c.out_dtype = FAJIT_DTYPE_E4M3;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "out_dtype = 3", "bf16", "f16"));
+    c = sm90(FAJIT_DTYPE_BF16, 128);
+    c.out_dtype = FAJIT_DTYPE_F16;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "out_dtype = 1",
+                                    "with dtype bf16", "e4m3 inputs only"));
+    c.out_dtype = 0, c.kv_dtype = FAJIT_DTYPE_F16;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "kv_dtype = 1", "e4m3", NULL));
+    fajit_config s = {FAJIT_ARCH_SM80, FAJIT_DTYPE_E4M3, 128, 64, 64, 2, 128, 4, 0, 1, -1, -1, 0, 0, 0};
+    assert_true(fj_test_status_says(fajit_config_check(&s), FAJIT_ERR_INVALID_CONFIG, "dtype = e4m3 on the sm_80 path",
+                                    "sm_90a only", NULL));
+}
+
+/* ---- fajit_attention_args ------------------------------------------------------------------------------------- */
+static fajit_attention_args fp8_args(void)
+{
+    fajit_attention_args a = fj_test_args(FAJIT_DTYPE_E4M3, 2, 8, 2, 100, 300, 128);
+    a.q_descale = 0x7f0000900000ull, a.k_descale = 0x7f0000900100ull, a.v_descale = 0x7f0000900200ull;
+    a.descale_batch_stride = 2;
+    return a;
+}
+
+static void expect_invalid(const fajit_attention_args *a, const char *f1, const char *f2, const char *f3)
+{
+    assert_true(fj_test_status_says(fj_forward_validate(a, NULL), FAJIT_ERR_INVALID_ARGUMENT, f1, f2, f3));
+}
+
+static void test_args_valid_until_the_kernel(void **state)
+{
+    (void)state;
+    fajit_attention_args a = fp8_args();
+    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "dtype = e4m3",
+                                    "not built yet", NULL));
+    a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 1, 300, 128); /* an FP8 K/V cache under bf16 queries: built */
+    a.kv_dtype = FAJIT_DTYPE_E4M3, a.k_descale = 0x7f0000900100ull;
+    a.k_stride[2] = a.v_stride[2] = 128, a.k_stride[1] = a.v_stride[1] = 128 * 300, a.k_stride[0] = a.v_stride[0] = 2 * 128 * 300;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    fajit_attention_args w = a;
+    w.window = 1, w.window_left = 8, w.window_right = -1;
+    assert_true(fj_test_status_says(fj_forward_validate(&w, NULL), FAJIT_ERR_UNSUPPORTED, "kv_dtype = e4m3",
+                                    "attention variant", NULL));
+    w = a;
+    w.cu_seqlens_q = 0x7f0000a00000ull;
+    assert_true(fj_test_status_says(fj_forward_validate(&w, NULL), FAJIT_ERR_UNSUPPORTED, "kv_dtype = e4m3",
+                                    "cu_seqlens", NULL));
+}
+
+/* The FP8 K/V cache's plan rules: the sm_80 path's kernels, 2+ stages, no attention variant. */
+static void test_kv8_plan_rules(void **state)
+{
+    (void)state;
+    fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .kv_dtype = FAJIT_DTYPE_E4M3, .head_dim = 128,
+                      .block_m = 64, .block_n = 64, .stages = 2, .warps = 4, .swizzle = 128};
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    fj_plan p;
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_true(p.kv8 && p.fp8_off >= (int)sizeof(fj_fwd_params) && !p.pipeline_qk);
+    assert_true(p.smem_bytes >= p.kv8_off + 2 * 2 * 64 * 128 && p.kv8_off >= p.v_off + 2 * p.kv_tile_bytes);
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_OK);
+    assert_true(p.fp8_off >= (int)sizeof(fj_fwd_params_decode));
+    assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p),
+                                    FAJIT_ERR_UNSUPPORTED, "gather", "kv_dtype e4m3", NULL));
+    c.stages = 1;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "stages = 1", "2+ stages", NULL));
+    c.stages = 2, c.mods = FAJIT_MOD_SOFTCAP;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "attention variants", NULL, NULL));
+    c.mods = 0, c.arch = FAJIT_ARCH_SM90A, c.block_m = 128, c.block_n = 128, c.warps = 12;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the sm_90a",
+                                    "sm_80", NULL));
+}
+
+/* The host's e4m3 conversions (check harness, references): every byte round-trips, halfway values go to even,
+ * large values saturate. */
+static void test_e4m3_host(void **state)
+{
+    (void)state;
+    for (int b = 0; b < 256; b++) {
+        if ((b & 0x7F) == 0x7F) {
+            assert_true(isnan(fj_e4m3_to_f64((uint8_t)b)));
+            continue;
+        }
+        assert_int_equal(fj_e4m3_from_f64(fj_e4m3_to_f64((uint8_t)b)), b == 0x80 ? 0x80 : b);
+    }
+    assert_int_equal(fj_e4m3_to_f64(0x7E), 448.0);
+    assert_int_equal(fj_e4m3_from_f64(1000.0), 0x7E);
+    assert_int_equal(fj_e4m3_from_f64(-1000.0), 0xFE);
+    assert_int_equal(fj_e4m3_from_f64(1.0 + 1.0 / 16), 0x38); /* halfway 1 and 1.125: even (1) */
+    assert_int_equal(fj_e4m3_from_f64(1.0 + 3.0 / 16), 0x3A); /* halfway 1.125 and 1.25: even (1.25) */
+    assert_true(fj_e4m3_to_f64(0x01) == 0x1p-9 && fj_e4m3_to_f64(0x08) == 0x1p-6);
+}
+
+static void test_args_rules(void **state)
+{
+    (void)state;
+    fajit_attention_args a = fp8_args();
+    a.head_dim = 96;
+    fajit_args_set_bhnd_strides(&a);
+    expect_invalid(&a, "args->head_dim = 96", "with dtype e4m3", "64, 128 or 256");
+    a = fp8_args();
+    a.kv_dtype = FAJIT_DTYPE_BF16;
+    expect_invalid(&a, "args->kv_dtype = 2 (bf16)", "with dtype e4m3", "FAJIT_DTYPE_E4M3");
+    a = fp8_args();
+    a.out_dtype = FAJIT_DTYPE_E4M3;
+    expect_invalid(&a, "args->out_dtype = 3 (e4m3)", "with dtype e4m3", "FAJIT_DTYPE_BF16");
+    a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 100, 300, 128);
+    a.out_dtype = FAJIT_DTYPE_F16;
+    expect_invalid(&a, "args->out_dtype = 1 (f16)", "with dtype bf16", "e4m3 inputs only");
+    a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 100, 300, 128);
+    a.q_descale = 0x7f0000900000ull;
+    expect_invalid(&a, "args->q_descale = 0x7f0000900000", "e4m3 queries", "leave it 0");
+    a = fp8_args();
+    a.v_descale += 2;
+    expect_invalid(&a, "args->v_descale = 0x7f0000900202", "4-byte aligned", "[batch][heads_kv]");
+    a = fp8_args();
+    a.descale_batch_stride = 1;
+    expect_invalid(&a, "args->descale_batch_stride = 1", "less than heads_kv = 2", "0 = one row");
+    a.descale_batch_stride = -2;
+    expect_invalid(&a, "args->descale_batch_stride = -2", "0..2^31-1", NULL);
+    a = fp8_args();
+    a.q_descale = a.k_descale = a.v_descale = 0;
+    expect_invalid(&a, "args->descale_batch_stride = 2", "no descale pointer", NULL);
+    a = fp8_args(); /* FP8 rows: 16-byte aligned, so strides are multiples of 16 elements */
+    a.k_stride[2] = 136;
+    expect_invalid(&a, "args->k_stride[2] = 136", "multiple of 16 elements", "e4m3");
+    a = fp8_args();
+    a.o_stride[2] = 136; /* O is bf16: 8 elements are 16 bytes */
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED);
+}
+
+static void test_args_size_gates(void **state)
+{
+    (void)state;
+    /* a caller built against the SIZE_3 header: the FP8 block is not read (here: garbage past its end) */
+    fajit_attention_args a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 100, 300, 128);
+    a.struct_size = FAJIT_ATTENTION_ARGS_SIZE_3;
+    a.q_descale = 3, a.kv_dtype = (fajit_dtype)9;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    assert_true(FAJIT_ATTENTION_ARGS_SIZE_4 > FAJIT_ATTENTION_ARGS_SIZE_3);
+    assert_true(FAJIT_ATTENTION_ARGS_SIZE_4 <= sizeof(fajit_attention_args));
+}
+
+static void test_config_must_match(void **state)
+{
+    (void)state;
+    fajit_attention_args a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 100, 300, 128);
+    fajit_config c = sm90(FAJIT_DTYPE_BF16, 128);
+    c.kv_dtype = FAJIT_DTYPE_E4M3;
+    assert_true(fj_test_status_says(fj_forward_validate(&a, &c), FAJIT_ERR_INVALID_ARGUMENT,
+                                    "cfg->kv_dtype / out_dtype = e4m3 / bf16", "are bf16 / bf16", "must match"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_text),
+        cmocka_unit_test(test_config_parse_dtype),
+        cmocka_unit_test(test_plan_rules),
+        cmocka_unit_test(test_args_valid_until_the_kernel),
+        cmocka_unit_test(test_args_rules),
+        cmocka_unit_test(test_kv8_plan_rules),
+        cmocka_unit_test(test_e4m3_host),
+        cmocka_unit_test(test_args_size_gates),
+        cmocka_unit_test(test_config_must_match),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

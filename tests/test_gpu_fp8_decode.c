@@ -1,0 +1,131 @@
+/*
+ * test_gpu_fp8_decode.c - FP8 K/V cache decode on a GPU (label gpu): K and V in float8 e4m3 (args->kv_dtype),
+ * Q and O in bf16 / f16, against the float64 CPU reference (the GPU fp32 one for the large cases) computed on the
+ * dequantized K / V (check.h, fj_check_problem.kv8: random e4m3 values from normal / uniform / growing fills, with
+ * descales 1 or random powers of two 2^-2..2^2 per (batch, KV head), so the dequantized values are exact in 16
+ * bits). O and LSE poisoned first, every element compared, NaN failing; tolerances the harness's (check.h): rel
+ * L2 <= 1e-2 bf16 / 2e-3 f16, worst row <= 4x that, LSE abs <= 1e-3, no write outside O / LSE: the kernels widen
+ * e4m3 exactly, so the 16-bit kernels' tolerances hold.
+ * Shapes: Nq 1 / 4 / 16, Nk 1 / 17 / 1000 / 4099, MHA, GQA 4 / 8, MQA, D 64 / 128 / 256, causal or not,
+ * seqlens_k (lengths 1, tile multiples, Nk, random, 0, past Nk and negative), split-KV (forced and the
+ * heuristic's), paged K/V (pages 16 / 64 / 256, shuffled pool), each with GQA packing (the default) and again
+ * without (FAJIT_PACK_GQA=0). The kernel text must say "kv=e4m3".
+ * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
+ *   ctest --test-dir build -L gpu -R test_gpu_fp8_decode --output-on-failure
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/check.h"
+#include "runtime/context.h"
+#include "test_support.h"
+
+static fajit_context *g_ctx;
+
+typedef struct kv8_case {
+    const char *name;
+    fajit_dtype dtype;
+    int b, hq, hkv, nq, nk, d, causal;
+    int seqlens, splits, page, kv8;
+    fj_check_fill fill;
+    fj_check_ref ref;
+} kv8_case;
+
+#define BF FAJIT_DTYPE_BF16
+#define FH FAJIT_DTYPE_F16
+#define NORM FJ_FILL_NORMAL
+#define UNI FJ_FILL_UNIFORM
+#define GROW FJ_FILL_GROWING
+#define AUTO FJ_REF_AUTO
+
+static const kv8_case k_cases[] = {
+    /* name                          dt  B  Hq Hkv Nq  Nk    D  causal lens splits page kv8 fill ref */
+    {"MHA Nq1 Nk1", BF, 2, 4, 4, 1, 1, 128, 0, 0, 0, 0, 1, NORM, AUTO},
+    {"GQA4 Nq1 Nk17 descales", FH, 3, 8, 2, 1, 17, 128, 0, 0, 0, 0, 2, UNI, AUTO},
+    {"GQA8 Nq1 Nk1000 lens splits3", BF, 5, 16, 2, 1, 1000, 128, 0, 1, 3, 0, 2, NORM, AUTO},
+    {"MQA Nq4 Nk4099 causal lens", FH, 5, 8, 1, 4, 4099, 128, 1, 1, 0, 0, 2, GROW, AUTO},
+    {"GQA4 Nq16 Nk4099 splits16 causal", BF, 2, 8, 2, 16, 4099, 128, 1, 0, 16, 0, 1, GROW, AUTO},
+    {"MHA Nq16 Nk1000 d64 splits5", FH, 2, 4, 4, 16, 1000, 64, 0, 0, 5, 0, 2, NORM, AUTO},
+    {"GQA4 Nq4 Nk1000 d256 lens", BF, 5, 8, 2, 4, 1000, 256, 1, 1, 2, 0, 2, UNI, AUTO},
+    {"MQA Nq1 Nk4099 auto splits", FH, 1, 8, 1, 1, 4099, 128, 0, 0, 0, 0, 1, NORM, AUTO},
+    {"paged p16 GQA4 Nq1 lens splits3", BF, 5, 8, 2, 1, 1000, 128, 0, 1, 3, 16, 2, NORM, AUTO},
+    {"paged p64 MQA Nq4 causal lens", FH, 5, 8, 1, 4, 4099, 128, 1, 1, 0, 64, 2, UNI, AUTO},
+    {"paged p256 GQA8 Nq16 splits4", BF, 3, 16, 2, 16, 4099, 128, 1, 0, 4, 256, 1, GROW, AUTO},
+    {"paged p64 MHA Nq1 Nk17 d64", FH, 2, 4, 4, 1, 17, 64, 0, 0, 0, 64, 2, NORM, AUTO},
+    {"paged p256 GQA4 Nq16 d256 lens", BF, 5, 8, 2, 16, 1000, 256, 0, 1, 0, 256, 2, NORM, AUTO},
+    {"long GQA4 Nq1 lens GPU ref", BF, 4, 32, 8, 1, 32768, 128, 0, 1, 0, 0, 2, NORM, FJ_REF_GPU},
+    {"long paged p64 Nq16 GPU ref", FH, 2, 16, 2, 16, 16384, 128, 1, 1, 0, 64, 2, GROW, FJ_REF_GPU},
+};
+
+static int run_cases(void)
+{
+    int failures = 0;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
+        const kv8_case *c = &k_cases[i];
+        fj_check_problem p = fj_check_problem_default();
+        p.dtype = c->dtype;
+        p.batch = c->b, p.heads_q = c->hq, p.heads_kv = c->hkv, p.seqlen_q = c->nq, p.seqlen_k = c->nk;
+        p.head_dim = c->d, p.causal = c->causal, p.fill = c->fill, p.seqlens = c->seqlens;
+        p.num_splits = c->splits, p.page_size = c->page, p.kv8 = c->kv8;
+        fj_check_options opts = {0};
+        opts.reference = c->ref;
+        fj_check_result r;
+        fajit_status st = fj_check_run(g_ctx, NULL, &p, &opts, &r);
+        if (st != FAJIT_OK) {
+            printf("FAIL %-36s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
+            failures++;
+            if (st == FAJIT_ERR_CUDA) break;
+            continue;
+        }
+        int text_ok = strstr(r.kernel, "kv=e4m3") != NULL;
+        printf("%s %-36s %s B%d H%d/%d N%d/%d D%d%s kv8=%d ref=%s relL2 %.2e row %.2e max %.2e lse %.2e seed %llu "
+               "[%s] %s\n",
+               r.pass && text_ok ? "PASS" : "FAIL", c->name, c->dtype == FH ? "f16 " : "bf16", c->b, c->hq, c->hkv,
+               c->nq, c->nk, c->d, c->causal ? " causal" : "", c->kv8, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
+               r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, (unsigned long long)r.seed, r.kernel,
+               text_ok ? r.why : "the kernel text lacks kv=e4m3");
+        failures += !(r.pass && text_ok);
+    }
+    fflush(stdout);
+    return failures;
+}
+
+static void test_kv8_decode(void **state)
+{
+    (void)state;
+    assert_int_equal(run_cases(), 0);
+}
+
+static void test_kv8_decode_unpacked(void **state)
+{
+    (void)state;
+    fajit_context *saved = g_ctx, *ctx = NULL;
+    assert_int_equal(fj_test_context_with_env("FAJIT_PACK_GQA", "0", -1, &ctx), FAJIT_OK);
+    assert_int_equal(ctx->pack_gqa, 0);
+    printf("FAJIT_PACK_GQA=0\n");
+    g_ctx = ctx;
+    int failures = run_cases();
+    g_ctx = saved;
+    fajit_context_destroy(ctx);
+    assert_int_equal(failures, 0);
+}
+
+int main(void)
+{
+    if (!(g_ctx = fj_test_gpu_context())) return 1;
+    printf("device: %s (%s), %d SMs\n", g_ctx->device_name, fajit_context_sm(g_ctx), g_ctx->sm_count);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kv8_decode),
+        cmocka_unit_test(test_kv8_decode_unpacked),
+    };
+    int rc = cmocka_run_group_tests_name("gpu_fp8_decode", tests, NULL, NULL);
+    fajit_context_destroy(g_ctx);
+    return rc;
+}
