@@ -12,25 +12,21 @@
 #include "hash.h"
 #include "kernel_store.h"
 
-/* The request's disk-cache key (the compiler identity from the cache's stamp, else by loading the compiler).
- * 1 = made, 0 = the disk cache is off, -1 = failed (the status in *st). */
+/* The request's disk-cache key (fj_kernel_disk_key, the key fajit_warm stores under; a quick request takes it
+ * only from the compiler stamp, never by loading the compiler). 1 = made, 0 = the disk cache is off (or, quick,
+ * no stamp: a miss here, the worker or the compile path looks again), -1 = failed (the status in *st). */
 static int disk_key(fj_kernel_req *r, fajit_status *st)
 {
-    char compiler[160];
     *st = FAJIT_OK;
     if (r->disk_key_state) return r->disk_key_state == 1;
     if (!r->ctx->disk.enabled) return r->disk_key_state = -1, 0;
-    if (r->quick && !fj_compiler_identity_cheap(&r->ctx->disk, r->plan, compiler, sizeof compiler))
-        return r->disk_key_state = -1, 0; /* no stamp: a miss here; the worker or the compile path looks again */
-    if (!r->quick &&
-        (*st = fj_compiler_identity_stamped(&r->ctx->disk, r->plan, compiler, sizeof compiler)) != FAJIT_OK)
-        return -1;
-    if (fj_disk_cache_key(r->disk_key, sizeof r->disk_key, r->text, r->target, compiler) >= (int)sizeof r->disk_key) {
-        *st = fj_fail(FAJIT_ERR_INTERNAL, "source_disk.c: disk-cache key of \"%s\" longer than %zu", r->text,
-                      sizeof r->disk_key);
-        return -1;
+    if (r->quick) {
+        if (!fj_kernel_disk_key_cheap(&r->ctx->disk, r->plan, r->text, r->target, r->disk_key, sizeof r->disk_key))
+            return r->disk_key_state = -1, 0;
+        return r->disk_key_state = 1;
     }
-    return r->disk_key_state = 1;
+    *st = fj_kernel_disk_key(&r->ctx->disk, r->plan, r->text, r->target, r->disk_key, sizeof r->disk_key);
+    return *st == FAJIT_OK ? (r->disk_key_state = 1) : -1;
 }
 
 /* The hash of the PTX a disk entry must have been compiled from: 0 (not checked) unless FAJIT_CACHE_VERIFY=1,
