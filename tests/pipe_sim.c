@@ -187,7 +187,7 @@ static void bar_try_complete(sim *s, mbar *b)
 /* ---- mbarriers ----------------------------------------------------------------------------------------------- */
 static int do_init(sim *s, warp *x, const insn *in)
 {
-    uint32_t addr;
+    uint32_t addr = 0;
     uint64_t count;
     if (!mem_addr(s, x, &in->a[0], &addr)) return 0;
     if (!sim_value(s->p, &x->t, s->w, &in->a[1], &count))
@@ -206,7 +206,7 @@ static int do_init(sim *s, warp *x, const insn *in)
 static int do_arrive(sim *s, warp *x, const insn *in, int lanes)
 {
     int expect = strstr(in->op, "expect_tx") != NULL, i;
-    uint32_t addr;
+    uint32_t addr = 0;
     if (!mem_addr(s, x, &in->a[1], &addr)) return 0;
     mbar *b = bar_at(s, x, addr, &i);
     if (!b) return 0;
@@ -231,7 +231,7 @@ static int do_arrive(sim *s, warp *x, const insn *in, int lanes)
 /* try_wait.parity P passes when the barrier's current phase has the other parity: the phase before it is complete. */
 static int do_wait(sim *s, warp *x, const insn *in)
 {
-    uint32_t addr;
+    uint32_t addr = 0;
     uint64_t par;
     int i;
     if (!mem_addr(s, x, &in->a[1], &addr)) return 0;
@@ -368,7 +368,7 @@ static int add_read(sim *s, warp *x, int ri, int lo, int hi, int bulk, int line)
 
 static int do_tma_load(sim *s, warp *x, const insn *in)
 {
-    uint32_t dst, baddr;
+    uint32_t dst = 0, baddr = 0;
     uint64_t map;
     int bi, w = (int)(x - s->wp);
     if (!mem_addr(s, x, &in->a[0], &dst) || !mem_addr(s, x, &in->a[2], &baddr)) return 0;
@@ -440,7 +440,7 @@ static int do_read(sim *s, warp *x, const insn *in, const operand *o)
  * cp.async.bulk.wait_group(.read) retires its bulk group. */
 static int do_tma_store(sim *s, warp *x, const insn *in)
 {
-    uint32_t src, n = (uint32_t)s->o->o_box_bytes;
+    uint32_t src = 0, n = (uint32_t)s->o->o_box_bytes;
     int lo, hi;
     if (!n) return 1;
     if (!mem_addr(s, x, &in->a[1], &src)) return 0;

@@ -208,7 +208,11 @@ static void warm_one(const fj_warm_request *rq, warm_item *it)
     it->status = st;
     if (st != FAJIT_OK) snprintf(it->note, sizeof it->note, "%s", fajit_errmsg());
     else if (it->source == FAJIT_SOURCE_COMPILED) snprintf(it->note, sizeof it->note, "compiled in %.2f s", fj_warm_now() - t0);
-    else snprintf(it->note, sizeof it->note, "%s", it->source == FAJIT_SOURCE_DISK ? "disk" : "memory");
+    else
+        snprintf(it->note, sizeof it->note, "%s",
+                 it->source == FAJIT_SOURCE_DISK       ? "disk"
+                 : it->source == FAJIT_SOURCE_PREBUILT ? "prebuilt"
+                                                       : "memory");
 }
 
 static void warm_finish(warm_run *run, int i)
