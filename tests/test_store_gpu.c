@@ -306,7 +306,11 @@ static void test_damaged_prebuilt_rebuilt(void **state)
     copy[(size_t)(cubin - data) + size / 3] ^= 0x40;
     fj_prebuilt_set_blob(copy, len);
     problem_run_check(ctx, &p);
-    assert_int_equal(fajit_last_forward_source(), FAJIT_SOURCE_COMPILED);
+    /* refused, never launched: compiled now (FAJIT_JIT=sync), or (async, the default) a stand-in served while the
+     * worker rebuilds it */
+    fajit_cache_source src = fajit_last_forward_source();
+    print_message("  source: %d\n", (int)src);
+    assert_true(src == FAJIT_SOURCE_COMPILED || src == FAJIT_SOURCE_FALLBACK);
     char note[256];
     fj_context_note_get(ctx, note, sizeof note);
     print_message("  note: %s\n", note);
