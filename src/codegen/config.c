@@ -215,10 +215,12 @@ static const sm90_default k_sm90_defaults[] = {
     {192, 128, 96, 96, 2, 1, 1},  {256, 128, 80, 80, 2, 1, -1},
 };
 
-/* FP8 (e4m3) defaults: block_n a multiple of 32 (k32 steps), P a quarter of S's registers, O staging beside the
- * K, V and Vt rings where it fits (d256 takes bc64 for it). Not measured yet: fagen tune covers the class. */
+/* FP8 (e4m3) defaults: block_n a multiple of 32 (k32 steps), P a quarter of S's registers. From the first sweep
+ * (fagen bench, H100, non-causal N16k, 2026-11-26; bench/results/h100-fp8-tiles-2026-11-26.md): D64 br192 bc128
+ * (640 TFLOP/s; bc192 585), D128 bc192 (915 against 853 at bc128), D256 bc128 without the intra-warpgroup overlap
+ * (976 against 863 at bc64 with it, 920 at bc96). fagen tune --dtype e4m3 covers the class. */
 static const sm90_default k_sm90_fp8_defaults[] = {
-    {64, 192, 128, 128, 2, 1, 1}, {128, 128, 128, 128, 2, 1, 1}, {256, 128, 64, 64, 2, 1, -1},
+    {64, 192, 128, 128, 2, 1, 1}, {128, 128, 192, 192, 2, 1, 1}, {256, 128, 128, 128, 2, 0, -1},
 };
 
 static void fill_sm90(fajit_config *c, const fajit_shape *shape)
