@@ -136,7 +136,18 @@ static void test_kv8_plan_rules(void **state)
     fj_plan p;
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
     assert_true(p.kv8 && p.fp8_off >= (int)sizeof(fj_fwd_params) && !p.pipeline_qk);
-    assert_true(p.smem_bytes >= p.kv8_off + 2 * 2 * 64 * 128 && p.kv8_off >= p.v_off + 2 * p.kv_tile_bytes);
+    /* one 16-bit K / V slot, widened into from the e4m3 ring's stages */
+    assert_int_equal(p.kv_slots, 1);
+    assert_true(p.smem_bytes >= p.kv8_off + 2 * 2 * 64 * 128 && p.kv8_off >= p.v_off + p.kv_tile_bytes);
+    {   /* the heuristic's decode tile: 4 stages in 112 KB, two CTAs an SM (2 x (112 + 1) KB <= 228 KB) */
+        fajit_config h = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .kv_dtype = FAJIT_DTYPE_E4M3,
+                          .head_dim = 128, .block_m = 64};
+        fajit_shape s = {1, 32, 8, 1, 131072};
+        fj_config_heuristic(&h, &h, &s, 0);
+        assert_int_equal(h.stages, 4);
+        assert_int_equal(fj_plan_build(&h, &p), FAJIT_OK);
+        assert_int_equal(p.smem_bytes, 114688);
+    }
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_OK);
     assert_true(p.fp8_off >= (int)sizeof(fj_fwd_params_decode));
     assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p),

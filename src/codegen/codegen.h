@@ -52,7 +52,8 @@ typedef struct fj_plan {
     int row_bytes;               /* head_dim * 2 */
     int swz_mask;                /* 16-byte chunk index is XORed with (row & swz_mask): 0, 1, 3 or 7 */
     int q_off, q_bytes;
-    int k_off, v_off, kv_tile_bytes; /* stages tiles each for K and V */
+    int k_off, v_off, kv_tile_bytes; /* kv_slots tiles each for K and V */
+    int kv_slots;                    /* 16-bit K / V tiles in smem: stages; 1 with kv8 (its ring holds the stages) */
     int xchg_off, xchg_warp_bytes; /* col_warps = 2: per-warp exchange area (row stats, then P), else 0 */
     int smem_bytes;
 

@@ -147,7 +147,7 @@ void fj_kv8_widen(fj_kctx *k, int slot)
         fj_ins(k->e, "mov.b32 %s, 0x80008000", R(negz)); /* -0 + x keeps x's sign for x = +-0 */
     }
     for (int which = 1; which <= 2; which++) {
-        int tile = (which == 1 ? p->k_off : p->v_off) + slot * p->kv_tile_bytes;
+        int tile = which == 1 ? p->k_off : p->v_off; /* the one 16-bit slot (plan.kv_slots) */
         for (int i = 0; i < p->cfg.block_n / rpp; i++)
             for (int j = 0; j < kc; j++) {
                 fj_ins(k->e, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s+%d]", R(w), R(fj_at(w, 1)), R(fj_at(w, 2)),
