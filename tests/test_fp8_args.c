@@ -14,6 +14,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "codegen/backend.h"
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "codegen/kernel_abi.h"
@@ -138,6 +139,7 @@ static void test_kv8_plan_rules(void **state)
     assert_true(p.kv8 && p.fp8_off >= (int)sizeof(fj_fwd_params) && !p.pipeline_qk);
     /* one 16-bit K / V slot, widened into from the e4m3 ring's stages */
     assert_int_equal(p.kv_slots, 1);
+    assert_true(p.kv8_f16 && strcmp(fj_mma_dtype_ptx(&p), "f16") == 0); /* bf16 Q: the MMAs in f16 */
     assert_true(p.smem_bytes >= p.kv8_off + 2 * 2 * 64 * 128 && p.kv8_off >= p.v_off + p.kv_tile_bytes);
     {   /* the heuristic's decode tile: 4 stages in 112 KB, two CTAs an SM (2 x (112 + 1) KB <= 228 KB) */
         fajit_config h = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .kv_dtype = FAJIT_DTYPE_E4M3,
@@ -147,6 +149,9 @@ static void test_kv8_plan_rules(void **state)
         assert_int_equal(h.stages, 4);
         assert_int_equal(fj_plan_build(&h, &p), FAJIT_OK);
         assert_int_equal(p.smem_bytes, 114688);
+        h.dtype = FAJIT_DTYPE_F16; /* f16 Q: f16 MMAs as ever, no Q conversion */
+        assert_int_equal(fj_plan_build(&h, &p), FAJIT_OK);
+        assert_true(!p.kv8_f16 && strcmp(fj_mma_dtype_ptx(&p), "f16") == 0);
     }
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_OK);
     assert_true(p.fp8_off >= (int)sizeof(fj_fwd_params_decode));

@@ -96,6 +96,9 @@ typedef struct fj_plan {
      * (copy_chunks_per_thread_row chunks each). fp8_off: the fj_fwd_params_fp8 block (descales) in the
      * parameters, after the others (kernel_abi.h); 0 when the kernel reads no descale. */
     int kv8, kv8_off, kv8_tpr, kv8_rows_per_pass;
+    /* kv8 under bf16 queries with Q in registers: the MMAs run in f16 - Q converted once (x 2^a a warp, folded into
+     * the softmax scale; kv8.c fj_kv8_q_to_f16), K / V widened to f16 (no multiply), P packed as f16 */
+    int kv8_f16;
     int fp8_off;
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */

@@ -40,7 +40,7 @@ enum {
 #define KV8_SEL_LO 0x9180 /* lanes {b0, sign(b0)}, {b1, sign(b1)} */
 #define KV8_SEL_HI 0xB3A2 /* lanes {b2, sign(b2)}, {b3, sign(b3)} */
 
-int fj_kv8_unit_log2(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_F16 ? -8 : 0; }
+int fj_kv8_unit_log2(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16 ? -8 : 0; }
 
 void fj_kv8_plan_copy(fj_plan *p)
 {
@@ -128,7 +128,7 @@ void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t r
 /* Two e4m3 bytes of w (sel: which two) -> one f16x2 / bf16x2 register d (see the top of the file). */
 static void widen_pair(fj_kctx *k, fj_reg_t d, fj_reg_t w, int sel, fj_reg_t unit, fj_reg_t negz)
 {
-    int f16 = k->p->cfg.dtype == FAJIT_DTYPE_F16;
+    int f16 = fj_kv8_unit_log2(k->p) != 0;
     fj_ins(k->e, "prmt.b32 %s, %s, 0, 0x%04X", R(d), R(w), sel);
     fj_ins(k->e, "shl.b32 %s, %s, %d", R(d), R(d), f16 ? 7 : 4);
     fj_ins(k->e, "and.b32 %s, %s, %s", R(d), R(d), f16 ? "0xBF80BF80" : "0x87F087F0");
@@ -142,7 +142,7 @@ void fj_kv8_widen(fj_kctx *k, int slot)
     fj_reg_t w = fj_alloc(k->e, k->b_r, 4), h = fj_alloc(k->e, k->b_r, 8), unit = fj_alloc(k->e, k->b_r, 2);
     fj_reg_t negz = fj_at(unit, 1);
     fj_comment(k->e, 1, "FP8 K/V: widen this thread's e4m3 bytes of stage %d into the 16-bit K and V tiles", slot);
-    if (p->cfg.dtype != FAJIT_DTYPE_F16) {
+    if (!fj_kv8_unit_log2(p)) {
         fj_ins(k->e, "mov.b32 %s, 0x7B807B80", R(unit)); /* bf16x2 2^120 */
         fj_ins(k->e, "mov.b32 %s, 0x80008000", R(negz)); /* -0 + x keeps x's sign for x = +-0 */
     }
@@ -196,4 +196,54 @@ void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv)
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(k->score_scale), R(sc));
     }
     load_descale(k, (int)offsetof(fj_fwd_params_fp8, v_descale), idx, u, k->o_scale);
+}
+
+/* plan.kv8_f16 (bf16 queries): the MMAs run in f16, so K / V widen without the bf16 multiply. Q's bf16 values
+ * become f16 x 2^a, a = 141 - (biased exponent of the warp's largest |q|) clamped to -126..126, so that value
+ * lands in [2^14, 2^15); k->score_scale takes 2^-a. Exact for every |q| x 2^a >= 2^-17 (8 significant bits fit
+ * f16's 11 from there down, subnormals included); smaller ones round to a multiple of 2^-24, an error of at most
+ * 2^-25 / 2^14 = 2^-39 of the warp's largest |q| (bf16 itself rounds each q to 2^-9 of its own size). Every lane
+ * of the warp takes the same a (a butterfly max), so the rows' softmax is on one scale; warp pairs hold the same
+ * Q rows, so both warps of a pair take the same a. Once per CTA: ~8 instructions per Q register. */
+void fj_kv8_q_to_f16(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int n = p->m_frags * p->k_steps_qk * 4;
+    fj_reg_t mx = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_r, 2), a = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t f = fj_alloc(k->e, k->b_f, 3);
+    fj_comment(k->e, 1, "FP8 K/V under bf16 Q: Q -> f16 x 2^a (a from the warp's largest |q|), the softmax scale x 2^-a");
+    fj_ins(k->e, "mov.b32 %s, 0", R(mx));
+    for (int i = 0; i < n; i++) {
+        fj_ins(k->e, "and.b32 %s, %s, 0x7FFF7FFF", R(t), R(fj_at(k->frag_q, i)));
+        fj_ins(k->e, "max.bf16x2 %s, %s, %s", R(mx), R(mx), R(t));
+    }
+    fj_ins(k->e, "shr.u32 %s, %s, 16", R(t), R(mx)); /* |q| patterns order as unsigned integers */
+    fj_ins(k->e, "and.b32 %s, %s, 0xFFFF", R(mx), R(mx));
+    fj_ins(k->e, "max.u32 %s, %s, %s", R(mx), R(mx), R(t));
+    for (int lane = 16; lane >= 1; lane /= 2) {
+        fj_ins(k->e, "shfl.sync.bfly.b32 %s, %s, %d, 31, 0xFFFFFFFF", R(t), R(mx), lane);
+        fj_ins(k->e, "max.u32 %s, %s, %s", R(mx), R(mx), R(t));
+    }
+    fj_ins(k->e, "shr.u32 %s, %s, 7", R(a), R(mx));
+    fj_ins(k->e, "sub.s32 %s, 141, %s", R(a), R(a));
+    fj_ins(k->e, "min.s32 %s, %s, 126", R(a), R(a));
+    fj_ins(k->e, "max.s32 %s, %s, -126", R(a), R(a));
+    fj_ins(k->e, "add.s32 %s, %s, 127", R(t), R(a)); /* 2^a */
+    fj_ins(k->e, "shl.b32 %s, %s, 23", R(t), R(t));
+    fj_ins(k->e, "mov.b32 %s, %s", R(f), R(t));
+    fj_ins(k->e, "sub.s32 %s, 127, %s", R(t), R(a)); /* 2^-a */
+    fj_ins(k->e, "shl.b32 %s, %s, 23", R(t), R(t));
+    fj_ins(k->e, "mov.b32 %s, %s", R(fj_at(f, 1)), R(t));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(k->score_scale), R(fj_at(f, 1)));
+    fj_reg_t lo = fj_at(f, 1), hi = fj_at(f, 2);
+    for (int i = 0; i < n; i++) {
+        fj_reg_t q = fj_at(k->frag_q, i);
+        fj_ins(k->e, "shl.b32 %s, %s, 16", R(t), R(q));
+        fj_ins(k->e, "and.b32 %s, %s, 0xFFFF0000", R(fj_at(t, 1)), R(q));
+        fj_ins(k->e, "mov.b32 %s, %s", R(lo), R(t));
+        fj_ins(k->e, "mov.b32 %s, %s", R(hi), R(fj_at(t, 1)));
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(lo), R(lo), R(f));
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(hi), R(hi), R(f));
+        fj_ins(k->e, "cvt.rn.f16x2.f32 %s, %s, %s", R(q), R(hi), R(lo));
+    }
 }

@@ -241,6 +241,7 @@ static fajit_status plan_sm80(fj_plan *p)
     int q_regs = p->m_frags * c->head_dim / 4;
     p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs <= FJ_SM80_Q_IN_REGS_MAX;
     p->reg_q = p->q_in_regs ? q_regs : 0;
+    p->kv8_f16 = p->kv8 && c->dtype == FAJIT_DTYPE_BF16 && p->q_in_regs;
     /* Lazy rescale (softmax.c): the reference max moves only when a row's max passes it by more than
      * 2^8, so after the first tiles the warp vote skips the O multiplies almost always. */
     p->rescale_slack = FJ_SM80_RESCALE_SLACK;
@@ -643,7 +644,7 @@ static void wait_sm80(fj_kctx *k, int pending)
 }
 
 /* ---- MMA ------------------------------------------------------------------------------------- */
-static const char *dt(const fj_kctx *k) { return fj_dtype_ptx(k->p); }
+static const char *dt(const fj_kctx *k) { return fj_mma_dtype_ptx(k->p); }
 
 /* A fragment (4 regs) of Q for fragment mf, k-step ks into dst. */
 static void ldmatrix_q(fj_kctx *k, fj_reg_t dst, int mf, int ks)
