@@ -12,12 +12,15 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/backend.h"
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "codegen/kernel_abi.h"
+#include "codegen/kv8.h"
 #include "runtime/forward.h"
 #include "runtime/half.h"
 #include "test_support.h"
@@ -166,6 +169,42 @@ static void test_kv8_plan_rules(void **state)
                                     "sm_80", NULL));
 }
 
+/* The widening for a target: cvt.rn.f16x2.e4m3x2 (one F2FP a pair) and the target's .target where it has it (sm_90+),
+ * the integer ops under .target sm_80 where not (sm_80 .. sm_89) and for the bf16 widening (Q not in registers). */
+static void test_kv8_cvt_target(void **state)
+{
+    (void)state;
+    const struct {
+        const char *sm;
+        fajit_dtype dtype;
+        int head_dim, cvt;
+    } cases[] = {{"sm_90a", FAJIT_DTYPE_BF16, 128, 1}, {"sm_90", FAJIT_DTYPE_F16, 128, 1}, {"sm_100a", FAJIT_DTYPE_BF16, 64, 1},
+                 {"sm_120", FAJIT_DTYPE_F16, 128, 1},  {"sm_89", FAJIT_DTYPE_BF16, 128, 0}, {"sm_86", FAJIT_DTYPE_F16, 128, 0},
+                 {"sm_90a", FAJIT_DTYPE_BF16, 256, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = cases[i].dtype, .kv_dtype = FAJIT_DTYPE_E4M3,
+                          .head_dim = cases[i].head_dim, .block_m = 64};
+        fajit_shape s = {1, 32, 8, 1, 131072};
+        const fajit_config given = c; /* stages left to the heuristic: d256 fits 3 */
+        fj_config_heuristic(&c, &given, &s, 232448);
+        fj_plan p;
+        assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_OK);
+        fj_kv8_for_target(&p, fj_arch_find(cases[i].sm));
+        char *ptx = NULL, want[32];
+        size_t n = 0;
+        assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &n), FAJIT_OK);
+        snprintf(want, sizeof want, ".target %s\n", cases[i].cvt ? cases[i].sm : "sm_80");
+        printf("%s %s d%d: kv8_cvt %d, kv8_f16 %d\n", cases[i].sm, cases[i].dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16",
+               cases[i].head_dim, p.kv8_cvt, p.kv8_f16);
+        assert_int_equal(p.kv8_cvt, cases[i].cvt);
+        assert_non_null(strstr(ptx, want));
+        assert_true((strstr(ptx, "cvt.rn.f16x2.e4m3x2") != NULL) == cases[i].cvt);
+        assert_true((strstr(ptx, "prmt.b32") != NULL) == !cases[i].cvt);
+        assert_int_equal(fj_kv8_unit_log2(&p), cases[i].cvt || (!p.kv8_f16 && cases[i].dtype == FAJIT_DTYPE_BF16) ? 0 : -8);
+        free(ptx);
+    }
+}
+
 /* The host's e4m3 conversions (check harness, references): every byte round-trips, halfway values go to even,
  * large values saturate. */
 static void test_e4m3_host(void **state)
@@ -255,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_args_valid_until_the_kernel),
         cmocka_unit_test(test_args_rules),
         cmocka_unit_test(test_kv8_plan_rules),
+        cmocka_unit_test(test_kv8_cvt_target),
         cmocka_unit_test(test_e4m3_host),
         cmocka_unit_test(test_args_size_gates),
         cmocka_unit_test(test_config_must_match),

@@ -8,16 +8,24 @@
  * without a barrier. Each thread then widens them into the two 16-byte chunks of the 16-bit tile (the
  * swizzled [rows][head_dim] layout of sm80.c) those 16 elements cover, before the tile's barrier
  * (wait_sm80): the ldmatrix / mma.sync path after it is the 16-bit kernel's, unchanged.
+ * The stages live in the e4m3 ring only: the 16-bit K / V tiles are one slot (plan.kv_slots), widened into after
+ * a first barrier (every warp done with the previous tile's MMAs), so 4 stages of d128 bc64 fit 112 KB, two CTAs
+ * an SM, with three tiles' loads in flight a CTA (decode is bound by the bytes in flight).
+ * Under bf16 queries (plan.kv8_f16, Q in registers) the MMAs run in f16: Q is converted once (fj_kv8_q_to_f16),
+ * K / V widen as for f16 queries (3 instructions per 2 elements instead of 4) and P is packed as f16.
  *
- * Widening without a conversion instruction (PTX ISA 7.0 integer ops; cvt.f16x2.e4m3x2 would need .target
- * sm_89): e4m3 is s.eeee.mmm with bias 7. prmt with the sign-replicating selector nibble puts each byte b
+ * Widening without a conversion instruction (PTX ISA 7.0 integer ops; cvt.rn.f16x2.e4m3x2 needs .target
+ * sm_89 and PTX 8.1): e4m3 is s.eeee.mmm with bias 7. prmt with the sign-replicating selector nibble puts each byte b
  * in the low byte of a 16-bit lane and its sign in all 8 bits of the high byte; then
  *   f16:   (lane << 7) & 0xBF80  = s.0eeee.mmm0000000      = value x 2^-8  (subnormals too: 2^-14 x 0.mmm)
  *   bf16:  (lane << 4) & 0x87F0  = s.0000eeee.mmm0000      = value x 2^-120, then fma.rn.bf16x2 x 2^120
  * (the 32-bit shift moves one lane's sign byte into the other's masked-off bits). The f16 factor 2^-8 is
  * folded into the softmax scale (K) and O's final factor (V); bf16's 2^-120 is undone at once (fma.rn.bf16x2
- * keeps subnormals), as a product that small would underflow in the MMAs. Per 16 bytes: ld.shared.v4,
- * 8 x (prmt, shl, and [, fma]), 2 st.shared.v4. e4m3's NaN bytes (0x7F, 0xFF) read as +-480.
+ * keeps subnormals), as a product that small would underflow in the MMAs (bf16 widening: only bf16 queries
+ * whose Q does not stay in registers). Per 16 bytes: ld.shared.v4, 8 x (prmt, shl, and [, fma]), 2
+ * st.shared.v4 (SASS sm_90a: LDS, 8 PRMT, 8 IMAD.SHL, 8 LOP3 [, 8 HMUL2], 2 STS). e4m3's NaN bytes (0x7F,
+ * 0xFF) read as +-480. With .target sm_89 / PTX 8.1 (or sm_90) cvt.rn.f16x2.e4m3x2 would do a pair in one
+ * F2FP.F16.E4M3.UNPACK_B (ptxas 13.0 checked); the kernels keep .target sm_80 so far.
  */
 #include "kv8.h"
 
@@ -40,7 +48,18 @@ enum {
 #define KV8_SEL_LO 0x9180 /* lanes {b0, sign(b0)}, {b1, sign(b1)} */
 #define KV8_SEL_HI 0xB3A2 /* lanes {b2, sign(b2)}, {b3, sign(b3)} */
 
-int fj_kv8_unit_log2(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16 ? -8 : 0; }
+int fj_kv8_unit_log2(const fj_plan *p)
+{
+    return (p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16) && !p->kv8_cvt ? -8 : 0;
+}
+
+void fj_kv8_for_target(fj_plan *p, const fj_arch_info *target)
+{
+    if (!p->kv8 || p->ws || !target || !(target->caps & FJ_CAP_CVT_E4M3)) return;
+    if (p->cfg.dtype != FAJIT_DTYPE_F16 && !p->kv8_f16) return; /* the bf16 widening has no cvt */
+    p->kv8_cvt = 1;
+    p->arch = target;
+}
 
 void fj_kv8_plan_copy(fj_plan *p)
 {
@@ -125,10 +144,13 @@ void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t r
     }
 }
 
+/* 1 when K / V widen to bf16 (bf16 queries whose Q does not stay in registers), else to f16. */
+static int widen_bf16(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_BF16 && !p->kv8_f16; }
+
 /* Two e4m3 bytes of w (sel: which two) -> one f16x2 / bf16x2 register d (see the top of the file). */
 static void widen_pair(fj_kctx *k, fj_reg_t d, fj_reg_t w, int sel, fj_reg_t unit, fj_reg_t negz)
 {
-    int f16 = fj_kv8_unit_log2(k->p) != 0;
+    int f16 = !widen_bf16(k->p);
     fj_ins(k->e, "prmt.b32 %s, %s, 0, 0x%04X", R(d), R(w), sel);
     fj_ins(k->e, "shl.b32 %s, %s, %d", R(d), R(d), f16 ? 7 : 4);
     fj_ins(k->e, "and.b32 %s, %s, %s", R(d), R(d), f16 ? "0xBF80BF80" : "0x87F087F0");
@@ -142,7 +164,7 @@ void fj_kv8_widen(fj_kctx *k, int slot)
     fj_reg_t w = fj_alloc(k->e, k->b_r, 4), h = fj_alloc(k->e, k->b_r, 8), unit = fj_alloc(k->e, k->b_r, 2);
     fj_reg_t negz = fj_at(unit, 1);
     fj_comment(k->e, 1, "FP8 K/V: widen this thread's e4m3 bytes of stage %d into the 16-bit K and V tiles", slot);
-    if (!fj_kv8_unit_log2(p)) {
+    if (widen_bf16(p)) {
         fj_ins(k->e, "mov.b32 %s, 0x7B807B80", R(unit)); /* bf16x2 2^120 */
         fj_ins(k->e, "mov.b32 %s, 0x80008000", R(negz)); /* -0 + x keeps x's sign for x = +-0 */
     }
@@ -153,6 +175,15 @@ void fj_kv8_widen(fj_kctx *k, int slot)
                 fj_ins(k->e, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s+%d]", R(w), R(fj_at(w, 1)), R(fj_at(w, 2)),
                        R(fj_at(w, 3)), R(k->bk[BK8_STG]), ring_off(p, slot, which, i, j));
                 for (int q = 0; q < 4; q++) {
+                    if (p->kv8_cvt) { /* bytes 0, 1 -> h[2q] (byte 0 in the low half), bytes 2, 3 -> h[2q + 1] */
+                        fj_line(k->e, "{");
+                        fj_line(k->e, ".reg .b16 %%kv8_h<2>;");
+                        fj_ins(k->e, "mov.b32 {%%kv8_h0, %%kv8_h1}, %s", R(fj_at(w, q)));
+                        fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h0", R(fj_at(h, 2 * q)));
+                        fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h1", R(fj_at(h, 2 * q + 1)));
+                        fj_line(k->e, "}");
+                        continue;
+                    }
                     widen_pair(k, fj_at(h, 2 * q), fj_at(w, q), KV8_SEL_LO, unit, negz);
                     widen_pair(k, fj_at(h, 2 * q + 1), fj_at(w, q), KV8_SEL_HI, unit, negz);
                 }
