@@ -24,8 +24,10 @@
  * keeps subnormals), as a product that small would underflow in the MMAs (bf16 widening: only bf16 queries
  * whose Q does not stay in registers). Per 16 bytes: ld.shared.v4, 8 x (prmt, shl, and [, fma]), 2
  * st.shared.v4 (SASS sm_90a: LDS, 8 PRMT, 8 IMAD.SHL, 8 LOP3 [, 8 HMUL2], 2 STS). e4m3's NaN bytes (0x7F,
- * 0xFF) read as +-480. With .target sm_89 / PTX 8.1 (or sm_90) cvt.rn.f16x2.e4m3x2 would do a pair in one
- * F2FP.F16.E4M3.UNPACK_B (ptxas 13.0 checked); the kernels keep .target sm_80 so far.
+ * 0xFF) read as +-480 here.
+ * Compiled for a target with cvt.rn.f16x2.e4m3x2 (.target sm_90+; sm_89 would need PTX 8.1), the f16 widening is
+ * that cvt instead (plan.kv8_cvt, fj_kv8_for_target): exact values (no 2^-8 unit), NaN bytes NaN, per 16 bytes
+ * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS.
  */
 #include "kv8.h"
 
