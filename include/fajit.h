@@ -288,6 +288,71 @@ typedef struct fajit_kernel_info {
 fajit_status fajit_kernel_get_info(const fajit_kernel *kernel, fajit_kernel_info *info_out);
 
 /* ---------------------------------------------------------------------------------------------------
+ * Warm-up: many kernels compiled at once, before the calls that need them
+ * ------------------------------------------------------------------------------------------------- */
+#define FAJIT_WARM_MAX_THREADS 256
+#define FAJIT_WARM_MAX_CONFIGS 10000
+
+/* Called on the thread that called fajit_warm, once per distinct kernel as it finishes (in the order they
+ * finish):
+ *   done / total  kernels finished so far (this one included) / distinct kernels of the call
+ *   index         the first position in configs[] that gives this kernel
+ *   cfg           its config, every field filled (valid for the call only)
+ *   status        FAJIT_OK, or why it failed
+ *   note          never NULL (valid for the call only): "compiled in 0.71 s", "disk", "memory", or the
+ *                 failure's message
+ * It must not call fajit_warm. */
+typedef void (*fajit_warm_progress_fn)(void *user, int done, int total, int index, const fajit_config *cfg,
+                                       fajit_status status, const char *note);
+
+typedef struct fajit_warm_options {
+    int threads;    /* compile threads: 0 = one per online CPU; at most FAJIT_WARM_MAX_THREADS (never more than
+                       the distinct kernels) */
+    const char *sm; /* the GPU to compile for when ctx has no device (device -1): "sm_90" / "sm_90a" (H100,
+                       H200: the sm_90a path for arch AUTO), "sm_80", "sm_86", ...; required then. With a
+                       device: NULL, or that device's own sm (a check) */
+    fajit_warm_progress_fn progress; /* may be NULL */
+    void *progress_user;
+} fajit_warm_options;
+
+/* Defaults: one thread per CPU, no sm, no progress callback. */
+fajit_warm_options fajit_warm_options_default(void);
+
+typedef struct fajit_warm_result {
+    int total;      /* distinct kernels (configs that fill to the same kernel count once) */
+    int compiled;   /* compiled by this call */
+    int cached;     /* found in the context's memory or in the disk cache */
+    int failed;     /* failed to compile, store or load */
+    int threads;    /* threads that compiled */
+    double seconds; /* wall time of the call */
+} fajit_warm_result;
+
+/*
+ * Compile many kernels at once, on `threads` threads, so that later calls find them in a cache.
+ * configs[0..count): fields left 0 are filled as fajit_config_fill(ctx, shapes ? &shapes[i] : NULL, ...)
+ * fills them (head_dim must be set): with a device, the device's path and the tuned winner of the shape's
+ * class, so that warming a shape warms what fajit_attention_forward without a config will pick for it;
+ * without one, the path and limits of opts->sm's GPU. shapes may be NULL. Configs that fill to the same
+ * kernel are compiled once.
+ *  - ctx with a device: each kernel is loaded into ctx (as fajit_kernel_get does: memory, disk, else
+ *    compiled and stored to disk), so later calls on ctx find it in memory and later processes on disk.
+ *  - ctx without a device (compile only, e.g. CI or an image build): opts->sm is required and the disk
+ *    cache must be on; each kernel is compiled and stored in it under the key a context on such a GPU
+ *    looks up (same fajit build and compiler library), ready for a later process.
+ * Every config is filled and checked before anything is compiled: a config that cannot be filled fails
+ * the call (its status, the message starting "configs[i]: ") with nothing compiled. Then every kernel is
+ * attempted; a kernel that fails does not stop the others, and the call returns the status of the failure
+ * of the lowest index, its message naming configs[i] and its config. result_out (may be NULL) is filled
+ * either way. opts may be NULL (defaults). count 0 does nothing.
+ * Errors: FAJIT_ERR_INVALID_ARGUMENT (ctx or configs NULL, count outside 0..FAJIT_WARM_MAX_CONFIGS, threads
+ * outside 0..FAJIT_WARM_MAX_THREADS, an unknown opts->sm or one that is not the device's, no sm without a
+ * device, no disk cache without a device), a config's fill status, else the first kernel's failure.
+ * Thread-safe; the compilers (nvJitLink, NVRTC) run one handle per thread.
+ */
+fajit_status fajit_warm(fajit_context *ctx, const fajit_config *configs, const fajit_shape *shapes, int count,
+                        const fajit_warm_options *opts, fajit_warm_result *result_out);
+
+/* ---------------------------------------------------------------------------------------------------
  * Forward attention
  * ------------------------------------------------------------------------------------------------- */
 typedef struct fajit_attention_args {
@@ -547,7 +612,7 @@ typedef struct fajit_tune_result {
  * pairs (col_warps 2) as well. Configs
  * that break a plan rule (register or shared-memory budget, copy layout) or exceed the device's shared
  * memory are pruned; the rest are ordered by closeness to the heuristic's config (which goes first) and
- * the first max_candidates are compiled (through fajit_kernel_get, on up to 8 threads at once, so they land
+ * the first max_candidates are compiled (as fajit_warm does: one thread per CPU, so they land
  * in the caches) and timed on the legacy default stream: random inputs,
  * `warmup` calls, then `reps` calls each between two CUDA events, rotating over at least two input
  * sets that together exceed 256 MB (well past L2). The fastest three within 10% of the best are then

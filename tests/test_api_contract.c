@@ -323,6 +323,41 @@ static void test_tune_arguments(void **state)
     fajit_context_destroy(nodev);
 }
 
+/* fajit_warm: its arguments, counts and the options' plain fields. The context has no device and no disk
+ * cache, so every call is refused before a config is read or a file written (no GPU, no files). */
+static void test_warm_arguments(void **state)
+{
+    (void)state;
+    fajit_context *nodev = nodev_context();
+    static fajit_config cfgs[16];
+    fajit_shape shapes[16];
+    fajit_warm_result res;
+    for (int i = 0; i < 16; i++) cfgs[i] = valid_config(), shapes[i] = (fajit_shape){1, 8, 8, 1024, 1024};
+    fajit_warm_options d = fajit_warm_options_default();
+    assert_true(d.threads == 0 && d.sm == NULL && d.progress == NULL && d.progress_user == NULL);
+    expect_failure(fajit_warm(NULL, cfgs, NULL, 1, NULL, &res), FAJIT_ERR_INVALID_ARGUMENT, "fajit_warm(ctx NULL)");
+    expect_failure(fajit_warm(nodev, NULL, NULL, 1, NULL, &res), FAJIT_ERR_INVALID_ARGUMENT, "fajit_warm(configs NULL)");
+    expect_failure(fajit_warm(nodev, cfgs, shapes, 1, NULL, NULL), FAJIT_ERR_INVALID_ARGUMENT, "fajit_warm(no sm)");
+    for (size_t i = 0; i < COUNT(k_ints); i++) {
+        int v = k_ints[i];
+        /* refused for the count, or (0..FAJIT_WARM_MAX_CONFIGS, 0 too) for the missing sm */
+        expect_failure(fajit_warm(nodev, cfgs, shapes, v, NULL, &res), FAJIT_ERR_INVALID_ARGUMENT, "fajit_warm(count)");
+        assert_int_equal(res.total, 0);
+    }
+    static const char *const sms[] = {"sm_80", "sm_90a", "", "sm_75", "bogus", "sm_90aa"};
+    const size_t plain = offsetof(fajit_warm_options, sm); /* threads */
+    for (size_t w = 0; w + sizeof(int) <= plain; w += sizeof(int))
+        for (size_t i = 0; i < COUNT(k_ints); i++)
+            for (size_t s = 0; s < COUNT(sms); s++) {
+                fajit_warm_options o = fajit_warm_options_default();
+                memcpy((char *)&o + w, &k_ints[i], sizeof(int));
+                o.sm = sms[s];
+                expect_failure(fajit_warm(nodev, cfgs, shapes, 2, &o, &res), FAJIT_ERR_INVALID_ARGUMENT,
+                               "fajit_warm(options)");
+            }
+    fajit_context_destroy(nodev);
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Contexts
  * ------------------------------------------------------------------------------------------------- */
@@ -535,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_status_and_version),  cmocka_unit_test(test_config_format),
         cmocka_unit_test(test_config_null),         cmocka_unit_test(test_config_fields),
         cmocka_unit_test(test_shape_fields),        cmocka_unit_test(test_tune_arguments),
+        cmocka_unit_test(test_warm_arguments),
         cmocka_unit_test(test_context_arguments),   cmocka_unit_test(test_args_fields),
         cmocka_unit_test(test_args_null),           cmocka_unit_test(test_every_function_walked),
     };

@@ -87,7 +87,7 @@ static void expect_usage_error(const run_result *r, const char *const *want)
 
 static void test_help_and_version(void **state)
 {
-    static const char *const subs[] = {"ptx", "cubin", "explain", "check", "bench", "tune"};
+    static const char *const subs[] = {"ptx", "cubin", "explain", "check", "bench", "tune", "warm"};
     run_result r;
     (void)state;
     r = run_fagen(NULL);
@@ -178,6 +178,13 @@ static const bad_case k_bad_cases[] = {
     {{"ptx", "--warps", "3"}, {"warps = 3"}},
     {{"ptx", "--br", "256", "--warps", "2"}, {"block_m (--br) = 256 with warps = 2"}},
     {{"ptx", "--arch", "sm_90a", "--variant", "paged+gather"}, {"arch = sm_90a", "gather"}},
+    /* issue 23: fagen warm */
+    {{"warm", "--threads", "999"}, {"--threads 999", "0..256"}},
+    {{"warm", "--sm", "sm_90a", "--device", "0"}, {"--sm", "--device", "give one of them"}},
+    {{"warm", "--file", "/nonexistent/warm.txt"}, {"--file /nonexistent/warm.txt", "No such file"}},
+    {{"warm", "--sm", "sm_91", "--headdim", "64"}, {"--sm sm_91", "not a known GPU", "sm_90a"}},
+    {{"warm", "--sm", "sm_80", "--br", "1024"}, {"configs[0]", "block_m (--br) = 1024"}},
+    {{"warm", "--bogus"}, {"--bogus", "unknown flag for 'warm'"}},
 };
 
 static void test_bad_flags(void **state)
@@ -372,6 +379,61 @@ static void test_cubin(void **state)
     result_free(&r);
 }
 
+/* fagen warm without a GPU (--sm): a file of kernels (canonical text, flags, a comment, a duplicate) compiled
+ * into the disk cache, found there the second time; --list prints the distinct configs; a bad line is named. */
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_warm(void **state)
+{
+    char list[4096], cache[4096], bad[4096];
+    run_result r;
+    (void)state;
+    snprintf(list, sizeof list, "%s/warm.txt", g_dir);
+    snprintf(bad, sizeof bad, "%s/bad.txt", g_dir);
+    snprintf(cache, sizeof cache, "%s/cache", g_dir);
+    write_text(list, "# two kernels, one of them twice\n"
+                     "sm_80 bf16 d64 br128 bc64 s2 sw128 w4 noncausal\n"
+                     "\n"
+                     "--arch sm_80 --headdim 64 --br 128 --bc 64 --stages 2 --swizzle 128 --warps 4   # the same\n"
+                     "--arch sm_80 --headdim 64 --causal\n");
+    r = run_fagen("warm", "--sm", "sm_80", "--file", list, "--cache-dir", cache, "--list", NULL);
+    if (r.code != 0) print_error("exit %d: %s", r.code, r.err);
+    assert_int_equal(r.code, FAGEN_EXIT_OK);
+    assert_non_null(strstr(r.out, "sm_80 bf16 d64 br128 bc64 s2 sw128 w4 noncausal\n"));
+    assert_non_null(strstr(r.out, " causal\n"));
+    assert_int_equal(count_lines(r.out), 2);
+    result_free(&r);
+
+    r = run_fagen("warm", "--sm", "sm_80", "--file", list, "--cache-dir", cache, "--threads", "2", NULL);
+    if (r.code == FAGEN_EXIT_FAIL && (strstr(r.err, "nvJitLink") || strstr(r.err, "NVRTC"))) {
+        printf("SKIP: fagen warm: a compiler is unavailable here: %s", r.err);
+        result_free(&r);
+        skip();
+    }
+    if (r.code != 0) print_error("exit %d: %s", r.code, r.err);
+    assert_int_equal(r.code, FAGEN_EXIT_OK);
+    assert_non_null(strstr(r.out, "2 kernels (2 compiled, 0 cached, 0 failed) on 2 threads"));
+    assert_non_null(strstr(r.err, "[  2/2]")); /* not a terminal: a line per kernel */
+    result_free(&r);
+
+    r = run_fagen("warm", "--sm", "sm_80", "--file", list, "--cache-dir", cache, "-q", NULL);
+    assert_int_equal(r.code, FAGEN_EXIT_OK);
+    assert_non_null(strstr(r.out, "2 kernels (0 compiled, 2 cached, 0 failed)"));
+    assert_string_equal(r.err, "");
+    result_free(&r);
+
+    write_text(bad, "sm_80 bf16 d64 br128 bc64 s2 sw128 w4 noncausal\nsm_80 bf16 d64 nonsense\n");
+    r = run_fagen("warm", "--sm", "sm_80", "--file", bad, "--cache-dir", cache, NULL);
+    expect_usage_error(&r, (const char *const[]){"bad.txt:2", "canonical form", NULL});
+    result_free(&r);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -394,7 +456,7 @@ int main(void)
         cmocka_unit_test(test_smem_too_large),   cmocka_unit_test(test_odd_configs_never_crash),
         cmocka_unit_test(test_ptx_deterministic), cmocka_unit_test(test_explain),
         cmocka_unit_test(test_cubin),            cmocka_unit_test(test_fill_keeps_flags),
-        cmocka_unit_test(test_no_gpu_advice),
+        cmocka_unit_test(test_no_gpu_advice),    cmocka_unit_test(test_warm),
     };
     if (access(FAGEN_PATH, X_OK) != 0) fj_test_skip_all("fagen not built at %s", FAGEN_PATH);
     return cmocka_run_group_tests_name("fagen_cli", tests, setup, teardown);

@@ -210,3 +210,43 @@ def test_config_text_with_variant_words():
         fajit.config("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal win win")
     with pytest.raises(ValueError, match="canonical form"):
         fajit.config("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 causal window")
+
+
+# ---- warm (issue 23): compile-only into the disk cache, without a GPU --------------------------------
+def test_warm_compiles_to_the_disk_cache_without_a_gpu(tmp_path):
+    code = ("import fajit, json\n"
+            "seen = []\n"
+            "specs = [{'head_dim': 64, 'arch': 'sm_80'}, 'sm_80 bf16 d64 br128 bc64 s2 sw128 w4 noncausal',\n"
+            "         fajit.config(head_dim=64, arch='sm_80', causal=True)]\n"
+            "r = fajit.warm(specs, sm='sm_80', threads=2, progress=lambda *a: seen.append((a[0], a[1], str(a[2]), a[3])))\n"
+            "r2 = fajit.warm(specs, sm='sm_80')\n"
+            "print(json.dumps([r.total, r.compiled, r.cached, r.failed, r2.compiled, r2.cached, seen]))\n")
+    try:
+        out = _run_python(code, FAJIT_CACHE_DIR=str(tmp_path))
+    except subprocess.CalledProcessError as e:
+        if "nvJitLink" in e.stderr:
+            pytest.skip(f"nvJitLink unavailable: {e.stderr.strip().splitlines()[-1]}")
+        raise
+    import json
+    total, compiled, cached, failed, compiled2, cached2, seen = json.loads(out)
+    assert (total, compiled, cached, failed) == (2, 2, 0, 0)
+    assert (compiled2, cached2) == (0, 2)
+    assert [s[:2] for s in seen] == [[1, 2], [2, 2]] and all(s[3] for s in seen)
+    assert "sm_80 bf16 d64 br128 bc64 s2 sw128 w4 noncausal" in [s[2] for s in seen]
+    assert len(list((tmp_path / "kernels").glob("*.cubin"))) == 2
+
+
+@pytest.mark.parametrize("kwargs, exc, text", [
+    (dict(configs=[{"head_dim": 100}], sm="sm_80"), fajit.FajitInputError, "configs[0]: head_dim = 100"),
+    (dict(configs=["sm_80 nonsense"], sm="sm_80"), ValueError, "configs[0]: config 'sm_80 nonsense'"),
+    (dict(configs=[3], sm="sm_80"), TypeError, "configs[0]: expected a fajit.Config"),
+    (dict(configs=[{"head_dim": 64, "bogus": 1}], sm="sm_80"), TypeError, "configs[0]"),
+    (dict(configs=[{"head_dim": 64}], sm="sm_91"), fajit.FajitInputError, 'opts->sm = "sm_91"'),
+    (dict(configs=[{"head_dim": 64}], sm="sm_80", threads=-1), ValueError, "threads"),
+    (dict(configs=[{"head_dim": 64}] * 2, sm="sm_80", shapes=[(1, 8, 8, 128, 128)] * 3), ValueError,
+     "3 shapes for 2 configs"),
+])
+def test_warm_bad_arguments_name_the_argument(kwargs, exc, text):
+    with pytest.raises(exc) as e:
+        fajit.warm(**kwargs)
+    assert text in str(e.value)

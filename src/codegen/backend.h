@@ -71,6 +71,8 @@ typedef struct fj_kctx {
     /* warp-specialized skeleton (fwd_ws.c) */
     fj_reg_t wg;                      /* u32: consumer warpgroup 0.. (warpgroup - 1) */
     fj_reg_t phase;                   /* u32: parity of the current pass over the stage ring (0 / 1) */
+    fj_reg_t ring_desc_k, ring_desc_v; /* u64, rolled loop (plan.roll_stages): the K / V stage's descriptor offset
+                                          (stage x kv_tile_bytes / 16), read by mma_qk / mma_pv for FJ_SLOT_RING */
     fj_reg_t b, h, hkv;               /* u32: batch, query head, KV head: the TMA coordinates */
     fj_reg_t params;                  /* u64: generic address of the parameter block (its tensor maps) */
     fj_reg_t q_buf;                   /* u32: the current work tile's Q buffer, as bytes past plan.q_off */
@@ -133,6 +135,10 @@ typedef struct fj_kctx {
 /* How a paged lookup splits a key into page and row: on page_shift at the lookup, or a division / a shift
  * (the caller branched on page_shift already). */
 enum { FJ_PAGE_SPLIT_BRANCH = 0, FJ_PAGE_SPLIT_DIV = 1, FJ_PAGE_SPLIT_SHIFT = 2 };
+
+/* The slot of mma_qk / mma_pv in the rolled sm_90a loop (plan.roll_stages): the stage whose descriptor offset is
+ * in k->ring_desc_k / ring_desc_v. */
+#define FJ_SLOT_RING (-1)
 
 /* Which keys of a tile an mma_pv call covers. */
 enum { FJ_KEYS_ALL = 0, FJ_KEYS_OWN = 1, FJ_KEYS_PEER = 2 };

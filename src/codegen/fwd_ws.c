@@ -791,6 +791,156 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
     }
 }
 
+/* ---- the rolled loop (plan.roll_stages) ---------------------------------------------------------
+ * One body serves every stage of the ring: l->ring holds the stage of tile j (s), `sp` that of tile j - 1;
+ * their barriers are addressed from registers (smem + 8 x FJ_WS_BARS_PER_STAGE x stage, then each barrier's
+ * stage-0 offset) and their wgmma descriptors from k->ring_desc_k / ring_desc_v (mma_* with FJ_SLOT_RING).
+ * The schedule is the unrolled one's, stage for stage: about half the PTX, a few more registers. */
+typedef struct ring_regs {
+    fj_reg_t sp;            /* u32: the stage of tile j - 1 */
+    fj_reg_t bar_s, bar_sp; /* u32: smem + the barrier block of stage s / sp */
+} ring_regs;
+
+/* bar = smem + the barrier block of `stage`; desc = the stage's descriptor offset (u64). */
+static void ring_point(fj_kctx *k, fj_reg_t stage, fj_reg_t bar, fj_reg_t desc)
+{
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(bar), R(stage), 8 * FJ_WS_BARS_PER_STAGE, R(k->smem));
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(t), R(stage), k->p->kv_tile_bytes >> 4);
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(desc), R(t));
+}
+
+/* sp = s; s = s + 1, and after the last stage 0 with the barriers' next phase. */
+static void ring_advance(fj_kctx *k, ws_loop *l, const ring_regs *rr)
+{
+    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    fj_ins(k->e, "mov.u32 %s, %s", R(rr->sp), R(l->ring));
+    fj_ins(k->e, "add.u32 %s, %s, 1", R(l->ring), R(l->ring));
+    fj_ins(k->e, "setp.eq.u32 %s, %s, %d", R(pr), R(l->ring), k->p->cfg.stages);
+    fj_ins(k->e, "@%s mov.u32 %s, 0", R(pr), R(l->ring));
+    fj_ins(k->e, "@%s xor.b32 %s, %s, 1", R(pr), R(k->phase), R(k->phase));
+}
+
+static void ring_wait(fj_kctx *k, fj_reg_t bar, int which, fj_reg_t parity)
+{
+    fj_emit_mbar_wait_at(k, bar, fj_ws_bar(k->p, which, 0), parity);
+}
+
+static void ring_release(fj_kctx *k, fj_reg_t bar, int which)
+{
+    fj_emit_mbar_arrive_at(k, bar, fj_ws_bar(k->p, which, 0), k->leader);
+}
+
+static ring_regs ring_regs_alloc(fj_kctx *k)
+{
+    ring_regs rr = {fj_alloc(k->e, k->b_r, 1), fj_alloc(k->e, k->b_r, 1), fj_alloc(k->e, k->b_r, 1)};
+    k->ring_desc_k = fj_alloc(k->e, k->b_rd, 1);
+    k->ring_desc_v = fj_alloc(k->e, k->b_rd, 1);
+    return rr;
+}
+
+/* consumer_loop_serial, rolled. */
+static void consumer_loop_serial_rolled(fj_kctx *k, ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    char body[48];
+    ring_regs rr = ring_regs_alloc(k);
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1);
+    fj_label_new(e, "kv_ring", body, sizeof body);
+    fj_label(e, body);
+    fj_comment(e, 1, "---- KV tile j in stage ring (rolled: one body for every stage) ----");
+    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+    fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
+    ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
+    fj_ins(e, "mov.b64 %s, %s", R(k->ring_desc_v), R(k->ring_desc_k));
+    fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
+    ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
+    p->backend->mma_qk(k, FJ_SLOT_RING);
+    p->backend->mma_wait(k, 0);
+    ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    consumer_softmax(k, l->mask_from);
+    fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
+    ring_wait(k, rr.bar_s, FJ_BAR_V_FULL, k->phase);
+    p->backend->pack_p(k);
+    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
+    p->backend->mma_wait(k, 0);
+    ring_release(k, rr.bar_s, FJ_BAR_V_EMPTY);
+    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    ring_advance(k, l, &rr);
+    fj_ins(e, "bra.uni %s", body);
+}
+
+/* consumer_loop_overlap, rolled: one prologue, one body, one tail. */
+static void consumer_loop_overlap_rolled(fj_kctx *k, ws_loop *l, const turns *tn)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    char body[48], tail[48];
+    ring_regs rr = ring_regs_alloc(k);
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), vph = fj_alloc(e, k->b_r, 1);
+    fj_label_new(e, "kv_ring", body, sizeof body);
+    fj_label_new(e, "kv_tail", tail, sizeof tail);
+    fj_comment(e, 1, "first KV tile of the work tile, in stage ring: S, its softmax and P");
+    ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
+    ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
+    turn_wait(k, tn);
+    p->backend->mma_qk(k, FJ_SLOT_RING);
+    turn_pass(k, tn, 0);
+    p->backend->mma_wait(k, 0);
+    ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    k->defer_o_rescale = 0;
+    k->o_zero = 1; /* O is still 0: no rescale */
+    consumer_softmax(k, l->mask_from);
+    k->o_zero = 0;
+    p->backend->pack_p(k);
+    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    ring_advance(k, l, &rr);
+    fj_label(e, body);
+    fj_comment(e, 1, "---- KV tile j in stage ring; PV of tile j - 1 from stage sp (rolled: one body for every stage) ----");
+    fj_comment(e, 1, "tile j - 1's V phase: the last pass's when j is in stage 0");
+    fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(l->ring));
+    fj_ins(e, "xor.b32 %s, %s, 1", R(vph), R(k->phase));
+    fj_ins(e, "selp.b32 %s, %s, %s, %s", R(vph), R(vph), R(k->phase), R(pr));
+    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+    fj_ins(e, "@%s bra.uni %s", R(pr), tail);
+    ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
+    ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
+    ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
+    ring_wait(k, rr.bar_sp, FJ_BAR_V_FULL, vph);
+    turn_wait(k, tn);
+    fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
+    p->backend->mma_qk(k, FJ_SLOT_RING);
+    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
+    turn_pass(k, tn, 0);
+    p->backend->mma_wait(k, 1);
+    ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    k->defer_o_rescale = 1;
+    consumer_softmax(k, l->mask_from);
+    fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
+    p->backend->mma_wait(k, 0); /* one wait for the whole warpgroup (see consumer_loop_overlap) */
+    ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
+    fj_emit_softmax_rescale_o(k);
+    k->defer_o_rescale = 0;
+    p->backend->pack_p(k);
+    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    ring_advance(k, l, &rr);
+    fj_ins(e, "bra.uni %s", body);
+    fj_label(e, tail);
+    fj_comment(e, 1, "last KV tile: its V is in stage sp; the ring goes on at stage ring");
+    ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
+    ring_wait(k, rr.bar_sp, FJ_BAR_V_FULL, vph);
+    turn_wait(k, tn);
+    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
+    turn_pass(k, tn, 1);
+    p->backend->mma_wait(k, 0);
+    ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
+    fj_ins(e, "bra.uni %s", l->next_tile);
+}
+
 static void emit_consumer(fj_kctx *k, ws_loop *l)
 {
     const fj_plan *p = k->p;
@@ -850,7 +1000,9 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     first_kv_tile(k);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
-    if (p->overlap) consumer_loop_overlap(k, l, &tn);
+    if (p->roll_stages && p->overlap) consumer_loop_overlap_rolled(k, l, &tn);
+    else if (p->roll_stages) consumer_loop_serial_rolled(k, l);
+    else if (p->overlap) consumer_loop_overlap(k, l, &tn);
     else consumer_loop_serial(k, l);
     fj_label(e, epi);
     fj_banner(e, "Consumer epilogue",

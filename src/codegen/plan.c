@@ -368,13 +368,16 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
         return snprintf(buf, size, "%s %s d%d combine", fj_arch_path_name(p->cfg.arch),
                         p->cfg.dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16", p->cfg.head_dim);
     int n = fajit_config_format(&p->cfg, buf, size);
-    if (n < 0 || !p->variant) return n;
-    return n + snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                        "%s%s%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
-                        p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
-                        p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "",
-                        p->variant & FJ_VARIANT_AHEAD ? " ahead" : "", p->variant & FJ_VARIANT_VARLEN ? " varlen" : "",
-                        p->variant & FJ_VARIANT_VARLEN_K ? " varlenk" : "");
+    if (n >= 0 && p->variant)
+        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
+                      "%s%s%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                      p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
+                      p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "",
+                      p->variant & FJ_VARIANT_AHEAD ? " ahead" : "", p->variant & FJ_VARIANT_VARLEN ? " varlen" : "",
+                      p->variant & FJ_VARIANT_VARLEN_K ? " varlenk" : "");
+    if (n >= 0 && p->roll_stages) /* an experimental loop shape (a build option): its own cache keys */
+        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, " rolled");
+    return n;
 }
 
 const char *fj_plan_entry(const fj_plan *p)

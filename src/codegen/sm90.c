@@ -163,6 +163,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->producer_regs = k_reg_split[p->consumer_wgs][0];
     p->consumer_regs = k_reg_split[p->consumer_wgs][1];
     p->whole_program = p->consumer_regs > 0;
+    p->roll_stages = FJ_ROLL_STAGES_DEFAULT && c->stages > 1;
     p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
     p->reg_acc_o = c->head_dim / 2;
     p->reg_acc_s = c->block_n / 2;
@@ -351,11 +352,22 @@ static fj_reg_t desc_at(fj_kctx *k, fj_reg_t base, int off)
     return d;
 }
 
+/* The descriptor base of a K or V stage: the tile's own (an immediate stage, slot >= 0), or with FJ_SLOT_RING
+ * (the rolled loop) the base plus the stage's offset held in `ring` (stage x kv_tile_bytes / 16). */
+static fj_reg_t stage_base(fj_kctx *k, fj_reg_t base, int slot, fj_reg_t ring)
+{
+    if (slot != FJ_SLOT_RING) return base;
+    fj_reg_t d = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "add.s64 %s, %s, %s", R(d), R(base), R(ring));
+    return d;
+}
+
 static void mma_qk_sm90(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
     const char *dt = fj_dtype_ptx(p);
-    int w = p->cfg.swizzle, bc = p->cfg.block_n, tile = p->k_off + slot * p->kv_tile_bytes;
+    int w = p->cfg.swizzle, bc = p->cfg.block_n, tile = p->k_off + (slot == FJ_SLOT_RING ? 0 : slot) * p->kv_tile_bytes;
+    fj_reg_t kbase = stage_base(k, k->bk[BK_DESC_K], slot, k->ring_desc_k);
     fj_buf acc;
     fj_buf_init(&acc);
     reg_list(k, k->acc_s, bc / 2, &acc);
@@ -363,7 +375,7 @@ static void mma_qk_sm90(fj_kctx *k, int slot)
     for (int ks = 0; ks < p->k_steps_qk; ks++) {
         int col = 16 * ks, box = col / p->tma_box_cols, inner = 2 * (col % p->tma_box_cols);
         fj_reg_t da = desc_at(k, k->bk[BK_DESC_Q], box * p->cfg.block_m * w + inner);
-        fj_reg_t db = desc_at(k, k->bk[BK_DESC_K], tile + box * bc * w + inner);
+        fj_reg_t db = desc_at(k, kbase, tile + box * bc * w + inner);
         fj_ins(k->e, PTX_WGMMA_SS, bc, dt, dt, acc.data ? acc.data : "", R(da), R(db), ks ? 1 : 0, 0);
     }
     fj_ins(k->e, PTX_WGMMA_COMMIT);
@@ -374,7 +386,8 @@ static void mma_pv_sm90(fj_kctx *k, int slot, int keys)
 {
     const fj_plan *p = k->p;
     const char *dt = fj_dtype_ptx(p);
-    int w = p->cfg.swizzle, tile = p->v_off + slot * p->kv_tile_bytes;
+    int w = p->cfg.swizzle, tile = p->v_off + (slot == FJ_SLOT_RING ? 0 : slot) * p->kv_tile_bytes;
+    fj_reg_t vbase = stage_base(k, k->bk[BK_DESC_V], slot, k->ring_desc_v);
     fj_buf acc;
     (void)keys; /* no warp pairs on this path: always all keys */
     fj_buf_init(&acc);
@@ -382,7 +395,7 @@ static void mma_pv_sm90(fj_kctx *k, int slot, int keys)
     fj_ins(k->e, PTX_WGMMA_FENCE);
     for (int ks = 0; ks < p->k_steps_pv; ks++) {
         fj_reg_t a = fj_at(k->frag_p, 4 * ks);
-        fj_reg_t db = desc_at(k, k->bk[BK_DESC_V], tile + ks * 16 * w);
+        fj_reg_t db = desc_at(k, vbase, tile + ks * 16 * w);
         fj_ins(k->e, PTX_WGMMA_RS, p->cfg.head_dim, dt, dt, acc.data ? acc.data : "", R(a), R(fj_at(a, 1)),
                R(fj_at(a, 2)), R(fj_at(a, 3)), R(db), 1, 1);
     }

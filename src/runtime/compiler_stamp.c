@@ -29,6 +29,7 @@
 #include "codegen/codegen.h"
 #include "compile.h"
 #include "cuda_api.h"
+#include "error.h"
 
 #define STAMP_KIND "stamp"
 #define STAMP_MAX 2048
@@ -140,4 +141,16 @@ fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const fj_plan *p
     }
     if (st == FAJIT_OK) identity_add_file(path, buf, size);
     return st;
+}
+
+fajit_status fj_kernel_disk_key(fj_disk_cache *cache, const fj_plan *plan, const char *config_text,
+                                const char *target, char *key, size_t size)
+{
+    char compiler[160];
+    fajit_status st = fj_compiler_identity_stamped(cache, plan, compiler, sizeof compiler);
+    if (st != FAJIT_OK) return st;
+    if (fj_disk_cache_key(key, size, config_text, target, compiler) >= (int)size)
+        return fj_fail(FAJIT_ERR_INTERNAL, "compiler_stamp.c: disk-cache key of \"%s\" longer than %zu", config_text,
+                       size);
+    return FAJIT_OK;
 }

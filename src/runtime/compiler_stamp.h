@@ -21,4 +21,10 @@ struct fj_plan;
  */
 fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const struct fj_plan *plan, char *buf, size_t size);
 
+/* The disk-cache key of a kernel: its canonical config text (fj_plan_format), the sm it is built for and
+ * the stamped identity of the compiler its plan's path uses. The one place a kernel's key is made: the
+ * context (loading) and fajit_warm (compiling to disk without a device) must agree on it. */
+fajit_status fj_kernel_disk_key(fj_disk_cache *cache, const struct fj_plan *plan, const char *config_text,
+                                const char *target, char *key, size_t size);
+
 #endif

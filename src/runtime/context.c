@@ -275,12 +275,7 @@ static fajit_status kernel_load_module(fajit_context *ctx, fajit_kernel *k, cons
  * compiler; compiler_stamp.c). */
 static fajit_status kernel_disk_key(fajit_context *ctx, const fajit_kernel *k, char *key, size_t size)
 {
-    char compiler[160];
-    fajit_status st = fj_compiler_identity_stamped(&ctx->disk, &k->plan, compiler, sizeof compiler);
-    if (st != FAJIT_OK) return st;
-    if (fj_disk_cache_key(key, size, k->config_text, k->target, compiler) >= (int)size)
-        return fj_fail(FAJIT_ERR_INTERNAL, "context.c: disk-cache key of \"%s\" longer than %zu", k->config_text, size);
-    return FAJIT_OK;
+    return fj_kernel_disk_key(&ctx->disk, &k->plan, k->config_text, k->target, key, size);
 }
 
 /* The hash of the PTX a disk entry must have been compiled from: 0 (not checked) unless FAJIT_CACHE_VERIFY=1,

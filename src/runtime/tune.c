@@ -26,6 +26,7 @@
 #include "codegen/codegen.h"
 #include "error.h"
 #include "forward.h"
+#include "warm.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Classes and keys
@@ -510,45 +511,19 @@ static fajit_status final_round(tune_run *r, fj_tune_bench *b)
     return FAJIT_OK;
 }
 
-/* Compile ahead: the candidates' kernels are built on several threads at once before any is timed (a
- * whole-program compile takes 0.3-1 s and the GPU machine has cores to spare); fajit_kernel_get is
- * thread-safe and the timing loop then finds them in the context's memory cache. A failure here is
- * ignored: the candidate's own fajit_kernel_get reports it. The time budget stops the compiling too. */
-typedef struct precompile {
-    tune_run *r;
-    int next;
-    pthread_mutex_t lock;
-} precompile;
-
-static void *precompile_worker(void *arg)
-{
-    precompile *pc = arg;
-    for (;;) {
-        pthread_mutex_lock(&pc->lock);
-        int i = pc->next++;
-        pthread_mutex_unlock(&pc->lock);
-        if (i >= pc->r->n) return NULL;
-        double budget = pc->r->o.time_budget_s;
-        if (budget > 0 && now_s() - pc->r->t0 > budget) return NULL; /* the rest compile as they are timed */
-        fajit_kernel *k;
-        if (fajit_kernel_get(pc->r->ctx, &pc->r->cands[i], &k, NULL) != FAJIT_OK) fj_clear_error();
-    }
-}
-
+/* Compile ahead: the candidates' kernels are built on every core at once (fajit_warm's engine, warm.c) before
+ * any is timed (a whole-program compile takes 0.3-1 s); the timing loop then finds them in the context's
+ * memory cache. A failure here is ignored: the candidate's own fajit_kernel_get reports it. The time
+ * budget stops the compiling too (the rest compile as they are timed). */
 static void precompile_all(tune_run *r)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(cores > FJ_TUNE_COMPILE_THREADS ? FJ_TUNE_COMPILE_THREADS : cores > 1 ? cores : 1);
-    if (n > r->n) n = r->n;
-    if (n < 2) return;
-    precompile pc = {r, 0, PTHREAD_MUTEX_INITIALIZER};
-    pthread_t t[FJ_TUNE_COMPILE_THREADS];
-    int started = 0;
-    for (int i = 0; i < n; i++) started += pthread_create(&t[started], NULL, precompile_worker, &pc) == 0;
-    for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
-    pthread_mutex_destroy(&pc.lock);
-    note(r, -1, NULL, -1.0, "%d candidates compiled (or found in the caches) on %d threads in %.1f s", r->n, started,
-         now_s() - r->t0);
+    fajit_warm_result w;
+    double budget = r->o.time_budget_s;
+    fj_warm_request rq = {r->ctx, r->cands, NULL, r->n, 0, NULL, budget > 0 ? r->t0 + budget : 0.0, 0, 0, NULL, NULL};
+    if (r->n < 2) return;
+    if (fj_warm_run(&rq, &w) != FAJIT_OK) fj_clear_error();
+    note(r, -1, NULL, -1.0, "%d candidates compiled (or found in the caches) on %d threads in %.1f s", r->n,
+         w.threads, w.seconds);
 }
 
 /* Time the candidates in order until done, out of budget, or the CUDA context fails. */

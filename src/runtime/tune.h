@@ -36,7 +36,6 @@
 #define FJ_TUNE_FINALISTS 3       /* candidates timed again, interleaved, after the first pass */
 #define FJ_TUNE_FINAL_WITHIN 0.10 /* ... those within this fraction of the first pass's best time */
 #define FJ_TUNE_FINAL_ROUNDS 3
-#define FJ_TUNE_COMPILE_THREADS 8 /* candidates compiled at once, before the timing (at most the CPUs) */
 
 /* The code-generation path fajit_config_fill picks for ctx's device (config_fill.c): sm_90a on a
  * compute-capability 9.0 GPU, sm_80 elsewhere and without a device. */

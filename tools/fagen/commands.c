@@ -14,6 +14,7 @@ static const fagen_command k_commands[] = {
     {"check", fagen_cmd_check, fagen_args_check, "run kernels on the GPU and compare with a reference"},
     {"bench", fagen_cmd_bench, fagen_args_bench, "time kernels on the GPU"},
     {"tune", fagen_cmd_tune, fagen_args_tune, "time the configs of a problem class on the GPU and save the fastest"},
+    {"warm", fagen_cmd_warm, fagen_args_warm, "compile many kernels at once into the caches (no GPU with --sm)"},
 };
 #define N_COMMANDS ((int)(sizeof k_commands / sizeof k_commands[0]))
 

@@ -20,6 +20,7 @@ int fagen_cmd_explain(int argc, char **argv);
 int fagen_cmd_check(int argc, char **argv);  /* tools/fagen/cmd_check.c */
 int fagen_cmd_bench(int argc, char **argv);  /* tools/fagen/cmd_bench.c */
 int fagen_cmd_tune(int argc, char **argv);   /* tools/fagen/cmd_tune.c */
+int fagen_cmd_warm(int argc, char **argv);   /* tools/fagen/cmd_warm.c */
 
 /* The flag parsing of each subcommand alone: all that its run function does before it opens a GPU, loads
  * a compiler or writes a file (for ptx, cubin and explain that includes completing and checking the
@@ -31,6 +32,7 @@ int fagen_args_explain(int argc, char **argv);
 int fagen_args_check(int argc, char **argv);
 int fagen_args_bench(int argc, char **argv);
 int fagen_args_tune(int argc, char **argv);
+int fagen_args_warm(int argc, char **argv);
 
 /* One subcommand (commands.c). */
 typedef struct fagen_command {

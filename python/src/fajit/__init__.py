@@ -20,11 +20,11 @@ ValueError naming the argument, before anything reaches the library.
 import sys
 
 from . import _config, _lib
-from ._config import Config, TuneResult
+from ._config import Config, TuneResult, WarmResult
 from ._lib import FajitError, FajitInputError
 
-__all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "config", "ptx", "explain", "tune", "cache_dir",
-           "last_forward", "kernel_info", "Config", "TuneResult", "FajitError", "FajitInputError", "__version__"]
+__all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "config", "ptx", "explain", "tune", "warm",
+           "cache_dir", "last_forward", "kernel_info", "Config", "TuneResult", "WarmResult", "FajitError", "FajitInputError", "__version__"]
 
 __version__ = _lib.lib.fajit_version().decode()
 _torch_module = None
@@ -198,6 +198,21 @@ def tune(head_dim, *, dtype="bf16", causal=False, shape=None, device=None, max_c
     return _config.tune(head_dim, dtype=dtype, causal=causal, shape=shape, device=device,
                         max_candidates=max_candidates, time_budget_s=time_budget_s, reps=reps, warmup=warmup,
                         persist=persist, progress=progress)
+
+
+def warm(configs, *, shapes=None, device=None, sm=None, threads=0, progress=None):
+    """Compile many kernels at once, one thread per CPU (fajit_warm), so that later calls find them cached.
+
+    configs: a list of fajit.Config, canonical texts or dicts of fajit.config's fields (head_dim required;
+    the fields left out are filled as fajit.config fills them, for `shapes`: None, one shape for all, or one
+    per config). Configs that give the same kernel are compiled once.
+    device: the GPU whose context the kernels are loaded into (None = torch's current CUDA device, else 0),
+    also storing them in the disk cache. sm: compile without a GPU for that GPU ("sm_90a" / "sm_90": H100,
+    H200; "sm_80", ...) into the disk cache only (CI, images), when device is None.
+    threads: 0 = one per CPU. progress(done, total, config, ok, note) is called per kernel as it finishes.
+    Returns a WarmResult; raises FajitError when a kernel failed (after trying every one) or a config
+    cannot be filled (before compiling any)."""
+    return _config.warm(configs, shapes=shapes, device=device, sm=sm, threads=threads, progress=progress)
 
 
 def cache_dir(device=None):

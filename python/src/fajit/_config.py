@@ -177,6 +177,20 @@ def _shape(shape):
     return Shape_c(*(_count(v, f"shape[{i}]") for i, v in enumerate(shape)))
 
 
+def _fields_c(*, head_dim=None, dtype=None, arch=None, causal=False, block_m=None, block_n=None, stages=None,
+              swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None):
+    """A fajit_config of these fields, the others 0 (neither filled nor checked)."""
+    if head_dim is None:
+        raise ValueError("head_dim: required (64, 96, 128, 192 or 256), or pass a config's canonical text")
+    c = Config_c()
+    c.arch, c.dtype, c.head_dim = _arch_code(arch), dtype_code(dtype), _count(head_dim, "head_dim")
+    c.block_m, c.block_n = _count(block_m, "block_m"), _count(block_n, "block_n")
+    c.stages, c.warps, c.col_warps = _count(stages, "stages"), _count(warps, "warps"), _count(col_warps, "col_warps")
+    c.swizzle = -1 if swizzle == "none" else _count(swizzle, "swizzle")
+    c.causal, c.overlap, c.pingpong = int(bool(causal)), _tri(overlap, "overlap"), _tri(pingpong, "pingpong")
+    return c
+
+
 def make_config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, block_m=None, block_n=None,
                 stages=None, swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None, shape=None,
                 device=None, fill=True):
@@ -194,14 +208,8 @@ def make_config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False
         c = Config_c.from_buffer_copy(c)
         check(lib.fajit_config_check(ctypes.byref(c)))
         return Config(c)
-    if head_dim is None:
-        raise ValueError("head_dim: required (64, 96, 128, 192 or 256), or pass a config's canonical text")
-    c = Config_c()
-    c.arch, c.dtype, c.head_dim = _arch_code(arch), dtype_code(dtype), _count(head_dim, "head_dim")
-    c.block_m, c.block_n = _count(block_m, "block_m"), _count(block_n, "block_n")
-    c.stages, c.warps, c.col_warps = _count(stages, "stages"), _count(warps, "warps"), _count(col_warps, "col_warps")
-    c.swizzle = -1 if swizzle == "none" else _count(swizzle, "swizzle")
-    c.causal, c.overlap, c.pingpong = int(bool(causal)), _tri(overlap, "overlap"), _tri(pingpong, "pingpong")
+    c = _fields_c(head_dim=head_dim, dtype=dtype, arch=arch, causal=causal, block_m=block_m, block_n=block_n,
+                  stages=stages, swizzle=swizzle, warps=warps, col_warps=col_warps, overlap=overlap, pingpong=pingpong)
     if fill:
         dev = device_index(device)
         ctx = _lib.context(dev).handle if dev >= 0 else None
@@ -277,3 +285,70 @@ def tune(head_dim, *, dtype="bf16", causal=False, shape=None, device=None, max_c
         ctx.choices_changed()
     del cb
     return TuneResult(res)
+
+
+# ---- warm --------------------------------------------------------------------------------------------
+class WarmResult:
+    """What fajit.warm did: .total (distinct kernels), .compiled, .cached, .failed, .threads, .seconds."""
+
+    def __init__(self, r):
+        for f, _ in type(r)._fields_:
+            setattr(self, f, getattr(r, f))
+
+    def __repr__(self):
+        return (f"fajit.WarmResult(total={self.total}, compiled={self.compiled}, cached={self.cached}, "
+                f"failed={self.failed}, threads={self.threads}, seconds={self.seconds:.2f})")
+
+
+def _warm_config(i, spec):
+    if isinstance(spec, dict):
+        try:
+            return _fields_c(**spec)
+        except TypeError as e:
+            raise TypeError(f"configs[{i}]: {e}") from None
+    if isinstance(spec, Config):
+        return Config_c.from_buffer_copy(spec._c)
+    if isinstance(spec, str):
+        try:
+            return _parse_text(spec)
+        except ValueError as e:
+            raise ValueError(f"configs[{i}]: {e}") from None
+    raise TypeError(f"configs[{i}]: expected a fajit.Config, its canonical text or a dict of fajit.config's fields, "
+                    f"got {type(spec).__name__}")
+
+
+def warm(configs, *, shapes=None, device=None, sm=None, threads=0, progress=None):
+    """Compile many kernels at once (fajit_warm); see fajit.warm."""
+    if isinstance(configs, (str, dict, Config)):
+        configs = [configs]
+    configs = list(configs)
+    n = len(configs)
+    arr = (Config_c * max(n, 1))()
+    for i, spec in enumerate(configs):
+        arr[i] = _warm_config(i, spec)
+    sh_arr = None
+    if shapes is not None:
+        one = isinstance(shapes, dict) or (isinstance(shapes, (tuple, list)) and shapes and
+                                           isinstance(shapes[0], int) and not isinstance(shapes[0], bool))
+        shapes = [shapes] * n if one else list(shapes)
+        if len(shapes) != n:
+            raise ValueError(f"shapes: {len(shapes)} shapes for {n} configs: give one shape, or one per config")
+        sh_arr = (Shape_c * max(n, 1))(*[_shape(s) for s in shapes])
+    if sm is not None and not isinstance(sm, str):
+        raise TypeError(f"sm: {sm!r}: expected a GPU name such as 'sm_90a' or 'sm_80'")
+    dev = device_index(device if device is not None else (None if sm is not None else "cuda"))
+    opts = lib.fajit_warm_options_default()
+    opts.threads = _count(threads, "threads")
+    opts.sm = sm.encode() if sm is not None else None
+    cb = None
+    if progress is not None:
+        def cb_impl(_user, done, total, _index, cfg_p, status, note):
+            cfg = Config(Config_c.from_buffer_copy(cfg_p.contents)) if cfg_p else None
+            progress(done, total, cfg, status == _lib.OK, note.decode(errors="replace") if note else "")
+        cb = _lib.WarmProgressFn(cb_impl)  # kept alive until fajit_warm returns
+        opts.progress = cb
+    res = _lib.WarmResult_c()
+    ctx = _lib.context(dev)
+    check(lib.fajit_warm(ctx.handle, arr, sh_arr, n, ctypes.byref(opts), ctypes.byref(res)))
+    del cb
+    return WarmResult(res)

@@ -58,6 +58,8 @@ Args_c = H.structs["fajit_attention_args"]
 TuneOptions_c = H.structs["fajit_tune_options"]
 TuneResult_c = H.structs["fajit_tune_result"]
 ProgressFn = H.callbacks["fajit_tune_progress_fn"]
+WarmResult_c = H.structs["fajit_warm_result"]
+WarmProgressFn = H.callbacks["fajit_warm_progress_fn"]
 
 STATUS = H.enums["fajit_status"]
 DTYPE = H.enums["fajit_dtype"]  # FAJIT_DTYPE_AUTO / _F16 / _BF16
