@@ -9,7 +9,10 @@
  * Shapes: Nq 1 / 4 / 16, Nk 1 / 17 / 1000 / 4099, MHA, GQA 4 / 8, MQA, D 64 / 128 / 256, causal or not,
  * seqlens_k (lengths 1, tile multiples, Nk, random, 0, past Nk and negative), split-KV (forced and the
  * heuristic's), paged K/V (pages 16 / 64 / 256, shuffled pool), each with GQA packing (the default) and again
- * without (FAJIT_PACK_GQA=0). The kernel text must say "kv=e4m3".
+ * without (FAJIT_PACK_GQA=0); then 8 of them again on other tiles than the heuristic's (s2, s3, bc128, br128 w8,
+ * warp pairs br32 cw2), the kernel text naming the tile. The kernel text must say "kv=e4m3". On an sm_90+ GPU the
+ * d64 / d128 kernels widen with cvt.rn.f16x2.e4m3x2 (kv8.c), the d256 ones (bf16 widening) and f16 ones alike
+ * otherwise with integer ops.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_fp8_decode --output-on-failure
  */
