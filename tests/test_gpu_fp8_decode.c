@@ -10,9 +10,9 @@
  * seqlens_k (lengths 1, tile multiples, Nk, random, 0, past Nk and negative), split-KV (forced and the
  * heuristic's), paged K/V (pages 16 / 64 / 256, shuffled pool), each with GQA packing (the default) and again
  * without (FAJIT_PACK_GQA=0); then 8 of them again on other tiles than the heuristic's (s2, s3, bc128, br128 w8,
- * warp pairs br32 cw2), the kernel text naming the tile. The kernel text must say "kv=e4m3". On an sm_90+ GPU the
- * d64 / d128 kernels widen with cvt.rn.f16x2.e4m3x2 (kv8.c), the d256 ones (bf16 widening) and f16 ones alike
- * otherwise with integer ops.
+ * warp pairs br32 cw2), the kernel text naming the tile. The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
+ * widen with cvt.rn.f16x2.e4m3x2 (kv8.c), but under bf16 queries that do not stay in registers (d256: integer ops
+ * to bf16); the integer f16 widening under bf16 Q (kv8_f16 without cvt) runs on sm_80 .. sm_89 GPUs only.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_fp8_decode --output-on-failure
  */
