@@ -10,6 +10,9 @@
 #     tests        $BUILD/tests/test_gpu_forward (label gpu), and the unit tests of the reference
 #     check-quick  fagen check --quick
 #     latency      fagen bench --latency (D 128 bf16, the default config: cold and disk-hit in new processes)
+#     first-call   bench/first_call.sh: issue 23's table (first call prebuilt / compiled, disk hit, a tuned winner's
+#                    first call and the time until it serves; one fresh process per cell)
+#     store-tests  test_store_gpu: prebuilt first calls, background specialization, capture, a damaged entry
 #     bench        fagen bench --grid first
 #     compare      python3 bench/compare.py --out $OUT (the full grid vs FA2 and cuDNN; torch, matplotlib)
 #     check-full   fagen check (the whole grid)
@@ -98,6 +101,7 @@ do_tests() {
     [ $g -eq 0 ] || rc=1
     "$BUILD"/tests/test_runtime_gpu || rc=1
     "$BUILD"/tests/test_tune_gpu || rc=1
+    "$BUILD"/tests/test_store_gpu || rc=1
     return $rc
 }
 
@@ -275,6 +279,8 @@ for s in "${stages[@]}"; do
     tests) run_stage tests 420 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_tests); do_tests" ;;
     check-quick) run_stage check-quick 300 "$FAGEN" check --quick ;;
     latency) run_stage latency 120 "$FAGEN" bench --latency ;;
+    first-call) run_stage first-call 300 bench/first_call.sh "$BUILD" ;;
+    store-tests) run_stage store-tests 300 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup); cmocka_setup; \"$BUILD\"/tests/test_store_gpu" ;;
     bench) run_stage bench 300 "$FAGEN" bench --grid first ;;
     compare) run_stage compare 540 env PYTHONUNBUFFERED=1 python3 bench/compare.py --lib "$BUILD/libfajit.so" --out "$OUT" ;;
     check-full) run_stage check-full 590 "$FAGEN" check ;;

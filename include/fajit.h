@@ -265,13 +265,17 @@ const char *fajit_context_sm(const fajit_context *ctx);
 typedef enum fajit_cache_source {
     FAJIT_SOURCE_MEMORY = 0,   /* found in this context's memory cache */
     FAJIT_SOURCE_DISK = 1,     /* loaded from a valid disk-cache entry */
-    FAJIT_SOURCE_COMPILED = 2  /* generated and compiled now (and stored, if the disk cache is on) */
+    FAJIT_SOURCE_COMPILED = 2, /* generated and compiled now (and stored, if the disk cache is on) */
+    FAJIT_SOURCE_PREBUILT = 3, /* built with the library (a checked entry of its prebuilt kernels) */
+    FAJIT_SOURCE_FALLBACK = 4  /* fajit_last_forward_source only: the call's chosen config was not compiled yet;
+                                  a loaded or prebuilt kernel of the same problem ran while it compiles */
 } fajit_cache_source;
 
 /*
  * A loaded kernel for a checked config on the context's device. Looked up in the memory cache, then
- * the disk cache (entries that are truncated, corrupt or rejected by the driver are discarded and
- * rebuilt), then generated and compiled. The kernel is owned by the context and lives until the
+ * the kernels built into the library (each checked against its key and checksum first; FAJIT_PREBUILT=0
+ * when the context is made skips them), then the disk cache (entries that are truncated, corrupt or
+ * rejected by the driver are discarded and rebuilt), then generated and compiled. The kernel is owned by the context and lives until the
  * context is destroyed; do not free it. source_out may be NULL.
  */
 typedef struct fajit_kernel fajit_kernel;
@@ -539,6 +543,19 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
  * SMs with its own rows, where it runs faster ...").
  */
 const char *fajit_last_forward(void);
+
+/*
+ * Where the calling thread's last successful fajit_attention_forward got its kernel: FAJIT_SOURCE_MEMORY,
+ * _PREBUILT, _DISK or _COMPILED, or FAJIT_SOURCE_FALLBACK when the config chosen for the call (a tuned winner, a
+ * tile other than the built-in default) was not compiled yet: with FAJIT_JIT=async (the default) the call ran a
+ * loaded or prebuilt kernel of the same problem (fajit_last_forward() then ends in "; while <config> compiles")
+ * and the chosen one compiles on the context's worker thread, serving the calls after it is loaded. Where no
+ * such kernel is at hand (attention variants), for decode calls (their split count and workspace follow the
+ * tile), for calls with a config, and with FAJIT_JIT=sync, the call compiles first, as before. Inside a
+ * CUDA-graph capture on args->stream nothing is compiled: a call runs a loaded, prebuilt or disk-cached kernel,
+ * or fails with FAJIT_ERR_UNSUPPORTED naming the config. FAJIT_SOURCE_MEMORY before the first forward.
+ */
+fajit_cache_source fajit_last_forward_source(void);
 
 /* ---------------------------------------------------------------------------------------------------
  * Autotuning

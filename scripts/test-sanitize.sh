@@ -17,7 +17,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/sanitizer/lsan.supp:print_suppressions=0"
 
 step "configure and build build-san (clang, address,undefined, fuzz targets)"
-CC=clang cmake -S . -B build-san -DFAJIT_SANITIZE=address,undefined -DFAJIT_FUZZ=ON >/dev/null
+CC=clang cmake -S . -B build-san -DFAJIT_SANITIZE=address,undefined -DFAJIT_FUZZ=ON -DFAJIT_PREBUILT=OFF >/dev/null
 cmake --build build-san -j "$(nproc)" >/dev/null
 t_build=$SECONDS
 

@@ -91,7 +91,8 @@ static void parse_operand(prog *p, insn *in, const char *s, operand *o)
         return;
     }
     if ((isdigit((unsigned char)*s) || *s == '-') && !(s[0] == '0' && (s[1] == 'f' || s[1] == 'd'))) {
-        o->kind = O_IMM, o->imm = strtoll(s, NULL, 0);
+        /* unsigned above INT64_MAX too (a wgmma descriptor's 0x8000... constant) */
+        o->kind = O_IMM, o->imm = *s == '-' ? strtoll(s, NULL, 0) : (int64_t)strtoull(s, NULL, 0);
         return;
     }
     o->kind = O_OTHER;
@@ -155,7 +156,7 @@ static void parse_line(prog *p, char *s)
     }
     insn *in = &p->v[p->n++];
     memset(in, 0, sizeof *in);
-    in->guard = -1;
+    in->guard = -1, in->line = p->line;
     if (*s == '@') {
         int len;
         s++;
@@ -175,8 +176,10 @@ void parse_prog(prog *p, const char *ptx)
     memset(p, 0, sizeof *p);
     const char *body = strstr(ptx, ".entry fajit_fwd");
     assert_non_null(body);
-    char line[512];
-    for (const char *s = body; *s;) {
+    char line[4096]; /* a wgmma line lists 64+ accumulators */
+    p->line = 1;
+    for (const char *s = ptx; s < body; s++) p->line += *s == '\n';
+    for (const char *s = body; *s; p->line++) {
         size_t n = strcspn(s, "\n");
         snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line - 1 ? n : sizeof line - 1), s);
         parse_line(p, line);
@@ -217,7 +220,7 @@ static uint32_t load_u32(world *w, uint64_t addr)
 {
     if (addr >= BASE_LENS && addr < BASE_LENS + 4u * (unsigned)w->batch && addr % 4 == 0) {
         int b = (int)((addr - BASE_LENS) / 4);
-        if (b != w->cta_b) why(w, "seqlens_k[%d] read by a CTA of batch %d", b, w->cta_b);
+        if (w->cta_b >= 0 && b != w->cta_b) why(w, "seqlens_k[%d] read by a CTA of batch %d", b, w->cta_b);
         return (uint32_t)w->lens[b];
     }
     if (addr >= BASE_TABLE && addr < BASE_TABLE + 4ull * MAX_B * MAX_PAGES && addr % 4 == 0) {
@@ -225,7 +228,7 @@ static uint32_t load_u32(world *w, uint64_t addr)
         int len = seq_len(w, b);
         int filled = (len + w->page - 1) / w->page;
         w->table_reads++;
-        if (b != w->cta_b || i >= filled) {
+        if ((w->cta_b >= 0 && b != w->cta_b) || i >= filled) {
             w->bad_reads++;
             why(w, "block_table[%d][%d] read by a CTA of batch %d (len %d: %d filled pages)", b, i, w->cta_b, len,
                 filled);
@@ -349,8 +352,8 @@ static int src(const prog *p, thread *t, world *w, const operand *o, uint64_t *v
         return 1;
     case O_PARAM: {
         uint64_t x = 0;
-        const char *blk = w->ws ? (const char *)&w->tprm : (const char *)&w->prm;
-        size_t size = w->ws ? sizeof w->tprm : sizeof w->prm;
+        const char *blk = w->pblk ? (const char *)w->pblk : w->ws ? (const char *)&w->tprm : (const char *)&w->prm;
+        size_t size = w->pblk ? sizeof w->blk : w->ws ? sizeof w->tprm : sizeof w->prm;
         size_t n = size - (size_t)o->imm < 8 ? size - (size_t)o->imm : 8;
         memcpy(&x, blk + o->imm, n); /* the op's width trims it */
         *v = x;
@@ -418,73 +421,92 @@ static int alu(const char *op, uint64_t a, uint64_t b, uint64_t c, uint64_t *r)
     return 1;
 }
 
+/* 1 when in's guard lets it run, 0 when not, -1 when the guard's value is unknown (from float data). */
+int sim_guard(const thread *t, const insn *in)
+{
+    if (in->guard < 0) return 1;
+    if (!t->known[in->guard]) return -1;
+    return (t->val[in->guard] != 0) != in->guard_neg;
+}
+
+int sim_value(const prog *p, thread *t, world *w, const operand *o, uint64_t *v) { return src(p, t, w, o, v); }
+
+void sim_set(thread *t, const operand *d, uint64_t v, int known) { set(t, d, v, known); }
+
+/* One instruction at t->pc (see ptx_sim.h). */
+int sim_step(const prog *p, thread *t, world *w)
+{
+    if (t->pc < 0 || t->pc >= p->n) return why(w, "fell off the end"), SIM_STOP;
+    const insn *in = &p->v[t->pc++];
+    const char *op = in->op;
+    int pc = t->pc;
+    if (++t->steps > 5000000) return why(w, "thread %u ran over 5M instructions", t->tid), SIM_STOP;
+    int g = sim_guard(t, in);
+    if (g < 0) {
+        /* a guard from float values (the rescale vote): only float work or a local branch depends on it */
+        if (strncmp(op, "bra", 3) == 0) return SIM_OK;
+        if (strncmp(op, "ld.global", 9) == 0 || strncmp(op, "cp.async.cg", 11) == 0 ||
+            (w->varlen && strncmp(op, "st.global", 9) == 0))
+            return why(w, "%s under an unknown guard (pc %d)", op, pc - 1), SIM_STOP;
+        set(t, &in->a[0], 0, 0);
+        return SIM_OK;
+    }
+    if (!g) return SIM_OK;
+    if (strcmp(op, "ret") == 0 || strcmp(op, "ret;") == 0) return SIM_RET;
+    if (strncmp(op, "bra", 3) == 0) {
+        t->pc = (int)in->a[0].imm;
+        return SIM_OK;
+    }
+    uint64_t a = 0, b = 0, c = 0, r = 0;
+    int ka = in->n > 1 ? src(p, t, w, &in->a[1], &a) : 1, kb = in->n > 2 ? src(p, t, w, &in->a[2], &b) : 1;
+    int kc = in->n > 3 ? src(p, t, w, &in->a[3], &c) : 1;
+    if (strncmp(op, "ld.param.", 9) == 0) {
+        set(t, &in->a[0], strstr(op, "u64") ? a : (uint32_t)a, strstr(op, "f32") == NULL);
+    } else if (strncmp(op, "setp.", 5) == 0) {
+        int v = compare(op, a, b), k = ka && kb;
+        if (strstr(op, ".and.")) v = v && c, k = k && kc;
+        set(t, &in->a[0], (uint64_t)v, k);
+    } else if (strcmp(op, "or.pred") == 0 || strcmp(op, "and.pred") == 0) {
+        set(t, &in->a[0], op[0] == 'o' ? (a || b) : (a && b), ka && kb);
+    } else if (strncmp(op, "selp.", 5) == 0) {
+        if (!kc) set(t, &in->a[0], 0, 0);
+        else set(t, &in->a[0], c ? a : b, c ? ka : kb);
+    } else if (strcmp(op, "ld.global.nc.u32") == 0) {
+        uint64_t addr;
+        if (in->a[1].kind != O_MEM) return why(w, "ld.global.nc.u32 of a form not modelled (pc %d)", pc - 1), SIM_STOP;
+        if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr))
+            return why(w, "block-table / seqlens_k load from an unknown address (pc %d)", pc - 1), SIM_STOP;
+        set(t, &in->a[0], load_u32(w, addr + (uint64_t)in->a[1].imm), 1);
+    } else if (w->varlen && strncmp(op, "st.global", 9) == 0) {
+        uint64_t addr;
+        if (in->a[0].kind != O_MEM || !src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[0].reg}, &addr))
+            return why(w, "%s to an unknown address (pc %d)", op, pc - 1), SIM_STOP;
+        record_store(w, addr + (uint64_t)in->a[0].imm, op);
+    } else if (run_async(p, t, w, in, pc - 1)) {
+    } else if (strcmp(op, "cp.async.cg.shared.global") == 0) {
+        uint64_t addr;
+        if (in->a[1].kind != O_MEM) return why(w, "cp.async of a form not modelled (pc %d)", pc - 1), SIM_STOP;
+        if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr) || !kc)
+            return why(w, "cp.async with an unknown address or size (pc %d)", pc - 1), SIM_STOP;
+        if (c) record_copy(w, addr + (uint64_t)in->a[1].imm);
+    } else {
+        int res = alu(op, a, b, c, &r);
+        if (res < 0 && ka && kb) return why(w, "division by zero (pc %d)", pc - 1), SIM_STOP;
+        if (res > 0) set(t, &in->a[0], r, ka && kb && kc);
+        else if (in->n && in->a[0].kind == O_REG) set(t, &in->a[0], 0, 0); /* float, MMA, shared: unknown */
+    }
+    return w->why[0] ? SIM_STOP : SIM_OK;
+}
+
 /* Run one thread to `ret`; 0 when it stopped on something the test does not model (w->why says what). */
 int run_thread(const prog *p, thread *t, world *w)
 {
     memset(t->known, 0, (size_t)p->n_regs);
-    long steps = 0;
-    for (int pc = 0; pc < p->n;) {
-        const insn *in = &p->v[pc++];
-        const char *op = in->op;
-        if (++steps > 5000000) return why(w, "thread %u ran over 5M instructions", t->tid), 0;
-        if (in->guard >= 0) {
-            if (!t->known[in->guard]) {
-                /* a guard from float values (the rescale vote): only float work or a local branch depends on it */
-                if (strncmp(op, "bra", 3) == 0) continue;
-                if (strncmp(op, "ld.global", 9) == 0 || strncmp(op, "cp.async.cg", 11) == 0 ||
-                    (w->varlen && strncmp(op, "st.global", 9) == 0))
-                    return why(w, "%s under an unknown guard (pc %d)", op, pc - 1), 0;
-                set(t, &in->a[0], 0, 0);
-                continue;
-            }
-            if ((t->val[in->guard] != 0) == in->guard_neg) continue;
-        }
-        if (strcmp(op, "ret") == 0 || strcmp(op, "ret;") == 0) return 1;
-        if (strncmp(op, "bra", 3) == 0) {
-            pc = (int)in->a[0].imm;
-            continue;
-        }
-        uint64_t a = 0, b = 0, c = 0, r = 0;
-        int ka = in->n > 1 ? src(p, t, w, &in->a[1], &a) : 1, kb = in->n > 2 ? src(p, t, w, &in->a[2], &b) : 1;
-        int kc = in->n > 3 ? src(p, t, w, &in->a[3], &c) : 1;
-        if (strncmp(op, "ld.param.", 9) == 0) {
-            set(t, &in->a[0], strstr(op, "u64") ? a : (uint32_t)a, strstr(op, "f32") == NULL);
-        } else if (strncmp(op, "setp.", 5) == 0) {
-            int v = compare(op, a, b), k = ka && kb;
-            if (strstr(op, ".and.")) v = v && c, k = k && kc;
-            set(t, &in->a[0], (uint64_t)v, k);
-        } else if (strcmp(op, "or.pred") == 0 || strcmp(op, "and.pred") == 0) {
-            set(t, &in->a[0], op[0] == 'o' ? (a || b) : (a && b), ka && kb);
-        } else if (strncmp(op, "selp.", 5) == 0) {
-            if (!kc) set(t, &in->a[0], 0, 0);
-            else set(t, &in->a[0], c ? a : b, c ? ka : kb);
-        } else if (strcmp(op, "ld.global.nc.u32") == 0) {
-            uint64_t addr;
-            if (in->a[1].kind != O_MEM) return why(w, "ld.global.nc.u32 of a form not modelled (pc %d)", pc - 1), 0;
-            if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr))
-                return why(w, "block-table / seqlens_k load from an unknown address (pc %d)", pc - 1), 0;
-            set(t, &in->a[0], load_u32(w, addr + (uint64_t)in->a[1].imm), 1);
-        } else if (w->varlen && strncmp(op, "st.global", 9) == 0) {
-            uint64_t addr;
-            if (in->a[0].kind != O_MEM || !src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[0].reg}, &addr))
-                return why(w, "%s to an unknown address (pc %d)", op, pc - 1), 0;
-            record_store(w, addr + (uint64_t)in->a[0].imm, op);
-        } else if (run_async(p, t, w, in, pc - 1)) {
-        } else if (strcmp(op, "cp.async.cg.shared.global") == 0) {
-            uint64_t addr;
-            if (in->a[1].kind != O_MEM) return why(w, "cp.async of a form not modelled (pc %d)", pc - 1), 0;
-            if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr) || !kc)
-                return why(w, "cp.async with an unknown address or size (pc %d)", pc - 1), 0;
-            if (c) record_copy(w, addr + (uint64_t)in->a[1].imm);
-        } else {
-            int res = alu(op, a, b, c, &r);
-            if (res < 0 && ka && kb) return why(w, "division by zero (pc %d)", pc - 1), 0;
-            if (res > 0) set(t, &in->a[0], r, ka && kb && kc);
-            else if (in->n && in->a[0].kind == O_REG) set(t, &in->a[0], 0, 0); /* float, MMA, shared: unknown */
-        }
-        if (w->why[0]) return 0;
+    t->pc = 0, t->steps = 0;
+    for (;;) {
+        int r = sim_step(p, t, w);
+        if (r != SIM_OK) return r == SIM_RET;
     }
-    return why(w, "fell off the end"), 0;
 }
 
 static void record_store_box(world *w, uint64_t off, const uint64_t c[4]);

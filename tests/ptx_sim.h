@@ -15,6 +15,7 @@
 #include "fajit.h"
 #include "runtime/error.h"
 #include "runtime/forward.h"
+#include "runtime/variants.h"
 
 /* ---- the PTX, parsed -------------------------------------------------------------------------------- */
 enum { O_NONE, O_REG, O_IMM, O_SPECIAL, O_SMEM, O_MEM, O_PARAM, O_PBASE, O_LABEL, O_OTHER };
@@ -32,6 +33,7 @@ typedef struct insn {
     operand a[6];
     char label[64];       /* O_LABEL operand's name, resolved after parsing */
     int coord[4];         /* a TMA load's coordinates {column, row, head, batch or page}: registers */
+    int line;             /* its line in the PTX text (1-based) */
 } insn;
 
 typedef struct bank {
@@ -46,6 +48,7 @@ typedef struct prog {
     int n_banks, n_regs;
     char labels[2048][64];
     int label_at[2048], n_labels;
+    int line; /* parse_prog: the line being parsed */
 } prog;
 
 /* ---- the device memory the kernel sees ---------------------------------------------------------------- */
@@ -71,6 +74,9 @@ typedef struct world {
     /* the sm_90a kernel (ws): its parameter block, the K/V box rows, the tile; TMA bytes per barrier */
     int ws, box, block_n, kv_tile_bytes, k_off, v_off, q_box_bytes;
     fj_fwd_params_tma_decode tprm;
+    /* a variant kernel's whole block (fj_variant_params: its own block, then the mods): read instead when pblk is set */
+    fj_param_block blk;
+    const unsigned char *pblk;
     uint32_t bar_addr[MAX_BARS];
     int64_t bar_bytes[MAX_BARS];
     int n_bars;
@@ -95,12 +101,25 @@ typedef struct thread {
     uint64_t *val;
     unsigned char *known;
     unsigned tid, ctaid[3], nctaid_x;
+    int pc;     /* the next instruction (sim_step) */
+    long steps; /* instructions run (a thread stops past 5M) */
 } thread;
 
 /* Parse the kernel's .entry body. */
 void parse_prog(prog *p, const char *ptx);
 /* Run one thread to `ret`; 0 when it stopped on something not modelled (w->why says what). */
 int run_thread(const prog *p, thread *t, world *w);
+/* One instruction at t->pc, then t->pc on to the next: SIM_OK, SIM_RET (it ran `ret`) or SIM_STOP (on something not
+ * modelled or a failed check: w->why says what). run_thread is a loop of these; tests/pipe_sim.c interleaves threads
+ * with it, running the synchronizing instructions itself. */
+enum { SIM_OK, SIM_RET, SIM_STOP };
+int sim_step(const prog *p, thread *t, world *w);
+/* 1 when in's guard lets it run (or it has none), 0 when not, -1 when the guard's value is unknown. */
+int sim_guard(const thread *t, const insn *in);
+/* An operand's value into *v; 1 when it is known. */
+int sim_value(const prog *p, thread *t, world *w, const operand *o, uint64_t *v);
+/* Set a register operand (nothing for other kinds). */
+void sim_set(thread *t, const operand *d, uint64_t v, int known);
 /* Batch b's keys as the kernel takes them: seqlens_k[b] clamped to [0, seqlen_k], or seqlen_k. */
 int seq_len(const world *w, int b);
 /* The first failure's text into w->why (later ones are dropped). */

@@ -88,6 +88,7 @@ static void test_status_and_version(void **state)
     assert_string_equal(fajit_status_name(FAJIT_ERR_IO), "FAJIT_ERR_IO");
     assert_non_null(fajit_errmsg());
     assert_non_null(fajit_last_forward());
+    assert_int_equal(fajit_last_forward_source(), FAJIT_SOURCE_MEMORY); /* before any forward on this thread */
     fajit_free(NULL);
 }
 

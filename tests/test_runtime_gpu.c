@@ -374,6 +374,7 @@ static void test_verify_source(void **state)
 
 int main(void)
 {
+    setenv("FAJIT_PREBUILT", "0", 1); /* the kernel sources below are the disk cache's and the compiler's */
     fj_test_require_gpu();
     g_dir = fj_test_make_temp_dir("fajit-gpu-cache-");
     const struct CMUnitTest tests[] = {

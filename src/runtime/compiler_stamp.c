@@ -143,6 +143,20 @@ fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const fj_plan *p
     return st;
 }
 
+int fj_compiler_identity_cheap(fj_disk_cache *cache, const fj_plan *plan, char *buf, size_t size)
+{
+    const compiler_ref *c = plan->whole_program ? &k_nvrtc : &k_nvjitlink;
+    char key[FJ_DISK_CACHE_KEY_MAX], path[1024] = "";
+    int keyed = cache->enabled && stamp_key(c, key, sizeof key);
+    if (!c->loaded() && !(keyed && stamp_read(cache, key, buf, size, path))) return 0; /* would load it */
+    if (c->loaded()) {
+        if (fj_compiler_identity_stamped(cache, plan, buf, size) != FAJIT_OK) return 0;
+        return 1;
+    }
+    identity_add_file(path, buf, size);
+    return 1;
+}
+
 fajit_status fj_kernel_disk_key(fj_disk_cache *cache, const fj_plan *plan, const char *config_text,
                                 const char *target, char *key, size_t size)
 {
@@ -153,4 +167,12 @@ fajit_status fj_kernel_disk_key(fj_disk_cache *cache, const fj_plan *plan, const
         return fj_fail(FAJIT_ERR_INTERNAL, "compiler_stamp.c: disk-cache key of \"%s\" longer than %zu", config_text,
                        size);
     return FAJIT_OK;
+}
+
+int fj_kernel_disk_key_cheap(fj_disk_cache *cache, const fj_plan *plan, const char *config_text, const char *target,
+                             char *key, size_t size)
+{
+    char compiler[160];
+    if (!fj_compiler_identity_cheap(cache, plan, compiler, sizeof compiler)) return 0;
+    return fj_disk_cache_key(key, size, config_text, target, compiler) < (int)size;
 }

@@ -21,10 +21,20 @@ struct fj_plan;
  */
 fajit_status fj_compiler_identity_stamped(fj_disk_cache *cache, const struct fj_plan *plan, char *buf, size_t size);
 
+/* The same identity when it costs no library load: from a valid stamp, or from the compiler when this process
+ * has loaded it already. 1 = in buf; 0 = only loading the compiler would tell (nothing is loaded). The kernel
+ * store's probes that must not wait (a CUDA-graph capture, a call that can run a stand-in) use it. */
+int fj_compiler_identity_cheap(fj_disk_cache *cache, const struct fj_plan *plan, char *buf, size_t size);
+
 /* The disk-cache key of a kernel: its canonical config text (fj_plan_format), the sm it is built for and
  * the stamped identity of the compiler its plan's path uses. The one place a kernel's key is made: the
  * context (loading) and fajit_warm (compiling to disk without a device) must agree on it. */
 fajit_status fj_kernel_disk_key(fj_disk_cache *cache, const struct fj_plan *plan, const char *config_text,
                                 const char *target, char *key, size_t size);
+
+/* fj_kernel_disk_key when it costs no library load (fj_compiler_identity_cheap): 1 = the key is in key[size];
+ * 0 = only loading the compiler would tell (or the key does not fit). */
+int fj_kernel_disk_key_cheap(fj_disk_cache *cache, const struct fj_plan *plan, const char *config_text,
+                             const char *target, char *key, size_t size);
 
 #endif

@@ -242,6 +242,7 @@ typedef struct fill_request {
     const fajit_shape *shape;
     fill_goal goal;
     fajit_config given; /* the caller's config, dtype resolved, arch as given (AUTO or a path) */
+    int untuned;        /* 1: the built-in table only, never a tuned winner (fj_config_fill_default) */
 } fill_request;
 
 /* The paths to try for given's arch: the caller's, or the best for the device then sm_80. */
@@ -271,7 +272,7 @@ static fajit_config heuristic_on(const fill_request *r, const fajit_config *give
 {
     fajit_config c = *given;
     c.arch = path;
-    if (!r->goal.variant) fj_tune_fill(r->ctx, r->shape, &c); /* zero fields from the tuned winner, if any */
+    if (!r->goal.variant && !r->untuned) fj_tune_fill(r->ctx, r->shape, &c); /* zero fields from the tuned winner, if any */
     const fj_arch_info *t = r->goal.target;
     fj_config_heuristic(&c, given, r->shape, t ? t->smem_per_block : 0);
     fj_plan plan;
@@ -403,13 +404,13 @@ static fajit_status check_problem(const fajit_config *c)
     return FAJIT_OK;
 }
 
-fajit_status fj_config_fill_for(fajit_context *ctx, const fajit_shape *shape, const fj_arch_info *target,
-                                unsigned variant, fajit_config *cfg)
+static fajit_status fill_for(fajit_context *ctx, const fajit_shape *shape, const fj_arch_info *target,
+                             unsigned variant, int untuned, fajit_config *cfg)
 {
     if (!cfg) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
     fajit_status st = check_problem(cfg);
     if (st != FAJIT_OK) return st;
-    fill_request r = {ctx, shape, {variant == FJ_VARIANT_COMBINE ? 0 : variant, NULL}, *cfg};
+    fill_request r = {ctx, shape, {variant == FJ_VARIANT_COMBINE ? 0 : variant, NULL}, *cfg, untuned};
     r.goal.target = target ? target : ctx ? fj_arch_find(fajit_context_sm(ctx)) : NULL;
     if (r.given.dtype == FAJIT_DTYPE_AUTO) r.given.dtype = FAJIT_DTYPE_BF16;
     fajit_config out, nearest;
@@ -425,6 +426,17 @@ fajit_status fj_config_fill_for(fajit_context *ctx, const fajit_shape *shape, co
     unsigned culprits = find_culprits(&r, set, &st);
     if (st != FAJIT_OK) return st;
     return fail_naming(&r, culprits, &nearest);
+}
+
+fajit_status fj_config_fill_for(fajit_context *ctx, const fajit_shape *shape, const fj_arch_info *target,
+                                unsigned variant, fajit_config *cfg)
+{
+    return fill_for(ctx, shape, target, variant, 0, cfg);
+}
+
+fajit_status fj_config_fill_default(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg)
+{
+    return fill_for(ctx, shape, NULL, 0, 1, cfg);
 }
 
 fajit_status fajit_config_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg)

@@ -22,4 +22,8 @@
 fajit_status fj_config_fill_for(fajit_context *ctx, const fajit_shape *shape, const fj_arch_info *target,
                                 unsigned variant, fajit_config *cfg);
 
+/* fajit_config_fill from the built-in table alone, never a tuned winner: the config a call would run without
+ * fagen tune, which is what the prebuilt kernels were built from (prebuilt_set.c, policy.c). */
+fajit_status fj_config_fill_default(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg);
+
 #endif

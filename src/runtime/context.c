@@ -1,12 +1,9 @@
 /*
- * context.c - fajit_context (device binding, memory cache of kernels) and fajit_kernel_get.
+ * context.c - fajit_context: the device binding, the context's settings, its notes and its workspace.
  *
- * fajit_kernel_get looks in three places, cheapest first:
- *   memory  the context's list of loaded kernels, keyed by the config's canonical text
- *   disk    a cubin stored by an earlier process (disk_cache.c); one the driver refuses is deleted
- *   build   fj_plan_build -> fj_generate_ptx_plan -> nvJitLink for the device's sm -> stored to disk
- * Compiling runs outside the lock, so threads asking for different kernels do not wait on each other;
- * two threads building the same kernel at once both succeed and the first one inserted is kept.
+ * What a context holds and who works on it: the kernel store (kernel_store.c: memory, prebuilt, disk, compiler)
+ * fills its list of loaded kernels; the policy (policy.c) its shape-class choices; the worker (jit_worker.c)
+ * compiles in the background. Destroying a context stops the worker first.
  */
 #include "context.h"
 
@@ -14,13 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codegen/kernel_abi.h"
-#include "compile.h"
-#include "compiler_stamp.h"
-#include "error.h"
-#include "hash.h"
+#include <stdarg.h>
 
-#define SMEM_DEFAULT_LIMIT (48 * 1024) /* above this a kernel must opt in to dynamic shared memory */
+#include "compile.h"
+#include "error.h"
+#include "kernel_store.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Push / pop and small accessors
@@ -170,7 +165,11 @@ fajit_status fajit_context_create(const fajit_context_options *opts, fajit_conte
     fajit_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_context: out of host memory");
     pthread_mutex_init(&ctx->lock, NULL);
+    pthread_cond_init(&ctx->jit_cond, NULL);
     ctx->device = o.device;
+    const char *prebuilt = getenv("FAJIT_PREBUILT"), *jit = getenv("FAJIT_JIT");
+    ctx->prebuilt = !(prebuilt && strcmp(prebuilt, "0") == 0);
+    ctx->jit_mode = jit && strcmp(jit, "sync") == 0 ? FJ_JIT_SYNC : FJ_JIT_ASYNC;
     fajit_status st = fj_disk_cache_init(&ctx->disk, o.disk_cache, o.cache_dir);
     if (st == FAJIT_OK && ctx->disk.enabled) /* fits: disk.dir has at most FJ_DISK_CACHE_DIR_MAX characters */
         snprintf(ctx->tune_path, sizeof ctx->tune_path, "%.*s/" FJ_TUNE_FILE_NAME, FJ_DISK_CACHE_DIR_MAX,
@@ -187,13 +186,10 @@ fajit_status fajit_context_create(const fajit_context_options *opts, fajit_conte
 void fajit_context_destroy(fajit_context *ctx)
 {
     if (!ctx) return;
-    int pushed = ctx->cu && fj_context_push(ctx) == FAJIT_OK;
-    for (fajit_kernel *k = ctx->kernels, *next; k; k = next) {
-        next = k->next;
-        if (pushed && k->module) ctx->cu->cuModuleUnload(k->module);
-        free(k);
-    }
-    if (pushed && ctx->workspace) ctx->cu->cuMemFree(ctx->workspace);
+    fj_jit_stop(ctx); /* first: the worker may be loading a kernel into the list */
+    fj_store_free_all(ctx);
+    int pushed = ctx->cu && ctx->workspace && fj_context_push(ctx) == FAJIT_OK;
+    if (pushed) ctx->cu->cuMemFree(ctx->workspace);
     if (pushed) fj_context_pop(ctx);
     if (ctx->cu) ctx->cu->cuDevicePrimaryCtxRelease(ctx->cu_device);
     for (fj_choice *c = ctx->choices, *next; c; c = next) {
@@ -202,6 +198,7 @@ void fajit_context_destroy(fajit_context *ctx)
     }
     fj_tune_list_free(&ctx->tuned);
     fj_disk_cache_fini(&ctx->disk);
+    pthread_cond_destroy(&ctx->jit_cond);
     pthread_mutex_destroy(&ctx->lock);
     free(ctx);
 }
@@ -239,261 +236,23 @@ fajit_status fj_context_target(const fajit_context *ctx, const fj_plan *plan, co
 }
 
 /* ---------------------------------------------------------------------------------------------------
- * Kernels: loading a cubin into the context
+ * Notes: what a source refused
  * ------------------------------------------------------------------------------------------------- */
-
-/* Load a cubin, find the entry, opt in to its shared memory and read its attributes. */
-static fajit_status kernel_load_module(fajit_context *ctx, fajit_kernel *k, const void *cubin, size_t size)
+void fj_context_note(fajit_context *ctx, const char *fmt, ...)
 {
-    const fj_cuda_api *cu = ctx->cu;
-    fj_CUmodule mod = NULL;
-    fj_CUfunction fn = NULL;
-    fajit_status st = fj_context_push(ctx);
-    if (st != FAJIT_OK) return st;
-    fj_CUresult rc = cu->cuModuleLoadData(&mod, cubin);
-    if (rc != FJ_CUDA_SUCCESS) st = fj_cuda_fail(rc, "cuModuleLoadData");
-    else if ((rc = cu->cuModuleGetFunction(&fn, mod, fj_plan_entry(&k->plan))) != FJ_CUDA_SUCCESS)
-        st = fj_cuda_fail(rc, "cuModuleGetFunction");
-    else if (k->plan.smem_bytes > SMEM_DEFAULT_LIMIT &&
-             (rc = cu->cuFuncSetAttribute(fn, FJ_CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                          k->plan.smem_bytes)) != FJ_CUDA_SUCCESS)
-        st = fj_cuda_fail(rc, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
-    else if ((rc = cu->cuFuncGetAttribute(&k->registers, FJ_CU_FUNC_ATTRIBUTE_NUM_REGS, fn)) != FJ_CUDA_SUCCESS ||
-             (rc = cu->cuFuncGetAttribute(&k->spill_bytes, FJ_CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, fn)) !=
-                 FJ_CUDA_SUCCESS)
-        st = fj_cuda_fail(rc, "cuFuncGetAttribute");
-    if (st != FAJIT_OK && mod) cu->cuModuleUnload(mod);
-    fj_context_pop(ctx);
-    if (st != FAJIT_OK) return st;
-    k->module = mod;
-    k->function = fn;
-    k->cubin_bytes = size;
-    return FAJIT_OK;
+    va_list ap;
+    pthread_mutex_lock(&ctx->lock);
+    va_start(ap, fmt);
+    vsnprintf(ctx->note, sizeof ctx->note, fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&ctx->lock);
 }
 
-/* The disk-cache key of a kernel (needs the compiler identity: from the cache's stamp, else by loading the
- * compiler; compiler_stamp.c). */
-static fajit_status kernel_disk_key(fajit_context *ctx, const fajit_kernel *k, char *key, size_t size)
-{
-    return fj_kernel_disk_key(&ctx->disk, &k->plan, k->config_text, k->target, key, size);
-}
-
-/* The hash of the PTX a disk entry must have been compiled from: 0 (not checked) unless FAJIT_CACHE_VERIFY=1,
- * which generates the PTX again to check it (about 1 ms a kernel; the key's source digest already pins the
- * PTX, so this checks the key rather than the entry). */
-static uint64_t kernel_ptx_hash(const fajit_context *ctx, const fajit_kernel *k)
-{
-    char *ptx = NULL;
-    size_t len = 0;
-    if (!ctx->disk.verify || fj_generate_ptx_plan(&k->plan, 0, &ptx, &len) != FAJIT_OK) return 0;
-    uint64_t h = fj_source_hash(ptx, len);
-    free(ptx);
-    return h;
-}
-
-/* Try the disk cache: 1 = loaded, 0 = not there or refused (then invalidated). */
-static int kernel_from_disk(fajit_context *ctx, fajit_kernel *k, const char *key)
-{
-    void *cubin = NULL;
-    size_t size = 0;
-    if (!fj_disk_cache_load(&ctx->disk, key, "cubin", kernel_ptx_hash(ctx, k), &cubin, &size)) return 0;
-    fajit_status st = kernel_load_module(ctx, k, cubin, size);
-    free(cubin);
-    if (st == FAJIT_OK) return 1;
-    fj_disk_cache_invalidate(&ctx->disk, key, "cubin", fajit_errmsg());
-    fj_disk_cache_invalidate(&ctx->disk, key, "ptx", "its cubin was refused");
-    fj_clear_error();
-    return 0;
-}
-
-/* Generate, compile for k->target, store to disk (best effort, when key), load. */
-static fajit_status kernel_compile(fajit_context *ctx, fajit_kernel *k, const char *key)
-{
-    char *ptx = NULL;
-    void *cubin = NULL;
-    size_t ptx_len = 0, size = 0;
-    fajit_status st = fj_generate_ptx_plan(&k->plan, 0, &ptx, &ptx_len);
-    if (st == FAJIT_OK) st = fj_compile_kernel(&k->plan, ptx, ptx_len, k->target, &cubin, &size, NULL);
-    if (st == FAJIT_OK && key) {
-        if (fj_disk_cache_store(&ctx->disk, key, "cubin", fj_source_hash(ptx, ptx_len), cubin, size) == 0)
-            (void)fj_disk_cache_store(&ctx->disk, key, "ptx", 0, ptx, ptx_len);
-    }
-    if (st == FAJIT_OK) st = kernel_load_module(ctx, k, cubin, size);
-    free(ptx);
-    free(cubin);
-    return st;
-}
-
-/* Fill k's module from disk or by compiling it. */
-static fajit_status kernel_build(fajit_context *ctx, fajit_kernel *k, fajit_cache_source *source)
-{
-    char key[FJ_DISK_CACHE_KEY_MAX];
-    int use_disk = ctx->disk.enabled;
-    if (use_disk) {
-        fajit_status st = kernel_disk_key(ctx, k, key, sizeof key);
-        if (st != FAJIT_OK) return st;
-        if (kernel_from_disk(ctx, k, key)) {
-            *source = FAJIT_SOURCE_DISK;
-            return FAJIT_OK;
-        }
-    }
-    *source = FAJIT_SOURCE_COMPILED;
-    return kernel_compile(ctx, k, use_disk ? key : NULL);
-}
-
-/* ---------------------------------------------------------------------------------------------------
- * Kernels: the memory cache and fajit_kernel_get
- * ------------------------------------------------------------------------------------------------- */
-static fajit_kernel *kernel_find(fajit_context *ctx, const char *text)
-{
-    for (fajit_kernel *k = ctx->kernels; k; k = k->next)
-        if (strcmp(k->config_text, text) == 0) return k;
-    return NULL;
-}
-
-/* Insert k unless a kernel of the same config got there first; returns the one to use. */
-static fajit_kernel *kernel_insert(fajit_context *ctx, fajit_kernel *k)
+void fj_context_note_get(fajit_context *ctx, char *buf, size_t size)
 {
     pthread_mutex_lock(&ctx->lock);
-    fajit_kernel *old = kernel_find(ctx, k->config_text);
-    if (!old) {
-        k->next = ctx->kernels;
-        ctx->kernels = k;
-    }
+    snprintf(buf, size, "%s", ctx->note);
     pthread_mutex_unlock(&ctx->lock);
-    if (!old) return k;
-    if (fj_context_push(ctx) == FAJIT_OK) {
-        ctx->cu->cuModuleUnload(k->module);
-        fj_context_pop(ctx);
-    }
-    free(k);
-    return old;
-}
-
-/* Plan and memory-cache key of a config (and decode variant); *found is the cached kernel or NULL. */
-static fajit_status kernel_lookup(fajit_context *ctx, const fajit_config *cfg, unsigned variant, fj_plan *plan,
-                                  char *text, fajit_kernel **found)
-{
-    fajit_status st = fj_plan_build_variant(cfg, variant, plan);
-    if (st != FAJIT_OK) return st;
-    if (fj_plan_format(plan, text, FJ_CONFIG_TEXT_MAX) >= FJ_CONFIG_TEXT_MAX)
-        return fj_fail(FAJIT_ERR_INTERNAL, "context.c: canonical config text longer than %d", FJ_CONFIG_TEXT_MAX - 1);
-    pthread_mutex_lock(&ctx->lock);
-    *found = kernel_find(ctx, text);
-    pthread_mutex_unlock(&ctx->lock);
-    return FAJIT_OK;
-}
-
-/* A kernel not yet in memory: checked against the device, loaded from disk or built, inserted. */
-static fajit_status kernel_create(fajit_context *ctx, const fj_plan *plan, const char *text, fajit_kernel **out,
-                                  fajit_cache_source *source)
-{
-    const fj_arch_info *target = NULL;
-    fajit_status st = fj_context_target(ctx, plan, &target);
-    if (st != FAJIT_OK) return st;
-    fajit_kernel *k = calloc(1, sizeof *k);
-    if (!k) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_kernel: out of host memory");
-    k->plan = *plan;
-    fj_kv8_for_target(&k->plan, target); /* an FP8 K/V cache: cvt where the device has it */
-    snprintf(k->config_text, sizeof k->config_text, "%s", text);
-    snprintf(k->target, sizeof k->target, "%s", target->name);
-    st = kernel_build(ctx, k, source);
-    if (st != FAJIT_OK) {
-        free(k);
-        return st;
-    }
-    *out = kernel_insert(ctx, k);
-    return FAJIT_OK;
-}
-
-fajit_status fajit_kernel_get(fajit_context *ctx, const fajit_config *cfg, fajit_kernel **kernel_out,
-                              fajit_cache_source *source_out)
-{
-    return fj_kernel_get_variant(ctx, cfg, 0, kernel_out, source_out);
-}
-
-fajit_status fj_kernel_get_variant(fajit_context *ctx, const fajit_config *cfg, unsigned variant,
-                                   fajit_kernel **kernel_out, fajit_cache_source *source_out)
-{
-    fajit_kernel *k = NULL;
-    fajit_cache_source source = FAJIT_SOURCE_MEMORY;
-    fj_plan plan;
-    char text[FJ_CONFIG_TEXT_MAX];
-    fj_clear_error();
-    if (!ctx || !cfg || !kernel_out)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "%s = NULL: fajit_kernel_get needs ctx, cfg and kernel_out",
-                       !ctx ? "ctx" : !cfg ? "cfg" : "kernel_out");
-    *kernel_out = NULL;
-    fajit_status st = fj_context_require_device(ctx, "fajit_kernel_get");
-    if (st == FAJIT_OK) st = kernel_lookup(ctx, cfg, variant, &plan, text, &k);
-    if (st == FAJIT_OK && !k) st = kernel_create(ctx, &plan, text, &k, &source);
-    if (st != FAJIT_OK) return st;
-    *kernel_out = k;
-    if (source_out) *source_out = source;
-    return FAJIT_OK;
-}
-
-fajit_status fajit_kernel_get_info(const fajit_kernel *kernel, fajit_kernel_info *info_out)
-{
-    fj_clear_error();
-    if (!kernel || !info_out)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "%s = NULL: fajit_kernel_get_info needs both arguments",
-                       !kernel ? "kernel" : "info_out");
-    info_out->registers = kernel->registers;
-    info_out->smem_bytes = kernel->plan.smem_bytes;
-    info_out->threads = kernel->plan.threads;
-    info_out->spill_bytes = kernel->spill_bytes;
-    info_out->cubin_bytes = kernel->cubin_bytes;
-    return FAJIT_OK;
-}
-
-/* ---------------------------------------------------------------------------------------------------
- * Shape-class choices (used by forward.c)
- * ------------------------------------------------------------------------------------------------- */
-fajit_kernel *fj_context_choice_find(fajit_context *ctx, const char *key, fajit_config *cfg_out)
-{
-    fajit_kernel *k = NULL;
-    pthread_mutex_lock(&ctx->lock);
-    for (fj_choice *c = ctx->choices; c; c = c->next) {
-        if (strcmp(c->key, key) != 0) continue;
-        k = c->kernel;
-        if (cfg_out) *cfg_out = c->cfg;
-        break;
-    }
-    pthread_mutex_unlock(&ctx->lock);
-    return k;
-}
-
-void fj_context_choices_clear(fajit_context *ctx)
-{
-    pthread_mutex_lock(&ctx->lock);
-    fj_choice *c = ctx->choices;
-    ctx->choices = NULL;
-    pthread_mutex_unlock(&ctx->lock);
-    for (fj_choice *next; c; c = next) { /* kernels stay: they belong to the kernel list */
-        next = c->next;
-        free(c);
-    }
-}
-
-fajit_status fj_context_choice_add(fajit_context *ctx, const char *key, const fajit_config *cfg,
-                                   fajit_kernel *kernel)
-{
-    fj_choice *c = calloc(1, sizeof *c);
-    if (!c) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fj_choice: out of host memory");
-    snprintf(c->key, sizeof c->key, "%s", key);
-    c->cfg = *cfg;
-    c->kernel = kernel;
-    pthread_mutex_lock(&ctx->lock);
-    fj_choice *old = ctx->choices;
-    while (old && strcmp(old->key, key) != 0) old = old->next;
-    if (!old) {
-        c->next = ctx->choices;
-        ctx->choices = c;
-    }
-    pthread_mutex_unlock(&ctx->lock);
-    if (old) free(c);
-    return FAJIT_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "codegen/codegen.h"
 #include "cuda_api.h"
 #include "disk_cache.h"
+#include "error.h"
 #include "fajit.h"
 #include "tensor_map.h"
 #include "tune_file.h"
@@ -37,13 +38,32 @@ struct fajit_kernel {
     size_t cubin_bytes;
 };
 
-/* The config chosen for one shape class by fajit_attention_forward (see forward.h), and its kernel. */
+/* The config chosen for one shape class by fajit_attention_forward (policy.c), and the kernel that serves it:
+ * its own, or while `pending` a stand-in (a loaded or prebuilt kernel of the same problem) until the worker
+ * (jit_worker.c) has compiled cfg. */
 typedef struct fj_choice {
     struct fj_choice *next;
     char key[FJ_CHOICE_KEY_MAX];
     fajit_config cfg;
     fajit_kernel *kernel;
+    int pending; /* kernel is a stand-in; cfg's own kernel is not loaded yet */
+    int queued;  /* cfg's compile was queued (a capture adds a pending choice without queuing it) */
 } fj_choice;
+
+/* A background compile (jit_worker.c). */
+typedef struct fj_jit_job {
+    struct fj_jit_job *next;
+    fajit_config cfg;
+} fj_jit_job;
+
+/* How a call whose chosen kernel is not loaded gets one (FAJIT_JIT): */
+enum {
+    FJ_JIT_ASYNC = 0, /* run a stand-in, compile on the worker thread (default) */
+    FJ_JIT_SYNC = 1   /* compile now, on the calling thread */
+};
+
+/* The worker's compile: fj_store_get by default; tests put a fake one in (fj_jit_set_compiler). */
+typedef fajit_status (*fj_jit_compile_fn)(fajit_context *ctx, const fajit_config *cfg, fajit_kernel **kernel_out);
 
 struct fajit_context {
     int device;                /* ordinal, or -1: no device (the fields below stay zero / NULL) */
@@ -81,6 +101,16 @@ struct fajit_context {
     int tuned_loaded;          /* the tune file has been read into `tuned` */
     fj_CUdeviceptr workspace;  /* split-KV partials of forwards without a workspace of their own (decode.c), */
     size_t workspace_bytes;    /* grown on demand under `lock`, freed with the context */
+    int prebuilt;              /* the prebuilt source is asked: 1, unless $FAJIT_PREBUILT=0 when it was made */
+    int jit_mode;              /* FJ_JIT_ASYNC, or FJ_JIT_SYNC ($FAJIT_JIT=sync when it was made) */
+    char note[256];            /* the last thing a source refused (under `lock`; fj_context_note) */
+    /* the background compiles (jit_worker.c), under `lock`: */
+    pthread_cond_t jit_cond;   /* a job was queued, one finished, or the worker must stop */
+    pthread_t jit_thread;
+    int jit_started, jit_stop, jit_busy;
+    fj_jit_job *jit_jobs;
+    fj_jit_compile_fn jit_compile;
+    unsigned jit_done, jit_failed; /* compiles the worker finished / that failed */
 };
 
 /* A kernel for a config and decode variant (FJ_VARIANT_* of codegen.h; 0 = fajit_kernel_get). */
@@ -103,6 +133,21 @@ fajit_kernel *fj_context_choice_find(fajit_context *ctx, const char *key, fajit_
 /* Remember a choice (first writer wins; a later add of the same key is ignored). */
 fajit_status fj_context_choice_add(fajit_context *ctx, const char *key, const fajit_config *cfg,
                                    fajit_kernel *kernel);
+
+/* Keep a note of what a source refused (why a kernel came from a later one): fj_context_note_get reads it. */
+void fj_context_note(fajit_context *ctx, const char *fmt, ...) FJ_PRINTF(2, 3);
+void fj_context_note_get(fajit_context *ctx, char *buf, size_t size);
+
+/* ---- background compiles (jit_worker.c) ---- */
+/* Queue cfg's compile (once: a config already queued or compiling is not queued again); the worker thread
+ * starts on the first. When it finishes, every pending choice of cfg serves the new kernel. Call under no lock. */
+fajit_status fj_jit_enqueue(fajit_context *ctx, const fajit_config *cfg);
+/* Wait until the queue is empty and the worker idle (tests, bench, fagen). */
+void fj_jit_wait_idle(fajit_context *ctx);
+/* Stop the worker: the compile under way finishes, queued ones are dropped; joins the thread. */
+void fj_jit_stop(fajit_context *ctx);
+/* Tests only: the worker's compile (NULL: fj_store_get). */
+void fj_jit_set_compiler(fajit_context *ctx, fj_jit_compile_fn fn);
 
 /* Forget every shape-class choice (after a tune, so the next forward asks fajit_config_fill again). */
 void fj_context_choices_clear(fajit_context *ctx);

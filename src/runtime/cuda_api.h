@@ -66,6 +66,9 @@ typedef struct fj_cuda_api {
                                           const uint64_t *global_dim, const uint64_t *global_strides,
                                           const uint32_t *box_dim, const uint32_t *element_strides, int interleave,
                                           int swizzle, int l2_promotion, int oob_fill);
+    /* Optional (CUDA 10.0 and later): NULL when the driver lacks it, and then no stream is taken for one
+     * capturing a CUDA graph. *status: FJ_CU_STREAM_CAPTURE_STATUS_* */
+    fj_CUresult (*cuStreamIsCapturing)(fj_CUstream stream, int *status);
 } fj_cuda_api;
 
 /* Load libcuda.so.1 once; on failure returns FAJIT_ERR_LIBRARY_MISSING with the dlerror text. */
@@ -95,6 +98,13 @@ enum {
     FJ_CU_TENSOR_MAP_SWIZZLE_128B = 3,
     FJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
     FJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
+};
+
+/* cuStreamIsCapturing's statuses (checked against cuda.h in cuda_api.c). */
+enum {
+    FJ_CU_STREAM_CAPTURE_STATUS_NONE = 0,
+    FJ_CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+    FJ_CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2
 };
 
 /* CUresult values fajit tests for (checked against cuda.h in cuda_api.c). */

@@ -15,6 +15,7 @@
 #include "context.h"
 #include "tensor_map.h"
 #include "error.h"
+#include "policy.h"
 #include "forward.h"
 #include "fp8_args.h"
 #include "tune.h"
@@ -424,8 +425,8 @@ static fajit_status variant_kernels(fajit_context *ctx, const decode_choice *ch,
                                     fajit_kernel **kv, fajit_kernel **kc)
 {
     fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
-    fajit_status st = fj_kernel_get_variant(ctx, &ch->cfg, ch->variant, kv, NULL);
-    if (st == FAJIT_OK && ch->splits > 1) st = fj_kernel_get_variant(ctx, &cc, FJ_VARIANT_COMBINE, kc, NULL);
+    fajit_status st = fj_policy_get(ctx, &ch->cfg, ch->variant, a->stream, kv);
+    if (st == FAJIT_OK && ch->splits > 1) st = fj_policy_get(ctx, &cc, FJ_VARIANT_COMBINE, a->stream, kc);
     return st;
 }
 
@@ -664,4 +665,12 @@ fajit_status fj_decode_heuristic(fajit_context *ctx, const fajit_attention_args 
     *splits = ch.splits, *block_m = ch.cfg.block_m, *block_n = ch.cfg.block_n;
     *packed = fj_decode_packs(ctx, args);
     return FAJIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The prebuilt set (prebuilt_set.c): the tile a decode variant runs on
+ * ------------------------------------------------------------------------------------------------- */
+fajit_status fj_decode_variant_config(const fajit_attention_args *args, unsigned variant, fajit_config *cfg)
+{
+    return variant_config(args, variant, 0, cfg);
 }

@@ -105,6 +105,10 @@ fajit_status fj_decode_check_workspace(const fajit_attention_args *args, int spl
 /* Run the decode variant of a call whose plain kernel is k (sm_90a kernels fall back to the sm_80 path's
  * variant). *handled = 0 (and nothing launched) when the call turns out not to need one: no seqlens_k
  * and the heuristic chose 1 split. */
+/* The tile decode variant `variant` (no paging) runs on for a call whose sm_80 kernel's config is *cfg: *cfg
+ * itself when its plan takes the variant, else the tile fj_decode_run would pick (prebuilt_set.c). */
+fajit_status fj_decode_variant_config(const fajit_attention_args *args, unsigned variant, fajit_config *cfg);
+
 struct fajit_kernel;
 fajit_status fj_decode_run(fajit_context *ctx, struct fajit_kernel *k, const fajit_attention_args *args,
                            int *handled);

@@ -18,6 +18,7 @@
 #include "decode.h"
 #include "error.h"
 #include "fp8_args.h"
+#include "policy.h"
 #include "tensor_map.h"
 #include "variants.h"
 
@@ -378,37 +379,29 @@ int fj_forward_class(const fajit_attention_args *a, char *key, size_t size, faji
  * Kernel choice and launch
  * ------------------------------------------------------------------------------------------------- */
 
-/* The kernel the calling thread's last successful forward launched, in words (fajit_last_forward). */
-static _Thread_local char t_last_forward[FJ_CONFIG_TEXT_MAX + 320];
+/* The kernel the calling thread's last successful forward launched, in words (fajit_last_forward), where it
+ * came from (fajit_last_forward_source), and while a stand-in runs, the config it stands in for. */
+static _Thread_local char t_last_forward[2 * FJ_CONFIG_TEXT_MAX + 320];
+static _Thread_local fajit_cache_source t_last_source;
+static _Thread_local char t_compiling[FJ_CONFIG_TEXT_MAX];
 
 const char *fajit_last_forward(void) { return t_last_forward; }
 
-void fj_forward_set_last(const char *text) { snprintf(t_last_forward, sizeof t_last_forward, "%s", text); }
+fajit_cache_source fajit_last_forward_source(void) { return t_last_source; }
 
-/* The kernel for args without a given config on `path` (AUTO: the device's best): cached per shape class
- * and path, else heuristic + fajit_kernel_get. */
-fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_arch path, fajit_kernel **k)
+/* Within one forward every kernel fetched sets the source (the last one fetched ran: the plain kernel, the
+ * decode variant, the sm_80 kernel standing in for a TMA one), and a stand-in anywhere in the call sets the
+ * config it stands in for, which the call then reports (FALLBACK, "; while <config> compiles"). */
+void fj_forward_set_source(fajit_cache_source source, const fajit_config *compiling)
 {
-    char key[FJ_CHOICE_KEY_MAX];
-    fajit_shape shape;
-    int n = fj_forward_class(a, key, sizeof key, &shape);
-    if (path != FAJIT_ARCH_AUTO && n >= 0 && (size_t)n < sizeof key)
-        snprintf(key + n, sizeof key - (size_t)n, " %s", fj_arch_path_name(path));
-    if ((*k = fj_context_choice_find(ctx, key, NULL)) != NULL) return FAJIT_OK;
-    fajit_config cfg = {0};
-    cfg.arch = path;
-    cfg.dtype = a->dtype;
-    cfg.head_dim = a->head_dim;
-    cfg.causal = a->causal;
-    cfg.mods = fj_variant_mods(a);
-    fj_fp8_args f;
-    fj_fp8_read(a, &f);
-    cfg.kv_dtype = f.kv_dtype_given;
-    cfg.out_dtype = f.out_dtype_given;
-    fajit_status st = fajit_config_fill(ctx, &shape, &cfg);
-    if (st != FAJIT_OK) return fj_fail_context(st, "choosing a config for shape class \"%s\"", key);
-    if ((st = fajit_kernel_get(ctx, &cfg, k, NULL)) != FAJIT_OK) return st;
-    return fj_context_choice_add(ctx, key, &cfg, *k);
+    t_last_source = source;
+    if (source == FAJIT_SOURCE_FALLBACK && compiling) fajit_config_format(compiling, t_compiling, sizeof t_compiling);
+}
+
+void fj_forward_set_last(const char *text)
+{
+    if (t_compiling[0]) snprintf(t_last_forward, sizeof t_last_forward, "%s; while %s compiles", text, t_compiling);
+    else snprintf(t_last_forward, sizeof t_last_forward, "%s", text);
 }
 
 /* The launch grid of k for a; a causal warp-specialized kernel's (its balance check walks every work
@@ -461,19 +454,21 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
     memset(&params, 0, sizeof params);
     fj_forward_params_tma(a, &k->plan, &params);
     if (!k->plan.ws) {
-        snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
+        fj_forward_set_last(k->config_text);
         return forward_launch(ctx, k, a, &params.base, sizeof params.base);
     }
     if (fj_tensor_maps(ctx, &k->plan, a, &params, why, sizeof why) == 0) {
-        snprintf(t_last_forward, sizeof t_last_forward, "%s", k->config_text);
+        fj_forward_set_last(k->config_text);
         return forward_launch(ctx, k, a, &params, sizeof params);
     }
     fajit_kernel *fallback = NULL;
     fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
     if (st != FAJIT_OK) return fj_fail_context(st, "falling back from %s (%s) to the sm_80 path", k->config_text, why);
     fj_forward_params(a, &fallback->plan, &params.base);
-    snprintf(t_last_forward, sizeof t_last_forward, "%s; fell back from %s: %s", fallback->config_text,
-             fj_arch_path_name(k->plan.cfg.arch), why);
+    char text[FJ_CONFIG_TEXT_MAX + 320];
+    snprintf(text, sizeof text, "%s; fell back from %s: %s", fallback->config_text, fj_arch_path_name(k->plan.cfg.arch),
+             why);
+    fj_forward_set_last(text);
     return forward_launch(ctx, fallback, a, &params.base, sizeof params.base);
 }
 
@@ -482,12 +477,22 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     fajit_kernel *k = NULL;
     fj_clear_error();
     if (!ctx) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "ctx = NULL: fajit_attention_forward needs a context");
+    fajit_cache_source prev_source = t_last_source; /* restored when this call launches nothing */
+    char prev_compiling[FJ_CONFIG_TEXT_MAX];
+    memcpy(prev_compiling, t_compiling, sizeof prev_compiling);
+    t_compiling[0] = '\0';
     fajit_status st = fj_forward_validate(args, cfg);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
-    if (st == FAJIT_OK) st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
+    if (st == FAJIT_OK) /* the policy (policy.c): a given config's kernel, or the choice for the shape class */
+        st = cfg ? fj_policy_get(ctx, cfg, 0, args->stream, &k) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
     int handled = 0;
     if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, &handled);
     if (st == FAJIT_OK && !handled) st = forward_run(ctx, k, args);
     if (st == FAJIT_OK) fj_clear_error(); /* a tile probe that failed on the way (decode.c) left its message */
+    if (st == FAJIT_OK && t_compiling[0]) t_last_source = FAJIT_SOURCE_FALLBACK;
+    if (st != FAJIT_OK) {
+        t_last_source = prev_source;
+        memcpy(t_compiling, prev_compiling, sizeof prev_compiling);
+    }
     return st;
 }

@@ -52,12 +52,16 @@ void fj_forward_params_tma(const fajit_attention_args *args, const fj_plan *plan
 int fj_forward_class(const fajit_attention_args *args, char *key, size_t size, fajit_shape *shape);
 
 /* The kernel for args without a given config on `path` (AUTO: the device's best): the choice cached for
- * the shape class and path, else fajit_config_fill + fajit_kernel_get. */
+ * the shape class and path, else fajit_config_fill and the kernel store - with a stand-in while the chosen
+ * config compiles in the background, and nothing compiled in a CUDA-graph capture (policy.c). */
 struct fajit_kernel;
 fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *args, fajit_arch path,
                                fajit_kernel **kernel_out);
 
-/* Set the calling thread's fajit_last_forward() text. */
+/* Set the calling thread's fajit_last_forward() text ("; while <config> compiles" appended when a stand-in ran
+ * in this call) and its fajit_last_forward_source() (the last kernel fetched in the call; compiling: the config
+ * a stand-in runs for, else NULL; a call with a stand-in reports FAJIT_SOURCE_FALLBACK). */
 void fj_forward_set_last(const char *text);
+void fj_forward_set_source(fajit_cache_source source, const fajit_config *compiling);
 
 #endif

@@ -559,7 +559,10 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 
 static const char *source_name(fajit_cache_source s)
 {
-    return s == FAJIT_SOURCE_MEMORY ? "memory" : s == FAJIT_SOURCE_DISK ? "disk" : "compiled";
+    return s == FAJIT_SOURCE_MEMORY     ? "memory"
+           : s == FAJIT_SOURCE_DISK     ? "disk"
+           : s == FAJIT_SOURCE_PREBUILT ? "prebuilt"
+                                        : "compiled";
 }
 
 /* A new context on o->device with the disk cache in dir; *ms is how long creating it took. */
@@ -637,7 +640,7 @@ static fajit_status lat_process(const bench_cli *o, const char *dir, const char 
         printf(" process 1: empty caches\n");
         printf("  %-58s %10.3f ms\n", "context create (loads libcuda, makes the CUDA context)", ms);
         st = lat_ptx(&cfg);
-        if (st == FAJIT_OK) st = lat_get(ctx, &cfg, "first kernel: generate, load compiler, compile, load");
+        if (st == FAJIT_OK) st = lat_get(ctx, &cfg, "first kernel: prebuilt, else generate + compile, load");
         fajit_config other = cfg;
         other.causal = !cfg.causal;
         if (st == FAJIT_OK) st = lat_get(ctx, &other, "second kernel (mask flipped): compiler already loaded");
@@ -683,8 +686,12 @@ static int bench_latency(const bench_cli *o)
     if (st == FAJIT_OK)
         printf("caches: fajit's disk cache a fresh directory (%s), its memory cache new with each process;\n"
                "the driver's JIT cache, which also holds nvJitLink's, off (CUDA_CACHE_DISABLE=1) and empty\n"
-               "(CUDA_CACHE_PATH=%s); the OS page cache (the compiler's library files) not emptied\n",
-               dir, driver_dir);
+               "(CUDA_CACHE_PATH=%s); the OS page cache (the compiler's library files) not emptied;\n"
+               "the kernels built into libfajit %s\n",
+               dir, driver_dir,
+               getenv("FAJIT_PREBUILT") && strcmp(getenv("FAJIT_PREBUILT"), "0") == 0
+                   ? "not asked (FAJIT_PREBUILT=0)"
+                   : "asked first (FAJIT_PREBUILT=0 times the compiler and the disk cache instead)");
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     nftw(driver_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
     return st == FAJIT_OK ? FAGEN_EXIT_OK : FAGEN_EXIT_FAIL; /* the child said why */

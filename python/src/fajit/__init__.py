@@ -24,7 +24,7 @@ from ._config import Config, TuneResult, WarmResult
 from ._lib import FajitError, FajitInputError
 
 __all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "config", "ptx", "explain", "tune", "warm",
-           "cache_dir", "last_forward", "kernel_info", "Config", "TuneResult", "WarmResult", "FajitError", "FajitInputError", "__version__"]
+           "cache_dir", "last_forward", "last_forward_source", "kernel_info", "Config", "TuneResult", "WarmResult", "FajitError", "FajitInputError", "__version__"]
 
 __version__ = _lib.lib.fajit_version().decode()
 _torch_module = None
@@ -223,12 +223,21 @@ def cache_dir(device=None):
 
 def kernel_info(spec, *, device=None):
     """Load (or compile) the kernel of a config on a GPU: ({registers, smem_bytes, threads, spill_bytes,
-    cubin_bytes}, source) where source is "memory", "disk" or "compiled"."""
+    cubin_bytes}, source) where source is "memory", "prebuilt", "disk" or "compiled"."""
     c = config(spec)
     return _lib.context(_config.device_index(device if device is not None else "cuda")).kernel_info(c._c)
 
 
 def last_forward():
     """What the calling thread's last forward launched: its config's canonical text, and "; fell back
-    from sm_90a: <why>" when the sm_80 kernel stood in for the TMA one ("" before the first)."""
+    from sm_90a: <why>" when the sm_80 kernel stood in for the TMA one, "; while <config> compiles" when a
+    loaded or prebuilt kernel ran while the chosen one compiles in the background ("" before the first)."""
     return _lib.lib.fajit_last_forward().decode()
+
+
+def last_forward_source():
+    """Where the calling thread's last forward got its kernel: "memory", "prebuilt", "disk", "compiled", or
+    "fallback" (a stand-in ran while the chosen config compiles on the worker thread; fajit.h)."""
+    v = _lib.lib.fajit_last_forward_source()
+    names = {val: n[len("FAJIT_SOURCE_"):].lower() for n, val in _lib.H.enums["fajit_cache_source"].items()}
+    return names.get(v, str(v))

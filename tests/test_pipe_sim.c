@@ -1,0 +1,371 @@
+/*
+ * test_pipe_sim.c - the pipeline simulator (pipe_sim.c) over the sm_90a warp-specialized kernels (label unit; no GPU,
+ * no ptxas): every default (each head dim, causal or not) and hand-picked schedules (1-3 consumer warpgroups, 2-4
+ * stages, ping-pong and overlap on and off, the split / seqlens / GQA-packed / paged decode variants), each over
+ * several work tiles per CTA and several ring wrap-arounds, under several interleavings, must run to the end with no
+ * fault; and each pipeline bug of pipe_mutate.c, injected into the PTX, must be reported, as the kind it causes.
+ * With --ptxas (ctest test_pipe_mutate_ptxas, label ptxas): every mutated kernel still assembles with ptxas for sm_90a
+ * (d128: also with the runtime's compiler), so test_gpu_pipe_bugs runs what the simulator judged.
+ * Run: ctest --test-dir build -R test_pipe_sim --output-on-failure   (FAJIT_TEST_VERBOSE=1: a line per run;
+ * FAJIT_PIPE_SIM_SEEDS=N: N interleavings per CTA instead of 3; FAJIT_PIPE_SIM_DUMP=file: a failing run's PTX)
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pipe_mutate.h"
+#include "pipe_sim.h"
+#include "runtime/compile.h"
+#include "test_support.h"
+
+#define MAX_SEEDS 64
+
+/* Interleavings per CTA: 3, or FAJIT_PIPE_SIM_SEEDS (up to 64) for a deeper search by hand. */
+static int seeds(void)
+{
+    const char *e = getenv("FAJIT_PIPE_SIM_SEEDS");
+    int n = e && *e ? atoi(e) : 3;
+    return n < 1 ? 1 : n > MAX_SEEDS ? MAX_SEEDS : n;
+}
+
+typedef struct sim_case {
+    int dim, causal, block_m, block_n, stages, overlap, pingpong; /* 0: the heuristic's; overlap, pingpong -1: off */
+    unsigned variant;                                             /* FJ_VARIANT_* (decode) or 0 */
+    int mods, win_left, win_right, chunk;                         /* attention variants (FAJIT_MOD_*) */
+    int seqlen_q, seqlen_k;                                       /* 0: 3 row blocks - 5, 6 KV tiles + 7 */
+} sim_case;
+
+typedef struct built {
+    fj_plan pl;
+    char *ptx;
+    char what[200];
+} built;
+
+static int verbose(void) { return getenv("FAJIT_TEST_VERBOSE") && *getenv("FAJIT_TEST_VERBOSE") == '1'; }
+
+static void build(const sim_case *c, built *b)
+{
+    fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = c->dim, .causal = c->causal,
+                        .block_m = c->block_m, .block_n = c->block_n, .stages = c->stages,
+                        .overlap = c->overlap, .pingpong = c->pingpong, .mods = c->mods};
+    fj_config_heuristic(&cfg, &cfg, NULL, 0);
+    if (fj_plan_build_variant(&cfg, c->variant, &b->pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    fj_plan_format(&b->pl, b->what, sizeof b->what);
+    size_t len;
+    if (fj_generate_ptx_plan(&b->pl, 0, &b->ptx, &len) != FAJIT_OK) fail_msg("%s: %s", b->what, fajit_errmsg());
+}
+
+/* The world of one problem: B 2, Hq 2, Hkv 1 (GQA), the case's lengths; decode fields for the variants (seqlens_k
+ * per batch, 2 splits, pages of block_n x 2 rows in a scrambled pool). The grid: 2 CTAs, so each takes every other
+ * work tile. */
+static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
+{
+    int bm = pl->cfg.block_m, bn = pl->cfg.block_n, d = c->dim;
+    int nq = c->seqlen_q ? c->seqlen_q : 3 * bm - 5, nk = c->seqlen_k ? c->seqlen_k : 6 * bn + 7;
+    int batch = 2, hq = 2, hkv = 1;
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = FAJIT_DTYPE_BF16, a.batch = batch, a.heads_q = hq, a.heads_kv = hkv, a.seqlen_q = nq, a.seqlen_k = nk;
+    a.head_dim = d, a.causal = c->causal;
+    a.q = BASE_Q, a.k = BASE_K, a.v = BASE_V, a.o = BASE_O;
+    a.window = (c->mods & FAJIT_MOD_WINDOW) != 0, a.window_left = c->win_left, a.window_right = c->win_right;
+    a.softcap = c->mods & FAJIT_MOD_SOFTCAP ? 30.0f : 0.0f, a.attention_chunk = c->chunk;
+    a.sinks = c->mods & FAJIT_MOD_SINKS ? BASE_WS : 0, a.alibi_slopes = c->mods & FAJIT_MOD_ALIBI ? BASE_WS + 4096 : 0;
+    int64_t qs[3] = {(int64_t)hq * nq * d, (int64_t)nq * d, d}, ks[3] = {(int64_t)hkv * nk * d, (int64_t)nk * d, d};
+    memcpy(a.q_stride, qs, sizeof qs), memcpy(a.o_stride, qs, sizeof qs);
+    memcpy(a.k_stride, ks, sizeof ks), memcpy(a.v_stride, ks, sizeof ks);
+    if (!c->variant) return pipe_world_dense(pl, &a, 2, o);
+    world *w = calloc(1, sizeof *w);
+    assert_non_null(w);
+    w->batch = batch, w->hkv = hkv, w->group = hq / hkv, w->splits = 1, w->dim = d, w->cta_b = -1;
+    w->page = bn, w->pages_per_seq = 1;
+    fj_forward_params(&a, pl, &w->prm.base);
+    w->splits = c->variant & FJ_VARIANT_SPLIT ? 2 : 1;
+    w->use_lens = (c->variant & FJ_VARIANT_SEQLENS) != 0, w->packed = (c->variant & FJ_VARIANT_PACK) != 0;
+    w->lens[0] = nk - bn - 3, w->lens[1] = nk;
+    w->prm.seqlens_k = w->use_lens ? BASE_LENS : 0;
+    w->prm.ws_o = BASE_WS, w->prm.ws_lse = BASE_WS + (1u << 30);
+    w->prm.splits = (uint32_t)w->splits, w->prm.batch = (uint32_t)batch;
+    if (c->variant & FJ_VARIANT_PAGED) {
+        w->page = 2 * bn, w->pages_per_seq = (nk + w->page - 1) / w->page;
+        w->prm.block_table = BASE_TABLE, w->prm.max_pages = (uint32_t)w->pages_per_seq;
+        w->prm.page_size = (uint32_t)w->page;
+        while ((1 << w->prm.page_shift) < w->page) w->prm.page_shift++;
+        for (int b = 0; b < batch; b++)
+            for (int i = 0; i < MAX_PAGES; i++)
+                w->table[b][i] = i < w->pages_per_seq ? (b * w->pages_per_seq + i) * 3 % (batch * w->pages_per_seq)
+                                                      : -1;
+    }
+    ws_setup(w, pl, &a);
+    *o = (pipe_opts){.nctaid = 2, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),
+                     .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),
+                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * 128, /* ws_setup: 128-byte swizzle */
+                     .o_box_bytes = 64 * 128};
+    return w;
+}
+
+/* FAJIT_PIPE_SIM_DUMP=file: the PTX of a failing run is written there (its line numbers are the report's). */
+static void dump(const char *ptx)
+{
+    const char *path = getenv("FAJIT_PIPE_SIM_DUMP");
+    FILE *f = path && *path ? fopen(path, "w") : NULL;
+    if (f) fputs(ptx, f), fclose(f), printf("PTX written to %s\n", path);
+}
+
+/* Run both CTAs of c's kernel (ptx: mutated or not) under seeds() interleavings; the reports in r[cta][seed]. */
+static void run_all(const sim_case *c, const built *b, const char *ptx, pipe_report r[2][MAX_SEEDS])
+{
+    prog p;
+    parse_prog(&p, ptx);
+    pipe_opts o;
+    world *w = make_world(c, &b->pl, &o);
+    for (unsigned cta = 0; cta < 2; cta++)
+        for (unsigned seed = 0; seed < (unsigned)seeds(); seed++) {
+            o.ctaid = cta, o.seed = seed;
+            pipe_run(&p, w, &o, &r[cta][seed]);
+        }
+    free(w), free(p.v);
+}
+
+/* ---- clean kernels ------------------------------------------------------------------------------------------ */
+static void expect_clean(const sim_case *c)
+{
+    built b;
+    build(c, &b);
+    static pipe_report r[2][MAX_SEEDS];
+    run_all(c, &b, b.ptx, r);
+    for (int cta = 0; cta < 2; cta++)
+        for (int s = 0; s < seeds(); s++) {
+            const pipe_report *x = &r[cta][s];
+            if (x->kind != PIPE_OK) dump(b.ptx);
+            if (x->kind != PIPE_OK)
+                fail_msg("%s (Nq %d Nk %d): CTA %d seed %d: %s: %s", b.what, c->seqlen_q, c->seqlen_k, cta, s,
+                         pipe_kind_name(x->kind), x->text);
+            /* it ran the pipeline: loads, reads, and each ring slot's barriers through several phases */
+            if (x->tma_loads < 4 || x->wgmma_reads < 4 || x->max_phase < 3)
+                fail_msg("%s: CTA %d seed %d ran too little: %d loads, %d reads, phase %d", b.what, cta, s,
+                         x->tma_loads, x->wgmma_reads, x->max_phase);
+        }
+    const pipe_report *x = &r[0][0];
+    if (verbose())
+        printf("PASS %-70s %2d warps: %5ld steps, %3d loads, %4d reads, %3d phases (max %d), %d waits (%d slept)\n",
+               b.what, x->warps, x->steps, x->tma_loads, x->wgmma_reads, x->phases, x->max_phase, x->waits,
+               x->blocked_waits);
+    fajit_free(b.ptx);
+}
+
+/* Every default the heuristic picks for the sm_90a path: each head dim, causal or not. */
+static void test_defaults(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 96, 128, 192, 256};
+    for (int i = 0; i < 5; i++)
+        for (int causal = 0; causal < 2; causal++) expect_clean(&(sim_case){.dim = dims[i], .causal = causal});
+}
+
+/* Schedules the defaults may not pick: 1-3 consumer warpgroups, 2-4 stages, ping-pong and overlap on / off. */
+static void test_schedules(void **state)
+{
+    (void)state;
+    static const sim_case cases[] = {
+        {.dim = 128, .block_m = 64, .block_n = 128, .stages = 2},                   /* one consumer warpgroup */
+        {.dim = 128, .block_m = 64, .block_n = 64, .stages = 3, .causal = 1},
+        {.dim = 64, .block_m = 192, .block_n = 128, .stages = 3},                   /* three */
+        {.dim = 128, .block_m = 128, .block_n = 128, .stages = 2, .overlap = -1, .pingpong = -1},
+        {.dim = 128, .block_m = 128, .block_n = 128, .stages = 2, .overlap = 1, .pingpong = -1},
+        {.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = 1, .pingpong = 1},
+        {.dim = 128, .block_m = 128, .block_n = 64, .stages = 3, .overlap = 1, .pingpong = 1, .causal = 1},
+        {.dim = 64, .block_m = 128, .block_n = 64, .stages = 4},
+        {.dim = 256, .block_m = 128, .block_n = 64, .stages = 2, .causal = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
+}
+
+/* Lengths that exercise the schedule's edges: one KV tile (no wrap), a causal problem whose first row blocks see no
+ * key (Nq > Nk: a work tile with no KV tile), keys shorter than a tile. */
+static void test_lengths(void **state)
+{
+    (void)state;
+    expect_clean(&(sim_case){.dim = 128, .seqlen_q = 300, .seqlen_k = 2000});
+    expect_clean(&(sim_case){.dim = 128, .causal = 1, .seqlen_q = 700, .seqlen_k = 1300});
+    expect_clean(&(sim_case){.dim = 64, .causal = 1, .block_n = 64, .stages = 3, .seqlen_q = 900, .seqlen_k = 1100});
+}
+
+/* The sm_90a decode variants: per-sequence lengths, split-KV, GQA packing, paged K/V. */
+static void test_decode(void **state)
+{
+    (void)state;
+    static const unsigned variants[] = {FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
+                                        FJ_VARIANT_PAGED | FJ_VARIANT_SEQLENS};
+    for (size_t i = 0; i < sizeof variants / sizeof *variants; i++) {
+        expect_clean(&(sim_case){.dim = 128, .variant = variants[i], .seqlen_q = 100, .seqlen_k = 1500});
+        expect_clean(&(sim_case){.dim = 64, .block_n = 64, .stages = 3, .variant = variants[i], .seqlen_q = 40,
+                                 .seqlen_k = 1000});
+    }
+}
+
+/* The attention variants on the sm_90a kernel: windows (causal, two-sided, left only) move the KV range's start,
+ * so loops start past tile 0 and rows see no key; chunks likewise; softcap, sinks and ALiBi change only scores. */
+static void test_variants(void **state)
+{
+    (void)state;
+    static const sim_case cases[] = {
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_WINDOW, .win_left = 300, .win_right = -1, .seqlen_q = 700,
+         .seqlen_k = 1300},
+        {.dim = 128, .mods = FAJIT_MOD_WINDOW, .win_left = 200, .win_right = 100, .seqlen_q = 900, .seqlen_k = 900},
+        {.dim = 64, .block_n = 64, .mods = FAJIT_MOD_WINDOW, .win_left = 129, .win_right = -1, .seqlen_q = 500,
+         .seqlen_k = 1000},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_CHUNK, .chunk = 256, .seqlen_q = 800, .seqlen_k = 800},
+        {.dim = 256, .mods = FAJIT_MOD_SOFTCAP | FAJIT_MOD_SINKS | FAJIT_MOD_ALIBI},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_ALL, .win_left = 250, .win_right = -1, .chunk = 512,
+         .seqlen_q = 1000, .seqlen_k = 1100},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
+}
+
+/* ---- injected bugs ------------------------------------------------------------------------------------------ */
+/* What each bug must be reported as: a set of PIPE_* bits. */
+static const unsigned bug_kinds[BUG_COUNT] = {
+    [BUG_DROP_RELEASE] = 1u << PIPE_DEADLOCK,
+    [BUG_FLIP_PARITY] = 1u << PIPE_EARLY_READ | 1u << PIPE_PHASE_ALIAS | 1u << PIPE_DEADLOCK,
+    [BUG_WRONG_BARRIER] = 1u << PIPE_EARLY_READ | 1u << PIPE_PHASE_ALIAS,
+    [BUG_SHRINK_TX] = 1u << PIPE_EARLY_READ | 1u << PIPE_DEADLOCK | 1u << PIPE_BARRIER,
+    [BUG_EARLY_RELEASE] = 1u << PIPE_EARLY_WRITE,
+    [BUG_STUCK_PARITY] = 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_READ | 1u << PIPE_DEADLOCK,
+    [BUG_STUCK_PRODUCER] = 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_WRITE | 1u << PIPE_DEADLOCK,
+    [BUG_UNELECTED] = 1u << PIPE_DEADLOCK | 1u << PIPE_PHASE_ALIAS | 1u << PIPE_EARLY_WRITE | 1u << PIPE_BARRIER,
+    [BUG_NO_STORE_WAIT] = 1u << PIPE_EARLY_WRITE,
+};
+
+static void expect_caught(const sim_case *c)
+{
+    built b;
+    build(c, &b);
+    for (int bug = BUG_DROP_RELEASE; bug < BUG_COUNT; bug++) {
+        char what[600];
+        char *ptx = pipe_mutate(b.ptx, bug, what, sizeof what);
+        if (!ptx) fail_msg("%s: %s: %s", b.what, pipe_bug_name(bug), what);
+        assert_true(strcmp(ptx, b.ptx) != 0);
+        static pipe_report r[2][MAX_SEEDS];
+        run_all(c, &b, ptx, r);
+        int kinds[PIPE_MODEL + 1] = {0};
+        for (int cta = 0; cta < 2; cta++)
+            for (int s = 0; s < seeds(); s++) {
+                const pipe_report *x = &r[cta][s];
+                kinds[x->kind]++;
+                if (!(bug_kinds[bug] >> x->kind & 1)) dump(ptx);
+                if (!(bug_kinds[bug] >> x->kind & 1))
+                    fail_msg("%s with %s (%s): CTA %d seed %d: %s%s%s", b.what, pipe_bug_name(bug), what, cta, s,
+                             pipe_kind_name(x->kind), x->kind ? ": " : "", x->text);
+            }
+        if (verbose()) {
+            printf("CAUGHT %-14s %s\n   %s\n   first:", pipe_bug_name(bug), b.what, what);
+            for (int k = 0; k <= PIPE_MODEL; k++)
+                if (kinds[k]) printf(" %s x%d", pipe_kind_name(k), kinds[k]);
+            printf("\n   %s\n", r[0][0].text);
+        }
+        free(ptx);
+    }
+    fajit_free(b.ptx);
+}
+
+static void test_bugs_caught(void **state)
+{
+    (void)state;
+    expect_caught(&(sim_case){.dim = 128});
+    expect_caught(&(sim_case){.dim = 64, .causal = 1});
+    expect_caught(&(sim_case){.dim = 256});
+    expect_caught(&(sim_case){.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = -1, .pingpong = -1});
+    expect_caught(&(sim_case){.dim = 128, .block_m = 64, .block_n = 128, .stages = 2});
+}
+
+/* The mutations themselves: a plain copy for BUG_NONE, each bug named and found by its name. */
+static void test_mutations(void **state)
+{
+    (void)state;
+    built b;
+    build(&(sim_case){.dim = 128}, &b);
+    char what[600];
+    char *same = pipe_mutate(b.ptx, BUG_NONE, what, sizeof what);
+    assert_non_null(same);
+    assert_string_equal(same, b.ptx);
+    free(same);
+    for (int bug = 0; bug < BUG_COUNT; bug++) assert_int_equal(pipe_bug_find(pipe_bug_name(bug)), bug);
+    assert_int_equal(pipe_bug_find("no-such-bug"), -1);
+    assert_null(pipe_mutate(b.ptx, BUG_COUNT, what, sizeof what));
+    fajit_free(b.ptx);
+}
+
+/* ---- the mutated kernels assemble (--ptxas) ------------------------------------------------------------------ */
+static char *g_ptxas, *g_dir;
+
+/* With `runtime`, each also through the runtime's compiler (NVRTC's whole-program path), as test_gpu_pipe_bugs
+ * compiles it. */
+static void expect_assembles(const sim_case *c, int runtime)
+{
+    built b;
+    build(c, &b);
+    char src[1024], out[1024], log[1024], what[600];
+    snprintf(src, sizeof src, "%s/k.ptx", g_dir);
+    snprintf(out, sizeof out, "%s/k.cubin", g_dir);
+    snprintf(log, sizeof log, "%s/k.log", g_dir);
+    for (int bug = 0; bug < BUG_COUNT; bug++) {
+        char *ptx = pipe_mutate(b.ptx, bug, what, sizeof what);
+        assert_non_null(ptx);
+        FILE *f = fopen(src, "w");
+        assert_non_null(f);
+        fputs(ptx, f), fclose(f);
+        void *cubin = NULL;
+        size_t size = 0;
+        fajit_status st = runtime ? fj_compile_kernel(&b.pl, ptx, strlen(ptx), "sm_90a", &cubin, &size, NULL) : FAJIT_OK;
+        free(ptx), free(cubin);
+        if (st == FAJIT_ERR_LIBRARY_MISSING) { /* no NVRTC here: ptxas alone */
+            printf("SKIP: the runtime's compiler: %s\n", fajit_errmsg());
+            runtime = 0;
+        } else if (st != FAJIT_OK)
+            fail_msg("%s with %s: the runtime's compiler: %s: %s", b.what, pipe_bug_name(bug), fajit_status_name(st),
+                     fajit_errmsg());
+        char *argv[] = {g_ptxas, "-arch=sm_90a", src, "-o", out, NULL};
+        int code = fj_test_run(argv, log, log);
+        char *text = fj_test_read_file(log, NULL);
+        if (code != 0 || (text && strstr(text, "error")))
+            fail_msg("%s with %s (%s): ptxas exit %d\n%s", b.what, pipe_bug_name(bug), what, code, text ? text : "");
+        if (verbose()) printf("ASSEMBLES %-14s %s\n", pipe_bug_name(bug), b.what);
+        free(text);
+    }
+    fajit_free(b.ptx);
+}
+
+static void test_mutants_assemble(void **state)
+{
+    (void)state;
+    expect_assembles(&(sim_case){.dim = 128}, 1);
+    expect_assembles(&(sim_case){.dim = 64, .causal = 1}, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--ptxas") == 0) {
+        g_ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
+        if (!g_ptxas) fj_test_skip_all("ptxas not found (set FAJIT_PTXAS)");
+        g_dir = fj_test_make_temp_dir("fajit_pipe_mutate");
+        assert_non_null(g_dir);
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_mutants_assemble)};
+        int rc = cmocka_run_group_tests_name("pipe_mutate_ptxas", tests, NULL, NULL);
+        fj_test_remove_dir(g_dir);
+        free(g_dir), free(g_ptxas);
+        return rc;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_lengths),   cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_bugs_caught),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
