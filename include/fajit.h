@@ -641,7 +641,8 @@ typedef struct fajit_tune_result {
  * shape (may be NULL) is what is timed; zero fields are filled as in the issue-3 workload: seqlen_q
  * and seqlen_k 4096 (or each other), batch 16384 / max(seqlen_q, seqlen_k) (at least 1), heads_q
  * 2048 / head_dim, heads_kv = heads_q. The winner is filed under that shape's sequence-length class.
- * dtype F16 or BF16 (AUTO = BF16), head_dim 64/96/128/192/256, causal 0 or 1. opts may be NULL.
+ * dtype F16 or BF16 (AUTO = BF16), head_dim 64/96/128/192/256, or E4M3 (the FP8 kernels, sm_90a: head_dim 64/128/256,
+ * block_n 64..256 in steps of 32; inputs are random e4m3 values, no descales), causal 0 or 1. opts may be NULL.
  *
  * On success, best_out and result_out (either may be NULL) receive the winner, which this context's
  * fajit_config_fill uses from now on (and, when persisted, every context on the same GPU, driver and

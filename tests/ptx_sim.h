@@ -2,8 +2,8 @@
  * ptx_sim.h - run the decode and varlen kernels' PTX without a GPU (ptx_sim.c): parse it, then run one thread at a
  * time through an interpreter of its integer subset (address and loop arithmetic, predicates, branches, ld.param,
  * the cu_seqlens / seqlens_k / block-table loads, cp.async, TMA loads and stores, st.global); float, MMA and
- * shared-memory instructions only make their destinations unknown, and an address or copy size built from an unknown
- * value fails. What a thread reads and writes is recorded in a `world` for the tests to compare with what it must.
+ * shared-memory instructions only make their destinations unknown (ldmatrix / stmatrix record their address when
+ * the world asks), and an address or copy size built from an unknown value fails. What a thread reads and writes is recorded in a `world` for the tests to compare with what it must.
  */
 #ifndef FJ_PTX_SIM_H
 #define FJ_PTX_SIM_H
@@ -93,6 +93,9 @@ typedef struct world {
     long table_reads, bad_reads;
     uint64_t *k_reads, *v_reads;
     int n_k, n_v, cap;
+    /* FP8 (test_fp8_ptx): the shared addresses of each ldmatrix / stmatrix, in order, when the lists are set */
+    uint64_t *smem_ld, *smem_st;
+    int n_ld, n_st;
     char why[256];
 } world;
 

@@ -1,9 +1,9 @@
 /*
  * test_fp8_args.c - unit tests of the FP8 plumbing, without a GPU: FAJIT_DTYPE_E4M3, the config's kv_dtype /
  * out_dtype (canonical text both ways, plain text unchanged, fj_config_same), the plan's refusals (sm_80, head
- * dims), fajit_attention_args' SIZE_4 block (kv_dtype, out_dtype, descales, their batch stride: each rule broken
- * once, the message checked for the field, the value and the rule), and the FAJIT_ERR_UNSUPPORTED answer while no
- * FP8 kernel is built. Run: ctest --test-dir build -R test_fp8_args
+ * dims, block_n, swizzle), fajit_attention_args' SIZE_4 block (kv_dtype, out_dtype, descales, their batch stride:
+ * each rule broken once, the message checked for the field, the value and the rule), and FAJIT_ERR_UNSUPPORTED for
+ * what the FP8 kernels do not take yet (an FP8 K/V cache, decode features, attention variants). Run: ctest --test-dir build -R test_fp8_args
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -78,7 +78,24 @@ static void test_plan_rules(void **state)
 {
     (void)state;
     fajit_config c = sm90(FAJIT_DTYPE_E4M3, 128);
-    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "e4m3", "not built yet", NULL));
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    c.block_n = 112;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "block_n (--bc) = 112",
+                                    "multiple of 32", NULL));
+    c = sm90(FAJIT_DTYPE_E4M3, 64);
+    c.block_m = 192, c.warps = 16;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "swizzle = 128",
+                                    "64 bytes", "use 64"));
+    c.swizzle = 64;
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    c.mods = FAJIT_MOD_SOFTCAP;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "mods = 2 with dtype e4m3",
+                                    "no attention variants", NULL));
+    c = sm90(FAJIT_DTYPE_BF16, 128);
+    c.kv_dtype = FAJIT_DTYPE_E4M3;
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the sm_90a path",
+                                    "use arch sm_80", NULL)); /* the FP8 K/V cache kernels are sm_80's (kv8.c) */
+    c = sm90(FAJIT_DTYPE_E4M3, 128);
     c.head_dim = 96;
     assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "head_dim = 96",
                                     "64, 128 or 256", NULL));
@@ -110,12 +127,18 @@ static void expect_invalid(const fajit_attention_args *a, const char *f1, const 
     assert_true(fj_test_status_says(fj_forward_validate(a, NULL), FAJIT_ERR_INVALID_ARGUMENT, f1, f2, f3));
 }
 
-static void test_args_valid_until_the_kernel(void **state)
+static void test_args_valid_and_unsupported(void **state)
 {
     (void)state;
     fajit_attention_args a = fp8_args();
-    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "dtype = e4m3",
-                                    "not built yet", NULL));
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.seqlens_k = 0x7f0000a00000ull;
+    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "dtype = e4m3 with seqlens_k",
+                                    "none of these yet", NULL));
+    a = fp8_args();
+    a.softcap = 30.0f;
+    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "attention variant",
+                                    "none yet", NULL));
     a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 1, 300, 128); /* an FP8 K/V cache under bf16 queries: built */
     a.kv_dtype = FAJIT_DTYPE_E4M3, a.k_descale = 0x7f0000900100ull;
     a.k_stride[2] = a.v_stride[2] = 128, a.k_stride[1] = a.v_stride[1] = 128 * 300, a.k_stride[0] = a.v_stride[0] = 2 * 128 * 300;
@@ -260,7 +283,7 @@ static void test_args_rules(void **state)
     expect_invalid(&a, "args->k_stride[2] = 136", "multiple of 16 elements", "e4m3");
     a = fp8_args();
     a.o_stride[2] = 136; /* O is bf16: 8 elements are 16 bytes */
-    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED);
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
 }
 
 static void test_args_size_gates(void **state)
@@ -285,13 +308,38 @@ static void test_config_must_match(void **state)
                                     "cfg->kv_dtype / out_dtype = e4m3 / bf16", "are bf16 / bf16", "must match"));
 }
 
+/* The host's e4m3 conversions (the GPU test's inputs and reference): every code round-trips, ties go to the even
+ * mantissa, large values saturate to 448 (cvt.rn.satfinite), NaN is 0x7F. */
+static void test_e4m3_host_f32(void **state)
+{
+    (void)state;
+    for (int b = 0; b < 256; b++) {
+        if ((b & 0x7f) == 0x7f) {
+            assert_true(fj_e4m3_to_f32((uint8_t)b) != fj_e4m3_to_f32((uint8_t)b)); /* NaN */
+            continue;
+        }
+        assert_int_equal(fj_f32_to_e4m3(fj_e4m3_to_f32((uint8_t)b)), b);
+    }
+    assert_true(fj_e4m3_to_f32(0x7e) == 448.0f && fj_e4m3_to_f32(0x38) == 1.0f && fj_e4m3_to_f32(0x01) == 0x1p-9f);
+    assert_int_equal(fj_f32_to_e4m3(1.0625f), 0x38); /* tie between 1 and 1.125: even */
+    assert_int_equal(fj_f32_to_e4m3(1.1875f), 0x3a); /* tie between 1.125 and 1.25: even */
+    assert_int_equal(fj_f32_to_e4m3(1.07f), 0x39);
+    assert_int_equal(fj_f32_to_e4m3(464.0f), 0x7e);
+    assert_int_equal(fj_f32_to_e4m3(1e9f), 0x7e);
+    assert_int_equal(fj_f32_to_e4m3(-1e9f), 0xfe);
+    assert_int_equal(fj_f32_to_e4m3(0x1p-10f), 0x00); /* half the smallest subnormal: tie to 0 */
+    assert_int_equal(fj_f32_to_e4m3(0x1.8p-10f), 0x01);
+    assert_int_equal(fj_f32_to_e4m3(NAN), 0x7f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_e4m3_host_f32),
         cmocka_unit_test(test_config_text),
         cmocka_unit_test(test_config_parse_dtype),
         cmocka_unit_test(test_plan_rules),
-        cmocka_unit_test(test_args_valid_until_the_kernel),
+        cmocka_unit_test(test_args_valid_and_unsupported),
         cmocka_unit_test(test_args_rules),
         cmocka_unit_test(test_kv8_plan_rules),
         cmocka_unit_test(test_kv8_cvt_target),

@@ -1,8 +1,7 @@
 """test_fp8_args.py - the FP8 arguments of fajit.attention without a GPU: float8_e4m3fn tensors and the q_descale /
 k_descale / v_descale keywords (FlashAttention-3's names): their checks (TypeError / ValueError naming the argument),
 the fake implementation's output dtype, the fajit_attention_args fields the launch writes (CPU tensors, the library's
-forward replaced by a recorder, as in test_variant_args.py), and the library's own refusal while no FP8 kernel is
-built. Skipped without torch or without torch.float8_e4m3fn.
+forward replaced by a recorder, as in test_variant_args.py), and FP8 configs' canonical text. Skipped without torch or without torch.float8_e4m3fn.
 """
 import pytest
 
@@ -115,7 +114,33 @@ def test_fp8_fields(rec):
 
 
 def test_fp8_config_text():
-    # the canonical text parses; the check refuses every e4m3 config while no FP8 kernel is built
-    with pytest.raises(_lib.FajitError) as e:
-        fajit.config("sm_90a e4m3,o=f16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal")
-    assert "FP8 (e4m3) kernels are not built yet" in str(e.value)
+    # the canonical text of an FP8 config round-trips; O's dtype word only when it is not the default
+    text = "sm_90a e4m3,o=f16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal"
+    c = fajit.config(text)
+    assert c.text == text and c.dtype == "e4m3"
+    assert fajit.config("sm_90a e4m3 d64 br192 bc128 s2 sw64 w16 ov pp causal").text.startswith("sm_90a e4m3 d64")
+    with pytest.raises(_lib.FajitError, match="dtype = e4m3 on the sm_80 path"):
+        fajit.config("sm_80 e4m3 d128 br128 bc64 s2 sw128 w4 noncausal")
+
+
+def test_fp8_quantize_and_hadamard():
+    # per (batch, KV head) descales; the Hadamard rotation keeps Q K^T and lowers the rounding error of outliers
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 8, 64, 128), torch.randn(2, 2, 64, 128), torch.randn(2, 2, 64, 128)
+    q[..., [3, 17]] *= 20
+    k[..., [3, 17]] *= 20
+    m = _fp8.hadamard_matrix(128, "cpu", seed=1)
+    assert torch.allclose(m @ m.T, torch.eye(128), atol=1e-5)
+    ref = q @ k.repeat_interleave(4, 1).transpose(-1, -2)
+    errs = []
+    for had in (False, True):
+        q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, v, hadamard=had, seed=1)
+        assert q8.dtype == E4M3 and qd.shape == (2, 2) and kd.shape == (2, 2) and vd.shape == (2, 2)
+        assert torch.allclose(vd, v.abs().amax(dim=(2, 3)) / 448)
+        qf = q8.float() * qd.repeat_interleave(4, 1)[..., None, None]
+        kf = k8.float() * kd[..., None, None]
+        got = qf @ kf.repeat_interleave(4, 1).transpose(-1, -2)
+        errs.append(((got - ref).pow(2).mean() / ref.pow(2).mean()).sqrt().item())
+    assert errs[1] < errs[0]  # incoherent processing helps on outlier channels
+    q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), layout="bnhd")
+    assert q8.shape == (2, 64, 8, 128) and qd.shape == (2, 2)

@@ -25,6 +25,7 @@ int fj_ws_bar(const fj_plan *p, int which, int index)
 {
     if (which == FJ_BAR_Q_FULL || which == FJ_BAR_Q_EMPTY) return p->bar_off + 8 * (2 * which + index);
     if (which == FJ_BAR_O_FREE) return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * p->cfg.stages);
+    if (which == FJ_BAR_VT_FULL || which == FJ_BAR_VT_EMPTY) return p->vt_bar + 16 * index + 8 * (which == FJ_BAR_VT_EMPTY);
     return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * index + (which - FJ_BAR_K_FULL));
 }
 
@@ -43,7 +44,18 @@ void fj_emit_ws_bar_init(fj_kctx *k)
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_FULL, s), 1);
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s), 1);
         fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_EMPTY, s), consumer_warps);
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s), consumer_warps);
+        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s),
+               p->fp8 ? 32 * p->transpose_warps : consumer_warps);
+    }
+    if (p->fp8) {
+        fj_comment(k->e, 1, "FP8: per stage VT full (%d arrivals: every thread of the %d transposing producer warps, "
+                            "after its stmatrix and a proxy fence) and VT empty (%d arrivals: lane 0 of every consumer "
+                            "warp); V empty above counts the transposing threads, which free the TMA-loaded V",
+                   32 * p->transpose_warps, p->transpose_warps, consumer_warps);
+        for (int s = 0; s < p->cfg.stages; s++) {
+            fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_FULL, s), 32 * p->transpose_warps);
+            fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_EMPTY, s), consumer_warps);
+        }
     }
     if (p->o_stage == 2) {
         fj_comment(k->e, 1, "O free (%d arrivals: each consumer warpgroup's store leader, once its TMA store has read "
@@ -96,7 +108,7 @@ void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int r
                        fj_reg_t batch, fj_reg_t bar, int bar_off)
 {
     const fj_plan *p = k->p;
-    int box_bytes = rows * 2 * p->tma_box_cols;
+    int box_bytes = rows * p->cfg.swizzle; /* a box row is the swizzle span */
     fj_reg_t map = fj_alloc(k->e, k->b_rd, 1), col = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(k->params), tmap_offset(tensor));
     for (int box = 0; box < p->tma_boxes; box++) {

@@ -23,8 +23,12 @@
 #include "backend.h"
 
 enum fj_ws_bar {
-    FJ_BAR_Q_FULL = 0, FJ_BAR_Q_EMPTY, FJ_BAR_K_FULL, FJ_BAR_V_FULL, FJ_BAR_K_EMPTY, FJ_BAR_V_EMPTY, FJ_BAR_O_FREE
+    FJ_BAR_Q_FULL = 0, FJ_BAR_Q_EMPTY, FJ_BAR_K_FULL, FJ_BAR_V_FULL, FJ_BAR_K_EMPTY, FJ_BAR_V_EMPTY, FJ_BAR_O_FREE,
+    FJ_BAR_VT_FULL, FJ_BAR_VT_EMPTY /* FP8 (plan.fp8): the transposed V ring (plan.vt_bar) */
 };
+/* The barriers the consumers wait on for V(j) and free it with: V's, or with FP8 Vt's. */
+#define FJ_BAR_PV_FULL(p) ((p)->fp8 ? FJ_BAR_VT_FULL : FJ_BAR_V_FULL)
+#define FJ_BAR_PV_EMPTY(p) ((p)->fp8 ? FJ_BAR_VT_EMPTY : FJ_BAR_V_EMPTY)
 #define FJ_WS_BARS_PER_STAGE 4
 
 /* Byte offset (from the smem base) of barrier `which` of stage `index` (for the Q barriers: of Q buffer

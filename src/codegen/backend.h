@@ -218,6 +218,7 @@ void fj_emit_pack_p_m16n8(fj_kctx *k);
 void fj_emit_store_o_m16n8(fj_kctx *k);
 const char *fj_dtype_ptx(const fj_plan *p); /* "bf16" / "f16" */
 const char *fj_mma_dtype_ptx(const fj_plan *p); /* the MMAs' inputs (P's pack): the dtype's, f16 with plan.kv8_f16 */
+const char *fj_out_dtype_ptx(const fj_plan *p); /* O's: the dtype's, or with e4m3 inputs cfg.out_dtype's */
 
 /* The forward skeletons: emit the whole entry body for k->p (fwd_kernel.c: all warps alike;
  * fwd_ws.c: warp-specialized). fj_emit_fwd_kernel picks by plan.ws. */

@@ -99,6 +99,16 @@ typedef struct fj_plan {
                                     2: staged the same way in the V ring (o_off = v_off; the O free barrier
                                     orders it with the next work tile's V loads); 0: st.global from
                                     registers (neither fits) */
+    int o_row_bytes, o_bytes;    /* O's rows in the staging buffer (head_dim x 2 bytes) and its block_m rows: row_bytes
+                                    and q_bytes but for FP8 inputs, whose O is 16-bit */
+    int o_box_cols, o_boxes;     /* O's TMA boxes: swizzle / 2 columns, head_dim / that of them a row */
+    /* FP8 (cfg.dtype e4m3, sm_90a; fp8_ws.c): Q, K, V are 1-byte elements (row_bytes = head_dim, tma_box_cols =
+     * swizzle); wgmma k = 32; V is transposed by the producer's warps 1..transpose_warps into the Vt ring at
+     * vt_off (stages tiles of [head_dim][block_n] bytes, K-major, boxes of vt_swizzle bytes), with VT full[s] at
+     * vt_bar + 16 s (count 32 x transpose_warps) and VT empty[s] at vt_bar + 16 s + 8 (count consumer warps);
+     * V empty[s] then counts the transposing threads (they free the TMA-loaded V). */
+    int fp8;
+    int vt_off, vt_swizzle, vt_bar, transpose_warps;
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
      * tiles are copied as e4m3 bytes into their own ring at kv8_off (stages x K and V tiles of block_n x head_dim
      * bytes, laid out by copying thread), and each thread widens what it copied into the one 16-bit K / V slot

@@ -221,11 +221,23 @@ static const sm90_default k_sm90_defaults[] = {
     {192, 128, 96, 96, 2, 1, 1},  {256, 128, 80, 80, 2, 1, -1},
 };
 
+/* FP8 (e4m3) defaults: block_n a multiple of 32 (k32 steps), P a quarter of S's registers, O staging beside the
+ * K, V and Vt rings where it fits (d256 takes bc64 for it). Not measured yet: fagen tune covers the class. */
+static const sm90_default k_sm90_fp8_defaults[] = {
+    {64, 192, 128, 128, 2, 1, 1}, {128, 128, 128, 128, 2, 1, 1}, {256, 128, 64, 64, 2, 1, -1},
+};
+
 static void fill_sm90(fajit_config *c, const fajit_shape *shape)
 {
     const sm90_default *d = &k_sm90_defaults[2];
     for (size_t i = 0; i < sizeof k_sm90_defaults / sizeof k_sm90_defaults[0]; i++)
         if (k_sm90_defaults[i].head_dim == c->head_dim) d = &k_sm90_defaults[i];
+    if (c->dtype == FAJIT_DTYPE_E4M3) {
+        d = &k_sm90_fp8_defaults[1];
+        for (size_t i = 0; i < sizeof k_sm90_fp8_defaults / sizeof k_sm90_fp8_defaults[0]; i++)
+            if (k_sm90_fp8_defaults[i].head_dim == c->head_dim) d = &k_sm90_fp8_defaults[i];
+        if (!c->swizzle) c->swizzle = c->head_dim >= 128 ? 128 : 64; /* a row is head_dim bytes */
+    }
     int n = shape ? (shape->seqlen_q > shape->seqlen_k ? shape->seqlen_q : shape->seqlen_k) : 0;
     int short_causal = c->head_dim == 64 && c->causal && n > 0 && n <= FJ_SM90_SEQLEN_SHORT;
     if (!c->col_warps) c->col_warps = 1;

@@ -43,6 +43,10 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     for (int s = 0; s < (p->ws ? c->stages : p->kv_slots); s++)
         fj_buf_printf(out, "%s  [%6d, %6d)  V[%d]  %d rows x %d B\n", pf, p->v_off + s * p->kv_tile_bytes,
                       p->v_off + (s + 1) * p->kv_tile_bytes, s, c->block_n, p->row_bytes);
+    for (int s = 0; p->fp8 && s < c->stages; s++)
+        fj_buf_printf(out, "%s  [%6d, %6d)  Vt[%d] %d rows x %d B (V transposed: head dims x keys, boxes of %d B)\n", pf,
+                      p->vt_off + s * p->kv_tile_bytes, p->vt_off + (s + 1) * p->kv_tile_bytes, s, c->head_dim,
+                      c->block_n, p->vt_swizzle);
     if (p->xchg_warp_bytes)
         fj_buf_printf(out, "%s  [%6d, %6d)  warp-pair exchange, %d B per warp\n", pf, p->xchg_off,
                       p->xchg_off + c->warps * p->xchg_warp_bytes, p->xchg_warp_bytes);
@@ -52,13 +56,14 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     if (p->ws && p->o_stage)
         fj_buf_printf(out, "%s  [%6d, %6d)  O     %d rows x %d B: the TMA-store epilogue's staging, 64 rows per consumer "
                            "warpgroup%s\n",
-                      pf, p->o_off, p->o_off + p->q_bytes, c->block_m, p->row_bytes,
+                      pf, p->o_off, p->o_off + p->o_bytes, c->block_m, p->o_row_bytes,
                       p->o_stage == 2 ? " (in the V ring, between a work tile's last PV and the next one's first V)"
                                       : "");
     if (p->n_bars)
         fj_buf_printf(out, "%s  [%6d, %6d)  mbarriers: Q full[2], Q empty[2], then per stage K full, V full, K empty, "
                            "V empty%s\n",
-                      pf, p->bar_off, p->bar_off + 8 * p->n_bars, p->o_stage == 2 ? ", then O free" : "");
+                      pf, p->bar_off, p->bar_off + 8 * p->n_bars,
+                      p->o_stage == 2 ? ", then O free" : p->fp8 ? ", then per stage VT full, VT empty" : "");
     if (p->ws)
         fj_buf_printf(out, "%sswizzle: %d B - each tile is stored as %d TMA box%s of [rows][%d B]; 16-byte chunk c of "
                            "row r sits at chunk c ^ (r %% %d) of its box (the copy engine writes it so, the wgmma "

@@ -38,6 +38,11 @@ void fj_frag_desc_m16n8(const fj_plan *p, fj_frag_desc *d)
 const char *fj_dtype_ptx(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16"; }
 const char *fj_mma_dtype_ptx(const fj_plan *p) { return p->kv8_f16 ? "f16" : fj_dtype_ptx(p); }
 
+const char *fj_out_dtype_ptx(const fj_plan *p)
+{
+    return fj_config_out_dtype(&p->cfg) == FAJIT_DTYPE_BF16 ? "bf16" : "f16";
+}
+
 void fj_emit_pack_p_m16n8(fj_kctx *k)
 {
     const fj_plan *p = k->p;
@@ -81,7 +86,7 @@ void fj_emit_store_o_m16n8(fj_kctx *k)
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
         for (int t = 0; t < p->n_frags_o; t++) {
             fj_reg_t o0 = fj_at(k->acc_o, o_reg(p, r, 2 * t));
-            fj_ins(k->e, PTX_CVT_PACK, fj_dtype_ptx(p), R(v), R(fj_at(o0, 1)), R(o0));
+            fj_ins(k->e, PTX_CVT_PACK, fj_out_dtype_ptx(p), R(v), R(fj_at(o0, 1)), R(o0));
             fj_ins(k->e, "st.global.b32 [%s+%d], %s", R(a), t * 16, R(v));
         }
         fj_label(k->e, skip);

@@ -36,6 +36,7 @@
 
 #include "async.h"
 #include "backend.h"
+#include "fp8_ws.h"
 #include "mask.h"
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
@@ -567,6 +568,11 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
         fj_comment(e, 1, "registers: %d per thread here, so the consumers can take %d", p->producer_regs, p->consumer_regs);
         fj_ins(e, PTX_SETMAXNREG_DEC, p->producer_regs);
     }
+    if (p->fp8) {
+        fj_comment(e, 1, "FP8: warps 1-%d transpose V (below); thread 0 of warp 0 loads", p->transpose_warps);
+        fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->warp));
+        fj_ins(e, "@%s bra.uni $L_transposer", R(pr));
+    }
     fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->tid));
     fj_ins(e, "@%s bra $L_exit", R(pr));
     fj_ins(e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(k->params));
@@ -612,6 +618,52 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
         next_stage(k, s, l->stage_label);
     }
     fj_label(e, l->next_tile);
+    next_round(k, l, 0);
+    fj_ins(e, "bra.uni %s", top);
+}
+
+/* FP8: the producer's warps 1..transpose_warps walk the work tiles and KV tiles as the loader does; per KV tile,
+ * once V(j) is in stage s (V full) and the consumers have freed Vt's stage s (VT empty), they transpose it into
+ * Vt (fp8_ws.c), make their writes visible to wgmma (fence.proxy.async), and every thread arrives on VT full[s]
+ * and on V empty[s] (V's stage may be loaded again). */
+static void emit_transposer(fj_kctx *k, ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    char top[48], next[48], stage[FJ_MAX_STAGES][48];
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), not_phase = fj_alloc(e, k->b_r, 1);
+    fj_fp8_lanes ln;
+    fj_banner(e, "Producer warps 1..: the V transpose (FP8)",
+              "FP8 wgmma reads B K-major only: V(j) [keys][head dims] becomes Vt(j) [head dims][keys] in its own\n"
+              "ring, by ldmatrix.trans + prmt + stmatrix, keys in P's k order (fp8_layout.h).");
+    fj_label(e, "$L_transposer");
+    fj_fp8_emit_transpose_setup(k, &ln);
+    fj_ins(e, "mov.u32 %s, 0", R(l->round));
+    fj_ins(e, "mov.u32 %s, 0", R(l->ring));
+    fj_ins(e, "mov.u32 %s, 0", R(k->phase));
+    fj_label_new(e, "vt_tile", top, sizeof top);
+    fj_label_new(e, "vt_next", next, sizeof next);
+    for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "vt_stage", stage[s], sizeof stage[s]);
+    tile_loop_head(k, l, top, DECODE_ROWS, "$L_exit");
+    first_kv_tile(k);
+    dispatch_ring(k, l, stage);
+    for (int s = 0; s < p->cfg.stages; s++) {
+        fj_label(e, stage[s]);
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
+        fj_ins(e, "@%s bra.uni %s", R(pr), next);
+        fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), k->phase);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_VT_EMPTY, s), not_phase);
+        fj_ins(e, "bar.warp.sync -1"); /* the lanes leave the waits' loops together: ldmatrix / stmatrix are .aligned */
+        fj_fp8_emit_transpose_tile(k, &ln, s);
+        fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
+        fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_FULL, s));
+        fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s));
+        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        next_stage(k, s, stage);
+    }
+    fj_label(e, next);
     next_round(k, l, 0);
     fj_ins(e, "bra.uni %s", top);
 }
@@ -697,11 +749,11 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
         release_q_if_last(k, l);
         consumer_softmax(k, l->mask_from);
         fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), k->phase);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), s), k->phase);
         p->backend->pack_p(k);
         p->backend->mma_pv(k, s, FJ_KEYS_ALL);
         p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_V_EMPTY, s);
+        release(k, FJ_BAR_PV_EMPTY(p), s);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
         next_stage(k, s, l->stage_label);
     }
@@ -753,7 +805,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
         fj_ins(e, "@%s bra.uni %s", R(pr), tail[sp]);
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, sp), vph);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), sp), vph);
         turn_wait(k, tn);
         fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
         p->backend->mma_qk(k, s);
@@ -770,7 +822,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
          * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
          * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
         p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_V_EMPTY, sp);
+        release(k, FJ_BAR_PV_EMPTY(p), sp);
         fj_emit_softmax_rescale_o(k);
         k->defer_o_rescale = 0;
         p->backend->pack_p(k);
@@ -780,12 +832,12 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
     for (int sp = 0; sp < stages; sp++) {
         fj_label(e, tail[sp]);
         fj_comment(e, 1, "last KV tile: its V is in stage %d; the ring goes on at stage %d", sp, (sp + 1) % stages);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, sp), vph);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), sp), vph);
         turn_wait(k, tn);
         p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
         turn_pass(k, tn, 1);
         p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_V_EMPTY, sp);
+        release(k, FJ_BAR_PV_EMPTY(p), sp);
         fj_ins(e, "mov.u32 %s, %d", R(l->ring), (sp + 1) % stages);
         fj_ins(e, "bra.uni %s", l->next_tile);
     }
@@ -992,6 +1044,10 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     memcpy(l->next_tile, epi, sizeof epi);
     tile_loop_head(k, l, top, DECODE_ROWS | (p->cfg.mods & FAJIT_MOD_ALIBI ? DECODE_HEADS : 0), "$L_consumer_exit");
     fj_emit_mods_start(k, k->h, k->b);
+    if (p->fp8) {
+        decode_tile(k, l, DECODE_HEADS);
+        fj_fp8_emit_score_scale(k);
+    }
     if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
     p->backend->tile_start(k);
     fj_emit_init_accumulators(k);
@@ -1015,6 +1071,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
     tile_of_round(k, l->tile, p->variant & FJ_VARIANT_VARLEN ? l->sched : l->round);
     decode_tile(k, l, DECODE_HEADS);
+    if (p->fp8) fj_fp8_emit_o_scale(k);
     fj_emit_epilogue(k);
     next_round(k, l, p->pingpong);
     fj_ins(e, "bra.uni %s", top);
@@ -1045,6 +1102,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->corr = fj_alloc(e, k->b_f, k->frag.rows);
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
     k->wg_leader = fj_alloc(e, k->b_p, 1);
+    if (p->fp8) k->score_scale = fj_alloc(e, k->b_f, 1), k->o_scale = fj_alloc(e, k->b_f, 1);
     l.ring = fj_alloc(e, k->b_r, 1);
     l.tile = fj_alloc(e, k->b_r, 1);
     l.round = fj_alloc(e, k->b_r, 1);
@@ -1079,6 +1137,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->wg));
     fj_ins(e, "@%s bra.uni $L_consumer", R(pr));
     emit_producer(k, &l);
+    if (p->fp8) emit_transposer(k, &l);
     fj_label(e, "$L_consumer");
     fj_ins(e, "sub.u32 %s, %s, 1", R(k->wg), R(k->wg));
     emit_consumer(k, &l);

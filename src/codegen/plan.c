@@ -98,9 +98,7 @@ static fajit_status check_kv8(const fajit_config *c)
 
 static fajit_status check_fp8_built(const fajit_config *c)
 {
-    if (c->dtype == FAJIT_DTYPE_E4M3)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "dtype %s: the FP8 (e4m3) kernels are not built yet in this version",
-                       "e4m3");
+    if (c->dtype == FAJIT_DTYPE_E4M3) return FAJIT_OK; /* the sm_90a FP8 kernels (fp8_ws.c) */
     return fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3 ? check_kv8(c) : FAJIT_OK;
 }
 
@@ -146,7 +144,7 @@ static void plan_mods_params(fj_plan *p)
 /* FP8 K/V: the descales' block after the others (kernel_abi.h). */
 static void plan_fp8_params(fj_plan *p)
 {
-    if (!p->kv8) return;
+    if (!p->kv8 && !p->fp8) return;
     p->fp8_off = (p->params_bytes + 7) / 8 * 8;
     p->params_bytes = p->fp8_off + (int)sizeof(fj_fwd_params_fp8);
 }
@@ -326,6 +324,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         return CFG_FAIL("stages = %d: pages read ahead (decode variant ahead) need 2+ stages", cfg->stages);
     fajit_status st = fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
+    if (p->fp8)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take no decode "
+                                              "variant yet (seqlens_k, split-KV, paged K/V, varlen)", variant);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
                                               "seqlens_k, split-KV, GQA packing and paged K/V whole pages or tiles; "

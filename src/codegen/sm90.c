@@ -29,6 +29,7 @@
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
 #include "runtime/error.h"
+#include "fp8_ws.h"
 #include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
@@ -53,6 +54,10 @@ enum {
  * gets anyway (no setmaxnreg); 2 and 3 split the 64K registers of the SM with the producer warpgroup
  * (2: 128 x 24 + 256 x 240 = 64512; 3: 128 x 32 + 384 x 160 = 65536). */
 static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
+/* FP8: the producer's warps 1-3 transpose V (fp8_ws.c), which takes more than 24-32 registers: 40 each
+ * (2: 128 x 40 + 256 x 232 = 64512; 3: 128 x 40 + 384 x 152 = 63488). */
+static const int k_reg_split_fp8[4][2] = {{0, 0}, {0, 0}, {40, 232}, {40, 152}};
+#define FJ_SM90_REG_FP8 4 /* FP8 consumers: the tile's descaled softmax scale, the byte-pair temporaries of P */
 #define FJ_SM90_REG_LIMIT_1WG 255
 /* Registers besides O, S and (with overlap) P's A fragments: addresses, descriptors, the persistent
  * schedule's and the ring's state, row statistics, the mask and softmax temporaries. Calibrated with
@@ -117,6 +122,10 @@ static fajit_status tiles_sm90(fj_plan *p)
         return CFG_FAIL("pingpong = 1 with overlap = %d: a warpgroup's turn issues S(j) and PV(j-1) together, which "
                         "is the overlapped schedule; use overlap = 1",
                         c->overlap);
+    if (c->dtype == FAJIT_DTYPE_E4M3) {
+        fajit_status st = fj_fp8_tiles(p);
+        if (st != FAJIT_OK) return st;
+    }
     p->ws = 1;
     p->row_warps = 4 * p->consumer_wgs;
     p->m_frags = 1;
@@ -128,6 +137,10 @@ static fajit_status tiles_sm90(fj_plan *p)
 static void smem_map_sm90(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
+    if (c->dtype == FAJIT_DTYPE_E4M3) {
+        fj_fp8_smem_map(p);
+        return;
+    }
     p->row_bytes = c->head_dim * 2;
     p->q_off = 0;
     p->q_bytes = c->block_m * p->row_bytes;
@@ -152,32 +165,44 @@ static void smem_map_sm90(fj_plan *p)
     p->bar_off = p->v_off + c->stages * p->kv_tile_bytes + (p->o_stage == 1 ? p->q_bytes : 0);
     p->smem_bytes = p->bar_off + 8 * p->n_bars;
     p->xchg_off = p->xchg_warp_bytes = 0;
+    p->o_row_bytes = p->row_bytes;
+    p->o_bytes = p->q_bytes;
 }
 
 static fajit_status plan_sm90(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
     int w = c->swizzle;
-    p->tma_box_cols = w / 2;
+    p->tma_box_cols = p->fp8 ? w : w / 2; /* a box row is the swizzle span: w elements of 1 byte, w / 2 of 2 */
     p->tma_boxes = c->head_dim / p->tma_box_cols;
-    p->producer_regs = k_reg_split[p->consumer_wgs][0];
-    p->consumer_regs = k_reg_split[p->consumer_wgs][1];
+    p->o_box_cols = w / 2;
+    p->o_boxes = c->head_dim / p->o_box_cols;
+    p->producer_regs = (p->fp8 ? k_reg_split_fp8 : k_reg_split)[p->consumer_wgs][0];
+    p->consumer_regs = (p->fp8 ? k_reg_split_fp8 : k_reg_split)[p->consumer_wgs][1];
+    if (p->fp8) { /* k = 32 a wgmma: 32 bytes of a row either way */
+        p->k_steps_qk = c->head_dim / 32;
+        p->k_steps_pv = c->block_n / 32;
+    }
     p->whole_program = p->consumer_regs > 0;
-    p->roll_stages = FJ_ROLL_STAGES_DEFAULT && c->stages > 1;
+    p->roll_stages = FJ_ROLL_STAGES_DEFAULT && c->stages > 1 && !p->fp8; /* FP8: the unrolled loop (its V waits are Vt's) */
     p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
     p->reg_acc_o = c->head_dim / 2;
     p->reg_acc_s = c->block_n / 2;
-    p->reg_p = c->block_n / 4;
+    p->reg_p = c->block_n / (p->fp8 ? 8 : 4); /* P as 16- or 8-bit A fragments: 64 x block_n over 128 threads */
     p->reg_q = 0;
     p->q_in_regs = 0;
     p->pipeline_qk = 0;
     p->lean_regs = 0;
     p->reg_s_next = 0;
-    p->rescale_slack = FJ_SM90_RESCALE_SLACK;
+    /* FP8: a rescale whenever a row max moves, so each row's largest P is 2^0 = 1, exact in e4m3 (with the lazy
+     * rescale it could be any 2^x below 2^8, rounded by up to 2^-4: the dominant key of a peaked row would carry
+     * that error) */
+    p->rescale_slack = p->fp8 ? 0 : FJ_SM90_RESCALE_SLACK;
     p->rescale_weight_log2 = FJ_SM90_RESCALE_WEIGHT_LOG2;
     p->soft_exp2 = plan_soft_exp2(c);
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
-                  ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
+                  ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0) +
+                  (p->fp8 ? FJ_SM90_REG_FP8 : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
     if (!p->overlap) p->reg_p = 0;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;
@@ -203,9 +228,17 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                            "65536\n",
                       pf, p->producer_regs, p->consumer_regs, 128 * p->consumer_wgs,
                       128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs);
-    fj_buf_printf(out, "%sMMA: S = QK^T: %d x wgmma.m64n%dk16.f32.%s.%s (A = Q and B = K from smem, both K-major); "
-                       "O += PV: %d x wgmma.m64n%dk16 (A = P from registers, B = V from smem, N-major, transB = 1)\n",
-                  pf, p->k_steps_qk, c->block_n, dt, dt, p->k_steps_pv, c->head_dim);
+    if (p->fp8)
+        fj_buf_printf(out, "%sMMA (FP8): S = QK^T: %d x wgmma.m64n%dk32.f32.e4m3.e4m3 (Q, K from smem, K-major); O += "
+                           "PV: %d x wgmma.m64n%dk32 (P e4m3 from registers in fj_fp8_p_key's k order, B = Vt from smem, "
+                           "K-major in %d-byte boxes: producer warps 1-%d transpose each V tile into the Vt ring at +%d "
+                           "with ldmatrix.trans + prmt + stmatrix; VT full / empty mbarriers at +%d); O %s, %d B rows\n",
+                      pf, p->k_steps_qk, c->block_n, p->k_steps_pv, c->head_dim, p->vt_swizzle, p->transpose_warps,
+                      p->vt_off, p->vt_bar, fj_out_dtype_ptx(p), p->o_row_bytes);
+    else
+        fj_buf_printf(out, "%sMMA: S = QK^T: %d x wgmma.m64n%dk16.f32.%s.%s (A = Q and B = K from smem, both K-major); "
+                           "O += PV: %d x wgmma.m64n%dk16 (A = P from registers, B = V from smem, N-major, transB = 1)\n",
+                      pf, p->k_steps_qk, c->block_n, dt, dt, p->k_steps_pv, c->head_dim);
     fj_buf_printf(out, "%sfragment layout: each consumer warp holds 16 rows of its warpgroup's 64 in the m16n8 C layout "
                        "(lane = 4g + t: rows g and g+8, columns 2t, 2t+1 of each n8 block); row max/sum reduce over the "
                        "quad (shfl.bfly 1, 2); P re-packed into A fragments from the S accumulators\n",
@@ -268,11 +301,10 @@ static void geometry_sm90(fj_kctx *k)
     fj_ins(k->e, "mad.lo.u32 %s, %s, 64, %s", R(k->row_base), R(k->wg), R(t));
 }
 
-/* A 64-bit descriptor base: (addr >> 4) | lbo << 16 | (sbo >> 4) << 32 | mode << 62, addr a register. */
-static fj_reg_t desc_base(fj_kctx *k, fj_reg_t addr, int lbo_field)
+/* A 64-bit descriptor base: (addr >> 4) | lbo << 16 | (sbo >> 4) << 32 | mode << 62, addr a register; rows of
+ * `sw` bytes (the swizzle span), SBO = 8 rows. */
+static fj_reg_t desc_base_sw(fj_kctx *k, fj_reg_t addr, int lbo_field, int sw)
 {
-    const fj_plan *p = k->p;
-    int sw = p->cfg.swizzle;
     unsigned long long hi = (unsigned long long)((8 * sw) >> 4) | ((unsigned long long)swizzle_mode(sw) << 30);
     unsigned long long bits = (hi << 32) | ((unsigned long long)lbo_field << 16);
     fj_reg_t a = fj_alloc(k->e, k->b_r, 1), d = fj_alloc(k->e, k->b_rd, 1);
@@ -280,6 +312,11 @@ static fj_reg_t desc_base(fj_kctx *k, fj_reg_t addr, int lbo_field)
     fj_ins(k->e, "cvt.u64.u32 %s, %s", R(d), R(a));
     fj_ins(k->e, "or.b64 %s, %s, 0x%016llX", R(d), R(d), bits);
     return d;
+}
+
+static fj_reg_t desc_base(fj_kctx *k, fj_reg_t addr, int lbo_field)
+{
+    return desc_base_sw(k, addr, lbo_field, k->p->cfg.swizzle);
 }
 
 static void setup_sm90(fj_kctx *k)
@@ -295,7 +332,10 @@ static void setup_sm90(fj_kctx *k)
                         "swizzle mode %d (62-63); each wgmma adds its tile's offset >> 4",
                (8 * w) >> 4, swizzle_mode(w));
     k->bk[BK_DESC_K] = desc_base(k, k->smem, 1);
-    k->bk[BK_DESC_V] = desc_base(k, k->smem, p->cfg.block_n * w >> 4);
+    if (p->fp8) /* Vt: K-major like K, rows of block_n bytes in boxes of vt_swizzle bytes */
+        k->bk[BK_DESC_V] = desc_base_sw(k, k->smem, 1, p->vt_swizzle);
+    else
+        k->bk[BK_DESC_V] = desc_base(k, k->smem, p->cfg.block_n * w >> 4);
     k->bk[BK_DESC_Q] = fj_alloc(k->e, k->b_rd, 1);
 }
 
@@ -311,7 +351,7 @@ static void o_stage_addresses(fj_kctx *k)
     k->bk[BK_O_WG] = fj_alloc(k->e, k->b_addr, 1);
     k->bk[BK_O_LANE] = fj_alloc(k->e, k->b_addr, 1);
     k->bk[BK_EPI_BAR] = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->bk[BK_O_WG]), R(k->wg), 64 * p->row_bytes, R(k->smem));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->bk[BK_O_WG]), R(k->wg), 64 * p->o_row_bytes, R(k->smem));
     fj_ins(k->e, "add.u32 %s, %s, %d", R(k->bk[BK_O_WG]), R(k->bk[BK_O_WG]), p->o_off);
     fj_ins(k->e, "and.b32 %s, %s, 63", R(r), R(k->row_base));
     fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(x), R(r), w);
@@ -352,6 +392,46 @@ static fj_reg_t desc_at(fj_kctx *k, fj_reg_t base, int off)
     return d;
 }
 
+/* FP8 S = Q K^T: wgmma k32 steps of 32 bytes along the rows of Q and K (both K-major, boxes of the swizzle span). */
+static void mma_qk_fp8(fj_kctx *k, int slot)
+{
+    const fj_plan *p = k->p;
+    int w = p->cfg.swizzle, bc = p->cfg.block_n, tile = p->k_off + slot * p->kv_tile_bytes;
+    fj_buf acc;
+    fj_buf_init(&acc);
+    reg_list(k, k->acc_s, bc / 2, &acc);
+    fj_ins(k->e, PTX_WGMMA_FENCE);
+    for (int ks = 0; ks < p->k_steps_qk; ks++) {
+        int col = 32 * ks, box = col / w, inner = col % w;
+        fj_reg_t da = desc_at(k, k->bk[BK_DESC_Q], box * p->cfg.block_m * w + inner);
+        fj_reg_t db = desc_at(k, k->bk[BK_DESC_K], tile + box * bc * w + inner);
+        fj_ins(k->e, PTX_WGMMA_SS_E4M3, bc, acc.data ? acc.data : "", R(da), R(db), ks ? 1 : 0);
+    }
+    fj_ins(k->e, PTX_WGMMA_COMMIT);
+    fj_buf_free(&acc);
+}
+
+/* FP8 O += P Vt: P's A fragments (k order fj_fp8_p_key, fp8_layout.h) and Vt [head_dim][block_n] K-major in boxes
+ * of vt_swizzle bytes; k32 steps of 32 keys. */
+static void mma_pv_fp8(fj_kctx *k, int slot)
+{
+    const fj_plan *p = k->p;
+    int wv = p->vt_swizzle, d = p->cfg.head_dim, tile = p->vt_off + slot * p->kv_tile_bytes;
+    fj_buf acc;
+    fj_buf_init(&acc);
+    reg_list(k, k->acc_o, d / 2, &acc);
+    fj_ins(k->e, PTX_WGMMA_FENCE);
+    for (int ks = 0; ks < p->k_steps_pv; ks++) {
+        int key = 32 * ks, box = key / wv, inner = key % wv;
+        fj_reg_t a = fj_at(k->frag_p, 4 * ks);
+        fj_reg_t db = desc_at(k, k->bk[BK_DESC_V], tile + box * d * wv + inner);
+        fj_ins(k->e, PTX_WGMMA_RS_E4M3, d, acc.data ? acc.data : "", R(a), R(fj_at(a, 1)), R(fj_at(a, 2)),
+               R(fj_at(a, 3)), R(db));
+    }
+    fj_ins(k->e, PTX_WGMMA_COMMIT);
+    fj_buf_free(&acc);
+}
+
 /* The descriptor base of a K or V stage: the tile's own (an immediate stage, slot >= 0), or with FJ_SLOT_RING
  * (the rolled loop) the base plus the stage's offset held in `ring` (stage x kv_tile_bytes / 16). */
 static fj_reg_t stage_base(fj_kctx *k, fj_reg_t base, int slot, fj_reg_t ring)
@@ -365,6 +445,10 @@ static fj_reg_t stage_base(fj_kctx *k, fj_reg_t base, int slot, fj_reg_t ring)
 static void mma_qk_sm90(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
+    if (p->fp8) {
+        mma_qk_fp8(k, slot);
+        return;
+    }
     const char *dt = fj_dtype_ptx(p);
     int w = p->cfg.swizzle, bc = p->cfg.block_n, tile = p->k_off + (slot == FJ_SLOT_RING ? 0 : slot) * p->kv_tile_bytes;
     fj_reg_t kbase = stage_base(k, k->bk[BK_DESC_K], slot, k->ring_desc_k);
@@ -386,10 +470,14 @@ static void mma_pv_sm90(fj_kctx *k, int slot, int keys)
 {
     const fj_plan *p = k->p;
     const char *dt = fj_dtype_ptx(p);
+    (void)keys; /* no warp pairs on this path: always all keys */
+    if (p->fp8) {
+        mma_pv_fp8(k, slot);
+        return;
+    }
     int w = p->cfg.swizzle, tile = p->v_off + (slot == FJ_SLOT_RING ? 0 : slot) * p->kv_tile_bytes;
     fj_reg_t vbase = stage_base(k, k->bk[BK_DESC_V], slot, k->ring_desc_v);
     fj_buf acc;
-    (void)keys; /* no warp pairs on this path: always all keys */
     fj_buf_init(&acc);
     reg_list(k, k->acc_o, p->cfg.head_dim / 2, &acc);
     fj_ins(k->e, PTX_WGMMA_FENCE);
@@ -404,6 +492,13 @@ static void mma_pv_sm90(fj_kctx *k, int slot, int keys)
 }
 
 static void mma_wait_sm90(fj_kctx *k, int pending) { fj_ins(k->e, PTX_WGMMA_WAIT, pending); }
+
+/* P's A fragments: 16-bit pairs (the m16n8 repack), or FP8 bytes (fp8_ws.c). */
+static void pack_p_sm90(fj_kctx *k)
+{
+    if (k->p->fp8) fj_fp8_emit_pack_p(k);
+    else fj_emit_pack_p_m16n8(k);
+}
 
 /* ---- epilogue store --------------------------------------------------------------------------- */
 /* O (normalized f32 accumulators) -> packed pairs in the warpgroup's staging region, in the TMA box
@@ -434,9 +529,9 @@ static void store_o_sm90(fj_kctx *k)
     fj_reg_t v = fj_alloc(k->e, k->b_r, 1), a = fj_alloc(k->e, k->b_addr, 1);
     for (int r = 0; r < k->frag.rows; r++)
         for (int i = 0; i < p->n_frags_o; i++) {
-            int col = 8 * i, box = col / p->tma_box_cols, c = (col % p->tma_box_cols) / 8;
+            int col = 8 * i, box = col / p->o_box_cols, c = (col % p->o_box_cols) / 8;
             fj_reg_t o0 = fj_at(k->acc_o, k->frag.o_reg(p, r, 2 * i));
-            fj_ins(k->e, PTX_CVT_PACK, fj_dtype_ptx(p), R(v), R(fj_at(o0, 1)), R(o0));
+            fj_ins(k->e, PTX_CVT_PACK, fj_out_dtype_ptx(p), R(v), R(fj_at(o0, 1)), R(o0));
             fj_reg_t addr = k->bk[BK_O_LANE];
             if (c) {
                 fj_ins(k->e, "xor.b32 %s, %s, %d", R(a), R(k->bk[BK_O_LANE]), c << 4);
@@ -459,8 +554,8 @@ static void store_o_sm90(fj_kctx *k)
         seq = fj_alloc(k->e, k->b_r, 1);
         fj_seqlen_tma_store_coords(k, row, seq);
     }
-    for (int box = 0; box < p->tma_boxes; box++) {
-        fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
+    for (int box = 0; box < p->o_boxes; box++) {
+        fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->o_box_cols);
         fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(seq), R(k->bk[BK_O_WG]), box * box_bytes);
     }
     fj_ins(k->e, PTX_BULK_COMMIT);
@@ -489,7 +584,7 @@ const fj_backend fj_backend_sm90 = {
     .setup = setup_sm90,
     .geometry = geometry_sm90,
     .mma_qk = mma_qk_sm90,
-    .pack_p = fj_emit_pack_p_m16n8,
+    .pack_p = pack_p_sm90,
     .mma_pv = mma_pv_sm90,
     .store_o = store_o_sm90,
     .mma_wait = mma_wait_sm90,

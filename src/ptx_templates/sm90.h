@@ -43,6 +43,16 @@
 #define PTX_WGMMA_SS "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, %s, %s, %d, 1, 1, 0, %d"
 /* O += P V with P (A) from registers: ..., {a0, a1, a2, a3}, descB, scale-d, 1, 1, transB */
 #define PTX_WGMMA_RS "wgmma.mma_async.sync.aligned.m64n%dk16.f32.%s.%s {%s}, {%s, %s, %s, %s}, %s, %d, 1, 1, %d"
+/* FP8: k = 32, both smem operands K-major (no transpose arguments for 8-bit types), A or B from descriptors /
+ * A from four b32 registers of four e4m3 each */
+#define PTX_WGMMA_SS_E4M3 "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, %s, %s, %d, 1, 1"
+#define PTX_WGMMA_RS_E4M3 "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, {%s, %s, %s, %s}, %s, 1, 1, 1"
+/* two f32 -> two e4m3 in a b16 (the first operand in the high byte), saturating to +-448 */
+#define PTX_CVT_E4M3X2 "cvt.rn.satfinite.e4m3x2.f32 %s, %s, %s"
+/* the V transpose (fp8_layout.h): 16-bit 8x8 matrices, byte permutes */
+#define PTX_LDMATRIX_X4_TRANS_SM90 "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%s, %s, %s, %s}, [%s+%d]"
+#define PTX_STMATRIX_X4 "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%s+%d], {%s, %s, %s, %s}"
+#define PTX_PRMT "prmt.b32 %s, %s, %s, 0x%04X"
 #define PTX_WGMMA_FENCE "wgmma.fence.sync.aligned"
 #define PTX_WGMMA_COMMIT "wgmma.commit_group.sync.aligned"
 #define PTX_WGMMA_WAIT "wgmma.wait_group.sync.aligned %d"

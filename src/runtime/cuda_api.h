@@ -90,6 +90,7 @@ enum {
 
 /* cuTensorMapEncodeTiled's enums (checked against cuda.h in cuda_api.c). */
 enum {
+    FJ_CU_TENSOR_MAP_DATA_TYPE_UINT8 = 0, /* e4m3 bytes: TMA only moves them */
     FJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6,
     FJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9,
     FJ_CU_TENSOR_MAP_INTERLEAVE_NONE = 0,

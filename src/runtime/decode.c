@@ -191,6 +191,7 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
+    if (a->dtype == FAJIT_DTYPE_E4M3) return 0; /* FP8 takes no decode feature (fp8_args.c refuses them) */
     return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
            fj_decode_packs(ctx, a) || d.block_table != 0 || d.cu_seqlens_q != 0;
 }

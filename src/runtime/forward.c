@@ -242,15 +242,8 @@ fajit_status fj_forward_validate(const fajit_attention_args *args, const fajit_c
         (st = fj_decode_validate(args)))
         return st;
     if ((st = cfg ? check_config(args, cfg) : FAJIT_OK)) return st;
-    if (fj_fp8_any(args)) {
-        fj_fp8_args f;
-        fj_fp8_read(args, &f);
-        if (args->dtype == FAJIT_DTYPE_E4M3)
-            return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = %s, kv_dtype = %s: the FP8 (e4m3) kernels are not "
-                                                  "built yet in this version", dtype_name(args->dtype),
-                           dtype_name(f.kv_dtype));
-        return fj_fp8_kv_unsupported(args);
-    }
+    if (fj_fp8_any(args))
+        return args->dtype == FAJIT_DTYPE_E4M3 ? fj_fp8_unsupported(args) : fj_fp8_kv_unsupported(args);
     return FAJIT_OK;
 }
 
@@ -278,6 +271,13 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     p->group = (uint32_t)(a->heads_q / a->heads_kv);
     p->scale_log2 = plan->cfg.mods ? fj_variant_scale_log2(a, scale) : (float)(scale * LOG2E);
     fj_fwd_params_derive(p, plan->cfg.block_n, plan->copy_rows_per_pass);
+    if (a->dtype == FAJIT_DTYPE_E4M3) { /* e4m3 Q, K, V: 1-byte rows (O stays 16-bit) */
+        p->q_row_bytes = a->q_stride[2];
+        p->k_row_bytes = a->k_stride[2];
+        p->v_row_bytes = a->v_stride[2];
+        p->k_tile_bytes = plan->cfg.block_n * p->k_row_bytes;
+        p->v_tile_bytes = plan->cfg.block_n * p->v_row_bytes;
+    }
     if (plan->kv8) { /* FP8 K/V: 1-byte rows, copied kv8_rows_per_pass rows a pass (kv8.c) */
         p->k_row_bytes = a->k_stride[2];
         p->v_row_bytes = a->v_stride[2];
@@ -461,6 +461,9 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
         fj_forward_set_last(k->config_text);
         return forward_launch(ctx, k, a, &params, sizeof params);
     }
+    if (k->plan.fp8) /* no sm_80 kernel to fall back to */
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "%s: the FP8 kernel's tensor maps cannot describe the tensors: %s",
+                       k->config_text, why);
     fajit_kernel *fallback = NULL;
     fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
     if (st != FAJIT_OK) return fj_fail_context(st, "falling back from %s (%s) to the sm_80 path", k->config_text, why);
@@ -483,6 +486,9 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     t_compiling[0] = '\0';
     fajit_status st = fj_forward_validate(args, cfg);
     if (st == FAJIT_OK) st = fj_context_require_device(ctx, "fajit_attention_forward");
+    if (st == FAJIT_OK && args->dtype == FAJIT_DTYPE_E4M3 && strcmp(fajit_context_sm(ctx), "sm_90") != 0)
+        st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 on a %s device: the FP8 kernels are sm_90a's (H100, "
+                                            "H200); other GPUs have no FP8 path yet", fajit_context_sm(ctx));
     if (st == FAJIT_OK) /* the policy (policy.c): a given config's kernel, or the choice for the shape class */
         st = cfg ? fj_policy_get(ctx, cfg, 0, args->stream, &k) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
     int handled = 0;

@@ -100,6 +100,19 @@ fajit_status fj_fp8_validate(const fajit_attention_args *a)
     return FAJIT_OK;
 }
 
+fajit_status fj_fp8_unsupported(const fajit_attention_args *a)
+{
+    size_t n = fj_args_size(a);
+    if (a->seqlens_k || a->num_splits >= 2 || (n >= FAJIT_ATTENTION_ARGS_SIZE_2 && a->block_table) ||
+        (n >= FAJIT_ATTENTION_ARGS_SIZE_3 && (a->cu_seqlens_q || a->cu_seqlens_k)))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with seqlens_k, num_splits >= 2, a block table or "
+                                              "cu_seqlens: the FP8 kernels take none of these yet");
+    if (fj_variant_mods(a))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with an attention variant (window, softcap, sinks, "
+                                              "alibi_slopes, attention_chunk): the FP8 kernels have none yet");
+    return FAJIT_OK;
+}
+
 fajit_status fj_fp8_kv_unsupported(const fajit_attention_args *a)
 {
     if (fj_variant_mods(a))

@@ -28,6 +28,9 @@ int fj_fp8_row_align(const fajit_attention_args *args, char which);
  * the value and the rule. Strides are check_strides' (forward.c) with fj_fp8_row_align. */
 fajit_status fj_fp8_validate(const fajit_attention_args *args);
 
+/* An FP8 call (fj_fp8_any) the kernels cannot serve: FAJIT_ERR_UNSUPPORTED naming why (decode features, attention
+ * variants; dtype e4m3), else FAJIT_OK. */
+fajit_status fj_fp8_unsupported(const fajit_attention_args *args);
 /* An FP8 K/V cache call (kv_dtype e4m3, dtype f16 / bf16) the kernels cannot serve: FAJIT_ERR_UNSUPPORTED naming
  * why (attention variants, varlen batches), else FAJIT_OK. */
 fajit_status fj_fp8_kv_unsupported(const fajit_attention_args *args);

@@ -118,3 +118,7 @@ double fj_e4m3_to_f64(uint8_t b)
     double v = be ? ldexp(1.0 + m / 8.0, be - 7) : ldexp(m / 8.0, -6);
     return b & 0x80 ? -v : v;
 }
+
+uint8_t fj_f32_to_e4m3(float f) { return fj_e4m3_from_f64((double)f); }
+
+float fj_e4m3_to_f32(uint8_t b) { return (float)fj_e4m3_to_f64(b); }

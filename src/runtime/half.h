@@ -21,6 +21,10 @@ float fj_f16_to_f32(uint16_t h);
 uint16_t fj_half_from_f32(fajit_dtype dtype, float f);
 float fj_half_to_f32(fajit_dtype dtype, uint16_t h);
 
+/* The same in float (fj_e4m3_from_f64 / fj_e4m3_to_f64 below): the FP8 forward's tests and tuner inputs. */
+uint8_t fj_f32_to_e4m3(float f);
+float fj_e4m3_to_f32(uint8_t b);
+
 /* Unit roundoff of the dtype: 2^-9 for bf16 (8 significant bits), 2^-11 for f16 (11 bits). */
 double fj_half_unit_roundoff(fajit_dtype dtype);
 

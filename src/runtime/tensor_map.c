@@ -45,16 +45,17 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
                                                                                            : a->o_stride;
     uint64_t ptr = tensor == TM_Q ? a->q : tensor == TM_K ? a->k : tensor == TM_V ? a->v : a->o;
     int kv = tensor == TM_K || tensor == TM_V, paged = kv && (p->variant & FJ_VARIANT_PAGED);
+    int eb = p->fp8 && tensor != TM_O ? 1 : 2; /* bytes an element: e4m3 Q, K, V; O 16-bit */
     uint64_t extent[3] = {(uint64_t)(kv ? a->seqlen_k : a->seqlen_q), (uint64_t)(kv ? a->heads_kv : a->heads_q),
                           (uint64_t)a->batch};
     if (paged) extent[0] = (uint64_t)a->page_size, extent[2] = FJ_TMAP_PAGES; /* (D, rows of a page, Hkv, pages) */
     int packed = (p->variant & (kv ? FJ_VARIANT_VARLEN_K : FJ_VARIANT_VARLEN)) != 0;
     if (packed) { /* (D, cap, H, sequence coordinate): see the file comment */
-        uint64_t back = extent[0] * (uint64_t)(2 * s[2]);
+        uint64_t back = extent[0] * (uint64_t)(eb * s[2]);
         extent[2] = FJ_TMAP_PAGES;
         if (s[2] <= 0 || ptr < back) {
             snprintf(why, size, "%s = 0x%" PRIx64 " is less than %" PRIu64 " rows x %" PRId64 " bytes: the packed map's "
-                     "base would lie before address 0", k_names[tensor], ptr, extent[0], 2 * s[2]);
+                     "base would lie before address 0", k_names[tensor], ptr, extent[0], eb * s[2]);
             return -1;
         }
         ptr -= back;
@@ -64,7 +65,7 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
     key->dims[0] = (uint64_t)a->head_dim;
     for (int i = 0; i < 3; i++) {
         key->dims[i + 1] = extent[i];
-        int64_t bytes = 2 * s[packed && i == 2 ? 2 : 2 - i];
+        int64_t bytes = eb * s[packed && i == 2 ? 2 : 2 - i];
         /* a dimension of extent 1 is never stepped over: any legal stride describes it */
         if (extent[i] == 1 && bytes == 0) bytes = 16;
         if (bytes <= 0 || bytes % 16 != 0 || bytes >= ((int64_t)1 << 40)) {
@@ -78,7 +79,7 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
         snprintf(why, size, "%s = 0x%" PRIx64 " is not 16-byte aligned, which TMA needs", k_names[tensor], ptr);
         return -1;
     }
-    key->box[0] = (uint32_t)p->tma_box_cols;
+    key->box[0] = (uint32_t)(tensor == TM_O ? p->o_box_cols : p->tma_box_cols);
     key->box[1] = (uint32_t)(tensor == TM_Q ? p->cfg.block_m : kv ? p->cfg.block_n : 64);
     if (paged && a->page_size < p->cfg.block_n) key->box[1] = (uint32_t)a->page_size; /* one box per page */
     key->box[2] = key->box[3] = 1;
@@ -86,7 +87,10 @@ static int tmap_key(const fajit_attention_args *a, const fj_plan *p, int tensor,
         key->box[1] = (uint32_t)a->seqlen_q;
         key->box[2] = (uint32_t)(a->heads_q / a->heads_kv);
     }
-    key->dtype = a->dtype == FAJIT_DTYPE_BF16 ? FJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : FJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    fajit_dtype dt = tensor == TM_O ? fj_config_out_dtype(&p->cfg) : a->dtype;
+    key->dtype = dt == FAJIT_DTYPE_E4M3   ? FJ_CU_TENSOR_MAP_DATA_TYPE_UINT8
+                 : dt == FAJIT_DTYPE_BF16 ? FJ_CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                          : FJ_CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
     key->swizzle = p->cfg.swizzle == 128 ? FJ_CU_TENSOR_MAP_SWIZZLE_128B
                    : p->cfg.swizzle == 64 ? FJ_CU_TENSOR_MAP_SWIZZLE_64B
                                           : FJ_CU_TENSOR_MAP_SWIZZLE_32B;

@@ -237,15 +237,17 @@ static void space_sm90(const fajit_context *ctx, const fajit_config *first, spac
                        int *pruned)
 {
     static const int block_n[] = {64, 80, 96, 112, 128, 144, 160, 176, 192, 256};
+    static const int block_n_fp8[] = {64, 96, 128, 160, 192, 224, 256, 0, 0, 0}; /* k32: multiples of 32 */
     static const int flags[][2] = {{1, 1}, {1, -1}, {-1, -1}};
+    const int *bns = first->dtype == FAJIT_DTYPE_E4M3 ? block_n_fp8 : block_n;
     for (int wg = 1; wg <= 3; wg++)
-        for (size_t ni = 0; ni < sizeof block_n / sizeof block_n[0]; ni++)
+        for (size_t ni = 0; ni < sizeof block_n / sizeof block_n[0] && bns[ni]; ni++)
             for (int stages = 1; stages <= 3; stages++)
                 for (int fi = 0; fi < 3; fi++) {
                     fajit_config c = *first;
                     c.block_m = 64 * wg;
                     c.warps = 4 * (wg + 1);
-                    c.block_n = block_n[ni];
+                    c.block_n = bns[ni];
                     c.stages = stages;
                     c.overlap = flags[fi][0];
                     c.pingpong = wg > 1 ? flags[fi][1] : -1;
@@ -310,9 +312,11 @@ static fajit_status options_resolve(const fajit_tune_options *in, fajit_tune_opt
 
 static fajit_status check_problem(fajit_dtype dtype, int head_dim, int causal)
 {
-    if (dtype != FAJIT_DTYPE_F16 && dtype != FAJIT_DTYPE_BF16)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "dtype = %d: must be FAJIT_DTYPE_F16 (1), FAJIT_DTYPE_BF16 (2) "
-                                                   "or AUTO (0, = bf16)", (int)dtype);
+    if (dtype != FAJIT_DTYPE_F16 && dtype != FAJIT_DTYPE_BF16 && dtype != FAJIT_DTYPE_E4M3)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "dtype = %d: must be FAJIT_DTYPE_F16 (1), FAJIT_DTYPE_BF16 (2), "
+                                                   "FAJIT_DTYPE_E4M3 (3) or AUTO (0, = bf16)", (int)dtype);
+    if (dtype == FAJIT_DTYPE_E4M3 && head_dim != 64 && head_dim != 128 && head_dim != 256)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "head_dim = %d with dtype e4m3: must be 64, 128 or 256", head_dim);
     if (head_dim != 64 && head_dim != 96 && head_dim != 128 && head_dim != 192 && head_dim != 256)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "head_dim = %d: must be 64, 96, 128, 192 or 256", head_dim);
     if (causal != 0 && causal != 1) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "causal = %d: must be 0 or 1", causal);
@@ -621,7 +625,8 @@ static fajit_status tune_measure(tune_run *r, fajit_dtype dtype, int head_dim, i
     if (st == FAJIT_OK) {
         note(r, -1, NULL, -1.0, "%s d%d %s n%d on %s: B%d H%d/%d N%d/%d, %d input sets; %d candidates of %d "
                                 "configs (%d pruned by plan rules or the device's smem)",
-             dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16", head_dim, causal ? "causal" : "noncausal",
+             dtype == FAJIT_DTYPE_F16 ? "f16" : dtype == FAJIT_DTYPE_E4M3 ? "e4m3" : "bf16", head_dim,
+             causal ? "causal" : "noncausal",
              r->res.seqlen_class, r->ctx->device_name, a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k,
              b->n_sets, r->n, r->res.space, r->res.pruned);
         st = run_all(r, b);

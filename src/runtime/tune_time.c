@@ -62,12 +62,25 @@ double fj_sort_median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Standard-normal halves (like torch.randn), never exactly zero, from a fixed seed. */
+/* Standard-normal halves (like torch.randn), never exactly zero, from a fixed seed; for e4m3 the same values as
+ * e4m3 bytes, two to each 16-bit slot (the fill copies bytes). */
 static uint16_t *random_block(fajit_dtype dtype)
 {
     size_t n = FILL_BLOCK_ELEMS + 3 * FILL_SHIFT;
     uint16_t *h = malloc(n * sizeof *h);
-    if (h) fj_half_fill_normal(dtype, h, n, 0x9e3779b97f4a7c15ull);
+    if (h && dtype != FAJIT_DTYPE_E4M3) fj_half_fill_normal(dtype, h, n, 0x9e3779b97f4a7c15ull);
+    if (h && dtype == FAJIT_DTYPE_E4M3) {
+        uint16_t *t = malloc(2 * n * sizeof *t);
+        if (!t) {
+            free(h);
+            return NULL;
+        }
+        fj_half_fill_normal(FAJIT_DTYPE_BF16, t, 2 * n, 0x9e3779b97f4a7c15ull);
+        for (size_t i = 0; i < n; i++)
+            h[i] = (uint16_t)(fj_f32_to_e4m3(fj_bf16_to_f32(t[2 * i])) |
+                              fj_f32_to_e4m3(fj_bf16_to_f32(t[2 * i + 1])) << 8);
+        free(t);
+    }
     return h;
 }
 
@@ -105,15 +118,16 @@ static fj_CUresult set_make(fj_tune_bench *b, int i, const size_t bytes[4], cons
 static fajit_status sets_make(fj_tune_bench *b, const fajit_attention_args *a)
 {
     int64_t q64 = 0, kv64 = 0; /* bytes, checked: the shape is the caller's (fajit_tune's shape) */
+    int eb = a->dtype == FAJIT_DTYPE_E4M3 ? 1 : 2; /* bytes of a Q / K / V element; O is 16-bit */
     if (fj_mul3_i64(a->batch, a->heads_q, a->seqlen_q, &q64) || fj_mul3_i64(q64, a->head_dim, 2, &q64) ||
-        fj_mul3_i64(a->batch, a->heads_kv, a->seqlen_k, &kv64) || fj_mul3_i64(kv64, a->head_dim, 2, &kv64) ||
+        fj_mul3_i64(a->batch, a->heads_kv, a->seqlen_k, &kv64) || fj_mul3_i64(kv64, a->head_dim, eb, &kv64) ||
         (uint64_t)q64 > SIZE_MAX / 4 || (uint64_t)kv64 > SIZE_MAX / 4)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fajit_tune: B%d Hq%d Hkv%d Nq%d Nk%d D%d: the inputs' sizes do "
                                                    "not fit in 64 bits", a->batch, a->heads_q, a->heads_kv,
                        a->seqlen_q, a->seqlen_k, a->head_dim);
     size_t q = (size_t)q64, kv = (size_t)kv64;
-    const size_t bytes[4] = {q, kv, kv, q};
-    double set_bytes = 2.0 * (double)(q + kv);
+    const size_t bytes[4] = {q / 2 * (size_t)eb, kv, kv, q};
+    double set_bytes = (double)(bytes[0] + 2 * kv + q);
     int want = (int)ceil(FJ_TUNE_ROTATE_BYTES / set_bytes);
     want = want < 2 ? 2 : want > FJ_TUNE_MAX_SETS ? FJ_TUNE_MAX_SETS : want;
     uint16_t *block = random_block(a->dtype);
@@ -155,6 +169,7 @@ fajit_status fj_tune_bench_open(fajit_context *ctx, const fajit_attention_args *
     b->reps = reps;
     b->flops = fj_attention_flops(a->batch, a->heads_q, a->seqlen_q, a->seqlen_k, a->head_dim, a->causal);
     b->tol = a->dtype == FAJIT_DTYPE_F16 ? 4e-3 : 2e-2; /* twice fagen check's tolerance against a reference */
+    if (a->dtype == FAJIT_DTYPE_E4M3) b->tol = 5e-2; /* P in e4m3: candidates' tiles round it differently */
     size_t o_elems = (size_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim;
     b->slice_elems = o_elems / 2 < SLICE_BYTES / 2 ? o_elems / 2 : SLICE_BYTES / 2;
     if (b->slice_elems == 0) b->slice_elems = 1; /* one element: ends overlap, which is harmless */
@@ -233,11 +248,12 @@ fajit_status fj_tune_bench_check(fj_tune_bench *b, const fajit_config *cfg, doub
     fj_context_pop(b->ctx);
     if (st != FAJIT_OK) return st;
     if (b->have_ref) {
-        *rel_err = compare(b, b->args[0].dtype);
+        *rel_err = compare(b, b->args[0].dtype == FAJIT_DTYPE_E4M3 ? FAJIT_DTYPE_BF16 : b->args[0].dtype);
         return FAJIT_OK;
     }
     memcpy(b->ref, b->got, 2 * b->slice_elems * sizeof *b->ref);
-    *rel_err = compare(b, b->args[0].dtype); /* 0, or -1 when this first run left NaNs: then it is no reference */
+    *rel_err = compare(b, b->args[0].dtype == FAJIT_DTYPE_E4M3 ? FAJIT_DTYPE_BF16 : b->args[0].dtype); /* O: 0, or -1
+                                                       when this first run left NaNs: then it is no reference */
     b->have_ref = *rel_err == 0.0;
     return FAJIT_OK;
 }

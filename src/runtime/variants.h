@@ -34,7 +34,8 @@ float fj_variant_scale_log2(const fajit_attention_args *args, double softmax_sca
 
 /* The parameter block of a launch of a kernel planned as `plan`: `own` (own_size bytes: the kernel's own
  * struct) itself for a plain kernel; for a variant kernel a copy of it in *blk with the fj_fwd_params_mods block
- * at plan->mods_off. Returns what kernelParams[0] points at. */
+ * at plan->mods_off, and for an FP8 kernel the fj_fwd_params_fp8 block (descales) at plan->fp8_off. Returns what
+ * kernelParams[0] points at. */
 typedef struct fj_param_block {
     _Alignas(64) unsigned char bytes[sizeof(fj_fwd_params_tma_decode) + sizeof(fj_fwd_params_mods) +
                                      sizeof(fj_fwd_params_fp8) + 64];

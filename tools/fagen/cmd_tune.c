@@ -2,7 +2,7 @@
  * cmd_tune.c - fagen tune: time kernel configs on the GPU per problem class and save the winners
  * (fajit_tune), which fajit_config_fill, fajit_attention_forward and fagen bench then use.
  *
- *   fagen tune [--dtype f16|bf16] [--headdim D] [--causal] [--seqlen N] [--batch B] [--heads H]
+ *   fagen tune [--dtype f16|bf16|e4m3] [--headdim D] [--causal] [--seqlen N] [--batch B] [--heads H]
  *              [--max-candidates N] [--reps N] [--budget S] [--device N] [--no-save]
  *   fagen tune --grid issue3 [the same filters and options]
  *       D 64/128/256 x bf16/f16 x causal/not x N 512..16384, B*N = 16384, H*D = 2048 (72 classes);
@@ -50,13 +50,16 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static const char *dtype_text(fajit_dtype d) { return d == FAJIT_DTYPE_F16 ? "f16" : "bf16"; }
+static const char *dtype_text(fajit_dtype d)
+{
+    return d == FAJIT_DTYPE_F16 ? "f16" : d == FAJIT_DTYPE_E4M3 ? "e4m3" : "bf16";
+}
 
 /* ---- flags ------------------------------------------------------------------------------------ */
 
 static void tune_usage(FILE *f)
 {
-    fputs("usage: fagen tune [--dtype f16|bf16] [--headdim D] [--causal] [--seqlen N] [--batch B] [--heads H]\n"
+    fputs("usage: fagen tune [--dtype f16|bf16|e4m3] [--headdim D] [--causal] [--seqlen N] [--batch B] [--heads H]\n"
           "                  [--max-candidates N] [--reps N] [--budget S] [--device N] [--no-save]\n"
           "       fagen tune --grid issue3 [filters and options as above]\n"
           "       fagen tune --grid decode [--dtype] [--headdim] [--causal] [--seqlen NQ] [--reps] [--no-save]\n"
@@ -64,7 +67,8 @@ static void tune_usage(FILE *f)
           "fajit_attention_forward and fagen bench use it from then on. A class is (dtype, head dim, mask,\n"
           "sequence-length class = the power of two >= max(Nq, Nk), 128..16384) on one GPU, driver and fajit\n"
           "version. Winners go to tuned-v1.txt in the cache directory (text; safe to edit or delete).\n\n"
-          "  --dtype f16|bf16               default bf16 (with --grid: only this dtype)\n"
+          "  --dtype f16|bf16|e4m3          default bf16 (with --grid: only this dtype; e4m3: the FP8 kernels,\n"
+          "                                 sm_90a, head dims 64 / 128 / 256)\n"
           "  --headdim 64|96|128|192|256    default 128 (with --grid: only this head dim)\n"
           "  --causal                       causal mask (with --grid: only the causal classes)\n"
           "  --seqlen N                     sequence length timed, default 4096 (with --grid: only this N)\n"

@@ -24,7 +24,8 @@ from ._config import Config, TuneResult, WarmResult
 from ._lib import FajitError, FajitInputError
 
 __all__ = ["attention", "varlen_attention", "scaled_dot_product_attention", "config", "ptx", "explain", "tune", "warm",
-           "cache_dir", "last_forward", "last_forward_source", "kernel_info", "Config", "TuneResult", "WarmResult", "FajitError", "FajitInputError", "__version__"]
+           "cache_dir", "fp8_quantize", "last_forward", "last_forward_source", "kernel_info", "Config", "TuneResult",
+           "WarmResult", "FajitError", "FajitInputError", "__version__"]
 
 __version__ = _lib.lib.fajit_version().decode()
 _torch_module = None
@@ -96,8 +97,9 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     torch.float8_e4m3fn give O in bfloat16 (or out='s dtype, bfloat16 or float16); k and v alone in e4m3 with
     float16 / bfloat16 queries are an FP8 K/V cache. q_descale, k_descale, v_descale: float32 CUDA tensors
     [B, Hkv] (or [Hkv]: one row for every batch) that dequantize them: the scores use
-    scale * q_descale * k_descale and O is multiplied by v_descale; None = 1.0. (This version checks and passes
-    them; the FP8 kernels are not built yet, so such a call raises the library's FAJIT_ERR_UNSUPPORTED.)
+    scale * q_descale * k_descale and O is multiplied by v_descale; None = 1.0. FP8 takes no decode argument
+    and no attention variant yet, and the FP8 K/V cache (k, v alone in e4m3) is not built yet: those raise the
+    library's FAJIT_ERR_UNSUPPORTED.
 
     Runs asynchronously on torch's current stream. A torch custom op (fajit::attention, or
     fajit::attention_out with out=) with a fake implementation: torch.compile(fullgraph=True) keeps it in
@@ -186,6 +188,18 @@ def ptx(spec=None, *, verbosity=0, **fields):
 def explain(spec=None, **fields):
     """The plan of a kernel in words (fajit_explain): tiles, shared-memory map, warp roles, registers."""
     return _config.explain(spec, **fields)
+
+
+def fp8_quantize(q, k, v, *, layout="bhnd", hadamard=False, seed=0):
+    """e4m3 copies of q, k, v for fajit.attention's FP8 path, with their descales: (q8, k8, v8, q_descale, k_descale,
+    v_descale), descale = amax / 448 per (batch, KV head) as float32 [B, Hkv] (FlashAttention-3's layout). hadamard=True:
+    incoherent processing - Q and K are multiplied along the head dim by a randomized Hadamard matrix (orthonormal,
+    so Q K^T is unchanged; D a power of two) before rounding, which spreads outlier channels over all channels and
+    lowers the FP8 rounding error; it costs a D x D matmul of Q and K per call. Pass the results as
+    fajit.attention(q8, k8, v8, q_descale=..., k_descale=..., v_descale=...)."""
+    _torch_api()
+    from . import _fp8
+    return _fp8.quantize(q, k, v, layout, hadamard, seed)
 
 
 def tune(head_dim, *, dtype="bf16", causal=False, shape=None, device=None, max_candidates=0, time_budget_s=0.0,

@@ -134,3 +134,58 @@ def from_op(q, k, o, q_descale, k_descale, v_descale):
     if not is_fp8(k.dtype) and q_descale is None and k_descale is None and v_descale is None:
         return None
     return Fp8(k.dtype, o.dtype, q_descale, k_descale, v_descale)
+
+
+# ---- quantization for callers (fajit.fp8_quantize) --------------------------------------------------------------
+def hadamard_matrix(d, device, seed=0):
+    """The d x d orthonormal randomized Hadamard matrix H diag(s) / sqrt(d) (s = +-1 from `seed`; d a power of two),
+    float32. Q H and K H keep Q K^T and spread a channel's outliers over every channel (incoherent processing)."""
+    if d & (d - 1) or d < 1:
+        raise ValueError(f"hadamard: head dim {d} is not a power of two")
+    h = torch.ones(1, 1)
+    while h.shape[0] < d:
+        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randint(0, 2, (d,), generator=g).float() * 2 - 1
+    return (h * s[None, :] / d ** 0.5).to(device)
+
+
+def _quantize(x, layout, groups):
+    """x [B, H, N, D] ("bhnd") or [B, N, H, D]: e4m3 codes of x / descale, descale = amax / 448 per (batch, group of
+    H / groups heads) as float32 [B, groups]."""
+    xf = x.float()
+    hd = 1 if layout == "bhnd" else 2
+    b, h = xf.shape[0], xf.shape[hd]
+    xg = xf.movedim(hd, 1).reshape(b, groups, h // groups, -1)
+    amax = xg.abs().amax(dim=(2, 3)).clamp(min=1e-12)
+    ds = (amax / 448.0).float()
+    shape = [b, 1, 1, 1]
+    scale = ds.repeat_interleave(h // groups, 1)
+    shape[hd] = h
+    codes = (xf / scale.reshape(shape)).clamp(-448.0, 448.0).to(E4M3)
+    return codes, ds.contiguous()
+
+
+def quantize(q, k, v, layout="bhnd", hadamard=False, seed=0):
+    """(q8, k8, v8, q_descale, k_descale, v_descale): e4m3 tensors (same layout) and float32 [B, Hkv] descales, per
+    (batch, KV head) as FlashAttention-3 takes them; with hadamard, Q and K are first multiplied along D by a
+    randomized Hadamard matrix (hadamard_matrix(D, seed)), which leaves Q K^T unchanged and spreads outlier
+    channels before the rounding."""
+    if not HAVE_FP8:
+        raise ValueError("fp8_quantize: torch has no float8_e4m3fn or this fajit.h no FP8 fields")
+    if layout not in ("bhnd", "bnhd"):
+        raise ValueError(f"layout: {layout!r}: must be 'bhnd' or 'bnhd'")
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4 or not t.dtype.is_floating_point:
+            raise TypeError(f"{name}: expected a 4-d floating torch.Tensor")
+    hd = 1 if layout == "bhnd" else 2
+    hkv = k.shape[hd]
+    if q.shape[hd] % hkv:
+        raise ValueError(f"q: {q.shape[hd]} heads, not a multiple of k's {hkv}")
+    if hadamard:
+        m = hadamard_matrix(q.shape[-1], q.device, seed)
+        q, k = q.float() @ m, k.float() @ m
+    q8, qd = _quantize(q, layout, hkv)
+    k8, kd = _quantize(k, layout, hkv)
+    v8, vd = _quantize(v, layout, hkv)
+    return q8, k8, v8, qd, kd, vd

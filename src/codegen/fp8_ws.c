@@ -1,0 +1,218 @@
+/*
+ * fp8_ws.c - FP8 (e4m3) attention on the sm_90a warp-specialized kernel (fwd_ws.c, sm90.c). PTX ISA 8.0,
+ * .target sm_90a; ISA sections 9.7.15 (wgmma .e4m3, k = 32, register and smem layouts), 9.7.14.5.15-16
+ * (ldmatrix / stmatrix), 9.7.9.21 (cvt .e4m3x2), 9.7.8.7 (prmt).
+ *
+ * What differs from the 16-bit kernel:
+ *   - Q, K, V are 1-byte elements: a TMA box row of the swizzle span holds that many elements; S = Q K^T runs
+ *     wgmma m64nBc k32 steps (32 bytes along the rows, the same byte offsets as k16 of 16-bit elements).
+ *   - FP8 wgmma reads B only K-major, so O += P V needs V transposed: the producer's warps 1-3 (thread 0 of warp 0
+ *     still issues every TMA load) wait for V(j) in stage s, transpose it into the Vt ring ([head_dim][block_n]
+ *     bytes, K-major, boxes of vt_swizzle bytes) with ldmatrix.trans + prmt + stmatrix, fence the generic writes
+ *     for the async proxy, arrive on VT full[s] and free V's stage (V empty[s]). The consumers wait on VT full and
+ *     free VT empty instead of V's barriers. The transpose writes Vt's keys in fj_fp8_p_key's order.
+ *   - P goes to the A fragments without moving bytes between threads: a cvt per pair of scores, in the k order
+ *     fj_fp8_p_key (fp8_layout.h; tests/test_fp8_layout.c proves the order against the ISA's layouts).
+ *   - Descales (FlashAttention-3's q / k / v_descale, float32 [batch][heads_kv]): q x k folded into the softmax's
+ *     scale per work tile, v into the epilogue's 1/l. O is BF16 or F16 (cfg.out_dtype), rows of 2 x head_dim bytes.
+ */
+#include "fp8_ws.h"
+
+#include <stdio.h>
+
+#include "async.h"
+#include "fp8_layout.h"
+#include "kernel_abi.h"
+#include "ptx_templates/common.h"
+#include "ptx_templates/sm90.h"
+#include "runtime/error.h"
+
+#define R(reg) fj_r(k->e, reg)
+#define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
+#define FJ_FP8_TRANSPOSE_WARPS 3
+
+/* ---- plan ----------------------------------------------------------------------------------------------------- */
+fajit_status fj_fp8_tiles(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    if (c->block_n % 32 != 0)
+        return CFG_FAIL("block_n (--bc) = %d with dtype e4m3: FP8 wgmma takes 32 keys a k step; use a multiple of 32",
+                        c->block_n);
+    if (c->head_dim % c->swizzle != 0)
+        return CFG_FAIL("swizzle = %d with dtype e4m3: a row of head_dim %d is %d bytes, and the swizzle span (the TMA "
+                        "box row) must divide it; use %d",
+                        c->swizzle, c->head_dim, c->head_dim, c->head_dim >= 128 ? 128 : 64);
+    if (c->mods)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
+                                              "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
+    p->fp8 = 1;
+    return FAJIT_OK;
+}
+
+void fj_fp8_smem_map(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), d = c->head_dim, bn = c->block_n;
+    p->fp8 = 1;
+    p->transpose_warps = FJ_FP8_TRANSPOSE_WARPS;
+    p->row_bytes = d;
+    p->q_off = 0;
+    p->q_bytes = c->block_m * d;
+    p->kv_tile_bytes = bn * d;
+    p->o_row_bytes = 2 * d;
+    p->o_bytes = c->block_m * 2 * d;
+    p->vt_swizzle = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : 32;
+    /* every tile is a multiple of 2048 bytes (rows of >= 64 bytes, 32-row multiples), so each starts on a whole
+     * swizzle pattern (1024 bytes at the 128-byte span) */
+    int bars = fj_ws_bar_count(c->stages, 0) + 2 * c->stages;
+    int base = p->q_bytes + 3 * c->stages * p->kv_tile_bytes + 8 * bars;
+    p->o_stage = base + p->o_bytes <= limit ? 1 : 0; /* not in the V ring: the transposers own it */
+    p->q_bufs = base + (p->o_stage ? p->o_bytes : 0) + p->q_bytes <= limit ? 2 : 1;
+    p->n_bars = bars;
+    p->k_off = p->q_off + p->q_bufs * p->q_bytes;
+    p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
+    p->vt_off = p->v_off + c->stages * p->kv_tile_bytes;
+    p->o_off = p->vt_off + c->stages * p->kv_tile_bytes;
+    p->bar_off = p->o_off + (p->o_stage ? p->o_bytes : 0);
+    p->vt_bar = p->bar_off + 8 * fj_ws_bar_count(c->stages, 0);
+    p->smem_bytes = p->bar_off + 8 * bars;
+    p->xchg_off = p->xchg_warp_bytes = 0;
+}
+
+/* ---- P -------------------------------------------------------------------------------------------------------- */
+void fj_fp8_emit_pack_p(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int bh = fj_bank(k->e, "h", "b16");
+    fj_reg_t h = fj_alloc(k->e, bh, 2);
+    fj_comment(k->e, 2, "P (f32 in the S accumulators) -> e4m3 A fragments: register r of 32-key chunk c holds the "
+                        "four scores fj_fp8_p_src(c, r, 0..3), k order fj_fp8_p_key (Vt's keys are in the same order)");
+    for (int c = 0; c < p->k_steps_pv; c++)
+        for (int r = 0; r < 4; r++) {
+            for (int half = 0; half < 2; half++)
+                fj_ins(k->e, PTX_CVT_E4M3X2, R(fj_at(h, half)), R(fj_at(k->acc_s, fj_fp8_p_src(c, r, 2 * half + 1))),
+                       R(fj_at(k->acc_s, fj_fp8_p_src(c, r, 2 * half))));
+            fj_ins(k->e, "mov.b32 %s, {%s, %s}", R(fj_at(k->frag_p, 4 * c + r)), R(h), R(fj_at(h, 1)));
+        }
+}
+
+/* ---- the V transpose ------------------------------------------------------------------------------------------ */
+/* dst = 16 x the chunk XOR of a row (TMA / wgmma swizzle of span w, fp8_layout.c) whose index mod 8 comes from
+ * `row8` (a register holding row mod 8 x w / 128 ... as bits): x = (row x w / 128) & (w / 16 - 1). */
+static void lane_xor(fj_kctx *k, fj_reg_t row, int w, fj_reg_t dst)
+{
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(dst), R(row), w);
+    fj_ins(k->e, "shr.u32 %s, %s, 7", R(dst), R(dst));
+    fj_ins(k->e, "and.b32 %s, %s, %d", R(dst), R(dst), w / 16 - 1);
+    fj_ins(k->e, "shl.b32 %s, %s, 4", R(dst), R(dst));
+}
+
+void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int w = p->cfg.swizzle, wv = p->vt_swizzle;
+    fj_reg_t m = fj_alloc(e, k->b_r, 1), i = fj_alloc(e, k->b_r, 1), t = fj_alloc(e, k->b_r, 1);
+    ln->tw = fj_alloc(e, k->b_r, 1);
+    ln->ld_base = fj_alloc(e, k->b_r, 1);
+    ln->ld_x = fj_alloc(e, k->b_r, 1);
+    ln->st_base = fj_alloc(e, k->b_r, 1);
+    ln->st_x = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "V transpose lanes (fp8_layout.h): matrix m = lane / 8, row i = lane %% 8; ldmatrix row = key "
+                     "8 (m & 1) + i at head-dim byte 16 (m >> 1) of the block; stmatrix row = Vt row 16 (m >> 1) + 2 i "
+                     "+ (m & 1)");
+    fj_ins(e, "sub.u32 %s, %s, 1", R(ln->tw), R(k->warp));
+    fj_ins(e, "shr.u32 %s, %s, 3", R(m), R(k->lane));
+    fj_ins(e, "and.b32 %s, %s, 7", R(i), R(k->lane));
+    /* ldmatrix: key kl = 8 (m & 1) + i; V's box row kl x w; the chunk XOR of key kl (the block's 16 keys keep it) */
+    fj_ins(e, "and.b32 %s, %s, 1", R(t), R(m));
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(t), R(t), R(i));
+    lane_xor(k, t, w, ln->ld_x);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ln->ld_base), R(t), w, R(k->smem));
+    fj_ins(e, "shr.u32 %s, %s, 1", R(t), R(m)); /* m >> 1: the block's second 16-byte chunk of head dims */
+    fj_ins(e, "shl.b32 %s, %s, 4", R(t), R(t));
+    fj_ins(e, "xor.b32 %s, %s, %s", R(ln->ld_x), R(ln->ld_x), R(t));
+    /* stmatrix: Vt row n = 16 (m >> 1) + 2 i + (m & 1), its box row n x wv, its chunk XOR */
+    fj_ins(e, "shr.u32 %s, %s, 1", R(t), R(m));
+    fj_ins(e, "shl.b32 %s, %s, 4", R(t), R(t));
+    fj_ins(e, "mad.lo.u32 %s, %s, 2, %s", R(t), R(i), R(t));
+    fj_ins(e, "and.b32 %s, %s, 1", R(m), R(m));
+    fj_ins(e, "add.u32 %s, %s, %s", R(t), R(t), R(m));
+    lane_xor(k, t, wv, ln->st_x);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ln->st_base), R(t), wv, R(k->smem));
+}
+
+void fj_fp8_emit_transpose_tile(fj_kctx *k, const fj_fp8_lanes *ln, int s)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int w = p->cfg.swizzle, wv = p->vt_swizzle, d = p->cfg.head_dim, bn = p->cfg.block_n;
+    int v_tile = p->v_off + s * p->kv_tile_bytes, vt_tile = p->vt_off + s * p->kv_tile_bytes;
+    int n_kg = bn / 16, n_blocks = n_kg * (d / 32);
+    fj_reg_t a = fj_alloc(e, k->b_r, 4), o = fj_alloc(e, k->b_r, 4), x = fj_alloc(e, k->b_r, 1);
+    fj_reg_t ad = fj_alloc(e, k->b_addr, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims, block b by warp b %% %d", s, s,
+               n_blocks, p->transpose_warps);
+    for (int b = 0; b < n_blocks; b++) {
+        int kg = b % n_kg, dg = b / n_kg, col = 32 * dg, key = 16 * kg;
+        char skip[48];
+        fj_label_new(e, "vt_skip", skip, sizeof skip);
+        fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(ln->tw), b % p->transpose_warps);
+        fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+        /* ldmatrix row: V box (col / w), row key + kl, chunk ((col % w) / 16 + (m >> 1)) ^ x(kl) */
+        fj_ins(e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), 16 * ((col % w) / 16));
+        fj_ins(e, "add.u32 %s, %s, %s", R(ad), R(ln->ld_base), R(x));
+        fj_ins(e, PTX_LDMATRIX_X4_TRANS_SM90, R(a), R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)), R(ad),
+               v_tile + (col / w) * bn * w + key * w);
+        fj_ins(e, PTX_PRMT, R(o), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_EVEN);
+        fj_ins(e, PTX_PRMT, R(fj_at(o, 1)), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_ODD);
+        fj_ins(e, PTX_PRMT, R(fj_at(o, 2)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_EVEN);
+        fj_ins(e, PTX_PRMT, R(fj_at(o, 3)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_ODD);
+        /* stmatrix row: Vt box (key / wv), row col + n, chunk ((key % wv) / 16) ^ x(n) */
+        fj_ins(e, "xor.b32 %s, %s, %d", R(x), R(ln->st_x), 16 * ((key % wv) / 16));
+        fj_ins(e, "add.u32 %s, %s, %s", R(ad), R(ln->st_base), R(x));
+        fj_ins(e, PTX_STMATRIX_X4, R(ad), vt_tile + (key / wv) * d * wv + col * wv, R(o), R(fj_at(o, 1)),
+               R(fj_at(o, 2)), R(fj_at(o, 3)));
+        fj_label(e, skip);
+    }
+}
+
+/* ---- descales ------------------------------------------------------------------------------------------------- */
+/* dst = descale[b x stride + hkv] from the pointer at parameter offset `off`, 1.0 where the pointer is 0. */
+static void load_descale(fj_kctx *k, int off, fj_reg_t idx, fj_reg_t dst)
+{
+    fj_emit *e = k->e;
+    fj_reg_t ptr = fj_param_u64(k, off), has = fj_alloc(e, k->b_p, 1), a = fj_alloc(e, k->b_rd, 1);
+    fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(ptr));
+    fj_ins(e, "mov.f32 %s, 0f3F800000", R(dst));
+    fj_ins(e, "mad.wide.u32 %s, %s, 4, %s", R(a), R(idx), R(ptr));
+    fj_ins(e, "@%s ld.global.nc.f32 %s, [%s]", R(has), R(dst), R(a));
+}
+
+/* idx = b x descale_stride + hkv */
+static fj_reg_t descale_index(fj_kctx *k)
+{
+    fj_reg_t idx = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t st = fj_param_s32(k, k->p->fp8_off + (int)offsetof(fj_fwd_params_fp8, descale_stride));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(k->b), R(st), R(k->hkv));
+    return idx;
+}
+
+void fj_fp8_emit_score_scale(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t idx = descale_index(k), qd = fj_alloc(k->e, k->b_f, 1), kd = fj_alloc(k->e, k->b_f, 1);
+    fj_comment(k->e, 1, "descales of (b, hkv): the softmax's scale x q_descale x k_descale (1.0 for a null pointer)");
+    load_descale(k, p->fp8_off + (int)offsetof(fj_fwd_params_fp8, q_descale), idx, qd);
+    load_descale(k, p->fp8_off + (int)offsetof(fj_fwd_params_fp8, k_descale), idx, kd);
+    fj_reg_t sc = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(qd), R(qd), R(kd));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(sc), R(qd));
+}
+
+void fj_fp8_emit_o_scale(fj_kctx *k)
+{
+    fj_reg_t idx = descale_index(k);
+    fj_comment(k->e, 1, "v_descale of (b, hkv): O's factor beside 1/l");
+    load_descale(k, k->p->fp8_off + (int)offsetof(fj_fwd_params_fp8, v_descale), idx, k->o_scale);
+}

@@ -1,0 +1,34 @@
+/*
+ * fp8_ws.h - the FP8 (e4m3) parts of the sm_90a warp-specialized kernel (fp8_ws.c): plan rules and smem map, the
+ * V transpose of the producer's warps, P's A fragments, the descales.
+ */
+#ifndef FJ_FP8_WS_H
+#define FJ_FP8_WS_H
+
+#include "backend.h"
+
+/* Rules of an e4m3 config on sm_90a (block_n a multiple of 32, the swizzle span dividing a row of head_dim bytes,
+ * no attention variant yet); sets plan.fp8. */
+fajit_status fj_fp8_tiles(fj_plan *p);
+/* The smem map: Q buffers, the K, V and Vt rings, O staging (16-bit) when it fits, the mbarriers. */
+void fj_fp8_smem_map(fj_plan *p);
+
+/* P (f32 S accumulators) -> e4m3 A fragments in fj_fp8_p_key's k order (fp8_layout.h). */
+void fj_fp8_emit_pack_p(fj_kctx *k);
+
+/* The transposing producer warps (1..plan.transpose_warps): per-lane address terms, set once. */
+typedef struct fj_fp8_lanes {
+    fj_reg_t tw;                 /* u32: this warp among the transposing ones, 0.. */
+    fj_reg_t ld_base, ld_x;      /* u32: smem + this lane's ldmatrix row term; its chunk XOR x 16 */
+    fj_reg_t st_base, st_x;      /* u32: smem + this lane's stmatrix row term; its chunk XOR x 16 */
+} fj_fp8_lanes;
+void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln);
+/* V of stage s -> Vt of stage s, the blocks of 16 keys x 32 head dims shared round-robin by the warps. */
+void fj_fp8_emit_transpose_tile(fj_kctx *k, const fj_fp8_lanes *ln, int s);
+
+/* The work tile's descales (k->b, k->hkv set): k->score_scale = scale_log2 x q_descale x k_descale (the softmax's
+ * scale), and in the epilogue k->o_scale = v_descale (O's factor beside 1/l). */
+void fj_fp8_emit_score_scale(fj_kctx *k);
+void fj_fp8_emit_o_scale(fj_kctx *k);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * test_fp8_ptxas.c - the FP8 (e4m3) sm_90a kernels assemble with ptxas -v for sm_90a with no spill, no stack use and
+ * no warning: the heuristic's tile for head dims 64 / 128 / 256, causal and not, N 4k and 16k, and every tile of the
+ * FP8 tune space that plans (block_m 64 / 128 / 192, block_n 32..256 in steps of 32, 1-3 stages, ping-pong on / off)
+ * for one mask per head dim. The register model (sm90.c, plan.reg_total) must hold them all: a tile it accepts that
+ * spills fails here. label ptxas; skips without ptxas. Run: ctest --test-dir build -R test_fp8_ptxas
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codegen/codegen.h"
+#include "fajit.h"
+#include "test_support.h"
+
+#ifndef FAJIT_PTXAS_DEFAULT
+#define FAJIT_PTXAS_DEFAULT ""
+#endif
+
+static char *g_ptxas, *g_dir;
+
+/* 1 when the config's PTX assembles for sm_90a with no spill, no stack and no warning (one line printed). */
+static int assembles_clean(const fajit_config *c)
+{
+    char src[1024], out[1024], log[1024], text[192];
+    char *ptx = NULL;
+    size_t len = 0;
+    fajit_config_format(c, text, sizeof text);
+    if (fajit_generate_ptx(c, 0, &ptx, &len) != FAJIT_OK) {
+        printf("FAIL %s: generate: %s\n", text, fajit_errmsg());
+        return 0;
+    }
+    snprintf(src, sizeof src, "%s/k.ptx", g_dir);
+    snprintf(out, sizeof out, "%s/k.cubin", g_dir);
+    snprintf(log, sizeof log, "%s/k.log", g_dir);
+    FILE *f = fopen(src, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(ptx, 1, len, f), len);
+    fclose(f);
+    fajit_free(ptx);
+    char arch[] = "-arch=sm_90a", v[] = "-v", o[] = "-o";
+    char *argv[] = {g_ptxas, arch, v, src, o, out, NULL};
+    int code = fj_test_run(argv, log, log);
+    char *ptxas_log = fj_test_read_file(log, NULL);
+    fj_ptxas_report rep = fj_test_ptxas_log(ptxas_log ? ptxas_log : "");
+    int ok = code == 0 && ptxas_log && rep.entries > 0 && !rep.bad && !strstr(ptxas_log, "warning");
+    printf("%s %s: spill %d, stack %d\n", ok ? "ok  " : "FAIL", text, rep.spill, rep.stack);
+    if (!ok) printf("%s\n", ptxas_log ? ptxas_log : "(no log)");
+    free(ptxas_log);
+    return ok;
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (int d = 64; d <= 256; d *= 2)
+        for (int causal = 0; causal < 2; causal++)
+            for (int n = 4096; n <= 16384; n *= 4) {
+                fajit_shape shape = {16384 / n, 2048 / d, 2048 / d, n, n};
+                fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal};
+                if (fajit_config_fill(NULL, &shape, &c) != FAJIT_OK) {
+                    printf("FAIL fill d%d causal %d N%d: %s\n", d, causal, n, fajit_errmsg());
+                    failures++;
+                    continue;
+                }
+                failures += !assembles_clean(&c);
+            }
+    assert_int_equal(failures, 0);
+}
+
+static void test_tune_space(void **state)
+{
+    (void)state;
+    int failures = 0, n = 0;
+    for (int d = 64; d <= 256; d *= 2)
+        for (int bm = 64; bm <= 192; bm += 64)
+            for (int bn = 32; bn <= 256; bn += 32)
+                for (int stages = 1; stages <= 3; stages++)
+                    for (int pp = -1; pp <= 1; pp += 2) {
+                        fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d,
+                                          .block_m = bm, .block_n = bn, .stages = stages,
+                                          .swizzle = d >= 128 ? 128 : 64, .warps = 4 * (bm / 64 + 1), .col_warps = 1,
+                                          .overlap = 1, .pingpong = pp, .causal = d == 128};
+                        fj_plan p;
+                        if (fj_plan_build(&c, &p) != FAJIT_OK) continue; /* the plan refuses it: pruned by the tuner */
+                        if (stages == 1 && bn % 64) continue;           /* a sample of the one-stage tiles */
+                        failures += !assembles_clean(&c);
+                        n++;
+                    }
+    printf("%d FP8 tiles assembled, %d failed\n", n, failures);
+    assert_int_equal(failures, 0);
+}
+
+int main(void)
+{
+    g_ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
+    if (!g_ptxas) fj_test_skip_all("ptxas not found (set FAJIT_PTXAS)");
+    g_dir = fj_test_make_temp_dir("fajit_fp8_ptx");
+    assert_non_null(g_dir);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_tune_space),
+    };
+    int rc = cmocka_run_group_tests_name("fp8_ptxas", tests, NULL, NULL);
+    fj_test_remove_dir(g_dir);
+    free(g_dir);
+    free(g_ptxas);
+    return rc;
+}

@@ -1,0 +1,276 @@
+/*
+ * test_gpu_fp8.c - the FP8 (e4m3) forward on an sm_90 GPU (H100 / H200) against a CPU float64 reference on the
+ * dequantized inputs (label gpu).
+ *
+ * Inputs: fresh N(0, 1) values (or with outlier channels: head dims 3, 17 and D - 5 of Q and K times 20), quantized
+ * to e4m3 per (batch, KV head) as FlashAttention-3's callers do: descale = amax / 448, code = e4m3(x / descale), the
+ * descales passed as q_descale / k_descale / v_descale (float32 [B, Hkv]); the reference runs on code x descale in
+ * float64. O and LSE are poisoned (0xFF bytes: NaN) first; every element is checked; NaN fails.
+ * Tolerance, per element, from what FP8 attention rounds (p_j = exp(s_j - max_j s_j), l = sum p_j, for the row):
+ *     |O - O_ref| <= 1.25 (2^-4 sum p|v| / l + 2^-10 sum |v| / l + 2 d sum p|v| / l) + 2^-8 |O_ref| + 1e-4
+ *   2^-4: P rounded to e4m3 (half an ulp of 3 mantissa bits, relative; the row's largest P is exactly 1);
+ *   2^-10: P below e4m3's normals (absolute); 2^-8: O rounded to bf16 (f16 is finer);
+ *   d = 2^-12 x scale x max_j sum_c |q_c k_c|: the score error of the FP8 tensor cores' accumulation.
+ *     |LSE - LSE_ref| <= d + 1e-4 + 1e-5 |LSE_ref|,  LSE = -inf exactly for a row that sees no key (O = 0 there).
+ * Shapes: Nq 1, 17, 1000; Nq != Nk both ways (causal rows with no key); D 64, 128, 256; GQA and MQA; BHND and BNHD;
+ * O in f16 once; no descale pointers once. Each case prints its max and RMS error and the worst ratio to the bound.
+ * Without libcuda, a device, or on a GPU other than sm_90: prints "SKIP: <reason>" and exits 77.
+ *
+ *   ctest --test-dir build -R test_gpu_fp8 --output-on-failure   (or run build/tests/test_gpu_fp8)
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/context.h"
+#include "runtime/half.h"
+#include "test_support.h"
+
+static fajit_context *g_ctx;
+
+typedef struct fp8_case {
+    const char *name;
+    int b, hq, hkv, nq, nk, d, causal;
+    int bnhd, outliers, out_f16, no_descale;
+} fp8_case;
+
+static const fp8_case k_cases[] = {
+    {"d128 N1000", 1, 4, 4, 1000, 1000, 128, 0, 0, 0, 0, 0},
+    {"d128 causal N1000 BNHD", 2, 4, 4, 1000, 1000, 128, 1, 1, 0, 0, 0},
+    {"d64 N17 GQA", 2, 8, 2, 17, 17, 64, 0, 0, 0, 0, 0},
+    {"d256 Nq1 MQA", 3, 4, 1, 1, 1000, 256, 0, 0, 0, 0, 0},
+    {"d64 causal Nq>Nk (rows with no key) GQA", 1, 4, 2, 1000, 300, 64, 1, 0, 0, 0, 0},
+    {"d128 causal Nq<Nk", 1, 4, 4, 300, 1000, 128, 1, 0, 0, 0, 0},
+    {"d256 causal N1000 BNHD", 1, 2, 2, 1000, 1000, 256, 1, 1, 0, 0, 0},
+    {"d128 outliers", 1, 4, 4, 1000, 1000, 128, 0, 0, 1, 0, 0},
+    {"d64 outliers causal BNHD O f16", 1, 4, 4, 1000, 1000, 64, 1, 1, 1, 1, 0},
+    {"d256 outliers GQA", 1, 8, 2, 1000, 1000, 256, 0, 0, 1, 0, 0},
+    {"d128 no descales N17 Nk1000", 1, 2, 2, 17, 1000, 128, 0, 0, 0, 0, 1},
+    {"d64 N1 Nk1", 1, 2, 2, 1, 1, 64, 0, 0, 0, 0, 0},
+    {"d128 N4096 causal", 1, 2, 2, 4096, 4096, 128, 1, 0, 0, 0, 0},
+};
+
+/* ---- inputs --------------------------------------------------------------------------------------------------- */
+static uint64_t g_rng = 0x243f6a8885a308d3ull;
+static double normal(void)
+{
+    double u[2];
+    for (int j = 0; j < 2; j++) {
+        g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+        u[j] = ((double)(g_rng >> 11) + 0.5) * 0x1p-53;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* One tensor [B][H][N][D] (logical order): values, quantized per (b, kv head) to codes in the layout, dequantized
+ * copy in logical order, descales [B][Hkv]. heads_per_kv: H / Hkv (Q's group; 1 for K and V). */
+typedef struct fp8_tensor {
+    uint8_t *codes; /* in the layout (BHND or BNHD) */
+    double *deq;    /* logical [B][H][N][D] */
+    float *descale; /* [B][Hkv] */
+} fp8_tensor;
+
+static void tensor_make(const fp8_case *c, int h, int n, int per_kv, int outliers, fp8_tensor *t)
+{
+    size_t count = (size_t)c->b * h * n * c->d;
+    double *x = malloc(count * sizeof *x);
+    t->codes = malloc(count), t->deq = malloc(count * sizeof *t->deq);
+    t->descale = malloc((size_t)c->b * c->hkv * sizeof *t->descale);
+    assert_true(x && t->codes && t->deq && t->descale);
+    for (size_t i = 0; i < count; i++) {
+        int dim = (int)(i % (size_t)c->d);
+        x[i] = normal() * (outliers && (dim == 3 || dim == 17 || dim == c->d - 5) ? 20.0 : 1.0);
+    }
+    for (int b = 0; b < c->b; b++)
+        for (int g = 0; g < h / per_kv; g++) {
+            double amax = 0;
+            for (int hh = g * per_kv; hh < (g + 1) * per_kv; hh++)
+                for (size_t i = 0; i < (size_t)n * c->d; i++)
+                    amax = fmax(amax, fabs(x[((size_t)b * h + hh) * n * c->d + i]));
+            float ds = c->no_descale ? 1.0f : (float)(amax / 448.0);
+            t->descale[b * c->hkv + g] = ds;
+            for (int hh = g * per_kv; hh < (g + 1) * per_kv; hh++)
+                for (int r = 0; r < n; r++)
+                    for (int dim = 0; dim < c->d; dim++) {
+                        size_t li = (((size_t)b * h + hh) * n + r) * c->d + dim;
+                        size_t at = c->bnhd ? (((size_t)b * n + r) * h + hh) * c->d + dim : li;
+                        uint8_t code = fj_f32_to_e4m3((float)(x[li] / ds));
+                        t->codes[at] = code;
+                        t->deq[li] = (double)fj_e4m3_to_f32(code) * ds;
+                    }
+        }
+    free(x);
+}
+
+static void tensor_free(fp8_tensor *t) { free(t->codes), free(t->deq), free(t->descale); }
+
+/* ---- reference and check of one row --------------------------------------------------------------------------- */
+typedef struct row_check {
+    double max_err, sum_sq, worst_ratio, lse_worst;
+    long n;
+    int nan;
+} row_check;
+
+static void check_row(const fp8_case *c, const double *q, const double *k, const double *v, double scale, int i,
+                      const float *o, float lse, row_check *rc)
+{
+    int nk = c->nk, d = c->d, last = c->causal ? i + nk - c->nq : nk - 1;
+    if (last >= nk) last = nk - 1;
+    if (last < 0) { /* no key: O = 0, LSE = -inf */
+        for (int x = 0; x < d; x++) {
+            if (o[x] != 0.0f) rc->nan |= o[x] != o[x], rc->worst_ratio = INFINITY;
+        }
+        if (!(isinf(lse) && lse < 0)) rc->lse_worst = INFINITY;
+        return;
+    }
+    double *s = malloc((size_t)(last + 1) * sizeof *s), mx = -INFINITY, dot_abs = 0;
+    assert_non_null(s);
+    for (int j = 0; j <= last; j++) {
+        double acc = 0, aabs = 0;
+        for (int x = 0; x < d; x++) acc += q[x] * k[(size_t)j * d + x], aabs += fabs(q[x] * k[(size_t)j * d + x]);
+        s[j] = acc * scale;
+        mx = fmax(mx, s[j]);
+        dot_abs = fmax(dot_abs, aabs * scale);
+    }
+    double l = 0;
+    for (int j = 0; j <= last; j++) s[j] = exp(s[j] - mx), l += s[j];
+    double delta = 0x1p-12 * dot_abs;
+    for (int x = 0; x < d; x++) {
+        double ref = 0, pv = 0, av = 0;
+        for (int j = 0; j <= last; j++) {
+            double vj = v[(size_t)j * d + x];
+            ref += s[j] * vj, pv += s[j] * fabs(vj), av += fabs(vj);
+        }
+        ref /= l, pv /= l, av /= l;
+        double bound = 1.25 * (0x1p-4 * pv + 0x1p-10 * av + 2 * delta * pv) + 0x1p-8 * fabs(ref) + 1e-4;
+        double err = fabs((double)o[x] - ref);
+        if (o[x] != o[x]) rc->nan = 1, err = INFINITY;
+        rc->max_err = fmax(rc->max_err, err);
+        rc->sum_sq += err * err;
+        rc->n++;
+        rc->worst_ratio = fmax(rc->worst_ratio, err / bound);
+    }
+    double lse_ref = mx + log(l);
+    double lse_err = fabs((double)lse - lse_ref);
+    if (lse != lse) lse_err = INFINITY;
+    rc->lse_worst = fmax(rc->lse_worst, lse_err / (delta + 1e-4 + 1e-5 * fabs(lse_ref)));
+    free(s);
+}
+
+/* ---- one case ------------------------------------------------------------------------------------------------- */
+static int run_case(const fp8_case *c)
+{
+    const fj_cuda_api *cu = g_ctx->cu;
+    fp8_tensor q, k, v;
+    tensor_make(c, c->hq, c->nq, c->hq / c->hkv, c->outliers, &q);
+    tensor_make(c, c->hkv, c->nk, 1, c->outliers, &k);
+    tensor_make(c, c->hkv, c->nk, 1, 0, &v);
+    size_t nq_el = (size_t)c->b * c->hq * c->nq * c->d, nk_el = (size_t)c->b * c->hkv * c->nk * c->d;
+    size_t lse_n = (size_t)c->b * c->hq * c->nq, ds_bytes = (size_t)c->b * c->hkv * sizeof(float);
+    uint16_t *o = malloc(nq_el * 2);
+    float *lse = malloc(lse_n * sizeof *lse);
+    assert_true(o && lse);
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = FAJIT_DTYPE_E4M3, a.batch = c->b, a.heads_q = c->hq, a.heads_kv = c->hkv;
+    a.seqlen_q = c->nq, a.seqlen_k = c->nk, a.head_dim = c->d, a.causal = c->causal;
+    a.out_dtype = c->out_f16 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
+    if (c->bnhd) fajit_args_set_bnhd_strides(&a);
+    else fajit_args_set_bhnd_strides(&a);
+    fj_CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, dl = 0, dd[3] = {0, 0, 0};
+    assert_int_equal(fj_context_push(g_ctx), FAJIT_OK);
+    assert_int_equal(cu->cuMemAlloc(&dq, nq_el), 0);
+    assert_int_equal(cu->cuMemAlloc(&dk, nk_el), 0);
+    assert_int_equal(cu->cuMemAlloc(&dv, nk_el), 0);
+    assert_int_equal(cu->cuMemAlloc(&dO, nq_el * 2), 0);
+    assert_int_equal(cu->cuMemAlloc(&dl, lse_n * 4), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dq, q.codes, nq_el), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dk, k.codes, nk_el), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dv, v.codes, nk_el), 0);
+    assert_int_equal(cu->cuMemsetD8(dO, 0xff, nq_el * 2), 0); /* NaN where not written */
+    assert_int_equal(cu->cuMemsetD8(dl, 0xff, lse_n * 4), 0);
+    if (!c->no_descale) {
+        const float *src[3] = {q.descale, k.descale, v.descale};
+        for (int t = 0; t < 3; t++) {
+            assert_int_equal(cu->cuMemAlloc(&dd[t], ds_bytes), 0);
+            assert_int_equal(cu->cuMemcpyHtoD(dd[t], src[t], ds_bytes), 0);
+        }
+        a.q_descale = dd[0], a.k_descale = dd[1], a.v_descale = dd[2], a.descale_batch_stride = c->hkv;
+    }
+    a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl;
+    int failed = 0;
+    fajit_status st = fajit_attention_forward(g_ctx, &a, NULL);
+    if (st != FAJIT_OK) {
+        printf("FAIL %-42s fajit_attention_forward: %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
+        failed = 1;
+    } else if (cu->cuCtxSynchronize() != 0 || cu->cuMemcpyDtoH(o, dO, nq_el * 2) != 0 ||
+               cu->cuMemcpyDtoH(lse, dl, lse_n * 4) != 0) {
+        printf("FAIL %-42s the run or its download failed\n", c->name);
+        failed = 1;
+    }
+    char text[256];
+    snprintf(text, sizeof text, "%s", fajit_last_forward());
+    cu->cuMemFree(dq), cu->cuMemFree(dk), cu->cuMemFree(dv), cu->cuMemFree(dO), cu->cuMemFree(dl);
+    for (int t = 0; t < 3; t++)
+        if (dd[t]) cu->cuMemFree(dd[t]);
+    fj_context_pop(g_ctx);
+    if (!failed) {
+        row_check rc = {0, 0, 0, 0, 0, 0};
+        double scale = 1.0 / sqrt((double)c->d);
+        float *orow = malloc((size_t)c->d * sizeof *orow);
+        assert_non_null(orow);
+        int g = c->hq / c->hkv;
+        for (int b = 0; b < c->b; b++)
+            for (int h = 0; h < c->hq; h++)
+                for (int i = 0; i < c->nq; i++) {
+                    size_t at = c->bnhd ? (((size_t)b * c->nq + i) * c->hq + h) * c->d
+                                        : (((size_t)b * c->hq + h) * c->nq + i) * c->d;
+                    for (int x = 0; x < c->d; x++)
+                        orow[x] = fj_half_to_f32(c->out_f16 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, o[at + x]);
+                    const double *qr = q.deq + (((size_t)b * c->hq + h) * c->nq + i) * c->d;
+                    size_t kv0 = ((size_t)b * c->hkv + h / g) * c->nk * c->d;
+                    check_row(c, qr, k.deq + kv0, v.deq + kv0, scale, i, orow,
+                              lse[((size_t)b * c->hq + h) * c->nq + i], &rc);
+                }
+        free(orow);
+        failed = rc.nan || !(rc.worst_ratio <= 1.0) || !(rc.lse_worst <= 1.0);
+        printf("%s %-42s max err %.3e, RMS %.3e, worst err / bound %.3f, worst LSE err / bound %.3f%s  [%s]\n",
+               failed ? "FAIL" : "ok  ", c->name, rc.max_err, rc.n ? sqrt(rc.sum_sq / (double)rc.n) : 0.0,
+               rc.worst_ratio, rc.lse_worst, rc.nan ? ", NaN in O" : "", text);
+    }
+    tensor_free(&q), tensor_free(&k), tensor_free(&v);
+    free(o), free(lse);
+    return failed;
+}
+
+static void test_fp8_cases(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) failures += run_case(&k_cases[i]);
+    printf("%d of %zu FP8 cases failed\n", failures, sizeof k_cases / sizeof k_cases[0]);
+    assert_int_equal(failures, 0);
+}
+
+int main(void)
+{
+    if (!(g_ctx = fj_test_gpu_context())) return 1;
+    if (strcmp(fajit_context_sm(g_ctx), "sm_90") != 0) {
+        char sm[32];
+        snprintf(sm, sizeof sm, "%s", fajit_context_sm(g_ctx));
+        fajit_context_destroy(g_ctx);
+        fj_test_skip_all("the FP8 kernels need an sm_90 GPU (H100 / H200); this one is %s", sm);
+    }
+    printf("device: %s (%s)\n", g_ctx->device_name, fajit_context_sm(g_ctx));
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fp8_cases)};
+    int rc = cmocka_run_group_tests_name("gpu_fp8", tests, NULL, NULL);
+    fajit_context_destroy(g_ctx);
+    return rc;
+}
