@@ -217,6 +217,11 @@ static void test_split_heuristic(void **state)
     s = fj_decode_splits(&a, 0, 64, 64, 132);
     printf("B1 Hq8 Nk512k on 132 SMs: %d splits\n", s);
     assert_true(s >= 17 && s <= FJ_SPLIT_AUTO_MAX_SPLITS);
+    /* one packed row block: one split an SM for 16-bit K/V, two for an FP8 K/V cache (its CTA fits twice) */
+    assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 132);
+    a.kv_dtype = FAJIT_DTYPE_E4M3;
+    assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 264);
+    a.kv_dtype = 0;
     a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 131072; /* GQA 4: packed, 8 CTAs (one per KV head) instead of 32 */
     int unpacked = fj_decode_splits(&a, 0, 64, 64, 132), packed = fj_decode_splits(&a, 1, 64, 64, 132);
     printf("B1 Hq32 Hkv8 Nk128k on 132 SMs: %d splits, packed %d\n", unpacked, packed);

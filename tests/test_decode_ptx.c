@@ -3,7 +3,8 @@
  * every head dim and dtype, and the sm_80 forward's decode variants (per-sequence lengths, split-KV, paged
  * K/V, paged K/V gathered from 16-row page segments, either with its pages read a tile ahead (AHEAD, 2+
  * stages), combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
- * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a
+ * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a; the FP8 K/V cache
+ * kernels (d64/128/256, both widenings: integer under .target sm_80, cvt for sm_90a / sm_100a) with no spill
  * (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
  * test_ptxas_grid.c). Also: the variant PTX reads its parameter block where kernel_abi.h puts the
  * decode fields, and the plain kernel's text has none of them.
@@ -184,6 +185,45 @@ static void test_forward_variants(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* FP8 K/V cache kernels (kv8.c), the heuristic's decode tiles (4 e4m3 stages) with seqlens + split + GQA packing +
+ * paged: the integer widenings under .target sm_80 (assembled for sm_80 and sm_90a) and the cvt one for its own
+ * target (sm_90a, sm_100a): exit 0, no warning, no spill, and the cvt where the plan says. */
+static void test_kv8(void **state)
+{
+    (void)state;
+    const unsigned v = FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED;
+    const fajit_dtype dts[2] = {FAJIT_DTYPE_BF16, FAJIT_DTYPE_F16};
+    const int dims[3] = {64, 128, 256};
+    const char *targets[3] = {NULL, "sm_90a", "sm_100a"};
+    int bad = 0;
+    for (int d = 0; d < 3; d++)
+        for (int t = 0; t < 2; t++)
+            for (int g = 0; g < 3; g++) {
+                fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = dts[t], .kv_dtype = FAJIT_DTYPE_E4M3,
+                                  .head_dim = dims[d], .block_m = 64};
+                const fajit_config given = c;
+                fajit_shape s = {1, 32, 8, 1, 131072};
+                fj_config_heuristic(&c, &given, &s, 232448);
+                fj_plan p;
+                assert_int_equal(fj_plan_build_variant(&c, v, &p), FAJIT_OK);
+                if (targets[g]) fj_kv8_for_target(&p, fj_arch_find(targets[g]));
+                if (targets[g] && !p.kv8_cvt) continue; /* the bf16 widening: the sm_80 PTX above */
+                char *ptx, text[256];
+                size_t len;
+                fj_plan_format(&p, text, sizeof text);
+                assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
+                assert_true((strstr(ptx, "cvt.rn.f16x2.e4m3x2") != NULL) == p.kv8_cvt);
+                const char *archs[2] = {targets[g] ? targets[g] : "sm_80", targets[g] ? NULL : "sm_90a"};
+                for (int a = 0; a < 2 && archs[a]; a++) {
+                    int spill = assemble(ptx, len, archs[a], text);
+                    printf("%-70s %-8s %s: spill %d\n", text, archs[a], p.kv8_cvt ? "cvt" : "int", spill);
+                    bad += spill != 0;
+                }
+                free(ptx);
+            }
+    assert_int_equal(bad, 0);
+}
+
 /* The plain kernel reads none of the decode fields. */
 static void test_plain_untouched(void **state)
 {
@@ -211,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_combine),
         cmocka_unit_test(test_forward_variants),
         cmocka_unit_test(test_plain_untouched),
+        cmocka_unit_test(test_kv8),
     };
     int rc = cmocka_run_group_tests_name("decode_ptx", tests, NULL, NULL);
     fj_test_remove_dir(g_dir);

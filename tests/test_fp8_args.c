@@ -12,11 +12,15 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "codegen/backend.h"
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "codegen/kernel_abi.h"
+#include "codegen/kv8.h"
 #include "runtime/forward.h"
 #include "runtime/half.h"
 #include "test_support.h"
@@ -159,7 +163,22 @@ static void test_kv8_plan_rules(void **state)
     fj_plan p;
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
     assert_true(p.kv8 && p.fp8_off >= (int)sizeof(fj_fwd_params) && !p.pipeline_qk);
-    assert_true(p.smem_bytes >= p.kv8_off + 2 * 2 * 64 * 128 && p.kv8_off >= p.v_off + 2 * p.kv_tile_bytes);
+    /* one 16-bit K / V slot, widened into from the e4m3 ring's stages */
+    assert_int_equal(p.kv_slots, 1);
+    assert_true(p.kv8_f16 && strcmp(fj_mma_dtype_ptx(&p), "f16") == 0); /* bf16 Q: the MMAs in f16 */
+    assert_true(p.smem_bytes >= p.kv8_off + 2 * 2 * 64 * 128 && p.kv8_off >= p.v_off + p.kv_tile_bytes);
+    {   /* the heuristic's decode tile: 4 stages in 112 KB, two CTAs an SM (2 x (112 + 1) KB <= 228 KB) */
+        fajit_config h = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .kv_dtype = FAJIT_DTYPE_E4M3,
+                          .head_dim = 128, .block_m = 64};
+        fajit_shape s = {1, 32, 8, 1, 131072};
+        fj_config_heuristic(&h, &h, &s, 0);
+        assert_int_equal(h.stages, 4);
+        assert_int_equal(fj_plan_build(&h, &p), FAJIT_OK);
+        assert_int_equal(p.smem_bytes, 114688);
+        h.dtype = FAJIT_DTYPE_F16; /* f16 Q: f16 MMAs as ever, no Q conversion */
+        assert_int_equal(fj_plan_build(&h, &p), FAJIT_OK);
+        assert_true(!p.kv8_f16 && strcmp(fj_mma_dtype_ptx(&p), "f16") == 0);
+    }
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_OK);
     assert_true(p.fp8_off >= (int)sizeof(fj_fwd_params_decode));
     assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p),
@@ -171,6 +190,42 @@ static void test_kv8_plan_rules(void **state)
     c.mods = 0, c.arch = FAJIT_ARCH_SM90A, c.block_m = 128, c.block_n = 128, c.warps = 12;
     assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the sm_90a",
                                     "sm_80", NULL));
+}
+
+/* The widening for a target: cvt.rn.f16x2.e4m3x2 (one F2FP a pair) and the target's .target where it has it (sm_90+),
+ * the integer ops under .target sm_80 where not (sm_80 .. sm_89) and for the bf16 widening (Q not in registers). */
+static void test_kv8_cvt_target(void **state)
+{
+    (void)state;
+    const struct {
+        const char *sm;
+        fajit_dtype dtype;
+        int head_dim, cvt;
+    } cases[] = {{"sm_90a", FAJIT_DTYPE_BF16, 128, 1}, {"sm_90", FAJIT_DTYPE_F16, 128, 1}, {"sm_100a", FAJIT_DTYPE_BF16, 64, 1},
+                 {"sm_120", FAJIT_DTYPE_F16, 128, 1},  {"sm_89", FAJIT_DTYPE_BF16, 128, 0}, {"sm_86", FAJIT_DTYPE_F16, 128, 0},
+                 {"sm_90a", FAJIT_DTYPE_BF16, 256, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = cases[i].dtype, .kv_dtype = FAJIT_DTYPE_E4M3,
+                          .head_dim = cases[i].head_dim, .block_m = 64};
+        fajit_shape s = {1, 32, 8, 1, 131072};
+        const fajit_config given = c; /* stages left to the heuristic: d256 fits 3 */
+        fj_config_heuristic(&c, &given, &s, 232448);
+        fj_plan p;
+        assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p), FAJIT_OK);
+        fj_kv8_for_target(&p, fj_arch_find(cases[i].sm));
+        char *ptx = NULL, want[32];
+        size_t n = 0;
+        assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &n), FAJIT_OK);
+        snprintf(want, sizeof want, ".target %s\n", cases[i].cvt ? cases[i].sm : "sm_80");
+        printf("%s %s d%d: kv8_cvt %d, kv8_f16 %d\n", cases[i].sm, cases[i].dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16",
+               cases[i].head_dim, p.kv8_cvt, p.kv8_f16);
+        assert_int_equal(p.kv8_cvt, cases[i].cvt);
+        assert_non_null(strstr(ptx, want));
+        assert_true((strstr(ptx, "cvt.rn.f16x2.e4m3x2") != NULL) == cases[i].cvt);
+        assert_true((strstr(ptx, "prmt.b32") != NULL) == !cases[i].cvt);
+        assert_int_equal(fj_kv8_unit_log2(&p), cases[i].cvt || (!p.kv8_f16 && cases[i].dtype == FAJIT_DTYPE_BF16) ? 0 : -8);
+        free(ptx);
+    }
 }
 
 /* The host's e4m3 conversions (check harness, references): every byte round-trips, halfway values go to even,
@@ -287,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_args_valid_and_unsupported),
         cmocka_unit_test(test_args_rules),
         cmocka_unit_test(test_kv8_plan_rules),
+        cmocka_unit_test(test_kv8_cvt_target),
         cmocka_unit_test(test_e4m3_host),
         cmocka_unit_test(test_args_size_gates),
         cmocka_unit_test(test_config_must_match),

@@ -9,7 +9,10 @@
  * Shapes: Nq 1 / 4 / 16, Nk 1 / 17 / 1000 / 4099, MHA, GQA 4 / 8, MQA, D 64 / 128 / 256, causal or not,
  * seqlens_k (lengths 1, tile multiples, Nk, random, 0, past Nk and negative), split-KV (forced and the
  * heuristic's), paged K/V (pages 16 / 64 / 256, shuffled pool), each with GQA packing (the default) and again
- * without (FAJIT_PACK_GQA=0). The kernel text must say "kv=e4m3".
+ * without (FAJIT_PACK_GQA=0); then 8 of them again on other tiles than the heuristic's (s2, s3, bc128, br128 w8,
+ * warp pairs br32 cw2), the kernel text naming the tile. The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
+ * widen with cvt.rn.f16x2.e4m3x2 (kv8.c), but under bf16 queries that do not stay in registers (d256: integer ops
+ * to bf16); the integer f16 widening under bf16 Q (kv8_f16 without cvt) runs on sm_80 .. sm_89 GPUs only.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
  *   ctest --test-dir build -L gpu -R test_gpu_fp8_decode --output-on-failure
  */
@@ -64,37 +67,82 @@ static const kv8_case k_cases[] = {
     {"long paged p64 Nq16 GPU ref", FH, 2, 16, 2, 16, 16384, 128, 1, 1, 0, 64, 2, GROW, FJ_REF_GPU},
 };
 
+/* Tiles other than the heuristic's (d128 br64 bc64 s4 w4): the one 16-bit K / V slot behind 2 or 3 e4m3 stages,
+ * warp pairs (br32 cw2), a wider block_n and 8 warps, as fagen bench --grid decode may be asked to time them. */
+typedef struct kv8_tile {
+    int case_index;
+    int block_m, block_n, stages, warps, col_warps;
+} kv8_tile;
+
+static const kv8_tile k_tiles[] = {
+    {2, 64, 64, 2, 4, 1},  {4, 64, 64, 3, 4, 1},   {3, 32, 64, 4, 4, 2},  {9, 32, 64, 4, 4, 2},
+    {13, 32, 64, 4, 4, 2}, {10, 64, 128, 3, 4, 1}, {14, 128, 64, 4, 8, 1}, {7, 32, 64, 3, 4, 2},
+};
+
+/* One case; cfg NULL (the heuristic) or its tile. 1 when it failed, 2 when CUDA failed. */
+static int run_case(const kv8_case *c, const kv8_tile *t)
+{
+    fj_check_problem p = fj_check_problem_default();
+    p.dtype = c->dtype;
+    p.batch = c->b, p.heads_q = c->hq, p.heads_kv = c->hkv, p.seqlen_q = c->nq, p.seqlen_k = c->nk;
+    p.head_dim = c->d, p.causal = c->causal, p.fill = c->fill, p.seqlens = c->seqlens;
+    p.num_splits = c->splits, p.page_size = c->page, p.kv8 = c->kv8;
+    fj_check_options opts = {0};
+    opts.reference = c->ref;
+    fj_check_result r;
+    fajit_config cfg = {0};
+    fajit_status st = FAJIT_OK;
+    if (t) {
+        fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
+        cfg.arch = FAJIT_ARCH_SM80, cfg.dtype = c->dtype, cfg.kv_dtype = FAJIT_DTYPE_E4M3, cfg.head_dim = c->d;
+        cfg.causal = c->causal, cfg.block_m = t->block_m, cfg.block_n = t->block_n, cfg.stages = t->stages;
+        cfg.warps = t->warps, cfg.col_warps = t->col_warps;
+        st = fajit_config_fill(g_ctx, &shape, &cfg);
+    }
+    if (st == FAJIT_OK) st = fj_check_run(g_ctx, t ? &cfg : NULL, &p, &opts, &r);
+    if (st != FAJIT_OK) {
+        printf("FAIL %-36s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
+        return st == FAJIT_ERR_CUDA ? 2 : 1;
+    }
+    char tile[64] = "";
+    if (t) /* the tile asked for ran */
+        snprintf(tile, sizeof tile, "br%d bc%d s%d sw128 w%d%s", t->block_m, t->block_n, t->stages, t->warps,
+                 t->col_warps == 2 ? " cw2" : "");
+    int text_ok = strstr(r.kernel, "kv=e4m3") != NULL && strstr(r.kernel, tile) != NULL;
+    printf("%s %-36s %s B%d H%d/%d N%d/%d D%d%s kv8=%d ref=%s relL2 %.2e row %.2e max %.2e lse %.2e seed %llu "
+           "[%s] %s\n",
+           r.pass && text_ok ? "PASS" : "FAIL", c->name, c->dtype == FH ? "f16 " : "bf16", c->b, c->hq, c->hkv,
+           c->nq, c->nk, c->d, c->causal ? " causal" : "", c->kv8, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
+           r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, (unsigned long long)r.seed, r.kernel,
+           text_ok ? r.why : "the kernel text lacks kv=e4m3 or the tile asked for");
+    return !(r.pass && text_ok);
+}
+
 static int run_cases(void)
 {
     int failures = 0;
     for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) {
-        const kv8_case *c = &k_cases[i];
-        fj_check_problem p = fj_check_problem_default();
-        p.dtype = c->dtype;
-        p.batch = c->b, p.heads_q = c->hq, p.heads_kv = c->hkv, p.seqlen_q = c->nq, p.seqlen_k = c->nk;
-        p.head_dim = c->d, p.causal = c->causal, p.fill = c->fill, p.seqlens = c->seqlens;
-        p.num_splits = c->splits, p.page_size = c->page, p.kv8 = c->kv8;
-        fj_check_options opts = {0};
-        opts.reference = c->ref;
-        fj_check_result r;
-        fajit_status st = fj_check_run(g_ctx, NULL, &p, &opts, &r);
-        if (st != FAJIT_OK) {
-            printf("FAIL %-36s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
-            failures++;
-            if (st == FAJIT_ERR_CUDA) break;
-            continue;
-        }
-        int text_ok = strstr(r.kernel, "kv=e4m3") != NULL;
-        printf("%s %-36s %s B%d H%d/%d N%d/%d D%d%s kv8=%d ref=%s relL2 %.2e row %.2e max %.2e lse %.2e seed %llu "
-               "[%s] %s\n",
-               r.pass && text_ok ? "PASS" : "FAIL", c->name, c->dtype == FH ? "f16 " : "bf16", c->b, c->hq, c->hkv,
-               c->nq, c->nk, c->d, c->causal ? " causal" : "", c->kv8, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
-               r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, (unsigned long long)r.seed, r.kernel,
-               text_ok ? r.why : "the kernel text lacks kv=e4m3");
-        failures += !(r.pass && text_ok);
+        int rc = run_case(&k_cases[i], NULL);
+        failures += rc != 0;
+        if (rc == 2) break;
     }
     fflush(stdout);
     return failures;
+}
+
+static void test_kv8_decode_tiles(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++) {
+        const kv8_tile *t = &k_tiles[i];
+        printf("tile br%d bc%d s%d w%d cw%d: ", t->block_m, t->block_n, t->stages, t->warps, t->col_warps);
+        int rc = run_case(&k_cases[t->case_index], t);
+        failures += rc != 0;
+        if (rc == 2) break;
+    }
+    fflush(stdout);
+    assert_int_equal(failures, 0);
 }
 
 static void test_kv8_decode(void **state)
@@ -124,6 +172,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kv8_decode),
         cmocka_unit_test(test_kv8_decode_unpacked),
+        cmocka_unit_test(test_kv8_decode_tiles),
     };
     int rc = cmocka_run_group_tests_name("gpu_fp8_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

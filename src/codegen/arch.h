@@ -19,7 +19,9 @@ enum fj_cap {
     FJ_CAP_TMA = 1u << 4,        /* cp.async.bulk.tensor + mbarrier expect_tx (sm_90+) */
     FJ_CAP_WGMMA = 1u << 5,      /* wgmma.mma_async (sm_90a only) */
     FJ_CAP_SETMAXNREG = 1u << 6, /* setmaxnreg (sm_90a, sm_100a) */
-    FJ_CAP_TCGEN05 = 1u << 7     /* tcgen05.* and tensor memory (sm_100a, sm_103a) */
+    FJ_CAP_TCGEN05 = 1u << 7,    /* tcgen05.* and tensor memory (sm_100a, sm_103a) */
+    FJ_CAP_CVT_E4M3 = 1u << 8    /* cvt.rn.f16x2.e4m3x2 at the row's PTX ISA (sm_90+; sm_89 has it from ISA 8.1 only,
+                                  * its row writes 7.8) */
 };
 
 typedef struct fj_arch_info {

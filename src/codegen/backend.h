@@ -217,6 +217,7 @@ void fj_frag_desc_m16n8(const fj_plan *p, fj_frag_desc *d);
 void fj_emit_pack_p_m16n8(fj_kctx *k);
 void fj_emit_store_o_m16n8(fj_kctx *k);
 const char *fj_dtype_ptx(const fj_plan *p); /* "bf16" / "f16" */
+const char *fj_mma_dtype_ptx(const fj_plan *p); /* the MMAs' inputs (P's pack): the dtype's, f16 with plan.kv8_f16 */
 const char *fj_out_dtype_ptx(const fj_plan *p); /* O's: the dtype's, or with e4m3 inputs cfg.out_dtype's */
 
 /* The forward skeletons: emit the whole entry body for k->p (fwd_kernel.c: all warps alike;

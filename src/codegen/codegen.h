@@ -57,7 +57,8 @@ typedef struct fj_plan {
     int row_bytes;               /* head_dim * 2 */
     int swz_mask;                /* 16-byte chunk index is XORed with (row & swz_mask): 0, 1, 3 or 7 */
     int q_off, q_bytes;
-    int k_off, v_off, kv_tile_bytes; /* stages tiles each for K and V */
+    int k_off, v_off, kv_tile_bytes; /* kv_slots tiles each for K and V */
+    int kv_slots;                    /* 16-bit K / V tiles in smem: stages; 1 with kv8 (its ring holds the stages) */
     int xchg_off, xchg_warp_bytes; /* col_warps = 2: per-warp exchange area (row stats, then P), else 0 */
     int smem_bytes;
 
@@ -110,11 +111,18 @@ typedef struct fj_plan {
     int vt_off, vt_swizzle, vt_bar, transpose_warps;
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
      * tiles are copied as e4m3 bytes into their own ring at kv8_off (stages x K and V tiles of block_n x head_dim
-     * bytes, laid out by copying thread), and each thread widens what it copied into the 16-bit K / V tiles
-     * before the tile's barrier. kv8_tpr threads copy a row in 16-element chunks, kv8_rows_per_pass rows a pass
+     * bytes, laid out by copying thread), and each thread widens what it copied into the one 16-bit K / V slot
+     * between two barriers. kv8_tpr threads copy a row in 16-element chunks, kv8_rows_per_pass rows a pass
      * (copy_chunks_per_thread_row chunks each). fp8_off: the fj_fwd_params_fp8 block (descales) in the
      * parameters, after the others (kernel_abi.h); 0 when the kernel reads no descale. */
     int kv8, kv8_off, kv8_tpr, kv8_rows_per_pass;
+    /* kv8 under bf16 queries with Q in registers: the MMAs run in f16 - Q converted once (x 2^a a warp, folded into
+     * the softmax scale; kv8.c fj_kv8_q_to_f16), K / V widened to f16 (no multiply), P packed as f16 */
+    int kv8_f16;
+    /* kv8 with f16 MMAs, compiled for a target with cvt.rn.f16x2.e4m3x2 (fj_kv8_for_target: the runtime's device,
+     * fagen cubin's --sm): K / V widen with one cvt a pair, exact (no 2^-8 unit), and arch is that target's row
+     * (its .target and PTX ISA). fagen ptx / explain, with no target, show the integer widening. */
+    int kv8_cvt;
     int fp8_off;
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
@@ -166,6 +174,9 @@ int fj_ws_page_fits(int page_size, int block_n);
 int fj_plan_format(const fj_plan *plan, char *buf, size_t size);
 /* The .entry name of the plan's kernel (FJ_FWD_KERNEL_NAME, or FJ_COMBINE_KERNEL_NAME). */
 const char *fj_plan_entry(const fj_plan *plan);
+
+/* An FP8 K/V cache plan compiled for target (a device row): the cvt widening where the target has it (kv8_cvt). */
+void fj_kv8_for_target(fj_plan *p, const fj_arch_info *target);
 
 /* Fill the smem map of p (row_bytes, q/k/v offsets, kv_tile_bytes, smem_bytes) from p->cfg, unchecked
  * (the config's arch path decides the layout; an unknown path leaves smem_bytes 0). The one place the

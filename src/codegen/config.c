@@ -165,6 +165,12 @@ static const sm80_default k_sm80_defaults[] = {
     {256, 0, 64, 64, 4, 1, 2},  {256, 1, 64, 64, 4, 1, 1},
 };
 
+/* An FP8 K/V cache's tiles (kv8.c) keep 4 stages of e4m3 bytes in flight: its ring costs half a 16-bit stage
+ * and the 16-bit tiles take one slot, so d128 br64 bc64 s4 is 112 KB, two CTAs an SM like the BF16 decode's
+ * s2 (80 KB), with 3 x 16 KB of loads in flight a CTA instead of 1 x 16 KB at s2: decode is latency-bound on
+ * the bytes in flight (H100: s2 read 1.8 TB/s of e4m3). */
+#define FJ_KV8_STAGES 4
+
 static void fill_sm80(fajit_config *c, const fajit_shape *shape)
 {
     const sm80_default *d = &k_sm80_defaults[4];
@@ -187,7 +193,7 @@ static void fill_sm80(fajit_config *c, const fajit_shape *shape)
         if (c->block_m % rows16 != 0 || c->block_m / rows16 > 2) c->block_m = rows16;
     }
     if (!c->block_n) c->block_n = d->block_n;
-    if (!c->stages) c->stages = d->stages;
+    if (!c->stages) c->stages = fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3 ? FJ_KV8_STAGES : d->stages;
     if (!c->swizzle) {
         /* the largest span whose chunk group divides the part of a row one warp reads (half with pairs) */
         int chunks = c->head_dim / 8 / cw;

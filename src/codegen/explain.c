@@ -37,10 +37,10 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
         fj_buf_printf(out, "%s  [%6d, %6d)  Q%s  %d rows x %d B%s\n", pf, p->q_off + b * p->q_bytes,
                       p->q_off + (b + 1) * p->q_bytes, p->ws ? (b ? "[1]" : "[0]") : "   ", c->block_m, p->row_bytes,
                       p->ws && p->q_bufs == 2 ? (b ? " (work tiles 1, 3, ...)" : " (work tiles 0, 2, ...)") : "");
-    for (int s = 0; s < c->stages; s++)
+    for (int s = 0; s < (p->ws ? c->stages : p->kv_slots); s++)
         fj_buf_printf(out, "%s  [%6d, %6d)  K[%d]  %d rows x %d B\n", pf, p->k_off + s * p->kv_tile_bytes,
                       p->k_off + (s + 1) * p->kv_tile_bytes, s, c->block_n, p->row_bytes);
-    for (int s = 0; s < c->stages; s++)
+    for (int s = 0; s < (p->ws ? c->stages : p->kv_slots); s++)
         fj_buf_printf(out, "%s  [%6d, %6d)  V[%d]  %d rows x %d B\n", pf, p->v_off + s * p->kv_tile_bytes,
                       p->v_off + (s + 1) * p->kv_tile_bytes, s, c->block_n, p->row_bytes);
     for (int s = 0; p->fp8 && s < c->stages; s++)
@@ -50,6 +50,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     if (p->xchg_warp_bytes)
         fj_buf_printf(out, "%s  [%6d, %6d)  warp-pair exchange, %d B per warp\n", pf, p->xchg_off,
                       p->xchg_off + c->warps * p->xchg_warp_bytes, p->xchg_warp_bytes);
+    if (p->kv8)
+        fj_buf_printf(out, "%s  [%6d, %6d)  e4m3 K, V ring: %d stages x 2 x %d rows x %d B, widened into K[0], V[0]\n", pf,
+                      p->kv8_off, p->smem_bytes, c->stages, c->block_n, c->head_dim);
     if (p->ws && p->o_stage)
         fj_buf_printf(out, "%s  [%6d, %6d)  O     %d rows x %d B: the TMA-store epilogue's staging, 64 rows per consumer "
                            "warpgroup%s\n",

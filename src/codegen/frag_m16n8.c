@@ -36,6 +36,7 @@ void fj_frag_desc_m16n8(const fj_plan *p, fj_frag_desc *d)
 }
 
 const char *fj_dtype_ptx(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16"; }
+const char *fj_mma_dtype_ptx(const fj_plan *p) { return p->kv8_f16 ? "f16" : fj_dtype_ptx(p); }
 
 const char *fj_out_dtype_ptx(const fj_plan *p)
 {
@@ -45,7 +46,7 @@ const char *fj_out_dtype_ptx(const fj_plan *p)
 void fj_emit_pack_p_m16n8(fj_kctx *k)
 {
     const fj_plan *p = k->p;
-    const char *dt = fj_dtype_ptx(p);
+    const char *dt = fj_mma_dtype_ptx(p);
     fj_comment(k->e, 2, "P (f32 in the S accumulators) -> %s pairs: the m16n8 C layout of two adjacent n8 tiles is "
                         "the m16k16 A layout",
                dt);

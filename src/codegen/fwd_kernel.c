@@ -550,6 +550,7 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     if (p->q_in_regs) {
         fj_comment(e, 1, "Q -> registers, kept for the whole loop");
         p->backend->q_to_regs(k);
+        if (p->kv8_f16) fj_kv8_q_to_f16(k);
     }
     if (p->pipeline_qk) {
         fj_comment(e, 1, "software pipeline: tile 0 has landed when at most %d newer groups are pending; S(0) = Q K(0)^T",

@@ -8,16 +8,26 @@
  * without a barrier. Each thread then widens them into the two 16-byte chunks of the 16-bit tile (the
  * swizzled [rows][head_dim] layout of sm80.c) those 16 elements cover, before the tile's barrier
  * (wait_sm80): the ldmatrix / mma.sync path after it is the 16-bit kernel's, unchanged.
+ * The stages live in the e4m3 ring only: the 16-bit K / V tiles are one slot (plan.kv_slots), widened into after
+ * a first barrier (every warp done with the previous tile's MMAs), so 4 stages of d128 bc64 fit 112 KB, two CTAs
+ * an SM, with three tiles' loads in flight a CTA (decode is bound by the bytes in flight).
+ * Under bf16 queries (plan.kv8_f16, Q in registers) the MMAs run in f16: Q is converted once (fj_kv8_q_to_f16),
+ * K / V widen as for f16 queries (3 instructions per 2 elements instead of 4) and P is packed as f16.
  *
- * Widening without a conversion instruction (PTX ISA 7.0 integer ops; cvt.f16x2.e4m3x2 would need .target
- * sm_89): e4m3 is s.eeee.mmm with bias 7. prmt with the sign-replicating selector nibble puts each byte b
+ * Widening without a conversion instruction (PTX ISA 7.0 integer ops; cvt.rn.f16x2.e4m3x2 needs .target
+ * sm_89 and PTX 8.1): e4m3 is s.eeee.mmm with bias 7. prmt with the sign-replicating selector nibble puts each byte b
  * in the low byte of a 16-bit lane and its sign in all 8 bits of the high byte; then
  *   f16:   (lane << 7) & 0xBF80  = s.0eeee.mmm0000000      = value x 2^-8  (subnormals too: 2^-14 x 0.mmm)
  *   bf16:  (lane << 4) & 0x87F0  = s.0000eeee.mmm0000      = value x 2^-120, then fma.rn.bf16x2 x 2^120
  * (the 32-bit shift moves one lane's sign byte into the other's masked-off bits). The f16 factor 2^-8 is
  * folded into the softmax scale (K) and O's final factor (V); bf16's 2^-120 is undone at once (fma.rn.bf16x2
- * keeps subnormals), as a product that small would underflow in the MMAs. Per 16 bytes: ld.shared.v4,
- * 8 x (prmt, shl, and [, fma]), 2 st.shared.v4. e4m3's NaN bytes (0x7F, 0xFF) read as +-480.
+ * keeps subnormals), as a product that small would underflow in the MMAs (bf16 widening: only bf16 queries
+ * whose Q does not stay in registers). Per 16 bytes: ld.shared.v4, 8 x (prmt, shl, and [, fma]), 2
+ * st.shared.v4 (SASS sm_90a: LDS, 8 PRMT, 8 IMAD.SHL, 8 LOP3 [, 8 HMUL2], 2 STS). e4m3's NaN bytes (0x7F,
+ * 0xFF) read as +-480 here.
+ * Compiled for a target with cvt.rn.f16x2.e4m3x2 (.target sm_90+; sm_89 would need PTX 8.1), the f16 widening is
+ * that cvt instead (plan.kv8_cvt, fj_kv8_for_target): exact values (no 2^-8 unit), NaN bytes NaN, per 16 bytes
+ * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS.
  */
 #include "kv8.h"
 
@@ -40,7 +50,18 @@ enum {
 #define KV8_SEL_LO 0x9180 /* lanes {b0, sign(b0)}, {b1, sign(b1)} */
 #define KV8_SEL_HI 0xB3A2 /* lanes {b2, sign(b2)}, {b3, sign(b3)} */
 
-int fj_kv8_unit_log2(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_F16 ? -8 : 0; }
+int fj_kv8_unit_log2(const fj_plan *p)
+{
+    return (p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16) && !p->kv8_cvt ? -8 : 0;
+}
+
+void fj_kv8_for_target(fj_plan *p, const fj_arch_info *target)
+{
+    if (!p->kv8 || p->ws || !target || !(target->caps & FJ_CAP_CVT_E4M3)) return;
+    if (p->cfg.dtype != FAJIT_DTYPE_F16 && !p->kv8_f16) return; /* the bf16 widening has no cvt */
+    p->kv8_cvt = 1;
+    p->arch = target;
+}
 
 void fj_kv8_plan_copy(fj_plan *p)
 {
@@ -125,10 +146,13 @@ void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t r
     }
 }
 
+/* 1 when K / V widen to bf16 (bf16 queries whose Q does not stay in registers), else to f16. */
+static int widen_bf16(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_BF16 && !p->kv8_f16; }
+
 /* Two e4m3 bytes of w (sel: which two) -> one f16x2 / bf16x2 register d (see the top of the file). */
 static void widen_pair(fj_kctx *k, fj_reg_t d, fj_reg_t w, int sel, fj_reg_t unit, fj_reg_t negz)
 {
-    int f16 = k->p->cfg.dtype == FAJIT_DTYPE_F16;
+    int f16 = !widen_bf16(k->p);
     fj_ins(k->e, "prmt.b32 %s, %s, 0, 0x%04X", R(d), R(w), sel);
     fj_ins(k->e, "shl.b32 %s, %s, %d", R(d), R(d), f16 ? 7 : 4);
     fj_ins(k->e, "and.b32 %s, %s, %s", R(d), R(d), f16 ? "0xBF80BF80" : "0x87F087F0");
@@ -142,17 +166,26 @@ void fj_kv8_widen(fj_kctx *k, int slot)
     fj_reg_t w = fj_alloc(k->e, k->b_r, 4), h = fj_alloc(k->e, k->b_r, 8), unit = fj_alloc(k->e, k->b_r, 2);
     fj_reg_t negz = fj_at(unit, 1);
     fj_comment(k->e, 1, "FP8 K/V: widen this thread's e4m3 bytes of stage %d into the 16-bit K and V tiles", slot);
-    if (p->cfg.dtype != FAJIT_DTYPE_F16) {
+    if (widen_bf16(p)) {
         fj_ins(k->e, "mov.b32 %s, 0x7B807B80", R(unit)); /* bf16x2 2^120 */
         fj_ins(k->e, "mov.b32 %s, 0x80008000", R(negz)); /* -0 + x keeps x's sign for x = +-0 */
     }
     for (int which = 1; which <= 2; which++) {
-        int tile = (which == 1 ? p->k_off : p->v_off) + slot * p->kv_tile_bytes;
+        int tile = which == 1 ? p->k_off : p->v_off; /* the one 16-bit slot (plan.kv_slots) */
         for (int i = 0; i < p->cfg.block_n / rpp; i++)
             for (int j = 0; j < kc; j++) {
                 fj_ins(k->e, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s+%d]", R(w), R(fj_at(w, 1)), R(fj_at(w, 2)),
                        R(fj_at(w, 3)), R(k->bk[BK8_STG]), ring_off(p, slot, which, i, j));
                 for (int q = 0; q < 4; q++) {
+                    if (p->kv8_cvt) { /* bytes 0, 1 -> h[2q] (byte 0 in the low half), bytes 2, 3 -> h[2q + 1] */
+                        fj_line(k->e, "{");
+                        fj_line(k->e, ".reg .b16 %%kv8_h<2>;");
+                        fj_ins(k->e, "mov.b32 {%%kv8_h0, %%kv8_h1}, %s", R(fj_at(w, q)));
+                        fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h0", R(fj_at(h, 2 * q)));
+                        fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h1", R(fj_at(h, 2 * q + 1)));
+                        fj_line(k->e, "}");
+                        continue;
+                    }
                     widen_pair(k, fj_at(h, 2 * q), fj_at(w, q), KV8_SEL_LO, unit, negz);
                     widen_pair(k, fj_at(h, 2 * q + 1), fj_at(w, q), KV8_SEL_HI, unit, negz);
                 }
@@ -196,4 +229,54 @@ void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv)
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(k->score_scale), R(sc));
     }
     load_descale(k, (int)offsetof(fj_fwd_params_fp8, v_descale), idx, u, k->o_scale);
+}
+
+/* plan.kv8_f16 (bf16 queries): the MMAs run in f16, so K / V widen without the bf16 multiply. Q's bf16 values
+ * become f16 x 2^a, a = 141 - (biased exponent of the warp's largest |q|) clamped to -126..126, so that value
+ * lands in [2^14, 2^15); k->score_scale takes 2^-a. Exact for every |q| x 2^a >= 2^-17 (8 significant bits fit
+ * f16's 11 from there down, subnormals included); smaller ones round to a multiple of 2^-24, an error of at most
+ * 2^-25 / 2^14 = 2^-39 of the warp's largest |q| (bf16 itself rounds each q to 2^-9 of its own size). Every lane
+ * of the warp takes the same a (a butterfly max), so the rows' softmax is on one scale; warp pairs hold the same
+ * Q rows, so both warps of a pair take the same a. Once per CTA: ~8 instructions per Q register. */
+void fj_kv8_q_to_f16(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    int n = p->m_frags * p->k_steps_qk * 4;
+    fj_reg_t mx = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_r, 2), a = fj_alloc(k->e, k->b_r, 1);
+    fj_reg_t f = fj_alloc(k->e, k->b_f, 3);
+    fj_comment(k->e, 1, "FP8 K/V under bf16 Q: Q -> f16 x 2^a (a from the warp's largest |q|), the softmax scale x 2^-a");
+    fj_ins(k->e, "mov.b32 %s, 0", R(mx));
+    for (int i = 0; i < n; i++) {
+        fj_ins(k->e, "and.b32 %s, %s, 0x7FFF7FFF", R(t), R(fj_at(k->frag_q, i)));
+        fj_ins(k->e, "max.bf16x2 %s, %s, %s", R(mx), R(mx), R(t));
+    }
+    fj_ins(k->e, "shr.u32 %s, %s, 16", R(t), R(mx)); /* |q| patterns order as unsigned integers */
+    fj_ins(k->e, "and.b32 %s, %s, 0xFFFF", R(mx), R(mx));
+    fj_ins(k->e, "max.u32 %s, %s, %s", R(mx), R(mx), R(t));
+    for (int lane = 16; lane >= 1; lane /= 2) {
+        fj_ins(k->e, "shfl.sync.bfly.b32 %s, %s, %d, 31, 0xFFFFFFFF", R(t), R(mx), lane);
+        fj_ins(k->e, "max.u32 %s, %s, %s", R(mx), R(mx), R(t));
+    }
+    fj_ins(k->e, "shr.u32 %s, %s, 7", R(a), R(mx));
+    fj_ins(k->e, "sub.s32 %s, 141, %s", R(a), R(a));
+    fj_ins(k->e, "min.s32 %s, %s, 126", R(a), R(a));
+    fj_ins(k->e, "max.s32 %s, %s, -126", R(a), R(a));
+    fj_ins(k->e, "add.s32 %s, %s, 127", R(t), R(a)); /* 2^a */
+    fj_ins(k->e, "shl.b32 %s, %s, 23", R(t), R(t));
+    fj_ins(k->e, "mov.b32 %s, %s", R(f), R(t));
+    fj_ins(k->e, "sub.s32 %s, 127, %s", R(t), R(a)); /* 2^-a */
+    fj_ins(k->e, "shl.b32 %s, %s, 23", R(t), R(t));
+    fj_ins(k->e, "mov.b32 %s, %s", R(fj_at(f, 1)), R(t));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(k->score_scale), R(fj_at(f, 1)));
+    fj_reg_t lo = fj_at(f, 1), hi = fj_at(f, 2);
+    for (int i = 0; i < n; i++) {
+        fj_reg_t q = fj_at(k->frag_q, i);
+        fj_ins(k->e, "shl.b32 %s, %s, 16", R(t), R(q));
+        fj_ins(k->e, "and.b32 %s, %s, 0xFFFF0000", R(fj_at(t, 1)), R(q));
+        fj_ins(k->e, "mov.b32 %s, %s", R(lo), R(t));
+        fj_ins(k->e, "mov.b32 %s, %s", R(hi), R(fj_at(t, 1)));
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(lo), R(lo), R(f));
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(hi), R(hi), R(f));
+        fj_ins(k->e, "cvt.rn.f16x2.f32 %s, %s, %s", R(q), R(hi), R(lo));
+    }
 }

@@ -24,5 +24,8 @@ void fj_kv8_setup_copy(fj_kctx *k);
 void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t rows_valid);
 void fj_kv8_widen(fj_kctx *k, int slot);
 void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv);
+/* plan.kv8_f16: the bf16 Q fragments in registers -> f16 x 2^a (a from the warp's largest |q|), k->score_scale x 2^-a;
+ * after fj_kv8_descales and the Q fragments' loads. */
+void fj_kv8_q_to_f16(fj_kctx *k);
 
 #endif

@@ -157,9 +157,10 @@ static void smem_map_sm80(fj_plan *p)
     p->q_off = 0;
     p->q_bytes = c->block_m * p->row_bytes;
     p->kv_tile_bytes = c->block_n * p->row_bytes;
+    p->kv_slots = p->kv8 ? 1 : c->stages; /* kv8: the e4m3 ring holds the stages, one 16-bit tile is widened into */
     p->k_off = p->q_off + p->q_bytes;
-    p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
-    p->smem_bytes = p->v_off + c->stages * p->kv_tile_bytes;
+    p->v_off = p->k_off + p->kv_slots * p->kv_tile_bytes;
+    p->smem_bytes = p->v_off + p->kv_slots * p->kv_tile_bytes;
     p->xchg_off = p->xchg_warp_bytes = 0;
     int row_warps = c->col_warps == 2 ? c->warps / 2 : 0;
     if (row_warps > 0) {
@@ -240,6 +241,7 @@ static fajit_status plan_sm80(fj_plan *p)
     int q_regs = p->m_frags * c->head_dim / 4;
     p->q_in_regs = p->reg_acc_o + p->reg_acc_s + q_regs <= FJ_SM80_Q_IN_REGS_MAX;
     p->reg_q = p->q_in_regs ? q_regs : 0;
+    p->kv8_f16 = p->kv8 && c->dtype == FAJIT_DTYPE_BF16 && p->q_in_regs;
     /* Lazy rescale (softmax.c): the reference max moves only when a row's max passes it by more than
      * 2^8, so after the first tiles the warp vote skips the O multiplies almost always. */
     p->rescale_slack = FJ_SM80_RESCALE_SLACK;
@@ -632,7 +634,9 @@ static void commit_sm80(fj_kctx *k) { fj_ins(k->e, PTX_CP_ASYNC_COMMIT); }
 static void wait_sm80(fj_kctx *k, int pending)
 {
     fj_ins(k->e, PTX_CP_ASYNC_WAIT, pending);
-    if (k->kv8_slot) { /* FP8 K/V: the thread's own e4m3 bytes have landed; widened before the barrier */
+    if (k->kv8_slot) { /* FP8 K/V: the thread's own e4m3 bytes have landed; widened before the barrier, into the
+                        * one 16-bit slot once every warp is done with the previous tile's MMAs (first barrier) */
+        fj_ins(k->e, "bar.sync 0");
         fj_kv8_widen(k, k->kv8_slot - 1);
         k->kv8_slot = 0;
     }
@@ -640,7 +644,7 @@ static void wait_sm80(fj_kctx *k, int pending)
 }
 
 /* ---- MMA ------------------------------------------------------------------------------------- */
-static const char *dt(const fj_kctx *k) { return fj_dtype_ptx(k->p); }
+static const char *dt(const fj_kctx *k) { return fj_mma_dtype_ptx(k->p); }
 
 /* A fragment (4 regs) of Q for fragment mf, k-step ks into dst. */
 static void ldmatrix_q(fj_kctx *k, fj_reg_t dst, int mf, int ks)
@@ -668,7 +672,7 @@ static void mma(fj_kctx *k, fj_reg_t d, fj_reg_t a, fj_reg_t b, int c_zero)
 static void mma_qk_sm80(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
-    int tile = p->k_off + slot * p->kv_tile_bytes;
+    int tile = p->k_off + slot % p->kv_slots * p->kv_tile_bytes;
     fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
     fj_reg_t qf = p->q_in_regs ? k->frag_q : fj_alloc(k->e, k->b_frag_q, 4 * p->m_frags);
     for (int ks = 0; ks < p->k_steps_qk; ks++) {
@@ -708,7 +712,7 @@ static void mma_pv_sm80(fj_kctx *k, int slot, int keys)
     const fj_plan *p = k->p;
     int own = p->k_steps_pv / p->col_warps;
     int ks0 = keys == FJ_KEYS_PEER ? own : 0, ks1 = keys == FJ_KEYS_OWN ? own : p->k_steps_pv;
-    int tile = p->v_off + slot * p->kv_tile_bytes;
+    int tile = p->v_off + slot % p->kv_slots * p->kv_tile_bytes;
     fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
     for (int ks = ks0; ks < ks1; ks++)
         for (int np = 0; np < p->n_frags_o / 2; np++) {

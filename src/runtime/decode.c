@@ -235,8 +235,12 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
     long long max_s = tiles / 2, rows = (long long)a->batch * a->heads_q * a->seqlen_q;
     if (max_s > FJ_SPLIT_AUTO_MAX_SPLITS) max_s = FJ_SPLIT_AUTO_MAX_SPLITS;
     /* at most one split per SM for a row block: on the H200, B1 Hq8 Hkv1 Nk512k ran 4.5% slower at 264 splits
-     * (two CTAs per SM) than at 128 and 3.7-4.6% slower than at 132 (fagen tune --grid decode) */
-    if (max_s > sm_count) max_s = sm_count;
+     * (two CTAs per SM) than at 128 and 3.7-4.6% slower than at 132 (fagen tune --grid decode). An FP8 K/V
+     * cache's CTA (kv8.c: 3 x 16 KB of e4m3 loads in flight) takes two an SM: it needs the second one's loads */
+    fj_fp8_args f8;
+    fj_fp8_read(a, &f8);
+    long long per_sm = f8.kv_dtype_given == FAJIT_DTYPE_E4M3 ? 2 : 1;
+    if (max_s > per_sm * sm_count) max_s = per_sm * sm_count;
     if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
     if (max_s > INT32_MAX / rows) max_s = INT32_MAX / rows;
     long long s0 = (2LL * sm_count + ctas - 1) / ctas;
