@@ -13,7 +13,7 @@
 #include "codegen/codegen.h"
 #include "codegen/kernel_abi.h"
 #include "fajit.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/forward.h"
 #include "runtime/variants.h"
 

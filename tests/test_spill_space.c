@@ -55,7 +55,7 @@
 #include "fajit.h"
 #include "runtime/compile.h"
 #include "runtime/cuda_api.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/tune_file.h"
 #include "test_support.h"
 

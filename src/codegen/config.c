@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "codegen.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 fajit_status fajit_config_check(const fajit_config *cfg)
 {

@@ -19,7 +19,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#include "../runtime/error.h"
+#include "../base/error.h"
 
 /* Smallest s with (1 << s) >= n, for n >= 1: the shift that divides by n when n is a power of two. */
 static inline int fj_log2_ceil(int n)

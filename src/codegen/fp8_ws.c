@@ -25,7 +25,7 @@
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)

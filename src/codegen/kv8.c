@@ -34,7 +34,7 @@
 #include <stddef.h>
 
 #include "ptx_templates/common.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))

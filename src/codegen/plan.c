@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
 

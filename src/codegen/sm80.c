@@ -23,7 +23,7 @@
 #include "backend.h"
 #include "kv8.h"
 #include "ptx_templates/sm80.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 #define R(reg) fj_r(k->e, reg)
 

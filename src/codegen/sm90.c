@@ -28,7 +28,7 @@
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "fp8_ws.h"
 #include "seqlen.h"
 

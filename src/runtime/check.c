@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 #include "half.h"
 #include "reference.h"
 

@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 #include "half.h"
 #include "reference.h"
 

@@ -24,7 +24,7 @@
 #include "codegen/emit.h"
 #include "codegen/kernel_abi.h"
 #include "cuda_api.h"
-#include "error.h"
+#include "base/error.h"
 
 /* Log bytes quoted in an error message (the message itself holds 2 KiB). */
 #define LOG_QUOTE_MAX 1200

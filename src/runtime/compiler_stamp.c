@@ -29,7 +29,7 @@
 #include "codegen/codegen.h"
 #include "compile.h"
 #include "cuda_api.h"
-#include "error.h"
+#include "base/error.h"
 
 #define STAMP_KIND "stamp"
 #define STAMP_MAX 2048

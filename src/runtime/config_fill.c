@@ -19,7 +19,7 @@
 #include "compile.h"
 #include "config_fill.h"
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 #include "tune.h"
 
 fajit_arch fj_best_path(const fajit_context *ctx)

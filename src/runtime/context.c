@@ -14,7 +14,7 @@
 #include <stdarg.h>
 
 #include "compile.h"
-#include "error.h"
+#include "base/error.h"
 #include "kernel_store.h"
 
 /* ---------------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@
 #include "codegen/codegen.h"
 #include "cuda_api.h"
 #include "disk_cache.h"
-#include "error.h"
+#include "base/error.h"
 #include "fajit.h"
 #include "tensor_map.h"
 #include "tune_file.h"

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "base/error.h"
 
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)), "dlsym results are stored as function pointers");
 

@@ -14,7 +14,7 @@
 #include "codegen/kernel_abi.h"
 #include "context.h"
 #include "tensor_map.h"
-#include "error.h"
+#include "base/error.h"
 #include "policy.h"
 #include "forward.h"
 #include "fp8_args.h"

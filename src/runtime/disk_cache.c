@@ -21,7 +21,7 @@
 
 #include "codegen/codegen.h"
 #include "fj_source_digest.h"
-#include "error.h"
+#include "base/error.h"
 #include "hash.h"
 
 #define HEADER_BYTES 40

@@ -16,7 +16,7 @@
 #include "checked.h"
 #include "context.h"
 #include "decode.h"
-#include "error.h"
+#include "base/error.h"
 #include "fp8_args.h"
 #include "policy.h"
 #include "tensor_map.h"

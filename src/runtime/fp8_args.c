@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "decode.h"
-#include "error.h"
+#include "base/error.h"
 #include "variants.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 #include "kernel_store.h"
 
 static fajit_status jit_compile_default(fajit_context *ctx, const fajit_config *cfg, fajit_kernel **kernel_out)

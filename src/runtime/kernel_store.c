@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 
 #define SMEM_DEFAULT_LIMIT (48 * 1024) /* above this a kernel must opt in to dynamic shared memory */
 

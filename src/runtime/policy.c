@@ -26,7 +26,7 @@
 #include "config_fill.h"
 #include "context.h"
 #include "decode.h"
-#include "error.h"
+#include "base/error.h"
 #include "forward.h"
 #include "fp8_args.h"
 #include "kernel_store.h"

@@ -18,7 +18,7 @@
 #include "context.h"
 #include "compile.h"
 #include "cuda_api.h"
-#include "error.h"
+#include "base/error.h"
 #include "reference.h"
 
 /* ---------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 
 #include "compiler_stamp.h"
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 #include "hash.h"
 #include "kernel_store.h"
 

@@ -26,7 +26,7 @@
 
 #include "codegen/kernel_abi.h"
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 
 static const char *const k_names[4] = {"q", "k", "v", "o"};
 /* The extent of a paged pool's page dimension, which the arguments do not give: every page coordinate a kernel

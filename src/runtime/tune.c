@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
-#include "error.h"
+#include "base/error.h"
 #include "forward.h"
 #include "warm.h"
 

@@ -20,7 +20,7 @@
 
 #include "context.h"
 #include "cuda_api.h"
-#include "error.h"
+#include "base/error.h"
 #include "fajit.h"
 #include "tune_file.h"
 

@@ -23,7 +23,7 @@
 
 #include "codegen/codegen.h"
 #include "decode.h"
-#include "error.h"
+#include "base/error.h"
 #include "tune.h"
 
 #define FJ_TUNE_DECODE_ROUNDS 3

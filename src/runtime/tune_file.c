@@ -17,7 +17,7 @@
 
 #include "codegen/codegen.h"
 #include "disk_cache.h"
-#include "error.h"
+#include "base/error.h"
 
 /* every path made from a context's tune path fits in the buffers below (FJ_DISK_CACHE_DIR_MAX) */
 _Static_assert(FJ_DISK_CACHE_DIR_MAX + sizeof("/" FJ_TUNE_FILE_NAME ".tmp-XXXXXX") <= FJ_DISK_CACHE_PATH_MAX,

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "checked.h"
-#include "error.h"
+#include "base/error.h"
 #include "half.h"
 #include "tune.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "decode.h"
-#include "error.h"
+#include "base/error.h"
 #include "fp8_args.h"
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)

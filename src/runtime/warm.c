@@ -28,7 +28,7 @@
 #include "compiler_stamp.h"
 #include "config_fill.h"
 #include "context.h"
-#include "error.h"
+#include "base/error.h"
 #include "hash.h"
 
 #define NOTE_MAX 2048

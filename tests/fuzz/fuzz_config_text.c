@@ -9,7 +9,7 @@
 
 #include "codegen/codegen.h"
 #include "fuzz.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/tune_file.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

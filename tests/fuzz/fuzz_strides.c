@@ -16,7 +16,7 @@
 
 #include "fajit.h"
 #include "fuzz.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/forward.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)

@@ -16,7 +16,7 @@
 
 #include "codegen/codegen.h"
 #include "runtime/config_fill.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 /* ---- value rules ------------------------------------------------------------------------------ */
 

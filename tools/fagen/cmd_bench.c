@@ -39,7 +39,7 @@
 #include "codegen/codegen.h"
 #include "runtime/context.h"
 #include "runtime/cuda_api.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/half.h"
 #include "runtime/tune.h"
 

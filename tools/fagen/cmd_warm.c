@@ -18,7 +18,7 @@
 
 #include "args.h"
 #include "runtime/compile.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include "runtime/tune_file.h"
 #include "runtime/warm.h"
 
