@@ -151,6 +151,51 @@ enum { FJ_XCHG_SLOT_ROWS = 0, FJ_XCHG_SLOT_P = 2 };
 /* Which tiles a load_kv call copies. */
 enum { FJ_KV_K = 1, FJ_KV_V = 2, FJ_KV_BOTH = 3 };
 
+/* The sm_80 protocol (fwd_kernel.c: every warp loads and computes): asynchronous copies in groups, waited for by
+ * count, with CTA barriers between the stages. */
+typedef struct fj_sync_proto {
+    /* Start the async copy of the Q tile (rows >= seqlen_q zero-filled). */
+    void (*load_q)(fj_kctx *k);
+    /* Start the async copy of the K tile at k_ptr and/or the V tile at v_ptr (parts: FJ_KV_*) into
+     * stage `slot`; rows >= rows_valid are zero-filled. The KV loop is unrolled by the number of
+     * stages, so a stage is a constant. */
+    void (*load_kv)(fj_kctx *k, int slot, int parts, fj_reg_t rows_valid);
+    /* Close the current group of async copies. */
+    void (*commit)(fj_kctx *k);
+    /* Wait until at most `pending` groups are in flight, then a CTA barrier. */
+    void (*wait)(fj_kctx *k, int pending);
+    /* Move Q from smem to registers (only when plan.q_in_regs). */
+    void (*q_to_regs)(fj_kctx *k);
+    /* Warp pairs: this warp's packed P to its exchange area (get = 0), or the partner's from its area
+     * into frag_p (get = 1; after a pair barrier that follows the partner's put). */
+    void (*xchg_p)(fj_kctx *k, int get);
+} fj_sync_proto;
+
+struct fj_ws_loop;
+struct fj_role;
+
+/* The warp-specialized protocol (ws_frame.c: a frame, the plan's role table, the arch's role bodies): roles
+ * linked by mbarrier rings, the MMAs asynchronous, their completion an event (roles.h: FJ_MMA_EVENT_*). */
+typedef struct fj_async_proto {
+    /* Fill plan.roles (roles.h) from the plan's fields; fj_plan_build and fj_plan_build_variant call it last. */
+    void (*roles)(fj_plan *p);
+    /* Emit the body of role `r` (the frame has dispatched the role's warps to it and set their registers). */
+    void (*role_body)(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);
+    /* FJ_MMA_EVENT_GROUP (sm_90a): mma_qk / mma_pv issue asynchronously and close one group each; this waits
+     * until at most `pending` groups of this warpgroup are in flight (their results readable). */
+    void (*mma_wait)(fj_kctx *k, int pending);
+    /* FJ_MMA_EVENT_MBARRIER (sm_100a, not yet): make the barrier at shared address base + off track the MMAs
+     * issued so far (tcgen05.commit); the consumer of that ring waits on it as on any full barrier. NULL for
+     * FJ_MMA_EVENT_GROUP. */
+    void (*mma_commit)(fj_kctx *k, fj_reg_t base, int off);
+    /* At the start of each work tile: per-tile operand state (k->q_buf is set). */
+    void (*tile_start)(fj_kctx *k);
+    /* Before a consumer warpgroup leaves: wait for what it left in flight (its asynchronous O stores). */
+    void (*finish)(fj_kctx *k);
+} fj_async_proto;
+
+/* An arch path: its plan rules, fragment layout and MMAs, and exactly one protocol - sync (the sm_80
+ * skeleton, fwd_kernel.c) or async (the warp-specialized frame, ws_frame.c) - the other NULL. */
 typedef struct fj_backend {
     const char *name;
     unsigned required_caps;
@@ -169,39 +214,18 @@ typedef struct fj_backend {
     /* Recompute row_base and col_base_s/o from %tid (setup does it first; the mask and the epilogue redo
      * it so that neither register stays live across the KV loop). */
     void (*geometry)(fj_kctx *k);
-    /* Start the async copy of the Q tile (rows >= seqlen_q zero-filled). */
-    void (*load_q)(fj_kctx *k);
-    /* Start the async copy of the K tile at k_ptr and/or the V tile at v_ptr (parts: FJ_KV_*) into
-     * stage `slot`; rows >= rows_valid are zero-filled. The KV loop is unrolled by the number of
-     * stages, so a stage is a constant. */
-    void (*load_kv)(fj_kctx *k, int slot, int parts, fj_reg_t rows_valid);
-    /* Close the current group of async copies. */
-    void (*commit)(fj_kctx *k);
-    /* Wait until at most `pending` groups are in flight, then a CTA barrier. */
-    void (*wait)(fj_kctx *k, int pending);
-    /* Move Q from smem to registers (only when plan.q_in_regs). */
-    void (*q_to_regs)(fj_kctx *k);
     /* S = Q K^T for the K tile in `slot`. */
     void (*mma_qk)(fj_kctx *k, int slot);
     /* P (the exponentiated S, f32 in acc_s) -> the MMA's A operand registers (frag_p); with warp pairs
      * the P of this warp's keys. */
     void (*pack_p)(fj_kctx *k);
-    /* Warp pairs: this warp's packed P to its exchange area (get = 0), or the partner's from its area
-     * into frag_p (get = 1; after a pair barrier that follows the partner's put). */
-    void (*xchg_p)(fj_kctx *k, int get);
     /* O += P V for the V tile in `slot` over the keys FJ_KEYS_* (all, or with warp pairs this warp's or
      * the partner's half of the tile). */
     void (*mma_pv)(fj_kctx *k, int slot, int keys);
     /* Store the normalized O accumulators (rows >= seqlen_q skipped). */
     void (*store_o)(fj_kctx *k);
-    /* Warp-specialized paths: mma_qk / mma_pv issue asynchronously and close one group each; this waits
-     * until at most `pending` groups of this warpgroup are in flight (their results readable). */
-    void (*mma_wait)(fj_kctx *k, int pending);
-    /* Warp-specialized paths, at the start of each work tile: per-tile operand state (k->q_buf is set). */
-    void (*tile_start)(fj_kctx *k);
-    /* Warp-specialized paths, before a consumer warpgroup leaves: wait for what it left in flight (its
-     * asynchronous O stores). */
-    void (*finish)(fj_kctx *k);
+    const fj_sync_proto *sync;   /* the sm_80 protocol, or NULL */
+    const fj_async_proto *async; /* the warp-specialized protocol, or NULL */
 } fj_backend;
 
 extern const fj_backend fj_backend_sm80;

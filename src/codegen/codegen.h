@@ -13,6 +13,7 @@
 
 #include "arch.h"
 #include "fajit.h"
+#include "roles.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
 #define FJ_CODEGEN_VERSION "fajit-codegen-13"
@@ -129,6 +130,10 @@ typedef struct fj_plan {
     int vtail_bar;               /* sm_90a SEQLENS / PAGED variants: offset of the V-tail mbarrier (the producer's
                                     own, after the others: a sequence's last, partial V tile lands there and is
                                     zero-filled past the length before V full), else 0 */
+    /* warp-specialized paths: the roles (warps, register budgets) and the mbarrier rings between them, which the
+     * frame (ws_frame.c) emits the setup, the dispatch and the register split from (roles.h; filled last, by the
+     * backend's async->roles). Zero on the sm_80 path. */
+    fj_role_table roles;
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */

@@ -465,7 +465,7 @@ static void paged_copy(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t 
     }
     k->kv_tile = tile;
     if (!gather && !k->page_ready) paged_tile_ptrs(k, tile);
-    k->p->backend->load_kv(k, slot, parts, valid);
+    k->p->backend->sync->load_kv(k, slot, parts, valid);
     if (ahead && !gather) {
         fj_comment(k->e, 1, "paged K/V: the next tile's page, read now for its copy");
         fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(next), R(next), k->p->cfg.block_n);
@@ -503,10 +503,10 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
     if (k->p->variant & FJ_VARIANT_PAGED) { /* the tile's page (gathered: each segment's); no running pointers */
         paged_copy(k, slot, parts, tile, valid, n_end);
         fj_label(k->e, skip);
-        k->p->backend->commit(k);
+        k->p->backend->sync->commit(k);
         return;
     }
-    k->p->backend->load_kv(k, slot, parts, valid);
+    k->p->backend->sync->load_kv(k, slot, parts, valid);
     if (parts & FJ_KV_K)
         {
             fj_reg_t prm = fj_param_u64(k, OFF(k_tile_bytes));
@@ -518,7 +518,7 @@ static void prefetch_kv(fj_kctx *k, int slot, int parts, fj_reg_t tile, fj_reg_t
             fj_ins(k->e, "add.u64 %s, %s, %s", R(k->v_ptr), R(k->v_ptr), R(prm));
         }
     fj_label(k->e, skip);
-    k->p->backend->commit(k);
+    k->p->backend->sync->commit(k);
 }
 
 static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
@@ -531,8 +531,8 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
                            "order, so 'wait until at most N groups are pending' names exactly which tile has landed."
                          : "Q tile first (one copy group), then K tile 0 (one group). With one stage K runs a tile\n"
                            "ahead of V: each iteration copies V(j) during S = QK(j) and K(j+1) during softmax and PV.");
-    p->backend->load_q(k);
-    p->backend->commit(k);
+    p->backend->sync->load_q(k);
+    p->backend->sync->commit(k);
     if (p->variant & FJ_VARIANT_AHEAD) {
         fj_comment(e, 1, "paged K/V, pages read a tile ahead: the first tile reads its own");
         k->page_sync = 1;
@@ -546,16 +546,16 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
         prefetch_kv(k, s, stages > 1 ? FJ_KV_BOTH : FJ_KV_K, tile, n_end);
     }
     fj_comment(e, 1, "Q has landed once at most %d groups (the %s prologue) are pending", ahead, stages > 1 ? "KV" : "K");
-    p->backend->wait(k, ahead);
+    p->backend->sync->wait(k, ahead);
     if (p->q_in_regs) {
         fj_comment(e, 1, "Q -> registers, kept for the whole loop");
-        p->backend->q_to_regs(k);
+        p->backend->sync->q_to_regs(k);
         if (p->kv8_f16) fj_kv8_q_to_f16(k);
     }
     if (p->pipeline_qk) {
         fj_comment(e, 1, "software pipeline: tile 0 has landed when at most %d newer groups are pending; S(0) = Q K(0)^T",
                    stages - 2);
-        p->backend->wait(k, stages - 2);
+        p->backend->sync->wait(k, stages - 2);
         k->acc_s = k->acc_s_set[0];
         p->backend->mma_qk(k, 0);
     }
@@ -594,15 +594,15 @@ static void emit_pair_softmax_pv(fj_kctx *k, int slot)
     fj_emit_softmax_exp(k);
     if (p->cfg.stages == 1) {
         fj_comment(e, 1, "V(j) has landed when at most 1 newer group (K(j + 1)) is pending");
-        p->backend->wait(k, 1);
+        p->backend->sync->wait(k, 1);
     }
     fj_comment(e, 1, "O += P V: this warp's P -> its exchange area, then the MMAs of its own keys");
     p->backend->pack_p(k);
-    p->backend->xchg_p(k, 0);
+    p->backend->sync->xchg_p(k, 0);
     p->backend->mma_pv(k, slot, FJ_KEYS_OWN);
     fj_comment(e, 1, "pair barrier: the partner's P is published; the MMAs of its keys");
     fj_emit_pair_sync(k);
-    p->backend->xchg_p(k, 1);
+    p->backend->sync->xchg_p(k, 1);
     p->backend->mma_pv(k, slot, FJ_KEYS_PEER);
 }
 
@@ -623,14 +623,14 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         int pending = pipe ? stages - 3 : stages - 2;
         fj_comment(e, 1, "tile j%s has landed when at most %d newer groups are pending", pipe ? " + 1" : "", pending);
         if (p->kv8) k->kv8_slot = slot + 1; /* widened at the wait (sm80.c, kv8.c) */
-        p->backend->wait(k, pending);
+        p->backend->sync->wait(k, pending);
         fj_comment(e, 1, "prefetch tile j + %d into stage %d (freed by tile j - 1)", stages - 1, (slot + stages - 1) % stages);
         fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages - 1);
         prefetch_kv(k, (slot + stages - 1) % stages, FJ_KV_BOTH, ahead, n_end);
     } else {
         fj_comment(e, 1, "one stage, K a tile ahead of V: K(j) has landed (no group pending); the barrier also");
         fj_comment(e, 1, "means every warp is done with V(j - 1), so V(j) is copied into its place during S = QK(j)");
-        p->backend->wait(k, 0);
+        p->backend->sync->wait(k, 0);
         prefetch_kv(k, 0, FJ_KV_V, j, n_end);
     }
     k->acc_s = k->acc_s_set[buf];
@@ -665,7 +665,7 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         fj_emit_softmax_exp(k);
         if (stages == 1) {
             fj_comment(e, 1, "V(j) has landed when at most 1 newer group (K(j + 1)) is pending");
-            p->backend->wait(k, 1);
+            p->backend->sync->wait(k, 1);
         }
         fj_comment(e, 1, "O += P V");
         p->backend->pack_p(k);

@@ -42,6 +42,7 @@
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
 #include "seqlen.h"
+#include "sm90.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define TMA_OFF(field) ((int)offsetof(fj_fwd_params_tma, field))
@@ -744,7 +745,7 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
         fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
         p->backend->mma_qk(k, s);
-        p->backend->mma_wait(k, 0);
+        p->backend->async->mma_wait(k, 0);
         release(k, FJ_BAR_K_EMPTY, s);
         release_q_if_last(k, l);
         consumer_softmax(k, l->mask_from);
@@ -752,7 +753,7 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), s), k->phase);
         p->backend->pack_p(k);
         p->backend->mma_pv(k, s, FJ_KEYS_ALL);
-        p->backend->mma_wait(k, 0);
+        p->backend->async->mma_wait(k, 0);
         release(k, FJ_BAR_PV_EMPTY(p), s);
         fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
         next_stage(k, s, l->stage_label);
@@ -784,7 +785,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         turn_wait(k, tn);
         p->backend->mma_qk(k, s);
         turn_pass(k, tn, 0);
-        p->backend->mma_wait(k, 0);
+        p->backend->async->mma_wait(k, 0);
         release(k, FJ_BAR_K_EMPTY, s);
         release_q_if_last(k, l);
         k->defer_o_rescale = 0;
@@ -811,7 +812,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         p->backend->mma_qk(k, s);
         p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
         turn_pass(k, tn, 0);
-        p->backend->mma_wait(k, 1);
+        p->backend->async->mma_wait(k, 1);
         release(k, FJ_BAR_K_EMPTY, s);
         release_q_if_last(k, l);
         k->defer_o_rescale = 1;
@@ -821,7 +822,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
          * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
          * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
          * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
-        p->backend->mma_wait(k, 0);
+        p->backend->async->mma_wait(k, 0);
         release(k, FJ_BAR_PV_EMPTY(p), sp);
         fj_emit_softmax_rescale_o(k);
         k->defer_o_rescale = 0;
@@ -836,7 +837,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         turn_wait(k, tn);
         p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
         turn_pass(k, tn, 1);
-        p->backend->mma_wait(k, 0);
+        p->backend->async->mma_wait(k, 0);
         release(k, FJ_BAR_PV_EMPTY(p), sp);
         fj_ins(e, "mov.u32 %s, %d", R(l->ring), (sp + 1) % stages);
         fj_ins(e, "bra.uni %s", l->next_tile);
@@ -909,7 +910,7 @@ static void consumer_loop_serial_rolled(fj_kctx *k, ws_loop *l)
     fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
     ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
     p->backend->mma_qk(k, FJ_SLOT_RING);
-    p->backend->mma_wait(k, 0);
+    p->backend->async->mma_wait(k, 0);
     ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
     release_q_if_last(k, l);
     consumer_softmax(k, l->mask_from);
@@ -917,7 +918,7 @@ static void consumer_loop_serial_rolled(fj_kctx *k, ws_loop *l)
     ring_wait(k, rr.bar_s, FJ_BAR_V_FULL, k->phase);
     p->backend->pack_p(k);
     p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
-    p->backend->mma_wait(k, 0);
+    p->backend->async->mma_wait(k, 0);
     ring_release(k, rr.bar_s, FJ_BAR_V_EMPTY);
     fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
     ring_advance(k, l, &rr);
@@ -940,7 +941,7 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, ws_loop *l, const turns *tn
     turn_wait(k, tn);
     p->backend->mma_qk(k, FJ_SLOT_RING);
     turn_pass(k, tn, 0);
-    p->backend->mma_wait(k, 0);
+    p->backend->async->mma_wait(k, 0);
     ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
     release_q_if_last(k, l);
     k->defer_o_rescale = 0;
@@ -967,13 +968,13 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, ws_loop *l, const turns *tn
     p->backend->mma_qk(k, FJ_SLOT_RING);
     p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
     turn_pass(k, tn, 0);
-    p->backend->mma_wait(k, 1);
+    p->backend->async->mma_wait(k, 1);
     ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
     release_q_if_last(k, l);
     k->defer_o_rescale = 1;
     consumer_softmax(k, l->mask_from);
     fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
-    p->backend->mma_wait(k, 0); /* one wait for the whole warpgroup (see consumer_loop_overlap) */
+    p->backend->async->mma_wait(k, 0); /* one wait for the whole warpgroup (see consumer_loop_overlap) */
     ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
     fj_emit_softmax_rescale_o(k);
     k->defer_o_rescale = 0;
@@ -988,7 +989,7 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, ws_loop *l, const turns *tn
     turn_wait(k, tn);
     p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
     turn_pass(k, tn, 1);
-    p->backend->mma_wait(k, 0);
+    p->backend->async->mma_wait(k, 0);
     ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
     fj_ins(e, "bra.uni %s", l->next_tile);
 }
@@ -1049,7 +1050,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
         fj_fp8_emit_score_scale(k);
     }
     if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
-    p->backend->tile_start(k);
+    p->backend->async->tile_start(k);
     fj_emit_init_accumulators(k);
     fj_comment(e, 1, "wait for this work tile's Q");
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
@@ -1076,7 +1077,7 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     next_round(k, l, p->pingpong);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, "$L_consumer_exit");
-    p->backend->finish(k);
+    p->backend->async->finish(k);
     fj_ins(e, "bra.uni $L_exit");
 }
 
@@ -1143,4 +1144,11 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     emit_consumer(k, &l);
     fj_label(e, "$L_exit");
     fj_ins(e, "ret");
+}
+
+/* The sm_90a role bodies, for the frame (ws_frame.c, next): not called yet - fj_emit_fwd_ws_kernel still runs the
+ * roles itself. */
+void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r)
+{
+    (void)k, (void)l, (void)r;
 }

@@ -215,6 +215,7 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     p->k_steps_pv = cfg->block_n / 16;
     if ((st = map_smem(p)) != FAJIT_OK) return st;
     if ((st = p->backend->plan(p)) != FAJIT_OK) return st;
+    if (p->backend->async) p->backend->async->roles(p);
     plan_mods_params(p);
     plan_fp8_params(p);
     return plan_mods_regs(p);
@@ -350,6 +351,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
             return CFG_FAIL("smem %d B with the seqlens_k / paged variant's V-tail mbarrier exceeds %d B; lower stages or "
                             "block_n", p->smem_bytes, fj_arch_path_smem_max(p->cfg.arch));
     }
+    if (p->backend->async) p->backend->async->roles(p); /* again: the V-tail ring */
     int extra = p->ws ? FJ_VARIANT_WS_REGS
                       : FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +
                             (variant & FJ_VARIANT_AHEAD ? FJ_VARIANT_AHEAD_REGS : 0);

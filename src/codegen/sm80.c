@@ -727,6 +727,16 @@ static void mma_pv_sm80(fj_kctx *k, int slot, int keys)
         }
 }
 
+/* The sm_80 protocol: cp.async groups and CTA barriers (fwd_kernel.c). */
+static const fj_sync_proto sync_sm80 = {
+    .load_q = load_q_sm80,
+    .load_kv = load_kv_sm80,
+    .commit = commit_sm80,
+    .wait = wait_sm80,
+    .q_to_regs = q_to_regs_sm80,
+    .xchg_p = xchg_p_sm80,
+};
+
 const fj_backend fj_backend_sm80 = {
     .name = "sm80-mma.sync",
     .required_caps = FJ_CAP_MMA_SYNC | FJ_CAP_CP_ASYNC | FJ_CAP_LDMATRIX,
@@ -737,14 +747,9 @@ const fj_backend fj_backend_sm80 = {
     .frag_desc = fj_frag_desc_m16n8,
     .setup = setup_sm80,
     .geometry = geometry_sm80,
-    .load_q = load_q_sm80,
-    .load_kv = load_kv_sm80,
-    .commit = commit_sm80,
-    .wait = wait_sm80,
-    .q_to_regs = q_to_regs_sm80,
     .mma_qk = mma_qk_sm80,
     .pack_p = fj_emit_pack_p_m16n8,
-    .xchg_p = xchg_p_sm80,
     .mma_pv = mma_pv_sm80,
     .store_o = fj_emit_store_o_m16n8,
+    .sync = &sync_sm80,
 };

@@ -1,0 +1,17 @@
+/*
+ * sm90.h - the sm_90a path's pieces that live outside sm90.c: its role table (sm90.c) and its role bodies
+ * (sm90_roles.c), which the warp-specialized frame (ws_frame.c) runs through fj_backend_sm90.async.
+ */
+#ifndef FJ_SM90_H
+#define FJ_SM90_H
+
+#include "backend.h"
+
+/* Fill plan.roles: the producer warpgroup (TMA loads; with FP8 its warps 1..transpose_warps transpose V, a role of
+ * their own in the producer's register group), then the consumer warpgroups (S = QK^T, softmax, O += PV, epilogue: 64 query rows each), and the rings between them. */
+void fj_sm90_roles(fj_plan *p);
+/* The body of one sm_90a role (sm90_roles.c), by its kind: LOAD, TRANSPOSE or SOFTMAX. */
+struct fj_ws_loop;
+void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);
+
+#endif
