@@ -244,13 +244,19 @@ const char *fj_dtype_ptx(const fj_plan *p); /* "bf16" / "f16" */
 const char *fj_mma_dtype_ptx(const fj_plan *p); /* the MMAs' inputs (P's pack): the dtype's, f16 with plan.kv8_f16 */
 const char *fj_out_dtype_ptx(const fj_plan *p); /* O's: the dtype's, or with e4m3 inputs cfg.out_dtype's */
 
-/* The forward skeletons: emit the whole entry body for k->p (fwd_kernel.c: all warps alike;
- * fwd_ws.c: warp-specialized). fj_emit_fwd_kernel picks by plan.ws. */
+/* The forward skeletons: emit the whole entry body for k->p - fwd_kernel.c for a backend with the sync protocol
+ * (all warps alike), the warp-specialized frame (ws_frame.c) for one with the async protocol; generate.c picks. */
 void fj_emit_fwd_kernel(fj_kctx *k);
 void fj_emit_fwd_ws_kernel(fj_kctx *k);
 
-/* Pieces of fwd_kernel.c both skeletons use. (The KV range, mask and score modifications: mask.h.) */
+/* Pieces both skeletons use (kernel_common.c). (The KV range, mask and score modifications: mask.h.) */
 void fj_emit_alloc_banks(fj_kctx *k);
+/* out (u64) = the tensor at off_ptr + 2 x (b x s_b + h x s_h + row x s_n), its element strides at off_stride. */
+void fj_emit_tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_reg_t h, fj_reg_t row, fj_reg_t out);
+/* b = the CTA's batch: %ctaid.z, or with split-KV %ctaid.z / splits (and, when want_split, k->split = the rest). */
+void fj_emit_batch(fj_kctx *k, fj_reg_t b, int want_split);
+/* h = the CTA's (first) query head: %ctaid.y, with GQA packing x group. */
+void fj_emit_out_head(fj_kctx *k, fj_reg_t h);
 /* O = 0, m = -inf, l = 0. */
 void fj_emit_init_accumulators(fj_kctx *k);
 /* Epilogue: O and LSE pointers (recomputed from %ctaid and the parameters), 1/l and LSE, store O. */

@@ -1,12 +1,13 @@
 /*
- * fwd_kernel.c - the forward-attention kernel skeleton, shared by every arch path.
+ * fwd_kernel.c - the forward-attention kernel skeleton of the sm_80 path: every warp loads and computes.
  *
  *   parameters -> block indices and tile pointers -> KV range (causal bounds, which tiles need a
  *   mask) -> start Q copy -> pipeline prologue -> main loop over KV tiles:
  *       wait for tile j, prefetch tile j + stages - 1, S = QK^T, score hook, mask (edge tiles only),
  *       online softmax, O += PV
  *   -> epilogue (1/l, LSE) -> store O.
- * The arch-specific steps are calls through fj_backend (backend.h); the algorithm lives here.
+ * The arch-specific steps are calls through fj_backend and its sync protocol (backend.h); the algorithm lives here.
+ * The setup and epilogue pieces it shares with the warp-specialized frame are kernel_common.c's.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -22,133 +23,6 @@
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
 #define DOFF(field) FJ_DEC_OFF(k, field)
 
-void fj_emit_alloc_banks(fj_kctx *k)
-{
-    fj_emit *e = k->e;
-    const fj_plan *p = k->p;
-    k->b_p = fj_bank(e, "p", "pred");
-    k->b_r = fj_bank(e, "r", "b32");
-    k->b_rd = fj_bank(e, "rd", "b64");
-    k->b_f = fj_bank(e, "f", "f32");
-    k->b_addr = fj_bank(e, "sa", "b32");
-    k->b_acc_o = fj_bank(e, "acc_o", "f32");
-    k->b_acc_s = fj_bank(e, "acc_s", "f32");
-    k->b_row_m = fj_bank(e, "row_m", "f32");
-    k->b_row_l = fj_bank(e, "row_l", "f32");
-    k->b_frag_q = fj_bank(e, "frag_q", "b32");
-    k->b_frag_p = fj_bank(e, "frag_p", "b32");
-    k->b_frag_b = fj_bank(e, "frag_kv", "b32");
-    k->acc_o = fj_alloc(e, k->b_acc_o, p->m_frags * p->n_frags_o * 4);
-    k->acc_s = fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4);
-    k->acc_s_set[0] = k->acc_s;
-    k->acc_s_set[1] = p->pipeline_qk ? fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4) : k->acc_s;
-    k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
-    k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
-    k->frag_p = fj_alloc(e, k->b_frag_p, p->m_frags * p->k_steps_pv * 4);
-    if (p->q_in_regs) k->frag_q = fj_alloc(e, k->b_frag_q, p->m_frags * p->k_steps_qk * 4);
-    k->tid = fj_alloc(e, k->b_r, 1);
-    k->warp = fj_alloc(e, k->b_r, 1);
-    k->lane = fj_alloc(e, k->b_r, 1);
-    k->row_base = fj_alloc(e, k->b_r, 1);
-    k->col_base_s = fj_alloc(e, k->b_r, 1);
-    k->col_base_o = p->col_warps > 1 ? fj_alloc(e, k->b_r, 1) : k->col_base_s;
-    if (p->col_warps > 1) {
-        k->pair_bar = fj_alloc(e, k->b_r, 1);
-        k->xchg_own = fj_alloc(e, k->b_addr, 1);
-        k->xchg_peer = fj_alloc(e, k->b_addr, 1);
-    }
-    k->seqlen_q = fj_alloc(e, k->b_r, 1);
-    k->seqlen_k = fj_alloc(e, k->b_r, 1);
-    k->m0 = fj_alloc(e, k->b_r, 1);
-    k->j = fj_alloc(e, k->b_r, 1);
-    k->q_rows = fj_alloc(e, k->b_r, 1);
-    k->smem = fj_alloc(e, k->b_r, 1);
-    k->f_zero = fj_alloc(e, k->b_f, 1);
-    fj_reg_t *u64s[] = {&k->q_ptr, &k->o_ptr, &k->k_ptr, &k->v_ptr, &k->lse_ptr};
-    for (size_t i = 0; i < sizeof u64s / sizeof u64s[0]; i++) *u64s[i] = fj_alloc(e, k->b_rd, 1);
-}
-
-fj_reg_t fj_param_u64(fj_kctx *k, int offset)
-{
-    fj_reg_t r = fj_alloc(k->e, k->b_rd, 1);
-    fj_ins(k->e, PTX_LD_PARAM_U64, R(r), offset);
-    return r;
-}
-
-fj_reg_t fj_param_s32(fj_kctx *k, int offset)
-{
-    fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, PTX_LD_PARAM_U32, R(r), offset);
-    return r;
-}
-
-fj_reg_t fj_param_f32(fj_kctx *k, int offset)
-{
-    fj_reg_t r = fj_alloc(k->e, k->b_f, 1);
-    fj_ins(k->e, PTX_LD_PARAM_F32, R(r), offset);
-    return r;
-}
-
-/* out = base + 2 * (b * s_b + h * s_h + row * s_n), strides in elements from the parameters. */
-static void tensor_ptr(fj_kctx *k, int off_ptr, int off_stride, fj_reg_t b, fj_reg_t h, fj_reg_t row, fj_reg_t out)
-{
-    fj_reg_t s = fj_alloc(k->e, k->b_rd, 3), x = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_rd, 1);
-    for (int i = 0; i < 3; i++) fj_ins(k->e, PTX_LD_PARAM_U64, R(fj_at(s, i)), off_stride + 8 * i);
-    fj_ins(k->e, PTX_LD_PARAM_U64, R(out), off_ptr);
-    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(b));
-    fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(x), R(t), R(s));
-    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(h));
-    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(x), R(t), R(fj_at(s, 1)), R(x));
-    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(row));
-    fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(x), R(t), R(fj_at(s, 2)), R(x));
-    if (!(k->p->kv8 && (off_ptr == OFF(k) || off_ptr == OFF(v)))) /* FP8 K/V: 1-byte elements */
-        fj_ins(k->e, "shl.b64 %s, %s, 1", R(x), R(x));
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(out), R(out), R(x));
-}
-
-void fj_emit_m0(fj_kctx *k)
-{
-    fj_emit *e = k->e;
-    fj_reg_t mb = fj_alloc(e, k->b_r, 1);
-    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(mb));
-    if (k->p->cfg.causal) {
-        fj_reg_t n = fj_alloc(e, k->b_r, 1);
-        fj_ins(e, "mov.u32 %s, %%nctaid.x", R(n));
-        fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(n), R(mb));
-        fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
-    }
-    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(k->m0), R(mb), k->p->cfg.block_m);
-}
-
-/* b = the batch of this CTA: %ctaid.z, or with split-KV %ctaid.z / splits (and, when want_split,
- * k->split = the rest). */
-static void emit_batch(fj_kctx *k, fj_reg_t b, int want_split)
-{
-    fj_ins(k->e, "mov.u32 %s, %%ctaid.z", R(b));
-    if (!(k->p->variant & FJ_VARIANT_SPLIT)) return;
-    fj_reg_t z = fj_alloc(k->e, k->b_r, 1), n = fj_param_s32(k, DOFF(splits));
-    fj_comment(k->e, 1, "split-KV: %%ctaid.z = batch x splits + split");
-    fj_ins(k->e, "mov.u32 %s, %s", R(z), R(b));
-    fj_ins(k->e, "div.u32 %s, %s, %s", R(b), R(z), R(n));
-    if (!want_split) return;
-    k->split = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->split), R(b), R(n));
-    fj_ins(k->e, "sub.u32 %s, %s, %s", R(k->split), R(z), R(k->split));
-}
-
-/* len = max(min(seqlens_k[b], seqlen_k), 0) (the seqlen_k register given, or read from the parameters; len may
- * be that register: the value is loaded into its own register first, so the cap is read before len is written). */
-void fj_emit_seq_len(fj_kctx *k, fj_reg_t b, fj_reg_t cap, fj_reg_t len)
-{
-    fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1), raw = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(seqlens_k));
-    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(b));
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(w));
-    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(raw), R(a));
-    fj_ins(k->e, "min.s32 %s, %s, %s", R(len), R(raw), R(cap));
-    fj_ins(k->e, "max.s32 %s, %s, 0", R(len), R(len));
-}
-
 /* Per-sequence lengths: seqlen_k (already in k->seqlen_k) becomes this sequence's length for the KV range. */
 static void emit_seq_len(fj_kctx *k, fj_reg_t b)
 {
@@ -156,48 +30,6 @@ static void emit_seq_len(fj_kctx *k, fj_reg_t b)
     fj_emit_seq_len(k, b, k->seqlen_k, k->seqlen_k);
 }
 
-/* With per-sequence lengths the length is read again where it is used (the copies' zero fill, the mask):
- * kept live across the loop, it makes the causal d128 128-row tiles spill (nvJitLink, sm_90). */
-fj_reg_t fj_emit_kv_len(fj_kctx *k)
-{
-    if (!(k->p->variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_VARLEN_K))) return fj_param_s32(k, OFF(seqlen_k));
-    if (k->p->ws) return k->seqlen_k; /* the work tile's sequence length, set per work tile (fwd_ws.c) */
-    fj_reg_t b = fj_alloc(k->e, k->b_r, 1), len = fj_alloc(k->e, k->b_r, 1);
-    emit_batch(k, b, 0);
-    if (k->p->variant & FJ_VARIANT_VARLEN_K) {
-        fj_reg_t start = fj_alloc(k->e, k->b_r, 1);
-        fj_seqlen_k_bounds(k, b, start, len);
-        return len;
-    }
-    fj_emit_seq_len(k, b, fj_param_s32(k, OFF(seqlen_k)), len);
-    return len;
-}
-
-void fj_emit_packed_row(fj_kctx *k, fj_reg_t row, fj_reg_t g, fj_reg_t i)
-{
-    fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
-    fj_ins(k->e, "add.s32 %s, %s, %s", R(i), R(k->m0), R(row));
-    fj_ins(k->e, "div.u32 %s, %s, %s", R(g), R(i), R(nq));
-    fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(nq), R(g), R(nq));
-    fj_ins(k->e, "sub.u32 %s, %s, %s", R(i), R(i), R(nq));
-}
-
-void fj_emit_packed_row_offset(fj_kctx *k, fj_reg_t row, int off_stride, int off_row_bytes, fj_reg_t out)
-{
-    fj_reg_t g = fj_alloc(k->e, k->b_r, 1), i = fj_alloc(k->e, k->b_r, 1), t = fj_alloc(k->e, k->b_rd, 1);
-    fj_emit_packed_row(k, row, g, i);
-    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(g));
-    {
-        fj_reg_t prm = fj_param_u64(k, off_stride + 8);
-        fj_ins(k->e, "mul.lo.s64 %s, %s, %s", R(out), R(t), R(prm));
-    }
-    fj_ins(k->e, "shl.b64 %s, %s, 1", R(out), R(out));
-    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(t), R(i));
-    {
-        fj_reg_t prm = fj_param_u64(k, off_row_bytes);
-        fj_ins(k->e, "mad.lo.s64 %s, %s, %s, %s", R(out), R(t), R(prm), R(out));
-    }
-}
 
 /* Paged K/V: pg = j / page_size (j >> page_shift for a power-of-two page) and j (u32) = j mod page_size,
  * the key's row in its page; k->page_split_how may name the way when the caller has branched already. */
@@ -241,7 +73,7 @@ static void page_lookup(fj_kctx *k, fj_reg_t j, fj_reg_t phys, int use_pred, fj_
         fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(a), R(pg));
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->page_tab));
     } else {
-        emit_batch(k, b, 0);
+        fj_emit_batch(k, b, 0);
         page_split(k, j, pg);
         {
             fj_reg_t prm = fj_param_s32(k, DOFF(max_pages));
@@ -389,8 +221,8 @@ static void paged_kept(fj_kctx *k, fj_reg_t b, fj_reg_t hkv, fj_reg_t zero)
         fj_reg_t prm = fj_param_u64(k, DOFF(block_table));
         fj_ins(k->e, "add.u64 %s, %s, %s", R(k->page_tab), R(k->page_tab), R(prm));
     }
-    tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, zero, fj_at(k->page_base, 0));
-    tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, zero, fj_at(k->page_base, 1));
+    fj_emit_tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, zero, fj_at(k->page_base, 0));
+    fj_emit_tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, zero, fj_at(k->page_base, 1));
 }
 
 static void emit_indices(fj_kctx *k)
@@ -407,7 +239,7 @@ static void emit_indices(fj_kctx *k)
     fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
     fj_emit_m0(k);
     fj_ins(e, "mov.u32 %s, %%ctaid.y", R(h));
-    emit_batch(k, b, 1);
+    fj_emit_batch(k, b, 1);
     fj_reg_t q_row = k->m0, k_row = zero, nb = b;
     if (k->p->variant & FJ_VARIANT_VARLEN) { /* packed rows: sequence b's from its cu_seqlens entries */
         q_row = fj_alloc(e, k->b_r, 1), k_row = fj_alloc(e, k->b_r, 1);
@@ -434,14 +266,14 @@ static void emit_indices(fj_kctx *k)
         fj_ins(e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->seqlen_q), R(k->m0));
     }
     fj_ins(e, "mov.u32 %s, 0", R(zero));
-    tensor_ptr(k, OFF(q), OFF(q_stride), nb, h, k->p->variant & FJ_VARIANT_PACK ? zero : q_row, k->q_ptr);
+    fj_emit_tensor_ptr(k, OFF(q), OFF(q_stride), nb, h, k->p->variant & FJ_VARIANT_PACK ? zero : q_row, k->q_ptr);
     if (k->p->kv8) fj_kv8_descales(k, b, hkv);
     if (k->p->variant & FJ_VARIANT_VARLEN_K) {
-        tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, k_row, k->k_ptr);
-        tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, k_row, k->v_ptr);
+        fj_emit_tensor_ptr(k, OFF(k), OFF(k_stride), zero, hkv, k_row, k->k_ptr);
+        fj_emit_tensor_ptr(k, OFF(v), OFF(v_stride), zero, hkv, k_row, k->v_ptr);
     } else if (!(k->p->variant & FJ_VARIANT_PAGED)) { /* paged: each tile's pointers from its page (paged_tile_ptrs) */
-        tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
-        tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
+        fj_emit_tensor_ptr(k, OFF(k), OFF(k_stride), b, hkv, zero, k->k_ptr);
+        fj_emit_tensor_ptr(k, OFF(v), OFF(v_stride), b, hkv, zero, k->v_ptr);
     } else if (k->p->variant & FJ_VARIANT_AHEAD) {
         paged_kept(k, b, hkv, zero);
     }
@@ -567,18 +399,6 @@ static void emit_prologue(fj_kctx *k, fj_reg_t n_end)
     fj_emit_init_accumulators(k);
 }
 
-void fj_emit_init_accumulators(fj_kctx *k)
-{
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    fj_comment(e, 1, "O = 0, m = -inf, l = 0");
-    for (int i = 0; i < p->m_frags * p->n_frags_o * 4; i++) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->acc_o, i)));
-    for (int r = 0; r < k->frag.rows; r++) {
-        fj_ins(e, "mov.f32 %s, " PTX_F32_NEG_INF, R(fj_at(k->row_m, r)));
-        fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l, r)));
-    }
-}
-
 /* Warp pairs: online softmax and O += PV for one tile. Each warp holds S for its half of the keys; the
  * row maxima are exchanged inside the softmax (fj_emit_softmax_rebase), so both warps keep the same
  * reference max m and P of both halves is on one scale. Each warp publishes its P and runs the MMAs
@@ -701,115 +521,6 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_label(e, done);
 }
 
-/* The CTA's (first) query head: %ctaid.y, or with GQA packing %ctaid.y x group (the KV head's first). */
-static void emit_out_head(fj_kctx *k, fj_reg_t h)
-{
-    fj_ins(k->e, "mov.u32 %s, %%ctaid.y", R(h));
-    if (k->p->variant & FJ_VARIANT_PACK) {
-        fj_reg_t prm = fj_param_s32(k, OFF(group));
-        fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(h), R(h), R(prm));
-    }
-}
-
-/* q_rows = rows of the tile that exist: Nq - m0, or with GQA packing group x Nq - m0. */
-static void emit_out_rows(fj_kctx *k, fj_reg_t nq)
-{
-    if (k->p->variant & FJ_VARIANT_PACK) {
-        {
-            fj_reg_t prm = fj_param_s32(k, OFF(group));
-            fj_ins(k->e, "mul.lo.u32 %s, %s, %s", R(k->q_rows), R(nq), R(prm));
-        }
-        fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(k->q_rows), R(k->m0));
-    } else {
-        fj_ins(k->e, "sub.s32 %s, %s, %s", R(k->q_rows), R(nq), R(k->m0));
-    }
-}
-
-/* Split-KV: this CTA's rows of the partials, row index (%ctaid.z x Hq + h) x Nq + m0 (kernel_abi.h):
- * o_ptr = ws_o + 4 x head_dim x index, lse_ptr = ws_lse + 4 x index. */
-static void emit_partial_ptrs(fj_kctx *k)
-{
-    fj_emit *e = k->e;
-    fj_reg_t z = fj_alloc(e, k->b_r, 1), h = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1);
-    fj_reg_t w = fj_alloc(e, k->b_rd, 1), nq = fj_param_s32(k, OFF(seqlen_q));
-    fj_comment(e, 1, "split-KV partials: row (z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse, z = b x "
-                     "splits + split");
-    if (k->p->ws) { /* the persistent CTA's work tile: its batch, split and head (fwd_ws.c: decode_tile) */
-        fj_reg_t prm = fj_param_s32(k, DOFF(splits));
-        fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(z), R(k->b), R(prm), R(k->split));
-        fj_ins(e, "mov.u32 %s, %s", R(h), R(k->h));
-    } else {
-        fj_ins(e, "mov.u32 %s, %%ctaid.z", R(z));
-        emit_out_head(k, h);
-    }
-    {
-        fj_reg_t prm = fj_param_s32(k, OFF(heads_q));
-        fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(z), R(prm), R(h));
-    }
-    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
-    emit_out_rows(k, nq);
-    fj_ins(e, "mul.wide.u32 %s, %s, %d", R(w), R(idx), 4 * k->p->cfg.head_dim);
-    fj_ins(e, PTX_LD_PARAM_U64, R(k->o_ptr), DOFF(ws_o));
-    fj_ins(e, "add.u64 %s, %s, %s", R(k->o_ptr), R(k->o_ptr), R(w));
-    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
-    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), DOFF(ws_lse));
-    fj_ins(e, "add.u64 %s, %s, %s", R(k->lse_ptr), R(k->lse_ptr), R(w));
-}
-
-/* VARLEN: O at packed row start + m0 of head h (stride[0] not read), LSE at h x total_q + start + m0. */
-static void emit_out_ptrs_varlen(fj_kctx *k, fj_reg_t b, fj_reg_t h)
-{
-    fj_emit *e = k->e;
-    fj_reg_t row0 = fj_alloc(e, k->b_r, 1), lrow = fj_alloc(e, k->b_r, 1), zero = fj_alloc(e, k->b_r, 1);
-    fj_reg_t w = fj_alloc(e, k->b_rd, 1), has = fj_alloc(e, k->b_p, 1);
-    fj_seqlen_out_rows(k, b, h, row0, lrow);
-    fj_ins(e, "mov.u32 %s, 0", R(zero));
-    tensor_ptr(k, OFF(o), OFF(o_stride), zero, h, row0, k->o_ptr);
-    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), OFF(lse));
-    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(lrow));
-    fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(k->lse_ptr));
-    fj_ins(e, "@%s add.u64 %s, %s, %s", R(has), R(k->lse_ptr), R(k->lse_ptr), R(w));
-}
-
-/* O and LSE pointers, computed in the epilogue from %ctaid and the parameters: kept live across
- * the KV loop instead, ptxas spills them. */
-static void emit_out_ptrs(fj_kctx *k)
-{
-    fj_emit *e = k->e;
-    if (k->p->variant & FJ_VARIANT_SPLIT) {
-        emit_partial_ptrs(k);
-        return;
-    }
-    fj_reg_t h = k->h, b = k->b; /* a persistent (warp-specialized) CTA: its current work tile's */
-    fj_reg_t row0 = k->m0;
-    if (!k->p->ws) {
-        h = fj_alloc(e, k->b_r, 1), b = fj_alloc(e, k->b_r, 1);
-        emit_out_head(k, h);
-        fj_ins(e, "mov.u32 %s, %%ctaid.z", R(b));
-    }
-    if (k->p->variant & FJ_VARIANT_VARLEN) {
-        emit_out_ptrs_varlen(k, b, h);
-        return;
-    }
-    if (k->p->variant & FJ_VARIANT_PACK) { /* rows are addressed one by one (fj_emit_packed_row_offset) */
-        row0 = fj_alloc(e, k->b_r, 1);
-        fj_ins(e, "mov.u32 %s, 0", R(row0));
-    }
-    tensor_ptr(k, OFF(o), OFF(o_stride), b, h, row0, k->o_ptr);
-    fj_comment(e, 1, "LSE row pointer: lse + 4 * ((b * Hq + h) * Nq + m0), or 0");
-    fj_reg_t hq = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1), w = fj_alloc(e, k->b_rd, 1);
-    fj_reg_t has = fj_alloc(e, k->b_p, 1);
-    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), OFF(lse));
-    fj_ins(e, PTX_LD_PARAM_U32, R(hq), OFF(heads_q));
-    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(b), R(hq), R(h));
-    fj_reg_t nq = fj_param_s32(k, OFF(seqlen_q));
-    emit_out_rows(k, nq);
-    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
-    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
-    fj_ins(e, "setp.ne.u64 %s, %s, 0", R(has), R(k->lse_ptr));
-    fj_ins(e, "@%s add.u64 %s, %s, %s", R(has), R(k->lse_ptr), R(k->lse_ptr), R(w));
-}
-
 /* Warp pairs: the named barrier of the pair and this lane's slot in its own and the partner's
  * exchange area. */
 static void setup_pairs(fj_kctx *k)
@@ -835,59 +546,6 @@ static void setup_pairs(fj_kctx *k)
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(k->xchg_peer), R(w), p->xchg_warp_bytes, R(t));
 }
 
-void fj_emit_pair_sync(fj_kctx *k) { fj_ins(k->e, "bar.sync %s, 64", R(k->pair_bar)); }
-
-static void vec_list(fj_kctx *k, fj_reg_t r, int n, char *buf, size_t size)
-{
-    size_t len = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < n && len < size; i++)
-        len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? ", " : "", R(fj_at(r, i)));
-}
-
-/* st.shared / ld.shared of n (1, 2 or 4) registers at this lane's slot of an exchange area. */
-static void pair_move(fj_kctx *k, int store, fj_reg_t area, int slot, fj_reg_t r, int n, const char *type)
-{
-    static const char *const vec[] = {"", "", ".v2", "", ".v4"};
-    char list[160];
-    if (n != 1 && n != 2 && n != 4) {
-        fj_emit_error(k->e, "pair exchange of %d registers: 1, 2 or 4", n);
-        return;
-    }
-    int off = k->p->xchg_off + slot * 512;
-    vec_list(k, r, n, list, sizeof list);
-    const char *open = n > 1 ? "{" : "", *close = n > 1 ? "}" : "";
-    if (store) fj_ins(k->e, "st.shared%s.%s [%s+%d], %s%s%s", vec[n], type, R(area), off, open, list, close);
-    else fj_ins(k->e, "ld.shared%s.%s %s%s%s, [%s+%d]", vec[n], type, open, list, close, R(area), off);
-}
-
-void fj_emit_pair_put(fj_kctx *k, int slot, fj_reg_t src, int n, const char *type)
-{
-    pair_move(k, 1, k->xchg_own, slot, src, n, type);
-}
-
-void fj_emit_pair_get(fj_kctx *k, int slot, fj_reg_t dst, int n, const char *type)
-{
-    pair_move(k, 0, k->xchg_peer, slot, dst, n, type);
-}
-
-void fj_emit_pair_reduce(fj_kctx *k, const char *op, fj_reg_t v, int n)
-{
-    fj_reg_t t = fj_alloc(k->e, k->b_f, n);
-    fj_emit_pair_put(k, FJ_XCHG_SLOT_ROWS, v, n, "f32");
-    fj_emit_pair_sync(k);
-    fj_emit_pair_get(k, FJ_XCHG_SLOT_ROWS, t, n, "f32");
-    for (int i = 0; i < n; i++) fj_ins(k->e, "%s %s, %s, %s", op, R(fj_at(v, i)), R(fj_at(v, i)), R(fj_at(t, i)));
-}
-
-void fj_emit_epilogue(fj_kctx *k)
-{
-    emit_out_ptrs(k);
-    fj_emit_normalize(k);
-    if (k->p->variant & FJ_VARIANT_SPLIT) fj_emit_store_o_partial(k);
-    else k->p->backend->store_o(k);
-}
-
 /* Split-KV or a local variant: K and V start at the range's first tile. */
 static void emit_split_kv_ptrs(fj_kctx *k)
 {
@@ -907,10 +565,6 @@ static void emit_split_kv_ptrs(fj_kctx *k)
 void fj_emit_fwd_kernel(fj_kctx *k)
 {
     const fj_plan *p = k->p;
-    if (p->ws) {
-        fj_emit_fwd_ws_kernel(k);
-        return;
-    }
     p->backend->frag_desc(p, &k->frag);
     fj_emit_alloc_banks(k);
     emit_indices(k);
@@ -922,8 +576,8 @@ void fj_emit_fwd_kernel(fj_kctx *k)
     if (fj_kv_has_first(p) && !(p->variant & FJ_VARIANT_PAGED)) emit_split_kv_ptrs(k);
     if (p->cfg.mods & FAJIT_MOD_ALIBI) {
         fj_reg_t h = fj_alloc(k->e, k->b_r, 1), b = fj_alloc(k->e, k->b_r, 1);
-        emit_out_head(k, h);
-        emit_batch(k, b, 0);
+        fj_emit_out_head(k, h);
+        fj_emit_batch(k, b, 0);
         fj_emit_mods_start(k, h, b);
     }
     if (p->variant & FJ_VARIANT_AHEAD) {

@@ -37,6 +37,7 @@ fajit_status fj_generate_ptx_plan(const fj_plan *p, int verbosity, char **out, s
     k.e = &e;
     k.p = p;
     if (p->variant & FJ_VARIANT_COMBINE) fj_emit_combine_kernel(&e, p);
+    else if (p->backend->async) fj_emit_fwd_ws_kernel(&k); /* the warp-specialized frame */
     else fj_emit_fwd_kernel(&k);
 
     fj_buf mod;

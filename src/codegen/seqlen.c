@@ -4,7 +4,8 @@
  *
  * Every bound is read from global memory where a phase needs it (ld.global.nc of cu_seqlens_q / _k: two words
  * per sequence, L1 hits after the first CTA of the sequence) rather than kept live across the KV loop, as the
- * per-sequence KV length of the SEQLENS variant is; sm_90a consumers keep the work tile's two lengths.
+ * per-sequence KV length of the SEQLENS variant is (fj_emit_kv_len, at the end); sm_90a consumers keep the work
+ * tile's two lengths.
  */
 #include "seqlen.h"
 
@@ -152,4 +153,21 @@ void fj_seqlen_tma_store_coords(fj_kctx *k, fj_reg_t row, fj_reg_t seq)
         fj_ins(k->e, "sub.s32 %s, %s, %s", R(t), R(cap), R(k->seqlen_q));
     }
     fj_ins(k->e, "add.s32 %s, %s, %s", R(row), R(row), R(t));
+}
+
+/* With per-sequence lengths the length is read again where it is used (the copies' zero fill, the mask):
+ * kept live across the loop, it makes the causal d128 128-row tiles spill (nvJitLink, sm_90). */
+fj_reg_t fj_emit_kv_len(fj_kctx *k)
+{
+    if (!(k->p->variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_VARLEN_K))) return fj_param_s32(k, OFF(seqlen_k));
+    if (k->p->ws) return k->seqlen_k; /* the work tile's sequence length, set per work tile (fwd_ws.c) */
+    fj_reg_t b = fj_alloc(k->e, k->b_r, 1), len = fj_alloc(k->e, k->b_r, 1);
+    fj_emit_batch(k, b, 0);
+    if (k->p->variant & FJ_VARIANT_VARLEN_K) {
+        fj_reg_t start = fj_alloc(k->e, k->b_r, 1);
+        fj_seqlen_k_bounds(k, b, start, len);
+        return len;
+    }
+    fj_emit_seq_len(k, b, fj_param_s32(k, OFF(seqlen_k)), len);
+    return len;
 }
