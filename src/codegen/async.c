@@ -1,6 +1,6 @@
 /*
  * async.c - mbarrier rings and TMA tile loads (sm_90+, PTX ISA 8.0): the pieces a warp-specialized
- * skeleton (fwd_ws.c) builds its producer / consumer pipeline from. Nothing here depends on the MMA
+ * frame (ws_frame.c) and its role bodies build its producer / consumer pipeline from. Nothing here depends on the MMA
  * the consumers issue, so the sm_100a path (tcgen05) takes them as they are. See async.h for the
  * barrier map and the phase rule.
  */
@@ -27,48 +27,6 @@ int fj_ws_bar(const fj_plan *p, int which, int index)
     if (which == FJ_BAR_O_FREE) return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * p->cfg.stages);
     if (which == FJ_BAR_VT_FULL || which == FJ_BAR_VT_EMPTY) return p->vt_bar + 16 * index + 8 * (which == FJ_BAR_VT_EMPTY);
     return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * index + (which - FJ_BAR_K_FULL));
-}
-
-void fj_emit_ws_bar_init(fj_kctx *k)
-{
-    const fj_plan *p = k->p;
-    int consumer_warps = 4 * p->consumer_wgs;
-    fj_comment(k->e, 1, "mbarriers: Q full[2] (1 arrival + %d bytes), Q empty[2] (%d arrivals); per stage K / V full "
-                        "(1 arrival + the tile's bytes), K / V empty (%d arrivals: lane 0 of every consumer warp)",
-               p->q_bytes, consumer_warps, consumer_warps);
-    for (int b = 0; b < 2; b++) {
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_FULL, b), 1);
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_EMPTY, b), consumer_warps);
-    }
-    for (int s = 0; s < p->cfg.stages; s++) {
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_FULL, s), 1);
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s), 1);
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_EMPTY, s), consumer_warps);
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s),
-               p->fp8 ? 32 * p->transpose_warps : consumer_warps);
-    }
-    if (p->fp8) {
-        fj_comment(k->e, 1, "FP8: per stage VT full (%d arrivals: every thread of the %d transposing producer warps, "
-                            "after its stmatrix and a proxy fence) and VT empty (%d arrivals: lane 0 of every consumer "
-                            "warp); V empty above counts the transposing threads, which free the TMA-loaded V",
-                   32 * p->transpose_warps, p->transpose_warps, consumer_warps);
-        for (int s = 0; s < p->cfg.stages; s++) {
-            fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_FULL, s), 32 * p->transpose_warps);
-            fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_EMPTY, s), consumer_warps);
-        }
-    }
-    if (p->o_stage == 2) {
-        fj_comment(k->e, 1, "O free (%d arrivals: each consumer warpgroup's store leader, once its TMA store has read "
-                            "the O staging in the V ring)",
-                   p->consumer_wgs);
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
-    }
-    if (p->vtail_bar) {
-        fj_comment(k->e, 1, "V tail (1 arrival + the tile's bytes): a sequence's last, partial V tile, zero-filled past "
-                            "the length by the producer before it completes V full");
-        fj_ins(k->e, PTX_MBAR_INIT, R(k->smem), p->vtail_bar, 1);
-    }
-    fj_ins(k->e, PTX_FENCE_MBAR_INIT);
 }
 
 void fj_emit_mbar_wait_at(fj_kctx *k, fj_reg_t base, int off, fj_reg_t parity)

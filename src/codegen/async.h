@@ -2,7 +2,8 @@
  * async.h - the arch-neutral pieces of a warp-specialized kernel (sm_90a now; sm_100a is built from the
  * same): mbarrier rings between a TMA producer and consumer warpgroups, TMA tile loads, warp roles.
  *
- * The mbarriers of a plan live at plan.bar_off, 8 bytes each, in this order:
+ * The mbarriers of a plan live at plan.bar_off, 8 bytes each, in this order (the sm_90a role table, plan.roles,
+ * names them as rings - roles.h - and the frame initializes them from it, ws_frame.c):
  *   Q full[b], b = 0, 1             count 1 (the producer's arrive.expect_tx) + the Q tile's bytes
  *   Q empty[b]                      count = consumer warps (lane 0 of each arrives after its last S = QK^T)
  *   per stage s: K full, V full     count 1 + the tile's bytes (the copy engine completes them)
@@ -10,7 +11,7 @@
  *   O free (plan.o_stage == 2 only)  count = consumer warpgroups: O is staged in the V ring, and each
  *                                    warpgroup's store leader arrives once its TMA store has read the
  *                                    staging; the producer waits for it before a work tile's first V load
- * A CTA runs several work tiles (the persistent schedule, fwd_ws.c); the K/V ring runs on across them,
+ * A CTA runs several work tiles (the persistent schedule, ws_frame.c); the K/V ring runs on across them,
  * and Q alternates between plan.q_bufs buffers (1 or 2) from one work tile to the next.
  * Phases: use u of a buffer or stage completes phase u of its barriers. A consumer waits for the full
  * barrier's phase u (parity u & 1); the producer, before refilling it for use u, waits for the empty
@@ -40,9 +41,6 @@ int fj_ws_bar_count(int stages, int o_stage);
  * registers - for the decode variants that write split partials or GQA-packed rows (no TMA box fits those). */
 int fj_ws_o_staged(const fj_plan *p);
 
-/* One thread (the caller branches) initializes every barrier; then a fence makes the init visible to the
- * copy engine. The caller follows with a CTA barrier. */
-void fj_emit_ws_bar_init(fj_kctx *k);
 /* Spin until the phase of parity `parity` (a u32 register holding 0 or 1) of the barrier at byte offset
  * `off` has completed. */
 void fj_emit_mbar_wait(fj_kctx *k, int off, fj_reg_t parity);
@@ -64,7 +62,7 @@ enum fj_tma_tensor { FJ_TMA_Q = 0, FJ_TMA_K = 1, FJ_TMA_V = 2 };
 void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
                       fj_reg_t bar, int bar_off);
 /* fj_emit_tma_tile with the 4th coordinate `batch` (a register) instead of k->b: the paged K/V's pool page
- * (fwd_ws.c), whose box may hold fewer rows than the `rows` of the tile the boxes are laid out in. */
+ * (sm90_roles.c), whose box may hold fewer rows than the `rows` of the tile the boxes are laid out in. */
 void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
                        fj_reg_t batch, fj_reg_t bar, int bar_off);
 

@@ -1,18 +1,19 @@
 /*
  * backend.h - the interface an arch path fills, and the kernel-emission context they share.
  *
- * The forward skeleton (fwd_kernel.c) owns the algorithm: block indices, the KV loop and its bounds,
- * the pipeline schedule, online softmax (softmax.c), the epilogue; masking and score modification are
- * mask.c's. A backend owns what
- * the hardware decides: how tiles move global->shared, how S = QK^T and O += PV are issued, which
- * accumulator register holds which (row, column) - the fragment descriptor - and how O is stored.
+ * The skeletons own the algorithm: block indices, the KV loop and its bounds, the pipeline schedule; online
+ * softmax is softmax.c's, masking and score modification mask.c's, the shared setup kernel_common.c's, the
+ * epilogue epilogue.c's. A backend owns what the hardware decides: how tiles move global->shared, how
+ * S = QK^T and O += PV are issued, which accumulator register holds which (row, column) - the fragment
+ * descriptor - and how O is stored.
  *
  *   sm_80  (sm80.c)   cp.async + ldmatrix + mma.sync.m16n8k16        every warp loads and computes
  *   sm_90a (sm90.c)   TMA + mbarrier + wgmma, warp-specialized         producer / consumer warpgroups
  *   sm_100a           TMA + tcgen05.mma into tensor memory             not yet
- * Two skeletons own the schedule: fwd_kernel.c (all warps alike, sm_80) and fwd_ws.c (warp-specialized:
- * a TMA producer and consumer warpgroups linked by mbarrier rings; sm_90a, and sm_100a's shape). Both
- * take the index math, the KV range, the softmax, the mask and the epilogue from the same code.
+ * A backend fills exactly one protocol table: sync (fj_sync_proto: the skeleton fwd_kernel.c, all warps alike)
+ * or async (fj_async_proto: the warp-specialized frame ws_frame.c, which emits the setup, the role dispatch,
+ * the register split and the tile schedule from the plan's role table (roles.h) around the arch's role
+ * bodies - sm_90a: sm90_roles.c).
  */
 #ifndef FJ_BACKEND_H
 #define FJ_BACKEND_H
@@ -68,7 +69,7 @@ typedef struct fj_kctx {
     fj_reg_t xchg_own, xchg_peer;     /* u32: this lane's 16-byte slot in this warp's / the partner's
                                          exchange area (plan.xchg_off) */
 
-    /* warp-specialized skeleton (fwd_ws.c) */
+    /* warp-specialized frame (ws_frame.c) and role bodies (sm90_roles.c) */
     fj_reg_t wg;                      /* u32: consumer warpgroup 0.. (warpgroup - 1) */
     fj_reg_t phase;                   /* u32: parity of the current pass over the stage ring (0 / 1) */
     fj_reg_t ring_desc_k, ring_desc_v; /* u64, rolled loop (plan.roll_stages): the K / V stage's descriptor offset

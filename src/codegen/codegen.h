@@ -30,7 +30,7 @@ typedef struct fj_plan {
 
     /* threads and warp roles */
     int threads;                 /* warps * 32 */
-    int ws;                      /* warp-specialized (fwd_ws.c): a producer warpgroup loads, consumer warpgroups
+    int ws;                      /* warp-specialized (the frame ws_frame.c and plan.roles): a producer warpgroup loads, consumer warpgroups
                                     compute; else every warp does both (fwd_kernel.c) */
     int col_warps;               /* warps sharing a row block (1, or 2: a warp pair splits S's keys and O's
                                     head dims and exchanges row maxima, P and l through smem) */
@@ -158,7 +158,7 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
  *            any page size that is a multiple of 16 takes the full block_n tile (sm_80 copies only)
  *   AHEAD    with PAGED and 2+ stages: each copy reads the next tile's page(s) from the block table into
  *            registers, so a tile's copies never wait on the block table (its first tile's excepted)
- * The sm_90a (warp-specialized) kernel takes SEQLENS, SPLIT, PACK and PAGED (fwd_ws.c); GATHER and AHEAD are
+ * The sm_90a (warp-specialized) kernel takes SEQLENS, SPLIT, PACK and PAGED (sm90_roles.c); GATHER and AHEAD are
  * the sm_80 path's only (FAJIT_ERR_UNSUPPORTED on sm_90a). */
 enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_VARIANT_PACK = 8, FJ_VARIANT_PAGED = 16,
        FJ_VARIANT_GATHER = 32, FJ_VARIANT_AHEAD = 64 };
@@ -170,7 +170,7 @@ enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_
  * Both paths take them (no SPLIT, PACK, GATHER or AHEAD with VARLEN). */
 enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
-/* Paged K/V on the sm_90a kernel (fwd_ws.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
+/* Paged K/V on the sm_90a kernel (sm90_roles.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
  * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at
  * most 256 rows; 1 for page_size 0 (not paged). The runtime lowers block_n until it fits (decode.c). */
 int fj_ws_page_fits(int page_size, int block_n);

@@ -39,7 +39,7 @@ static void emit_partial_ptrs(fj_kctx *k)
     fj_reg_t w = fj_alloc(e, k->b_rd, 1), nq = fj_param_s32(k, OFF(seqlen_q));
     fj_comment(e, 1, "split-KV partials: row (z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse, z = b x "
                      "splits + split");
-    if (k->p->ws) { /* the persistent CTA's work tile: its batch, split and head (fwd_ws.c: decode_tile) */
+    if (k->p->ws) { /* the persistent CTA's work tile: its batch, split and head (ws_frame.c: fj_ws_decode_tile) */
         fj_reg_t prm = fj_param_s32(k, DOFF(splits));
         fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(z), R(k->b), R(prm), R(k->split));
         fj_ins(e, "mov.u32 %s, %s", R(h), R(k->h));

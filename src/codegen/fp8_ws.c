@@ -1,5 +1,5 @@
 /*
- * fp8_ws.c - FP8 (e4m3) attention on the sm_90a warp-specialized kernel (fwd_ws.c, sm90.c). PTX ISA 8.0,
+ * fp8_ws.c - FP8 (e4m3) attention on the sm_90a warp-specialized kernel (ws_frame.c, sm90_roles.c, sm90.c). PTX ISA 8.0,
  * .target sm_90a; ISA sections 9.7.15 (wgmma .e4m3, k = 32, register and smem layouts), 9.7.14.5.15-16
  * (ldmatrix / stmatrix), 9.7.9.21 (cvt .e4m3x2), 9.7.8.7 (prmt).
  *

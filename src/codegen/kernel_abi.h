@@ -55,7 +55,7 @@ typedef struct fj_fwd_params {
 typedef struct fj_fwd_params_tma {
     fj_fwd_params base;
     /* the persistent schedule: CTA c takes work tiles c, c + gridDim.x, ... of n_tiles = n_mblocks x
-     * heads_q x batch (fwd_ws.c says in which order) */
+     * heads_q x batch (ws_frame.c says in which order) */
     uint32_t n_mblocks;  /* ceil(seqlen_q / block_m) */
     uint32_t n_tiles;
     uint32_t heads_batch; /* heads_q x batch */
@@ -114,7 +114,7 @@ typedef struct fj_fwd_params_decode {
  * Decode variants of the warp-specialized (sm_90a) kernel: the
  * tensor-map block unchanged, then a whole fj_fwd_params_decode of which only the decode fields (past its
  * base, which stays unused) are read. Work tiles: n_tiles = n_mblocks x splits x heads_q x batch, the
- * query block fastest, then the split, then the head and the batch (fwd_ws.c); the partials go to the
+ * query block fastest, then the split, then the head and the batch (ws_frame.c); the partials go to the
  * rows the sm_80 split kernel uses, z = b x splits + s, so the same combine kernel reduces them.
  */
 typedef struct fj_fwd_params_tma_decode {

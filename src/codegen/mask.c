@@ -2,7 +2,7 @@
  * mask.c - masking and score modification for every arch path (mask.h): the KV-tile range of a query
  * block, the per-element mask, softcap, ALiBi and the attention sinks. Written over the fragment
  * descriptor (backend.h), so nothing here knows which MMA produced the scores; both skeletons
- * (fwd_kernel.c, fwd_ws.c) call it. A plain kernel's code is what it was before the variants existed.
+ * (fwd_kernel.c, sm90_roles.c) call it. A plain kernel's code is what it was before the variants existed.
  *
  * Positions: a thread's score value v of row r is key column j * block_n + col_base_s + s_col_off(v) of
  * query row m0 + row_base + row_off(r); the row's diagonal key is a = i + Nk - Nq (bottom-right aligned).

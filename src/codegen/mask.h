@@ -1,6 +1,6 @@
 /*
  * mask.h - masking and score modification, one arch-neutral module that both forward skeletons
- * (fwd_kernel.c: sm_80; fwd_ws.c: sm_90a) call, over the fragment descriptor of backend.h.
+ * (fwd_kernel.c: sm_80; sm90_roles.c: sm_90a) call, over the fragment descriptor of backend.h.
  *
  * It owns: the KV-tile range of a query block (first tile, last tile, which tiles need the per-element
  * mask), the per-element mask (end of K, causal, sliding window, chunk), the score modifications

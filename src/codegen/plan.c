@@ -250,7 +250,7 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
 #define FJ_VARIANT_AHEAD_REGS 23
 
 /* The warp-specialized (sm_90a) kernel's decode variants: seqlens_k, split-KV, GQA packing of group x Nq <=
- * block_m rows (one row block; the runtime's rule) and paged K/V (TMA boxes from the pool's pages, fwd_ws.c),
+ * block_m rows (one row block; the runtime's rule) and paged K/V (TMA boxes from the pool's pages, sm90_roles.c),
  * all run on the H200. Their registers: the per-tile sequence length, kept across the KV loop for
  * the mask, and the split index, live in the tile head and the epilogue only (the page lookups are the producer's,
  * under its own setmaxnreg budget). */
@@ -344,7 +344,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
     plan_mods_params(p);
     plan_fp8_params(p);
-    if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* fwd_ws.c: the V tail's zero fill */
+    if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* sm90_roles.c: the V tail's zero fill */
         p->vtail_bar = p->smem_bytes;
         p->smem_bytes += 8;
         if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))

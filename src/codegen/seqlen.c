@@ -160,7 +160,7 @@ void fj_seqlen_tma_store_coords(fj_kctx *k, fj_reg_t row, fj_reg_t seq)
 fj_reg_t fj_emit_kv_len(fj_kctx *k)
 {
     if (!(k->p->variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_VARLEN_K))) return fj_param_s32(k, OFF(seqlen_k));
-    if (k->p->ws) return k->seqlen_k; /* the work tile's sequence length, set per work tile (fwd_ws.c) */
+    if (k->p->ws) return k->seqlen_k; /* the work tile's sequence length, set per work tile (ws_frame.c) */
     fj_reg_t b = fj_alloc(k->e, k->b_r, 1), len = fj_alloc(k->e, k->b_r, 1);
     fj_emit_batch(k, b, 0);
     if (k->p->variant & FJ_VARIANT_VARLEN_K) {

@@ -1,6 +1,6 @@
 /*
  * sm90.c - the sm_90a backend: wgmma.mma_async with shared-memory descriptors, fed by TMA, in the
- * warp-specialized skeleton (fwd_ws.c). PTX ISA 8.0, .target sm_90a (wgmma and setmaxnreg exist on
+ * warp-specialized frame (ws_frame.c; its role bodies sm90_roles.c). PTX ISA 8.0, .target sm_90a (wgmma and setmaxnreg exist on
  * sm_90a only). ISA sections: 9.7.15 (wgmma, its descriptors and shared-memory layouts).
  *
  * Work split: warpgroup 0 loads (async.c), consumer warpgroup c = 0.. owns query rows [64c, 64c + 64)

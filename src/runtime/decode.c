@@ -532,7 +532,7 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     fj_decode_read(a, &d);
     p.dec.cu_seqlens_q = d.cu_seqlens_q;
     p.dec.cu_seqlens_k = d.cu_seqlens_k;
-    if (ch->variant & FJ_VARIANT_PAGED) { /* fwd_ws.c reads the table, its row length and the page size */
+    if (ch->variant & FJ_VARIANT_PAGED) { /* sm90_roles.c reads the table, its row length and the page size */
         p.dec.block_table = d.block_table;
         p.dec.max_pages = (uint32_t)d.max_pages;
         p.dec.page_size = (uint32_t)d.page_size;

@@ -297,7 +297,7 @@ static long causal_kv_tiles(const fajit_attention_args *a, const fj_plan *plan, 
     return n < all ? n : all;
 }
 
-/* Does the persistent schedule of fwd_ws.c (CTA c: tile round * G + c, odd rounds backwards) share the
+/* Does the persistent schedule of ws_frame.c (CTA c: tile round * G + c, odd rounds backwards) share the
  * causal tiles' uneven work out evenly over G CTAs? The heaviest CTA within 10% of the mean (a tile costs
  * its KV tiles plus one for its prologue and epilogue; measured on the H100, persistent launches up to
  * 1.08x over the mean still beat one CTA per tile by 3-10% at N 1k-4k, and 1.5x was 1.5x slower at 16k).

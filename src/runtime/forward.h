@@ -33,7 +33,7 @@ void fj_forward_params(const fajit_attention_args *args, const fj_plan *plan, fj
 
 /* Launch grid: (ceil(seqlen_q / block_m), heads_q, batch); warp-specialized plans: (work tiles, 1, 1)
  * with work tiles = ceil(seqlen_q / block_m) * heads_q * batch, at most max_ctas (0 = no cap; the
- * persistent schedule of fwd_ws.c: the launcher gives the SM count) - except for a causal kernel whose
+ * persistent schedule of ws_frame.c: the launcher gives the SM count) - except for a causal kernel whose
  * uneven tiles that schedule would not share out evenly (the heaviest CTA more than 10% over the mean):
  * then one CTA per tile, balanced by the hardware's block scheduler. */
 void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, int max_ctas, unsigned grid[3]);

@@ -10,7 +10,7 @@
  * Paged K/V (the PAGED variant): K and V are pools [pages, page_size, Hkv, D] whose strides map the same way
  * (k_stride[0] the page step in the batch's place, [1] the head step, [2] the row step), so their maps are
  * (head_dim, page_size, Hkv, FJ_TMAP_PAGES) with a box of min(page_size, block_n) rows: the kernel loads one
- * box per page segment at (column, row in the page, head, block_table entry) (fwd_ws.c, producer_paged). The
+ * box per page segment at (column, row in the page, head, block_table entry) (sm90_roles.c, producer_paged). The
  * pool's page count is not in the arguments; FJ_TMAP_PAGES says why its extent is safe.
  * Varlen (packed) Q / O (the VARLEN variant) and K / V (VARLEN_K) clip at each sequence's end (codegen/seqlen.h):
  * (head_dim, cap, H, FJ_TMAP_PAGES) with the token stride on dimensions 1 and 3 and the base cap rows before the

@@ -1,0 +1,84 @@
+/*
+ * ws_frame.h - the warp-specialized frame (ws_frame.c): what every warp-specialized kernel has around its roles,
+ * emitted from the plan's role table (roles.h), and the helpers the arch's role bodies build on.
+ *
+ * fj_emit_fwd_ws_kernel (backend.h) emits, for a plan whose backend has the async protocol:
+ *   setup       thread geometry, the smem base; thread 0 initializes every ring's barriers; a CTA barrier
+ *   dispatch    warps go to their register group by warpgroup, then to their role by warp
+ *   registers   setmaxnreg.dec / .inc per group (roles.h: regs, regs_how)
+ *   role bodies backend->async->role_body(k, loop, role), one per role, in table order
+ * and offers the role bodies the persistent tile schedule (a CTA's work tiles, their decode, the varlen skip),
+ * the Q buffers' barriers and the K/V ring's stage dispatch, phase flips and releases - unrolled (a body per stage,
+ * barriers as immediates) or rolled (one body, the stage in a register).
+ */
+#ifndef FJ_WS_FRAME_H
+#define FJ_WS_FRAME_H
+
+#include "backend.h"
+#include "roles.h"
+
+#define FJ_MAX_STAGES 4
+
+/* A role's loop state besides the kctx registers (the frame allocates them; each role sets what it uses). */
+typedef struct fj_ws_loop {
+    fj_reg_t ring;      /* u32: the stage the next KV tile goes to (0 .. stages - 1) */
+    fj_reg_t tile;      /* u32: the current work tile, 0 .. n_tiles - 1 */
+    fj_reg_t round;     /* u32: how many work tiles this CTA has started before this one */
+    fj_reg_t n_end, mask_from; /* s32: KV tiles of the work tile, first one that needs a mask */
+    fj_reg_t qbar;      /* u32: smem + 8 * (Q buffer index): its Q full / Q empty barriers */
+    fj_reg_t qpar;      /* u32: parity of this use of the Q buffer */
+    fj_reg_t last;      /* pred: this is the CTA's last work tile */
+    fj_reg_t vtail_par; /* u32, producer, plan.vtail_bar: parity of the V-tail barrier's next phase */
+    fj_reg_t pg_idx, pg_ent; /* u32, producer, PAGED: a page index of the work tile's sequence (~0: none) and its
+                                block-table entry, read a tile ahead (producer_page_ahead) */
+    fj_reg_t sched, sched_next; /* u32, VARLEN: the schedule round of the work tile (round counts the tiles run, which
+                                   skip those past their sequence's end); ping-pong consumers: the next one's */
+    fj_reg_t group_pred; /* pred: allocated by the frame for a register group of several roles (its branch by warp);
+                            the group's first role takes it as its first scratch predicate */
+    int has_group_pred;
+    char stage_label[FJ_MAX_STAGES][48]; /* entry of the loop body for each stage */
+    char next_tile[48]; /* where a work tile's loop leaves */
+} fj_ws_loop;
+
+/* ---- the tile schedule ---------------------------------------------------------------------------------------- */
+/* What fj_ws_decode_tile computes: the query block (m0), the KV range and the Q buffer; the head, batch and KV head. */
+enum { FJ_WS_DECODE_ROWS = 1, FJ_WS_DECODE_HEADS = 2 };
+/* dst = this CTA's work tile in round `round` (persistent: tile = round x G + cta, causal odd rounds backwards). */
+void fj_ws_tile_of_round(fj_kctx *k, fj_reg_t dst, fj_reg_t round);
+/* Decode l->tile into k->m0, the KV range [kv_first,) n_end / mask_from and the Q buffer (ROWS), and k->h, b, hkv
+ * (HEADS); the split with SPLIT, the sequence's lengths with SEQLENS / VARLEN. */
+void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what);
+/* The tile loop's head: label `top`, the next work tile (varlen: skipping those past their sequence's end), `exit`
+ * when there is none, then fj_ws_decode_tile(what). */
+void fj_ws_tile_loop_head(fj_kctx *k, fj_ws_loop *l, const char *top, int what, const char *exit);
+/* After a work tile: on to the next round (ahead: ping-pong consumers took the next one's schedule round). */
+void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int ahead);
+/* VARLEN: from schedule round `sched` on (in place), the next tile not past its sequence's end (or >= n). */
+void fj_ws_varlen_skip(fj_kctx *k, fj_reg_t sched, fj_reg_t tile, fj_reg_t n);
+/* j = the work tile's first KV tile (0, or kv_first). */
+void fj_ws_first_kv_tile(fj_kctx *k);
+/* dst = smem + the barriers of Q buffer (round % q_bufs) (Q full / Q empty add their offsets). */
+void fj_ws_q_barriers(fj_kctx *k, fj_reg_t round, fj_reg_t dst);
+
+/* ---- the K/V ring, unrolled: a loop body per stage, the stage's barriers as immediates ------------------------- */
+/* Jump to the body of stage l->ring (where the last work tile left the ring). */
+void fj_ws_ring_dispatch(fj_kctx *k, fj_ws_loop *l, char labels[][48]);
+/* At the end of stage s's body: fall through to s + 1, or after the last stage flip the phase and go to 0. */
+void fj_ws_ring_next_stage(fj_kctx *k, int s, char labels[][48]);
+/* This warp is done with barrier `which` (async.h FJ_BAR_*) of stage s: lane 0 arrives on it. */
+void fj_ws_release(fj_kctx *k, int which, int s);
+
+/* ---- the K/V ring, rolled: one body, the stage in l->ring (plan.roll_stages) ------------------------------------ */
+typedef struct fj_ws_ring_regs {
+    fj_reg_t sp;            /* u32: the stage of tile j - 1 */
+    fj_reg_t bar_s, bar_sp; /* u32: smem + the barrier block of stage s / sp */
+} fj_ws_ring_regs;
+fj_ws_ring_regs fj_ws_ring_regs_alloc(fj_kctx *k);
+/* bar = smem + the barrier block of `stage`; desc = the stage's descriptor offset (u64). */
+void fj_ws_ring_point(fj_kctx *k, fj_reg_t stage, fj_reg_t bar, fj_reg_t desc);
+/* sp = s; s = s + 1, and after the last stage 0 with the barriers' next phase. */
+void fj_ws_ring_advance(fj_kctx *k, fj_ws_loop *l, const fj_ws_ring_regs *rr);
+void fj_ws_ring_wait(fj_kctx *k, fj_reg_t bar, int which, fj_reg_t parity);
+void fj_ws_ring_release(fj_kctx *k, fj_reg_t bar, int which);
+
+#endif
