@@ -119,7 +119,7 @@ static void test_ws_variants_compile(void **state)
     assert_int_equal(failures, 0);
 }
 
-/* The split variant reads splits / seqlens_k / ws_o / ws_lse at fj_fwd_params_tma_decode's offsets, writes
+/* The split variant reads splits / seqlens_k / part_o / part_lse at fj_fwd_params_tma_decode's offsets, writes
  * fp32 partial rows and not through the O tensor map; the plain kernel reads none of the decode fields. */
 static void test_ws_split_structure(void **state)
 {
@@ -130,7 +130,7 @@ static void test_ws_split_structure(void **state)
     assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT, &split), FAJIT_OK);
     size_t la = 0, lb = 0;
     char *a = gen(&plain, &la), *b = gen(&split, &lb);
-    int offs[] = {DEC_OFF(seqlens_k), DEC_OFF(ws_o), DEC_OFF(ws_lse), DEC_OFF(splits)};
+    int offs[] = {DEC_OFF(seqlens_k), DEC_OFF(part_o), DEC_OFF(part_lse), DEC_OFF(splits)};
     for (size_t i = 0; i < 4; i++) {
         assert_true(reads_param(b, offs[i]));
         assert_false(reads_param(a, offs[i]));

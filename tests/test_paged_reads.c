@@ -141,7 +141,7 @@ static void run_case(const launch_case *lc)
     memcpy(a.k_stride, ks, sizeof ks), memcpy(a.v_stride, vs, sizeof vs);
     fj_forward_params(&a, &pl, &w->prm.base);
     w->prm.seqlens_k = w->use_lens ? BASE_LENS : 0;
-    w->prm.ws_o = BASE_WS, w->prm.ws_lse = BASE_WS + (1u << 30);
+    w->prm.part_o = BASE_WS, w->prm.part_lse = BASE_WS + (1u << 30);
     w->prm.splits = (uint32_t)lc->splits, w->prm.batch = (uint32_t)lc->batch;
     w->prm.block_table = BASE_TABLE, w->prm.max_pages = (uint32_t)lc->pages_per_seq;
     w->prm.page_size = (uint32_t)lc->page;

@@ -90,7 +90,7 @@ static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
     w->use_lens = (c->variant & FJ_VARIANT_SEQLENS) != 0, w->packed = (c->variant & FJ_VARIANT_PACK) != 0;
     w->lens[0] = nk - bn - 3, w->lens[1] = nk;
     w->prm.seqlens_k = w->use_lens ? BASE_LENS : 0;
-    w->prm.ws_o = BASE_WS, w->prm.ws_lse = BASE_WS + (1u << 30);
+    w->prm.part_o = BASE_WS, w->prm.part_lse = BASE_WS + (1u << 30);
     w->prm.splits = (uint32_t)w->splits, w->prm.batch = (uint32_t)batch;
     if (c->variant & FJ_VARIANT_PAGED) {
         w->page = 2 * bn, w->pages_per_seq = (nk + w->page - 1) / w->page;

@@ -107,7 +107,7 @@ static void exp_from(combine_ctx *c, fj_reg_t out, fj_reg_t x, fj_reg_t m)
  * splits per step (their loads issued together; one past the last split reads as LSE -inf, O 0): m = max of their
  * LSE_s, l = sum_s 2^((LSE_s - m) log2 e), acc = sum_s 2^((LSE_s - m) log2 e) O_s over this lane's columns,
  * rescaled when m grows. A split that saw no key has LSE_s = -inf and weighs 0. */
-static void combine_online(combine_ctx *c, fj_reg_t ws_o, fj_reg_t ws_lse)
+static void combine_online(combine_ctx *c, fj_reg_t part_o, fj_reg_t part_lse)
 {
     fj_emit *e = c->e;
     const int cols = c->cols, d = c->p->cfg.head_dim, u = COMBINE_UNROLL;
@@ -135,9 +135,9 @@ static void combine_online(combine_ctx *c, fj_reg_t ws_o, fj_reg_t ws_lse)
         fj_ins(e, "setp.lt.u32 %s, %s, %s", R(pr), R(sk), R(c->splits));
         fj_ins(e, "mov.f32 %s, " PTX_F32_NEG_INF, R(xk));
         for (int i = 0; i < cols; i++) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(v, k * cols + i)));
-        split_addr(c, a, ws_lse, 4, sk);
+        split_addr(c, a, part_lse, 4, sk);
         fj_ins(e, "@%s ld.global.f32 %s, [%s]", R(pr), R(xk), R(a));
-        split_addr(c, a, ws_o, 4 * d, sk);
+        split_addr(c, a, part_o, 4 * d, sk);
         fj_ins(e, "add.u64 %s, %s, %s", R(a), R(a), R(lo));
         for (int i = 0; i < cols; i += cols % 2 ? 1 : 2) {
             fj_reg_t vi = fj_at(v, k * cols + i);
@@ -325,8 +325,8 @@ void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p)
     combine_rows(c, ok);
     fj_reg_t bhi[3];
     row_indices(c, bhi);
-    fj_reg_t ws_lse = param_u64(c, DOFF(ws_lse)), ws_o = param_u64(c, DOFF(ws_o));
-    combine_online(c, ws_o, ws_lse);
+    fj_reg_t part_lse = param_u64(c, DOFF(part_lse)), part_o = param_u64(c, DOFF(part_o));
+    combine_online(c, part_o, part_lse);
     combine_warps(c);
     fj_ins(e, "@!%s bra.uni $L_combine_exit", R(ok));
     combine_store(c, bhi);

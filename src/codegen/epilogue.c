@@ -31,12 +31,13 @@ static void emit_out_rows(fj_kctx *k, fj_reg_t nq)
 }
 
 /* Split-KV: this CTA's rows of the partials, row index (%ctaid.z x Hq + h) x Nq + m0 (kernel_abi.h):
- * o_ptr = ws_o + 4 x head_dim x index, lse_ptr = ws_lse + 4 x index. */
+ * o_ptr = part_o + 4 x head_dim x index, lse_ptr = part_lse + 4 x index. */
 static void emit_partial_ptrs(fj_kctx *k)
 {
     fj_emit *e = k->e;
     fj_reg_t z = fj_alloc(e, k->b_r, 1), h = fj_alloc(e, k->b_r, 1), idx = fj_alloc(e, k->b_r, 1);
     fj_reg_t w = fj_alloc(e, k->b_rd, 1), nq = fj_param_s32(k, OFF(seqlen_q));
+    /* (the text keeps the fields' old names, ws_o / ws_lse: the PTX stays as it was until the next codegen version) */
     fj_comment(e, 1, "split-KV partials: row (z x Hq + h) x Nq + m0 of ws_o (fp32 rows of head_dim) and ws_lse, z = b x "
                      "splits + split");
     if (k->p->ws) { /* the persistent CTA's work tile: its batch, split and head (ws_frame.c: fj_ws_decode_tile) */
@@ -54,10 +55,10 @@ static void emit_partial_ptrs(fj_kctx *k)
     fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(idx), R(nq), R(k->m0));
     emit_out_rows(k, nq);
     fj_ins(e, "mul.wide.u32 %s, %s, %d", R(w), R(idx), 4 * k->p->cfg.head_dim);
-    fj_ins(e, PTX_LD_PARAM_U64, R(k->o_ptr), DOFF(ws_o));
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->o_ptr), DOFF(part_o));
     fj_ins(e, "add.u64 %s, %s, %s", R(k->o_ptr), R(k->o_ptr), R(w));
     fj_ins(e, "mul.wide.u32 %s, %s, 4", R(w), R(idx));
-    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), DOFF(ws_lse));
+    fj_ins(e, PTX_LD_PARAM_U64, R(k->lse_ptr), DOFF(part_lse));
     fj_ins(e, "add.u64 %s, %s, %s", R(k->lse_ptr), R(k->lse_ptr), R(w));
 }
 

@@ -74,7 +74,7 @@ _Static_assert(sizeof(fj_fwd_params) + 3 * sizeof(uint32_t) <= 256, "fj_fwd_para
  *   split kernel: grid (ceil(seqlen_q / block_m), heads_q, batch x splits), z = b x splits + s; split s
  *     writes rows of partial O (fp32, head_dim each, normalized by its own l) and partial LSE (fp32,
  *     natural log, -inf for a split that saw no key) at row ((z x heads_q + h) x seqlen_q + i) of
- *     ws_o / ws_lse
+ *     part_o / part_lse
  *   combine kernel (FJ_COMBINE_KERNEL_NAME): FJ_COMBINE_WARPS warps per CTA, W = fj_combine_warps_per_row
  *     (splits) of them per output row (b, h, i) (warp w of a row takes splits w, w + W, ...), so
  *     fj_combine_rows_per_cta(splits) rows per CTA, rows in (b, h, i) order;
@@ -96,8 +96,8 @@ static inline unsigned fj_combine_rows_per_cta(unsigned splits)
 typedef struct fj_fwd_params_decode {
     fj_fwd_params base;
     uint64_t seqlens_k;  /* int32 [batch] or 0 */
-    uint64_t ws_o;       /* split partial O, fp32 [batch][splits][heads_q][seqlen_q][head_dim] */
-    uint64_t ws_lse;     /* split partial LSE, fp32 [batch][splits][heads_q][seqlen_q] */
+    uint64_t part_o;       /* split partial O, fp32 [batch][splits][heads_q][seqlen_q][head_dim] */
+    uint64_t part_lse;     /* split partial LSE, fp32 [batch][splits][heads_q][seqlen_q] */
     uint32_t splits;     /* 1 = no split */
     uint32_t batch;
     uint32_t rows;       /* combine: batch x heads_q x seqlen_q */
@@ -122,11 +122,12 @@ typedef struct fj_fwd_params_tma_decode {
     fj_fwd_params_decode dec;
 } fj_fwd_params_tma_decode;
 
-/* Parameter offset of a decode field (its offsetof in fj_fwd_params_decode) in a kernel's block: the same
- * for the sm_80 variants, inside .dec for the warp-specialized ones. */
-static inline int fj_decode_param_off(int ws, int field_off)
+/* Parameter offset of a decode field (its offsetof in fj_fwd_params_decode) in a kernel's block: the same for the
+ * sm_80 variants, inside .dec when the block begins with the tensor-map block (tma_block: the warp-specialized
+ * kernels, fj_fwd_params_tma_decode). */
+static inline int fj_decode_param_off(int tma_block, int field_off)
 {
-    return ws ? (int)offsetof(fj_fwd_params_tma_decode, dec) + field_off : field_off;
+    return tma_block ? (int)offsetof(fj_fwd_params_tma_decode, dec) + field_off : field_off;
 }
 
 /*

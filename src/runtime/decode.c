@@ -23,7 +23,7 @@
 
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define FJ_GRID_Z_MAX 65535
-#define FJ_WS_ALIGN 256
+#define FJ_PART_ALIGN 256
 #define FJ_ARGS_STRUCT_SIZE_MAX 4096 /* struct_size at most (fajit.h) */
 
 void fajit_attention_args_init(fajit_attention_args *args)
@@ -150,8 +150,8 @@ static fajit_status check_workspace_fields(const fj_decode_args *d)
     if (d->workspace != 0 && d->workspace_bytes == 0)
         return BAD("args->workspace = 0x%" PRIx64 " with args->workspace_bytes = 0: give its size "
                    "(fajit_attention_workspace_size)", d->workspace);
-    if (d->workspace % FJ_WS_ALIGN)
-        return BAD("args->workspace = 0x%" PRIx64 ": must be %d-byte aligned", d->workspace, FJ_WS_ALIGN);
+    if (d->workspace % FJ_PART_ALIGN)
+        return BAD("args->workspace = 0x%" PRIx64 ": must be %d-byte aligned", d->workspace, FJ_PART_ALIGN);
     return FAJIT_OK;
 }
 
@@ -273,9 +273,9 @@ size_t fj_decode_workspace_bytes(const fajit_attention_args *a, int splits, size
     if (lse_offset) *lse_offset = 0;
     if (splits <= 1) return 0;
     size_t rows = (size_t)a->batch * (size_t)splits * (size_t)a->heads_q * (size_t)a->seqlen_q;
-    size_t o_bytes = align_up(rows * (size_t)a->head_dim * 4, FJ_WS_ALIGN);
+    size_t o_bytes = align_up(rows * (size_t)a->head_dim * 4, FJ_PART_ALIGN);
     if (lse_offset) *lse_offset = o_bytes;
-    return o_bytes + align_up(rows * 4, FJ_WS_ALIGN);
+    return o_bytes + align_up(rows * 4, FJ_PART_ALIGN);
 }
 
 fajit_status fj_decode_check_workspace(const fajit_attention_args *a, int splits)
@@ -320,8 +320,8 @@ static fajit_status workspace_for(fajit_context *ctx, const fajit_attention_args
     fj_CUdeviceptr base = a->workspace;
     fajit_status st = fj_decode_check_workspace(a, splits);
     if (st == FAJIT_OK && !base) st = fj_context_workspace(ctx, bytes, &base);
-    p->ws_o = base;
-    p->ws_lse = base + lse_off;
+    p->part_o = base;
+    p->part_lse = base + lse_off;
     return st;
 }
 
