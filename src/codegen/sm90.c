@@ -86,10 +86,12 @@ static const int k_reg_split_fp8[4][2] = {{0, 0}, {0, 0}, {40, 232}, {40, 152}};
  * bench/results/h100-variants-ab-soft-exp2-2026-11-26.md) 4 of 8 at d128 and 2 of 8 at d256 made softcap 50 causal
  * B2 N8k slower, 473 -> 408 and 571 -> 527-544 TFLOP/s: the predicted MUFU bound was not the limit, the ~320 extra
  * issue slots per tile were. The emitter and its accuracy test stay for the sm_100a softmax roles and for tuning. */
+#ifndef FJ_SOFTCAP_SOFT_EXP2
+#define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs (bench/modcost_ab.sh): 1 or 2 of 8 are the untried shares */
+#endif
 static int plan_soft_exp2(const fajit_config *c)
 {
-    (void)c;
-    return 0;
+    return c->mods & FAJIT_MOD_SOFTCAP ? FJ_SOFTCAP_SOFT_EXP2 : 0;
 }
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
