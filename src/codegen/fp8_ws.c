@@ -19,6 +19,8 @@
 #include "fp8_ws.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "async.h"
 #include "fp8_layout.h"
@@ -32,6 +34,24 @@
 #define FJ_FP8_TRANSPOSE_WARPS 3
 
 /* ---- plan ----------------------------------------------------------------------------------------------------- */
+unsigned fj_fp8_knobs_env(void)
+{
+    static const struct {
+        const char *word;
+        unsigned bit;
+    } words[] = {{"regs", FJ_FP8_KNOB_REGS}, {"vt", FJ_FP8_KNOB_VT}, {"pack", FJ_FP8_KNOB_PACK},
+                 {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_PACK}};
+    const char *s = getenv("FAJIT_FP8_KNOBS");
+    unsigned bits = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+            if (n == strlen(words[i].word) && strncmp(s, words[i].word, n) == 0) bits |= words[i].bit;
+        s += n + (s[n] == ',');
+    }
+    return bits;
+}
+
 fajit_status fj_fp8_tiles(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
@@ -46,6 +66,7 @@ fajit_status fj_fp8_tiles(fj_plan *p)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
                                               "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
     p->fp8 = 1;
+    p->fp8_knobs = fj_fp8_knobs_env();
     return FAJIT_OK;
 }
 
