@@ -13,8 +13,7 @@
  *   regs  the producer warpgroup keeps 32 registers, not 40 (the transposers fit them: FP8_KNOB_VT's batches, or
  *         the block-at-a-time loop), so 2 consumer warpgroups get 240 (FlashAttention-3's split) and 3 get 160;
  *         the register model then admits D256 bc128 with the overlap and D128 bc224 (FA3's FP8 tiles)
- *   vt    the V transpose as straight code per warp (one branch a warp, not one a block) in batches of 2 blocks:
- *         two ldmatrix in flight before the prmt / stmatrix of the first
+ *   vt    the V transpose two blocks a branch (not one): two ldmatrix in flight before the first's prmt / stmatrix
  *   pack  P's e4m3 pairs into fresh registers per A register, the form ptxas merges into F2FP.MERGE_C (no PRMT) */
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u

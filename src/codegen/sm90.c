@@ -64,7 +64,8 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {32, 240}, {32, 1
 /* FP8 with FJ_FP8_KNOB_REGS, two consumer warpgroups (240 registers): misc 32 in all. ptxas -v (13.0, 2026-11-27):
  * D256 br128 bc128 ov (pp or not) and D128 br128 bc224 ov pp, FlashAttention-3's FP8 tiles, assemble with no spill
  * at 240 (O + S + P = 208 and 204); at 232 they spill 96 and 32 bytes. Three warpgroups keep 32 + FP8's 4: D64 br192
- * bc160 ov spills 4 bytes at 160. */
+ * bc160 ov spills 4 bytes at 160. Causal with ping-pong takes 4 more: D256 bc128 ov pp causal spills 4 bytes at 240
+ * (D128 bc224 ov pp causal, 240 with them, none). */
 #define FJ_SM90_REG_MISC_FP8_LEAN 32
 #define FJ_SM90_REG_LIMIT_1WG 255
 /* Registers besides O, S and (with overlap) P's A fragments: addresses, descriptors, the persistent
@@ -215,7 +216,8 @@ static fajit_status plan_sm90(fj_plan *p)
                   ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0) +
                   (p->fp8 ? FJ_SM90_REG_FP8 : 0);
     if (p->fp8 && (p->fp8_knobs & FJ_FP8_KNOB_REGS) && p->consumer_wgs == 2)
-        p->reg_misc = FJ_SM90_REG_MISC_FP8_LEAN + ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
+        p->reg_misc = FJ_SM90_REG_MISC_FP8_LEAN + (c->causal && p->pingpong ? FJ_SM90_REG_FP8 : 0) +
+                      ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
     if (!p->overlap) p->reg_p = 0;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;
