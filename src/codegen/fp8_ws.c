@@ -39,8 +39,8 @@ unsigned fj_fp8_knobs_env(void)
     static const struct {
         const char *word;
         unsigned bit;
-    } words[] = {{"regs", FJ_FP8_KNOB_REGS}, {"vt", FJ_FP8_KNOB_VT}, {"pack", FJ_FP8_KNOB_PACK},
-                 {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_PACK}};
+    } words[] = {{"regs", FJ_FP8_KNOB_REGS}, {"vt", FJ_FP8_KNOB_VT},
+                 {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT}};
     const char *s = getenv("FAJIT_FP8_KNOBS");
     unsigned bits = 0;
     while (s && *s) {
