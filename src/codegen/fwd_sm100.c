@@ -231,15 +231,18 @@ static void mma_qk(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j, fj_reg_t n)
     fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_K_FULL, 0), par);
     fj_ins(e, PTX_TC05_FENCE_AFTER);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(m->kv_base), R(st), p->kv_tile_bytes, R(k->smem));
-    fj_reg_t kdesc = sdesc_reg(k, m->kv_base, p->k_off, 16, 8 * w);
+    int lbo, sbo;
+    fj_sm100_desc_strides(p, 0, &lbo, &sbo);
+    fj_reg_t kdesc = sdesc_reg(k, m->kv_base, p->k_off, lbo, sbo);
     fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(scol), R(sb), bc, R(m->tmem));
     fj_comment(e, 1, "S[it %% 2] = Q K^T: %d x M128 N%d K16, Q and K K-major (k-step: 32 B along the row, next box "
                      "after rows x %d B)", p->k_steps_qk, bc, w);
     for (int ks = 0; ks < p->k_steps_qk; ks++) {
-        int col = 16 * ks, box = col / p->tma_box_cols, inner = 2 * (col % p->tma_box_cols);
-        fj_reg_t da = desc_at(k, m->qdesc, box * p->cfg.block_m * w + inner);
-        fj_reg_t db = desc_at(k, kdesc, box * bc * w + inner);
+        int qo, ko;
+        fj_sm100_qk_step(p, ks, &qo, &ko);
+        fj_reg_t da = desc_at(k, m->qdesc, qo);
+        fj_reg_t db = desc_at(k, kdesc, ko);
         fj_tc05_mma_ss(k, scol, 0, da, db, m->idesc_qk, ks ? "1" : "0");
     }
     fj_tc05_commit(k, bar, fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
@@ -267,14 +270,18 @@ static void mma_pv(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j)
     fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_V_FULL, 0), par);
     fj_ins(e, PTX_TC05_FENCE_AFTER);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(m->kv_base), R(st), p->kv_tile_bytes, R(k->smem));
-    fj_reg_t vdesc = sdesc_reg(k, m->kv_base, p->v_off, bc * w, 8 * w);
+    int lbo, sbo;
+    fj_sm100_desc_strides(p, 1, &lbo, &sbo);
+    fj_reg_t vdesc = sdesc_reg(k, m->kv_base, p->v_off, lbo, sbo);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(pcol), R(sb), bc / 2, R(m->tmem));
     fj_ins(e, "setp.ne.s32 %s, %s, 0", R(acc), R(j));
     fj_comment(e, 1, "O (+)= P V: %d x M128 N%d K16, A = P from tensor memory (8 columns a k-step), B = V N-major "
                      "(LBO one box of %d rows, a k-step 16 rows = %d B)", p->k_steps_pv, p->cfg.head_dim, bc, 16 * w);
     for (int ks = 0; ks < p->k_steps_pv; ks++) {
-        fj_reg_t db = desc_at(k, vdesc, ks * 16 * w);
-        fj_ins(e, PTX_TC05_MMA_TS, R(m->tmem), p->tmem_o_col, R(pcol), p->tmem_p_col + 8 * ks, R(db), R(m->idesc_pv),
+        int pc, vo;
+        fj_sm100_pv_step(p, ks, &pc, &vo);
+        fj_reg_t db = desc_at(k, vdesc, vo);
+        fj_ins(e, PTX_TC05_MMA_TS, R(m->tmem), p->tmem_o_col, R(pcol), p->tmem_p_col + pc, R(db), R(m->idesc_pv),
                ks ? "1" : R(acc));
     }
     fj_tc05_commit(k, bar, fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
@@ -285,7 +292,7 @@ static void emit_mma(fj_kctx *k, fj_reg_t tmem)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int w = p->cfg.swizzle, bf16 = p->cfg.dtype == FAJIT_DTYPE_BF16;
+    int bf16 = p->cfg.dtype == FAJIT_DTYPE_BF16;
     sm_tile t;
     mma_regs m;
     fj_banner(e, "MMA role (warp 8, one thread)",
@@ -295,7 +302,9 @@ static void emit_mma(fj_kctx *k, fj_reg_t tmem)
     m.idesc_qk = r32(k), m.idesc_pv = r32(k), m.kv_base = r32(k);
     fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_qk), fj_tc05_idesc_f16(128, p->cfg.block_n, bf16, 0, 0));
     fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_pv), fj_tc05_idesc_f16(128, p->cfg.head_dim, bf16, 0, 1));
-    m.qdesc = sdesc_reg(k, k->smem, p->q_off, 16, 8 * w);
+    int lbo, sbo;
+    fj_sm100_desc_strides(p, 0, &lbo, &sbo);
+    m.qdesc = sdesc_reg(k, k->smem, p->q_off, lbo, sbo);
     tile_begin(k, &t, "mma");
     fj_reg_t par = r32(k), j = r32(k), it = r32(k), pr = rp(k), one = r32(k), zero = r32(k);
     parity(k, par, t.round, 0, 0);

@@ -166,6 +166,25 @@ static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
                   pf, p->rescale_slack);
 }
 
+void fj_sm100_qk_step(const fj_plan *p, int ks, int *q_off, int *k_off)
+{
+    int w = p->cfg.swizzle, col = 16 * ks, box = col / p->tma_box_cols, inner = 2 * (col % p->tma_box_cols);
+    *q_off = box * p->cfg.block_m * w + inner; /* 32 B further along the row; the next box after rows x W bytes */
+    *k_off = box * p->cfg.block_n * w + inner;
+}
+
+void fj_sm100_pv_step(const fj_plan *p, int ks, int *p_col, int *v_off)
+{
+    *p_col = 8 * ks;                  /* 16 keys of P: 8 columns of two */
+    *v_off = ks * 16 * p->cfg.swizzle; /* 16 key rows of V */
+}
+
+void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo)
+{
+    *lbo = v ? p->cfg.block_n * p->cfg.swizzle : 16; /* V: one box along N; K-major swizzled: unused ("assumed 1") */
+    *sbo = 8 * p->cfg.swizzle;                        /* 8 rows of the swizzle span */
+}
+
 static int row0(const fj_plan *p, int row) { (void)p; return row; }
 static int s_reg1(const fj_plan *p, int row, int val) { (void)p; (void)row; return val; }
 static int col_id(const fj_plan *p, int val) { (void)p; return val; }

@@ -47,6 +47,17 @@ extern const fj_backend fj_backend_sm100;
  * by head dim. */
 void fj_sm100_fill(fajit_config *c);
 
+/* The layouts the kernel uses, as data (fwd_sm100.c emits them; tests/test_tmem_layout.c interprets them):
+ *   k-step ks of S = Q K^T: the A (Q) and B (K) descriptors' start, bytes past the Q tile / the K tile
+ *   k-step ks of O += P V: P's first tensor memory column past P[b]'s, V's descriptor start past the V tile
+ *   lane base of warp w's tcgen05.ld / st (rows 32 (w % 4) ..: the warp's own quarter, 9.7.16.8.1)
+ *   S value i of a row is P element i: P[b] column i / 2, low half for even i (two 16-bit values a 32-bit column) */
+void fj_sm100_qk_step(const fj_plan *p, int ks, int *q_off, int *k_off);
+void fj_sm100_pv_step(const fj_plan *p, int ks, int *p_col, int *v_off);
+static inline int fj_sm100_lane_base(int warp) { return 32 * (warp % 4); }
+/* LBO / SBO of the Q and K descriptors (K-major) and of V's (N-major). */
+void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo);
+
 /* The whole kernel (fwd_sm100.c). */
 void fj_emit_fwd_sm100_kernel(fj_kctx *k);
 
