@@ -728,6 +728,117 @@ static void turn_pass(fj_kctx *k, const turns *tn, int last_of_tile)
     else fj_ins(k->e, "bar.arrive %s, %d", R(tn->next_bar), 32 * 4 * 2);
 }
 
+/* ---- one KV tile's steps, shared by the unrolled loops and the rolled ones ------------------------
+ * A step addresses its stage as stage_at says: slot >= 0 is that stage of the ring (its barriers and wgmma
+ * descriptors by immediates; the unrolled loops); FJ_SLOT_RING is the stage in registers (the rolled loops,
+ * plan.roll_stages: its barrier block at `bar`, its descriptors in k->ring_desc_k / ring_desc_v; ring_point). */
+typedef struct stage_at {
+    int slot;
+    fj_reg_t bar; /* FJ_SLOT_RING only */
+} stage_at;
+
+static stage_at stage_imm(int s)
+{
+    stage_at st = {s, {0, 0}};
+    return st;
+}
+
+static void stage_wait(fj_kctx *k, stage_at st, int which, fj_reg_t parity)
+{
+    if (st.slot == FJ_SLOT_RING) fj_emit_mbar_wait_at(k, st.bar, fj_ws_bar(k->p, which, 0), parity);
+    else fj_emit_mbar_wait(k, fj_ws_bar(k->p, which, st.slot), parity);
+}
+
+static void stage_release(fj_kctx *k, stage_at st, int which)
+{
+    if (st.slot == FJ_SLOT_RING) fj_emit_mbar_arrive_at(k, st.bar, fj_ws_bar(k->p, which, 0), k->leader);
+    else release(k, which, st.slot);
+}
+
+/* Serial schedule, KV tile j in stage st: S = QK^T, softmax, O += PV, each waited for before the next. */
+static void serial_step(fj_kctx *k, ws_loop *l, stage_at st)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
+    stage_wait(k, st, FJ_BAR_K_FULL, k->phase);
+    p->backend->mma_qk(k, st.slot);
+    p->backend->mma_wait(k, 0);
+    stage_release(k, st, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    consumer_softmax(k, l->mask_from);
+    fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
+    stage_wait(k, st, FJ_BAR_PV_FULL(p), k->phase);
+    p->backend->pack_p(k);
+    p->backend->mma_pv(k, st.slot, FJ_KEYS_ALL);
+    p->backend->mma_wait(k, 0);
+    stage_release(k, st, FJ_BAR_PV_EMPTY(p));
+    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+}
+
+/* Overlapped schedule, the work tile's first KV tile (in stage st): S, its softmax and P; O is still 0. */
+static void overlap_first(fj_kctx *k, ws_loop *l, const turns *tn, stage_at st)
+{
+    const fj_plan *p = k->p;
+    stage_wait(k, st, FJ_BAR_K_FULL, k->phase);
+    turn_wait(k, tn);
+    p->backend->mma_qk(k, st.slot);
+    turn_pass(k, tn, 0);
+    p->backend->mma_wait(k, 0);
+    stage_release(k, st, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    k->defer_o_rescale = 0;
+    k->o_zero = 1; /* O is still 0: no rescale */
+    consumer_softmax(k, l->mask_from);
+    k->o_zero = 0;
+    p->backend->pack_p(k);
+    fj_ins(k->e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+}
+
+/* Overlapped schedule, KV tile j in stage s with tile j - 1's V in stage sp (its full barrier's parity vph). */
+static void overlap_step(fj_kctx *k, ws_loop *l, const turns *tn, stage_at s, stage_at sp, fj_reg_t vph)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    stage_wait(k, s, FJ_BAR_K_FULL, k->phase);
+    stage_wait(k, sp, FJ_BAR_PV_FULL(p), vph);
+    turn_wait(k, tn);
+    fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
+    p->backend->mma_qk(k, s.slot);
+    p->backend->mma_pv(k, sp.slot, FJ_KEYS_ALL);
+    turn_pass(k, tn, 0);
+    p->backend->mma_wait(k, 1);
+    stage_release(k, s, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    k->defer_o_rescale = 1;
+    consumer_softmax(k, l->mask_from);
+    fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
+    /* one wait for the whole warpgroup before the branch on the rescale vote: the vote is per warp, and
+     * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
+     * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
+     * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
+    p->backend->mma_wait(k, 0);
+    stage_release(k, sp, FJ_BAR_PV_EMPTY(p));
+    fj_emit_softmax_rescale_o(k);
+    k->defer_o_rescale = 0;
+    p->backend->pack_p(k);
+    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+}
+
+/* Overlapped schedule, after the last KV tile: its PV (V in stage sp, parity vph). */
+static void overlap_last_pv(fj_kctx *k, const turns *tn, stage_at sp, fj_reg_t vph)
+{
+    const fj_plan *p = k->p;
+    stage_wait(k, sp, FJ_BAR_PV_FULL(p), vph);
+    turn_wait(k, tn);
+    p->backend->mma_pv(k, sp.slot, FJ_KEYS_ALL);
+    turn_pass(k, tn, 1);
+    p->backend->mma_wait(k, 0);
+    stage_release(k, sp, FJ_BAR_PV_EMPTY(p));
+}
+
+/* ---- the unrolled loops: one body per stage of the ring ------------------------------------------- */
+
 /* Serial schedule: per KV tile S = QK^T, softmax, O += PV, each waited for before the next. */
 static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
 {
@@ -741,20 +852,7 @@ static void consumer_loop_serial(fj_kctx *k, ws_loop *l)
         fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
-        fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
-        p->backend->mma_qk(k, s);
-        p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_K_EMPTY, s);
-        release_q_if_last(k, l);
-        consumer_softmax(k, l->mask_from);
-        fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), s), k->phase);
-        p->backend->pack_p(k);
-        p->backend->mma_pv(k, s, FJ_KEYS_ALL);
-        p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_PV_EMPTY(p), s);
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        serial_step(k, l, stage_imm(s));
         next_stage(k, s, l->stage_label);
     }
 }
@@ -780,19 +878,7 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
     for (int s = 0; s < stages; s++) {
         fj_label(e, pro[s]);
         fj_comment(e, 1, "first KV tile of the work tile, in stage %d: S, its softmax and P", s);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
-        turn_wait(k, tn);
-        p->backend->mma_qk(k, s);
-        turn_pass(k, tn, 0);
-        p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_K_EMPTY, s);
-        release_q_if_last(k, l);
-        k->defer_o_rescale = 0;
-        k->o_zero = 1; /* O is still 0: no rescale */
-        consumer_softmax(k, l->mask_from);
-        k->o_zero = 0;
-        p->backend->pack_p(k);
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        overlap_first(k, l, tn, stage_imm(s));
         if (s + 1 < stages) fj_ins(e, "bra.uni %s", l->stage_label[s + 1]);
         else next_stage(k, s, l->stage_label);
     }
@@ -804,46 +890,19 @@ static void consumer_loop_overlap(fj_kctx *k, ws_loop *l, const turns *tn)
         else fj_ins(e, "mov.u32 %s, %s", R(vph), R(k->phase));
         fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
         fj_ins(e, "@%s bra.uni %s", R(pr), tail[sp]);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), sp), vph);
-        turn_wait(k, tn);
-        fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
-        p->backend->mma_qk(k, s);
-        p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
-        turn_pass(k, tn, 0);
-        p->backend->mma_wait(k, 1);
-        release(k, FJ_BAR_K_EMPTY, s);
-        release_q_if_last(k, l);
-        k->defer_o_rescale = 1;
-        consumer_softmax(k, l->mask_from);
-        fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
-        /* one wait for the whole warpgroup before the branch on the rescale vote: the vote is per warp, and
-         * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
-         * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
-         * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
-        p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_PV_EMPTY(p), sp);
-        fj_emit_softmax_rescale_o(k);
-        k->defer_o_rescale = 0;
-        p->backend->pack_p(k);
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        overlap_step(k, l, tn, stage_imm(s), stage_imm(sp), vph);
         next_stage(k, s, l->stage_label);
     }
     for (int sp = 0; sp < stages; sp++) {
         fj_label(e, tail[sp]);
         fj_comment(e, 1, "last KV tile: its V is in stage %d; the ring goes on at stage %d", sp, (sp + 1) % stages);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), sp), vph);
-        turn_wait(k, tn);
-        p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
-        turn_pass(k, tn, 1);
-        p->backend->mma_wait(k, 0);
-        release(k, FJ_BAR_PV_EMPTY(p), sp);
+        overlap_last_pv(k, tn, stage_imm(sp), vph);
         fj_ins(e, "mov.u32 %s, %d", R(l->ring), (sp + 1) % stages);
         fj_ins(e, "bra.uni %s", l->next_tile);
     }
 }
 
-/* ---- the rolled loop (plan.roll_stages) ---------------------------------------------------------
+/* ---- the rolled loops (plan.roll_stages, config roll = 1) -----------------------------------------
  * One body serves every stage of the ring: l->ring holds the stage of tile j (s), `sp` that of tile j - 1;
  * their barriers are addressed from registers (smem + 8 x FJ_WS_BARS_PER_STAGE x stage, then each barrier's
  * stage-0 offset) and their wgmma descriptors from k->ring_desc_k / ring_desc_v (mma_* with FJ_SLOT_RING).
@@ -873,16 +932,6 @@ static void ring_advance(fj_kctx *k, ws_loop *l, const ring_regs *rr)
     fj_ins(k->e, "@%s xor.b32 %s, %s, 1", R(pr), R(k->phase), R(k->phase));
 }
 
-static void ring_wait(fj_kctx *k, fj_reg_t bar, int which, fj_reg_t parity)
-{
-    fj_emit_mbar_wait_at(k, bar, fj_ws_bar(k->p, which, 0), parity);
-}
-
-static void ring_release(fj_kctx *k, fj_reg_t bar, int which)
-{
-    fj_emit_mbar_arrive_at(k, bar, fj_ws_bar(k->p, which, 0), k->leader);
-}
-
 static ring_regs ring_regs_alloc(fj_kctx *k)
 {
     ring_regs rr = {fj_alloc(k->e, k->b_r, 1), fj_alloc(k->e, k->b_r, 1), fj_alloc(k->e, k->b_r, 1)};
@@ -891,10 +940,22 @@ static ring_regs ring_regs_alloc(fj_kctx *k)
     return rr;
 }
 
+/* The stages s and sp as the steps address them. */
+static stage_at ring_s(const ring_regs *rr)
+{
+    stage_at st = {FJ_SLOT_RING, rr->bar_s};
+    return st;
+}
+
+static stage_at ring_sp(const ring_regs *rr)
+{
+    stage_at st = {FJ_SLOT_RING, rr->bar_sp};
+    return st;
+}
+
 /* consumer_loop_serial, rolled. */
 static void consumer_loop_serial_rolled(fj_kctx *k, ws_loop *l)
 {
-    const fj_plan *p = k->p;
     fj_emit *e = k->e;
     char body[48];
     ring_regs rr = ring_regs_alloc(k);
@@ -906,20 +967,7 @@ static void consumer_loop_serial_rolled(fj_kctx *k, ws_loop *l)
     fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
     ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
     fj_ins(e, "mov.b64 %s, %s", R(k->ring_desc_v), R(k->ring_desc_k));
-    fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
-    ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
-    p->backend->mma_qk(k, FJ_SLOT_RING);
-    p->backend->mma_wait(k, 0);
-    ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
-    release_q_if_last(k, l);
-    consumer_softmax(k, l->mask_from);
-    fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
-    ring_wait(k, rr.bar_s, FJ_BAR_V_FULL, k->phase);
-    p->backend->pack_p(k);
-    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
-    p->backend->mma_wait(k, 0);
-    ring_release(k, rr.bar_s, FJ_BAR_V_EMPTY);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    serial_step(k, l, ring_s(&rr));
     ring_advance(k, l, &rr);
     fj_ins(e, "bra.uni %s", body);
 }
@@ -927,7 +975,6 @@ static void consumer_loop_serial_rolled(fj_kctx *k, ws_loop *l)
 /* consumer_loop_overlap, rolled: one prologue, one body, one tail. */
 static void consumer_loop_overlap_rolled(fj_kctx *k, ws_loop *l, const turns *tn)
 {
-    const fj_plan *p = k->p;
     fj_emit *e = k->e;
     char body[48], tail[48];
     ring_regs rr = ring_regs_alloc(k);
@@ -936,19 +983,7 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, ws_loop *l, const turns *tn
     fj_label_new(e, "kv_tail", tail, sizeof tail);
     fj_comment(e, 1, "first KV tile of the work tile, in stage ring: S, its softmax and P");
     ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
-    ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
-    turn_wait(k, tn);
-    p->backend->mma_qk(k, FJ_SLOT_RING);
-    turn_pass(k, tn, 0);
-    p->backend->mma_wait(k, 0);
-    ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
-    release_q_if_last(k, l);
-    k->defer_o_rescale = 0;
-    k->o_zero = 1; /* O is still 0: no rescale */
-    consumer_softmax(k, l->mask_from);
-    k->o_zero = 0;
-    p->backend->pack_p(k);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    overlap_first(k, l, tn, ring_s(&rr));
     ring_advance(k, l, &rr);
     fj_label(e, body);
     fj_comment(e, 1, "---- KV tile j in stage ring; PV of tile j - 1 from stage sp (rolled: one body for every stage) ----");
@@ -960,36 +995,13 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, ws_loop *l, const turns *tn
     fj_ins(e, "@%s bra.uni %s", R(pr), tail);
     ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
     ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
-    ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
-    ring_wait(k, rr.bar_sp, FJ_BAR_V_FULL, vph);
-    turn_wait(k, tn);
-    fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
-    p->backend->mma_qk(k, FJ_SLOT_RING);
-    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
-    turn_pass(k, tn, 0);
-    p->backend->mma_wait(k, 1);
-    ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
-    release_q_if_last(k, l);
-    k->defer_o_rescale = 1;
-    consumer_softmax(k, l->mask_from);
-    fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
-    p->backend->mma_wait(k, 0); /* one wait for the whole warpgroup (see consumer_loop_overlap) */
-    ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
-    fj_emit_softmax_rescale_o(k);
-    k->defer_o_rescale = 0;
-    p->backend->pack_p(k);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    overlap_step(k, l, tn, ring_s(&rr), ring_sp(&rr), vph);
     ring_advance(k, l, &rr);
     fj_ins(e, "bra.uni %s", body);
     fj_label(e, tail);
     fj_comment(e, 1, "last KV tile: its V is in stage sp; the ring goes on at stage ring");
     ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
-    ring_wait(k, rr.bar_sp, FJ_BAR_V_FULL, vph);
-    turn_wait(k, tn);
-    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
-    turn_pass(k, tn, 1);
-    p->backend->mma_wait(k, 0);
-    ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
+    overlap_last_pv(k, tn, ring_sp(&rr), vph);
     fj_ins(e, "bra.uni %s", l->next_tile);
 }
 
