@@ -15,20 +15,29 @@ exe=$build/bench_first_call
 work=$(mktemp -d /tmp/fajit-first-call-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-# run CACHE_DIR [env...] -- flags: one fresh process, a fresh driver JIT cache each time
+# run CACHE_DIR [env...] -- flags: one fresh process, a fresh driver JIT cache each time. Prints its RESULT line, or
+# "exit=N" when the process failed (its stderr goes to the log): one failing cell must not end the table.
 run() {
     local dir=$1; shift
     local envs=()
     while [ "$1" != "--" ]; do envs+=("$1"); shift; done; shift
-    env CUDA_CACHE_DISABLE=1 CUDA_CACHE_PATH="$(mktemp -d "$work/cuda-XXXXXX")" FAJIT_CACHE_DIR="$dir" \
-        "${envs[@]}" "$exe" "$@" | sed -n 's/^RESULT //p'
+    local out rc=0
+    out=$(env CUDA_CACHE_DISABLE=1 CUDA_CACHE_PATH="$(mktemp -d "$work/cuda-XXXXXX")" FAJIT_CACHE_DIR="$dir" \
+        ${envs[@]+"${envs[@]}"} "$exe" "$@") || rc=$?
+    if [ $rc -ne 0 ]; then echo "exit=$rc source=FAILED"; else sed -n 's/^RESULT //p' <<<"$out"; fi
 }
-field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+# the value of key=VALUE in a RESULT line (the fields before ran="...", so a config text cannot match)
+field() { sed -n "s/ ran=\".*//; s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
-printf '%-4s %-9s | %-22s | %-22s | %-14s | %-28s | %-14s\n' D mask "first call, prebuilt" \
-    "first call, compiled" "disk hit" "tuned: first call / serves" "tuned disk hit"
-printf '%-4s %-9s | %-22s | %-22s | %-14s | %-28s | %-14s\n' "" "" "return/sync ms (src)" "return/sync ms (src)" \
-    "return ms (src)" "return ms (src) / ms" "return ms (src)"
+fmt='%-4s %-9s | %-22s | %-22s | %-14s | %-28s | %-14s\n'
+header() {
+    printf "$fmt" D mask "first call, prebuilt" "first call, compiled" "disk hit" "tuned: first call / serves" \
+        "tuned disk hit"
+    printf "$fmt" "" "" "return/sync ms (src)" "return/sync ms (src)" "return ms (src)" "return ms (src) / ms" \
+        "return ms (src)"
+}
+rows=()
+header
 for d in 64 128 256; do
     for causal in 0 1; do
         mask=$([ "$causal" = 1 ] && echo causal || echo noncausal)
@@ -37,16 +46,23 @@ for d in 64 128 256; do
         c=$(run "$work/b-$d-$causal" FAJIT_PREBUILT=0 -- --headdim "$d" --causal "$causal" "$@")
         t=$(run "$work/t-$d-$causal" -- --headdim "$d" --causal "$causal" --tuned "$@")
         u=$(run "$work/t-$d-$causal" -- --headdim "$d" --causal "$causal" --tuned "$@")
-        printf '%-4s %-9s | %7s/%-7s (%-6s) | %7s/%-7s (%-6s) | %6s (%-5s) | %7s (%-8s) / %-7s | %6s (%-5s)\n' \
+        row=$(printf '%-4s %-9s | %7s/%-7s (%-6s) | %7s/%-7s (%-6s) | %6s (%-5s) | %7s (%-8s) / %-7s | %6s (%-5s)' \
             "$d" "$mask" "$(field return_ms "$a")" "$(field sync_ms "$a")" "$(field source "$a")" \
             "$(field return_ms "$b")" "$(field sync_ms "$b")" "$(field source "$b")" \
             "$(field return_ms "$c")" "$(field source "$c")" \
             "$(field return_ms "$t")" "$(field source "$t")" "$(field winner_serves_ms "$t")" \
-            "$(field return_ms "$u")" "$(field source "$u")"
+            "$(field return_ms "$u")" "$(field source "$u")")
+        rows+=("$row")
+        echo "$row"
         ran_a=$(sed -n 's/.*ran="\(.*\)"/\1/p' <<<"$a")
         ran_t=$(sed -n 's/.*ran="\(.*\)"/\1/p' <<<"$t")
-        echo "    prebuilt ran: $ran_a | tuned first call ran: $ran_t" >&2
+        echo "    d$d $mask: prebuilt ran: $ran_a | tuned first call ran: $ran_t" >&2
     done
 done
+# the whole table again, last: a log cut to its tail (bench/run_gpu.sh keeps 25 lines of a stage) still holds
+# every row (the D64 non-causal row, the first, was lost that way on the H100 on 2026-11-26)
+echo "== first-call table (ms)"
+header
+printf '%s\n' "${rows[@]}"
 echo "caches: fajit's disk cache a fresh directory per column group (the disk-hit column reuses the compiled"
 echo "column's), CUDA_CACHE_DISABLE=1 with a fresh CUDA_CACHE_PATH per process; the OS page cache not emptied."

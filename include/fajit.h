@@ -159,6 +159,13 @@ typedef struct fajit_config {
      * path only, head_dim 64, 128 or 256. */
     fajit_dtype kv_dtype;
     fajit_dtype out_dtype;
+    /* roll (appended in 0.2; 0 = the default, so a zeroed config keeps its meaning and its text): sm_90a path, BF16 /
+     * F16, stages >= 2. 1 = the consumers' KV loop is written once for every stage of the K/V ring (the stage, its
+     * barrier addresses and descriptor offsets in registers) instead of once per stage: about half the PTX and a
+     * shorter compile (issue 23), a few more registers; -1 = one loop body per stage (unrolled). 0 reads as -1 for
+     * now; fajit_config_fill leaves it. Canonical text: " roll" after the schedule flags when 1 ("... w12 ov pp
+     * roll noncausal"). Python's keyword and fagen's flag: roll (--roll on|off). */
+    int roll;
 } fajit_config;
 
 /* fajit_config.mods bits. WINDOW and CHUNK bound each query row's keys (a local mask read from the kernel's

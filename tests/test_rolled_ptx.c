@@ -1,10 +1,11 @@
 /*
- * test_rolled_ptx.c - the rolled sm_90a consumer loop (plan.roll_stages, issue 23's faster cold compile): for
+ * test_rolled_ptx.c - the rolled sm_90a consumer loop (config roll = 1, plan.roll_stages; issue 23's faster cold
+ * compile): for
  * sm_90a configs of both schedules (overlap, serial), 2-4 stages, head dims 64 / 128 / 256, causal or not, the
  * decode, varlen and paged variants and the attention variants, the PTX with the loop rolled assembles with
  * ptxas for sm_90a without spills or stack, keeps setmaxnreg (two USETMAXREG in the SASS when nvdisasm is
- * there), and is shorter than the unrolled PTX; with roll_stages 0 the PTX is what fajit_generate_ptx writes.
- * Needs ptxas (skips without it). Numerics of the rolled kernels: the gpu tests of a FAJIT_ROLL_STAGES=ON build.
+ * there), and is shorter than the unrolled PTX (roll 0). Needs ptxas (skips without it). Numerics of the rolled
+ * kernels: fagen check --arch sm_90a --roll on on a GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -105,20 +106,15 @@ static void test_rolled_assembles(void **state)
         fajit_status st = fj_plan_build_variant(&cfg, c->variant, &plan);
         if (st != FAJIT_OK) print_error("%s: %s\n", what, fajit_errmsg());
         assert_int_equal(st, FAJIT_OK);
-        assert_int_equal(plan.roll_stages, FJ_ROLL_STAGES_DEFAULT);
-        char *unrolled = NULL, *rolled = NULL, *pub = NULL;
-        size_t n_unrolled = 0, n_rolled = 0, n_pub = 0;
-        plan.roll_stages = 0;
+        assert_int_equal(plan.roll_stages, 0);
+        char *unrolled = NULL, *rolled = NULL;
+        size_t n_unrolled = 0, n_rolled = 0;
         assert_int_equal(fj_generate_ptx_plan(&plan, 0, &unrolled, &n_unrolled), FAJIT_OK);
-        if (!c->variant && !FJ_ROLL_STAGES_DEFAULT) { /* off: what the public call writes */
-            assert_int_equal(fajit_generate_ptx(&cfg, 0, &pub, &n_pub), FAJIT_OK);
-            assert_int_equal(n_pub, n_unrolled);
-            assert_memory_equal(pub, unrolled, n_pub);
-            fajit_free(pub);
-        }
-        plan.roll_stages = 1;
+        cfg.roll = 1;
+        assert_int_equal(fj_plan_build_variant(&cfg, c->variant, &plan), FAJIT_OK);
+        assert_int_equal(plan.roll_stages, 1);
         assert_int_equal(fj_generate_ptx_plan(&plan, 0, &rolled, &n_rolled), FAJIT_OK);
-        assert_non_null(strstr(rolled, " rolled")); /* the header's canonical text says so */
+        assert_non_null(strstr(rolled, " roll ")); /* the header's canonical text says so */
         int lu = count_lines(unrolled, n_unrolled), lr = count_lines(rolled, n_rolled);
         int usetmaxreg = assemble(what, rolled, n_rolled);
         print_message("%-60s PTX %5d -> %5d lines%s\n", what, lu, lr,

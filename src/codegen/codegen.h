@@ -18,11 +18,6 @@
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
 #define FJ_CODEGEN_VERSION "fajit-codegen-13"
 
-/* Whether the sm_90a consumers' KV loop is rolled over the stages (plan.roll_stages); a build option. */
-#ifndef FJ_ROLL_STAGES_DEFAULT
-#define FJ_ROLL_STAGES_DEFAULT 0
-#endif
-
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
     const fj_arch_info *arch;    /* PTX target of the code-generation path */
@@ -88,8 +83,7 @@ typedef struct fj_plan {
     int roll_stages;             /* 1: the consumers' KV loop is written once for every stage of the ring (stage,
                                     its barrier addresses and descriptor offsets in registers) instead of once
                                     per stage (immediates): about half the PTX and 40% of ptxas's time for
-                                    2 stages (issue 23). Off unless built with FAJIT_ROLL_STAGES=ON
-                                    (FJ_ROLL_STAGES_DEFAULT); the canonical text then ends in " rolled" */
+                                    2 stages (issue 23). The config's roll = 1 (fajit.h; text " roll") */
     int tma_box_cols;            /* elements in one TMA box row: the swizzle span / 2 */
     int tma_boxes;               /* boxes per tile row: head_dim / tma_box_cols; a tile is stored box by box,
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */

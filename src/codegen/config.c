@@ -93,10 +93,10 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
                  c->mods & FAJIT_MOD_SOFTCAP ? " cap" : "", c->mods & FAJIT_MOD_SINKS ? " sink" : "",
                  c->mods & FAJIT_MOD_ALIBI ? " alibi" : "", c->mods & FAJIT_MOD_CHUNK ? " chunk" : "",
                  c->mods & ~FAJIT_MOD_ALL ? " mods?" : "");
-    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s %s%s", fj_arch_path_name(c->arch),
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s%s %s%s", fj_arch_path_name(c->arch),
                     dt, c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
-                    c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->causal ? "causal" : "noncausal",
-                    mods);
+                    c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->roll == 1 ? " roll" : "",
+                    c->causal ? "causal" : "noncausal", mods);
 }
 
 /* The variant words of the canonical text, in fajit_config_format's order. */
@@ -134,6 +134,7 @@ void fj_config_overlay(fajit_config *dst, const fajit_config *src)
     if (!dst->col_warps) dst->col_warps = src->col_warps;
     if (!dst->overlap) dst->overlap = src->overlap;
     if (!dst->pingpong) dst->pingpong = src->pingpong;
+    if (!dst->roll) dst->roll = src->roll;
 }
 
 static int flag_read(int v) { return v == 1; }
@@ -144,7 +145,7 @@ int fj_config_same(const fajit_config *a, const fajit_config *b)
            a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
            a->causal == b->causal && (a->col_warps ? a->col_warps : 1) == (b->col_warps ? b->col_warps : 1) &&
            flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong) &&
-           a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
+           flag_read(a->roll) == flag_read(b->roll) && a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
            fj_config_out_dtype(a) == fj_config_out_dtype(b);
 }
 

@@ -127,6 +127,9 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
     if (c->overlap < -1 || c->overlap > 1) return CFG_FAIL("overlap = %d: must be 1 (on), -1 (off) or 0 (pick)", c->overlap);
     if (c->pingpong < -1 || c->pingpong > 1)
         return CFG_FAIL("pingpong = %d: must be 1 (on), -1 (off) or 0 (pick)", c->pingpong);
+    if (c->roll < -1 || c->roll > 1)
+        return CFG_FAIL("roll = %d: must be 1 (one KV loop body for every stage), -1 (one per stage) or 0 (default)",
+                        c->roll);
     p->overlap = c->overlap == 1;
     p->pingpong = c->pingpong == 1;
     if (c->mods & ~FAJIT_MOD_ALL)
@@ -385,8 +388,6 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
                       p->variant & FJ_VARIANT_AHEAD ? " ahead" : "", p->variant & FJ_VARIANT_VARLEN ? " varlen" : "",
                       p->variant & FJ_VARIANT_VARLEN_K ? " varlenk" : "",
                       p->variant & FJ_VARIANT_KV8_INT_K ? " kv8intk" : "", p->variant & FJ_VARIANT_KV8_INT_V ? " kv8intv" : "");
-    if (n >= 0 && p->roll_stages) /* an experimental loop shape (a build option): its own cache keys */
-        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, " rolled");
     return n;
 }
 

@@ -135,6 +135,13 @@ static fajit_status tiles_sm90(fj_plan *p)
         return CFG_FAIL("pingpong = 1 with overlap = %d: a warpgroup's turn issues S(j) and PV(j-1) together, which "
                         "is the overlapped schedule; use overlap = 1",
                         c->overlap);
+    if (c->roll == 1 && c->dtype == FAJIT_DTYPE_E4M3)
+        return CFG_FAIL("roll = 1 with dtype e4m3: the FP8 kernels' KV loop is written per stage only (its V waits are "
+                        "the transposed Vt's); use roll = 0 or -1");
+    if (c->roll == 1 && c->stages < 2)
+        return CFG_FAIL("roll = 1 with stages = %d: one stage is one loop body already; use roll = 0 or -1, or stages "
+                        ">= 2",
+                        c->stages);
     if (c->dtype == FAJIT_DTYPE_E4M3) {
         fajit_status st = fj_fp8_tiles(p);
         if (st != FAJIT_OK) return st;
@@ -200,7 +207,7 @@ static fajit_status plan_sm90(fj_plan *p)
         p->k_steps_pv = c->block_n / 32;
     }
     p->whole_program = p->consumer_regs > 0;
-    p->roll_stages = FJ_ROLL_STAGES_DEFAULT && c->stages > 1 && !p->fp8; /* FP8: the unrolled loop (its V waits are Vt's) */
+    p->roll_stages = c->roll == 1; /* (the check refuses it with FP8 and with one stage) */
     p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
     p->reg_acc_o = c->head_dim / 2;
     p->reg_acc_s = c->block_n / 2;

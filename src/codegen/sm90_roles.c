@@ -424,6 +424,95 @@ static void turn_pass(fj_kctx *k, const turns *tn, int last_of_tile)
     else fj_ins(k->e, "bar.arrive %s, %d", R(tn->next_bar), 32 * 4 * 2);
 }
 
+/* ---- one KV tile's steps, shared by the unrolled loops and the rolled ones -------------------------------------
+ * A step addresses its stage through the frame's fj_ws_stage: an immediate stage of the ring (the unrolled loops)
+ * or the stage in registers (the rolled loops, plan.roll_stages: its barrier block and descriptors from
+ * fj_ws_ring_point). */
+
+/* Serial schedule, KV tile j in stage st: S = QK^T, softmax, O += PV, each waited for before the next. */
+static void serial_step(fj_kctx *k, fj_ws_loop *l, fj_ws_stage st)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
+    fj_ws_stage_wait(k, st, FJ_BAR_K_FULL, k->phase);
+    p->backend->mma_qk(k, st.slot);
+    p->backend->async->mma_wait(k, 0);
+    fj_ws_stage_release(k, st, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    consumer_softmax(k, l->mask_from);
+    fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
+    fj_ws_stage_wait(k, st, FJ_BAR_PV_FULL(p), k->phase);
+    p->backend->pack_p(k);
+    p->backend->mma_pv(k, st.slot, FJ_KEYS_ALL);
+    p->backend->async->mma_wait(k, 0);
+    fj_ws_stage_release(k, st, FJ_BAR_PV_EMPTY(p));
+    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+}
+
+/* Overlapped schedule, the work tile's first KV tile (in stage st): S, its softmax and P; O is still 0. */
+static void overlap_first(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stage st)
+{
+    const fj_plan *p = k->p;
+    fj_ws_stage_wait(k, st, FJ_BAR_K_FULL, k->phase);
+    turn_wait(k, tn);
+    p->backend->mma_qk(k, st.slot);
+    turn_pass(k, tn, 0);
+    p->backend->async->mma_wait(k, 0);
+    fj_ws_stage_release(k, st, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    k->defer_o_rescale = 0;
+    k->o_zero = 1; /* O is still 0: no rescale */
+    consumer_softmax(k, l->mask_from);
+    k->o_zero = 0;
+    p->backend->pack_p(k);
+    fj_ins(k->e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+}
+
+/* Overlapped schedule, KV tile j in stage s with tile j - 1's V in stage sp (its full barrier's parity vph). */
+static void overlap_step(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stage s, fj_ws_stage sp, fj_reg_t vph)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_ws_stage_wait(k, s, FJ_BAR_K_FULL, k->phase);
+    fj_ws_stage_wait(k, sp, FJ_BAR_PV_FULL(p), vph);
+    turn_wait(k, tn);
+    fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
+    p->backend->mma_qk(k, s.slot);
+    p->backend->mma_pv(k, sp.slot, FJ_KEYS_ALL);
+    turn_pass(k, tn, 0);
+    p->backend->async->mma_wait(k, 1);
+    fj_ws_stage_release(k, s, FJ_BAR_K_EMPTY);
+    release_q_if_last(k, l);
+    k->defer_o_rescale = 1;
+    consumer_softmax(k, l->mask_from);
+    fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
+    /* one wait for the whole warpgroup before the branch on the rescale vote: the vote is per warp, and
+     * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
+     * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
+     * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
+    p->backend->async->mma_wait(k, 0);
+    fj_ws_stage_release(k, sp, FJ_BAR_PV_EMPTY(p));
+    fj_emit_softmax_rescale_o(k);
+    k->defer_o_rescale = 0;
+    p->backend->pack_p(k);
+    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+}
+
+/* Overlapped schedule, after the last KV tile: its PV (V in stage sp, parity vph). */
+static void overlap_last_pv(fj_kctx *k, const turns *tn, fj_ws_stage sp, fj_reg_t vph)
+{
+    const fj_plan *p = k->p;
+    fj_ws_stage_wait(k, sp, FJ_BAR_PV_FULL(p), vph);
+    turn_wait(k, tn);
+    p->backend->mma_pv(k, sp.slot, FJ_KEYS_ALL);
+    turn_pass(k, tn, 1);
+    p->backend->async->mma_wait(k, 0);
+    fj_ws_stage_release(k, sp, FJ_BAR_PV_EMPTY(p));
+}
+
+/* ---- the unrolled loops: one body per stage of the ring ------------------------------------------- */
+
 /* Serial schedule: per KV tile S = QK^T, softmax, O += PV, each waited for before the next. */
 static void consumer_loop_serial(fj_kctx *k, fj_ws_loop *l)
 {
@@ -437,20 +526,7 @@ static void consumer_loop_serial(fj_kctx *k, fj_ws_loop *l)
         fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
-        fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
-        p->backend->mma_qk(k, s);
-        p->backend->async->mma_wait(k, 0);
-        fj_ws_release(k, FJ_BAR_K_EMPTY, s);
-        release_q_if_last(k, l);
-        consumer_softmax(k, l->mask_from);
-        fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), s), k->phase);
-        p->backend->pack_p(k);
-        p->backend->mma_pv(k, s, FJ_KEYS_ALL);
-        p->backend->async->mma_wait(k, 0);
-        fj_ws_release(k, FJ_BAR_PV_EMPTY(p), s);
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        serial_step(k, l, fj_ws_stage_imm(s));
         fj_ws_ring_next_stage(k, s, l->stage_label);
     }
 }
@@ -476,19 +552,7 @@ static void consumer_loop_overlap(fj_kctx *k, fj_ws_loop *l, const turns *tn)
     for (int s = 0; s < stages; s++) {
         fj_label(e, pro[s]);
         fj_comment(e, 1, "first KV tile of the work tile, in stage %d: S, its softmax and P", s);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
-        turn_wait(k, tn);
-        p->backend->mma_qk(k, s);
-        turn_pass(k, tn, 0);
-        p->backend->async->mma_wait(k, 0);
-        fj_ws_release(k, FJ_BAR_K_EMPTY, s);
-        release_q_if_last(k, l);
-        k->defer_o_rescale = 0;
-        k->o_zero = 1; /* O is still 0: no rescale */
-        consumer_softmax(k, l->mask_from);
-        k->o_zero = 0;
-        p->backend->pack_p(k);
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        overlap_first(k, l, tn, fj_ws_stage_imm(s));
         if (s + 1 < stages) fj_ins(e, "bra.uni %s", l->stage_label[s + 1]);
         else fj_ws_ring_next_stage(k, s, l->stage_label);
     }
@@ -500,49 +564,23 @@ static void consumer_loop_overlap(fj_kctx *k, fj_ws_loop *l, const turns *tn)
         else fj_ins(e, "mov.u32 %s, %s", R(vph), R(k->phase));
         fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
         fj_ins(e, "@%s bra.uni %s", R(pr), tail[sp]);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_FULL, s), k->phase);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), sp), vph);
-        turn_wait(k, tn);
-        fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
-        p->backend->mma_qk(k, s);
-        p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
-        turn_pass(k, tn, 0);
-        p->backend->async->mma_wait(k, 1);
-        fj_ws_release(k, FJ_BAR_K_EMPTY, s);
-        release_q_if_last(k, l);
-        k->defer_o_rescale = 1;
-        consumer_softmax(k, l->mask_from);
-        fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
-        /* one wait for the whole warpgroup before the branch on the rescale vote: the vote is per warp, and
-         * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
-         * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
-         * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
-        p->backend->async->mma_wait(k, 0);
-        fj_ws_release(k, FJ_BAR_PV_EMPTY(p), sp);
-        fj_emit_softmax_rescale_o(k);
-        k->defer_o_rescale = 0;
-        p->backend->pack_p(k);
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        overlap_step(k, l, tn, fj_ws_stage_imm(s), fj_ws_stage_imm(sp), vph);
         fj_ws_ring_next_stage(k, s, l->stage_label);
     }
     for (int sp = 0; sp < stages; sp++) {
         fj_label(e, tail[sp]);
         fj_comment(e, 1, "last KV tile: its V is in stage %d; the ring goes on at stage %d", sp, (sp + 1) % stages);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_PV_FULL(p), sp), vph);
-        turn_wait(k, tn);
-        p->backend->mma_pv(k, sp, FJ_KEYS_ALL);
-        turn_pass(k, tn, 1);
-        p->backend->async->mma_wait(k, 0);
-        fj_ws_release(k, FJ_BAR_PV_EMPTY(p), sp);
+        overlap_last_pv(k, tn, fj_ws_stage_imm(sp), vph);
         fj_ins(e, "mov.u32 %s, %d", R(l->ring), (sp + 1) % stages);
         fj_ins(e, "bra.uni %s", l->next_tile);
     }
 }
 
+/* ---- the rolled loops (plan.roll_stages, config roll = 1): one body for every stage (ws_frame.h) ------------- */
 
+/* consumer_loop_serial, rolled. */
 static void consumer_loop_serial_rolled(fj_kctx *k, fj_ws_loop *l)
 {
-    const fj_plan *p = k->p;
     fj_emit *e = k->e;
     char body[48];
     fj_ws_ring_regs rr = fj_ws_ring_regs_alloc(k);
@@ -554,20 +592,7 @@ static void consumer_loop_serial_rolled(fj_kctx *k, fj_ws_loop *l)
     fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
     fj_ws_ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
     fj_ins(e, "mov.b64 %s, %s", R(k->ring_desc_v), R(k->ring_desc_k));
-    fj_comment(e, 1, "wait for K(j); S = Q K^T; then the stage's K is free");
-    fj_ws_ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
-    p->backend->mma_qk(k, FJ_SLOT_RING);
-    p->backend->async->mma_wait(k, 0);
-    fj_ws_ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
-    release_q_if_last(k, l);
-    consumer_softmax(k, l->mask_from);
-    fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
-    fj_ws_ring_wait(k, rr.bar_s, FJ_BAR_V_FULL, k->phase);
-    p->backend->pack_p(k);
-    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
-    p->backend->async->mma_wait(k, 0);
-    fj_ws_ring_release(k, rr.bar_s, FJ_BAR_V_EMPTY);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    serial_step(k, l, fj_ws_stage_ring(rr.bar_s));
     fj_ws_ring_advance(k, l, &rr);
     fj_ins(e, "bra.uni %s", body);
 }
@@ -575,7 +600,6 @@ static void consumer_loop_serial_rolled(fj_kctx *k, fj_ws_loop *l)
 /* consumer_loop_overlap, rolled: one prologue, one body, one tail. */
 static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns *tn)
 {
-    const fj_plan *p = k->p;
     fj_emit *e = k->e;
     char body[48], tail[48];
     fj_ws_ring_regs rr = fj_ws_ring_regs_alloc(k);
@@ -584,19 +608,7 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns 
     fj_label_new(e, "kv_tail", tail, sizeof tail);
     fj_comment(e, 1, "first KV tile of the work tile, in stage ring: S, its softmax and P");
     fj_ws_ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
-    fj_ws_ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
-    turn_wait(k, tn);
-    p->backend->mma_qk(k, FJ_SLOT_RING);
-    turn_pass(k, tn, 0);
-    p->backend->async->mma_wait(k, 0);
-    fj_ws_ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
-    release_q_if_last(k, l);
-    k->defer_o_rescale = 0;
-    k->o_zero = 1; /* O is still 0: no rescale */
-    consumer_softmax(k, l->mask_from);
-    k->o_zero = 0;
-    p->backend->pack_p(k);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    overlap_first(k, l, tn, fj_ws_stage_ring(rr.bar_s));
     fj_ws_ring_advance(k, l, &rr);
     fj_label(e, body);
     fj_comment(e, 1, "---- KV tile j in stage ring; PV of tile j - 1 from stage sp (rolled: one body for every stage) ----");
@@ -608,36 +620,13 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns 
     fj_ins(e, "@%s bra.uni %s", R(pr), tail);
     fj_ws_ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
     fj_ws_ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
-    fj_ws_ring_wait(k, rr.bar_s, FJ_BAR_K_FULL, k->phase);
-    fj_ws_ring_wait(k, rr.bar_sp, FJ_BAR_V_FULL, vph);
-    turn_wait(k, tn);
-    fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
-    p->backend->mma_qk(k, FJ_SLOT_RING);
-    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
-    turn_pass(k, tn, 0);
-    p->backend->async->mma_wait(k, 1);
-    fj_ws_ring_release(k, rr.bar_s, FJ_BAR_K_EMPTY);
-    release_q_if_last(k, l);
-    k->defer_o_rescale = 1;
-    consumer_softmax(k, l->mask_from);
-    fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
-    p->backend->async->mma_wait(k, 0); /* one wait for the whole warpgroup (see consumer_loop_overlap) */
-    fj_ws_ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
-    fj_emit_softmax_rescale_o(k);
-    k->defer_o_rescale = 0;
-    p->backend->pack_p(k);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    overlap_step(k, l, tn, fj_ws_stage_ring(rr.bar_s), fj_ws_stage_ring(rr.bar_sp), vph);
     fj_ws_ring_advance(k, l, &rr);
     fj_ins(e, "bra.uni %s", body);
     fj_label(e, tail);
     fj_comment(e, 1, "last KV tile: its V is in stage sp; the ring goes on at stage ring");
     fj_ws_ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
-    fj_ws_ring_wait(k, rr.bar_sp, FJ_BAR_V_FULL, vph);
-    turn_wait(k, tn);
-    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
-    turn_pass(k, tn, 1);
-    p->backend->async->mma_wait(k, 0);
-    fj_ws_ring_release(k, rr.bar_sp, FJ_BAR_V_EMPTY);
+    overlap_last_pv(k, tn, fj_ws_stage_ring(rr.bar_sp), vph);
     fj_ins(e, "bra.uni %s", l->next_tile);
 }
 

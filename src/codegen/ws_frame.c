@@ -288,7 +288,7 @@ void fj_ws_release(fj_kctx *k, int which, int s)
 }
 
 
-/* ---- the rolled loop (plan.roll_stages) ---------------------------------------------------------
+/* ---- the rolled loops (plan.roll_stages, config roll = 1) -----------------------------------------------------
  * One body serves every stage of the ring: l->ring holds the stage of tile j (s), `sp` that of tile j - 1;
  * their barriers are addressed from registers (smem + 8 x FJ_WS_BARS_PER_STAGE x stage, then each barrier's
  * stage-0 offset) and their wgmma descriptors from k->ring_desc_k / ring_desc_v (mma_* with FJ_SLOT_RING).
@@ -314,14 +314,28 @@ void fj_ws_ring_advance(fj_kctx *k, fj_ws_loop *l, const fj_ws_ring_regs *rr)
     fj_ins(k->e, "@%s xor.b32 %s, %s, 1", R(pr), R(k->phase), R(k->phase));
 }
 
-void fj_ws_ring_wait(fj_kctx *k, fj_reg_t bar, int which, fj_reg_t parity)
+fj_ws_stage fj_ws_stage_imm(int s)
 {
-    fj_emit_mbar_wait_at(k, bar, fj_ws_bar(k->p, which, 0), parity);
+    fj_ws_stage st = {s, {0, 0}};
+    return st;
 }
 
-void fj_ws_ring_release(fj_kctx *k, fj_reg_t bar, int which)
+fj_ws_stage fj_ws_stage_ring(fj_reg_t bar)
 {
-    fj_emit_mbar_arrive_at(k, bar, fj_ws_bar(k->p, which, 0), k->leader);
+    fj_ws_stage st = {FJ_SLOT_RING, bar};
+    return st;
+}
+
+void fj_ws_stage_wait(fj_kctx *k, fj_ws_stage st, int which, fj_reg_t parity)
+{
+    if (st.slot == FJ_SLOT_RING) fj_emit_mbar_wait_at(k, st.bar, fj_ws_bar(k->p, which, 0), parity);
+    else fj_emit_mbar_wait(k, fj_ws_bar(k->p, which, st.slot), parity);
+}
+
+void fj_ws_stage_release(fj_kctx *k, fj_ws_stage st, int which)
+{
+    if (st.slot == FJ_SLOT_RING) fj_emit_mbar_arrive_at(k, st.bar, fj_ws_bar(k->p, which, 0), k->leader);
+    else fj_ws_release(k, which, st.slot);
 }
 
 fj_ws_ring_regs fj_ws_ring_regs_alloc(fj_kctx *k)

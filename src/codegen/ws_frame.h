@@ -78,7 +78,17 @@ fj_ws_ring_regs fj_ws_ring_regs_alloc(fj_kctx *k);
 void fj_ws_ring_point(fj_kctx *k, fj_reg_t stage, fj_reg_t bar, fj_reg_t desc);
 /* sp = s; s = s + 1, and after the last stage 0 with the barriers' next phase. */
 void fj_ws_ring_advance(fj_kctx *k, fj_ws_loop *l, const fj_ws_ring_regs *rr);
-void fj_ws_ring_wait(fj_kctx *k, fj_reg_t bar, int which, fj_reg_t parity);
-void fj_ws_ring_release(fj_kctx *k, fj_reg_t bar, int which);
+
+/* ---- a stage of the K/V ring as a step of a role body addresses it, unrolled or rolled -------------------------- */
+typedef struct fj_ws_stage {
+    int slot;     /* >= 0: that stage (barriers and descriptors by immediates); FJ_SLOT_RING: the stage in registers */
+    fj_reg_t bar; /* FJ_SLOT_RING: smem + the stage's barrier block (fj_ws_ring_point; descriptors in k->ring_desc_*) */
+} fj_ws_stage;
+fj_ws_stage fj_ws_stage_imm(int s);
+fj_ws_stage fj_ws_stage_ring(fj_reg_t bar);
+/* Wait for barrier `which` (async.h FJ_BAR_*) of the stage to complete phase `parity`. */
+void fj_ws_stage_wait(fj_kctx *k, fj_ws_stage st, int which, fj_reg_t parity);
+/* This warp is done with barrier `which` of the stage: lane 0 arrives on it. */
+void fj_ws_stage_release(fj_kctx *k, fj_ws_stage st, int which);
 
 #endif

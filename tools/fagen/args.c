@@ -203,6 +203,10 @@ static int set_pingpong(const char *f, const char *t, fajit_config *c)
 {
     return parse_choice(f, t, k_on_off_choices, "on or off", &c->pingpong);
 }
+static int set_roll(const char *f, const char *t, fajit_config *c)
+{
+    return parse_choice(f, t, k_on_off_choices, "on or off", &c->roll);
+}
 static int set_causal(const char *f, const char *t, fajit_config *c)
 {
     (void)f;
@@ -285,6 +289,9 @@ static const config_flag k_config_flags[] = {
      "sm_90a: S(j+1) = QK^T issued with PV(j), exponentiating while it runs (default: heuristic)"},
     {"--pingpong", NULL, "on|off", set_pingpong,
      "sm_90a: consumer warpgroups take turns issuing their GEMMs (default: heuristic)"},
+    {"--roll", NULL, "on|off", set_roll,
+     "sm_90a: one consumer KV loop body for every K/V stage (on: about half the PTX, a faster compile) or one per "
+     "stage (off, the default)"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
@@ -298,7 +305,7 @@ static const config_flag k_config_flags[] = {
 int fagen_config_has_tiles(const fajit_config *c)
 {
     return c->arch || c->block_m || c->block_n || c->stages || c->swizzle || c->warps || c->col_warps || c->overlap ||
-           c->pingpong;
+           c->pingpong || c->roll;
 }
 
 void fagen_print_config_help(FILE *f)
