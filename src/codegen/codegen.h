@@ -129,6 +129,8 @@ typedef struct fj_plan {
     int vtail_bar;               /* sm_90a SEQLENS / PAGED variants: offset of the V-tail mbarrier (the producer's
                                     own, after the others: a sequence's last, partial V tile lands there and is
                                     zero-filled past the length before V full), else 0 */
+    int sched_off;               /* sm_90a LPT variant: offset of the work-tile slots (sched.c: FJ_SCHED_SLOTS u32, the
+                                    producer's tile of each round for the consumers), else 0 */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
@@ -162,8 +164,11 @@ enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_
  *             sequence b's rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]), its length clamped to [0, seqlen_q]
  *   VARLEN_K  with VARLEN: keys packed by cu_seqlens_k likewise (K / V [total_k, Hkv, D]); without it K / V stay
  *             batched by stride[0] (or paged) and SEQLENS gives the lengths
- * Both paths take them (no SPLIT, PACK, GATHER or AHEAD with VARLEN). */
-enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11 };
+ * Both paths take them (no SPLIT, PACK, GATHER or AHEAD with VARLEN).
+ *   LPT       with VARLEN, sm_90a only: the persistent CTAs take their work tiles from a global counter in a
+ *             longest-first order per sequence (sched.c) instead of the static round-robin; the sm_80 kernel has
+ *             no persistent loop (the hardware's block scheduler hands out its CTAs) and refuses it. */
+enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11, FJ_VARIANT_LPT = 1 << 12 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* Paged K/V on the sm_90a kernel (fwd_ws.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
  * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at

@@ -41,6 +41,7 @@
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
+#include "sched.h"
 #include "seqlen.h"
 
 #define R(reg) fj_r(k->e, reg)
@@ -130,7 +131,20 @@ static void q_buffer(fj_kctx *k, ws_loop *l)
 /* What decode_tile computes: the query block (m0), the KV range and the Q buffer; the head, batch and
  * KV head. The consumers need the heads only in the epilogue and compute them there, so that they are
  * not live across the KV loop. */
-enum { DECODE_ROWS = 1, DECODE_HEADS = 2 };
+enum { DECODE_ROWS = 1, DECODE_HEADS = 2, TILE_PRODUCER = 4 /* tile_loop_head: the producer's loop */ };
+
+static int lpt(const fj_plan *p) { return (p->variant & FJ_VARIANT_LPT) != 0; }
+
+/* l->qbar / k->q_buf: the round's Q buffer; l->qpar: the parity of its use. */
+static void q_round(fj_kctx *k, ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    fj_comment(k->e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
+    q_buffer(k, l);
+    if (p->q_bufs == 2) fj_ins(k->e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
+    else fj_ins(k->e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
+    fj_ins(k->e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
+}
 
 /* Decode l->tile (see the file comment). */
 static void decode_tile(fj_kctx *k, ws_loop *l, int what)
@@ -140,18 +154,22 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
     fj_reg_t nmb = fj_alloc(e, k->b_r, 1), hb = fj_alloc(e, k->b_r, 1), mb = fj_alloc(e, k->b_r, 1);
     fj_reg_t hq = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(nmb), TMA_OFF(n_mblocks));
-    fj_comment(e, 1, "head-batch tile / n_mblocks, query block tile %% n_mblocks%s (a head's blocks run together: its "
-                     "K/V stays in L2)",
-               p->cfg.causal ? " counted from the last (longest rows first)" : "");
-    fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(l->tile), R(nmb));
-    fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(l->tile), R(nmb));
+    if (lpt(p)) {
+        fj_sched_emit_decode(k, l->tile, mb, hb);
+    } else {
+        fj_comment(e, 1, "head-batch tile / n_mblocks, query block tile %% n_mblocks%s (a head's blocks run together: "
+                         "its K/V stays in L2)",
+                   p->cfg.causal ? " counted from the last (longest rows first)" : "");
+        fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(l->tile), R(nmb));
+        fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(l->tile), R(nmb));
+    }
     if (p->variant & FJ_VARIANT_SPLIT) {
         fj_reg_t n = fj_param_s32(k, FJ_DEC_OFF(k, splits));
         fj_comment(e, 1, "split-KV: then the split, split = rest %% splits, head-batch = rest / splits");
         fj_ins(e, "rem.u32 %s, %s, %s", R(k->split), R(hb), R(n));
         fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(hb), R(n));
     }
-    if (p->cfg.causal) {
+    if (p->cfg.causal && !lpt(p)) {
         fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
         fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
     }
@@ -205,11 +223,7 @@ static void decode_tile(fj_kctx *k, ws_loop *l, int what)
         fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(k->kv_first));
         fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(l->n_end));
     }
-    fj_comment(e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
-    q_buffer(k, l);
-    if (p->q_bufs == 2) fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
-    else fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
-    fj_ins(e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
+    q_round(k, l);
 }
 
 /* j = the work tile's first KV tile: 0, or its split's first. */
@@ -284,9 +298,27 @@ static void varlen_schedule_tile(fj_kctx *k, ws_loop *l, fj_reg_t n, int last)
 static void next_round(fj_kctx *k, ws_loop *l, int ahead)
 {
     fj_ins(k->e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
-    if (!(k->p->variant & FJ_VARIANT_VARLEN)) return;
+    if (!(k->p->variant & FJ_VARIANT_VARLEN) || lpt(k->p)) return;
     if (ahead) fj_ins(k->e, "mov.u32 %s, %s", R(l->sched), R(l->sched_next));
     else fj_ins(k->e, "add.u32 %s, %s, 1", R(l->sched), R(l->sched));
+}
+
+/* LPT schedule (sched.c): the producer takes the tile fetched a tile ahead (l->sched_next) past the empty runs and
+ * fetches the next; the consumers wait for the round's Q (full) and read the tile the producer left in its slot
+ * (FJ_SCHED_NONE, >= n: none). */
+static void lpt_schedule_tile(fj_kctx *k, ws_loop *l, fj_reg_t n, int producer)
+{
+    if (producer) {
+        fj_ins(k->e, "mov.u32 %s, %s", R(l->tile), R(l->sched_next));
+        fj_sched_emit_resolve(k, l->tile, n);
+        fj_comment(k->e, 1, "lpt: the next tile's index, taken while this one's loads run");
+        fj_sched_emit_fetch(k, l->sched_next);
+        return;
+    }
+    q_round(k, l);
+    fj_comment(k->e, 1, "lpt: wait for this work tile's Q, then read which tile it is");
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0), l->qpar);
+    fj_sched_emit_take(k, l->round, l->tile);
 }
 
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
@@ -295,7 +327,9 @@ static void tile_loop_head(fj_kctx *k, ws_loop *l, const char *top, int what, co
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1), n = fj_alloc(k->e, k->b_r, 1);
     fj_label(k->e, top);
     fj_ins(k->e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
-    if (k->p->variant & FJ_VARIANT_VARLEN)
+    if (lpt(k->p))
+        lpt_schedule_tile(k, l, n, what & TILE_PRODUCER);
+    else if (k->p->variant & FJ_VARIANT_VARLEN)
         varlen_schedule_tile(k, l, n, k->p->pingpong && !(what & DECODE_HEADS));
     else
         schedule_tile(k, l, n);
@@ -553,6 +587,21 @@ static void producer_packed_q(fj_kctx *k, ws_loop *l, fj_reg_t dst)
     fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, zero, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
 }
 
+/* LPT: no tile left. Once the round's Q buffer is free, its slot says so (FJ_SCHED_NONE) and Q full completes without
+ * a load: the consumers read it and leave. */
+static void producer_none(fj_kctx *k, ws_loop *l)
+{
+    fj_reg_t not_phase = fj_alloc(k->e, k->b_r, 1);
+    fj_label(k->e, "$L_prod_none");
+    q_round(k, l);
+    fj_ins(k->e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(k->p, FJ_BAR_Q_EMPTY, 0), not_phase);
+    fj_ins(k->e, "mov.u32 %s, %u", R(l->tile), FJ_SCHED_NONE);
+    fj_sched_emit_publish(k, l->round, l->tile);
+    fj_ins(k->e, PTX_MBAR_ARRIVE, R(l->qbar), fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0));
+    fj_ins(k->e, "bra.uni $L_exit");
+}
+
 static void emit_producer(fj_kctx *k, ws_loop *l)
 {
     const fj_plan *p = k->p;
@@ -581,16 +630,21 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
     if (p->variant & FJ_VARIANT_VARLEN) fj_ins(e, "mov.u32 %s, 0", R(l->sched));
+    if (lpt(p)) {
+        fj_comment(e, 1, "lpt: the first tile's index from the counter");
+        fj_sched_emit_fetch(k, l->sched_next);
+    }
     if (p->vtail_bar) fj_ins(e, "mov.u32 %s, 0", R(l->vtail_par));
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
-    tile_loop_head(k, l, top, DECODE_ROWS | DECODE_HEADS, "$L_exit");
+    tile_loop_head(k, l, top, DECODE_ROWS | DECODE_HEADS | TILE_PRODUCER, lpt(p) ? "$L_prod_none" : "$L_exit");
     if (p->variant & FJ_VARIANT_PAGED) fj_ins(e, "mov.u32 %s, -1", R(l->pg_idx)); /* a new sequence: no entry read */
     fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
                p->cfg.block_m);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), not_phase);
+    if (lpt(p)) fj_sched_emit_publish(k, l->round, l->tile);
     if (p->variant & FJ_VARIANT_PACK) {
         fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
         producer_packed_q(k, l, dst);
@@ -620,6 +674,7 @@ static void emit_producer(fj_kctx *k, ws_loop *l)
     fj_label(e, l->next_tile);
     next_round(k, l, 0);
     fj_ins(e, "bra.uni %s", top);
+    if (lpt(p)) producer_none(k, l);
 }
 
 /* FP8: the producer's warps 1..transpose_warps walk the work tiles and KV tiles as the loader does; per KV tile,
@@ -1029,11 +1084,18 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
         fj_ins(e, "rem.u32 %s, %s, %d", R(t), R(t), p->consumer_wgs);
         fj_ins(e, "add.u32 %s, %s, %d", R(tn.next_bar), R(t), FJ_PINGPONG_BAR0);
         fj_ins(e, "setp.ne.u32 %s, %s, %d", R(not_last_wg), R(k->wg), p->consumer_wgs - 1);
-        fj_ins(e, "mov.u32 %s, %%ctaid.x", R(t));
-        fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(l->n_end), TMA_OFF(n_tiles));
-        if (p->variant & FJ_VARIANT_VARLEN) /* the CTA's first tile to run, not merely its first */
-            varlen_skip(k, l->sched, t, l->n_end);
-        fj_ins(e, "setp.lt.u32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+        if (lpt(p)) { /* which tile is the last is known only when the producer finds none: see $L_consumer_exit */
+            fj_comment(e, 1, "lpt: the last warpgroup always lets warpgroup 0 start and passes every turn; warpgroup 0 "
+                             "takes the pass nobody used when it leaves");
+            fj_ins(e, "setp.ne.u32 %s, %s, %s", R(l->last), R(k->wg), R(k->wg));
+            fj_ins(e, "setp.eq.u32 %s, %s, %s", R(pr), R(k->wg), R(k->wg));
+        } else {
+            fj_ins(e, "mov.u32 %s, %%ctaid.x", R(t));
+            fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(l->n_end), TMA_OFF(n_tiles));
+            if (p->variant & FJ_VARIANT_VARLEN) /* the CTA's first tile to run, not merely its first */
+                varlen_skip(k, l->sched, t, l->n_end);
+            fj_ins(e, "setp.lt.u32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+        }
         fj_ins(e, "@%s bra.uni $L_no_first_turn", R(not_last_wg));
         fj_ins(e, "@%s bar.arrive %d, %d", R(pr), FJ_PINGPONG_BAR0, 32 * 4 * 2);
         fj_label(e, "$L_no_first_turn");
@@ -1051,8 +1113,10 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
     p->backend->tile_start(k);
     fj_emit_init_accumulators(k);
-    fj_comment(e, 1, "wait for this work tile's Q");
-    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
+    if (!lpt(p)) { /* (lpt: waited for in the loop head, which reads the tile it holds) */
+        fj_comment(e, 1, "wait for this work tile's Q");
+        fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
+    }
     first_kv_tile(k);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
@@ -1069,13 +1133,18 @@ static void emit_consumer(fj_kctx *k, ws_loop *l)
     q_barriers(k, l->round, t);
     fj_emit_mbar_arrive_at(k, t, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), pr);
     fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
-    tile_of_round(k, l->tile, p->variant & FJ_VARIANT_VARLEN ? l->sched : l->round);
+    if (lpt(p)) fj_sched_emit_take(k, l->round, l->tile); /* its slot is rewritten only after a later round's Q empty */
+    else tile_of_round(k, l->tile, p->variant & FJ_VARIANT_VARLEN ? l->sched : l->round);
     decode_tile(k, l, DECODE_HEADS);
     if (p->fp8) fj_fp8_emit_o_scale(k);
     fj_emit_epilogue(k);
     next_round(k, l, p->pingpong);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, "$L_consumer_exit");
+    if (lpt(p) && p->pingpong) {
+        fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(k->wg));
+        fj_ins(e, "@%s bar.sync %d, %d", R(pr), FJ_PINGPONG_BAR0, 32 * 4 * 2);
+    }
     p->backend->finish(k);
     fj_ins(e, "bra.uni $L_exit");
 }
