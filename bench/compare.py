@@ -798,6 +798,43 @@ def environment(bench, argv):
     return env
 
 
+def peer_env(torch, fajit, argv, **extra):
+    """The header every side-by-side script (fp8_compare.py, variants_compare.py) prints first and stores in
+    its JSON: GPU, torch, driver, fajit, date, command, then the script's own entries (peers, inputs)."""
+    env = {"gpu": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
+           "driver": driver_version_number(), "fajit": fajit.__version__}
+    env.update(extra)
+    env.update({"date": time.strftime("%Y-%m-%d"), "command": " ".join([sys.argv[0]] + (argv or sys.argv[1:]))})
+    for k, v in env.items():
+        log(f"{k}: {v}")
+    return env
+
+
+def run_guarded(bench, label, fn):
+    """fn() for one case; an exception is logged and counted (None back) unless the GPU context is gone
+    (bench.alive() false), which ends the run."""
+    try:
+        return fn()
+    except Exception as e:
+        if not bench.alive():
+            raise
+        log(f"  !!! {label}: {type(e).__name__}: {str(e)[:300]}")
+        return None
+
+
+def write_report(out, stem, env, rows, text, suffix=""):
+    """Markdown and JSON of a side-by-side run into directory out as <stem>-<gpu slug><suffix>.md/.json."""
+    if not out:
+        return
+    import json
+    os.makedirs(out, exist_ok=True)
+    slug = stem + "-" + env["gpu"].lower().replace(" ", "-") + suffix
+    with open(os.path.join(out, slug + ".md"), "w") as f:
+        f.write(text)
+    with open(os.path.join(out, slug + ".json"), "w") as f:
+        json.dump({"env": env, "rows": rows}, f, indent=1, default=str)
+
+
 def run_settings(a, sets, seconds):
     """The method's numbers, as the report states them and the .json keeps them."""
     return {"tokens": TOKENS, "hidden": HIDDEN, "reps": a.reps, "warmup": a.warmup, "settle": a.settle, "settle_ms": a.settle_ms, "queue_ahead": True, "rounds": ROUNDS, "sets": sets,

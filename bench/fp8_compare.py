@@ -25,7 +25,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
@@ -279,23 +278,15 @@ def main(argv=None):
         return 1
     fajit = compare.load_fajit(a.lib)
     bench = Fp8Bench(a, fajit)
-    env = {"gpu": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
-           "driver": compare.driver_version_number(), "fajit": fajit.__version__,
-           "fa3": bench.fa3_version or f"not loaded ({bench.fa3_error})", "outliers": a.outliers,
-           "date": time.strftime("%Y-%m-%d"), "command": " ".join([sys.argv[0]] + (argv or sys.argv[1:]))}
-    for k, v in env.items():
-        log(f"{k}: {v}")
+    env = compare.peer_env(torch, fajit, argv, fa3=bench.fa3_version or f"not loaded ({bench.fa3_error})",
+                           outliers=a.outliers)
     rows, bad = [], 0
     for D in a.dims:
         for N in a.n:
             for causal in a.masks:
                 log(f"== D{D} N{N} {'causal' if causal else 'noncausal'}")
-                try:
-                    r = bench.case(N, D, causal)
-                except Exception as e:
-                    if not bench.alive():
-                        raise
-                    log(f"  !!! {type(e).__name__}: {str(e)[:300]}")
+                r = compare.run_guarded(bench, f"D{D} N{N}", lambda: bench.case(N, D, causal))
+                if r is None:
                     bad += 1
                     continue
                 rows.append(r)
@@ -303,14 +294,7 @@ def main(argv=None):
     bench.close()
     text = markdown(env, rows)
     print(text)
-    if a.out:
-        import json
-        os.makedirs(a.out, exist_ok=True)
-        slug = env["gpu"].lower().replace(" ", "-") + ("-outliers" if a.outliers else "")
-        with open(os.path.join(a.out, f"fp8-{slug}.md"), "w") as f:
-            f.write(text)
-        with open(os.path.join(a.out, f"fp8-{slug}.json"), "w") as f:
-            json.dump({"env": env, "rows": rows}, f, indent=1, default=str)
+    compare.write_report(a.out, "fp8", env, rows, text, "-outliers" if a.outliers else "")
     return 1 if bad else 0
 
 

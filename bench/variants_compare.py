@@ -27,10 +27,8 @@ import argparse
 import contextlib
 import math
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
@@ -325,12 +323,8 @@ def main(argv=None):
         return 1
     fajit = compare.load_fajit(a.lib)
     bench = VariantBench(a, fajit)
-    env = {"gpu": torch.cuda.get_device_properties(0).name, "torch": torch.__version__,
-           "driver": compare.driver_version_number(), "fajit": fajit.__version__,
-           "peers": ", ".join(f"{k} {v}" for k, v in bench.hopper_version.items()),
-           "date": time.strftime("%Y-%m-%d"), "command": " ".join([sys.argv[0]] + (argv or sys.argv[1:]))}
-    for k, v in env.items():
-        log(f"{k}: {v}")
+    env = compare.peer_env(torch, fajit, argv,
+                           peers=", ".join(f"{k} {v}" for k, v in bench.hopper_version.items()))
     rows = []
     cases = {
         "window": lambda: bench.dense_case("window", 1, 16, 16, 32768, 128, window=(4096, 0)),
@@ -347,12 +341,8 @@ def main(argv=None):
     bad = 0
     for c in a.cases:
         log(f"== {c}")
-        try:
-            r = cases[c]()
-        except Exception as e:
-            if not bench.alive():
-                raise
-            log(f"  !!! {c}: {type(e).__name__}: {str(e)[:300]}")
+        r = compare.run_guarded(bench, c, cases[c])
+        if r is None:
             bad += 1
             continue
         for x in (r if isinstance(r, list) else [r]):
@@ -362,14 +352,7 @@ def main(argv=None):
     bench.close()
     text = markdown(env, rows)
     print(text)
-    if a.out:
-        import json
-        os.makedirs(a.out, exist_ok=True)
-        slug = env["gpu"].lower().replace(" ", "-")
-        with open(os.path.join(a.out, f"variants-{slug}.md"), "w") as f:
-            f.write(text)
-        with open(os.path.join(a.out, f"variants-{slug}.json"), "w") as f:
-            json.dump({"env": env, "rows": rows}, f, indent=1, default=str)
+    compare.write_report(a.out, "variants", env, rows, text)
     return 1 if bad else 0
 
 

@@ -34,29 +34,13 @@ static char *g_ptxas, *g_dir;
 /* Assemble `ptx` for arch with -v; returns the spill-store bytes (0..), or -1 when ptxas failed or warned. */
 static int assemble(const char *ptx, size_t len, const char *arch, const char *what)
 {
-    char src[1024], out[1024], log[1024], flag[32];
-    snprintf(src, sizeof src, "%s/k.ptx", g_dir);
-    snprintf(out, sizeof out, "%s/k.cubin", g_dir);
-    snprintf(log, sizeof log, "%s/k.log", g_dir);
-    snprintf(flag, sizeof flag, "-arch=%s", arch);
-    FILE *f = fopen(src, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(ptx, 1, len, f), len);
-    fclose(f);
-    char *argv[] = {g_ptxas, flag, "-v", src, "-o", out, NULL};
-    int code = fj_test_run(argv, log, log);
-    char *text = fj_test_read_file(log, NULL);
-    int spill = 0;
-    const char *p = text ? strstr(text, "bytes spill stores") : NULL;
-    if (p) {
-        while (p > text && p[-1] == ' ') p--;
-        while (p > text && p[-1] >= '0' && p[-1] <= '9') p--;
-        spill = atoi(p);
-    }
-    int bad = code != 0 || !text || strstr(text, "warning") != NULL;
+    fj_ptxas_report rep;
+    char *text;
+    int code = fj_test_ptxas(g_ptxas, g_dir, ptx, len, arch, &rep, &text);
+    int bad = code != 0 || !text || rep.warned;
     if (bad) printf("FAIL %s on %s: ptxas exit %d\n%s\n", what, arch, code, text ? text : "(no log)");
     free(text);
-    return bad ? -1 : spill;
+    return bad ? -1 : rep.spill;
 }
 
 static void gen(const fajit_config *cfg, unsigned variant, char **ptx, size_t *len, char *text, size_t size)

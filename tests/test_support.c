@@ -142,6 +142,29 @@ fj_ptxas_report fj_test_ptxas_log(const char *log)
     return rep;
 }
 
+int fj_test_ptxas(const char *ptxas, const char *dir, const char *ptx, size_t len, const char *arch,
+                  fj_ptxas_report *rep, char **log_text)
+{
+    char src[1024], out[1024], log[1024], flag[64];
+    snprintf(src, sizeof src, "%s/k.ptx", dir);
+    snprintf(out, sizeof out, "%s/k.cubin", dir);
+    snprintf(log, sizeof log, "%s/k.log", dir);
+    snprintf(flag, sizeof flag, "-arch=%s", arch);
+    memset(rep, 0, sizeof *rep);
+    if (log_text) *log_text = NULL;
+    FILE *f = fopen(src, "wb");
+    if (!f) return -1;
+    size_t wrote = fwrite(ptx, 1, len, f);
+    if (fclose(f) != 0 || wrote != len) return -1;
+    char *argv[] = {(char *)ptxas, flag, "-v", src, "-o", out, NULL};
+    int code = fj_test_run(argv, log, log);
+    char *text = fj_test_read_file(log, NULL);
+    *rep = fj_test_ptxas_log(text ? text : "");
+    if (log_text) *log_text = text;
+    else free(text);
+    return code;
+}
+
 char *fj_test_make_temp_dir(const char *prefix)
 {
     const char *tmp = getenv("TMPDIR");

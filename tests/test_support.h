@@ -54,6 +54,12 @@ typedef struct fj_ptxas_report {
 } fj_ptxas_report;
 fj_ptxas_report fj_test_ptxas_log(const char *log);
 
+/* Write ptx (len bytes) to dir/k.ptx and run `ptxas -arch=<arch> -v` on it into dir/k.cubin. Returns ptxas's
+ * exit status (-1 when the file could not be written or ptxas not started); *rep gets what its log says and
+ * *log_text (when not NULL) the log itself, for the caller to print and free. */
+int fj_test_ptxas(const char *ptxas, const char *dir, const char *ptx, size_t len, const char *arch,
+                  fj_ptxas_report *rep, char **log_text);
+
 /* Print "SKIP: <reason>" and exit with FJ_TEST_SKIP_CODE. */
 void fj_test_skip_all(const char *fmt, ...)
 #if defined(__GNUC__)

@@ -30,20 +30,10 @@ static char *g_ptxas, *g_dir;
 /* Assemble ptx for arch with -v: 1 when it assembled with no spill, no stack and no warning (printed). */
 static int assembles_clean(const char *ptx, size_t len, const char *arch, const char *what)
 {
-    char src[1024], out[1024], log[1024], flag[32];
-    snprintf(src, sizeof src, "%s/k.ptx", g_dir);
-    snprintf(out, sizeof out, "%s/k.cubin", g_dir);
-    snprintf(log, sizeof log, "%s/k.log", g_dir);
-    snprintf(flag, sizeof flag, "-arch=%s", arch);
-    FILE *f = fopen(src, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(ptx, 1, len, f), len);
-    fclose(f);
-    char *argv[] = {g_ptxas, flag, "-v", src, "-o", out, NULL};
-    int code = fj_test_run(argv, log, log);
-    char *text = fj_test_read_file(log, NULL);
-    fj_ptxas_report rep = fj_test_ptxas_log(text ? text : "");
-    int ok = code == 0 && text && rep.entries > 0 && !rep.bad && !strstr(text, "warning");
+    fj_ptxas_report rep;
+    char *text;
+    int code = fj_test_ptxas(g_ptxas, g_dir, ptx, len, arch, &rep, &text);
+    int ok = code == 0 && text && rep.entries > 0 && !rep.bad && !rep.warned;
     printf("%s %s on %s: %d registers, spill %d, stack %d\n", ok ? "ok  " : "FAIL", what, arch, rep.registers,
            rep.spill, rep.stack);
     if (!ok) printf("%s\n", text ? text : "(no log)");
