@@ -8,7 +8,8 @@
  * Every case runs with the forward's own choice, with the sm_80 path forced (an sm_80 config) and, on sm_90a GPUs,
  * in a context made with FAJIT_DECODE_SM90=1 (the sm_90a kernel's varlen variant for every case); the kernel text
  * (fajit_last_forward) must name the varlen variant, and on sm_90a say which path ran. On sm_90a GPUs the cases run
- * again with the dynamic longest-first schedule (FAJIT_VARLEN_SCHED=lpt: the kernel text must end in " lpt"), with
+ * again with the dynamic longest-first schedule (FAJIT_VARLEN_SCHED=lpt: the kernel text of the cases it takes - packed
+ * keys, no seqused_k or pages, D <= 192 - must end in " lpt"), with
  * every SM and with FAJIT_PERSISTENT_CTAS=3 (each CTA takes many tiles and skips many runs past a sequence's end).
  * Harness: fj_check_varlen_run (check.h): O and LSE ([Hq, total_q]) poisoned with NaN and guards, every element of
  * every sequence's rows compared (CPU float64 reference; the last case's size takes the GPU fp32 one), every other
@@ -86,8 +87,10 @@ static int kernel_text_ok(const varlen_case *c, fajit_arch arch, const char *tex
     if (arch == FAJIT_ARCH_SM80 && on_ws) return printf("     sm_80 forced but: %s\n", text), 0;
     if (g_sm90 && arch == FAJIT_ARCH_AUTO && !on_ws)
         return printf("     FAJIT_DECODE_SM90=1: the sm_90a varlen variant expected: %s\n", text), 0;
-    if (on_ws && g_lpt != (strstr(text, " lpt") != NULL))
-        return printf("     the lpt schedule %s: %s\n", g_lpt ? "expected" : "not expected", text), 0;
+    /* lpt takes packed keys without seqused_k or pages, head_dim <= 192 (plan.c); the rest keep the static one */
+    int lpt = g_lpt && c->packed_k && !c->seqused && !c->page && c->d <= 192;
+    if (on_ws && lpt != (strstr(text, " lpt") != NULL))
+        return printf("     the lpt schedule %s: %s\n", lpt ? "expected" : "not expected", text), 0;
     return 1;
 }
 

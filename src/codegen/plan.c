@@ -255,8 +255,8 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * the mask, and the split index, live in the tile head and the epilogue only (the page lookups are the producer's,
  * under its own setmaxnreg budget). */
 #define FJ_VARIANT_WS_OK                                                                                                 \
-    (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | \
-     FJ_VARIANT_LPT)
+    (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED | FJ_VARIANT_VARLEN |                 \
+     FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT)
 #define FJ_VARIANT_WS_REGS 4
 /* Varlen (seqlen.c) on top: sm_80 re-reads the sequence's bounds where it uses them (the mask, the epilogue), as the
  * per-sequence KV length; sm_90a consumers keep the query length live across the KV loop beside the KV length. */
@@ -347,6 +347,12 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant lpt: the %s kernel has no persistent loop to schedule (one "
                                               "CTA per row block, handed out by the hardware's block scheduler, the "
                                               "longest first); lpt is the sm_90a kernel's", p->arch->name);
+    if ((variant & FJ_VARIANT_LPT) && ((variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED)) || p->cfg.head_dim > 192))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant lpt with %s: the producer's tile search does not fit its "
+                                              "24 registers beside %s (ptxas 13.0 spills 8-60 bytes); lpt takes "
+                                              "varlen / varlenq alone, head_dim <= 192",
+                       p->cfg.head_dim > 192 ? "head_dim 256" : "seqlens / paged",
+                       p->cfg.head_dim > 192 ? "the d256 producer's state" : "their page and V-tail state");
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
     plan_mods_params(p);

@@ -101,25 +101,44 @@ void fj_sched_emit_resolve(fj_kctx *k, fj_reg_t tile, fj_reg_t n)
 {
     fj_emit *e = k->e;
     char find[48], found[48];
-    fj_reg_t pr = fj_alloc(e, k->b_p, 1), start = fj_alloc(e, k->b_r, 1), len = fj_alloc(e, k->b_r, 1);
-    fj_reg_t skip = fj_alloc(e, k->b_r, 1), a = fj_alloc(e, k->b_rd, 1);
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), nmb = fj_alloc(e, k->b_r, 1), x = fj_alloc(e, k->b_r, 1);
+    fj_reg_t b = fj_alloc(e, k->b_r, 1), start = fj_alloc(e, k->b_r, 1), len = fj_alloc(e, k->b_r, 1);
+    fj_reg_t skip = fj_alloc(e, k->b_r, 1), w = fj_alloc(e, k->b_r, 1), nh = fj_alloc(e, k->b_r, 1);
+    fj_reg_t a = fj_alloc(e, k->b_rd, 1);
     fj_label_new(e, "lpt_find", find, sizeof find);
     fj_label_new(e, "lpt_found", found, sizeof found);
     fj_comment(e, 1, "lpt: a tile past its sequence's end starts a run of them (its section's first n_mblocks - nblk "
                      "block steps): move the counter past the run for every CTA, take again");
     fj_label(e, find);
-    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(tile), R(n));
+    (void)n; /* read again here: one register fewer across the loop on the producer's budget */
+    fj_ins(e, PTX_LD_PARAM_U32, R(x), TMA_OFF(n_tiles));
+    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(tile), R(x));
     fj_ins(e, "@%s bra.uni %s", R(pr), found);
-    tile_parts t = tile_split(k, tile);
-    fj_seqlen_q_bounds(k, t.b, start, len);
+    fj_comment(e, 2, "(the order of sched.h, computed in the order that keeps the fewest values live: the producer "
+                     "runs on few registers)");
+    fj_ins(e, PTX_LD_PARAM_U32, R(nmb), TMA_OFF(n_mblocks));
+    fj_ins(e, PTX_LD_PARAM_U32, R(x), FJ_PARAM_OFF(heads_q));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(x), R(x), R(nmb));
+    fj_ins(e, "div.u32 %s, %s, %s", R(b), R(tile), R(x));
+    fj_seqlen_q_bounds(k, b, start, len);
     fj_ins(e, "add.u32 %s, %s, %d", R(len), R(len), k->p->cfg.block_m - 1);
     fj_ins(e, "div.u32 %s, %s, %d", R(len), R(len), k->p->cfg.block_m); /* nblk <= n_mblocks (len <= seqlen_q) */
-    fj_ins(e, "sub.u32 %s, %s, %s", R(skip), R(t.nmb), R(len));
-    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(t.i), R(skip));
+    fj_ins(e, "sub.u32 %s, %s, %s", R(skip), R(nmb), R(len));
+    fj_ins(e, "rem.u32 %s, %s, %s", R(w), R(tile), R(x)); /* the place in the sequence */
+    fj_ins(e, PTX_LD_PARAM_U32, R(x), TMA_OFF(sched_heads));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(nmb), R(nmb), R(x)); /* a section's tiles */
+    fj_ins(e, "div.u32 %s, %s, %s", R(nh), R(w), R(nmb));
+    fj_ins(e, "rem.u32 %s, %s, %s", R(w), R(w), R(nmb));
+    fj_ins(e, "mul.lo.u32 %s, %s, %s", R(nh), R(nh), R(x)); /* h0 */
+    fj_ins(e, PTX_LD_PARAM_U32, R(len), FJ_PARAM_OFF(heads_q));
+    fj_ins(e, "sub.u32 %s, %s, %s", R(nh), R(len), R(nh));
+    fj_ins(e, "min.u32 %s, %s, %s", R(nh), R(nh), R(x));
+    fj_ins(e, "div.u32 %s, %s, %s", R(len), R(w), R(nh)); /* i */
+    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(len), R(skip));
     fj_ins(e, "@%s bra.uni %s", R(pr), found);
     fj_comment(e, 2, "the run ends at tile - w + skip x nh");
-    fj_ins(e, "sub.u32 %s, %s, %s", R(start), R(tile), R(t.w));
-    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(start), R(skip), R(t.nh), R(start));
+    fj_ins(e, "sub.u32 %s, %s, %s", R(start), R(tile), R(w));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(start), R(skip), R(nh), R(start));
     counter_address(k, a);
     fj_ins(e, "red.global.max.u32 [%s], %s", R(a), R(start));
     fj_ins(e, "atom.global.add.u32 %s, [%s], 1", R(tile), R(a));

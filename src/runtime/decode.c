@@ -494,7 +494,8 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     unsigned vl = varlen_bits(&d);
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
-    if (vl && ctx->varlen_lpt) v |= FJ_VARIANT_LPT; /* the sm_90a kernel's only: it has the persistent loop */
+    /* the sm_90a kernel's only (it has the persistent loop), and not with seqused_k, pages or d256 (plan.c) */
+    if (vl && ctx->varlen_lpt && !a->seqlens_k && !page && a->head_dim <= 192) v |= FJ_VARIANT_LPT;
     c->cfg = k->plan.cfg;
     while (c->cfg.block_n >= 16 &&
            (!fj_ws_page_fits(page, c->cfg.block_n) || fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK))
@@ -521,8 +522,8 @@ static fajit_status lpt_counter(fajit_context *ctx, const fajit_attention_args *
     if (st != FAJIT_OK) return st;
     fj_CUresult rc = ctx->cu->cuMemsetD32Async(c, 0, 1, (fj_CUstream)a->stream);
     fj_context_pop(ctx);
-    return rc == FJ_CUDA_SUCCESS ? FAJIT_OK
-                                 : fj_fail_context(fj_cuda_fail(rc, "cuMemsetD32Async"), "the lpt schedule's tile counter");
+    if (rc == FJ_CUDA_SUCCESS) return FAJIT_OK;
+    return fj_fail_context(fj_cuda_fail(rc, "cuMemsetD32Async"), "the lpt schedule's tile counter");
 }
 
 /* Launch the sm_90a decode variant chosen (ws_choose), then (splits > 1) the combine kernel on the same
