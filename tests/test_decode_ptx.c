@@ -5,7 +5,7 @@
  * stages), combinations; each again with GQA packing) over tile shapes that take each schedule (2-3 stages, one stage, the pipelined S, warp pairs),
  * causal and not, each with ptxas -v for sm_80 and sm_90a: exit 0, no warning, no spill on sm_90a; the FP8 K/V cache
  * kernels (d64/128/256, both widenings: integer under .target sm_80, cvt for sm_90a / sm_100a) with no spill
- * (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
+ * and the smaller FP8 K/V decode tiles (br16 / br32) with both widenings (sm_80 spills are printed; the plain grid allows a few bytes at the causal 255-register edge,
  * test_ptxas_grid.c). Also: the variant PTX reads its parameter block where kernel_abi.h puts the
  * decode fields, and the plain kernel's text has none of them.
  * Skips without ptxas. Run: ctest --test-dir build -R test_decode_ptx --output-on-failure
@@ -208,6 +208,48 @@ static void test_kv8(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* FP8 K/V cache decode on smaller query tiles (one or two 16-row row blocks: a GQA group's rows pad to 16, not 64),
+ * keys split over a warp pair or whole tiles in one warp, d128, with seqlens + split + GQA packing + paged (+ pages
+ * read ahead where the registers allow it): for sm_90a with cvt, with the integer widening of both tensors
+ * (KV8_INT_K + KV8_INT_V) and of V only; exit 0, no warning, no spill. The tiles of bench/kv8_sweep.sh. */
+static void test_kv8_small_tiles(void **state)
+{
+    (void)state;
+    static const int tiles[][5] = {/* block_m, block_n, stages, warps, col_warps */
+                                   {32, 64, 4, 4, 2}, {32, 32, 4, 4, 2}, {16, 64, 4, 2, 2}, {16, 32, 4, 2, 2},
+                                   {16, 32, 3, 2, 2}, {16, 128, 2, 2, 2}, {16, 32, 4, 1, 1}, {16, 64, 3, 1, 1}};
+    const unsigned widen[3] = {0, FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V, FJ_VARIANT_KV8_INT_V};
+    const unsigned base = FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED;
+    int bad = 0, ran = 0, aheads = 0;
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+        for (int w = 0; w < 3; w++) {
+            fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = w == 2 && t % 2 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16,
+                              .kv_dtype = FAJIT_DTYPE_E4M3, .head_dim = 128, .block_m = tiles[t][0],
+                              .block_n = tiles[t][1], .stages = tiles[t][2], .warps = tiles[t][3],
+                              .col_warps = tiles[t][4], .swizzle = 128, .causal = (int)((t + (size_t)w) % 2)};
+            fj_plan p;
+            unsigned v = base | widen[w];
+            if (fj_plan_build_variant(&c, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) v |= FJ_VARIANT_AHEAD, aheads++;
+            assert_int_equal(fj_plan_build_variant(&c, v, &p), FAJIT_OK);
+            fj_kv8_for_target(&p, fj_arch_find("sm_90a"));
+            assert_int_equal(p.kv8_cvt, w != 1); /* both tensors integer: no cvt, .target sm_80 */
+            char *ptx, text[256];
+            size_t len;
+            fj_plan_format(&p, text, sizeof text);
+            assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
+            assert_true((strstr(ptx, "cvt.rn.f16x2.e4m3x2") != NULL) == (w != 1));
+            assert_true((strstr(ptx, "prmt.b32") != NULL) == (w != 0)); /* the integer widening's byte permutes */
+            int spill = assemble(ptx, len, "sm_90a", text);
+            printf("%-100s sm_90a: spill %d\n", text, spill);
+            bad += spill != 0;
+            ran++;
+            free(ptx);
+        }
+    assert_int_equal(ran, 24);
+    assert_true(aheads >= 12);
+    assert_int_equal(bad, 0);
+}
+
 /* The plain kernel reads none of the decode fields. */
 static void test_plain_untouched(void **state)
 {
@@ -236,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_forward_variants),
         cmocka_unit_test(test_plain_untouched),
         cmocka_unit_test(test_kv8),
+        cmocka_unit_test(test_kv8_small_tiles),
     };
     int rc = cmocka_run_group_tests_name("decode_ptx", tests, NULL, NULL);
     fj_test_remove_dir(g_dir);

@@ -10,7 +10,9 @@
  * seqlens_k (lengths 1, tile multiples, Nk, random, 0, past Nk and negative), split-KV (forced and the
  * heuristic's), paged K/V (pages 16 / 64 / 256, shuffled pool), each with GQA packing (the default) and again
  * without (FAJIT_PACK_GQA=0); then 8 of them again on other tiles than the heuristic's (s2, s3, bc128, br128 w8,
- * warp pairs br32 cw2), the kernel text naming the tile. The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
+ * warp pairs br32 cw2) and on the smaller query tiles of bench/kv8_sweep.sh (br16 with a warp pair or one warp, br32
+ * cw2 bc32) with paged + seqlens + split-KV + GQA packing, the kernel text naming the tile; then some with
+ * $FAJIT_KV8_WIDEN=int / intv (the integer widening on a cvt device, the text naming kv8intk / kv8intv). The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
  * widen with cvt.rn.f16x2.e4m3x2 (kv8.c), but under bf16 queries that do not stay in registers (d256: integer ops
  * to bf16); the integer f16 widening under bf16 Q (kv8_f16 without cvt) runs on sm_80 .. sm_89 GPUs only.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
@@ -65,6 +67,8 @@ static const kv8_case k_cases[] = {
     {"paged p256 GQA4 Nq16 d256 lens", BF, 5, 8, 2, 16, 1000, 256, 0, 1, 0, 256, 2, NORM, AUTO},
     {"long GQA4 Nq1 lens GPU ref", BF, 4, 32, 8, 1, 32768, 128, 0, 1, 0, 0, 2, NORM, FJ_REF_GPU},
     {"long paged p64 Nq16 GPU ref", FH, 2, 16, 2, 16, 16384, 128, 1, 1, 0, 64, 2, GROW, FJ_REF_GPU},
+    {"paged p64 GQA4 Nq1 lens splits3", BF, 5, 8, 2, 1, 4099, 128, 0, 1, 3, 64, 2, NORM, AUTO},
+    {"paged p64 GQA8 Nq1 causal lens auto splits", FH, 2, 16, 2, 1, 4099, 128, 1, 1, 0, 64, 2, UNI, AUTO},
 };
 
 /* Tiles other than the heuristic's (d128 br64 bc64 s4 w4): the one 16-bit K / V slot behind 2 or 3 e4m3 stages,
@@ -77,7 +81,16 @@ typedef struct kv8_tile {
 static const kv8_tile k_tiles[] = {
     {2, 64, 64, 2, 4, 1},  {4, 64, 64, 3, 4, 1},   {3, 32, 64, 4, 4, 2},  {9, 32, 64, 4, 4, 2},
     {13, 32, 64, 4, 4, 2}, {10, 64, 128, 3, 4, 1}, {14, 128, 64, 4, 8, 1}, {7, 32, 64, 3, 4, 2},
+    /* the smaller query tiles of bench/kv8_sweep.sh: one 16-row block (br16) with a warp pair or one warp, two
+     * (br32 cw2) with bc32; each on paged + seqlens + split-KV + GQA packing, and the other decode cases */
+    {15, 16, 32, 4, 2, 2}, {15, 16, 64, 4, 2, 2},  {15, 16, 32, 3, 2, 2},  {15, 16, 64, 3, 1, 1},
+    {15, 32, 32, 4, 4, 2}, {16, 16, 32, 4, 2, 2},  {16, 16, 32, 4, 1, 1},  {10, 16, 64, 4, 2, 2},
+    {10, 16, 128, 2, 2, 2}, {9, 16, 32, 4, 2, 2},  {2, 16, 32, 3, 2, 2},   {13, 16, 128, 2, 2, 2},
+    {14, 16, 64, 4, 2, 2}, {7, 16, 32, 4, 1, 1},   {3, 16, 32, 4, 2, 2},   {4, 16, 64, 4, 2, 2},
 };
+
+/* The words the kernel text must hold besides kv=e4m3 ($FAJIT_KV8_WIDEN's variant bits), "" for none. */
+static const char *g_want = "";
 
 /* One case; cfg NULL (the heuristic) or its tile. 1 when it failed, 2 when CUDA failed. */
 static int run_case(const kv8_case *c, const kv8_tile *t)
@@ -108,13 +121,13 @@ static int run_case(const kv8_case *c, const kv8_tile *t)
     if (t) /* the tile asked for ran */
         snprintf(tile, sizeof tile, "br%d bc%d s%d sw128 w%d%s", t->block_m, t->block_n, t->stages, t->warps,
                  t->col_warps == 2 ? " cw2" : "");
-    int text_ok = strstr(r.kernel, "kv=e4m3") != NULL && strstr(r.kernel, tile) != NULL;
+    int text_ok = strstr(r.kernel, "kv=e4m3") != NULL && strstr(r.kernel, tile) != NULL && strstr(r.kernel, g_want);
     printf("%s %-36s %s B%d H%d/%d N%d/%d D%d%s kv8=%d ref=%s relL2 %.2e row %.2e max %.2e lse %.2e seed %llu "
            "[%s] %s\n",
            r.pass && text_ok ? "PASS" : "FAIL", c->name, c->dtype == FH ? "f16 " : "bf16", c->b, c->hq, c->hkv,
            c->nq, c->nk, c->d, c->causal ? " causal" : "", c->kv8, r.reference == FJ_REF_CPU ? "cpu" : "gpu",
            r.rel_l2, r.worst_row_rel, r.max_abs, r.lse_max_abs, (unsigned long long)r.seed, r.kernel,
-           text_ok ? r.why : "the kernel text lacks kv=e4m3 or the tile asked for");
+           text_ok ? r.why : "the kernel text lacks kv=e4m3, the tile asked for or the widening's variant words");
     return !(r.pass && text_ok);
 }
 
@@ -165,6 +178,35 @@ static void test_kv8_decode_unpacked(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* $FAJIT_KV8_WIDEN=int / intv: the integer widening of K and V (or V only) where the device has cvt (kv8.c), on the
+ * heuristic's tile and the smaller ones, with paged + seqlens + split + GQA packing; the kernel text names the bits. */
+static void test_kv8_decode_widen(void **state)
+{
+    (void)state;
+    static const kv8_tile tiles[] = {{15, 0, 0, 0, 0, 0},   {15, 16, 32, 4, 2, 2}, {16, 32, 64, 4, 4, 2},
+                                     {10, 16, 64, 4, 2, 2}, {3, 16, 32, 4, 1, 1},  {6, 0, 0, 0, 0, 0}};
+    const char *modes[2][2] = {{"int", "kv8intk kv8intv"}, {"intv", "kv8intv"}};
+    int failures = 0;
+    fajit_context *saved = g_ctx;
+    for (int m = 0; m < 2; m++) {
+        fajit_context *ctx = NULL;
+        assert_int_equal(fj_test_context_with_env("FAJIT_KV8_WIDEN", modes[m][0], -1, &ctx), FAJIT_OK);
+        g_ctx = ctx, g_want = modes[m][1];
+        for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+            const kv8_tile *t = &tiles[i];
+            printf("FAJIT_KV8_WIDEN=%s tile br%d bc%d s%d w%d cw%d: ", modes[m][0], t->block_m, t->block_n, t->stages,
+                   t->warps, t->col_warps);
+            int rc = run_case(&k_cases[t->case_index], t->block_m ? t : NULL);
+            failures += rc != 0;
+            if (rc == 2) break;
+        }
+        g_ctx = saved, g_want = "";
+        fajit_context_destroy(ctx);
+    }
+    fflush(stdout);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -173,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_kv8_decode),
         cmocka_unit_test(test_kv8_decode_unpacked),
         cmocka_unit_test(test_kv8_decode_tiles),
+        cmocka_unit_test(test_kv8_decode_widen),
     };
     int rc = cmocka_run_group_tests_name("gpu_fp8_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

@@ -164,11 +164,17 @@ enum { FJ_VARIANT_SEQLENS = 1, FJ_VARIANT_SPLIT = 2, FJ_VARIANT_COMBINE = 4, FJ_
  *             sequence b's rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]), its length clamped to [0, seqlen_q]
  *   VARLEN_K  with VARLEN: keys packed by cu_seqlens_k likewise (K / V [total_k, Hkv, D]); without it K / V stay
  *             batched by stride[0] (or paged) and SEQLENS gives the lengths
- * Both paths take them (no SPLIT, PACK, GATHER or AHEAD with VARLEN).
+ * Both paths take them (no SPLIT, PACK, GATHER or AHEAD with VARLEN). */
+enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11 };
+/* FP8 K/V cache widening (kv8.c; bits 12-13, kv_dtype e4m3 only): KV8_INT_K / KV8_INT_V widen K / V with the
+ * integer ops (prmt, shl, and: f16 x 2^-8, the factor folded into the softmax scale / O's factor) even where the
+ * target has cvt.rn.f16x2.e4m3x2 - a knob to time one against the other (the runtime: $FAJIT_KV8_WIDEN). */
+enum { FJ_VARIANT_KV8_INT_K = 1 << 12, FJ_VARIANT_KV8_INT_V = 1 << 13 };
+/* Varlen scheduling (sched.c; bit 14):
  *   LPT       with VARLEN, sm_90a only: the persistent CTAs take their work tiles from a global counter in a
  *             longest-first order per sequence (sched.c) instead of the static round-robin; the sm_80 kernel has
  *             no persistent loop (the hardware's block scheduler hands out its CTAs) and refuses it. */
-enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11, FJ_VARIANT_LPT = 1 << 12 };
+enum { FJ_VARIANT_LPT = 1 << 14 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* Paged K/V on the sm_90a kernel (fwd_ws.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
  * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at

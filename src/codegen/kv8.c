@@ -27,7 +27,9 @@
  * 0xFF) read as +-480 here.
  * Compiled for a target with cvt.rn.f16x2.e4m3x2 (.target sm_90+; sm_89 would need PTX 8.1), the f16 widening is
  * that cvt instead (plan.kv8_cvt, fj_kv8_for_target): exact values (no 2^-8 unit), NaN bytes NaN, per 16 bytes
- * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS.
+ * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS. The decode variant bits KV8_INT_K / KV8_INT_V (codegen.h) keep the
+ * integer widening for K / V on such a target (a knob for timing one against the other: F2FP issues once per pair
+ * on the conversion pipe, the integer form three times per pair on the integer pipes).
  */
 #include "kv8.h"
 
@@ -50,15 +52,26 @@ enum {
 #define KV8_SEL_LO 0x9180 /* lanes {b0, sign(b0)}, {b1, sign(b1)} */
 #define KV8_SEL_HI 0xB3A2 /* lanes {b2, sign(b2)}, {b3, sign(b3)} */
 
-int fj_kv8_unit_log2(const fj_plan *p)
+/* 1 when tensor which (1 K, 2 V) widens with cvt.rn.f16x2.e4m3x2: the plan's target has it (kv8_cvt) and the
+ * variant does not ask for the integer form. */
+static int widen_cvt(const fj_plan *p, int which)
 {
-    return (p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16) && !p->kv8_cvt ? -8 : 0;
+    return p->kv8_cvt && !(p->variant & (which == 1 ? FJ_VARIANT_KV8_INT_K : FJ_VARIANT_KV8_INT_V));
 }
+
+int fj_kv8_unit_log2_of(const fj_plan *p, int which)
+{
+    return (p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16) && !widen_cvt(p, which) ? -8 : 0;
+}
+
+int fj_kv8_unit_log2(const fj_plan *p) { return fj_kv8_unit_log2_of(p, 1); }
 
 void fj_kv8_for_target(fj_plan *p, const fj_arch_info *target)
 {
+    const unsigned both = FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V;
     if (!p->kv8 || p->ws || !target || !(target->caps & FJ_CAP_CVT_E4M3)) return;
     if (p->cfg.dtype != FAJIT_DTYPE_F16 && !p->kv8_f16) return; /* the bf16 widening has no cvt */
+    if ((p->variant & both) == both) return;                   /* neither tensor takes the cvt */
     p->kv8_cvt = 1;
     p->arch = target;
 }
@@ -177,7 +190,7 @@ void fj_kv8_widen(fj_kctx *k, int slot)
                 fj_ins(k->e, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s+%d]", R(w), R(fj_at(w, 1)), R(fj_at(w, 2)),
                        R(fj_at(w, 3)), R(k->bk[BK8_STG]), ring_off(p, slot, which, i, j));
                 for (int q = 0; q < 4; q++) {
-                    if (p->kv8_cvt) { /* bytes 0, 1 -> h[2q] (byte 0 in the low half), bytes 2, 3 -> h[2q + 1] */
+                    if (widen_cvt(p, which)) { /* bytes 0, 1 -> h[2q] (byte 0 in the low half), bytes 2, 3 -> h[2q + 1] */
                         fj_line(k->e, "{");
                         fj_line(k->e, ".reg .b16 %%kv8_h<2>;");
                         fj_ins(k->e, "mov.b32 {%%kv8_h0, %%kv8_h1}, %s", R(fj_at(w, q)));
@@ -213,10 +226,10 @@ static void load_descale(fj_kctx *k, int off, fj_reg_t idx, int unit_log2, fj_re
 void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv)
 {
     const fj_plan *p = k->p;
-    int u = fj_kv8_unit_log2(p);
+    int u = fj_kv8_unit_log2_of(p, 1), uv = fj_kv8_unit_log2_of(p, 2);
     fj_reg_t idx = fj_alloc(k->e, k->b_r, 1);
     fj_comment(k->e, 1, "FP8 K/V: the softmax scale x k_descale[b][hkv]%s and O's factor v_descale[b][hkv]%s",
-               u ? " x 2^8" : "", u ? " x 2^8 (the f16 widening's 2^-8)" : "");
+               u ? " x 2^8" : "", uv ? " x 2^8 (the f16 widening's 2^-8)" : "");
     {
         fj_reg_t st = fj_param_s32(k, p->fp8_off + (int)offsetof(fj_fwd_params_fp8, descale_stride));
         fj_ins(k->e, "mad.lo.u32 %s, %s, %s, %s", R(idx), R(b), R(st), R(hkv));
@@ -228,7 +241,7 @@ void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv)
         fj_reg_t sc = fj_param_f32(k, OFF(scale_log2));
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(k->score_scale), R(sc));
     }
-    load_descale(k, (int)offsetof(fj_fwd_params_fp8, v_descale), idx, u, k->o_scale);
+    load_descale(k, (int)offsetof(fj_fwd_params_fp8, v_descale), idx, uv, k->o_scale);
 }
 
 /* plan.kv8_f16 (bf16 queries): the MMAs run in f16, so K / V widen without the bf16 multiply. Q's bf16 values

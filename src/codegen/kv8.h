@@ -9,6 +9,9 @@
 
 /* log2 of the widened values' unit: -8 for f16 (folded into the softmax scale and O's factor), 0 for bf16. */
 int fj_kv8_unit_log2(const fj_plan *p);
+/* The same for tensor which (1 K, 2 V): they differ when a decode variant bit (KV8_INT_K / KV8_INT_V) keeps one
+ * tensor's integer widening on a cvt target; fj_kv8_unit_log2 is K's. */
+int fj_kv8_unit_log2_of(const fj_plan *p, int which);
 
 /* Plan: 1 when copy_tpr threads a row (16-bit chunks) give an e4m3 layout (tpr / 2 threads a row of 16-element
  * chunks, whole passes in block_n); fj_kv8_plan_copy sets kv8_tpr / kv8_rows_per_pass; fj_kv8_smem appends the

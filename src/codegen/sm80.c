@@ -71,7 +71,10 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
  *   8 without warp pairs: 0-4 under 255 about a third of the edges spilled (4-372 bytes); 4 more with
  *     one stage (d128 bc48 s1 at 8 under: 8 bytes)
  *   96 with 1-2 warps: one warp copies whole tiles in up to 64 unrolled passes the estimate does not
- *     count; d128 br16 bc128 w1 spilled 8 bytes 28 under with 52 of headroom (needs ~82)
+ *     count; d128 br16 bc128 w1 spilled 8 bytes 28 under with 52 of headroom (needs ~82). An FP8 K/V cache's
+ *     copies are e4m3 bytes into their ring (kv8.c), not those 16-bit passes: 16 (d128 br16 cw2 w2 and br16 w1,
+ *     bc32-128, 2-4 stages, seqlens + split + packgqa + paged + ahead: ptxas sm_90a 173-234 registers, 7-12 over
+ *     the estimate, no spill; test_decode_ptx test_kv8_small_tiles)
  *   12 with a swizzle narrower than 128 B: d128 br128 bc64 s2-s3 at 239 spills 4-8 bytes with swizzle
  *     none where 128 compiles clean (issue 13); causal, 12 bytes with 32 or 64
  *   S acc again for a block_n that is not a power of two: the KV range then takes div.s32 and leaves the
@@ -80,6 +83,7 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
  *   for warp pairs, the partner's P past 16 (below) */
 #define FJ_SM80_REG_HEADROOM 8
 #define FJ_SM80_REG_HEADROOM_FEW_WARPS 96 /* warps <= 2 */
+#define FJ_SM80_REG_HEADROOM_FEW_WARPS_KV8 16 /* warps <= 2 with an FP8 K/V cache (see above) */
 #define FJ_SM80_REG_HEADROOM_ONE_STAGE 4
 #define FJ_SM80_REG_HEADROOM_SWZ_NARROW 12 /* swizzle none, 32 or 64 */
 /* Warp pairs hold the partner's P (m_frags x block_n / 8 registers, fetched from the exchange area before
@@ -212,7 +216,9 @@ static int headroom_sm80(const fj_plan *p, char *terms, size_t size)
     int h = 0, whole_rows = p->col_warps == 1;
     terms[0] = '\0';
     if (whole_rows) headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM, "without warp pairs");
-    if (c->warps <= 2) headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_FEW_WARPS, "with 1-2 warps");
+    if (c->warps <= 2)
+        headroom_term(&h, terms, size, p->kv8 ? FJ_SM80_REG_HEADROOM_FEW_WARPS_KV8 : FJ_SM80_REG_HEADROOM_FEW_WARPS,
+                      p->kv8 ? "with 1-2 warps (FP8 K/V copies)" : "with 1-2 warps");
     if (whole_rows && c->stages == 1) headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_ONE_STAGE, "with one stage");
     if (p->swz_mask < 7)
         headroom_term(&h, terms, size, FJ_SM80_REG_HEADROOM_SWZ_NARROW, "with a swizzle narrower than 128");

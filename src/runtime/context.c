@@ -113,6 +113,12 @@ static fajit_status device_query(fajit_context *ctx)
     ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0 ? 1 : sm90 && strcmp(sm90, "0") == 0 ? 0 : -1;
     const char *sched = getenv("FAJIT_VARLEN_SCHED");
     ctx->varlen_lpt = sched && strcmp(sched, "lpt") == 0;
+    const char *widen = getenv("FAJIT_KV8_WIDEN");
+    ctx->kv8_widen = !widen                      ? 0u
+                     : strcmp(widen, "int") == 0  ? (unsigned)(FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V)
+                     : strcmp(widen, "intk") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_K
+                     : strcmp(widen, "intv") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_V
+                                                  : 0u;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

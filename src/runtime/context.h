@@ -90,6 +90,9 @@ struct fajit_context {
     int varlen_lpt;            /* varlen calls on the sm_90a kernel take the dynamic longest-first schedule (variant LPT,
                                   sched.c): 1 with $FAJIT_VARLEN_SCHED=lpt, else 0 (static round-robin) until the A/B
                                   on the GPU (bench/varlen_ab.sh) says which is faster */
+    unsigned kv8_widen;        /* FP8 K/V cache decode variants: FJ_VARIANT_KV8_INT_K / _V bits ($FAJIT_KV8_WIDEN=int
+                                  both, intk K, intv V: the integer widening where the device has cvt; default 0,
+                                  cvt for both), for timing one against the other */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */

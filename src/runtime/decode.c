@@ -412,6 +412,7 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
+    if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN: the integer widening (a knob for timing) */
     if (page && !vl && !k80->plan.kv8 && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
         v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
     fajit_status st = variant_config(a, v, page, &c->cfg);

@@ -107,7 +107,8 @@ static void bench_usage(FILE *f)
           "  --warmup N                     untimed calls first (default 10)\n"
           "  --grid first                   D 64/128/256 x N 4096/16384, B*N = 16384, H*D = 2048, both masks\n"
           "  --grid decode                  B/Hq/Hkv/Nk 1/32/32/32k, 1/32/8/128k, 8/32/8/8k, 64/32/8/2k, 1/8/1/512k x\n"
-          "                                 Nq 1, 4, 16 (D 128 unless --headdim; --causal for causal): GB/s of K + V\n"
+          "                                 Nq 1, 4, 16 (D 128 unless --headdim; --causal for causal; --seqlen 1, 4\n"
+          "                                 or 16: that Nq only): GB/s of K + V\n"
           "  --splits N                     split-KV: 0 the heuristic (default), 1 none, 2..1024 forced; reports GB/s\n"
           "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16) in a shuffled block table\n"
           "  --page-order shuffled|linear   the block table's order (default shuffled; linear: entry i is page i, the\n"
@@ -211,6 +212,11 @@ static int bench_parse(int argc, char **argv, bench_cli *o)
     }
     if ((o->grid_first || o->grid_decode) && o->latency) {
         fprintf(stderr, "fagen: --grid and --latency: give one of them\n");
+        return FAGEN_EXIT_USAGE;
+    }
+    if (o->grid_decode && o->seqlen && o->seqlen != 1 && o->seqlen != 4 && o->seqlen != 16) {
+        fprintf(stderr, "fagen: --seqlen %d with --grid decode: must be 1, 4 or 16 (the table's Nq; omit it for all "
+                        "three)\n", o->seqlen);
         return FAGEN_EXIT_USAGE;
     }
     if (o->varlen_n && (o->grid_first || o->grid_decode || o->latency || o->page_size || o->splits >= 0)) {
@@ -734,7 +740,7 @@ static int bench_one(fajit_context *ctx, const bench_cli *o, const bench_shape *
     return FAGEN_EXIT_OK;
 }
 
-/* The decode rows of issue 11 (B, Hq, Hkv, Nk) x Nq 1, 4, 16. */
+/* The decode rows of issue 11 (B, Hq, Hkv, Nk) x Nq 1, 4, 16 (only Nq = --seqlen when given). */
 static int bench_grid_decode(fajit_context *ctx, const bench_cli *o)
 {
     static const int rows[][4] = {{1, 32, 32, 32768}, {1, 32, 8, 131072}, {8, 32, 8, 8192}, {64, 32, 8, 2048},
@@ -743,6 +749,7 @@ static int bench_grid_decode(fajit_context *ctx, const bench_cli *o)
     int rc = FAGEN_EXIT_OK;
     for (int ni = 0; ni < 3; ni++)
         for (int ri = 0; ri < 5; ri++) {
+            if (o->seqlen && o->seqlen != nqs[ni]) continue;
             bench_shape s = shape_from_flags(o, o->user.head_dim ? o->user.head_dim : 128, nqs[ni], o->user.causal);
             s.b = rows[ri][0], s.hq = rows[ri][1], s.hkv = rows[ri][2], s.nk = rows[ri][3];
             int r = bench_one(ctx, o, &s);

@@ -78,7 +78,8 @@ static void ptx_usage(FILE *f)
           "                                 packgqa and paged (paged: TMA boxes from the pool's pages); the runtime\n"
           "                                 picks the path per call (README: Decode on the sm_90a kernel);\n"
           "                                 varlen (packed queries and keys), varlenq (packed queries; with\n"
-          "                                 seqlens and / or paged) on both paths\n" VARLEN_HELP "\n"
+          "                                 seqlens and / or paged) on both paths; kv8intk / kv8intv (with\n"
+          "                                 --kv-dtype e4m3: K / V widened by integer ops instead of cvt)\n" VARLEN_HELP "\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }

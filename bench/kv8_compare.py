@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""kv8_compare.py - FP8 (e4m3) K/V-cache decode side by side: fajit BF16, fajit FP8 K/V, FA3 BF16 and FA3 FP8
+kvcache on the decode table's rows (Nq 1, D128; decode_compare.py's ROWS), one process, one GPU.
+
+  PYTHONPATH=build/py-gpu:/tmp/peers-site python3 bench/kv8_compare.py [--rows 1,2,3,4,5] [--config TEXT] [--reps N]
+
+Inputs, the float32 reference, the timing (compare.Bench.time_systems: CUDA events, warm-up, settle, 5 interleaved
+rounds, medians) and FA3's loading are decode_compare.py's DecodeBench; this file only adds the FP8 calls:
+  fajit FP8   fajit.attention(q bf16, k / v torch.float8_e4m3fn, k_descale / v_descale float32 [B, Hkv]), config=
+              --config when given (a canonical text such as "sm_80 bf16,kv=e4m3 d128 br16 bc32 s4 sw128 w2 cw2"),
+              else the library's choice; $FAJIT_KV8_WIDEN is read by the library as usual
+  FA3 FP8     flash_attn_with_kvcache(q, k_cache, v_cache all float8_e4m3fn, q_descale / k_descale / v_descale
+              [B, Hkv], num_splits=0): FA3's FP8 path takes e4m3 Q too (its anchors in the notes are all-FP8)
+K / V are quantized per (batch, KV head) with descale = amax / 448; Q for FA3 FP8 likewise. Both FP8 outputs are
+checked against the float32 reference on the dequantized K / V (and Q for FA3); the BF16 ones on the BF16 inputs.
+Prints one line per row: the four medians (ms), fajit FP8 / fajit BF16 (issue 22's target <= 0.60) and fajit FP8 /
+FA3 FP8 (target < 1.00), and each system's relative L2 error. Exit 1 when a fajit output fails its tolerance.
+"""
+import argparse
+import contextlib
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
+import decode_compare as dc  # noqa: E402
+from compare_report import log  # noqa: E402
+
+SYSTEMS = ("fajit_bf16", "fajit_fp8", "fa3_bf16", "fa3_fp8")
+TOL = {"fajit_bf16": 2e-2, "fajit_fp8": 2e-2}  # relative L2 against the reference of the inputs each one read
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--config", help="fajit FP8's config text (default: the library's choice)")
+    p.add_argument("--rows", default="1,2,3,4,5", help="decode_compare.py's ROWS, 1-based (default all five)")
+    mine, rest = p.parse_known_args(argv)
+    a = dc.parse_args(["--rows", mine.rows, "--nq", "1", "--dtypes", "bf16", "--paged-rows", "none"] + rest)
+    a.config = mine.config
+    return a
+
+
+class Kv8Bench(dc.DecodeBench):
+    def quantize(self, x):
+        """x [B, N, H, D] -> (e4m3 tensor, float32 [B, H] descale = amax / 448 per (batch, head), dequantized x)."""
+        torch = self.torch
+        ds = x.float().abs().amax(dim=(1, 3)).clamp(min=1e-12) / 448.0
+        x8 = (x.float() / ds[:, None, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        return x8, ds.contiguous(), (x8.float() * ds[:, None, :, None]).to(x.dtype)
+
+    def measure(self, s):
+        torch, fajit, a = self.torch, self.fajit, self.a
+        row = dict(s)
+        lens = dc.seq_lens(s)
+        row["gbytes"] = dc.kv_bytes(s, lens) / 1e9
+        kvs = self.kv_sets(s)
+        sets = []  # (q, k, v, o, q8, qd, k8, kd, v8, vd, kq, vq, qq): the BF16 and the FP8 inputs of one set
+        for k, v in kvs:
+            q = torch.randn(s["B"], s["Nq"], s["Hq"], s["D"], device=dc.DEVICE, dtype=torch.bfloat16)
+            q8, qd, qq = self.quantize(q)
+            k8, kd, kq = self.quantize(k)
+            v8, vd, vq = self.quantize(v)
+            sets.append((q, k, v, torch.empty_like(q), q8, qd, k8, kd, v8, vd, kq, vq, qq))
+        del kvs
+        cfg = a.config
+        calls = {
+            "fajit_bf16": [lambda t=t: fajit.attention(t[0], t[1], t[2], layout="bnhd", out=t[3]) for t in sets],
+            "fajit_fp8": [lambda t=t: fajit.attention(t[0], t[6], t[8], layout="bnhd", out=t[3], config=cfg,
+                                                      k_descale=t[7], v_descale=t[9]) for t in sets],
+        }
+        why = self.fa3_refusal(s)
+        for name in ("fa3_bf16", "fa3_fp8"):
+            calls[name] = why
+        if not why:
+            kvc = self.fa3.flash_attn_with_kvcache
+            calls["fa3_bf16"] = [lambda t=t: dc._first(kvc(t[0], t[1], t[2], num_splits=0)) for t in sets]
+            calls["fa3_fp8"] = [lambda t=t: dc._first(kvc(t[4], t[6], t[8], num_splits=0, q_descale=t[5],
+                                                          k_descale=t[7], v_descale=t[9])) for t in sets]
+        t0 = sets[0]
+        with torch.inference_mode():
+            refs = {"bf16": self.reference(s, t0[0], t0[1], t0[2], lens),
+                    "fp8": self.reference(s, t0[0], t0[10], t0[11], lens),
+                    "fa3_fp8": self.reference(s, t0[12], t0[10], t0[11], lens)}
+            ref_of = {"fajit_bf16": "bf16", "fa3_bf16": "bf16", "fajit_fp8": "fp8", "fa3_fp8": "fa3_fp8"}
+            timed = {}
+            for name in SYSTEMS:
+                c = calls[name]
+                if isinstance(c, str):
+                    row[name + "_error"] = c
+                    continue
+                t0[3].fill_(float("nan"))
+                out, err = self.first_call(c[0])
+                if err:
+                    row[name + "_error"] = err
+                    continue
+                row["err_" + name] = self.error(out, refs[ref_of[name]])
+                if name.startswith("fajit"):
+                    row["kernel_" + name] = fajit.last_forward()
+                timed[name] = (c, contextlib.nullcontext)
+            if timed:
+                self.time_systems(timed, row)
+        row["check"] = "FAIL" if any(not row.get("err_" + n, math.nan) <= tol for n, tol in TOL.items()) else "ok"
+        return row
+
+
+def ms(row, name):
+    return row.get(name + "_ms")
+
+
+def ratio(x, y):
+    return f"{x / y:.3f}" if x and y else "n/a"
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    import torch
+    if not torch.cuda.is_available():
+        log("kv8_compare.py: needs torch with a CUDA GPU")
+        return 1
+    fajit = compare.load_fajit(a.lib)
+    bench = Kv8Bench(a, fajit)
+    for k, v in dc.environment(bench, [sys.argv[0]]).items():
+        log(f"{k}: {v}")
+    bench.gpu_warmup()
+    bad = 0
+    print(f"{'shape':<26} {'fajit bf16':>10} {'fajit fp8':>10} {'FA3 bf16':>10} {'FA3 fp8':>10}  {'fp8/bf16':>8} "
+          f"{'fj/FA3 fp8':>10} {'FA3 fp8/bf16':>12}  errors (rel L2: fj bf16, fj fp8, FA3 bf16, FA3 fp8)", flush=True)
+    try:
+        for s in dc.build_grid(a):
+            r = bench.measure(s)
+            t = [ms(r, n) for n in SYSTEMS]
+            cells = " ".join(f"{x:10.4f}" if x else f"{'n/a':>10}" for x in t)
+            errs = ", ".join(f"{r['err_' + n]:.1e}" if "err_" + n in r else "n/a" for n in SYSTEMS)
+            print(f"{dc.shape_name(s):<26} {cells}  {ratio(t[1], t[0]):>8} {ratio(t[1], t[3]):>10} "
+                  f"{ratio(t[3], t[2]):>12}  {errs} {r['check']}", flush=True)
+            for n in SYSTEMS:
+                if n + "_error" in r:
+                    print(f"    {n}: {r[n + '_error']}", flush=True)
+            print(f"    fajit fp8 ran: {r.get('kernel_fajit_fp8', '?')}", flush=True)
+            bad += r["check"] != "ok"
+    finally:
+        bench.close()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
