@@ -63,7 +63,8 @@ static int parse_choice(const char *flag, const char *text, const choice *list, 
 #define VARIANT_RULE                                                                                           \
     "seqlens, split, packgqa and paged, joined with + in any combination (seqlens+split+paged), gather and "    \
     "ahead only with paged (paged+gather+ahead), varlen (packed queries and keys) or varlenq (packed queries) "  \
-    "with seqlens and (varlenq) paged and lpt (sm_90a: the dynamic longest-first schedule), or combine alone; with --kv-dtype e4m3 also kv8intk / kv8intv (K / V "   \
+    "with seqlens and (varlenq) paged and lpt (sm_90a: the dynamic longest-first schedule), or combine alone; "  \
+    "with --kv-dtype e4m3 also kv8intk / kv8intv (K / V "                                                       \
     "widened by integer ops instead of cvt)"
 
 /* "word+word+...": the sum of the words' values (each once), in a combination the kernels have. */
