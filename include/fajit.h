@@ -411,7 +411,8 @@ typedef struct fajit_attention_args {
      * context's own buffer (allocated with cuMemAlloc on first need, grown as needed, freed with the
      * context; shared by every forward of the context, so forwards that split on different streams at
      * once need workspaces of their own, and a forward that grows it must not be captured in a CUDA
-     * graph). fajit_attention_workspace_size() gives the size a call needs (0 when it does not split). */
+     * graph). fajit_attention_workspace_size() gives the size a call needs (0 when it does not split; 256
+     * for a varlen call with the longest-first schedule, FAJIT_VARLEN_SCHED=lpt, whose tile counter it holds). */
     uint64_t workspace;
     size_t workspace_bytes;
     /* ---- read only when struct_size covers them (fajit_attention_args_init) ----

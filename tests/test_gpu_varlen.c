@@ -7,7 +7,10 @@
  * the longest sequence (its rows past the cap must keep their poison), and row padding.
  * Every case runs with the forward's own choice, with the sm_80 path forced (an sm_80 config) and, on sm_90a GPUs,
  * in a context made with FAJIT_DECODE_SM90=1 (the sm_90a kernel's varlen variant for every case); the kernel text
- * (fajit_last_forward) must name the varlen variant, and on sm_90a say which path ran.
+ * (fajit_last_forward) must name the varlen variant, and on sm_90a say which path ran. On sm_90a GPUs the cases run
+ * again with the dynamic longest-first schedule (FAJIT_VARLEN_SCHED=lpt: the kernel text of the cases it takes - packed
+ * keys, no seqused_k or pages, D <= 192 - must end in " lpt"), with
+ * every SM and with FAJIT_PERSISTENT_CTAS=3 (each CTA takes many tiles and skips many runs past a sequence's end).
  * Harness: fj_check_varlen_run (check.h): O and LSE ([Hq, total_q]) poisoned with NaN and guards, every element of
  * every sequence's rows compared (CPU float64 reference; the last case's size takes the GPU fp32 one), every other
  * word must keep its poison; rel L2 <= 1e-2 bf16 / 2e-3 f16, worst row
@@ -31,6 +34,7 @@
 
 static fajit_context *g_ctx;
 static int g_sm90; /* the context has FAJIT_DECODE_SM90=1 */
+static int g_lpt;  /* ... and FAJIT_VARLEN_SCHED=lpt */
 
 #define MAXSEQ 12
 typedef struct varlen_case {
@@ -83,6 +87,10 @@ static int kernel_text_ok(const varlen_case *c, fajit_arch arch, const char *tex
     if (arch == FAJIT_ARCH_SM80 && on_ws) return printf("     sm_80 forced but: %s\n", text), 0;
     if (g_sm90 && arch == FAJIT_ARCH_AUTO && !on_ws)
         return printf("     FAJIT_DECODE_SM90=1: the sm_90a varlen variant expected: %s\n", text), 0;
+    /* lpt takes packed keys without seqused_k or pages, head_dim <= 192 (plan.c); the rest keep the static one */
+    int lpt = g_lpt && c->packed_k && !c->seqused && !c->page && c->d <= 192;
+    if (on_ws && lpt != (strstr(text, " lpt") != NULL))
+        return printf("     the lpt schedule %s: %s\n", lpt ? "expected" : "not expected", text), 0;
     return 1;
 }
 
@@ -161,6 +169,37 @@ static void test_sm90_varlen(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* The sm_90a variant with the lpt schedule (sched.c), in a context made with FAJIT_VARLEN_SCHED=lpt (and ctas > 0:
+ * FAJIT_PERSISTENT_CTAS=ctas). */
+static int run_lpt(const char *ctas)
+{
+    fajit_context *ctx = NULL, *saved = g_ctx;
+    setenv("FAJIT_VARLEN_SCHED", "lpt", 1);
+    if (ctas) setenv("FAJIT_PERSISTENT_CTAS", ctas, 1);
+    fajit_status st = fj_test_context_with_env("FAJIT_DECODE_SM90", "1", -1, &ctx);
+    unsetenv("FAJIT_VARLEN_SCHED");
+    if (ctas) unsetenv("FAJIT_PERSISTENT_CTAS");
+    if (st != FAJIT_OK) return printf("FAIL context: %s\n", fajit_errmsg()), 1;
+    printf("FAJIT_DECODE_SM90=1 FAJIT_VARLEN_SCHED=lpt%s%s\n", ctas ? " FAJIT_PERSISTENT_CTAS=" : "", ctas ? ctas : "");
+    g_ctx = ctx, g_sm90 = 1, g_lpt = 1;
+    int failures = run_cases(FAJIT_ARCH_AUTO);
+    g_ctx = saved, g_sm90 = 0, g_lpt = 0;
+    fajit_context_destroy(ctx);
+    return failures;
+}
+
+static void test_sm90_varlen_lpt(void **state)
+{
+    (void)state;
+    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM90A) {
+        printf("SKIP: the GPU's best path is not sm_90a: the lpt schedule is the sm_90a kernel's\n");
+        skip();
+    }
+    int failures = run_lpt(NULL);
+    failures += run_lpt("3");
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -169,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_forward_choice),
         cmocka_unit_test(test_sm80_forced),
         cmocka_unit_test(test_sm90_varlen),
+        cmocka_unit_test(test_sm90_varlen_lpt),
     };
     int rc = cmocka_run_group_tests_name("gpu_varlen", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

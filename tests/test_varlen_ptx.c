@@ -28,7 +28,10 @@
 #include "test_support.h"
 
 enum { V = FJ_VARIANT_VARLEN, VK = FJ_VARIANT_VARLEN_K, L = FJ_VARIANT_SEQLENS, P = FJ_VARIANT_PAGED };
+enum { LPT = FJ_VARIANT_LPT };
 static const unsigned k_variants[] = {V | VK, V, V | L, V | VK | L, V | P, V | P | L};
+/* the sm_90a kernel's longest-first schedule (sched.c): varlen alone, head_dim <= 192 (plan.c refuses the rest) */
+static const unsigned k_variants_lpt[] = {V | VK | LPT, V | LPT};
 
 static int reads_param(const char *ptx, int off)
 {
@@ -86,17 +89,17 @@ static int runtime_tile(fajit_arch arch, int d, int causal, unsigned variant, fj
     return 0;
 }
 
-static int compile_grid(fajit_arch arch, const char *const *sms, int n_sms)
+static int compile_grid(fajit_arch arch, const char *const *sms, int n_sms, const unsigned *variants, size_t n_variants)
 {
     static const int dims[] = {64, 96, 128, 192, 256};
-    int failures = 0, n = 0;
-    for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+    int failures = 0, n = 0, lpt = (variants[0] & LPT) != 0;
+    for (size_t di = 0; di < sizeof dims / sizeof dims[0] - (size_t)lpt; di++)
         for (int causal = 0; causal <= 1; causal++)
-            for (size_t v = 0; v < sizeof k_variants / sizeof k_variants[0]; v++) {
+            for (size_t v = 0; v < n_variants; v++) {
                 fj_plan p;
                 char text[200];
-                if (!runtime_tile(arch, dims[di], causal, k_variants[v], &p)) {
-                    printf("FAIL d%d causal %d variant 0x%x: no tile plans\n", dims[di], causal, k_variants[v]);
+                if (!runtime_tile(arch, dims[di], causal, variants[v], &p)) {
+                    printf("FAIL d%d causal %d variant 0x%x: no tile plans\n", dims[di], causal, variants[v]);
                     failures++;
                     continue;
                 }
@@ -114,14 +117,61 @@ static void test_sm80_compile(void **state)
 {
     (void)state;
     static const char *const sms[] = {"sm_80", "sm_90"};
-    assert_int_equal(compile_grid(FAJIT_ARCH_SM80, sms, 2), 0);
+    assert_int_equal(compile_grid(FAJIT_ARCH_SM80, sms, 2, k_variants, sizeof k_variants / sizeof k_variants[0]), 0);
 }
 
 static void test_sm90_compile(void **state)
 {
     (void)state;
     static const char *const sms[] = {"sm_90a"};
-    assert_int_equal(compile_grid(FAJIT_ARCH_SM90A, sms, 1), 0);
+    assert_int_equal(compile_grid(FAJIT_ARCH_SM90A, sms, 1, k_variants, sizeof k_variants / sizeof k_variants[0]), 0);
+}
+
+static void test_sm90_lpt_compile(void **state)
+{
+    (void)state;
+    static const char *const sms[] = {"sm_90a"};
+    assert_int_equal(compile_grid(FAJIT_ARCH_SM90A, sms, 1, k_variants_lpt,
+                                  sizeof k_variants_lpt / sizeof k_variants_lpt[0]),
+                     0);
+}
+
+#define TMA(field) ((int)offsetof(fj_fwd_params_tma, field))
+
+/* LPT: the kernel takes its tiles from the counter (atom.add, the runs past a sequence's end skipped with red.max) and
+ * hands them to the consumers through shared slots; the static varlen kernel reads neither field; sm_80 refuses it. */
+static void test_lpt_structure(void **state)
+{
+    (void)state;
+    fj_plan p;
+    size_t len;
+    for (int causal = 0; causal <= 1; causal++) {
+        assert_true(runtime_tile(FAJIT_ARCH_SM90A, 128, causal, V | VK | LPT, &p));
+        assert_true(p.sched_off > 0 && p.sched_off % 16 == 0 && p.smem_bytes >= p.sched_off + 16);
+        char *ptx = gen(&p, &len);
+        assert_true(reads_param(ptx, TMA(tile_count)) && reads_param(ptx, TMA(sched_heads)));
+        assert_non_null(strstr(ptx, "atom.global.add.u32"));
+        assert_non_null(strstr(ptx, "red.global.max.u32"));
+        assert_non_null(strstr(ptx, "st.shared.u32"));
+        assert_non_null(strstr(ptx, "$L_prod_none"));
+        free(ptx);
+        assert_true(runtime_tile(FAJIT_ARCH_SM90A, 128, causal, V | VK, &p));
+        assert_int_equal(p.sched_off, 0);
+        ptx = gen(&p, &len);
+        assert_false(reads_param(ptx, TMA(tile_count)) || reads_param(ptx, TMA(sched_heads)));
+        assert_null(strstr(ptx, "atom.global"));
+        free(ptx);
+    }
+    fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1};
+    fj_config_heuristic(&c, &c, NULL, 0);
+    assert_int_equal(fj_plan_build_variant(&c, V | VK | LPT, &p), FAJIT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(fajit_errmsg(), "persistent loop"));
+    c.arch = FAJIT_ARCH_SM90A;
+    c.block_m = c.block_n = c.stages = c.swizzle = c.warps = c.col_warps = c.overlap = c.pingpong = 0;
+    fj_config_heuristic(&c, &c, NULL, 0);
+    assert_int_equal(fj_plan_build_variant(&c, LPT, &p), FAJIT_ERR_INTERNAL); /* lpt without varlen */
+    assert_int_equal(fj_plan_build_variant(&c, V | L | LPT, &p), FAJIT_ERR_UNSUPPORTED); /* producer registers */
+    assert_int_equal(fj_plan_build_variant(&c, V | P | LPT, &p), FAJIT_ERR_UNSUPPORTED);
 }
 
 #define DEC80(field) ((int)offsetof(fj_fwd_params_decode, field))
@@ -155,8 +205,9 @@ static void test_structure(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_structure), cmocka_unit_test(test_sm80_compile),
-                                       cmocka_unit_test(test_sm90_compile)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_structure), cmocka_unit_test(test_lpt_structure),
+                                       cmocka_unit_test(test_sm80_compile), cmocka_unit_test(test_sm90_compile),
+                                       cmocka_unit_test(test_sm90_lpt_compile)};
     const fj_nvjitlink_api *jl;
     const fj_nvrtc_api *rtc;
     if (fj_nvjitlink_load(&jl) != FAJIT_OK) fj_test_skip_all("nvJitLink not loadable: %s", fajit_errmsg());

@@ -137,6 +137,8 @@ typedef struct fj_plan {
      * address, the rows' rescale factors [2][block_m] and final (l, m) [2][2][block_m], fp32 */
     int tmem_s_col, tmem_o_col, tmem_p_col, tmem_cols;
     int sm100_bar, tmem_slot, corr_off, stats_off;
+    int sched_off;               /* sm_90a LPT variant: offset of the work-tile slots (sched.c: FJ_SCHED_SLOTS u32, the
+                                    producer's tile of each round for the consumers), else 0 */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
@@ -176,6 +178,11 @@ enum { FJ_VARIANT_VARLEN = 1 << 10, FJ_VARIANT_VARLEN_K = 1 << 11 };
  * integer ops (prmt, shl, and: f16 x 2^-8, the factor folded into the softmax scale / O's factor) even where the
  * target has cvt.rn.f16x2.e4m3x2 - a knob to time one against the other (the runtime: $FAJIT_KV8_WIDEN). */
 enum { FJ_VARIANT_KV8_INT_K = 1 << 12, FJ_VARIANT_KV8_INT_V = 1 << 13 };
+/* Varlen scheduling (sched.c; bit 14):
+ *   LPT       with VARLEN, sm_90a only: the persistent CTAs take their work tiles from a global counter in a
+ *             longest-first order per sequence (sched.c) instead of the static round-robin; the sm_80 kernel has
+ *             no persistent loop (the hardware's block scheduler hands out its CTAs) and refuses it. */
+enum { FJ_VARIANT_LPT = 1 << 14 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* Paged K/V on the sm_90a kernel (sm90_roles.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
  * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at

@@ -59,13 +59,18 @@ typedef struct fj_fwd_params_tma {
     uint32_t n_mblocks;  /* ceil(seqlen_q / block_m) */
     uint32_t n_tiles;
     uint32_t heads_batch; /* heads_q x batch */
-    uint8_t pad[256 - sizeof(fj_fwd_params) - 3 * sizeof(uint32_t)];
+    /* VARLEN + LPT (sched.c): query heads per L2 section of the dynamic longest-first order, and the device
+     * address of its tile counter (one u32, zeroed before each launch in the launch's stream); else 0 */
+    uint32_t sched_heads;
+    uint64_t tile_count;   /* (the tensor maps follow at byte 256: the fields above fill it exactly) */
     _Alignas(64) uint8_t tmap_q[FJ_TMAP_BYTES];
     uint8_t tmap_k[FJ_TMAP_BYTES];
     uint8_t tmap_v[FJ_TMAP_BYTES];
     uint8_t tmap_o[FJ_TMAP_BYTES]; /* O, box of 64 rows (one consumer warpgroup's): the TMA store epilogue */
 } fj_fwd_params_tma;
-_Static_assert(sizeof(fj_fwd_params) + 3 * sizeof(uint32_t) <= 256, "fj_fwd_params must fit before the tensor maps");
+_Static_assert(offsetof(fj_fwd_params_tma, tile_count) + sizeof(uint64_t) <= 256 &&
+                   offsetof(fj_fwd_params_tma, tmap_q) == 256,
+               "fj_fwd_params and the schedule fields must fit before the tensor maps, which start at byte 256");
 
 /*
  * Decode variants of the sm_80 kernel (per-sequence KV lengths, split-KV) and the combine kernel take

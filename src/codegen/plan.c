@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "base/error.h"
+#include "sched.h"
 #include "sm100.h"
 
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
@@ -260,7 +261,8 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
  * the mask, and the split index, live in the tile head and the epilogue only (the page lookups are the producer's,
  * under its own setmaxnreg budget). */
 #define FJ_VARIANT_WS_OK                                                                                                 \
-    (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)
+    (FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED | FJ_VARIANT_VARLEN |                 \
+     FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT)
 #define FJ_VARIANT_WS_REGS 4
 /* Varlen (seqlen.c) on top: sm_80 re-reads the sequence's bounds where it uses them (the mask, the epilogue), as the
  * per-sequence KV length; sm_90a consumers keep the query length live across the KV loop beside the KV length. */
@@ -277,6 +279,8 @@ static fajit_status varlen_rules(unsigned variant)
         (variant & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD)))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: varlen goes without split-KV, GQA packing, gathered "
                                            "pages and pages read ahead (not built)", variant);
+    if ((variant & FJ_VARIANT_LPT) && !(variant & FJ_VARIANT_VARLEN))
+        return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: the longest-first schedule (lpt) is varlen's", variant);
     return FAJIT_OK;
 }
 
@@ -313,7 +317,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if (variant &
         ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED |
                     FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K |
-                    FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V))
+                    FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V | FJ_VARIANT_LPT))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
     if (varlen_rules(variant) != FAJIT_OK) return FAJIT_ERR_INTERNAL;
     if ((variant & FJ_VARIANT_GATHER) && !(variant & FJ_VARIANT_PAGED))
@@ -346,6 +350,16 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                                               "seqlens_k, split-KV, GQA packing and paged K/V in whole tiles of a page "
                                               "(block_n dividing page_size), not gathered segments or varlen batches yet",
                        variant & FJ_VARIANT_GATHER ? " gather" : "", variant & FJ_VARIANT_VARLEN ? " varlen" : "");
+    if (!p->ws && (variant & FJ_VARIANT_LPT))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant lpt: the %s kernel has no persistent loop to schedule (one "
+                                              "CTA per row block, handed out by the hardware's block scheduler, the "
+                                              "longest first); lpt is the sm_90a kernel's", p->arch->name);
+    if ((variant & FJ_VARIANT_LPT) && ((variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED)) || p->cfg.head_dim > 192))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant lpt with %s: the producer's tile search does not fit its "
+                                              "24 registers beside %s (ptxas 13.0 spills 8-60 bytes); lpt takes "
+                                              "varlen / varlenq alone, head_dim <= 192",
+                       p->cfg.head_dim > 192 ? "head_dim 256" : "seqlens / paged",
+                       p->cfg.head_dim > 192 ? "the d256 producer's state" : "their page and V-tail state");
     if (!p->kv8 && (variant & (FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V)))
         return fj_fail(FAJIT_ERR_INVALID_CONFIG, "decode variant kv8intk / kv8intv (the integer widening of e4m3 K / V) "
                                                  "without kv_dtype e4m3: there is nothing to widen");
@@ -359,6 +373,13 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
             return CFG_FAIL("smem %d B with the seqlens_k / paged variant's V-tail mbarrier exceeds %d B; lower stages or "
                             "block_n", p->smem_bytes, fj_arch_path_smem_max(p->cfg.arch));
+    }
+    if (variant & FJ_VARIANT_LPT) { /* sched.c: the work tile of each round, from the producer to the consumers */
+        p->sched_off = (p->smem_bytes + 15) / 16 * 16;
+        p->smem_bytes = p->sched_off + 4 * FJ_SCHED_SLOTS;
+        if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
+            return CFG_FAIL("smem %d B with the lpt schedule's %d work-tile slots exceeds %d B; lower stages or block_n",
+                            p->smem_bytes, FJ_SCHED_SLOTS, fj_arch_path_smem_max(p->cfg.arch));
     }
     if (p->backend->async) p->backend->async->roles(p); /* again: the V-tail ring */
     int extra = p->ws ? FJ_VARIANT_WS_REGS
@@ -382,12 +403,13 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n >= 0 && p->variant)
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                      "%s%s%s%s%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                      "%s%s%s%s%s%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
                       p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
                       p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "",
                       p->variant & FJ_VARIANT_AHEAD ? " ahead" : "", p->variant & FJ_VARIANT_VARLEN ? " varlen" : "",
                       p->variant & FJ_VARIANT_VARLEN_K ? " varlenk" : "",
-                      p->variant & FJ_VARIANT_KV8_INT_K ? " kv8intk" : "", p->variant & FJ_VARIANT_KV8_INT_V ? " kv8intv" : "");
+                      p->variant & FJ_VARIANT_KV8_INT_K ? " kv8intk" : "", p->variant & FJ_VARIANT_KV8_INT_V ? " kv8intv" : "",
+                      p->variant & FJ_VARIANT_LPT ? " lpt" : "");
     return n;
 }
 

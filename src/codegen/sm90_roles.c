@@ -278,6 +278,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     fj_emit *e = k->e;
     char top[48];
     fj_reg_t pr = l->has_group_pred ? l->group_pred : fj_alloc(e, k->b_p, 1), not_phase = fj_alloc(e, k->b_r, 1), dst = fj_alloc(e, k->b_r, 1);
+    const int what = FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS | FJ_WS_TILE_PRODUCER;
     /* (the frame has emitted the banner, the setmaxnreg and, with FP8, the branch of warps 1.. to the transposer) */
     fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->tid));
     fj_ins(e, "@%s bra $L_exit", R(pr));
@@ -286,17 +287,18 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
-    if (p->variant & FJ_VARIANT_VARLEN) fj_ins(e, "mov.u32 %s, 0", R(l->sched));
+    fj_ws_sched_start(k, l, what);
     if (p->vtail_bar) fj_ins(e, "mov.u32 %s, 0", R(l->vtail_par));
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
-    fj_ws_tile_loop_head(k, l, top, FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS, "$L_exit");
+    fj_ws_tile_loop_head(k, l, top, what, "$L_exit");
     if (p->variant & FJ_VARIANT_PAGED) fj_ins(e, "mov.u32 %s, -1", R(l->pg_idx)); /* a new sequence: no entry read */
     fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
                p->cfg.block_m);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), not_phase);
+    fj_ws_publish_tile(k, l);
     if (p->variant & FJ_VARIANT_PACK) {
         fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
         producer_packed_q(k, l, dst);
@@ -326,6 +328,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     fj_label(e, l->next_tile);
     fj_ws_next_round(k, l, 0);
     fj_ins(e, "bra.uni %s", top);
+    fj_ws_tile_loop_end(k, l, what, "$L_exit");
 }
 
 /* FP8: the producer's warps 1..transpose_warps walk the work tiles and KV tiles as the loader does; per KV tile,
@@ -637,13 +640,18 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     char top[48], epi[48];
     turns tn = {fj_alloc(e, k->b_r, 1), fj_alloc(e, k->b_r, 1), fj_alloc(e, k->b_p, 1)};
     fj_reg_t t = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1), not_last_wg = fj_alloc(e, k->b_p, 1);
+    /* the heads in the loop head only for ALiBi (its slope); else in the epilogue, not live across the KV loop.
+     * Ping-pong: l->last, whether this is the CTA's last tile (its last turn is passed to nobody); as before the port,
+     * not with ALiBi (the loop head took DECODE_HEADS for the producer) */
+    const int what = FJ_WS_DECODE_ROWS | (p->cfg.mods & FAJIT_MOD_ALIBI ? FJ_WS_DECODE_HEADS : 0) |
+                     (p->pingpong && !(p->cfg.mods & FAJIT_MOD_ALIBI) ? FJ_WS_TILE_LAST : 0);
     p->backend->setup(k);
     fj_ins(e, "and.b32 %s, %s, 31", R(t), R(k->tid));
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(k->leader), R(t));
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
-    if (p->variant & FJ_VARIANT_VARLEN) fj_ins(e, "mov.u32 %s, 0", R(l->sched));
+    fj_ws_sched_start(k, l, what);
     if (p->pingpong) {
         fj_comment(e, 1, "ping-pong: warpgroup c issues its GEMMs after bar.sync %d + c and then lets the next one go "
                          "(bar.arrive on its barrier); the last warpgroup lets warpgroup 0 start, and passes its last "
@@ -654,11 +662,10 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
         fj_ins(e, "rem.u32 %s, %s, %d", R(t), R(t), p->consumer_wgs);
         fj_ins(e, "add.u32 %s, %s, %d", R(tn.next_bar), R(t), FJ_PINGPONG_BAR0);
         fj_ins(e, "setp.ne.u32 %s, %s, %d", R(not_last_wg), R(k->wg), p->consumer_wgs - 1);
-        fj_ins(e, "mov.u32 %s, %%ctaid.x", R(t));
-        fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(l->n_end), TMA_OFF(n_tiles));
-        if (p->variant & FJ_VARIANT_VARLEN) /* the CTA's first tile to run, not merely its first */
-            fj_ws_varlen_skip(k, l->sched, t, l->n_end);
-        fj_ins(e, "setp.lt.u32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+        if (!fj_ws_sched_static(p)) /* which tile is the last is known only when the producer finds none */
+            fj_comment(e, 1, "lpt: the last warpgroup always lets warpgroup 0 start and passes every turn; warpgroup 0 "
+                             "takes the pass nobody used when it leaves");
+        fj_ws_cta_has_tile(k, l, t, pr);
         fj_ins(e, "@%s bra.uni $L_no_first_turn", R(not_last_wg));
         fj_ins(e, "@%s bar.arrive %d, %d", R(pr), FJ_PINGPONG_BAR0, 32 * 4 * 2);
         fj_label(e, "$L_no_first_turn");
@@ -667,7 +674,7 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "epilogue", epi, sizeof epi);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "kv_stage", l->stage_label[s], sizeof l->stage_label[s]);
     memcpy(l->next_tile, epi, sizeof epi);
-    fj_ws_tile_loop_head(k, l, top, FJ_WS_DECODE_ROWS | (p->cfg.mods & FAJIT_MOD_ALIBI ? FJ_WS_DECODE_HEADS : 0), "$L_consumer_exit");
+    fj_ws_tile_loop_head(k, l, top, what, "$L_consumer_exit");
     fj_emit_mods_start(k, k->h, k->b);
     if (p->fp8) {
         fj_ws_decode_tile(k, l, FJ_WS_DECODE_HEADS);
@@ -676,8 +683,7 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
     p->backend->async->tile_start(k);
     fj_emit_init_accumulators(k);
-    fj_comment(e, 1, "wait for this work tile's Q");
-    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), l->qpar);
+    fj_ws_wait_q(k, l);
     fj_ws_first_kv_tile(k);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
@@ -694,13 +700,17 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     fj_ws_q_barriers(k, l->round, t);
     fj_emit_mbar_arrive_at(k, t, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), pr);
     fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
-    fj_ws_tile_of_round(k, l->tile, p->variant & FJ_VARIANT_VARLEN ? l->sched : l->round);
+    fj_ws_tile_again(k, l);
     fj_ws_decode_tile(k, l, FJ_WS_DECODE_HEADS);
     if (p->fp8) fj_fp8_emit_o_scale(k);
     fj_emit_epilogue(k);
     fj_ws_next_round(k, l, p->pingpong);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, "$L_consumer_exit");
+    if (!fj_ws_sched_static(p) && p->pingpong) {
+        fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(k->wg));
+        fj_ins(e, "@%s bar.sync %d, %d", R(pr), FJ_PINGPONG_BAR0, 32 * 4 * 2);
+    }
     p->backend->async->finish(k);
     fj_ins(e, "bra.uni $L_exit");
 }

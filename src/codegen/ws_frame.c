@@ -13,6 +13,10 @@
  * tiles with short ones along the diagonal (a plain round-robin gave some CTAs the long tile of every round:
  * 1.3-1.4x slower on the H100; ordering all heads' longest tiles first instead loses the K/V reuse in L2).
  * The K/V ring runs on across work tiles: each work tile enters the loop at the stage the last one left.
+ * Varlen batches may take the dynamic longest-first schedule instead (FJ_VARIANT_LPT, sched.c): the Q ring's producer
+ * takes each tile from a global counter and hands it to the other roles through a smem slot beside its Q full
+ * barrier; the roles ask the frame (fj_ws_sched_static, fj_ws_wait_q, fj_ws_tile_again, fj_ws_tile_loop_end) and
+ * need not know which schedule runs.
  * PTX ISA: mbarrier (9.7.13.15), setmaxnreg (9.7.19.5), bar.sync.
  */
 #include <stdio.h>
@@ -23,6 +27,7 @@
 #include "mask.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
+#include "sched.h"
 #include "seqlen.h"
 #include "ws_frame.h"
 
@@ -88,6 +93,21 @@ static void q_buffer(fj_kctx *k, fj_ws_loop *l)
     fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(k->q_buf), R(t), p->q_bytes);
 }
 
+static int lpt(const fj_plan *p) { return (p->variant & FJ_VARIANT_LPT) != 0; }
+
+int fj_ws_sched_static(const fj_plan *p) { return !lpt(p); }
+
+/* l->qbar / k->q_buf: the round's Q buffer; l->qpar: the parity of its use. */
+static void q_round(fj_kctx *k, fj_ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    fj_comment(k->e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
+    q_buffer(k, l);
+    if (p->q_bufs == 2) fj_ins(k->e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
+    else fj_ins(k->e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
+    fj_ins(k->e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
+}
+
 /* Decode l->tile (see the file comment). */
 void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what)
 {
@@ -96,18 +116,22 @@ void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what)
     fj_reg_t nmb = fj_alloc(e, k->b_r, 1), hb = fj_alloc(e, k->b_r, 1), mb = fj_alloc(e, k->b_r, 1);
     fj_reg_t hq = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(nmb), TMA_OFF(n_mblocks));
-    fj_comment(e, 1, "head-batch tile / n_mblocks, query block tile %% n_mblocks%s (a head's blocks run together: its "
-                     "K/V stays in L2)",
-               p->cfg.causal ? " counted from the last (longest rows first)" : "");
-    fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(l->tile), R(nmb));
-    fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(l->tile), R(nmb));
+    if (lpt(p)) {
+        fj_sched_emit_decode(k, l->tile, mb, hb);
+    } else {
+        fj_comment(e, 1, "head-batch tile / n_mblocks, query block tile %% n_mblocks%s (a head's blocks run together: "
+                         "its K/V stays in L2)",
+                   p->cfg.causal ? " counted from the last (longest rows first)" : "");
+        fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(l->tile), R(nmb));
+        fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(l->tile), R(nmb));
+    }
     if (p->variant & FJ_VARIANT_SPLIT) {
         fj_reg_t n = fj_param_s32(k, FJ_DEC_OFF(k, splits));
         fj_comment(e, 1, "split-KV: then the split, split = rest %% splits, head-batch = rest / splits");
         fj_ins(e, "rem.u32 %s, %s, %s", R(k->split), R(hb), R(n));
         fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(hb), R(n));
     }
-    if (p->cfg.causal) {
+    if (p->cfg.causal && !lpt(p)) {
         fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
         fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
     }
@@ -161,11 +185,7 @@ void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what)
         fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(k->kv_first));
         fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(l->n_end));
     }
-    fj_comment(e, 1, "Q buffer round %% %d, its use round / %d (parity)", p->q_bufs, p->q_bufs);
-    q_buffer(k, l);
-    if (p->q_bufs == 2) fj_ins(e, "shr.u32 %s, %s, 1", R(l->qpar), R(l->round));
-    else fj_ins(e, "mov.u32 %s, %s", R(l->qpar), R(l->round));
-    fj_ins(e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
+    q_round(k, l);
 }
 
 /* j = the work tile's first KV tile: 0, or its split's first. */
@@ -240,24 +260,107 @@ static void varlen_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int last
 void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int ahead)
 {
     fj_ins(k->e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
-    if (!(k->p->variant & FJ_VARIANT_VARLEN)) return;
+    if (!(k->p->variant & FJ_VARIANT_VARLEN) || lpt(k->p)) return;
     if (ahead) fj_ins(k->e, "mov.u32 %s, %s", R(l->sched), R(l->sched_next));
     else fj_ins(k->e, "add.u32 %s, %s, 1", R(l->sched), R(l->sched));
+}
+
+/* ---- the dynamic longest-first schedule (LPT, sched.c) ----------------------------------------------------------
+ * The producer takes the tile fetched a tile ahead (l->sched_next) past the empty runs and fetches the next; the other
+ * roles wait for the round's Q (full) and read the tile the producer left in its slot (FJ_SCHED_NONE, >= n: none). */
+static void lpt_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int producer)
+{
+    if (producer) {
+        fj_ins(k->e, "mov.u32 %s, %s", R(l->tile), R(l->sched_next));
+        fj_sched_emit_resolve(k, l->tile, n);
+        fj_comment(k->e, 1, "lpt: the next tile's index, taken while this one's loads run");
+        fj_sched_emit_fetch(k, l->sched_next);
+        return;
+    }
+    q_round(k, l);
+    fj_comment(k->e, 1, "lpt: wait for this work tile's Q, then read which tile it is");
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0), l->qpar);
+    fj_sched_emit_take(k, l->round, l->tile);
+}
+
+/* The label the producer's loop head leaves to when the LPT schedule has no tile left (fj_ws_tile_loop_end). */
+#define LPT_NONE_LABEL "$L_prod_none"
+
+void fj_ws_sched_start(fj_kctx *k, fj_ws_loop *l, int what)
+{
+    if (k->p->variant & FJ_VARIANT_VARLEN) fj_ins(k->e, "mov.u32 %s, 0", R(l->sched));
+    if (lpt(k->p) && (what & FJ_WS_TILE_PRODUCER)) {
+        fj_comment(k->e, 1, "lpt: the first tile's index from the counter");
+        fj_sched_emit_fetch(k, l->sched_next);
+    }
+}
+
+void fj_ws_publish_tile(fj_kctx *k, fj_ws_loop *l)
+{
+    if (lpt(k->p)) fj_sched_emit_publish(k, l->round, l->tile);
+}
+
+void fj_ws_wait_q(fj_kctx *k, fj_ws_loop *l)
+{
+    if (lpt(k->p)) return; /* waited for in the loop head, which reads the tile it holds */
+    fj_comment(k->e, 1, "wait for this work tile's Q");
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0), l->qpar);
+}
+
+void fj_ws_tile_again(fj_kctx *k, fj_ws_loop *l)
+{
+    if (lpt(k->p)) /* its slot is rewritten only after a later round's Q empty */
+        fj_sched_emit_take(k, l->round, l->tile);
+    else fj_ws_tile_of_round(k, l->tile, k->p->variant & FJ_VARIANT_VARLEN ? l->sched : l->round);
+}
+
+void fj_ws_cta_has_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t t, fj_reg_t pr)
+{
+    fj_emit *e = k->e;
+    if (lpt(k->p)) {
+        fj_ins(e, "setp.ne.u32 %s, %s, %s", R(l->last), R(k->wg), R(k->wg));
+        fj_ins(e, "setp.eq.u32 %s, %s, %s", R(pr), R(k->wg), R(k->wg));
+        return;
+    }
+    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(t));
+    fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(l->n_end), TMA_OFF(n_tiles));
+    if (k->p->variant & FJ_VARIANT_VARLEN) /* the CTA's first tile to run, not merely its first */
+        fj_ws_varlen_skip(k, l->sched, t, l->n_end);
+    fj_ins(e, "setp.lt.u32 %s, %s, %s", R(pr), R(t), R(l->n_end));
 }
 
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
 void fj_ws_tile_loop_head(fj_kctx *k, fj_ws_loop *l, const char *top, int what, const char *exit)
 {
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1), n = fj_alloc(k->e, k->b_r, 1);
+    int producer = what & FJ_WS_TILE_PRODUCER;
     fj_label(k->e, top);
     fj_ins(k->e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
-    if (k->p->variant & FJ_VARIANT_VARLEN)
-        varlen_schedule_tile(k, l, n, k->p->pingpong && !(what & FJ_WS_DECODE_HEADS));
+    if (lpt(k->p))
+        lpt_schedule_tile(k, l, n, producer);
+    else if (k->p->variant & FJ_VARIANT_VARLEN)
+        varlen_schedule_tile(k, l, n, what & FJ_WS_TILE_LAST);
     else
         schedule_tile(k, l, n);
     fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(pr), R(l->tile), R(n));
-    fj_ins(k->e, "@%s bra.uni %s", R(pr), exit);
+    fj_ins(k->e, "@%s bra.uni %s", R(pr), lpt(k->p) && producer ? LPT_NONE_LABEL : exit);
     fj_ws_decode_tile(k, l, what);
+}
+
+/* LPT, the producer: no tile left. Once the round's Q buffer is free, its slot says so (FJ_SCHED_NONE) and Q full
+ * completes without a load: the other roles read it and leave. */
+void fj_ws_tile_loop_end(fj_kctx *k, fj_ws_loop *l, int what, const char *exit)
+{
+    if (!lpt(k->p) || !(what & FJ_WS_TILE_PRODUCER)) return;
+    fj_reg_t not_phase = fj_alloc(k->e, k->b_r, 1);
+    fj_label(k->e, LPT_NONE_LABEL);
+    q_round(k, l);
+    fj_ins(k->e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(k->p, FJ_BAR_Q_EMPTY, 0), not_phase);
+    fj_ins(k->e, "mov.u32 %s, %u", R(l->tile), FJ_SCHED_NONE);
+    fj_sched_emit_publish(k, l->round, l->tile);
+    fj_ins(k->e, PTX_MBAR_ARRIVE, R(l->qbar), fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0));
+    fj_ins(k->e, "bra.uni %s", exit);
 }
 
 /* Jump to the loop body of stage l->ring (the stage the last work tile left the ring at). */

@@ -7,7 +7,8 @@
  *   dispatch    warps go to their register group by warpgroup, then to their role by warp
  *   registers   setmaxnreg.dec / .inc per group (roles.h: regs, regs_how)
  *   role bodies backend->async->role_body(k, loop, role), one per role, in table order
- * and offers the role bodies the persistent tile schedule (a CTA's work tiles, their decode, the varlen skip),
+ * and offers the role bodies the persistent tile schedule (a CTA's work tiles, their decode, the varlen skip, or the
+ * dynamic longest-first schedule of varlen batches, sched.c),
  * the Q buffers' barriers and the K/V ring's stage dispatch, phase flips and releases - unrolled (a body per stage,
  * barriers as immediates) or rolled (one body, the stage in a register).
  */
@@ -32,7 +33,8 @@ typedef struct fj_ws_loop {
     fj_reg_t pg_idx, pg_ent; /* u32, producer, PAGED: a page index of the work tile's sequence (~0: none) and its
                                 block-table entry, read a tile ahead (producer_page_ahead) */
     fj_reg_t sched, sched_next; /* u32, VARLEN: the schedule round of the work tile (round counts the tiles run, which
-                                   skip those past their sequence's end); ping-pong consumers: the next one's */
+                                   skip those past their sequence's end); ping-pong consumers: the next one's;
+                                   LPT, the producer: sched_next = the next tile's index, fetched a tile ahead */
     fj_reg_t group_pred; /* pred: allocated by the frame for a register group of several roles (its branch by warp);
                             the group's first role takes it as its first scratch predicate */
     int has_group_pred;
@@ -41,8 +43,11 @@ typedef struct fj_ws_loop {
 } fj_ws_loop;
 
 /* ---- the tile schedule ---------------------------------------------------------------------------------------- */
-/* What fj_ws_decode_tile computes: the query block (m0), the KV range and the Q buffer; the head, batch and KV head. */
-enum { FJ_WS_DECODE_ROWS = 1, FJ_WS_DECODE_HEADS = 2 };
+/* What fj_ws_decode_tile computes: the query block (m0), the KV range and the Q buffer; the head, batch and KV head.
+ * What a role's loop head needs besides (fj_ws_tile_loop_head's `what`): TILE_PRODUCER, the role that loads Q takes
+ * the tiles from the schedule and hands them to the others (a dynamic schedule's source); TILE_LAST, l->last: the
+ * role must know whether a tile is the CTA's last (ping-pong consumers; a static schedule only). */
+enum { FJ_WS_DECODE_ROWS = 1, FJ_WS_DECODE_HEADS = 2, FJ_WS_TILE_PRODUCER = 4, FJ_WS_TILE_LAST = 8 };
 /* dst = this CTA's work tile in round `round` (persistent: tile = round x G + cta, causal odd rounds backwards). */
 void fj_ws_tile_of_round(fj_kctx *k, fj_reg_t dst, fj_reg_t round);
 /* Decode l->tile into k->m0, the KV range [kv_first,) n_end / mask_from and the Q buffer (ROWS), and k->h, b, hkv
@@ -51,6 +56,23 @@ void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what);
 /* The tile loop's head: label `top`, the next work tile (varlen: skipping those past their sequence's end), `exit`
  * when there is none, then fj_ws_decode_tile(what). */
 void fj_ws_tile_loop_head(fj_kctx *k, fj_ws_loop *l, const char *top, int what, const char *exit);
+/* The schedule's state before the first loop head (the varlen round; LPT, TILE_PRODUCER: the first tile's fetch). */
+void fj_ws_sched_start(fj_kctx *k, fj_ws_loop *l, int what);
+/* After the loop (its `exit`: the same as the loop head's): LPT, TILE_PRODUCER: no tile left, so the other roles are
+ * told (their Q full completes with the slot FJ_SCHED_NONE), then `exit`. Nothing for a static schedule. */
+void fj_ws_tile_loop_end(fj_kctx *k, fj_ws_loop *l, int what, const char *exit);
+/* 1: every role computes the CTA's tiles itself (round-robin; varlen skips); 0: the dynamic LPT schedule (sched.c),
+ * where which tile is a CTA's last is known only when the producer finds none (l->last stays 0). */
+int fj_ws_sched_static(const fj_plan *p);
+/* TILE_PRODUCER, after its Q empty wait and before its Q full arrive: hand l->tile to the other roles (LPT). */
+void fj_ws_publish_tile(fj_kctx *k, fj_ws_loop *l);
+/* The other roles: wait for the work tile's Q full (LPT: nothing, the loop head waited to read the tile). */
+void fj_ws_wait_q(fj_kctx *k, fj_ws_loop *l);
+/* l->tile = the current work tile again (not kept live across the KV loop). */
+void fj_ws_tile_again(fj_kctx *k, fj_ws_loop *l);
+/* pr = this CTA runs a work tile at all (t, l->n_end: scratch); LPT, not known before the producer takes one: pr = 1
+ * and l->last = 0. */
+void fj_ws_cta_has_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t t, fj_reg_t pr);
 /* After a work tile: on to the next round (ahead: ping-pong consumers took the next one's schedule round). */
 void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int ahead);
 /* VARLEN: from schedule round `sched` on (in place), the next tile not past its sequence's end (or >= n). */

@@ -111,6 +111,8 @@ static fajit_status device_query(fajit_context *ctx)
     ctx->page_div = div && strcmp(div, "1") == 0;
     const char *sm90 = getenv("FAJIT_DECODE_SM90");
     ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0 ? 1 : sm90 && strcmp(sm90, "0") == 0 ? 0 : -1;
+    const char *sched = getenv("FAJIT_VARLEN_SCHED");
+    ctx->varlen_lpt = sched && strcmp(sched, "lpt") == 0;
     const char *widen = getenv("FAJIT_KV8_WIDEN");
     ctx->kv8_widen = !widen                      ? 0u
                      : strcmp(widen, "int") == 0  ? (unsigned)(FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V)

@@ -87,6 +87,9 @@ struct fajit_context {
     int decode_sm90;           /* which path's decode variants an sm_90a device runs (decode.c): -1 (default) the
                                   sm_90a kernel's where fj_decode_auto_sm90 says, 1 ($FAJIT_DECODE_SM90=1) the
                                   sm_90a kernel's whenever they take the call, 0 ($FAJIT_DECODE_SM90=0) sm_80's */
+    int varlen_lpt;            /* varlen calls on the sm_90a kernel take the dynamic longest-first schedule (variant LPT,
+                                  sched.c): 1 with $FAJIT_VARLEN_SCHED=lpt, else 0 (static round-robin) until the A/B
+                                  on the GPU (bench/varlen_ab.sh) says which is faster */
     unsigned kv8_widen;        /* FP8 K/V cache decode variants: FJ_VARIANT_KV8_INT_K / _V bits ($FAJIT_KV8_WIDEN=int
                                   both, intk K, intv V: the integer widening where the device has cvt; default 0,
                                   cvt for both), for timing one against the other */

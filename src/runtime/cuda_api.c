@@ -175,6 +175,7 @@ static const sym_entry k_cuda_syms[] = {
     CU_SYM(cuMemcpyHtoD, "cuMemcpyHtoD_v2", NULL),
     CU_SYM(cuMemcpyDtoH, "cuMemcpyDtoH_v2", NULL),
     CU_SYM(cuMemsetD8, "cuMemsetD8_v2", NULL),
+    CU_SYM(cuMemsetD32Async, "cuMemsetD32Async", NULL),
     CU_SYM(cuStreamSynchronize, "cuStreamSynchronize", NULL),
     CU_SYM(cuEventCreate, "cuEventCreate", NULL),
     CU_SYM(cuEventDestroy, "cuEventDestroy_v2", NULL),

@@ -52,6 +52,7 @@ typedef struct fj_cuda_api {
     fj_CUresult (*cuMemcpyHtoD)(fj_CUdeviceptr dst, const void *src, size_t bytes);
     fj_CUresult (*cuMemcpyDtoH)(void *dst, fj_CUdeviceptr src, size_t bytes);
     fj_CUresult (*cuMemsetD8)(fj_CUdeviceptr dst, unsigned char value, size_t bytes);
+    fj_CUresult (*cuMemsetD32Async)(fj_CUdeviceptr dst, unsigned value, size_t n, fj_CUstream stream);
     fj_CUresult (*cuStreamSynchronize)(fj_CUstream stream);
     fj_CUresult (*cuEventCreate)(fj_CUevent *ev, unsigned flags);
     fj_CUresult (*cuEventDestroy)(fj_CUevent ev);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "codegen/kernel_abi.h"
+#include "codegen/sched.h"
 #include "context.h"
 #include "tensor_map.h"
 #include "base/error.h"
@@ -24,6 +25,8 @@
 #define BAD(...) fj_fail(FAJIT_ERR_INVALID_ARGUMENT, __VA_ARGS__)
 #define FJ_GRID_Z_MAX 65535
 #define FJ_PART_ALIGN 256
+/* The lpt schedule's tile counter (one u32) in a workspace: what fajit_attention_workspace_size asks for. */
+#define FJ_LPT_WORKSPACE_BYTES 256
 #define FJ_ARGS_STRUCT_SIZE_MAX 4096 /* struct_size at most (fajit.h) */
 
 void fajit_attention_args_init(fajit_attention_args *args)
@@ -492,6 +495,8 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     unsigned vl = varlen_bits(&d);
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
+    /* the sm_90a kernel's only (it has the persistent loop), and not with seqused_k, pages or d256 (plan.c) */
+    if (vl && ctx->varlen_lpt && !a->seqlens_k && !page && a->head_dim <= 192) v |= FJ_VARIANT_LPT;
     c->cfg = k->plan.cfg;
     while (c->cfg.block_n >= 16 &&
            (!fj_ws_page_fits(page, c->cfg.block_n) || fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK))
@@ -503,6 +508,23 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
         return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant", k->config_text), 0;
     choose_splits(ctx, a, packed, tuned, v, c);
     return 1;
+}
+
+/* LPT (sched.h): the sections' heads and the tile counter - the caller's workspace when it has room, else the
+ * context's - zeroed in the call's stream before the launch (a memset node in a captured graph; no host sync). */
+static fajit_status lpt_counter(fajit_context *ctx, const fajit_attention_args *a, fj_fwd_params_tma *p)
+{
+    fj_CUdeviceptr c = a->workspace_bytes >= FJ_LPT_WORKSPACE_BYTES ? a->workspace : 0;
+    fajit_status st = c ? FAJIT_OK : fj_context_workspace(ctx, FJ_LPT_WORKSPACE_BYTES, &c);
+    if (st != FAJIT_OK) return st;
+    p->sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim);
+    p->tile_count = c;
+    st = fj_context_push(ctx);
+    if (st != FAJIT_OK) return st;
+    fj_CUresult rc = ctx->cu->cuMemsetD32Async(c, 0, 1, (fj_CUstream)a->stream);
+    fj_context_pop(ctx);
+    if (rc == FJ_CUDA_SUCCESS) return FAJIT_OK;
+    return fj_fail_context(fj_cuda_fail(rc, "cuMemsetD32Async"), "the lpt schedule's tile counter");
 }
 
 /* Launch the sm_90a decode variant chosen (ws_choose), then (splits > 1) the combine kernel on the same
@@ -541,6 +563,8 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     p.dec.splits = (uint32_t)splits;
     p.dec.batch = (uint32_t)a->batch;
     p.dec.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
+    if (ch->variant & FJ_VARIANT_LPT) st = lpt_counter(ctx, a, &p.tma);
+    if (st != FAJIT_OK) return st;
     unsigned cap = ctx->persistent_ctas > 0 ? (unsigned)ctx->persistent_ctas : p.tma.n_tiles;
     unsigned grid[3] = {p.tma.n_tiles < cap ? p.tma.n_tiles : cap, 1, 1};
     *ran = 1;
@@ -654,6 +678,7 @@ fajit_status fajit_attention_workspace_size(fajit_context *ctx, const fajit_atte
     st = choice_for(ctx, args, cfg, 1, "fajit_attention_workspace_size", &ch);
     if (st != FAJIT_OK) return st;
     *bytes_out = fj_decode_workspace_bytes(args, ch.splits, NULL);
+    if (ch.variant & FJ_VARIANT_LPT) *bytes_out = FJ_LPT_WORKSPACE_BYTES;
     fj_clear_error(); /* a tile probe that failed on the way left its message */
     return FAJIT_OK;
 }

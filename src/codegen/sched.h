@@ -1,0 +1,64 @@
+/*
+ * sched.h - the dynamic longest-first work-tile schedule of the sm_90a persistent kernel for varlen batches
+ * (decode variant FJ_VARIANT_LPT, with VARLEN): which work tile a CTA runs next, in which order, and how the
+ * producer hands it to the consumers. The frame (ws_frame.c) calls it from its tile schedule, beside the static
+ * round-robin; the role bodies ask the frame (fj_ws_sched_static, fj_ws_wait_q, ...) and call nothing here.
+ *
+ * Order. The work tiles are virtual: n_mblocks (the longest sequence's query blocks) x heads_q per sequence, so a
+ * tile's coordinates follow from its index without reading any length:
+ *   sequence b = t / (n_mblocks x heads_q), r = the rest
+ *   L2 section s = r / (S x n_mblocks) of S = sched_heads query heads (the last may hold fewer, nh), w = the rest
+ *   i = w / nh, head h = s x S + w % nh, query block mb = n_mblocks - 1 - i
+ * so each section runs its query blocks from the last (the longest causal rows) down, its nh heads side by side
+ * (a KV head's K/V is read by its group's heads and all their blocks while it stays in L2: S is chosen on the host
+ * so a section's K/V fits an L2 budget, fj_sched_section_heads). A sequence of nblk < n_mblocks blocks has its
+ * empty tiles (mb >= nblk) at the start of each section: i < n_mblocks - nblk, one contiguous run.
+ *
+ * Assignment. A u32 counter in global memory (fj_fwd_params_tma.tile_count, zeroed in the launch's stream before
+ * each launch; no host sync, capture-safe) hands out the tiles: the producer thread takes the next index with
+ * atom.add; an index inside an empty run moves the counter past the run for every CTA (atom.max) and takes again.
+ * It takes each tile's successor while the tile's loads run (one tile ahead), then writes the tile's index into
+ * slot round % FJ_SCHED_SLOTS of shared memory (plan.sched_off) before it arrives on the tile's Q full barrier;
+ * the consumers read it after their Q full wait (mbarrier release / acquire). With no tile left the producer
+ * writes FJ_SCHED_NONE and arrives on Q full without a load; the consumers leave.
+ * A slot is rewritten FJ_SCHED_SLOTS rounds later, after Q empty of a round past it (q_bufs <= 2 < SLOTS): the
+ * consumers read their tile's slot again in the epilogue instead of keeping the index live across the KV loop.
+ */
+#ifndef FJ_SCHED_H
+#define FJ_SCHED_H
+
+#include "backend.h"
+
+#define FJ_SCHED_SLOTS 4
+#define FJ_SCHED_NONE 0xffffffffu
+
+/* ---- host ---- */
+
+/* L2 budget for one section's K and V (bytes). FlashAttention-3 found an underestimate of the L2 (8 MB of 50) to
+ * schedule best; the same here until measured otherwise. */
+#define FJ_SCHED_L2_BYTES (8 << 20)
+
+/* Query heads per section: the KV heads whose K and V (seqlen_k rows of head_dim, 2 bytes, both) fit
+ * FJ_SCHED_L2_BYTES, a power of two from 1 to 16, times the group (heads_q / heads_kv), at most heads_q. */
+int fj_sched_section_heads(int heads_q, int heads_kv, int seqlen_k, int head_dim);
+
+/* Virtual tile t's coordinates (the order above): sequence *b, head *h, query block *mb; *skip_end = the index of
+ * the first tile of t's section that a sequence of nblk query blocks runs (t itself when t runs: mb < nblk; the
+ * section's end when nblk = 0). The host mirror of the device code, for tests. */
+void fj_sched_tile(unsigned t, unsigned n_mblocks, unsigned heads_q, unsigned section_heads, unsigned nblk,
+                   unsigned *b, unsigned *h, unsigned *mb, unsigned *skip_end);
+
+/* ---- device (sm_90a) ---- */
+
+/* mb = tile's query block, hb = b x heads_q + h (what fj_ws_decode_tile reads: ws_frame.c). */
+void fj_sched_emit_decode(fj_kctx *k, fj_reg_t tile, fj_reg_t mb, fj_reg_t hb);
+/* Producer thread: dst = the counter's next index (atom.add). */
+void fj_sched_emit_fetch(fj_kctx *k, fj_reg_t dst);
+/* Producer thread: from candidate `tile` on (in place), past the empty runs, to a tile that runs or one >= n. */
+void fj_sched_emit_resolve(fj_kctx *k, fj_reg_t tile, fj_reg_t n);
+/* Producer thread: slot round % FJ_SCHED_SLOTS = tile (before the Q full arrive of that round). */
+void fj_sched_emit_publish(fj_kctx *k, fj_reg_t round, fj_reg_t tile);
+/* Consumers: tile = slot round % FJ_SCHED_SLOTS (after the Q full wait of that round). */
+void fj_sched_emit_take(fj_kctx *k, fj_reg_t round, fj_reg_t tile);
+
+#endif
