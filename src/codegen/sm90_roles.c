@@ -641,10 +641,9 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     turns tn = {fj_alloc(e, k->b_r, 1), fj_alloc(e, k->b_r, 1), fj_alloc(e, k->b_p, 1)};
     fj_reg_t t = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1), not_last_wg = fj_alloc(e, k->b_p, 1);
     /* the heads in the loop head only for ALiBi (its slope); else in the epilogue, not live across the KV loop.
-     * Ping-pong: l->last, whether this is the CTA's last tile (its last turn is passed to nobody); as before the port,
-     * not with ALiBi (the loop head took DECODE_HEADS for the producer) */
+     * Ping-pong: l->last, whether this is the CTA's last tile (its last turn is passed to nobody). */
     const int what = FJ_WS_DECODE_ROWS | (p->cfg.mods & FAJIT_MOD_ALIBI ? FJ_WS_DECODE_HEADS : 0) |
-                     (p->pingpong && !(p->cfg.mods & FAJIT_MOD_ALIBI) ? FJ_WS_TILE_LAST : 0);
+                     (p->pingpong ? FJ_WS_TILE_LAST : 0);
     p->backend->setup(k);
     fj_ins(e, "and.b32 %s, %s, 31", R(t), R(k->tid));
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(k->leader), R(t));
