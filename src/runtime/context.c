@@ -117,6 +117,8 @@ static fajit_status device_query(fajit_context *ctx)
                      : strcmp(widen, "intk") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_K
                      : strcmp(widen, "intv") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_V
                                                   : 0u;
+    const char *direct = getenv("FAJIT_KV8_DIRECT"); /* MMA fragments straight from the e4m3 tiles (kv8_frag.c) */
+    if (direct && strcmp(direct, "1") == 0) ctx->kv8_widen |= FJ_VARIANT_KV8_DIRECT;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];
