@@ -237,7 +237,7 @@ void fj_kv8d_mma_qk(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
     int d = p->cfg.head_dim, m8 = fj_kv8d_swz_mask(d), cvt = fj_kv8_widen_cvt(p, 1);
-    int tile = p->kv8_off + 2 * slot * p->cfg.block_n * d;
+    int tile = 2 * slot * p->cfg.block_n * d; /* past the lane base, which holds kv8_off */
     fj_reg_t raw = fj_alloc(k->e, k->b_frag_b, 4), bf = fj_alloc(k->e, k->b_frag_b, 8);
     fj_reg_t qf = p->q_in_regs ? k->frag_q : fj_alloc(k->e, k->b_frag_q, 8 * p->m_frags);
     fj_reg_t unit = fj_kv8_unit_regs(k);
@@ -293,7 +293,7 @@ void fj_kv8d_mma_pv(fj_kctx *k, int slot, int keys)
     int d = p->cfg.head_dim, m8 = fj_kv8d_swz_mask(d), cvt = fj_kv8_widen_cvt(p, 2);
     int own = p->k_steps_pv / p->col_warps;
     int ks0 = keys == FJ_KEYS_PEER ? own : 0, ks1 = keys == FJ_KEYS_OWN ? own : p->k_steps_pv;
-    int tile = p->kv8_off + (2 * slot + 1) * p->cfg.block_n * d;
+    int tile = (2 * slot + 1) * p->cfg.block_n * d;
     fj_reg_t raw = fj_alloc(k->e, k->b_frag_b, 4), bf = fj_alloc(k->e, k->b_frag_b, 4);
     fj_reg_t unit = fj_kv8_unit_regs(k);
     fj_comment(k->e, 1, "O += P V from the e4m3 V tile: ldmatrix.x4.trans + prmt (even / odd dims) + %s",
