@@ -262,7 +262,7 @@ static void test_kv8_direct(void **state)
                                    {64, 64, 0, 0, 0, 0},    {128, 64, 0, 0, 0, 0},  {256, 64, 0, 0, 0, 0},
                                    {128, 32, 64, 4, 4, 2},  {128, 16, 32, 4, 2, 2}, {128, 16, 64, 4, 2, 2},
                                    {128, 16, 32, 4, 1, 1},  {128, 16, 64, 3, 1, 1}, {64, 16, 32, 4, 2, 2},
-                                   {256, 16, 32, 4, 2, 2}};
+                                   {256, 16, 32, 2, 2, 2}};
     const unsigned widen[3] = {0, FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V, FJ_VARIANT_KV8_INT_V};
     const unsigned feats[3] = {0, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
                                FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED};
