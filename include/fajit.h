@@ -98,7 +98,8 @@ typedef enum fajit_arch {
     FAJIT_ARCH_AUTO = 0,   /* pick the best path for the device (or sm_80 when there is none) */
     FAJIT_ARCH_SM80 = 80,  /* mma.sync + ldmatrix + cp.async: runs on sm_80, 86, 89, 90, 100, 120 */
     FAJIT_ARCH_SM90A = 90, /* wgmma + TMA + mbarrier, warp-specialized: runs on sm_90 (H100, H200) only */
-    FAJIT_ARCH_SM100A = 100 /* tcgen05 + tensor memory: not implemented yet (FAJIT_ERR_UNSUPPORTED) */
+    FAJIT_ARCH_SM100A = 100 /* tcgen05 + tensor memory: generated and checked without a GPU; not run on hardware,
+                                launches refused (FAJIT_ERR_UNSUPPORTED) unless FAJIT_SM100A_LAUNCH=1 */
 } fajit_arch;
 
 /*

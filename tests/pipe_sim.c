@@ -206,8 +206,9 @@ static int do_init(sim *s, warp *x, const insn *in)
 static int do_arrive(sim *s, warp *x, const insn *in, int lanes)
 {
     int expect = strstr(in->op, "expect_tx") != NULL, i;
+    int commit = strncmp(in->op, "tcgen05.commit", 14) == 0; /* its barrier is its first operand */
     uint32_t addr = 0;
-    if (!mem_addr(s, x, &in->a[1], &addr)) return 0;
+    if (!mem_addr(s, x, &in->a[commit ? 0 : 1], &addr)) return 0;
     mbar *b = bar_at(s, x, addr, &i);
     if (!b) return 0;
     uint64_t bytes = 0;
@@ -617,10 +618,23 @@ static int step_sync(sim *s, warp *x, const insn *in)
     } else if (strncmp(op, "st.shared", 9) == 0) {
         if (!do_st_shared(s, x, in)) return 0;
         x->t.pc++;
-    } else if (strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "barrier.", 8) == 0 || strncmp(op, "tcgen05.", 8) == 0) {
+    } else if (strcmp(op, "bar.warp.sync") == 0) {
+        x->t.pc++; /* the warp's lanes meet: lane 0 and lane 31 are in step here (checked above) */
+    } else if (strncmp(op, "tcgen05.mma", 11) == 0) {
+        /* sm_100a: its shared memory operands (descriptors; A may be in tensor memory) are read until the next
+         * tcgen05.commit of the thread, which retires them before its arrive */
+        if ((in->a[1].kind != O_MEM && !do_read(s, x, in, &in->a[1])) || !do_read(s, x, in, &in->a[2])) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "tcgen05.commit", 14) == 0) {
+        x->committed++;
+        retire(s, x, 0, 0);
+        if (!do_arrive(s, x, in, n)) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "barrier.", 8) == 0) {
         return fault(s, PIPE_MODEL, "line %d: %s is not modelled", in->line, op);
     } else {
-        x->t.pc++; /* wgmma.fence, fence.*, setmaxnreg, the O store's bulk groups: no ordering the simulator tracks */
+        x->t.pc++; /* wgmma.fence, fence.*, setmaxnreg, the O store's bulk groups, tcgen05 alloc / ld / st / wait /
+                      fence (tensor memory is not modelled): no ordering the simulator tracks */
     }
     if (x->lockstep && x->t.pc != pc) { /* lane 31 passes it too (a wait: with lane 0's answer) */
         x->u.pc = x->t.pc;

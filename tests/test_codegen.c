@@ -148,7 +148,11 @@ static void test_config_rejected(void **state)
     expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"at most 2", NULL});
     c = base_config();
     c.arch = FAJIT_ARCH_SM100A;
-    expect_reject(c, FAJIT_ERR_UNSUPPORTED, (const char *[]){"sm_100a", "not implemented", NULL});
+    c.block_m = 64; /* the sm_100a path takes one M = 128 tile (sm100.c) */
+    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"block_m (--br) = 64", "128 on sm_100a", NULL});
+    c = base_config();
+    c.arch = FAJIT_ARCH_SM100A, c.block_m = 128, c.warps = 12, c.head_dim = 256, c.block_n = 128;
+    expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"tensor memory needs", "= 640", "block_n <= 80", NULL});
     c = base_config();
     c.overlap = 1; /* a warp-specialized schedule flag on the sm_80 path */
     expect_reject(c, FAJIT_ERR_INVALID_CONFIG, (const char *[]){"overlap = 1", "sm_80 path", NULL});

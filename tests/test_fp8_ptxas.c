@@ -3,7 +3,9 @@
  * no warning: the heuristic's tile for head dims 64 / 128 / 256, causal and not, N 4k and 16k, and every tile of the
  * FP8 tune space that plans (block_m 64 / 128 / 192, block_n 32..256 in steps of 32, 1-3 stages, ping-pong on / off)
  * for one mask per head dim. The register model (sm90.c, plan.reg_total) must hold them all: a tile it accepts that
- * spills fails here. label ptxas; skips without ptxas. Run: ctest --test-dir build -R test_fp8_ptxas
+ * spills fails here. The FAJIT_FP8_KNOBS experiments (fp8_ws.h) likewise: the grid's defaults with each knob, the tiles
+ * bench/fp8_ab.sh times with them, and what the 'regs' register model admits at D128 / D256 (block_n 64..256, both
+ * masks, ping-pong on / off). label ptxas; skips without ptxas. Run: ctest --test-dir build -R test_fp8_ptxas
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -98,6 +100,66 @@ static void test_tune_space(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* bench/fp8_ab.sh's tiles besides the defaults: FlashAttention-3's FP8 tiles and schedules (D64 br192 without
+ * ping-pong; D128 br128 bc224 ov pp; D256 br128 bc128 ov, pp where the model admits it) */
+static const struct {
+    int d, bm, bn, pp;
+} k_ab_tiles[] = {{64, 192, 128, -1}, {128, 128, 224, 1}, {256, 128, 128, 1}, {256, 128, 128, -1}};
+
+static int knob_grid(const char *knobs)
+{
+    int failures = 0;
+    setenv("FAJIT_FP8_KNOBS", knobs, 1);
+    printf("FAJIT_FP8_KNOBS=%s\n", knobs);
+    for (int d = 64; d <= 256; d *= 2)
+        for (int causal = 0; causal < 2; causal++)
+            for (int n = 4096; n <= 16384; n *= 4) {
+                fajit_shape shape = {16384 / n, 2048 / d, 2048 / d, n, n};
+                fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal};
+                if (fajit_config_fill(NULL, &shape, &c) != FAJIT_OK) {
+                    printf("FAIL fill d%d causal %d N%d: %s\n", d, causal, n, fajit_errmsg());
+                    failures++;
+                    continue;
+                }
+                failures += !assembles_clean(&c);
+            }
+    if (strstr(knobs, "regs"))
+        for (size_t i = 0; i < sizeof k_ab_tiles / sizeof k_ab_tiles[0]; i++)
+            for (int causal = 0; causal < 2; causal++) {
+                fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = k_ab_tiles[i].d,
+                                  .block_m = k_ab_tiles[i].bm, .block_n = k_ab_tiles[i].bn, .stages = 2,
+                                  .swizzle = k_ab_tiles[i].d >= 128 ? 128 : 64, .warps = 4 * (k_ab_tiles[i].bm / 64 + 1),
+                                  .col_warps = 1, .overlap = 1, .pingpong = k_ab_tiles[i].pp, .causal = causal};
+                fj_plan p;
+                if (fj_plan_build(&c, &p) != FAJIT_OK) continue; /* D256 pp causal: the model refuses it */
+                failures += !assembles_clean(&c);
+            }
+    unsetenv("FAJIT_FP8_KNOBS");
+    return failures;
+}
+
+static void test_knobs(void **state)
+{
+    (void)state;
+    int failures = knob_grid("vt") + knob_grid("regs,vt");
+    /* the 'regs' register model (240 registers for two consumer warpgroups) over its wider space */
+    setenv("FAJIT_FP8_KNOBS", "regs", 1);
+    for (int d = 128; d <= 256; d *= 2)
+        for (int bn = 64; bn <= 256; bn += 32)
+            for (int causal = 0; causal < 2; causal++)
+                for (int pp = -1; pp <= 1; pp += 2) {
+                    fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d,
+                                      .block_m = 128, .block_n = bn, .stages = 2, .swizzle = 128, .warps = 12,
+                                      .col_warps = 1, .overlap = 1, .pingpong = pp, .causal = causal};
+                    fj_plan p;
+                    if (fj_plan_build(&c, &p) != FAJIT_OK) continue;
+                    if (bn < (d == 256 ? 96 : 160)) continue; /* below the 232-register limit's widest tiles */
+                    failures += !assembles_clean(&c);
+                }
+    unsetenv("FAJIT_FP8_KNOBS");
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     g_ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
@@ -107,6 +169,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_tune_space),
+        cmocka_unit_test(test_knobs),
     };
     int rc = cmocka_run_group_tests_name("fp8_ptxas", tests, NULL, NULL);
     fj_test_remove_dir(g_dir);

@@ -21,6 +21,7 @@
 
 #include "pipe_mutate.h"
 #include "pipe_sim.h"
+#include "codegen/sm100.h"
 #include "runtime/compile.h"
 #include "test_support.h"
 
@@ -39,6 +40,7 @@ typedef struct sim_case {
     unsigned variant;                                             /* FJ_VARIANT_* (decode) or 0 */
     int mods, win_left, win_right, chunk;                         /* attention variants (FAJIT_MOD_*) */
     int seqlen_q, seqlen_k;                                       /* 0: 3 row blocks - 5, 6 KV tiles + 7 */
+    int sm100;                                                    /* 1: the sm_100a kernel (fwd_sm100.c) */
 } sim_case;
 
 typedef struct built {
@@ -51,7 +53,7 @@ static int verbose(void) { return getenv("FAJIT_TEST_VERBOSE") && *getenv("FAJIT
 
 static void build(const sim_case *c, built *b)
 {
-    fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = c->dim, .causal = c->causal,
+    fajit_config cfg = {.arch = c->sm100 ? FAJIT_ARCH_SM100A : FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = c->dim, .causal = c->causal,
                         .block_m = c->block_m, .block_n = c->block_n, .stages = c->stages,
                         .overlap = c->overlap, .pingpong = c->pingpong, .mods = c->mods};
     fj_config_heuristic(&cfg, &cfg, NULL, 0);
@@ -167,6 +169,76 @@ static void test_defaults(void **state)
     static const int dims[] = {64, 96, 128, 192, 256};
     for (int i = 0; i < 5; i++)
         for (int causal = 0; causal < 2; causal++) expect_clean(&(sim_case){.dim = dims[i], .causal = causal});
+}
+
+/* The sm_100a kernel (fwd_sm100.c; tcgen05.commit arrives on its barriers, tcgen05.mma reads K / V through its
+ * descriptors until the commit): every default, 2-4 stages, one KV tile, causal Nq > Nk (rows with no key), a long
+ * sequence (16 KV tiles a work tile) - no fault. */
+static void test_sm100(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 96, 128, 192, 256};
+    for (int i = 0; i < 5; i++)
+        for (int causal = 0; causal < 2; causal++)
+            expect_clean(&(sim_case){.dim = dims[i], .causal = causal, .sm100 = 1});
+    expect_clean(&(sim_case){.dim = 128, .stages = 3, .sm100 = 1, .block_n = 64});
+    expect_clean(&(sim_case){.dim = 64, .stages = 4, .causal = 1, .sm100 = 1});
+    expect_clean(&(sim_case){.dim = 128, .sm100 = 1, .seqlen_q = 300, .seqlen_k = 100});
+    expect_clean(&(sim_case){.dim = 128, .causal = 1, .sm100 = 1, .seqlen_q = 700, .seqlen_k = 200});
+    expect_clean(&(sim_case){.dim = 64, .sm100 = 1, .seqlen_q = 200, .seqlen_k = 16 * 128 - 3});
+}
+
+/* Bugs in the sm_100a kernel's own barriers, injected into its PTX text: each must be caught in every run. */
+static void test_sm100_bugs(void **state)
+{
+    (void)state;
+    sim_case c = {.dim = 128, .sm100 = 1};
+    built b;
+    build(&c, &b);
+    const fj_plan *p = &b.pl;
+    struct {
+        const char *name, *needle;
+        int off, kind, kind2;
+    } bugs[] = {
+        /* the epilogue's O free arrival dropped: the MMA waits for it before the next work tile's first PV */
+        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        /* the MMA's commit to K empty dropped: the producer never refills the stage */
+        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        /* the softmax's corr full arrival dropped */
+        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK},
+    };
+    for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
+        char *ptx = strdup(b.ptx), tail[32];
+        assert_non_null(ptx);
+        snprintf(tail, sizeof tail, "+%d]", bugs[i].off);
+        char *line = ptx, *hit = NULL;
+        while (line && *line) { /* the first instruction line with both */
+            char *eol = strchr(line, '\n');
+            size_t len = eol ? (size_t)(eol - line) : strlen(line);
+            char save = line[len];
+            line[len] = 0;
+            int match = strstr(line, bugs[i].needle) && strstr(line, tail);
+            line[len] = save;
+            if (match) {
+                hit = line;
+                memset(line, ' ', len);
+                memcpy(line, "//", 2);
+                break;
+            }
+            line = eol ? eol + 1 : NULL;
+        }
+        if (!hit) fail_msg("%s: no line with %s and %s", bugs[i].name, bugs[i].needle, tail);
+        static pipe_report r[2][MAX_SEEDS];
+        run_all(&c, &b, ptx, r);
+        for (int cta = 0; cta < 2; cta++)
+            for (int sd = 0; sd < seeds(); sd++)
+                if (r[cta][sd].kind != bugs[i].kind && r[cta][sd].kind != bugs[i].kind2)
+                    fail_msg("%s: CTA %d seed %d: %s: %s", bugs[i].name, cta, sd, pipe_kind_name(r[cta][sd].kind),
+                             r[cta][sd].text);
+        if (verbose()) printf("CAUGHT %s: %s\n", bugs[i].name, r[0][0].text);
+        free(ptx);
+    }
+    fajit_free(b.ptx);
 }
 
 /* Schedules the defaults may not pick: 1-3 consumer warpgroups, 2-4 stages, ping-pong and overlap on / off. */
@@ -363,7 +435,7 @@ int main(int argc, char **argv)
         return rc;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_sm100), cmocka_unit_test(test_sm100_bugs), cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_lengths),   cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
         cmocka_unit_test(test_bugs_caught),
     };

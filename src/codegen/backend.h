@@ -107,6 +107,10 @@ typedef struct fj_kctx {
     /* attention variants (plan.cfg.mods, mask.c) */
     fj_reg_t kv_mask_below;           /* s32, local: tiles below it need the per-element mask */
     fj_reg_t alibi_nslope;            /* f32 (x frag.rows with PACK), ALIBI: -slope x score_unit of the rows */
+    fj_reg_t alibi_tile;              /* f32, ALIBI folded (mask.h): the tile's bias share of the thread's scores,
+                                         set by the score hook, read by the softmax */
+    fj_reg_t alibi_diag;              /* s32, ALIBI lookahead (mask.h): the tile's first key to the diagonal of the
+                                         thread's first row, set by the score hook, read by the rebase */
     fj_reg_t sink_h;                  /* u32, SINKS (epilogue): the tile's (first) query head */
     fj_reg_t sink_on;                 /* pred, SINKS: this CTA adds the sink (split 0, or no split) */
     fj_reg_t kv_tile;                 /* s32, PAGED: the KV tile load_kv copies (set before each load_kv) */

@@ -110,6 +110,8 @@ typedef struct fj_plan {
      * V empty[s] then counts the transposing threads (they free the TMA-loaded V). */
     int fp8;
     int vt_off, vt_swizzle, vt_bar, transpose_warps;
+    unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs;
+                                    0 (unset) = the shipped kernel, byte for byte */
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
      * tiles are copied as e4m3 bytes into their own ring at kv8_off (stages x K and V tiles of block_n x head_dim
      * bytes, laid out by copying thread), and each thread widens what it copied into the one 16-bit K / V slot
@@ -137,6 +139,13 @@ typedef struct fj_plan {
      * frame (ws_frame.c) emits the setup, the dispatch and the register split from (roles.h; filled last, by the
      * backend's async->roles). Zero on the sm_80 path. */
     fj_role_table roles;
+    /* sm_100a (sm100.c, fwd_sm100.c): tensor memory columns (fp32 words of all 128 lanes) of S[0] and S[1] (block_n each,
+     * the QK^T accumulators a KV tile alternates between), O (head_dim) and P[0], P[1] (block_n / 2 each: two 16-bit
+     * values a column, the PV MMA's A operand), tmem_cols of them allocated; sm100_bar: the offset of the sm_100a
+     * barriers after the Q / K / V ones (fwd_sm100.c lists them); tmem_slot, corr_off, stats_off: the allocated
+     * address, the rows' rescale factors [2][block_m] and final (l, m) [2][2][block_m], fp32 */
+    int tmem_s_col, tmem_o_col, tmem_p_col, tmem_cols;
+    int sm100_bar, tmem_slot, corr_off, stats_off;
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */

@@ -9,6 +9,7 @@
 
 #include "codegen.h"
 #include "base/error.h"
+#include "sm100.h"
 
 fajit_status fajit_config_check(const fajit_config *cfg)
 {
@@ -327,7 +328,8 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
         if (!cfg->overlap) cfg->overlap = -1;
         if (!cfg->pingpong) cfg->pingpong = -1;
     } else if (cfg->arch == FAJIT_ARCH_SM90A) {
-        fill_sm90(cfg, shape);
+        fill_sm90(cfg, shape);    } else if (cfg->arch == FAJIT_ARCH_SM100A) {
+        fj_sm100_fill(cfg);
     }
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
     int limit = smem_limit ? smem_limit : target ? target->smem_per_block : 0;

@@ -19,6 +19,8 @@
 #include "fp8_ws.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "async.h"
 #include "fp8_layout.h"
@@ -32,6 +34,24 @@
 #define FJ_FP8_TRANSPOSE_WARPS 3
 
 /* ---- plan ----------------------------------------------------------------------------------------------------- */
+unsigned fj_fp8_knobs_env(void)
+{
+    static const struct {
+        const char *word;
+        unsigned bit;
+    } words[] = {{"regs", FJ_FP8_KNOB_REGS}, {"vt", FJ_FP8_KNOB_VT},
+                 {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT}};
+    const char *s = getenv("FAJIT_FP8_KNOBS");
+    unsigned bits = 0;
+    while (s && *s) {
+        size_t n = strcspn(s, ",");
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+            if (n == strlen(words[i].word) && strncmp(s, words[i].word, n) == 0) bits |= words[i].bit;
+        s += n + (s[n] == ',');
+    }
+    return bits;
+}
+
 fajit_status fj_fp8_tiles(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
@@ -46,6 +66,7 @@ fajit_status fj_fp8_tiles(fj_plan *p)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
                                               "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
     p->fp8 = 1;
+    p->fp8_knobs = fj_fp8_knobs_env();
     return FAJIT_OK;
 }
 
@@ -142,10 +163,75 @@ void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln)
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ln->st_base), R(t), wv, R(k->smem));
 }
 
+/* One block (16 keys x 32 head dims) of V(stage) -> Vt(stage): its ldmatrix.trans (into a), or its prmt + stmatrix
+ * (a -> o -> smem). */
+static void transpose_load(fj_kctx *k, const fj_fp8_lanes *ln, int v_tile, int b, fj_reg_t a, fj_reg_t x, fj_reg_t ad)
+{
+    const fj_plan *p = k->p;
+    int w = p->cfg.swizzle, bn = p->cfg.block_n, n_kg = bn / 16;
+    int col = 32 * (b / n_kg), key = 16 * (b % n_kg);
+    /* ldmatrix row: V box (col / w), row key + kl, chunk ((col % w) / 16 + (m >> 1)) ^ x(kl) */
+    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), 16 * ((col % w) / 16));
+    fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->ld_base), R(x));
+    fj_ins(k->e, PTX_LDMATRIX_X4_TRANS_SM90, R(a), R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)), R(ad),
+           v_tile + (col / w) * bn * w + key * w);
+}
+
+static void transpose_store(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, int b, fj_reg_t a, fj_reg_t o,
+                            fj_reg_t x, fj_reg_t ad)
+{
+    const fj_plan *p = k->p;
+    int wv = p->vt_swizzle, d = p->cfg.head_dim, n_kg = p->cfg.block_n / 16;
+    int col = 32 * (b / n_kg), key = 16 * (b % n_kg);
+    fj_ins(k->e, PTX_PRMT, R(o), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_EVEN);
+    fj_ins(k->e, PTX_PRMT, R(fj_at(o, 1)), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_ODD);
+    fj_ins(k->e, PTX_PRMT, R(fj_at(o, 2)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_EVEN);
+    fj_ins(k->e, PTX_PRMT, R(fj_at(o, 3)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_ODD);
+    /* stmatrix row: Vt box (key / wv), row col + n, chunk ((key % wv) / 16) ^ x(n) */
+    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->st_x), 16 * ((key % wv) / 16));
+    fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->st_base), R(x));
+    fj_ins(k->e, PTX_STMATRIX_X4, R(ad), vt_tile + (key / wv) * d * wv + col * wv, R(o), R(fj_at(o, 1)),
+           R(fj_at(o, 2)), R(fj_at(o, 3)));
+}
+
+/* FJ_FP8_KNOB_VT: the blocks of a warp in pairs (b, b + transpose_warps), one branch a pair: both ldmatrix, then
+ * each block's prmt and stmatrix, so the second load runs under the first's permute and store (the shipped form
+ * branches around every block, one load in flight). Not straight code per warp: ptxas then hoists every block's
+ * address out of the tile loop and spills the loop state at 32-40 registers. */
+static void transpose_tile_batched(fj_kctx *k, const fj_fp8_lanes *ln, int s)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int tw = p->transpose_warps, n_blocks = p->cfg.block_n / 16 * (p->cfg.head_dim / 32);
+    int v_tile = p->v_off + s * p->kv_tile_bytes, vt_tile = p->vt_off + s * p->kv_tile_bytes;
+    fj_reg_t a[2] = {fj_alloc(e, k->b_r, 4), fj_alloc(e, k->b_r, 4)}, o = fj_alloc(e, k->b_r, 4);
+    fj_reg_t x = fj_alloc(e, k->b_r, 1), ad = fj_alloc(e, k->b_addr, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims, block b by warp b %% %d, "
+                     "two blocks (b, b + %d) a branch",
+               s, s, n_blocks, tw, tw);
+    for (int b0 = 0; b0 < n_blocks; b0 += 2 * tw)
+        for (int b = b0; b < b0 + tw && b < n_blocks; b++) {
+            int two = b + tw < n_blocks;
+            char skip[48];
+            fj_label_new(e, "vt_skip", skip, sizeof skip);
+            fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(ln->tw), b % tw);
+            fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+            transpose_load(k, ln, v_tile, b, a[0], x, ad);
+            if (two) transpose_load(k, ln, v_tile, b + tw, a[1], x, ad);
+            transpose_store(k, ln, vt_tile, b, a[0], o, x, ad);
+            if (two) transpose_store(k, ln, vt_tile, b + tw, a[1], o, x, ad);
+            fj_label(e, skip);
+        }
+}
+
 void fj_fp8_emit_transpose_tile(fj_kctx *k, const fj_fp8_lanes *ln, int s)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
+    if (p->fp8_knobs & FJ_FP8_KNOB_VT) {
+        transpose_tile_batched(k, ln, s);
+        return;
+    }
     int w = p->cfg.swizzle, wv = p->vt_swizzle, d = p->cfg.head_dim, bn = p->cfg.block_n;
     int v_tile = p->v_off + s * p->kv_tile_bytes, vt_tile = p->vt_off + s * p->kv_tile_bytes;
     int n_kg = bn / 16, n_blocks = n_kg * (d / 32);

@@ -7,6 +7,17 @@
 
 #include "backend.h"
 
+/* Experiments for GPU A/B runs (issue 22), off unless named in the environment variable FAJIT_FP8_KNOBS (a comma
+ * list of the words below; "all" = every one). They change the generated PTX only: the config's canonical text and
+ * the in-memory cache key stay the same, so time them one process per setting with FAJIT_CACHE=0 (bench/fp8_ab.sh).
+ *   regs  the producer warpgroup keeps 32 registers, not 40 (the transposers fit them: FP8_KNOB_VT's batches, or
+ *         the block-at-a-time loop), so 2 consumer warpgroups get 240 (FlashAttention-3's split) and 3 get 160;
+ *         the register model then admits D256 bc128 with the overlap and D128 bc224 (FA3's FP8 tiles)
+ *   vt    the V transpose two blocks a branch (not one): two ldmatrix in flight before the first's prmt / stmatrix */
+#define FJ_FP8_KNOB_REGS 1u
+#define FJ_FP8_KNOB_VT 2u
+unsigned fj_fp8_knobs_env(void);
+
 /* Rules of an e4m3 config on sm_90a (block_n a multiple of 32, the swizzle span dividing a row of head_dim bytes,
  * no attention variant yet); sets plan.fp8. */
 fajit_status fj_fp8_tiles(fj_plan *p);

@@ -429,14 +429,44 @@ static void hook_softcap(fj_kctx *k)
 /* The causal form of ALiBi: every key a causal row sees lies at or left of its diagonal (j <= a), so the bias
  * -slope x unit x (a - j) is linear in j. Split a - j = (a0 - c) + (row_off(r) - row_off(0)) with a0 the diagonal of
  * the thread's first row relative to the tile and c the value's column offset: the first part is shared by the
- * thread's rows (one add per column, one FMA per score), the second is a constant of each row across the whole KV
- * loop, which the softmax does not see; fj_emit_alibi_row_shift adds it back to m before the epilogue reads it (LSE,
- * sinks). Near the diagonal, where the scores that matter lie, both parts stay small (no cancellation in fp32).
+ * thread's rows, the second is a constant of each row across the whole KV loop, which the softmax does not see;
+ * fj_emit_alibi_row_shift adds it back to m before the epilogue reads it (LSE, sinks). Near the diagonal, where the
+ * scores that matter lie, both parts stay small (no cancellation in fp32).
+ * Folded (FJ_ALIBI_FOLD, the default): the first part splits again, ns x (a0 - c) = ns x a0 + ns x (-c), ns = -slope x
+ * unit. The hook adds only ns x (-c), one FMA per score with c an immediate (none for c = 0); ns x a0, the same for
+ * all the thread's scores of the tile, goes to k->alibi_tile, which the softmax adds to the thread's row maxima before
+ * the quad reduction and to each row's exponent constant (fj_alibi_tile_term). Unfolded: one add per column and one
+ * FMA per score, the bias complete in S.
  * Keys right of the diagonal (non-causal) need |a - j|; GQA-packed rows differ in head and diagonal: both keep the
  * per-row form. */
 static int alibi_linear(const fj_plan *p)
 {
     return (p->cfg.mods & FAJIT_MOD_ALIBI) && p->cfg.causal && !(p->variant & FJ_VARIANT_PACK);
+}
+
+int fj_alibi_folded(const fj_plan *p) { return FJ_ALIBI_FOLD && alibi_linear(p); }
+
+/* ns x (-c) for every value: the folded form's part of the bias that changes along the thread's columns. */
+static void alibi_columns(fj_kctx *k)
+{
+    fj_comment(k->e, 2, "(the column offset c is an immediate: one FMA per score, none for c = 0)");
+    for (int v = 0; v < k->frag.s_vals; v++) {
+        int col = k->frag.s_col_off(k->p, v);
+        if (col == 0) continue;
+        for (int r = 0; r < k->frag.rows; r++) {
+            const char *s = R(fj_at(k->acc_s, k->frag.s_reg(k->p, r, v)));
+            fj_ins(k->e, "fma.rn.f32 %s, %s, 0f%08X, %s", s, R(k->alibi_nslope), f32_bits((float)-col), s);
+        }
+    }
+}
+
+/* The lookahead's (mask.h) distance from the tile's first key to the diagonal of the thread's first row, the same
+ * for every lane of a row (d is relative to the thread's first column). */
+static void alibi_keep_diag(fj_kctx *k, fj_reg_t d)
+{
+    if (!(FJ_ALIBI_LOOKAHEAD > 0)) return;
+    k->alibi_diag = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "add.s32 %s, %s, %s", R(k->alibi_diag), R(d), R(k->col_base_s));
 }
 
 /* S += -slope x unit x |a - j| (ALiBi): per row d = a - (j x block_n + col_base_s) as f32, per value
@@ -450,10 +480,24 @@ static void hook_alibi(fj_kctx *k)
     lean_geometry(k, 1);
     fj_reg_t nk = fj_emit_kv_len(k);
     diag_bases(k, nk, base, nmb, a0);
+    if (fj_alibi_folded(p)) {
+        fj_comment(e, 1, "ALiBi, causal (keys j <= a): S -= slope x unit x (a_0 - key), a_0 the diagonal of the thread's "
+                         "first row; the other rows' constant offsets go into m at the end");
+        fj_comment(e, 1, "folded: S gets -slope x unit x (-column offset); the thread's share -slope x unit x (a_0 - its "
+                         "first key) joins the row max and the exponent (softmax)");
+        row_diag(k, 0, a0, nmb, d);
+        alibi_keep_diag(k, d);
+        fj_ins(e, "cvt.rn.f32.s32 %s, %s", R(df), R(d));
+        k->alibi_tile = fj_alloc(e, k->b_f, 1);
+        fj_ins(e, "mul.f32 %s, %s, %s", R(k->alibi_tile), R(df), R(k->alibi_nslope));
+        alibi_columns(k);
+        return;
+    }
     if (alibi_linear(p)) {
         fj_comment(e, 1, "ALiBi, causal (keys j <= a): S -= slope x unit x (a_0 - key), a_0 the diagonal of the thread's "
                          "first row; the other rows' constant offsets go into m at the end");
         row_diag(k, 0, a0, nmb, d);
+        alibi_keep_diag(k, d);
         fj_ins(e, "cvt.rn.f32.s32 %s, %s", R(df), R(d));
         for (int v = 0; v < k->frag.s_vals; v++) {
             fj_ins(e, "sub.f32 %s, %s, 0f%08X", R(x), R(df), f32_bits((float)k->frag.s_col_off(p, v)));
@@ -488,6 +532,24 @@ void fj_emit_alibi_row_shift(fj_kctx *k, int r)
                         "m += that x scale_log2", r, off);
     fj_ins(k->e, "mul.f32 %s, %s, 0f%08X", R(t), R(k->alibi_nslope), f32_bits((float)off));
     fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(m), R(t), R(scale), R(m));
+}
+
+int fj_alibi_lookahead(const fj_plan *p) { return FJ_ALIBI_LOOKAHEAD > 0 && alibi_linear(p); }
+
+void fj_emit_alibi_lookahead(fj_kctx *k, fj_reg_t scale, fj_reg_t g)
+{
+    const fj_plan *p = k->p;
+    int cap = p->cfg.dtype == FAJIT_DTYPE_F16 && FJ_ALIBI_LOOKAHEAD > 8 ? 8 : FJ_ALIBI_LOOKAHEAD;
+    fj_reg_t t = fj_alloc(k->e, k->b_r, 1), tf = fj_alloc(k->e, k->b_f, 1);
+    fj_comment(k->e, 1, "ALiBi lookahead: m up to g = clamp(slope x unit x scale_log2 x (first row's diagonal - the tile's "
+                        "last key), 0, %d) above the max: the bias still to rise before the diagonal (mask.h)", cap);
+    fj_ins(k->e, "sub.s32 %s, %s, %d", R(t), R(k->alibi_diag), p->cfg.block_n - 1);
+    fj_ins(k->e, "cvt.rn.f32.s32 %s, %s", R(tf), R(t));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(g), R(k->alibi_nslope), R(scale));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(g), R(g), R(tf));
+    fj_ins(k->e, "neg.f32 %s, %s", R(g), R(g));
+    fj_ins(k->e, "max.f32 %s, %s, " PTX_F32_ZERO, R(g), R(g));
+    fj_ins(k->e, "min.f32 %s, %s, 0f%08X", R(g), R(g), f32_bits((float)cap));
 }
 
 void fj_emit_score_hook(fj_kctx *k)

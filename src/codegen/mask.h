@@ -38,6 +38,28 @@ void fj_emit_mods_start(fj_kctx *k, fj_reg_t h, fj_reg_t b);
  * reads row r's m (fj_emit_normalize), this adds it back. Emits nothing for other configs. */
 void fj_emit_alibi_row_shift(fj_kctx *k, int r);
 
+/* ALiBi's causal form, folded (mask.c; FJ_ALIBI_FOLD, on by default): the score hook leaves the part of the bias that
+ * all of the thread's scores of the tile share out of S and in k->alibi_tile (f32); the softmax adds it to the
+ * thread's row maxima before the quad reduction and, times scale_log2, to each row's exponent constant. */
+#ifndef FJ_ALIBI_FOLD
+#define FJ_ALIBI_FOLD 1
+#endif
+int fj_alibi_folded(const fj_plan *p);
+/* ALiBi's lookahead (FJ_ALIBI_LOOKAHEAD = G > 0, log2 units; 0, the default: off). With causal ALiBi the KV loop's
+ * ascending tiles raise each row's max by about slope x block_n x log2 e per tile, so a lazy rebase (slack 8) runs
+ * on most tiles of the steeper heads (BLOOM's slopes, 16 heads: ~69% of the tiles). The rebase then sets
+ * m = max(m, mx + g), g = clamp(the bias still to rise from the tile's last key to the row's diagonal, 0, G), in
+ * the exp2 domain: a reference max up to G above the row's true max, which only scales P, l and O alike by 2^-g
+ * (the largest P >= 2^-G; f16 kernels take G <= 8, so an f16 P keeps its range; bf16 / f32 have f32's exponent
+ * range). Rebased tiles (a numpy model, i.i.d. scores, N 8k, block_n 128): G 0 69%, 8 57%, 16 50%, 32 39%,
+ * 64 28%, 128 16% (the KV tiles visited from the diagonal down, as FlashAttention does: 3%).
+ * fj_alibi_lookahead: whether the config has it; fj_emit_alibi_lookahead: g (f32) for this tile (in the rebase). */
+#ifndef FJ_ALIBI_LOOKAHEAD
+#define FJ_ALIBI_LOOKAHEAD 0
+#endif
+int fj_alibi_lookahead(const fj_plan *p);
+void fj_emit_alibi_lookahead(fj_kctx *k, fj_reg_t scale, fj_reg_t g);
+
 /* Attention sinks, in the epilogue (softmax.c: fj_emit_normalize): fj_emit_sinks_prep once, then per row r
  * after l is reduced: m' = max(m, sink x log2 e), corr = 2^(m - m'), l = l x corr + 2^(sink x log2 e - m'),
  * m = m' (O is then scaled by corr / l). With SPLIT only split 0 adds the sink. */

@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "kv8_frag.h"
 #include "base/error.h"
+#include "sm100.h"
 
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
 
@@ -19,6 +20,7 @@ const fj_backend *fj_backend_of(fajit_arch path)
     switch (path) {
     case FAJIT_ARCH_SM80: return &fj_backend_sm80;
     case FAJIT_ARCH_SM90A: return &fj_backend_sm90;
+    case FAJIT_ARCH_SM100A: return &fj_backend_sm100;
     default: return NULL;
     }
 }

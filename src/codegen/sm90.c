@@ -59,7 +59,16 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
 /* FP8: the producer's warps 1-3 transpose V (fp8_ws.c), which takes more than 24-32 registers: 40 each
  * (2: 128 x 40 + 256 x 232 = 64512; 3: 128 x 40 + 384 x 152 = 63488). */
 static const int k_reg_split_fp8[4][2] = {{0, 0}, {0, 0}, {40, 232}, {40, 152}};
+/* FP8 with FJ_FP8_KNOB_REGS: the transposers in 32 registers, FlashAttention-3's consumer budgets (2: 128 x 32 +
+ * 256 x 240 = 65536; 3: 128 x 32 + 384 x 160 = 65536) */
+static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {32, 240}, {32, 160}};
 #define FJ_SM90_REG_FP8 4 /* FP8 consumers: the tile's descaled softmax scale, the byte-pair temporaries of P */
+/* FP8 with FJ_FP8_KNOB_REGS, two consumer warpgroups (240 registers): misc 32 in all. ptxas -v (13.0, 2026-11-27):
+ * D256 br128 bc128 ov (pp or not) and D128 br128 bc224 ov pp, FlashAttention-3's FP8 tiles, assemble with no spill
+ * at 240 (O + S + P = 208 and 204); at 232 they spill 96 and 32 bytes. Three warpgroups keep 32 + FP8's 4: D64 br192
+ * bc160 ov spills 4 bytes at 160. Causal with ping-pong takes 4 more: D256 bc128 ov pp causal spills 4 bytes at 240
+ * (D128 bc224 ov pp causal, 240 with them, none). */
+#define FJ_SM90_REG_MISC_FP8_LEAN 32
 #define FJ_SM90_REG_LIMIT_1WG 255
 /* Registers besides O, S and (with overlap) P's A fragments: addresses, descriptors, the persistent
  * schedule's and the ring's state, row statistics, the mask and softmax temporaries. Calibrated with
@@ -86,10 +95,12 @@ static const int k_reg_split_fp8[4][2] = {{0, 0}, {0, 0}, {40, 232}, {40, 152}};
  * bench/results/h100-variants-ab-soft-exp2-2026-11-26.md) 4 of 8 at d128 and 2 of 8 at d256 made softcap 50 causal
  * B2 N8k slower, 473 -> 408 and 571 -> 527-544 TFLOP/s: the predicted MUFU bound was not the limit, the ~320 extra
  * issue slots per tile were. The emitter and its accuracy test stay for the sm_100a softmax roles and for tuning. */
+#ifndef FJ_SOFTCAP_SOFT_EXP2
+#define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs (bench/modcost_ab.sh): 1 or 2 of 8 are the untried shares */
+#endif
 static int plan_soft_exp2(const fajit_config *c)
 {
-    (void)c;
-    return 0;
+    return c->mods & FAJIT_MOD_SOFTCAP ? FJ_SOFTCAP_SOFT_EXP2 : 0;
 }
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
@@ -179,8 +190,11 @@ static fajit_status plan_sm90(fj_plan *p)
     p->tma_boxes = c->head_dim / p->tma_box_cols;
     p->o_box_cols = w / 2;
     p->o_boxes = c->head_dim / p->o_box_cols;
-    p->producer_regs = (p->fp8 ? k_reg_split_fp8 : k_reg_split)[p->consumer_wgs][0];
-    p->consumer_regs = (p->fp8 ? k_reg_split_fp8 : k_reg_split)[p->consumer_wgs][1];
+    const int(*split)[2] = !p->fp8                                 ? k_reg_split
+                           : p->fp8_knobs & FJ_FP8_KNOB_REGS ? k_reg_split_fp8_lean
+                                                               : k_reg_split_fp8;
+    p->producer_regs = split[p->consumer_wgs][0];
+    p->consumer_regs = split[p->consumer_wgs][1];
     if (p->fp8) { /* k = 32 a wgmma: 32 bytes of a row either way */
         p->k_steps_qk = c->head_dim / 32;
         p->k_steps_pv = c->block_n / 32;
@@ -205,6 +219,9 @@ static fajit_status plan_sm90(fj_plan *p)
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
                   ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0) +
                   (p->fp8 ? FJ_SM90_REG_FP8 : 0);
+    if (p->fp8 && (p->fp8_knobs & FJ_FP8_KNOB_REGS) && p->consumer_wgs == 2)
+        p->reg_misc = FJ_SM90_REG_MISC_FP8_LEAN + (c->causal && p->pingpong ? FJ_SM90_REG_FP8 : 0) +
+                      ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
     if (!p->overlap) p->reg_p = 0;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;

@@ -94,6 +94,10 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
         row_indices(k, r, idx);
         fj_comment(k->e, 2, "row %d: tile max over the thread's values, then the quad", r);
         reduce_row(k, "max.f32", x, k->acc_s, idx, k->frag.s_vals);
+        if (fj_alibi_folded(k->p)) {
+            fj_comment(k->e, 2, "ALiBi folded: the thread's share of the bias, left out of S (mask.c)");
+            fj_ins(k->e, "add.f32 %s, %s, %s", R(x), R(x), R(k->alibi_tile));
+        }
         quad_reduce(k, "max.f32", x);
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(x), R(x), R(scale));
     }
@@ -136,14 +140,26 @@ static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
 }
 
 /* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
- * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l). */
-static void rebase_rows(fj_kctx *k, fj_reg_t mx)
+ * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l).
+ * ALiBi's lookahead (mask.h) sets m up to g above the tile's max, m = max(m, mx + g). */
+static void rebase_rows(fj_kctx *k, fj_reg_t mx, fj_reg_t scale)
 {
     fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
     fj_reg_t corr = k->defer_o_rescale ? k->corr : fj_alloc(k->e, k->b_f, k->frag.rows);
+    fj_reg_t g = {-1, 0}, up = {-1, 0};
+    int ahead = fj_alibi_lookahead(k->p);
+    if (ahead) {
+        g = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_f, 1);
+        fj_emit_alibi_lookahead(k, scale, g);
+    }
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t m = fj_at(k->row_m, r), c = fj_at(corr, r);
-        fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(fj_at(mx, r)));
+        if (ahead) {
+            fj_ins(k->e, "add.f32 %s, %s, %s", R(up), R(fj_at(mx, r)), R(g));
+            fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(up));
+        } else {
+            fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(fj_at(mx, r)));
+        }
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(mnew));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
         fj_ins(k->e, "sub.f32 %s, %s, %s", R(c), R(m), R(muse));
@@ -205,6 +221,8 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(m));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(m), R(pinf));
         fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
+        if (fj_alibi_folded(k->p)) /* + the thread's share of the ALiBi bias (mask.c) */
+            fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(muse), R(k->alibi_tile), R(scale), R(muse));
         for (int v = 0; v < k->frag.s_vals; v++) {
             const char *s = R(fj_at(k->acc_s, idx[v]));
             fj_ins(k->e, "fma.rn.ftz.f32 %s, %s, %s, %s", s, s, R(scale), R(muse));
@@ -227,7 +245,7 @@ void fj_emit_softmax_rebase(fj_kctx *k)
     if (p->rescale_slack < 0) {
         fj_comment(k->e, 1, "new running max m for every row; l and O scaled by 2^(m_old - m_new)");
         if (k->defer_o_rescale) fj_ins(k->e, "setp.eq.u32 %s, 0, 0", R(k->rescale_pred));
-        rebase_rows(k, mx);
+        rebase_rows(k, mx, scale);
     } else {
         char skip[48];
         fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1);
@@ -256,7 +274,7 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         fj_label_new(k->e, "no_rescale", skip, sizeof skip);
         fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
         fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
-        rebase_rows(k, mx);
+        rebase_rows(k, mx, scale);
         fj_label(k->e, skip);
     }
 }

@@ -239,7 +239,16 @@ fajit_status fj_context_target(const fajit_context *ctx, const fj_plan *plan, co
                                               "%s",
                        code->name, code->sm / 10, code->sm % 10, ctx->device, ctx->device_name,
                        ctx->arch ? ctx->arch->name : "unknown");
-    *target_out = code; /* an arch-specific path: build for exactly its target (sm_90a) */
+    if (code->caps & FJ_CAP_TCGEN05) {
+        const char *on = getenv("FAJIT_SM100A_LAUNCH");
+        if (!on || strcmp(on, "1") != 0)
+            return fj_fail(FAJIT_ERR_UNSUPPORTED,
+                           "the sm_100a path: its kernels are generated and checked without a GPU (ptxas, SASS, the "
+                           "pipeline simulator) but none has run on hardware, so launching them is off; set "
+                           "FAJIT_SM100A_LAUNCH=1 to try one on device %d (%s), or use the sm_80 path",
+                           ctx->device, ctx->device_name);
+    }
+    *target_out = code; /* an arch-specific path: build for exactly its target (sm_90a, sm_100a) */
     return FAJIT_OK;
 }
 

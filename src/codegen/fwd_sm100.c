@@ -1,0 +1,702 @@
+/*
+ * fwd_sm100.c - the sm_100a forward kernel (PTX ISA 8.6, .target sm_100a): S and O in tensor memory, P written
+ * back to tensor memory and read from there by O += P V, TMA loads, four roles (sm100.h):
+ *
+ *   load (warp 9, one thread)   per work tile: Q once its buffer is free, then K(j), V(j) into the stage ring
+ *   MMA (warp 8, one thread)    S(0), S(1); for each j: wait P(j) and O rescaled, O += P(j) V(j), S(j + 2);
+ *                               each MMA group closes with tcgen05.commit on the barrier its reader waits on
+ *   softmax (warps 0-3)         thread t: row t of S(j) (tcgen05.ld), mask, row max (lazy: the reference max
+ *                               moves only when the tile's passes it by 2^slack), P = 2^(s - m) packed to 16 bits
+ *                               into P[j % 2] (tcgen05.st), the row's factor to shared memory; l, m at the end
+ *   correction (warps 4-7)      thread t: O's row t x the factor once O += P(j - 1) V(j - 1) is done, only in a warp
+ *                               where some row's max moved; at the end of a work tile the epilogue: O x 1/l to
+ *                               global memory, LSE
+ * The MMA issue order S(0), S(1), PV(0), S(2), PV(1), ... lets the softmax of S(j + 1) run while PV(j) does. KV tile
+ * j of the CTA's whole run (counted across work tiles: `it`) uses stage it % stages (phase it / stages) and
+ * S[it % 2], P[it % 2] (phase it / 2). Tensor memory hazards and what orders them:
+ *   S[b] written by S(j + 2) after the softmax read S(j): the MMA waits P+O ready(j) (the softmax arrives after its
+ *     tcgen05.wait::ld) before PV(j), and issues S(j + 2) after PV(j)
+ *   P[b] written by softmax(j + 2) while PV(j) may read it: softmax(j + 2) waits S full(j + 2), a tcgen05.commit
+ *     issued after PV(j), and a commit tracks every earlier MMA of its thread
+ *   O rescaled by correction(j) while PV(j - 1) writes it: the correction waits O full (commit after each PV)
+ *   O read by the epilogue, then the next work tile's PV(0): the MMA waits O free
+ * Every thread-to-thread hand-over of tensor memory is tcgen05.wait / tcgen05.fence::before_thread_sync, the
+ * arrive, the wait, tcgen05.fence::after_thread_sync (PTX ISA 9.7.16.6.4).
+ * The persistent schedule is fwd_ws.c's (work tile round * G + CTA, causal odd rounds backwards); each role walks
+ * it on its own. Until the warp-specialized frame takes role tables this file is the whole kernel.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "async.h"
+#include "backend.h"
+#include "kernel_abi.h"
+#include "ptx_templates/common.h"
+#include "ptx_templates/sm100.h"
+#include "ptx_templates/sm90.h"
+#include "sm100.h"
+#include "tc05.h"
+
+#define R(reg) fj_r(k->e, reg)
+#define TMA_OFF(field) ((int)offsetof(fj_fwd_params_tma, field))
+
+/* A role's walk over the CTA's work tiles. */
+typedef struct sm_tile {
+    fj_reg_t round, tile, n_tiles; /* u32 */
+    fj_reg_t m0, h, b, hkv;        /* u32: the tile's first query row, head, batch, KV head */
+    fj_reg_t n;                    /* s32: its KV tiles (>= 1) */
+    fj_reg_t it;                   /* u32: KV tiles this role has gone through before this work tile */
+    char top[48], end[48];
+} sm_tile;
+
+static fj_reg_t r32(fj_kctx *k) { return fj_alloc(k->e, k->b_r, 1); }
+static fj_reg_t r64(fj_kctx *k) { return fj_alloc(k->e, k->b_rd, 1); }
+static fj_reg_t rf(fj_kctx *k) { return fj_alloc(k->e, k->b_f, 1); }
+static fj_reg_t rp(fj_kctx *k) { return fj_alloc(k->e, k->b_p, 1); }
+
+static int sbar(const fj_plan *p, int which) { return p->sm100_bar + 8 * which; }
+
+/* dst = (x >> shift) & 1: the parity of use x >> shift of a barrier */
+static void parity(fj_kctx *k, fj_reg_t dst, fj_reg_t x, int shift, int flip)
+{
+    fj_ins(k->e, "shr.u32 %s, %s, %d", R(dst), R(x), shift);
+    fj_ins(k->e, "and.b32 %s, %s, 1", R(dst), R(dst));
+    if (flip) fj_ins(k->e, "xor.b32 %s, %s, 1", R(dst), R(dst));
+}
+
+/* The stage of KV tile `it` and its pass's parity (flip: the producer's wait on the empty barrier). */
+static void stage_of(fj_kctx *k, fj_reg_t it, fj_reg_t stage, fj_reg_t par, int flip)
+{
+    int s = k->p->cfg.stages;
+    fj_ins(k->e, "rem.u32 %s, %s, %d", R(stage), R(it), s);
+    fj_ins(k->e, "div.u32 %s, %s, %d", R(par), R(it), s);
+    fj_ins(k->e, "and.b32 %s, %s, 1", R(par), R(par));
+    if (flip) fj_ins(k->e, "xor.b32 %s, %s, 1", R(par), R(par));
+}
+
+/* ---- the work-tile schedule (each role walks it) ------------------------------------------------ */
+
+static void tile_begin(fj_kctx *k, sm_tile *t, const char *role)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    char stem[32];
+    t->round = r32(k), t->tile = r32(k), t->n_tiles = r32(k), t->it = r32(k);
+    t->m0 = r32(k), t->h = r32(k), t->b = r32(k), t->hkv = r32(k), t->n = r32(k);
+    fj_ins(e, "mov.u32 %s, 0", R(t->round));
+    fj_ins(e, "mov.u32 %s, 0", R(t->it));
+    fj_ins(e, PTX_LD_PARAM_U32, R(t->n_tiles), TMA_OFF(n_tiles));
+    snprintf(stem, sizeof stem, "%s_tile", role);
+    fj_label_new(e, stem, t->top, sizeof t->top);
+    snprintf(stem, sizeof stem, "%s_done", role);
+    fj_label_new(e, stem, t->end, sizeof t->end);
+    fj_label(e, t->top);
+    fj_reg_t cta = r32(k), g = r32(k), pr = rp(k);
+    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(cta));
+    fj_ins(e, "mov.u32 %s, %%nctaid.x", R(g));
+    if (p->cfg.causal) {
+        fj_reg_t x = r32(k), odd = rp(k);
+        fj_comment(e, 2, "causal: odd rounds run the CTAs backwards (fwd_ws.c's schedule)");
+        fj_ins(e, "and.b32 %s, %s, 1", R(x), R(t->round));
+        fj_ins(e, "setp.ne.u32 %s, %s, 0", R(odd), R(x));
+        fj_ins(e, "sub.u32 %s, %s, %s", R(x), R(g), R(cta));
+        fj_ins(e, "sub.u32 %s, %s, 1", R(x), R(x));
+        fj_ins(e, "selp.u32 %s, %s, %s, %s", R(cta), R(x), R(cta), R(odd));
+    }
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(t->tile), R(t->round), R(g), R(cta));
+    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(t->tile), R(t->n_tiles));
+    fj_ins(e, "@%s bra.uni %s", R(pr), t->end);
+    /* query block fastest, then head, then batch */
+    fj_reg_t nmb = r32(k), mb = r32(k), hb = r32(k), hq = r32(k), grp = r32(k);
+    fj_ins(e, PTX_LD_PARAM_U32, R(nmb), TMA_OFF(n_mblocks));
+    fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(t->tile), R(nmb));
+    fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(t->tile), R(nmb));
+    if (p->cfg.causal) {
+        fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
+        fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
+    }
+    fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+    fj_ins(e, PTX_LD_PARAM_U32, R(grp), FJ_PARAM_OFF(group));
+    fj_ins(e, "rem.u32 %s, %s, %s", R(t->h), R(hb), R(hq));
+    fj_ins(e, "div.u32 %s, %s, %s", R(t->b), R(hb), R(hq));
+    fj_ins(e, "div.u32 %s, %s, %s", R(t->hkv), R(t->h), R(grp));
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(t->m0), R(mb), p->cfg.block_m);
+    /* KV tiles: ceil(Nk / bc); causal (bottom-right aligned): those below key m0 + block_m + Nk - Nq; at least one
+     * (a work tile of rows that see no key runs one fully masked tile: O = 0, LSE = -inf) */
+    fj_reg_t sq = r32(k), sk = r32(k), lim = r32(k);
+    int bc = p->cfg.block_n;
+    fj_ins(e, PTX_LD_PARAM_U32, R(sk), FJ_PARAM_OFF(seqlen_k));
+    fj_ins(e, "add.s32 %s, %s, %d", R(t->n), R(sk), bc - 1);
+    fj_ins(e, "div.s32 %s, %s, %d", R(t->n), R(t->n), bc);
+    if (p->cfg.causal) {
+        fj_ins(e, PTX_LD_PARAM_U32, R(sq), FJ_PARAM_OFF(seqlen_q));
+        fj_ins(e, "add.s32 %s, %s, %d", R(lim), R(t->m0), p->cfg.block_m + bc - 1);
+        fj_ins(e, "add.s32 %s, %s, %s", R(lim), R(lim), R(sk));
+        fj_ins(e, "sub.s32 %s, %s, %s", R(lim), R(lim), R(sq));
+        fj_ins(e, "max.s32 %s, %s, 0", R(lim), R(lim));
+        fj_ins(e, "div.s32 %s, %s, %d", R(lim), R(lim), bc);
+        fj_ins(e, "min.s32 %s, %s, %s", R(t->n), R(t->n), R(lim));
+    }
+    fj_ins(e, "max.s32 %s, %s, 1", R(t->n), R(t->n));
+}
+
+static void tile_next(fj_kctx *k, sm_tile *t)
+{
+    fj_ins(k->e, "add.u32 %s, %s, %s", R(t->it), R(t->it), R(t->n));
+    fj_ins(k->e, "add.u32 %s, %s, 1", R(t->round), R(t->round));
+    fj_ins(k->e, "bra.uni %s", t->top);
+    fj_label(k->e, t->end);
+}
+
+/* ---- load ----------------------------------------------------------------------------------------- */
+
+/* One thread: Q, then K(j), V(j) of each work tile. */
+static void emit_load(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    sm_tile t;
+    fj_banner(e, "Load role (warp 9, one thread)",
+              "Q into its buffer once the last work tile's S MMAs are done (Q empty), K(j) and V(j) into stage\n"
+              "it % stages once the MMAs that read the stage's last tiles are done (K / V empty: tcgen05.commit).");
+    k->params = r64(k);
+    fj_ins(e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(k->params));
+    fj_ins(e, PTX_CVTA_PARAM, R(k->params), R(k->params));
+    tile_begin(k, &t, "load");
+    k->b = t.b;
+    fj_reg_t par = r32(k), j = r32(k), it = r32(k), st = r32(k), dst = r32(k), bar = r32(k), row = r32(k), pr = rp(k);
+    char loop[48];
+    parity(k, par, t.round, 0, 1);
+    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), par);
+    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
+    fj_emit_tma_tile(k, FJ_TMA_Q, k->smem, p->q_off, p->cfg.block_m, t.m0, t.h, k->smem, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_label_new(e, "load_kv", loop, sizeof loop);
+    fj_label(e, loop);
+    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
+    stage_of(k, it, st, par, 1);
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(row), R(j), p->cfg.block_n);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(dst), R(st), p->kv_tile_bytes, R(k->smem));
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(bar), R(st), 8 * FJ_WS_BARS_PER_STAGE, R(k->smem));
+    for (int v = 0; v < 2; v++) {
+        int full = fj_ws_bar(p, v ? FJ_BAR_V_FULL : FJ_BAR_K_FULL, 0);
+        int empty = fj_ws_bar(p, v ? FJ_BAR_V_EMPTY : FJ_BAR_K_EMPTY, 0);
+        fj_emit_mbar_wait_at(k, bar, empty, par);
+        fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(bar), full, p->kv_tile_bytes);
+        fj_emit_tma_tile(k, v ? FJ_TMA_V : FJ_TMA_K, dst, v ? p->v_off : p->k_off, p->cfg.block_n, row, t.hkv, bar,
+                         full);
+    }
+    fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
+    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), loop);
+    tile_next(k, &t);
+}
+
+/* ---- MMA ------------------------------------------------------------------------------------------ */
+
+/* A 64-bit descriptor of shared address base + off (a register + an immediate) with the given LBO / SBO. */
+static fj_reg_t sdesc_reg(fj_kctx *k, fj_reg_t base, int off, int lbo, int sbo)
+{
+    uint64_t bits = fj_tc05_sdesc(0, (uint32_t)lbo, (uint32_t)sbo, k->p->cfg.swizzle);
+    fj_reg_t a = r32(k), d = r64(k);
+    fj_ins(k->e, "add.u32 %s, %s, %d", R(a), R(base), off);
+    fj_ins(k->e, "shr.u32 %s, %s, 4", R(a), R(a));
+    fj_ins(k->e, "cvt.u64.u32 %s, %s", R(d), R(a));
+    fj_ins(k->e, "or.b64 %s, %s, 0x%016llX", R(d), R(d), (unsigned long long)bits);
+    return d;
+}
+
+static fj_reg_t desc_at(fj_kctx *k, fj_reg_t base, int off)
+{
+    fj_reg_t d = r64(k);
+    fj_ins(k->e, "add.s64 %s, %s, %d", R(d), R(base), off >> 4);
+    return d;
+}
+
+typedef struct mma_regs {
+    fj_reg_t tmem, idesc_qk, idesc_pv, qdesc;
+    fj_reg_t kv_base; /* u32: smem + stage x kv_tile_bytes of the tile at hand */
+} mma_regs;
+
+/* S[it % 2] = Q K(it)^T; then K's stage is freed, S full[it % 2] signalled and, for the work tile's last KV tile
+ * (j == n - 1), Q empty. */
+static void mma_qk(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j, fj_reg_t n)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int w = p->cfg.swizzle, bc = p->cfg.block_n;
+    fj_reg_t st = r32(k), par = r32(k), bar = r32(k), sb = r32(k), pr = rp(k), scol = r32(k);
+    stage_of(k, it, st, par, 0);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(bar), R(st), 8 * FJ_WS_BARS_PER_STAGE, R(k->smem));
+    fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_K_FULL, 0), par);
+    fj_ins(e, PTX_TC05_FENCE_AFTER);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(m->kv_base), R(st), p->kv_tile_bytes, R(k->smem));
+    int lbo, sbo;
+    fj_sm100_desc_strides(p, 0, &lbo, &sbo);
+    fj_reg_t kdesc = sdesc_reg(k, m->kv_base, p->k_off, lbo, sbo);
+    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(scol), R(sb), bc, R(m->tmem));
+    fj_comment(e, 1, "S[it %% 2] = Q K^T: %d x M128 N%d K16, Q and K K-major (k-step: 32 B along the row, next box "
+                     "after rows x %d B)", p->k_steps_qk, bc, w);
+    for (int ks = 0; ks < p->k_steps_qk; ks++) {
+        int qo, ko;
+        fj_sm100_qk_step(p, ks, &qo, &ko);
+        fj_reg_t da = desc_at(k, m->qdesc, qo);
+        fj_reg_t db = desc_at(k, kdesc, ko);
+        fj_tc05_mma_ss(k, scol, 0, da, db, m->idesc_qk, ks ? "1" : "0");
+    }
+    fj_tc05_commit(k, bar, fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sb), R(sb), R(k->smem));
+    fj_tc05_commit(k, sb, sbar(p, FJ_SB_S_FULL));
+    fj_reg_t last = r32(k);
+    fj_ins(e, "sub.s32 %s, %s, 1", R(last), R(n));
+    fj_ins(e, "setp.eq.s32 %s, %s, %s", R(pr), R(j), R(last));
+    fj_ins(e, "@%s " PTX_TC05_COMMIT, R(pr), R(k->smem), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0));
+}
+
+/* O (+)= P[it % 2] V(it), after P and the rescaled O are ready; frees V's stage, signals O full. */
+static void mma_pv(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int w = p->cfg.swizzle, bc = p->cfg.block_n;
+    fj_reg_t st = r32(k), par = r32(k), bar = r32(k), sb = r32(k), acc = rp(k), pcol = r32(k), sbb = r32(k);
+    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
+    parity(k, par, it, 1, 0);
+    fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_PO_READY), par);
+    stage_of(k, it, st, par, 0);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(bar), R(st), 8 * FJ_WS_BARS_PER_STAGE, R(k->smem));
+    fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_V_FULL, 0), par);
+    fj_ins(e, PTX_TC05_FENCE_AFTER);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(m->kv_base), R(st), p->kv_tile_bytes, R(k->smem));
+    int lbo, sbo;
+    fj_sm100_desc_strides(p, 1, &lbo, &sbo);
+    fj_reg_t vdesc = sdesc_reg(k, m->kv_base, p->v_off, lbo, sbo);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(pcol), R(sb), bc / 2, R(m->tmem));
+    fj_ins(e, "setp.ne.s32 %s, %s, 0", R(acc), R(j));
+    fj_comment(e, 1, "O (+)= P V: %d x M128 N%d K16, A = P from tensor memory (8 columns a k-step), B = V N-major "
+                     "(LBO one box of %d rows, a k-step 16 rows = %d B)", p->k_steps_pv, p->cfg.head_dim, bc, 16 * w);
+    for (int ks = 0; ks < p->k_steps_pv; ks++) {
+        int pc, vo;
+        fj_sm100_pv_step(p, ks, &pc, &vo);
+        fj_reg_t db = desc_at(k, vdesc, vo);
+        fj_ins(e, PTX_TC05_MMA_TS, R(m->tmem), p->tmem_o_col, R(pcol), p->tmem_p_col + pc, R(db), R(m->idesc_pv),
+               ks ? "1" : R(acc));
+    }
+    fj_tc05_commit(k, bar, fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
+    fj_tc05_commit(k, k->smem, sbar(p, FJ_SB_O_FULL));
+}
+
+static void emit_mma(fj_kctx *k, fj_reg_t tmem)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int bf16 = p->cfg.dtype == FAJIT_DTYPE_BF16;
+    sm_tile t;
+    mma_regs m;
+    fj_banner(e, "MMA role (warp 8, one thread)",
+              "S(0), S(1), then per KV tile: O += P(j) V(j) once P(j) is stored and O rescaled, S(j + 2).\n"
+              "Every group ends in tcgen05.commit: K / V empty, S full, O full, Q empty arrive when it completes.");
+    m.tmem = tmem;
+    m.idesc_qk = r32(k), m.idesc_pv = r32(k), m.kv_base = r32(k);
+    fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_qk), fj_tc05_idesc_f16(128, p->cfg.block_n, bf16, 0, 0));
+    fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_pv), fj_tc05_idesc_f16(128, p->cfg.head_dim, bf16, 0, 1));
+    int lbo, sbo;
+    fj_sm100_desc_strides(p, 0, &lbo, &sbo);
+    m.qdesc = sdesc_reg(k, k->smem, p->q_off, lbo, sbo);
+    tile_begin(k, &t, "mma");
+    fj_reg_t par = r32(k), j = r32(k), it = r32(k), pr = rp(k), one = r32(k), zero = r32(k);
+    parity(k, par, t.round, 0, 0);
+    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), par);
+    fj_ins(e, "mov.u32 %s, 0", R(zero));
+    mma_qk(k, &m, t.it, zero, t.n);
+    char skip1[48], loop[48], no_next[48];
+    fj_label_new(e, "mma_one", skip1, sizeof skip1);
+    fj_ins(e, "setp.lt.s32 %s, %s, 2", R(pr), R(t.n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), skip1);
+    fj_ins(e, "add.u32 %s, %s, 1", R(it), R(t.it));
+    fj_ins(e, "mov.u32 %s, 1", R(one));
+    mma_qk(k, &m, it, one, t.n);
+    fj_label(e, skip1);
+    fj_comment(e, 1, "the first PV of a work tile writes O: the epilogue of the last one must have read it (O free)");
+    parity(k, par, t.round, 0, 1);
+    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FREE), par);
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_label_new(e, "mma_kv", loop, sizeof loop);
+    fj_label_new(e, "mma_no_next", no_next, sizeof no_next);
+    fj_label(e, loop);
+    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
+    mma_pv(k, &m, it, j);
+    fj_reg_t j2 = r32(k), it2 = r32(k);
+    fj_ins(e, "add.s32 %s, %s, 2", R(j2), R(j));
+    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j2), R(t.n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), no_next);
+    fj_ins(e, "add.u32 %s, %s, 2", R(it2), R(it));
+    mma_qk(k, &m, it2, j2, t.n);
+    fj_label(e, no_next);
+    fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
+    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), loop);
+    tile_next(k, &t);
+}
+
+/* ---- softmax -------------------------------------------------------------------------------------- */
+
+/* The warp meets, then lane 0 arrives on the barrier at base + off for it (after each thread's own fences). */
+static void warp_arrive(fj_kctx *k, fj_reg_t base, int off)
+{
+    fj_ins(k->e, PTX_BAR_WARP_SYNC);
+    fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(k->leader), R(base), off);
+}
+
+/* Mask row t's scores of KV tile j: keys >= Nk, and with causal keys past the row's diagonal. */
+static void softmax_mask(fj_kctx *k, sm_tile *t, fj_reg_t s, fj_reg_t j, fj_reg_t row)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int bc = p->cfg.block_n;
+    fj_reg_t lim = r32(k), x = r32(k), kv0 = r32(k), pr = rp(k);
+    char skip[48];
+    fj_ins(e, "mul.lo.s32 %s, %s, %d", R(kv0), R(j), bc);
+    fj_ins(e, PTX_LD_PARAM_U32, R(lim), FJ_PARAM_OFF(seqlen_k));
+    if (p->cfg.causal) {
+        fj_comment(e, 2, "causal, bottom-right aligned: row a sees keys <= m0 + a + Nk - Nq");
+        fj_ins(e, PTX_LD_PARAM_U32, R(x), FJ_PARAM_OFF(seqlen_q));
+        fj_ins(e, "sub.s32 %s, %s, %s", R(x), R(lim), R(x));
+        fj_ins(e, "add.s32 %s, %s, %s", R(x), R(x), R(t->m0));
+        fj_ins(e, "add.s32 %s, %s, %s", R(x), R(x), R(row));
+        fj_ins(e, "add.s32 %s, %s, 1", R(x), R(x));
+        fj_ins(e, "min.s32 %s, %s, %s", R(lim), R(lim), R(x));
+    }
+    fj_ins(e, "sub.s32 %s, %s, %s", R(lim), R(lim), R(kv0));
+    fj_label_new(e, "sm_nomask", skip, sizeof skip);
+    fj_ins(e, "setp.ge.s32 %s, %s, %d", R(pr), R(lim), bc);
+    fj_ins(e, "@%s bra %s", R(pr), skip);
+    fj_comment(e, 1, "keys >= lim of this tile: -inf");
+    for (int i = 0; i < bc; i++) {
+        fj_ins(e, "setp.le.s32 %s, %s, %d", R(pr), R(lim), i);
+        fj_ins(e, "@%s mov.f32 %s, " PTX_F32_NEG_INF, R(pr), R(fj_at(s, i)));
+    }
+    fj_label(e, skip);
+}
+
+static void emit_softmax(fj_kctx *k, fj_reg_t tmem)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int bc = p->cfg.block_n;
+    sm_tile t;
+    fj_banner(e, "Softmax role (warps 0-3: thread t owns query row t, tensor memory lane t)",
+              "Per KV tile: S(j) row from tensor memory, mask, m = the reference max (moved only when the tile's\n"
+              "passes it by 2^slack), P = 2^(s scale - m) packed to 16 bits into P[j % 2], the rescale factor\n"
+              "2^(m_old - m) to the correction role, l = l c + sum P. At the end of a work tile l and m go to\n"
+              "shared memory for the epilogue.");
+    int b_s = fj_bank(e, "s", "f32"), b_pk = fj_bank(e, "pk", "b32");
+    fj_reg_t s = fj_alloc(e, b_s, bc), pk = fj_alloc(e, b_pk, bc / 2);
+    fj_reg_t lanes = r32(k), row = r32(k), scale = rf(k);
+    fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(k->warp)); /* 32 x warp << 16 */
+    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(tmem));
+    fj_ins(e, "mov.u32 %s, %s", R(row), R(k->tid));
+    fj_ins(e, "ld.param.f32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(scale), FJ_PARAM_OFF(scale_log2));
+    tile_begin(k, &t, "softmax");
+    fj_reg_t m = rf(k), l = rf(k), j = r32(k), it = r32(k), sb = r32(k), sbb = r32(k), par = r32(k), pr = rp(k);
+    fj_reg_t col = r32(k), mx = rf(k), mt = rf(k), mn = rf(k), mb = rf(k), c = rf(k), sum = rf(k), ca = r32(k);
+    char loop[48];
+    fj_ins(e, "mov.f32 %s, " PTX_F32_NEG_INF, R(m));
+    fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(l));
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_label_new(e, "softmax_kv", loop, sizeof loop);
+    fj_label(e, loop);
+    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
+    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
+    parity(k, par, it, 1, 0);
+    fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_S_FULL), par);
+    fj_ins(e, PTX_TC05_FENCE_AFTER);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(col), R(sb), bc, R(lanes));
+    for (int c0 = 0; c0 < bc; c0 += 32) fj_tc05_ld(k, fj_at(s, c0), bc - c0 < 32 ? bc - c0 : 32, col, p->tmem_s_col + c0);
+    fj_ins(e, PTX_TC05_WAIT_LD);
+    softmax_mask(k, &t, s, j, row);
+    fj_comment(e, 1, "row max (raw scores), then in log2 units");
+    fj_ins(e, "max.f32 %s, %s, %s", R(mx), R(s), R(fj_at(s, 1)));
+    for (int i = 2; i < bc; i++) fj_ins(e, "max.f32 %s, %s, %s", R(mx), R(mx), R(fj_at(s, i)));
+    fj_ins(e, "mul.f32 %s, %s, %s", R(mt), R(mx), R(scale));
+    fj_comment(e, 1, "lazy rescale: the reference max moves only past m + %d", p->rescale_slack);
+    fj_ins(e, "add.f32 %s, %s, 0f%08X", R(mn), R(m), 0x41000000u); /* + 8.0 */
+    fj_ins(e, "setp.gt.f32 %s, %s, %s", R(pr), R(mt), R(mn));
+    fj_ins(e, "selp.f32 %s, %s, %s, %s", R(mn), R(mt), R(m), R(pr));
+    fj_ins(e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pr), R(mn));
+    fj_ins(e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(mb), R(mn), R(pr));
+    fj_ins(e, "sub.f32 %s, %s, %s", R(c), R(m), R(mb));
+    fj_ins(e, "ex2.approx.ftz.f32 %s, %s", R(c), R(c));
+    fj_ins(e, "mov.f32 %s, %s", R(m), R(mn));
+    fj_ins(e, "neg.f32 %s, %s", R(mb), R(mb));
+    fj_comment(e, 1, "P = 2^(s scale - m), l = l c + sum P, P packed in pairs (the first key in the low half)");
+    fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(sum));
+    for (int i = 0; i < bc; i++) {
+        const char *v = R(fj_at(s, i));
+        fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", v, v, R(scale), R(mb));
+        fj_ins(e, "ex2.approx.ftz.f32 %s, %s", v, v);
+        fj_ins(e, "add.f32 %s, %s, %s", R(sum), R(sum), v);
+    }
+    fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", R(l), R(l), R(c), R(sum));
+    for (int i = 0; i < bc / 2; i++)
+        fj_ins(e, "cvt.rn.%sx2.f32 %s, %s, %s", fj_dtype_ptx(p), R(fj_at(pk, i)), R(fj_at(s, 2 * i + 1)),
+               R(fj_at(s, 2 * i)));
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(col), R(sb), bc / 2, R(lanes));
+    for (int c0 = 0; c0 < bc / 2; c0 += 32)
+        fj_tc05_st(k, col, p->tmem_p_col + c0, fj_at(pk, c0), bc / 2 - c0 < 32 ? bc / 2 - c0 : 32);
+    fj_comment(e, 1, "the row's factor to corr[it %% 2][t]");
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 4 * p->cfg.block_m, R(k->smem));
+    fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
+    fj_ins(e, "st.shared.f32 [%s+%d], %s", R(ca), p->corr_off, R(c));
+    fj_ins(e, PTX_TC05_WAIT_ST);
+    fj_ins(e, PTX_TC05_FENCE_BEFORE);
+    warp_arrive(k, sbb, sbar(p, FJ_SB_CORR_FULL));
+    fj_ins(e, "@%s " PTX_MBAR_ARRIVE, R(k->leader), R(sbb), sbar(p, FJ_SB_PO_READY));
+    fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
+    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), loop);
+    fj_comment(e, 1, "the work tile's l and m to stats[round %% 2] for the epilogue");
+    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(t.round));
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 8 * p->cfg.block_m, R(k->smem));
+    fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
+    fj_ins(e, "st.shared.f32 [%s+%d], %s", R(ca), p->stats_off, R(l));
+    fj_ins(e, "st.shared.f32 [%s+%d], %s", R(ca), p->stats_off + 4 * p->cfg.block_m, R(m));
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
+    warp_arrive(k, sbb, sbar(p, FJ_SB_STATS_FULL));
+    tile_next(k, &t);
+}
+
+/* ---- correction and epilogue ---------------------------------------------------------------------- */
+
+/* The epilogue of a work tile: O x 1/l from tensor memory to global memory, LSE; then O free. */
+static void emit_epilogue(fj_kctx *k, sm_tile *t, fj_reg_t lanes, fj_reg_t row, fj_reg_t ito, fj_reg_t o)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int d = p->cfg.head_dim, bm = p->cfg.block_m;
+    fj_reg_t par = r32(k), sb = r32(k), sbb = r32(k), ca = r32(k), l = rf(k), m = rf(k), inv = rf(k), lse = rf(k);
+    fj_reg_t pos = rp(k), ok = rp(k), sq = r32(k), grow = r32(k), a = r64(k), x = r64(k), y = r64(k);
+    fj_comment(e, 1, "epilogue: the work tile's last PV done (O full), its l and m (stats full)");
+    parity(k, par, ito, 0, 0);
+    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FULL), par);
+    fj_ins(e, "add.u32 %s, %s, 1", R(ito), R(ito));
+    fj_ins(e, PTX_TC05_FENCE_AFTER);
+    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(t->round));
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
+    parity(k, par, t->round, 1, 0);
+    fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_STATS_FULL), par);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 8 * bm, R(k->smem));
+    fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
+    fj_ins(e, "ld.shared.f32 %s, [%s+%d]", R(l), R(ca), p->stats_off);
+    fj_ins(e, "ld.shared.f32 %s, [%s+%d]", R(m), R(ca), p->stats_off + 4 * bm);
+    fj_ins(e, "setp.gt.f32 %s, %s, " PTX_F32_ZERO, R(pos), R(l));
+    fj_ins(e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(l));
+    fj_ins(e, "selp.f32 %s, %s, " PTX_F32_ZERO ", %s", R(inv), R(inv), R(pos));
+    fj_comment(e, 1, "row m0 + t exists: &O[b, h, m0 + t, 0] = o + 2 (b s0 + h s1 + (m0 + t) s2)");
+    fj_ins(e, PTX_LD_PARAM_U32, R(sq), FJ_PARAM_OFF(seqlen_q));
+    fj_ins(e, "add.u32 %s, %s, %s", R(grow), R(t->m0), R(row));
+    fj_ins(e, "setp.lt.u32 %s, %s, %s", R(ok), R(grow), R(sq));
+    fj_ins(e, "ld.param.u64 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(a), FJ_PARAM_OFF(o));
+    const int offs[3] = {FJ_PARAM_OFF(o_stride[0]), FJ_PARAM_OFF(o_stride[1]), FJ_PARAM_OFF(o_stride[2])};
+    const fj_reg_t idx[3] = {t->b, t->h, grow};
+    for (int i = 0; i < 3; i++) {
+        fj_ins(e, "ld.param.u64 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(x), offs[i]);
+        fj_ins(e, "cvt.u64.u32 %s, %s", R(y), R(idx[i]));
+        fj_ins(e, "mul.lo.u64 %s, %s, %s", R(x), R(x), R(y));
+        fj_ins(e, "shl.b64 %s, %s, 1", R(x), R(x));
+        fj_ins(e, "add.u64 %s, %s, %s", R(a), R(a), R(x));
+    }
+    fj_reg_t pkr = fj_alloc(e, fj_bank(e, "pk", "b32"), 16);
+    for (int c0 = 0; c0 < d; c0 += 32) {
+        fj_tc05_ld(k, o, 32, lanes, p->tmem_o_col + c0);
+        fj_ins(e, PTX_TC05_WAIT_LD);
+        for (int i = 0; i < 16; i++) {
+            fj_ins(e, "mul.f32 %s, %s, %s", R(fj_at(o, 2 * i)), R(fj_at(o, 2 * i)), R(inv));
+            fj_ins(e, "mul.f32 %s, %s, %s", R(fj_at(o, 2 * i + 1)), R(fj_at(o, 2 * i + 1)), R(inv));
+            fj_ins(e, "cvt.rn.%sx2.f32 %s, %s, %s", fj_dtype_ptx(p), R(fj_at(pkr, i)), R(fj_at(o, 2 * i + 1)),
+                   R(fj_at(o, 2 * i)));
+        }
+        for (int q = 0; q < 4; q++)
+            fj_ins(e, "@%s st.global.v4.b32 [%s+%d], {%s, %s, %s, %s}", R(ok), R(a), 2 * c0 + 16 * q,
+                   R(fj_at(pkr, 4 * q)), R(fj_at(pkr, 4 * q + 1)), R(fj_at(pkr, 4 * q + 2)), R(fj_at(pkr, 4 * q + 3)));
+    }
+    fj_comment(e, 1, "LSE[b, h, m0 + t] = (m + log2 l) ln 2 (-inf for a row with no key), when asked for");
+    fj_reg_t hq = r32(k), li = r32(k);
+    fj_ins(e, "ld.param.u64 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(a), FJ_PARAM_OFF(lse));
+    fj_ins(e, "setp.ne.and.u64 %s, %s, 0, %s", R(ok), R(a), R(ok));
+    fj_ins(e, "lg2.approx.ftz.f32 %s, %s", R(lse), R(l));
+    fj_ins(e, "add.f32 %s, %s, %s", R(lse), R(lse), R(m));
+    fj_ins(e, "mul.f32 %s, %s, " PTX_F32_LN2, R(lse), R(lse));
+    fj_ins(e, "selp.f32 %s, %s, " PTX_F32_NEG_INF ", %s", R(lse), R(lse), R(pos));
+    fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(li), R(t->b), R(hq), R(t->h));
+    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(li), R(li), R(sq), R(grow));
+    fj_ins(e, "mul.wide.u32 %s, %s, 4", R(x), R(li));
+    fj_ins(e, "add.u64 %s, %s, %s", R(a), R(a), R(x));
+    fj_ins(e, "@%s st.global.f32 [%s], %s", R(ok), R(a), R(lse));
+    fj_ins(e, PTX_TC05_FENCE_BEFORE);
+    warp_arrive(k, k->smem, sbar(p, FJ_SB_O_FREE));
+}
+
+static void emit_correction(fj_kctx *k, fj_reg_t tmem)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int d = p->cfg.head_dim;
+    sm_tile t;
+    fj_banner(e, "Correction role (warps 4-7: thread t rescales O's row t; then the epilogue)",
+              "Per KV tile j > 0: once O += P(j-1) V(j-1) is done (O full), O's row x the softmax's factor, in a warp\n"
+              "only when one of its rows' max moved (vote); then P+O ready. The epilogue ends each work tile.");
+    int b_o = fj_bank(e, "o", "f32");
+    fj_reg_t o = fj_alloc(e, b_o, 32);
+    fj_reg_t lanes = r32(k), row = r32(k), ito = r32(k);
+    fj_ins(e, "and.b32 %s, %s, 3", R(lanes), R(k->warp));
+    fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(lanes));
+    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(tmem));
+    fj_ins(e, "sub.u32 %s, %s, %d", R(row), R(k->tid), 32 * FJ_SM100_WARP_CORR);
+    fj_ins(e, "mov.u32 %s, 0", R(ito));
+    tile_begin(k, &t, "corr");
+    fj_reg_t j = r32(k), it = r32(k), sb = r32(k), sbb = r32(k), par = r32(k), pr = rp(k), ca = r32(k), c = rf(k);
+    char loop[48], skip[48];
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_label_new(e, "corr_kv", loop, sizeof loop);
+    fj_label(e, loop);
+    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
+    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
+    parity(k, par, it, 1, 0);
+    fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_CORR_FULL), par);
+    fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 4 * p->cfg.block_m, R(k->smem));
+    fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
+    fj_ins(e, "ld.shared.f32 %s, [%s+%d]", R(c), R(ca), p->corr_off);
+    fj_label_new(e, "corr_skip", skip, sizeof skip);
+    fj_ins(e, "setp.eq.s32 %s, %s, 0", R(pr), R(j));
+    fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+    parity(k, par, ito, 0, 0);
+    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FULL), par);
+    fj_ins(e, "add.u32 %s, %s, 1", R(ito), R(ito));
+    fj_ins(e, "setp.neu.f32 %s, %s, 0f3F800000", R(pr), R(c));
+    fj_ins(e, "vote.sync.any.pred %s, %s, -1", R(pr), R(pr));
+    fj_ins(e, "@!%s bra.uni %s", R(pr), skip);
+    fj_ins(e, PTX_TC05_FENCE_AFTER);
+    fj_comment(e, 1, "O's row x c, 32 columns at a time");
+    for (int c0 = 0; c0 < d; c0 += 32) {
+        fj_tc05_ld(k, o, 32, lanes, p->tmem_o_col + c0);
+        fj_ins(e, PTX_TC05_WAIT_LD);
+        for (int i = 0; i < 32; i++) fj_ins(e, "mul.f32 %s, %s, %s", R(fj_at(o, i)), R(fj_at(o, i)), R(c));
+        fj_tc05_st(k, lanes, p->tmem_o_col + c0, o, 32);
+    }
+    fj_ins(e, PTX_TC05_WAIT_ST);
+    fj_label(e, skip);
+    fj_ins(e, PTX_TC05_FENCE_BEFORE);
+    warp_arrive(k, sbb, sbar(p, FJ_SB_PO_READY));
+    fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
+    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), loop);
+    emit_epilogue(k, &t, lanes, row, ito, o);
+    tile_next(k, &t);
+}
+
+/* ---- setup, dispatch, teardown -------------------------------------------------------------------- */
+
+static void bar_init(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_comment(e, 1, "mbarriers: Q full (1 + bytes), Q empty (1: tcgen05.commit); per stage K / V full (1 + bytes), "
+                     "K / V empty (1: tcgen05.commit); S full[2] 1, P+O ready[2] 8, corr full[2] 4, O full 1, O free 4, "
+                     "stats full[2] 4");
+    fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), 1);
+    fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), 1);
+    for (int s = 0; s < p->cfg.stages; s++) {
+        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_FULL, s), 1);
+        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s), 1);
+        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_EMPTY, s), 1);
+        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s), 1);
+    }
+    static const int counts[FJ_SB_COUNT] = {1, 1, 8, 8, 4, 4, 1, 4, 4, 4};
+    for (int i = 0; i < FJ_SB_COUNT; i++) fj_ins(e, PTX_MBAR_INIT, R(k->smem), sbar(p, i), counts[i]);
+    fj_ins(e, PTX_FENCE_MBAR_INIT);
+}
+
+/* Roles that end in the teardown barrier: every warp but the load warp. */
+#define FJ_SM100_TEARDOWN_BAR 1
+#define FJ_SM100_TEARDOWN_THREADS (32 * FJ_SM100_WARP_LOAD) /* warps 0-8 */
+
+/* A role's end: every role but the load warp meets (tensor memory is no longer read or written), the MMA warp
+ * frees tensor memory. */
+static void teardown(fj_kctx *k, fj_reg_t tmem, int mma)
+{
+    fj_ins(k->e, PTX_TC05_FENCE_BEFORE);
+    fj_ins(k->e, PTX_BAR_SYNC_N, FJ_SM100_TEARDOWN_BAR, FJ_SM100_TEARDOWN_THREADS);
+    if (mma) {
+        fj_ins(k->e, PTX_TC05_FENCE_AFTER);
+        fj_tc05_dealloc(k, tmem, k->p->tmem_cols);
+    }
+    fj_ins(k->e, "ret");
+}
+
+void fj_emit_fwd_sm100_kernel(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    k->b_p = fj_bank(e, "p", "pred");
+    k->b_r = fj_bank(e, "r", "b32");
+    k->b_rd = fj_bank(e, "rd", "b64");
+    k->b_f = fj_bank(e, "f", "f32");
+    k->tid = r32(k), k->warp = r32(k), k->lane = r32(k), k->smem = r32(k), k->leader = rp(k);
+    fj_reg_t pr = rp(k), tmem = r32(k);
+    fj_banner(e, "Setup",
+              "Thread 0 of the load warp initializes the mbarriers, the MMA warp allocates tensor memory\n"
+              "(its address lands in shared memory); after a CTA barrier every role reads it.");
+    fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
+    fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
+    fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
+    fj_ins(e, "setp.eq.u32 %s, %s, 0", R(k->leader), R(k->lane));
+    fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
+    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->tid), 32 * FJ_SM100_WARP_LOAD);
+    fj_ins(e, "@%s bra $L_bars_done", R(pr));
+    bar_init(k);
+    fj_label(e, "$L_bars_done");
+    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_MMA);
+    fj_ins(e, "@%s bra.uni $L_alloc_done", R(pr));
+    fj_comment(e, 1, "tensor memory: %d columns (S[2] %d + O %d + P[2] %d)", p->tmem_cols, 2 * p->cfg.block_n,
+               p->cfg.head_dim, p->cfg.block_n);
+    fj_tc05_alloc(k, k->smem, p->tmem_slot, p->tmem_cols);
+    fj_label(e, "$L_alloc_done");
+    fj_ins(e, PTX_TC05_FENCE_BEFORE);
+    fj_ins(e, "bar.sync 0");
+    fj_ins(e, PTX_TC05_FENCE_AFTER);
+    fj_ins(e, "ld.shared.u32 %s, [%s+%d]", R(tmem), R(k->smem), p->tmem_slot);
+    fj_comment(e, 1, "roles by warp; each role's warpgroup sets its register budget first (setmaxnreg), and each role "
+                     "ends on its own (ptxas allocates a code region for one budget)");
+    fj_ins(e, "setp.ge.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_MMA);
+    fj_ins(e, "@%s bra.uni $L_wg2", R(pr));
+    fj_ins(e, "setp.ge.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_CORR);
+    fj_ins(e, "@%s bra.uni $L_corr", R(pr));
+    fj_ins(e, PTX_SETMAXNREG_INC, FJ_SM100_REGS_SOFTMAX);
+    emit_softmax(k, tmem);
+    teardown(k, tmem, 0);
+    fj_label(e, "$L_corr");
+    emit_correction(k, tmem);
+    teardown(k, tmem, 0);
+    fj_label(e, "$L_wg2");
+    fj_ins(e, PTX_SETMAXNREG_DEC, FJ_SM100_REGS_OTHER);
+    fj_ins(e, "setp.eq.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_LOAD);
+    fj_ins(e, "@%s bra.uni $L_load", R(pr));
+    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_MMA);
+    fj_ins(e, "@%s bra.uni $L_exit", R(pr));
+    fj_ins(e, "@!%s bra $L_mma_idle", R(k->leader));
+    emit_mma(k, tmem);
+    fj_label(e, "$L_mma_idle");
+    fj_ins(e, PTX_BAR_WARP_SYNC);
+    teardown(k, tmem, 1);
+    fj_label(e, "$L_load");
+    fj_ins(e, "@!%s bra $L_exit", R(k->leader));
+    emit_load(k);
+    fj_label(e, "$L_exit");
+    fj_ins(e, "ret");
+}

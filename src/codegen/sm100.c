@@ -1,0 +1,214 @@
+/*
+ * sm100.c - the sm_100a backend's plan: tcgen05.mma (kind::f16, fp32 accumulation in tensor memory) fed by TMA,
+ * the roles of sm100.h. PTX ISA 8.6, .target sm_100a. The kernel is fwd_sm100.c's; the instruction forms and
+ * descriptors tc05.[ch]'s.
+ *
+ * Tensor memory (128 lanes x 512 columns of 32 bits; row i of an M = 128 accumulator is lane i): S[0], S[1] take
+ * block_n columns each (a KV tile's S alternates between them, so S(j + 1) = Q K(j + 1)^T runs while the softmax
+ * reads S(j)); O head_dim columns; P[0], P[1] block_n / 2 each (bf16 / f16 pairs, the A operand of O += P V read
+ * from tensor memory). P has buffers of its own rather than S's columns (FlashAttention-4 writes P over S): the
+ * PTX ISA orders two tcgen05.mma of one thread only for the same accumulator and shape (9.7.16.6.2), so S(j + 2)
+ * into S[b] is not ordered after O += P(j) V reading P in S[b]. 3 block_n + head_dim <= 512:
+ *   D64 bc128: 448   D96 bc128: 480   D128 bc128: 512   D192 bc64: 384   D256 bc64: 448 (bc128 would be 640)
+ * D256 fits by a 64-key tile: one query tile of 128 rows, S 2 x 64 + O 256 + P 2 x 32. Two query tiles in flight
+ * (FlashAttention-4's ping-pong: 2 x (S + O)) fit only D <= 128 and are not built yet.
+ */
+#include <stdio.h>
+
+#include "async.h"
+#include "backend.h"
+#include "kernel_abi.h"
+#include "base/error.h"
+#include "sm100.h"
+#include "tc05.h"
+
+#define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
+
+#define FJ_SM100_RESCALE_SLACK 8 /* log2 units a row max may pass the reference before O is rescaled */
+/* ptxas 13.0 gives 320 threads 168 registers (as 384): the softmax needed 199 (d128 bc128, 24 B spilled at 168),
+ * hence 12 warps and setmaxnreg (sm100.h) */
+#define FJ_SM100_REG_MISC 48     /* softmax thread: addresses, ring and schedule state, row statistics */
+
+void fj_sm100_fill(fajit_config *c)
+{
+    if (!c->col_warps) c->col_warps = 1;
+    if (!c->block_m) c->block_m = 128;
+    if (!c->warps) c->warps = FJ_SM100_WARPS;
+    /* the largest block_n whose S[2] + O + P[2] fit 512 columns, at most 128 */
+    if (!c->block_n) c->block_n = 3 * 128 + c->head_dim <= 512 ? 128 : 64;
+    if (!c->stages) c->stages = c->head_dim <= 64 ? 3 : 2;
+    if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
+    if (!c->overlap) c->overlap = -1;
+    if (!c->pingpong) c->pingpong = -1;
+}
+
+static fajit_status tiles_sm100(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    if (c->dtype != FAJIT_DTYPE_BF16 && c->dtype != FAJIT_DTYPE_F16)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "dtype = %d on sm_100a: its kernels take bf16 and f16 (kind::f16)",
+                       (int)c->dtype);
+    if (c->mods)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = 0x%x on sm_100a: its kernels take no attention variants yet",
+                       (unsigned)c->mods);
+    if (c->col_warps != 0 && c->col_warps != 1)
+        return CFG_FAIL("col_warps = %d: the sm_100a path has no warp pairs (a softmax thread owns a row); use 0 or 1",
+                        c->col_warps);
+    p->col_warps = p->cfg.col_warps = 1;
+    if (c->block_m != 128)
+        return CFG_FAIL("block_m (--br) = %d: must be 128 on sm_100a (one M = 128 tcgen05.mma tile, a row a lane of "
+                        "tensor memory)", c->block_m);
+    if (c->warps != FJ_SM100_WARPS)
+        return CFG_FAIL("warps = %d: the sm_100a kernel runs %d warps (softmax warpgroup, correction warpgroup, an MMA "
+                        "warp, a load warp)", c->warps, FJ_SM100_WARPS);
+    if (c->swizzle == FAJIT_SWIZZLE_NONE)
+        return CFG_FAIL("swizzle = none: the sm_100a path stores tiles as TMA boxes of the swizzle span, which the "
+                        "tcgen05 descriptors read; use 32, 64 or 128");
+    if (c->stages < 2)
+        return CFG_FAIL("stages = %d: the sm_100a kernel issues S(j + 1) before O += P(j) V, so K(j + 1) and V(j) are "
+                        "in the ring together; use 2..4", c->stages);
+    if (c->overlap == 1 || c->pingpong == 1)
+        return CFG_FAIL("overlap / pingpong = 1 on sm_100a: its schedule is fixed (S(j + 1) beside softmax(j)); the "
+                        "two-query-tile ping-pong is not built yet; use 0 or -1");
+    int cols = 3 * c->block_n + c->head_dim;
+    if (cols > 512)
+        return CFG_FAIL("block_n (--bc) = %d with head_dim %d: tensor memory needs S 2 x %d + O %d + P 2 x %d = %d "
+                        "columns, more than its 512; use block_n <= %d",
+                        c->block_n, c->head_dim, c->block_n, c->head_dim, c->block_n / 2, cols,
+                        (512 - c->head_dim) / 3 / 16 * 16);
+    p->ws = 1;
+    p->consumer_wgs = 1;
+    p->row_warps = 4;
+    p->m_frags = 1;
+    p->params_bytes = (int)sizeof(fj_fwd_params_tma);
+    p->params_align = 64;
+    return FAJIT_OK;
+}
+
+static void smem_map_sm100(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    p->row_bytes = c->head_dim * 2;
+    p->q_off = 0;
+    p->q_bufs = 1;
+    p->q_bytes = c->block_m * p->row_bytes;
+    p->kv_tile_bytes = c->block_n * p->row_bytes;
+    p->kv_slots = c->stages;
+    p->k_off = p->q_bytes; /* every tile a multiple of 1024 bytes: 16 rows x >= 128 B, 128 rows */
+    p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
+    p->o_stage = 0;
+    p->o_off = 0;
+    p->o_row_bytes = p->row_bytes;
+    p->o_bytes = p->q_bytes;
+    p->bar_off = p->v_off + c->stages * p->kv_tile_bytes;
+    p->sm100_bar = p->bar_off + 8 * fj_ws_bar_count(c->stages, 0);
+    p->n_bars = fj_ws_bar_count(c->stages, 0) + FJ_SB_COUNT;
+    p->tmem_slot = p->bar_off + 8 * p->n_bars;
+    p->corr_off = p->tmem_slot + 16;
+    p->stats_off = p->corr_off + 2 * 4 * c->block_m;
+    p->smem_bytes = p->stats_off + 4 * 4 * c->block_m;
+    p->xchg_off = p->xchg_warp_bytes = 0;
+}
+
+static fajit_status plan_sm100(fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    p->tma_box_cols = c->swizzle / 2;
+    p->tma_boxes = c->head_dim / p->tma_box_cols;
+    p->o_box_cols = p->tma_box_cols;
+    p->o_boxes = p->tma_boxes;
+    p->tmem_s_col = 0;
+    p->tmem_o_col = 2 * c->block_n;
+    p->tmem_p_col = p->tmem_o_col + c->head_dim;
+    p->tmem_cols = fj_tc05_alloc_cols(p->tmem_p_col + c->block_n);
+    p->rescale_slack = FJ_SM100_RESCALE_SLACK;
+    p->reg_limit = FJ_SM100_REGS_SOFTMAX;
+    p->consumer_regs = FJ_SM100_REGS_SOFTMAX;
+    p->producer_regs = FJ_SM100_REGS_OTHER;
+    p->whole_program = 1; /* setmaxnreg: NVRTC or the driver's JIT (nvJitLink drops it) */
+    p->reg_acc_s = c->block_n; /* a softmax thread holds its row of S */
+    p->reg_acc_o = 0;          /* O stays in tensor memory; the correction moves 32 columns at a time */
+    p->reg_p = 0;              /* P is packed as S dies */
+    p->reg_misc = FJ_SM100_REG_MISC;
+    p->reg_total = p->reg_acc_s + p->reg_misc;
+    if (p->reg_total > p->reg_limit)
+        return CFG_FAIL("registers: about %d per softmax thread (S row %d + ~%d) exceed %d; lower block_n",
+                        p->reg_total, p->reg_acc_s, p->reg_misc, p->reg_limit);
+    return FAJIT_OK;
+}
+
+static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
+{
+    const fajit_config *c = &p->cfg;
+    const char *dt = fj_dtype_ptx(p);
+    fj_buf_printf(out, "%swarp roles: warps 0-3 softmax (thread t owns query row t), 4-7 correction + epilogue (O's row "
+                       "t), 8 MMA (one thread issues every tcgen05.mma / commit; the warp allocates tensor memory), 9 "
+                       "load (one thread issues the TMA loads), 10-11 idle; setmaxnreg: softmax %d, correction %d, warpgroup 2 %d\n",
+                  pf, FJ_SM100_REGS_SOFTMAX, FJ_SM100_REGS_START, FJ_SM100_REGS_OTHER);
+    fj_buf_printf(out, "%sMMA: S = QK^T: %d x tcgen05.mma.kind::f16 M128 N%d K16 (%s; A = Q, B = K from smem, both "
+                       "K-major); O += PV: %d x M128 N%d K16 (A = P from tensor memory, B = V from smem, N-major)\n",
+                  pf, p->k_steps_qk, c->block_n, dt, p->k_steps_pv, c->head_dim);
+    fj_buf_printf(out, "%stensor memory: %d columns allocated: S[0] at %d, S[1] at %d (%d each), O at %d (%d), P[0] at %d, "
+                       "P[1] at %d (%d each: two %s a column); S, O, P rows = lanes, read and written with "
+                       "tcgen05.ld / st .32x32b\n",
+                  pf, p->tmem_cols, p->tmem_s_col, p->tmem_s_col + c->block_n, c->block_n, p->tmem_o_col, c->head_dim,
+                  p->tmem_p_col, p->tmem_p_col + c->block_n / 2, c->block_n / 2, dt);
+    fj_buf_printf(out, "%sTMA: 4-D tensor maps in the parameter block; boxes of %d columns (%d B, swizzle %d B) x %d rows "
+                       "(Q) / %d rows (K, V), %d per tile; descriptors (sm_100 version bit 46): SBO %d B; V's LBO one box\n",
+                  pf, p->tma_box_cols, c->swizzle, c->swizzle, c->block_m, c->block_n, p->tma_boxes, 8 * c->swizzle);
+    fj_buf_printf(out, "%smbarriers at +%d: Q full / empty, K / V full / empty per stage (async.h; the empties count 1: "
+                       "tcgen05.commit of the MMA thread), then at +%d S full[2], P+O ready[2], corr full[2], O full, O "
+                       "free, stats full[2] (sm100.h)\n",
+                  pf, p->bar_off, p->sm100_bar);
+    fj_buf_printf(out, "%ssoftmax: lazy rescale (a row's reference max moves only when the tile max passes it by more than "
+                       "2^%d); the correction warps rescale O in tensor memory only when a row of theirs moved (a warp "
+                       "vote); epilogue: O x 1/l from tensor memory to global memory (st.global), LSE\n",
+                  pf, p->rescale_slack);
+}
+
+void fj_sm100_qk_step(const fj_plan *p, int ks, int *q_off, int *k_off)
+{
+    int w = p->cfg.swizzle, col = 16 * ks, box = col / p->tma_box_cols, inner = 2 * (col % p->tma_box_cols);
+    *q_off = box * p->cfg.block_m * w + inner; /* 32 B further along the row; the next box after rows x W bytes */
+    *k_off = box * p->cfg.block_n * w + inner;
+}
+
+void fj_sm100_pv_step(const fj_plan *p, int ks, int *p_col, int *v_off)
+{
+    *p_col = 8 * ks;                  /* 16 keys of P: 8 columns of two */
+    *v_off = ks * 16 * p->cfg.swizzle; /* 16 key rows of V */
+}
+
+void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo)
+{
+    *lbo = v ? p->cfg.block_n * p->cfg.swizzle : 16; /* V: one box along N; K-major swizzled: unused ("assumed 1") */
+    *sbo = 8 * p->cfg.swizzle;                        /* 8 rows of the swizzle span */
+}
+
+static int row0(const fj_plan *p, int row) { (void)p; return row; }
+static int s_reg1(const fj_plan *p, int row, int val) { (void)p; (void)row; return val; }
+static int col_id(const fj_plan *p, int val) { (void)p; return val; }
+
+/* After tcgen05.ld.32x32b a thread owns a whole row: no shuffles. */
+static void frag_desc_sm100(const fj_plan *p, fj_frag_desc *d)
+{
+    d->rows = 1;
+    d->s_vals = p->cfg.block_n;
+    d->o_vals = p->cfg.head_dim;
+    d->n_shuffles = 0;
+    d->s_reg = s_reg1;
+    d->o_reg = s_reg1;
+    d->row_off = row0;
+    d->s_col_off = col_id;
+    d->o_col_off = col_id;
+}
+
+const fj_backend fj_backend_sm100 = {
+    .name = "sm100a-tcgen05",
+    .required_caps = FJ_CAP_TMA | FJ_CAP_TCGEN05,
+    .tiles = tiles_sm100,
+    .smem_map = smem_map_sm100,
+    .plan = plan_sm100,
+    .describe = describe_sm100,
+    .frag_desc = frag_desc_sm100,
+};

@@ -1,0 +1,64 @@
+/*
+ * sm100.h - the sm_100a path's roles and its barriers beside the Q / K / V ones of async.h (sm100.c plans them,
+ * fwd_sm100.c emits the kernel). Until the warp-specialized frame (issue 24, part 1) takes role tables, this
+ * header is the table: which warps play which role, which barrier each role waits on and arrives at.
+ *
+ *   warps 0-3  softmax      thread t owns query row t: S row from tensor memory (tcgen05.ld), P back (tcgen05.st)
+ *   warps 4-7  correction   thread t rescales O's row t in tensor memory when its max moved; then the epilogue:
+ *                           O x 1/l, O and LSE to global memory
+ *   warp 8     MMA          one thread issues every tcgen05.mma and tcgen05.commit; the warp allocates tensor memory
+ *   warp 9     load         one thread issues the TMA loads of Q, K, V
+ *   warps 10-11              idle: they complete warpgroup 2 (setmaxnreg acts per warpgroup) and leave
+ * Registers (setmaxnreg; 384 threads start at 168): the softmax warpgroup takes FJ_SM100_REGS_SOFTMAX (its row of S,
+ * the mask and the exponentials), the correction keeps 168, warpgroup 2 gives back to FJ_SM100_REGS_OTHER:
+ * 128 x (232 + 168 + 104) = 64512 of 65536.
+ * Each role of the two warpgroups reaches its rows' tensor memory lanes (warp w % 4: lanes 32 (w % 4) ..), which is
+ * why the softmax and the correction are whole, aligned warpgroups.
+ */
+#ifndef FJ_SM100_H
+#define FJ_SM100_H
+
+#include "backend.h"
+
+enum {
+    FJ_SM100_WARP_SOFTMAX = 0, /* 4 warps */
+    FJ_SM100_WARP_CORR = 4,    /* 4 warps */
+    FJ_SM100_WARP_MMA = 8,
+    FJ_SM100_WARP_LOAD = 9,
+    FJ_SM100_WARPS = 12
+};
+enum { FJ_SM100_REGS_SOFTMAX = 232, FJ_SM100_REGS_START = 168, FJ_SM100_REGS_OTHER = 104 };
+
+/* The sm_100a barriers after async.h's Q full[2], Q empty[2] and per-stage K / V full / empty, 8 bytes each, at
+ * plan.sm100_bar + 8 x index (counts: arrivals that complete a phase). */
+enum fj_sm100_bar {
+    FJ_SB_S_FULL = 0,     /* [2] 1: tcgen05.commit after S[b] = Q K^T; the softmax waits */
+    FJ_SB_PO_READY = 2,   /* [2] 8: lane 0 of each softmax warp (P[b] stored) and each correction warp (O rescaled) */
+    FJ_SB_CORR_FULL = 4,  /* [2] 4: softmax warps, the rows' factors in corr[b] */
+    FJ_SB_O_FULL = 6,     /* 1: tcgen05.commit after each O += P V; the correction and the epilogue wait */
+    FJ_SB_O_FREE = 7,     /* 4: correction warps, once the epilogue has read O; the MMA waits before a tile's first PV */
+    FJ_SB_STATS_FULL = 8, /* [2] 4: softmax warps, a work tile's l and m in stats[round % 2] */
+    FJ_SB_COUNT = 10
+};
+
+extern const fj_backend fj_backend_sm100;
+
+/* The config fields the heuristic leaves to the path (config.c): 128-row tile, 10 warps, block_n and stages
+ * by head dim. */
+void fj_sm100_fill(fajit_config *c);
+
+/* The layouts the kernel uses, as data (fwd_sm100.c emits them; tests/test_tmem_layout.c interprets them):
+ *   k-step ks of S = Q K^T: the A (Q) and B (K) descriptors' start, bytes past the Q tile / the K tile
+ *   k-step ks of O += P V: P's first tensor memory column past P[b]'s, V's descriptor start past the V tile
+ *   lane base of warp w's tcgen05.ld / st (rows 32 (w % 4) ..: the warp's own quarter, 9.7.16.8.1)
+ *   S value i of a row is P element i: P[b] column i / 2, low half for even i (two 16-bit values a 32-bit column) */
+void fj_sm100_qk_step(const fj_plan *p, int ks, int *q_off, int *k_off);
+void fj_sm100_pv_step(const fj_plan *p, int ks, int *p_col, int *v_off);
+static inline int fj_sm100_lane_base(int warp) { return 32 * (warp % 4); }
+/* LBO / SBO of the Q and K descriptors (K-major) and of V's (N-major). */
+void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo);
+
+/* The whole kernel (fwd_sm100.c). */
+void fj_emit_fwd_sm100_kernel(fj_kctx *k);
+
+#endif
