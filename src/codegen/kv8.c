@@ -27,7 +27,8 @@
  * 0xFF) read as +-480 here.
  * Compiled for a target with cvt.rn.f16x2.e4m3x2 (.target sm_90+; sm_89 would need PTX 8.1), the f16 widening is
  * that cvt instead (plan.kv8_cvt, fj_kv8_for_target): exact values (no 2^-8 unit), NaN bytes NaN, per 16 bytes
- * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS. The decode variant bits KV8_INT_K / KV8_INT_V (codegen.h) keep the
+ * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS. Decode variant KV8_DIRECT (kv8_frag.c) skips the 16-bit tile: the ring holds
+ * row-major swizzled tiles and the MMA fragments are built from them in registers, with these conversions. The decode variant bits KV8_INT_K / KV8_INT_V (codegen.h) keep the
  * integer widening for K / V on such a target (a knob for timing one against the other: F2FP issues once per pair
  * on the conversion pipe, the integer form three times per pair on the integer pipes).
  */

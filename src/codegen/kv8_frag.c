@@ -47,6 +47,9 @@ enum {
     BKD_Q = 24        /* lane base of Q's ld.shared.v2 (16-bit tile, permuted dims) */
 };
 
+#define FJ_KV8D_REGS 4
+#define FJ_KV8D_REGS_Q_SMEM 8
+
 /* ---- layout facts ----------------------------------------------------------------------------------------- */
 int fj_kv8d_swz_mask(int head_dim) { return head_dim == 64 ? 3 : 7; }
 
@@ -82,6 +85,17 @@ fajit_status fj_kv8_direct_plan(fj_plan *p)
     if (p->kv8_rows_per_pass <= 0 || (p->kv8_rows_per_pass < 8 && 8 % p->kv8_rows_per_pass))
         return fj_fail(FAJIT_ERR_INVALID_CONFIG, "decode variant kv8direct: %d e4m3 rows a copy pass do not tile the "
                                                  "swizzle's 8-row period", p->kv8_rows_per_pass);
+    /* registers past the widening kernel's: an ldmatrix.x4's 4 words become 8 B registers (it held 4), and Q re-read
+     * from smem takes two k-steps' A fragments a load. ptxas 13.0 sm_90a: d256 br64 w4 cw2 bf16 (Q in smem, model
+     * 254 + 0 headroom) spilled 4 bytes without them; the tiles of test_decode_ptx test_kv8_direct do not with them. */
+    int extra = FJ_KV8D_REGS + (p->q_in_regs ? 0 : FJ_KV8D_REGS_Q_SMEM * p->m_frags);
+    if (p->reg_total + extra + p->reg_headroom > p->reg_limit)
+        return fj_fail(FAJIT_ERR_INVALID_CONFIG, "registers: about %d per thread + %d for kv8direct's fragments (%s) + "
+                                                 "headroom %d exceed %d; lower block_n or block_m, or use more warps",
+                       p->reg_total, extra, p->q_in_regs ? "8 B registers a load" : "B registers, Q's two k-steps",
+                       p->reg_headroom, p->reg_limit);
+    p->reg_misc += extra;
+    p->reg_total += extra;
     p->kv8_direct = 1;
     p->backend->smem_map(p); /* again: no 16-bit K / V tile (sm80.c) */
     return FAJIT_OK;

@@ -180,6 +180,7 @@ void fj_plan_smem_map(fj_plan *p)
     const fj_backend *b = fj_backend_of(p->cfg.arch);
     p->smem_bytes = 0;
     p->kv8 = fj_config_kv_dtype(&p->cfg) == FAJIT_DTYPE_E4M3; /* its map differs (sm80.c) */
+    p->kv8_direct = 0; /* the widening kernel's map (kv8direct's is smaller: fj_kv8_direct_plan) */
     if (b) b->smem_map(p);
 }
 
