@@ -250,7 +250,8 @@ static void test_kv8_small_tiles(void **state)
     assert_int_equal(bad, 0);
 }
 
-/* kv8direct (kv8_frag.c: the MMA fragments straight from the e4m3 tiles): the heuristic's d64 / d128 / d256 decode tiles
+/* kv8direct (kv8_frag.c: the MMA fragments straight from the e4m3 tiles): the heuristic's d64 / d128 decode tiles, d256
+ * br32 w4 cw2 (the heuristic's d256 tile is refused for kv8direct: its registers; the runtime takes a smaller one)
  * and the small tiles of bench/kv8_sweep.sh (br32 cw2, br16 cw2, br16 w1), bf16 and f16, contiguous / seqlens + split /
  * GQA packing + paged (+ pages read ahead where the registers allow it), with cvt for sm_90a and the integer widening
  * of both tensors (.target sm_80, assembled for sm_80 and sm_90a) or of V only: exit 0, no warning, no spill, no 16-bit
