@@ -13,6 +13,10 @@
 #   br16cw2      br16 w2 cw2: one 16-row block per GQA group, a warp pair splitting the keys
 #   br16w1       br16 w1: one warp per CTA, more CTAs an SM
 #   widen=int / intv: $FAJIT_KV8_WIDEN, K and V (or V only) widened with prmt/shl/and instead of cvt
+#   direct-*     $FAJIT_KV8_DIRECT=1 (kernel text " kv8direct"): the MMA fragments straight from the e4m3 tiles
+#                (kv8_frag.c; no 16-bit K/V tile, ~0.5-0.8 KB of smem traffic a key instead of ~3 KB); the e4m3-*
+#                rows are the widening kernel, kept as the baseline (test_decode_ptx test_kv8_direct assembles the
+#                direct tiles)
 # The lead picks defaults from the ratio column printed at the end (e4m3 median / BF16 median, per row).
 set -u
 BUILD=${1:-build}
@@ -23,34 +27,34 @@ LOG=$(mktemp /tmp/kv8-sweep-log-XXXXXX)
 trap 'rm -rf "$CACHE"' EXIT
 export FAJIT_CACHE_DIR=$CACHE
 
-run() { # label, env assignment (or -), fagen flags...
+run() { # label, env assignments (one word, space-separated; or -), fagen flags...
     local label=$1 envset=$2
     shift 2
     echo "## $label" | tee -a "$LOG"
     if [ "$envset" = - ]; then
         timeout 60 "$FAGEN" bench --grid decode --seqlen 1 "$@" 2>&1 | grep -v '^fagen bench on\|^tuned winners' | tee -a "$LOG"
     else
-        env "$envset" timeout 60 "$FAGEN" bench --grid decode --seqlen 1 "$@" 2>&1 |
+        env $envset timeout 60 "$FAGEN" bench --grid decode --seqlen 1 "$@" 2>&1 |
             grep -v '^fagen bench on\|^tuned winners' | tee -a "$LOG"
     fi
 }
 E="--kv-dtype e4m3"
+D=FAJIT_KV8_DIRECT=1
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader 2>/dev/null | sed 's/^/# /'
 run bf16 -
 run e4m3-default - $E
-run e4m3-br32cw2-bc64-s4 - $E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2
-run e4m3-br32cw2-bc32-s4 - $E --br 32 --bc 32 --stages 4 --warps 4 --col-warps 2
-run e4m3-br16cw2-bc64-s4 - $E --br 16 --bc 64 --stages 4 --warps 2 --col-warps 2
 run e4m3-br16cw2-bc32-s4 - $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
+run direct-default $D $E
+run direct-br32cw2-bc64-s4 $D $E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2
+run direct-br16cw2-bc32-s4 $D $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
+run direct-br16cw2-bc64-s4 $D $E --br 16 --bc 64 --stages 4 --warps 2 --col-warps 2
 run bf16-again -
-run e4m3-br16cw2-bc32-s3 - $E --br 16 --bc 32 --stages 3 --warps 2 --col-warps 2
-run e4m3-br16cw2-bc128-s2 - $E --br 16 --bc 128 --stages 2 --warps 2 --col-warps 2
-run e4m3-br16w1-bc32-s4 - $E --br 16 --bc 32 --stages 4 --warps 1 --col-warps 1
-run e4m3-br16w1-bc64-s3 - $E --br 16 --bc 64 --stages 3 --warps 1 --col-warps 1
-run e4m3-default-widen=int FAJIT_KV8_WIDEN=int $E
-run e4m3-br32cw2-bc64-s4-widen=intv FAJIT_KV8_WIDEN=intv $E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2
-run e4m3-br16cw2-bc32-s4-widen=int FAJIT_KV8_WIDEN=int $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
-run e4m3-br16cw2-bc32-s4-widen=intv FAJIT_KV8_WIDEN=intv $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
+run direct-br16cw2-bc128-s2 $D $E --br 16 --bc 128 --stages 2 --warps 2 --col-warps 2
+run direct-br16w1-bc32-s4 $D $E --br 16 --bc 32 --stages 4 --warps 1 --col-warps 1
+run direct-br16w1-bc64-s3 $D $E --br 16 --bc 64 --stages 3 --warps 1 --col-warps 1
+run direct-default-widen=int "$D FAJIT_KV8_WIDEN=int" $E
+run direct-br16cw2-bc32-s4-widen=intv "$D FAJIT_KV8_WIDEN=intv" $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
+run e4m3-br32cw2-bc64-s4 - $E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2
 run bf16-last -
 
 # Ratios: each e4m3 run's median over the first BF16 run's, per row (target <= 0.60 on every row).

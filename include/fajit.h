@@ -412,7 +412,7 @@ typedef struct fajit_attention_args {
      * context; shared by every forward of the context, so forwards that split on different streams at
      * once need workspaces of their own, and a forward that grows it must not be captured in a CUDA
      * graph). fajit_attention_workspace_size() gives the size a call needs (0 when it does not split; 256
-     * for a varlen call with the longest-first schedule, FAJIT_VARLEN_SCHED=lpt, whose tile counter it holds). */
+     * for a varlen call with the longest-first schedule, the default (FAJIT_VARLEN_SCHED=static turns it off), whose tile counter it holds). */
     uint64_t workspace;
     size_t workspace_bytes;
     /* ---- read only when struct_size covers them (fajit_attention_args_init) ----

@@ -496,6 +496,13 @@ int sim_step(const prog *p, thread *t, world *w)
         if (!src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &addr) || !kc)
             return why(w, "cp.async with an unknown address or size (pc %d)", pc - 1), SIM_STOP;
         if (c) record_copy(w, addr + (uint64_t)in->a[1].imm);
+        if (c && w->smem_cp) {
+            uint64_t s;
+            if (in->a[0].kind != O_MEM || !src(p, t, w, &(operand){.kind = O_REG, .reg = in->a[0].reg}, &s))
+                return why(w, "cp.async to an unknown shared address (pc %d)", pc - 1), SIM_STOP;
+            push(w, &w->smem_cp, &w->n_cp, s + (uint64_t)in->a[0].imm);
+            push(w, &w->gmem_cp, &w->n_gcp, addr + (uint64_t)in->a[1].imm);
+        }
     } else {
         int res = alu(op, a, b, c, &r);
         if (res < 0 && ka && kb) return why(w, "division by zero (pc %d)", pc - 1), SIM_STOP;

@@ -96,6 +96,9 @@ typedef struct world {
     /* FP8 (test_fp8_ptx): the shared addresses of each ldmatrix / stmatrix, in order, when the lists are set */
     uint64_t *smem_ld, *smem_st;
     int n_ld, n_st;
+    /* kv8direct (test_kv8_frag_ptx): each cp.async's shared and global addresses (copies of src-size 0 left out) */
+    uint64_t *smem_cp, *gmem_cp;
+    int n_cp, n_gcp;
     char why[256];
 } world;
 

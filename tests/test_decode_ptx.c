@@ -250,6 +250,68 @@ static void test_kv8_small_tiles(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* kv8direct (kv8_frag.c: the MMA fragments straight from the e4m3 tiles): the heuristic's d64 / d128 decode tiles, d256
+ * br32 w4 cw2 (the heuristic's d256 tile is refused for kv8direct: its registers; the runtime takes a smaller one)
+ * and the small tiles of bench/kv8_sweep.sh (br32 cw2, br16 cw2, br16 w1), bf16 and f16, contiguous / seqlens + split /
+ * GQA packing + paged (+ pages read ahead where the registers allow it), with cvt for sm_90a and the integer widening
+ * of both tensors (.target sm_80, assembled for sm_80 and sm_90a) or of V only: exit 0, no warning, no spill, no 16-bit
+ * K / V tile (no st.shared), and ldmatrix.trans + prmt where the plan says. */
+static void test_kv8_direct(void **state)
+{
+    (void)state;
+    static const int tiles[][6] = {/* head_dim, block_m, block_n, stages, warps, col_warps (0: the heuristic's) */
+                                   {64, 64, 0, 0, 0, 0},    {128, 64, 0, 0, 0, 0},  {256, 32, 64, 2, 4, 2},
+                                   {128, 32, 64, 4, 4, 2},  {128, 16, 32, 4, 2, 2}, {128, 16, 64, 4, 2, 2},
+                                   {128, 16, 32, 4, 1, 1},  {128, 16, 64, 3, 1, 1}, {64, 16, 32, 4, 2, 2},
+                                   {256, 16, 32, 2, 2, 2}};
+    const unsigned widen[3] = {0, FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V, FJ_VARIANT_KV8_INT_V};
+    const unsigned feats[3] = {0, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT,
+                               FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED};
+    int bad = 0, ran = 0, aheads = 0;
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)
+        for (int w = 0; w < 3; w++) {
+            int f = (int)((t + (size_t)w) % 3);
+            fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = (t + (size_t)w) % 2 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16,
+                              .kv_dtype = FAJIT_DTYPE_E4M3, .head_dim = tiles[t][0], .block_m = tiles[t][1],
+                              .block_n = tiles[t][2], .stages = tiles[t][3], .warps = tiles[t][4],
+                              .col_warps = tiles[t][5], .causal = (int)(t % 2)};
+            if (!c.block_n) {
+                const fajit_config given = c;
+                fajit_shape sh = {1, 32, 8, 1, 131072};
+                fj_config_heuristic(&c, &given, &sh, 232448);
+            } else {
+                c.swizzle = c.head_dim == 64 && c.col_warps == 2 ? 64 : 128;
+            }
+            fj_plan p;
+            unsigned v = feats[f] | widen[w] | FJ_VARIANT_KV8_DIRECT;
+            if (f == 2 && fj_plan_build_variant(&c, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) v |= FJ_VARIANT_AHEAD, aheads++;
+            if (fj_plan_build_variant(&c, v, &p) != FAJIT_OK) fail_msg("d%d tile %zu: %s", c.head_dim, t, fajit_errmsg());
+            assert_int_equal(p.kv_slots, 0);
+            const char *target = w == 1 ? NULL : "sm_90a";
+            if (target) fj_kv8_for_target(&p, fj_arch_find(target));
+            char *ptx, text[256];
+            size_t len;
+            fj_plan_format(&p, text, sizeof text);
+            assert_non_null(strstr(text, " kv8direct"));
+            assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
+            assert_true((strstr(ptx, "cvt.rn.f16x2.e4m3x2") != NULL) == p.kv8_cvt);
+            if (p.col_warps == 1) assert_null(strstr(ptx, "st.shared")); /* nothing widened into a 16-bit tile */
+            assert_non_null(strstr(ptx, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"));
+            assert_non_null(strstr(ptx, "prmt.b32"));
+            const char *archs[2] = {target ? target : "sm_80", target ? NULL : "sm_90a"};
+            for (int a = 0; a < 2 && archs[a]; a++) {
+                int spill = assemble(ptx, len, archs[a], text);
+                printf("%-110s %-7s %s: spill %d\n", text, archs[a], p.kv8_cvt ? "cvt" : "int", spill);
+                bad += spill != 0;
+            }
+            ran++;
+            free(ptx);
+        }
+    assert_int_equal(ran, 30);
+    assert_true(aheads >= 3);
+    assert_int_equal(bad, 0);
+}
+
 /* The plain kernel reads none of the decode fields. */
 static void test_plain_untouched(void **state)
 {
@@ -279,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_plain_untouched),
         cmocka_unit_test(test_kv8),
         cmocka_unit_test(test_kv8_small_tiles),
+        cmocka_unit_test(test_kv8_direct),
     };
     int rc = cmocka_run_group_tests_name("decode_ptx", tests, NULL, NULL);
     fj_test_remove_dir(g_dir);

@@ -12,7 +12,9 @@
  * without (FAJIT_PACK_GQA=0); then 8 of them again on other tiles than the heuristic's (s2, s3, bc128, br128 w8,
  * warp pairs br32 cw2) and on the smaller query tiles of bench/kv8_sweep.sh (br16 with a warp pair or one warp, br32
  * cw2 bc32) with paged + seqlens + split-KV + GQA packing, the kernel text naming the tile; then some with
- * $FAJIT_KV8_WIDEN=int / intv (the integer widening on a cvt device, the text naming kv8intk / kv8intv). The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
+ * $FAJIT_KV8_WIDEN=int / intv (the integer widening on a cvt device, the text naming kv8intk / kv8intv); then all of it again
+ * (and more tiles) with $FAJIT_KV8_DIRECT=1 (the MMA fragments straight from the e4m3 tiles, kv8_frag.c, the text naming
+ * kv8direct). The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
  * widen with cvt.rn.f16x2.e4m3x2 (kv8.c), but under bf16 queries that do not stay in registers (d256: integer ops
  * to bf16); the integer f16 widening under bf16 Q (kv8_f16 without cvt) runs on sm_80 .. sm_89 GPUs only.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
@@ -207,6 +209,55 @@ static void test_kv8_decode_widen(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* $FAJIT_KV8_DIRECT=1 (decode variant kv8direct, kv8_frag.c: the MMA fragments straight from the e4m3 tiles): every
+ * case above on the heuristic's tile (contiguous, seqlens_k, split-KV forced and the heuristic's, paged 16 / 64 / 256
+ * with pages read ahead, GQA packing, MQA, d64 / 128 / 256, Nk 1 / 17 / 1000 / 4099, causal), then the smaller tiles,
+ * then some without GQA packing and with $FAJIT_KV8_WIDEN=int / intv as well; the kernel text names kv8direct. */
+static void test_kv8_decode_direct(void **state)
+{
+    (void)state;
+    static const kv8_tile tiles[] = {{15, 16, 32, 4, 2, 2}, {15, 16, 64, 4, 1, 1}, {16, 32, 64, 4, 4, 2},
+                                     {10, 16, 64, 4, 2, 2}, {3, 16, 32, 4, 1, 1},  {9, 16, 128, 2, 2, 2},
+                                     {5, 16, 32, 4, 2, 2},  {2, 32, 32, 4, 4, 2},  {7, 64, 64, 3, 4, 1}};
+    static const struct {
+        const char *name, *value, *want;
+        int cases[4];
+    } more[] = {{"FAJIT_PACK_GQA", "0", "kv8direct", {1, 2, 9, 15}},
+                {"FAJIT_KV8_WIDEN", "int", "kv8intk kv8intv kv8direct", {3, 6, 10, 15}},
+                {"FAJIT_KV8_WIDEN", "intv", "kv8intv kv8direct", {4, 5, 8, 16}}};
+    int failures = 0;
+    fajit_context *saved = g_ctx, *ctx = NULL;
+    assert_int_equal(fj_test_context_with_env("FAJIT_KV8_DIRECT", "1", -1, &ctx), FAJIT_OK);
+    g_ctx = ctx, g_want = "kv8direct";
+    printf("FAJIT_KV8_DIRECT=1\n");
+    failures += run_cases();
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        const kv8_tile *t = &tiles[i];
+        printf("FAJIT_KV8_DIRECT=1 tile br%d bc%d s%d w%d cw%d: ", t->block_m, t->block_n, t->stages, t->warps,
+               t->col_warps);
+        int rc = run_case(&k_cases[t->case_index], t);
+        failures += rc != 0;
+        if (rc == 2) break;
+    }
+    fajit_context_destroy(ctx);
+    for (size_t m = 0; m < sizeof more / sizeof more[0]; m++) {
+        ctx = NULL;
+        setenv("FAJIT_KV8_DIRECT", "1", 1); /* read beside the other one at context creation */
+        fajit_status st = fj_test_context_with_env(more[m].name, more[m].value, -1, &ctx);
+        unsetenv("FAJIT_KV8_DIRECT");
+        assert_int_equal(st, FAJIT_OK);
+        g_ctx = ctx, g_want = more[m].want;
+        for (int i = 0; i < 4; i++) {
+            printf("FAJIT_KV8_DIRECT=1 %s=%s: ", more[m].name, more[m].value);
+            failures += run_case(&k_cases[more[m].cases[i]], NULL) != 0;
+        }
+        fajit_context_destroy(ctx);
+    }
+    g_ctx = saved, g_want = "";
+    fflush(stdout);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -216,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_kv8_decode_unpacked),
         cmocka_unit_test(test_kv8_decode_tiles),
         cmocka_unit_test(test_kv8_decode_widen),
+        cmocka_unit_test(test_kv8_decode_direct),
     };
     int rc = cmocka_run_group_tests_name("gpu_fp8_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

@@ -134,7 +134,7 @@ typedef struct fj_kctx {
     int kv8_slot;                     /* FP8 K/V (plan.kv8): 1 + the stage the next wait widens from e4m3, 0 none */
 
     /* backend-private registers (per-lane address terms, ...) */
-    fj_reg_t bk[24];
+    fj_reg_t bk[28];
 } fj_kctx;
 
 /* How a paged lookup splits a key into page and row: on page_shift at the lookup, or a division / a shift

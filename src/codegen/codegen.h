@@ -120,6 +120,9 @@ typedef struct fj_plan {
      * fagen cubin's --sm): K / V widen with one cvt a pair, exact (no 2^-8 unit), and arch is that target's row
      * (its .target and PTX ISA). fagen ptx / explain, with no target, show the integer widening. */
     int kv8_cvt;
+    /* kv8 with decode variant KV8_DIRECT (kv8_frag.c): the e4m3 ring holds [rows][head_dim] swizzled tiles and the
+     * MMA fragments are built from them in registers (ldmatrix of byte pairs + conversion); no 16-bit K / V tile */
+    int kv8_direct;
     int fp8_off;
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */
@@ -183,6 +186,11 @@ enum { FJ_VARIANT_KV8_INT_K = 1 << 12, FJ_VARIANT_KV8_INT_V = 1 << 13 };
  *             longest-first order per sequence (sched.c) instead of the static round-robin; the sm_80 kernel has
  *             no persistent loop (the hardware's block scheduler hands out its CTAs) and refuses it. */
 enum { FJ_VARIANT_LPT = 1 << 14 };
+/* KV8_DIRECT (kv8_frag.c; bit 15, kv_dtype e4m3, head_dim 64 / 128 / 256): the MMA fragments straight from the e4m3
+ * tiles in shared memory - K by ldmatrix + conversion with Q's head dims permuted to match, V by ldmatrix.trans + prmt
+ * into even-d and odd-d MMAs, O's columns un-permuted by the store - instead of widening each tile into a 16-bit
+ * tile first (the runtime: $FAJIT_KV8_DIRECT=1). Takes the widening bits too (cvt or integer, per tensor). */
+enum { FJ_VARIANT_KV8_DIRECT = 1 << 15 };
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *plan);
 /* Paged K/V on the sm_90a kernel (sm90_roles.c): 1 when a K/V tile of block_n rows is one TMA box inside a page
  * (block_n divides page_size) or block_n / page_size whole-page boxes (page_size divides block_n), a box of at

@@ -42,6 +42,7 @@ unsigned fj_fp8_knobs_env(void)
     } words[] = {{"regs", FJ_FP8_KNOB_REGS}, {"vt", FJ_FP8_KNOB_VT},
                  {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT}};
     const char *s = getenv("FAJIT_FP8_KNOBS");
+    if (!s) return FJ_FP8_KNOB_VT; /* the default since the H100 A/B of 2026-11-26: vt +1-13% (bench/results) */
     unsigned bits = 0;
     while (s && *s) {
         size_t n = strcspn(s, ",");

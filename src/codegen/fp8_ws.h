@@ -7,8 +7,9 @@
 
 #include "backend.h"
 
-/* Experiments for GPU A/B runs (issue 22), off unless named in the environment variable FAJIT_FP8_KNOBS (a comma
- * list of the words below; "all" = every one). They change the generated PTX only: the config's canonical text and
+/* Experiments for GPU A/B runs (issue 22), named in the environment variable FAJIT_FP8_KNOBS (a comma list of the
+ * words below; "all" = every one; set but empty = none). Unset: vt alone, the default since the H100 A/B of
+ * 2026-11-26 (bench/results/h100-session3-ab-2026-11-26.md: +1-13%, most at D256). They change the generated PTX only: the config's canonical text and
  * the in-memory cache key stay the same, so time them one process per setting with FAJIT_CACHE=0 (bench/fp8_ab.sh).
  *   regs  the producer warpgroup keeps 32 registers, not 40 (the transposers fit them: FP8_KNOB_VT's batches, or
  *         the block-at-a-time loop), so 2 consumer warpgroups get 240 (FlashAttention-3's split) and 3 get 160;

@@ -17,6 +17,13 @@
 /* Thread-local row r = 2 * mf + h (h: the upper or lower 8 rows of fragment mf), value v = 2 * tile + e. */
 static int s_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_s + v / 2) * 4 + (r % 2) * 2 + v % 2; }
 static int o_reg(const fj_plan *p, int r, int v) { return ((r / 2) * p->n_frags_o + v / 2) * 4 + (r % 2) * 2 + v % 2; }
+/* FP8 K/V fragments from e4m3 (kv8_frag.c): value v = 4c + j of a row is dim 16c + j past col_base_o = 4t, held by
+ * n8 tile 2c + (j & 1) (the even / odd dims' MMA), its value j >> 1. */
+static int o_reg_kv8d(const fj_plan *p, int r, int v)
+{
+    return ((r / 2) * p->n_frags_o + 2 * (v / 4) + v % 2) * 4 + (r % 2) * 2 + (v % 4) / 2;
+}
+static int o_col_off_kv8d(const fj_plan *p, int v) { (void)p; return (v / 4) * 16 + v % 4; }
 static int row_off(const fj_plan *p, int r) { (void)p; return (r / 2) * 16 + (r % 2) * 8; }
 static int col_off(const fj_plan *p, int v) { (void)p; return (v / 2) * 8 + v % 2; }
 
@@ -33,6 +40,10 @@ void fj_frag_desc_m16n8(const fj_plan *p, fj_frag_desc *d)
     d->row_off = row_off;
     d->s_col_off = col_off;
     d->o_col_off = col_off;
+    if (p->kv8_direct) {
+        d->o_reg = o_reg_kv8d;
+        d->o_col_off = o_col_off_kv8d;
+    }
 }
 
 const char *fj_dtype_ptx(const fj_plan *p) { return p->cfg.dtype == FAJIT_DTYPE_BF16 ? "bf16" : "f16"; }
@@ -84,10 +95,10 @@ void fj_emit_store_o_m16n8(fj_kctx *k)
             }
         }
         fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(k->o_ptr));
-        for (int t = 0; t < p->n_frags_o; t++) {
-            fj_reg_t o0 = fj_at(k->acc_o, o_reg(p, r, 2 * t));
-            fj_ins(k->e, PTX_CVT_PACK, fj_out_dtype_ptx(p), R(v), R(fj_at(o0, 1)), R(o0));
-            fj_ins(k->e, "st.global.b32 [%s+%d], %s", R(a), t * 16, R(v));
+        for (int t = 0; t < p->n_frags_o; t++) { /* values 2t, 2t + 1: adjacent columns */
+            fj_reg_t o0 = fj_at(k->acc_o, k->frag.o_reg(p, r, 2 * t)), o1 = fj_at(k->acc_o, k->frag.o_reg(p, r, 2 * t + 1));
+            fj_ins(k->e, PTX_CVT_PACK, fj_out_dtype_ptx(p), R(v), R(o1), R(o0));
+            fj_ins(k->e, "st.global.b32 [%s+%d], %s", R(a), 2 * k->frag.o_col_off(p, 2 * t), R(v));
         }
         fj_label(k->e, skip);
     }

@@ -442,7 +442,7 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
     if (stages >= 2) {
         int pending = pipe ? stages - 3 : stages - 2;
         fj_comment(e, 1, "tile j%s has landed when at most %d newer groups are pending", pipe ? " + 1" : "", pending);
-        if (p->kv8) k->kv8_slot = slot + 1; /* widened at the wait (sm80.c, kv8.c) */
+        if (p->kv8 && !p->kv8_direct) k->kv8_slot = slot + 1; /* widened at the wait (sm80.c, kv8.c) */
         p->backend->sync->wait(k, pending);
         fj_comment(e, 1, "prefetch tile j + %d into stage %d (freed by tile j - 1)", stages - 1, (slot + stages - 1) % stages);
         fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages - 1);

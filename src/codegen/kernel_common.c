@@ -47,7 +47,7 @@ void fj_emit_alloc_banks(fj_kctx *k)
     k->lane = fj_alloc(e, k->b_r, 1);
     k->row_base = fj_alloc(e, k->b_r, 1);
     k->col_base_s = fj_alloc(e, k->b_r, 1);
-    k->col_base_o = p->col_warps > 1 ? fj_alloc(e, k->b_r, 1) : k->col_base_s;
+    k->col_base_o = p->col_warps > 1 || p->kv8_direct ? fj_alloc(e, k->b_r, 1) : k->col_base_s;
     if (p->col_warps > 1) {
         k->pair_bar = fj_alloc(e, k->b_r, 1);
         k->xchg_own = fj_alloc(e, k->b_addr, 1);

@@ -27,11 +27,13 @@
  * 0xFF) read as +-480 here.
  * Compiled for a target with cvt.rn.f16x2.e4m3x2 (.target sm_90+; sm_89 would need PTX 8.1), the f16 widening is
  * that cvt instead (plan.kv8_cvt, fj_kv8_for_target): exact values (no 2^-8 unit), NaN bytes NaN, per 16 bytes
- * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS. The decode variant bits KV8_INT_K / KV8_INT_V (codegen.h) keep the
+ * LDS, 8 F2FP.F16.E4M3.UNPACK_B, 2 STS. Decode variant KV8_DIRECT (kv8_frag.c) skips the 16-bit tile: the ring holds
+ * row-major swizzled tiles and the MMA fragments are built from them in registers, with these conversions. The decode variant bits KV8_INT_K / KV8_INT_V (codegen.h) keep the
  * integer widening for K / V on such a target (a knob for timing one against the other: F2FP issues once per pair
  * on the conversion pipe, the integer form three times per pair on the integer pipes).
  */
 #include "kv8.h"
+#include "kv8_frag.h"
 
 #include <stddef.h>
 
@@ -54,14 +56,14 @@ enum {
 
 /* 1 when tensor which (1 K, 2 V) widens with cvt.rn.f16x2.e4m3x2: the plan's target has it (kv8_cvt) and the
  * variant does not ask for the integer form. */
-static int widen_cvt(const fj_plan *p, int which)
+int fj_kv8_widen_cvt(const fj_plan *p, int which)
 {
     return p->kv8_cvt && !(p->variant & (which == 1 ? FJ_VARIANT_KV8_INT_K : FJ_VARIANT_KV8_INT_V));
 }
 
 int fj_kv8_unit_log2_of(const fj_plan *p, int which)
 {
-    return (p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16) && !widen_cvt(p, which) ? -8 : 0;
+    return (p->cfg.dtype == FAJIT_DTYPE_F16 || p->kv8_f16) && !fj_kv8_widen_cvt(p, which) ? -8 : 0;
 }
 
 int fj_kv8_unit_log2(const fj_plan *p) { return fj_kv8_unit_log2_of(p, 1); }
@@ -107,11 +109,17 @@ void fj_kv8_setup_copy(fj_kctx *k)
     fj_ins(k->e, "and.b32 %s, %s, %d", R(c0), R(k->tid), tpr8 - 1);
     fj_ins(k->e, "and.b32 %s, %s, %d", R(x), R(r0), p->swz_mask);
     k->bk[BK8_R0] = r0;
-    k->bk[BK8_STG] = fj_alloc(k->e, k->b_addr, 1);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, 16, %s", R(k->bk[BK8_STG]), R(k->tid), R(k->smem));
-    fj_ins(k->e, "add.u32 %s, %s, %d", R(k->bk[BK8_STG]), R(k->bk[BK8_STG]), p->kv8_off);
+    if (!p->kv8_direct) {
+        k->bk[BK8_STG] = fj_alloc(k->e, k->b_addr, 1);
+        fj_ins(k->e, "mad.lo.u32 %s, %s, 16, %s", R(k->bk[BK8_STG]), R(k->tid), R(k->smem));
+        fj_ins(k->e, "add.u32 %s, %s, %d", R(k->bk[BK8_STG]), R(k->bk[BK8_STG]), p->kv8_off);
+    }
     k->bk[BK8_C16] = fj_alloc(k->e, k->b_rd, 1);
     fj_ins(k->e, "mul.wide.u32 %s, %s, 16", R(k->bk[BK8_C16]), R(c0));
+    if (p->kv8_direct) { /* row-major swizzled tiles the MMAs read (kv8_frag.c) */
+        fj_kv8d_setup(k, r0, c0);
+        return;
+    }
     k->bk[BK8_DST] = fj_alloc(k->e, k->b_addr, 2 * kc);
     fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(rb), R(r0), p->row_bytes, R(k->smem));
     for (int j = 0; j < kc; j++)
@@ -153,9 +161,13 @@ void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t r
         fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(row), R(rows_valid));
         fj_ins(k->e, "selp.u32 %s, 16, 0, %s", R(sz), R(pr));
         fj_ins(k->e, "selp.b64 %s, %s, %s, %s", R(gs), R(g), R(gptr), R(pr)); /* never form an address past the end */
-        for (int j = 0; j < kc; j++)
-            fj_ins(k->e, "cp.async.cg.shared.global [%s+%d], [%s+%d], 16, %s", R(k->bk[BK8_STG]),
-                   ring_off(p, slot, which, i, j), R(gs), j * p->kv8_tpr * 16, R(sz));
+        for (int j = 0; j < kc; j++) {
+            int imm = 0;
+            fj_reg_t dst = p->kv8_direct ? fj_kv8d_copy_dst(k, slot, which, i, j, &imm) : k->bk[BK8_STG];
+            if (!p->kv8_direct) imm = ring_off(p, slot, which, i, j);
+            fj_ins(k->e, "cp.async.cg.shared.global [%s+%d], [%s+%d], 16, %s", R(dst), imm, R(gs), j * p->kv8_tpr * 16,
+                   R(sz));
+        }
     }
 }
 
@@ -172,6 +184,35 @@ static void widen_pair(fj_kctx *k, fj_reg_t d, fj_reg_t w, int sel, fj_reg_t uni
     if (!f16) fj_ins(k->e, "fma.rn.bf16x2 %s, %s, %s, %s", R(d), R(d), R(unit), R(negz));
 }
 
+void fj_kv8_widen_pair(fj_kctx *k, fj_reg_t d, fj_reg_t w, int sel, fj_reg_t unit)
+{
+    widen_pair(k, d, w, sel, unit, fj_at(unit, 1));
+}
+
+/* bf16 widening's constants: unit = 2^120 (bf16x2), unit + 1 = -0 (bf16x2). */
+static void unit_consts(fj_kctx *k, fj_reg_t unit)
+{
+    fj_ins(k->e, "mov.b32 %s, 0x7B807B80", R(unit));         /* bf16x2 2^120 */
+    fj_ins(k->e, "mov.b32 %s, 0x80008000", R(fj_at(unit, 1))); /* -0 + x keeps x's sign for x = +-0 */
+}
+
+fj_reg_t fj_kv8_unit_regs(fj_kctx *k)
+{
+    fj_reg_t unit = fj_alloc(k->e, k->b_r, 2);
+    if (widen_bf16(k->p)) unit_consts(k, unit);
+    return unit;
+}
+
+void fj_kv8_cvt_word(fj_kctx *k, fj_reg_t d0, fj_reg_t d1, fj_reg_t w)
+{
+    fj_line(k->e, "{");
+    fj_line(k->e, ".reg .b16 %%kv8_h<2>;");
+    fj_ins(k->e, "mov.b32 {%%kv8_h0, %%kv8_h1}, %s", R(w));
+    fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h0", R(d0));
+    fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h1", R(d1));
+    fj_line(k->e, "}");
+}
+
 void fj_kv8_widen(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
@@ -179,10 +220,7 @@ void fj_kv8_widen(fj_kctx *k, int slot)
     fj_reg_t w = fj_alloc(k->e, k->b_r, 4), h = fj_alloc(k->e, k->b_r, 8), unit = fj_alloc(k->e, k->b_r, 2);
     fj_reg_t negz = fj_at(unit, 1);
     fj_comment(k->e, 1, "FP8 K/V: widen this thread's e4m3 bytes of stage %d into the 16-bit K and V tiles", slot);
-    if (widen_bf16(p)) {
-        fj_ins(k->e, "mov.b32 %s, 0x7B807B80", R(unit)); /* bf16x2 2^120 */
-        fj_ins(k->e, "mov.b32 %s, 0x80008000", R(negz)); /* -0 + x keeps x's sign for x = +-0 */
-    }
+    if (widen_bf16(p)) unit_consts(k, unit);
     for (int which = 1; which <= 2; which++) {
         int tile = which == 1 ? p->k_off : p->v_off; /* the one 16-bit slot (plan.kv_slots) */
         for (int i = 0; i < p->cfg.block_n / rpp; i++)
@@ -190,13 +228,8 @@ void fj_kv8_widen(fj_kctx *k, int slot)
                 fj_ins(k->e, "ld.shared.v4.b32 {%s, %s, %s, %s}, [%s+%d]", R(w), R(fj_at(w, 1)), R(fj_at(w, 2)),
                        R(fj_at(w, 3)), R(k->bk[BK8_STG]), ring_off(p, slot, which, i, j));
                 for (int q = 0; q < 4; q++) {
-                    if (widen_cvt(p, which)) { /* bytes 0, 1 -> h[2q] (byte 0 in the low half), bytes 2, 3 -> h[2q + 1] */
-                        fj_line(k->e, "{");
-                        fj_line(k->e, ".reg .b16 %%kv8_h<2>;");
-                        fj_ins(k->e, "mov.b32 {%%kv8_h0, %%kv8_h1}, %s", R(fj_at(w, q)));
-                        fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h0", R(fj_at(h, 2 * q)));
-                        fj_ins(k->e, "cvt.rn.f16x2.e4m3x2 %s, %%kv8_h1", R(fj_at(h, 2 * q + 1)));
-                        fj_line(k->e, "}");
+                    if (fj_kv8_widen_cvt(p, which)) { /* bytes 0, 1 -> h[2q] (byte 0 in the low half), bytes 2, 3 -> h[2q + 1] */
+                        fj_kv8_cvt_word(k, fj_at(h, 2 * q), fj_at(h, 2 * q + 1), fj_at(w, q));
                         continue;
                     }
                     widen_pair(k, fj_at(h, 2 * q), fj_at(w, q), KV8_SEL_LO, unit, negz);

@@ -27,6 +27,14 @@ void fj_kv8_setup_copy(fj_kctx *k);
 void fj_kv8_copy_tile(fj_kctx *k, int slot, int which, fj_reg_t gptr, fj_reg_t rows_valid);
 void fj_kv8_widen(fj_kctx *k, int slot);
 void fj_kv8_descales(fj_kctx *k, fj_reg_t b, fj_reg_t hkv);
+
+/* Conversions kv8_frag.c shares: 1 when tensor which (1 K, 2 V) takes cvt.rn.f16x2.e4m3x2; the integer widening of
+ * w's bytes picked by prmt selector sel into d (unit: fj_kv8_unit_regs, 2 registers, set for the bf16 widening);
+ * the two b16 halves of w (e4m3 pairs) -> d0, d1 by cvt. */
+int fj_kv8_widen_cvt(const fj_plan *p, int which);
+fj_reg_t fj_kv8_unit_regs(fj_kctx *k);
+void fj_kv8_widen_pair(fj_kctx *k, fj_reg_t d, fj_reg_t w, int sel, fj_reg_t unit);
+void fj_kv8_cvt_word(fj_kctx *k, fj_reg_t d0, fj_reg_t d1, fj_reg_t w);
 /* plan.kv8_f16: the bf16 Q fragments in registers -> f16 x 2^a (a from the warp's largest |q|), k->score_scale x 2^-a;
  * after fj_kv8_descales and the Q fragments' loads. */
 void fj_kv8_q_to_f16(fj_kctx *k);

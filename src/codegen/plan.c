@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "kv8_frag.h"
 #include "base/error.h"
 #include "sched.h"
 #include "sm100.h"
@@ -183,6 +184,7 @@ void fj_plan_smem_map(fj_plan *p)
     const fj_backend *b = fj_backend_of(p->cfg.arch);
     p->smem_bytes = 0;
     p->kv8 = fj_config_kv_dtype(&p->cfg) == FAJIT_DTYPE_E4M3; /* its map differs (sm80.c) */
+    p->kv8_direct = 0; /* the widening kernel's map (kv8direct's is smaller: fj_kv8_direct_plan) */
     if (b) b->smem_map(p);
 }
 
@@ -317,7 +319,8 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if (variant &
         ~(unsigned)(FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE | FJ_VARIANT_PACK | FJ_VARIANT_PAGED |
                     FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K |
-                    FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V | FJ_VARIANT_LPT))
+                    FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V | FJ_VARIANT_LPT |
+                    FJ_VARIANT_KV8_DIRECT))
         return fj_fail(FAJIT_ERR_INTERNAL, "plan variant 0x%x: unknown bits", variant);
     if (varlen_rules(variant) != FAJIT_OK) return FAJIT_ERR_INTERNAL;
     if ((variant & FJ_VARIANT_GATHER) && !(variant & FJ_VARIANT_PAGED))
@@ -363,6 +366,12 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if (!p->kv8 && (variant & (FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V)))
         return fj_fail(FAJIT_ERR_INVALID_CONFIG, "decode variant kv8intk / kv8intv (the integer widening of e4m3 K / V) "
                                                  "without kv_dtype e4m3: there is nothing to widen");
+    if (variant & FJ_VARIANT_KV8_DIRECT) {
+        if (!p->kv8)
+            return fj_fail(FAJIT_ERR_INVALID_CONFIG, "decode variant kv8direct (MMA fragments from the e4m3 K / V tiles) "
+                                                     "without kv_dtype e4m3: there are no e4m3 tiles");
+        if ((st = fj_kv8_direct_plan(p)) != FAJIT_OK) return st;
+    }
     p->variant = variant;
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
     plan_mods_params(p);
@@ -403,13 +412,14 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
     int n = fajit_config_format(&p->cfg, buf, size);
     if (n >= 0 && p->variant)
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
-                      "%s%s%s%s%s%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
+                      "%s%s%s%s%s%s%s%s%s%s%s%s", p->variant & FJ_VARIANT_SEQLENS ? " seqlens" : "",
                       p->variant & FJ_VARIANT_SPLIT ? " split" : "", p->variant & FJ_VARIANT_PACK ? " packgqa" : "",
                       p->variant & FJ_VARIANT_PAGED ? " paged" : "", p->variant & FJ_VARIANT_GATHER ? " gather" : "",
                       p->variant & FJ_VARIANT_AHEAD ? " ahead" : "", p->variant & FJ_VARIANT_VARLEN ? " varlen" : "",
                       p->variant & FJ_VARIANT_VARLEN_K ? " varlenk" : "",
                       p->variant & FJ_VARIANT_KV8_INT_K ? " kv8intk" : "", p->variant & FJ_VARIANT_KV8_INT_V ? " kv8intv" : "",
-                      p->variant & FJ_VARIANT_LPT ? " lpt" : "");
+                      p->variant & FJ_VARIANT_LPT ? " lpt" : "",
+                      p->variant & FJ_VARIANT_KV8_DIRECT ? " kv8direct" : "");
     return n;
 }
 

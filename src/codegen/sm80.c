@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "kv8.h"
+#include "kv8_frag.h"
 #include "ptx_templates/sm80.h"
 #include "base/error.h"
 
@@ -161,7 +162,8 @@ static void smem_map_sm80(fj_plan *p)
     p->q_off = 0;
     p->q_bytes = c->block_m * p->row_bytes;
     p->kv_tile_bytes = c->block_n * p->row_bytes;
-    p->kv_slots = p->kv8 ? 1 : c->stages; /* kv8: the e4m3 ring holds the stages, one 16-bit tile is widened into */
+    /* kv8: the e4m3 ring holds the stages, one 16-bit tile is widened into (none when the MMAs read the e4m3 tiles) */
+    p->kv_slots = p->kv8 ? !p->kv8_direct : c->stages;
     p->k_off = p->q_off + p->q_bytes;
     p->v_off = p->k_off + p->kv_slots * p->kv_tile_bytes;
     p->smem_bytes = p->v_off + p->kv_slots * p->kv_tile_bytes;
@@ -445,7 +447,11 @@ static void geometry_sm80(fj_kctx *k)
         fj_ins(k->e, "and.b32 %s, %s, 1", R(h), R(w));
         fj_ins(k->e, "shr.u32 %s, %s, 1", R(w), R(w));
         fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->col_base_o), R(h), p->cfg.head_dim / 2, R(k->col_base_s));
+        if (p->kv8_direct) fj_ins(k->e, "add.u32 %s, %s, %s", R(k->col_base_o), R(k->col_base_o), R(k->col_base_s));
         fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->col_base_s), R(h), p->cfg.block_n / 2, R(k->col_base_s));
+    } else if (p->kv8_direct) {
+        fj_comment(k->e, 1, "O from the e4m3 V fragments: a lane holds dims 16c + 4t .. 4t + 3 (kv8_frag.c), col_base_o = 4t");
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(k->col_base_o), R(k->col_base_s), R(k->col_base_s));
     }
     fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(k->row_base), R(w), 16 * p->m_frags, R(g));
 }
@@ -663,6 +669,12 @@ static void ldmatrix_q(fj_kctx *k, fj_reg_t dst, int mf, int ks)
 
 static void q_to_regs_sm80(fj_kctx *k)
 {
+    if (k->p->kv8_direct) { /* Q's head dims permuted as the e4m3 K fragments carry them (kv8_frag.c) */
+        for (int mf = 0; mf < k->p->m_frags; mf++)
+            for (int ks = 0; ks < k->p->k_steps_qk; ks++)
+                fj_kv8d_q_frag(k, fj_at(k->frag_q, (mf * k->p->k_steps_qk + ks) * 4), mf, ks);
+        return;
+    }
     for (int mf = 0; mf < k->p->m_frags; mf++)
         for (int ks = 0; ks < k->p->k_steps_qk; ks++) ldmatrix_q(k, fj_at(k->frag_q, (mf * k->p->k_steps_qk + ks) * 4), mf, ks);
 }
@@ -678,6 +690,10 @@ static void mma(fj_kctx *k, fj_reg_t d, fj_reg_t a, fj_reg_t b, int c_zero)
 static void mma_qk_sm80(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
+    if (p->kv8_direct) {
+        fj_kv8d_mma_qk(k, slot);
+        return;
+    }
     int tile = p->k_off + slot % p->kv_slots * p->kv_tile_bytes;
     fj_reg_t bf = fj_alloc(k->e, k->b_frag_b, 4);
     fj_reg_t qf = p->q_in_regs ? k->frag_q : fj_alloc(k->e, k->b_frag_q, 4 * p->m_frags);
@@ -716,6 +732,10 @@ static void xchg_p_sm80(fj_kctx *k, int get)
 static void mma_pv_sm80(fj_kctx *k, int slot, int keys)
 {
     const fj_plan *p = k->p;
+    if (p->kv8_direct) {
+        fj_kv8d_mma_pv(k, slot, keys);
+        return;
+    }
     int own = p->k_steps_pv / p->col_warps;
     int ks0 = keys == FJ_KEYS_PEER ? own : 0, ks1 = keys == FJ_KEYS_OWN ? own : p->k_steps_pv;
     int tile = p->v_off + slot % p->kv_slots * p->kv_tile_bytes;

@@ -112,13 +112,15 @@ static fajit_status device_query(fajit_context *ctx)
     const char *sm90 = getenv("FAJIT_DECODE_SM90");
     ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0 ? 1 : sm90 && strcmp(sm90, "0") == 0 ? 0 : -1;
     const char *sched = getenv("FAJIT_VARLEN_SCHED");
-    ctx->varlen_lpt = sched && strcmp(sched, "lpt") == 0;
+    ctx->varlen_lpt = !(sched && strcmp(sched, "static") == 0); /* longest-first by default (H100 A/B 2026-11-26) */
     const char *widen = getenv("FAJIT_KV8_WIDEN");
     ctx->kv8_widen = !widen                      ? 0u
                      : strcmp(widen, "int") == 0  ? (unsigned)(FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V)
                      : strcmp(widen, "intk") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_K
                      : strcmp(widen, "intv") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_V
                                                   : 0u;
+    const char *direct = getenv("FAJIT_KV8_DIRECT"); /* MMA fragments straight from the e4m3 tiles (kv8_frag.c) */
+    if (direct && strcmp(direct, "1") == 0) ctx->kv8_widen |= FJ_VARIANT_KV8_DIRECT;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

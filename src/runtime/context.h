@@ -92,7 +92,8 @@ struct fajit_context {
                                   on the GPU (bench/varlen_ab.sh) says which is faster */
     unsigned kv8_widen;        /* FP8 K/V cache decode variants: FJ_VARIANT_KV8_INT_K / _V bits ($FAJIT_KV8_WIDEN=int
                                   both, intk K, intv V: the integer widening where the device has cvt; default 0,
-                                  cvt for both), for timing one against the other */
+                                  cvt for both), for timing one against the other; and FJ_VARIANT_KV8_DIRECT
+                                  ($FAJIT_KV8_DIRECT=1: the MMA fragments straight from the e4m3 tiles, kv8_frag.c) */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */

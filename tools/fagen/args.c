@@ -39,12 +39,13 @@ static const choice k_swizzle_choices[] = {{"none", FAJIT_SWIZZLE_NONE}, {"32", 
 static const choice k_on_off_choices[] = {{"on", 1}, {"off", -1}, {NULL, 0}};
 /* FJ_VARIANT_* of codegen.h: 1 seqlens, 2 split, 4 combine, 8 packgqa, 16 paged, 32 gather, 64 ahead, 1024 varlen
  * queries (varlenq), 1024 + 2048 varlen queries and keys (varlen), 4096 / 8192 the integer widening of e4m3 K / V
- * (kv8intk / kv8intv, with --kv-dtype e4m3), 16384 the varlen longest-first schedule (lpt) (joined with
- * '+') */
+ * (kv8intk / kv8intv, with --kv-dtype e4m3), 16384 the varlen longest-first schedule (lpt), 32768 the MMA fragments straight from
+ * the e4m3 tiles (kv8direct) (joined with '+') */
 static const choice k_variant_choices[] = {{"seqlens", 1}, {"split", 2},      {"combine", 4},       {"packgqa", 8},
                                            {"paged", 16},  {"gather", 32},    {"ahead", 64},        {"varlen", FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K},
                                            {"varlenq", FJ_VARIANT_VARLEN}, {"kv8intk", FJ_VARIANT_KV8_INT_K},
-                                           {"kv8intv", FJ_VARIANT_KV8_INT_V}, {"lpt", FJ_VARIANT_LPT}, {NULL, 0}};
+                                           {"kv8intv", FJ_VARIANT_KV8_INT_V}, {"lpt", FJ_VARIANT_LPT},
+                                           {"kv8direct", FJ_VARIANT_KV8_DIRECT}, {NULL, 0}};
 
 
 /* Look `text` up in a NULL-terminated choice list; the rule text lists the accepted spellings. */
@@ -65,7 +66,7 @@ static int parse_choice(const char *flag, const char *text, const choice *list, 
     "ahead only with paged (paged+gather+ahead), varlen (packed queries and keys) or varlenq (packed queries) "  \
     "with seqlens and (varlenq) paged and lpt (sm_90a: the dynamic longest-first schedule), or combine alone; "  \
     "with --kv-dtype e4m3 also kv8intk / kv8intv (K / V "                                                       \
-    "widened by integer ops instead of cvt)"
+    "widened by integer ops instead of cvt) and kv8direct (MMA fragments straight from the e4m3 tiles)"
 
 /* "word+word+...": the sum of the words' values (each once), in a combination the kernels have. */
 static int parse_variant(const char *flag, const char *text, unsigned *out)

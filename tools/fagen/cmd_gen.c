@@ -79,7 +79,8 @@ static void ptx_usage(FILE *f)
           "                                 picks the path per call (README: Decode on the sm_90a kernel);\n"
           "                                 varlen (packed queries and keys), varlenq (packed queries; with\n"
           "                                 seqlens and / or paged) on both paths; kv8intk / kv8intv (with\n"
-          "                                 --kv-dtype e4m3: K / V widened by integer ops instead of cvt)\n" VARLEN_HELP "\n"
+          "                                 --kv-dtype e4m3: K / V widened by integer ops instead of cvt), kv8direct\n"
+          "                                 (with --kv-dtype e4m3: MMA fragments straight from the e4m3 tiles)\n" VARLEN_HELP "\n"
           "example: fagen ptx --headdim 128 --dtype f16 --causal -v 2 -o fa.ptx\n",
           f);
 }
