@@ -177,7 +177,7 @@ static int run_lpt(const char *ctas)
     setenv("FAJIT_VARLEN_SCHED", "lpt", 1);
     if (ctas) setenv("FAJIT_PERSISTENT_CTAS", ctas, 1);
     fajit_status st = fj_test_context_with_env("FAJIT_DECODE_SM90", "1", -1, &ctx);
-    unsetenv("FAJIT_VARLEN_SCHED");
+    setenv("FAJIT_VARLEN_SCHED", "static", 1);
     if (ctas) unsetenv("FAJIT_PERSISTENT_CTAS");
     if (st != FAJIT_OK) return printf("FAIL context: %s\n", fajit_errmsg()), 1;
     printf("FAJIT_DECODE_SM90=1 FAJIT_VARLEN_SCHED=lpt%s%s\n", ctas ? " FAJIT_PERSISTENT_CTAS=" : "", ctas ? ctas : "");
@@ -202,6 +202,8 @@ static void test_sm90_varlen_lpt(void **state)
 
 int main(void)
 {
+    /* the static schedule for every context but run_lpt's (longest-first is the library default) */
+    setenv("FAJIT_VARLEN_SCHED", "static", 1);
     if (!(g_ctx = fj_test_gpu_context())) return 1;
     printf("device: %s (%s), %d SMs\n", g_ctx->device_name, fajit_context_sm(g_ctx), g_ctx->sm_count);
     const struct CMUnitTest tests[] = {
