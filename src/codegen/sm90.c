@@ -98,9 +98,16 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {32, 240}, {32, 1
 #ifndef FJ_SOFTCAP_SOFT_EXP2
 #define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs (bench/modcost_ab.sh): 1 or 2 of 8 are the untried shares */
 #endif
+/* The same for the other 16-bit kernels (issue 24: software exp2 offered on sm_90a, kept only where it measures
+ * faster): a build knob for the H200 A/B (bench/softexp2_ab.sh), 0 = off. FP8 kernels never (their softmax is not
+ * the bound: the V transpose is). */
+#ifndef FJ_SOFT_EXP2_SHARE
+#define FJ_SOFT_EXP2_SHARE 0
+#endif
 static int plan_soft_exp2(const fajit_config *c)
 {
-    return c->mods & FAJIT_MOD_SOFTCAP ? FJ_SOFTCAP_SOFT_EXP2 : 0;
+    if (c->mods & FAJIT_MOD_SOFTCAP) return FJ_SOFTCAP_SOFT_EXP2;
+    return c->dtype == FAJIT_DTYPE_E4M3 ? 0 : FJ_SOFT_EXP2_SHARE;
 }
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
