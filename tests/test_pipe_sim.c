@@ -40,7 +40,7 @@ typedef struct sim_case {
     unsigned variant;                                             /* FJ_VARIANT_* (decode) or 0 */
     int mods, win_left, win_right, chunk;                         /* attention variants (FAJIT_MOD_*) */
     int seqlen_q, seqlen_k;                                       /* 0: 3 row blocks - 5, 6 KV tiles + 7 */
-    int sm100;                                                    /* 1: the sm_100a kernel (fwd_sm100.c) */
+    int sm100;                                                    /* 1: the sm_100a kernel (sm100_roles.c) */
 } sim_case;
 
 typedef struct built {
@@ -171,7 +171,7 @@ static void test_defaults(void **state)
         for (int causal = 0; causal < 2; causal++) expect_clean(&(sim_case){.dim = dims[i], .causal = causal});
 }
 
-/* The sm_100a kernel (fwd_sm100.c; tcgen05.commit arrives on its barriers, tcgen05.mma reads K / V through its
+/* The sm_100a kernel (sm100_roles.c on the frame; tcgen05.commit arrives on its barriers, tcgen05.mma reads K / V through its
  * descriptors until the commit): every default, 2-4 stages, one KV tile, causal Nq > Nk (rows with no key), a long
  * sequence (16 KV tiles a work tile) - no fault. */
 static void test_sm100(void **state)

@@ -5,8 +5,11 @@
  *   - rings: every barrier the table names is the one async.h's map gives (fj_ws_bar, plan.vtail_bar), all of them
  *     distinct, inside the barrier area, as many as the plan counts; each part's producer and consumer roles exist
  *     and say so in their produces / consumes bits;
+ *   - the sm_100a table (sm100.c fj_sm100_roles): its roles cover the CTA's 12 warps by register group, its rings are
+ *     sm100.h's barriers and async.h's Q / K / V ones (distinct, inside the barrier area), the MMA completes them by
+ *     tcgen05.commit (FJ_MMA_EVENT_MBARRIER), tensor memory is the plan's, allocated and freed by the MMA warp;
  *   - the sm_80 path has no role table.
- * Over dense, causal, FP8, O-in-the-V-ring and decode-variant (V tail) plans. Run: ctest --test-dir build -R test_roles
+ * Over dense, causal, FP8, O-in-the-V-ring and decode-variant (V tail) plans, and every sm_100a default. Run: ctest --test-dir build -R test_roles
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +21,7 @@
 
 #include "codegen/async.h"
 #include "codegen/codegen.h"
+#include "codegen/sm100.h"
 #include "fajit.h"
 
 static fajit_config sm90(fajit_dtype dt, int d, int causal)
@@ -43,11 +47,11 @@ static int map_bar(const fj_plan *p, const char *name, int s, int empty)
     return -1;
 }
 
-static void check_table(const fj_plan *p)
+/* The roles: inside the CTA, no warp twice, groups on warpgroups, consecutive; returns the warps used (a bit each). */
+static unsigned check_roles(const fj_plan *p)
 {
     const fj_role_table *t = &p->roles;
     assert_true(t->n_roles >= 2 && t->n_roles <= FJ_MAX_ROLES);
-    assert_int_equal(t->mma_event, FJ_MMA_EVENT_GROUP);
     unsigned used = 0; /* warps */
     for (int i = 0; i < t->n_roles; i++) {
         const fj_role *r = &t->role[i];
@@ -67,9 +71,13 @@ static void check_table(const fj_plan *p)
         }
         if (i == 0 || r->group != t->role[i - 1].group) assert_int_equal(r->first_warp % 4, 0); /* a warpgroup */
     }
-    assert_int_equal(t->role[0].regs, p->producer_regs);
-    assert_int_equal(t->role[t->n_roles - 1].regs, p->consumer_regs);
-    assert_int_equal(t->role[t->n_roles - 1].instances, p->consumer_wgs);
+    return used;
+}
+
+/* The rings: each barrier where `map` says (the arch's map), 8-aligned, inside smem, distinct; returns how many. */
+static int check_rings(const fj_plan *p, int (*map)(const fj_plan *, const char *, int, int))
+{
+    const fj_role_table *t = &p->roles;
     int n_bars = 0, offs[64];
     for (int g = 0; g < t->n_rings; g++) {
         const fj_ring *ring = &t->ring[g];
@@ -82,7 +90,7 @@ static void check_table(const fj_plan *p)
             for (int s = 0; s < ring->slots; s++)
                 for (int empty = 0; empty < 1 + (part->empty_count > 0); empty++) {
                     int off = fj_ring_bar(ring, q, s, empty);
-                    assert_int_equal(off, map_bar(p, part->name, s, empty));
+                    assert_int_equal(off, map(p, part->name, s, empty));
                     assert_true(off % 8 == 0 && off < p->smem_bytes);
                     assert_true(off >= p->bar_off || off == p->vtail_bar);
                     for (int i = 0; i < n_bars; i++) assert_int_not_equal(offs[i], off);
@@ -91,7 +99,77 @@ static void check_table(const fj_plan *p)
                 }
         }
     }
-    assert_int_equal(n_bars, p->n_bars + (p->vtail_bar != 0));
+    return n_bars;
+}
+
+static void check_table(const fj_plan *p)
+{
+    const fj_role_table *t = &p->roles;
+    assert_int_equal(t->mma_event, FJ_MMA_EVENT_GROUP);
+    assert_int_equal(t->tmem_cols, 0);
+    check_roles(p);
+    assert_int_equal(t->role[0].regs, p->producer_regs);
+    assert_int_equal(t->role[t->n_roles - 1].regs, p->consumer_regs);
+    assert_int_equal(t->role[t->n_roles - 1].instances, p->consumer_wgs);
+    assert_int_equal(check_rings(p, map_bar), p->n_bars + (p->vtail_bar != 0));
+}
+
+/* sm100.h's barrier of ring part `name` (slot s), or async.h's for Q / K / V; -1 for an unknown name. */
+static int map_bar_sm100(const fj_plan *p, const char *name, int s, int empty)
+{
+    static const struct {
+        const char *name;
+        int which;
+    } own[] = {{"S", FJ_SB_S_FULL},       {"P", FJ_SB_P_FULL},     {"O ready", FJ_SB_O_READY}, {"corr", FJ_SB_CORR_FULL},
+               {"O full", FJ_SB_O_FULL}, {"O free", FJ_SB_O_FREE}, {"stats", FJ_SB_STATS_FULL}};
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++)
+        if (!strcmp(name, own[i].name)) return empty ? -1 : p->sm100_bar + 8 * (own[i].which + s);
+    return map_bar(p, name, s, empty);
+}
+
+static void test_sm100_tables(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 96, 128, 192, 256};
+    for (int di = 0; di < 5; di++)
+        for (int causal = 0; causal < 2; causal++) {
+            fajit_config c = {0};
+            c.arch = FAJIT_ARCH_SM100A, c.dtype = FAJIT_DTYPE_BF16, c.head_dim = dims[di], c.causal = causal;
+            fj_config_heuristic(&c, NULL, NULL, 0);
+            fj_plan p;
+            assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+            const fj_role_table *t = &p.roles;
+            assert_int_equal(t->mma_event, FJ_MMA_EVENT_MBARRIER);
+            assert_non_null(p.backend->async->mma_commit);
+            assert_int_equal(check_roles(&p), (1u << FJ_SM100_WARPS) - 1); /* every warp has a role */
+            assert_int_equal(t->n_roles, FJ_SM100_ROLES);
+            assert_int_equal(t->role[FJ_SM100_ROLE_SOFTMAX].kind, FJ_ROLE_SOFTMAX);
+            assert_int_equal(t->role[FJ_SM100_ROLE_CORR].kind, FJ_ROLE_CORRECTION);
+            assert_int_equal(t->role[FJ_SM100_ROLE_MMA].kind, FJ_ROLE_MMA);
+            assert_int_equal(t->role[FJ_SM100_ROLE_LOAD].kind, FJ_ROLE_LOAD);
+            assert_int_equal(t->role[FJ_SM100_ROLE_SOFTMAX].regs, FJ_SM100_REGS_SOFTMAX);
+            /* 128 threads a warpgroup: the budgets fit the register file */
+            assert_true(128 * (FJ_SM100_REGS_SOFTMAX + FJ_SM100_REGS_START + FJ_SM100_REGS_OTHER) <= 65536);
+            /* tensor memory: the plan's columns, allocated and freed by the MMA warp, not touched by the load role */
+            assert_int_equal(t->tmem_cols, p.tmem_cols);
+            assert_int_equal(t->tmem_slot, p.tmem_slot);
+            const fj_role *mma = &t->role[FJ_SM100_ROLE_MMA];
+            assert_true(t->tmem_warp >= mma->first_warp && t->tmem_warp < mma->first_warp + mma->warps);
+            assert_true(t->tmem_roles >> FJ_SM100_ROLE_MMA & 1);
+            assert_false(t->tmem_roles >> FJ_SM100_ROLE_LOAD & 1);
+            assert_true(t->tmem_bar > 0 && t->tmem_bar < 16);
+            /* every barrier of the plan but Q full / empty [1] (one Q buffer) is a ring's */
+            assert_int_equal(p.q_bufs, 1);
+            assert_int_equal(check_rings(&p, map_bar_sm100), p.n_bars - 2);
+            /* the MMA's commits complete the K / V empties, S full and O full; the load fills Q, K, V */
+            for (int g = 0; g < t->n_rings; g++)
+                for (int q = 0; q < t->ring[g].n_parts; q++) {
+                    const fj_ring_part *part = &t->ring[g].part[q];
+                    if (part->producer == FJ_SM100_ROLE_MMA) assert_int_equal(part->full_count, 1);
+                    if (part->consumer == FJ_SM100_ROLE_MMA && part->empty_count) assert_int_equal(part->empty_count, 1);
+                    if (part->producer == FJ_SM100_ROLE_LOAD) assert_true(part->tx_bytes > 0);
+                }
+        }
 }
 
 static void test_sm90_tables(void **state)
@@ -160,6 +238,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sm90_tables),
         cmocka_unit_test(test_fp8_table),
+        cmocka_unit_test(test_sm100_tables),
         cmocka_unit_test(test_sm80_no_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

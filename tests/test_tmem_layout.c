@@ -1,6 +1,6 @@
 /*
  * test_tmem_layout.c - a small interpreter of the sm_100a kernel's data layouts (label unit), no GPU: it follows
- * one KV tile through the layouts fwd_sm100.c uses and checks each hand-over against a float64 reference.
+ * one KV tile through the layouts sm100_roles.c uses and checks each hand-over against a float64 reference.
  *   TMA      Q, K, V tiles land in shared memory as boxes of [rows][W bytes], 16-byte chunks swizzled by the
  *            address bits (Swizzle<log2(W/16), 4, 3>: bits 4.. ^= bits 7..), at the plan's offsets
  *   MMA      S = Q K^T and O = P V, each operand read through its descriptor as the PTX ISA's canonical layouts

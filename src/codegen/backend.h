@@ -9,11 +9,11 @@
  *
  *   sm_80  (sm80.c)   cp.async + ldmatrix + mma.sync.m16n8k16        every warp loads and computes
  *   sm_90a (sm90.c)   TMA + mbarrier + wgmma, warp-specialized         producer / consumer warpgroups
- *   sm_100a           TMA + tcgen05.mma into tensor memory             not yet
+ *   sm_100a (sm100.c) TMA + tcgen05.mma into tensor memory, warp-specialized: load, MMA, softmax, correction
  * A backend fills exactly one protocol table: sync (fj_sync_proto: the skeleton fwd_kernel.c, all warps alike)
  * or async (fj_async_proto: the warp-specialized frame ws_frame.c, which emits the setup, the role dispatch,
  * the register split and the tile schedule from the plan's role table (roles.h) around the arch's role
- * bodies - sm_90a: sm90_roles.c).
+ * bodies - sm_90a: sm90_roles.c, sm_100a: sm100_roles.c).
  */
 #ifndef FJ_BACKEND_H
 #define FJ_BACKEND_H
@@ -79,6 +79,8 @@ typedef struct fj_kctx {
     fj_reg_t q_buf;                   /* u32: the current work tile's Q buffer, as bytes past plan.q_off */
     fj_reg_t wg_leader;               /* pred: thread 0 of the consumer warpgroup (issues its TMA stores) */
     fj_reg_t leader;                  /* pred: lane 0 of the warp (arrives on the K/V empty barriers) */
+    fj_reg_t tmem;                    /* u32, a role table with tensor memory (roles.h tmem_cols): its base address
+                                         (lane 0, the first allocated column), read by the frame's setup */
     int defer_o_rescale;              /* softmax rebase leaves O alone: the factors stay in corr and
                                          fj_emit_softmax_rescale_o applies them (O is an in-flight
                                          wgmma accumulator meanwhile) */
@@ -189,9 +191,8 @@ typedef struct fj_async_proto {
     /* FJ_MMA_EVENT_GROUP (sm_90a): mma_qk / mma_pv issue asynchronously and close one group each; this waits
      * until at most `pending` groups of this warpgroup are in flight (their results readable). */
     void (*mma_wait)(fj_kctx *k, int pending);
-    /* FJ_MMA_EVENT_MBARRIER (sm_100a, not yet): make the barrier at shared address base + off track the MMAs
-     * issued so far (tcgen05.commit); the consumer of that ring waits on it as on any full barrier. NULL for
-     * FJ_MMA_EVENT_GROUP. */
+    /* FJ_MMA_EVENT_MBARRIER (sm_100a): make the barrier at shared address base + off track the MMAs issued so far
+     * (tcgen05.commit); the consumer of that ring waits on it as on any full barrier. NULL for FJ_MMA_EVENT_GROUP. */
     void (*mma_commit)(fj_kctx *k, fj_reg_t base, int off);
     /* At the start of each work tile: per-tile operand state (k->q_buf is set). */
     void (*tile_start)(fj_kctx *k);

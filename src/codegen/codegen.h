@@ -133,10 +133,10 @@ typedef struct fj_plan {
      * frame (ws_frame.c) emits the setup, the dispatch and the register split from (roles.h; filled last, by the
      * backend's async->roles). Zero on the sm_80 path. */
     fj_role_table roles;
-    /* sm_100a (sm100.c, fwd_sm100.c): tensor memory columns (fp32 words of all 128 lanes) of S[0] and S[1] (block_n each,
+    /* sm_100a (sm100.c, sm100_roles.c): tensor memory columns (fp32 words of all 128 lanes) of S[0] and S[1] (block_n each,
      * the QK^T accumulators a KV tile alternates between), O (head_dim) and P[0], P[1] (block_n / 2 each: two 16-bit
      * values a column, the PV MMA's A operand), tmem_cols of them allocated; sm100_bar: the offset of the sm_100a
-     * barriers after the Q / K / V ones (fwd_sm100.c lists them); tmem_slot, corr_off, stats_off: the allocated
+     * barriers after the Q / K / V ones (sm100.h lists them); tmem_slot, corr_off, stats_off: the allocated
      * address, the rows' rescale factors [2][block_m] and final (l, m) [2][2][block_m], fp32 */
     int tmem_s_col, tmem_o_col, tmem_p_col, tmem_cols;
     int sm100_bar, tmem_slot, corr_off, stats_off;

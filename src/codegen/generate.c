@@ -8,7 +8,6 @@
 #include "backend.h"
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
-#include "sm100.h"
 
 static void module_header(const fj_plan *p, int verbosity, fj_buf *out)
 {
@@ -38,8 +37,7 @@ fajit_status fj_generate_ptx_plan(const fj_plan *p, int verbosity, char **out, s
     k.e = &e;
     k.p = p;
     if (p->variant & FJ_VARIANT_COMBINE) fj_emit_combine_kernel(&e, p);
-    else if (p->backend == &fj_backend_sm100) fj_emit_fwd_sm100_kernel(&k); /* until the frame takes it */
-    else if (p->backend->async) fj_emit_fwd_ws_kernel(&k); /* the warp-specialized frame */
+    else if (p->backend->async) fj_emit_fwd_ws_kernel(&k); /* the warp-specialized frame (sm_90a, sm_100a) */
     else fj_emit_fwd_kernel(&k);
 
     fj_buf mod;

@@ -341,6 +341,11 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if (p->fp8)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take no decode "
                                               "variant yet (seqlens_k, split-KV, paged K/V, varlen)", variant);
+    if (p->roles.tmem_cols) /* sm_100a: its role bodies (sm100_roles.c) read the dense parameter block only */
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x on %s: its kernel takes no decode variant yet "
+                                              "(seqlens_k, split-KV, GQA packing, paged K/V, varlen: the sm_90a and "
+                                              "sm_80 kernels take them)",
+                       variant, p->arch->name);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
                                               "seqlens_k, split-KV, GQA packing and paged K/V whole pages or tiles; "

@@ -83,7 +83,21 @@ typedef struct fj_role_table {
     fj_ring ring[FJ_MAX_RINGS];
     int mma_event;         /* FJ_MMA_EVENT_* */
     const char *setup_why; /* the frame's setup banner: the warp roles in a sentence or three */
+    /* Tensor memory (sm_100a; tmem_cols 0: none). In the setup warp tmem_warp allocates tmem_cols columns (the
+     * address lands at smem + tmem_slot; every thread reads it into k->tmem after the CTA barrier); after the body of
+     * each role in tmem_roles (bit i: role i) the frame emits the teardown: those roles' warps meet at named barrier
+     * tmem_bar (no tensor memory access is left in flight) and warp tmem_warp frees the columns. */
+    int tmem_cols, tmem_slot, tmem_warp, tmem_bar;
+    unsigned tmem_roles;
 } fj_role_table;
+
+/* Filling a table (roles.c), in the order the frame initializes the barriers: fj_role_add appends a role (one
+ * instance, no register change, no label); fj_ring_add starts ring t->n_rings (the caller adds its parts with
+ * fj_ring_add_part, which sets the roles' produces / consumes bits, then counts it: t->n_rings++). */
+fj_role *fj_role_add(fj_role_table *t, const char *name, int kind, int first_warp, int warps, int group);
+fj_ring *fj_ring_add(fj_role_table *t, const char *name, int slots, int stride);
+void fj_ring_add_part(fj_role_table *t, fj_ring *g, const char *name, int producer, int consumer, int full_count,
+                      int tx_bytes, int empty_count, int full_off, int empty_off);
 
 /* Byte offset of the full (empty = 0) or empty (empty = 1) barrier of ring part `part`, slot `slot`. */
 static inline int fj_ring_bar(const fj_ring *r, int part, int slot, int empty)

@@ -1,7 +1,7 @@
 /*
  * sm100.c - the sm_100a backend's plan: tcgen05.mma (kind::f16, fp32 accumulation in tensor memory) fed by TMA,
- * the roles of sm100.h. PTX ISA 8.6, .target sm_100a. The kernel is fwd_sm100.c's; the instruction forms and
- * descriptors tc05.[ch]'s.
+ * the roles of sm100.h as a role table (fj_sm100_roles) for the warp-specialized frame (ws_frame.c), whose role bodies
+ * are sm100_roles.c's. PTX ISA 8.6, .target sm_100a. The instruction forms and descriptors are tc05.[ch]'s.
  *
  * Tensor memory (128 lanes x 512 columns of 32 bits; row i of an M = 128 accumulator is lane i): S[0], S[1] take
  * block_n columns each (a KV tile's S alternates between them, so S(j + 1) = Q K(j + 1)^T runs while the softmax
@@ -14,6 +14,7 @@
  * (FlashAttention-4's ping-pong: 2 x (S + O)) fit only D <= 128 and are not built yet.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "async.h"
 #include "backend.h"
@@ -21,6 +22,7 @@
 #include "base/error.h"
 #include "sm100.h"
 #include "tc05.h"
+#include "ws_frame.h"
 
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
 
@@ -142,8 +144,10 @@ static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
     const fajit_config *c = &p->cfg;
     const char *dt = fj_dtype_ptx(p);
     fj_buf_printf(out, "%swarp roles: warps 0-3 softmax (thread t owns query row t), 4-7 correction + epilogue (O's row "
-                       "t), 8 MMA (one thread issues every tcgen05.mma / commit; the warp allocates tensor memory), 9 "
-                       "load (one thread issues the TMA loads), 10-11 idle; setmaxnreg: softmax %d, correction %d, warpgroup 2 %d\n",
+                       "t), 8 MMA (one thread issues every tcgen05.mma / commit; the warp allocates and frees tensor "
+                       "memory), 9-11 load (one thread issues the TMA loads; warps 10-11 leave); setmaxnreg: softmax %d, "
+                       "correction %d, warpgroup 2 %d; the warp-specialized frame emits the setup, the dispatch and the "
+                       "teardown from the role table\n",
                   pf, FJ_SM100_REGS_SOFTMAX, FJ_SM100_REGS_START, FJ_SM100_REGS_OTHER);
     fj_buf_printf(out, "%sMMA: S = QK^T: %d x tcgen05.mma.kind::f16 M128 N%d K16 (%s; A = Q, B = K from smem, both "
                        "K-major); O += PV: %d x M128 N%d K16 (A = P from tensor memory, B = V from smem, N-major)\n",
@@ -157,8 +161,8 @@ static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
                        "(Q) / %d rows (K, V), %d per tile; descriptors (sm_100 version bit 46): SBO %d B; V's LBO one box\n",
                   pf, p->tma_box_cols, c->swizzle, c->swizzle, c->block_m, c->block_n, p->tma_boxes, 8 * c->swizzle);
     fj_buf_printf(out, "%smbarriers at +%d: Q full / empty, K / V full / empty per stage (async.h; the empties count 1: "
-                       "tcgen05.commit of the MMA thread), then at +%d S full[2], P+O ready[2], corr full[2], O full, O "
-                       "free, stats full[2] (sm100.h)\n",
+                       "tcgen05.commit of the MMA thread), then at +%d S full[2], P full[2], O ready[2], corr full[2], O "
+                       "full, O free, stats full[2] (sm100.h); each a ring of the role table, which the frame initializes\n",
                   pf, p->bar_off, p->sm100_bar);
     fj_buf_printf(out, "%ssoftmax: lazy rescale (a row's reference max moves only when the tile max passes it by more than "
                        "2^%d); the correction warps rescale O in tensor memory only when a row of theirs moved (a warp "
@@ -184,6 +188,104 @@ void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo)
     *lbo = v ? p->cfg.block_n * p->cfg.swizzle : 16; /* V: one box along N; K-major swizzled: unused ("assumed 1") */
     *sbo = 8 * p->cfg.swizzle;                        /* 8 rows of the swizzle span */
 }
+
+/* ---- the role table (roles.h) -------------------------------------------------------------------- */
+
+static int sbar(const fj_plan *p, int which) { return p->sm100_bar + 8 * which; }
+
+static void roles_sm100(fj_role_table *t)
+{
+    fj_role *r = fj_role_add(t, "softmax", FJ_ROLE_SOFTMAX, FJ_SM100_WARP_SOFTMAX, 4, 0);
+    r->regs = FJ_SM100_REGS_SOFTMAX;
+    r->regs_how = FJ_REGS_INC;
+    r->title = "Softmax role (warps 0-3: thread t owns query row t, tensor memory lane t)";
+    r->why = "Per KV tile: S(j) row from tensor memory, mask, m = the reference max (moved only when the tile's\n"
+             "passes it by 2^slack), P = 2^(s scale - m) packed to 16 bits into P[j % 2], the rescale factor\n"
+             "2^(m_old - m) to the correction role, l = l c + sum P. At the end of a work tile l and m go to\n"
+             "shared memory for the epilogue.";
+    r = fj_role_add(t, "correction", FJ_ROLE_CORRECTION, FJ_SM100_WARP_CORR, 4, 1);
+    r->regs = FJ_SM100_REGS_START;
+    r->regs_how = FJ_REGS_KEEP;
+    r->label = "corr";
+    r->title = "Correction role (warps 4-7: thread t rescales O's row t; then the epilogue)";
+    r->why = "Per KV tile j > 0: once O += P(j-1) V(j-1) is done (O full), O's row x the softmax's factor, in a warp\n"
+             "only when one of its rows' max moved (vote); then O ready. The epilogue ends each work tile.";
+    r = fj_role_add(t, "MMA", FJ_ROLE_MMA, FJ_SM100_WARP_MMA, 1, 2);
+    r->regs = FJ_SM100_REGS_OTHER;
+    r->regs_how = FJ_REGS_DEC;
+    r->label = "mma";
+    r->title = "MMA role (warp 8, one thread)";
+    r->why = "S(0), S(1), then per KV tile: O += P(j) V(j) once P(j) is stored and O rescaled, S(j + 2).\n"
+             "Every group ends in tcgen05.commit: K / V empty, S full, O full, Q empty arrive when it completes.";
+    r = fj_role_add(t, "load", FJ_ROLE_LOAD, FJ_SM100_WARP_LOAD, FJ_SM100_WARPS - FJ_SM100_WARP_LOAD, 2);
+    r->label = "load";
+    r->title = "Load role (warp 9, one thread)";
+    r->why = "Q into its buffer once the last work tile's S MMAs are done (Q empty), K(j) and V(j) into stage\n"
+             "it % stages once the MMAs that read the stage's last tiles are done (K / V empty: tcgen05.commit).";
+    snprintf(r->note, sizeof r->note, "warps %d-%d: the load role (thread 0 of warp %d issues every copy; the others leave)",
+             FJ_SM100_WARP_LOAD, FJ_SM100_WARPS - 1, FJ_SM100_WARP_LOAD);
+}
+
+void fj_sm100_roles(fj_plan *p)
+{
+    fj_role_table *t = &p->roles;
+    const int sm = FJ_SM100_ROLE_SOFTMAX, co = FJ_SM100_ROLE_CORR, mma = FJ_SM100_ROLE_MMA, ld = FJ_SM100_ROLE_LOAD;
+    memset(t, 0, sizeof *t);
+    t->mma_event = FJ_MMA_EVENT_MBARRIER;
+    t->setup_why = "Thread 0 initializes the mbarriers, the MMA warp allocates tensor memory (its address lands in\n"
+                   "shared memory); after a CTA barrier every thread reads it and the warps go to their roles.";
+    roles_sm100(t);
+    t->tmem_cols = p->tmem_cols;
+    t->tmem_slot = p->tmem_slot;
+    t->tmem_warp = FJ_SM100_WARP_MMA;
+    t->tmem_bar = FJ_SM100_TEARDOWN_BAR;
+    t->tmem_roles = 1u << sm | 1u << co | 1u << mma;
+    fj_ring *g = fj_ring_add(t, "Q", 1, 8);
+    snprintf(g->note, sizeof g->note,
+             "mbarriers: Q full (1 arrival + %d bytes), Q empty (1: tcgen05.commit after the work tile's last S); per "
+             "stage K / V full (1 arrival + the tile's bytes), K / V empty (1: tcgen05.commit after the MMAs reading it)",
+             p->q_bytes);
+    fj_ring_add_part(t, g, "Q", ld, mma, 1, p->q_bytes, 1, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0));
+    t->n_rings++;
+    g = fj_ring_add(t, "K/V", p->cfg.stages, 8 * FJ_WS_BARS_PER_STAGE);
+    fj_ring_add_part(t, g, "K", ld, mma, 1, p->kv_tile_bytes, 1, fj_ws_bar(p, FJ_BAR_K_FULL, 0),
+                     fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
+    fj_ring_add_part(t, g, "V", ld, mma, 1, p->kv_tile_bytes, 1, fj_ws_bar(p, FJ_BAR_V_FULL, 0),
+                     fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
+    t->n_rings++;
+    g = fj_ring_add(t, "S", 2, 8);
+    snprintf(g->note, sizeof g->note,
+             "S full[2] (1: tcgen05.commit after S[b] = QK^T); P full[2], O ready[2] (4 each: lane 0 of each softmax / "
+             "correction warp); corr full[2], stats full[2] (4: softmax warps); O full (1: commit after each PV); O "
+             "free (4: correction warps)");
+    fj_ring_add_part(t, g, "S", mma, sm, 1, 0, 0, sbar(p, FJ_SB_S_FULL), 0);
+    t->n_rings++;
+    g = fj_ring_add(t, "P/O ready", 2, 8);
+    fj_ring_add_part(t, g, "P", sm, mma, 4, 0, 0, sbar(p, FJ_SB_P_FULL), 0);
+    fj_ring_add_part(t, g, "O ready", co, mma, 4, 0, 0, sbar(p, FJ_SB_O_READY), 0);
+    t->n_rings++;
+    g = fj_ring_add(t, "corr", 2, 8);
+    fj_ring_add_part(t, g, "corr", sm, co, 4, 0, 0, sbar(p, FJ_SB_CORR_FULL), 0);
+    t->n_rings++;
+    g = fj_ring_add(t, "O full", 1, 0);
+    fj_ring_add_part(t, g, "O full", mma, co, 1, 0, 0, sbar(p, FJ_SB_O_FULL), 0);
+    t->n_rings++;
+    g = fj_ring_add(t, "O free", 1, 0);
+    fj_ring_add_part(t, g, "O free", co, mma, 4, 0, 0, sbar(p, FJ_SB_O_FREE), 0);
+    t->n_rings++;
+    g = fj_ring_add(t, "stats", 2, 8);
+    fj_ring_add_part(t, g, "stats", sm, co, 4, 0, 0, sbar(p, FJ_SB_STATS_FULL), 0);
+    t->n_rings++;
+}
+
+static void mma_commit_sm100(fj_kctx *k, fj_reg_t base, int off) { fj_tc05_commit(k, base, off); }
+
+static const fj_async_proto async_sm100 = {
+    .roles = fj_sm100_roles,
+    .role_body = fj_sm100_role_body,
+    .mma_wait = NULL, /* FJ_MMA_EVENT_MBARRIER: tcgen05.commit arrives on the rings' barriers */
+    .mma_commit = mma_commit_sm100,
+};
 
 static int row0(const fj_plan *p, int row) { (void)p; return row; }
 static int s_reg1(const fj_plan *p, int row, int val) { (void)p; (void)row; return val; }
@@ -211,4 +313,5 @@ const fj_backend fj_backend_sm100 = {
     .plan = plan_sm100,
     .describe = describe_sm100,
     .frag_desc = frag_desc_sm100,
+    .async = &async_sm100,
 };

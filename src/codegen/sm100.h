@@ -1,14 +1,14 @@
 /*
- * sm100.h - the sm_100a path's roles and its barriers beside the Q / K / V ones of async.h (sm100.c plans them,
- * fwd_sm100.c emits the kernel). Until the warp-specialized frame (issue 24, part 1) takes role tables, this
- * header is the table: which warps play which role, which barrier each role waits on and arrives at.
+ * sm100.h - the sm_100a path's roles and its barriers beside the Q / K / V ones of async.h. sm100.c plans them and
+ * fills the role table (roles.h, plan.roles) that the warp-specialized frame (ws_frame.c) emits the setup, dispatch,
+ * register split, tensor memory allocation and teardown from; sm100_roles.c has the role bodies.
  *
- *   warps 0-3  softmax      thread t owns query row t: S row from tensor memory (tcgen05.ld), P back (tcgen05.st)
- *   warps 4-7  correction   thread t rescales O's row t in tensor memory when its max moved; then the epilogue:
- *                           O x 1/l, O and LSE to global memory
- *   warp 8     MMA          one thread issues every tcgen05.mma and tcgen05.commit; the warp allocates tensor memory
- *   warp 9     load         one thread issues the TMA loads of Q, K, V
- *   warps 10-11              idle: they complete warpgroup 2 (setmaxnreg acts per warpgroup) and leave
+ *   warps 0-3   softmax      thread t owns query row t: S row from tensor memory (tcgen05.ld), P back (tcgen05.st)
+ *   warps 4-7   correction   thread t rescales O's row t in tensor memory when its max moved; then the epilogue:
+ *                            O x 1/l, O and LSE to global memory
+ *   warp 8      MMA          one thread issues every tcgen05.mma and tcgen05.commit; the warp allocates tensor memory
+ *   warps 9-11  load         one thread issues the TMA loads of Q, K, V; warps 10-11 complete warpgroup 2
+ *                            (setmaxnreg acts per warpgroup) and leave
  * Registers (setmaxnreg; 384 threads start at 168): the softmax warpgroup takes FJ_SM100_REGS_SOFTMAX (its row of S,
  * the mask and the exponentials), the correction keeps 168, warpgroup 2 gives back to FJ_SM100_REGS_OTHER:
  * 128 x (232 + 168 + 104) = 64512 of 65536.
@@ -24,21 +24,26 @@ enum {
     FJ_SM100_WARP_SOFTMAX = 0, /* 4 warps */
     FJ_SM100_WARP_CORR = 4,    /* 4 warps */
     FJ_SM100_WARP_MMA = 8,
-    FJ_SM100_WARP_LOAD = 9,
+    FJ_SM100_WARP_LOAD = 9,    /* 3 warps: one thread loads */
     FJ_SM100_WARPS = 12
 };
 enum { FJ_SM100_REGS_SOFTMAX = 232, FJ_SM100_REGS_START = 168, FJ_SM100_REGS_OTHER = 104 };
+/* The roles' indices in plan.roles (sm100.c fj_sm100_roles), in the frame's order: by register group. */
+enum { FJ_SM100_ROLE_SOFTMAX = 0, FJ_SM100_ROLE_CORR, FJ_SM100_ROLE_MMA, FJ_SM100_ROLE_LOAD, FJ_SM100_ROLES };
+/* The named barrier of the tensor memory teardown (roles.h tmem_bar). */
+#define FJ_SM100_TEARDOWN_BAR 1
 
 /* The sm_100a barriers after async.h's Q full[2], Q empty[2] and per-stage K / V full / empty, 8 bytes each, at
- * plan.sm100_bar + 8 x index (counts: arrivals that complete a phase). */
+ * plan.sm100_bar + 8 x index (counts: arrivals that complete a phase). Each is a ring of the role table. */
 enum fj_sm100_bar {
-    FJ_SB_S_FULL = 0,     /* [2] 1: tcgen05.commit after S[b] = Q K^T; the softmax waits */
-    FJ_SB_PO_READY = 2,   /* [2] 8: lane 0 of each softmax warp (P[b] stored) and each correction warp (O rescaled) */
-    FJ_SB_CORR_FULL = 4,  /* [2] 4: softmax warps, the rows' factors in corr[b] */
-    FJ_SB_O_FULL = 6,     /* 1: tcgen05.commit after each O += P V; the correction and the epilogue wait */
-    FJ_SB_O_FREE = 7,     /* 4: correction warps, once the epilogue has read O; the MMA waits before a tile's first PV */
-    FJ_SB_STATS_FULL = 8, /* [2] 4: softmax warps, a work tile's l and m in stats[round % 2] */
-    FJ_SB_COUNT = 10
+    FJ_SB_S_FULL = 0,      /* [2] 1: tcgen05.commit after S[b] = Q K^T; the softmax waits */
+    FJ_SB_P_FULL = 2,      /* [2] 4: lane 0 of each softmax warp, P[b] stored; the MMA waits before O += P V */
+    FJ_SB_O_READY = 4,     /* [2] 4: lane 0 of each correction warp, O rescaled for O += P[b] V; the MMA waits */
+    FJ_SB_CORR_FULL = 6,   /* [2] 4: softmax warps, the rows' factors in corr[b] */
+    FJ_SB_O_FULL = 8,      /* 1: tcgen05.commit after each O += P V; the correction and the epilogue wait */
+    FJ_SB_O_FREE = 9,      /* 4: correction warps, once the epilogue has read O; the MMA waits before a tile's first PV */
+    FJ_SB_STATS_FULL = 10, /* [2] 4: softmax warps, a work tile's l and m in stats[round % 2] */
+    FJ_SB_COUNT = 12
 };
 
 extern const fj_backend fj_backend_sm100;
@@ -47,7 +52,7 @@ extern const fj_backend fj_backend_sm100;
  * by head dim. */
 void fj_sm100_fill(fajit_config *c);
 
-/* The layouts the kernel uses, as data (fwd_sm100.c emits them; tests/test_tmem_layout.c interprets them):
+/* The layouts the kernel uses, as data (sm100_roles.c emits them; tests/test_tmem_layout.c interprets them):
  *   k-step ks of S = Q K^T: the A (Q) and B (K) descriptors' start, bytes past the Q tile / the K tile
  *   k-step ks of O += P V: P's first tensor memory column past P[b]'s, V's descriptor start past the V tile
  *   lane base of warp w's tcgen05.ld / st (rows 32 (w % 4) ..: the warp's own quarter, 9.7.16.8.1)
@@ -58,7 +63,9 @@ static inline int fj_sm100_lane_base(int warp) { return 32 * (warp % 4); }
 /* LBO / SBO of the Q and K descriptors (K-major) and of V's (N-major). */
 void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo);
 
-/* The whole kernel (fwd_sm100.c). */
-void fj_emit_fwd_sm100_kernel(fj_kctx *k);
+/* The role table (roles.h) of an sm_100a plan, and the role bodies (sm100_roles.c) the frame emits from it. */
+struct fj_ws_loop;
+void fj_sm100_roles(fj_plan *p);
+void fj_sm100_role_body(fj_kctx *k, struct fj_ws_loop *l, const fj_role *r);
 
 #endif

@@ -250,46 +250,6 @@ static fajit_status plan_sm90(fj_plan *p)
 
 /* ---- the role table (roles.h) -------------------------------------------------------------------- */
 
-static fj_role *add_role(fj_role_table *t, const char *name, int kind, int first_warp, int warps, int group)
-{
-    fj_role *r = &t->role[t->n_roles++];
-    memset(r, 0, sizeof *r);
-    r->name = name;
-    r->kind = kind;
-    r->first_warp = first_warp;
-    r->warps = warps;
-    r->instances = 1;
-    r->group = group;
-    return r;
-}
-
-/* A ring of `slots` slots whose barriers lie at full_off / empty_off (slot 0) + slot x stride. */
-static fj_ring *add_ring(fj_role_table *t, const char *name, int slots, int stride)
-{
-    fj_ring *g = &t->ring[t->n_rings];
-    memset(g, 0, sizeof *g);
-    g->name = name;
-    g->slots = slots;
-    g->slot_stride = stride;
-    return g;
-}
-
-static void add_part(fj_role_table *t, fj_ring *g, const char *name, int producer, int consumer, int full_count,
-                     int tx_bytes, int empty_count, int full_off, int empty_off)
-{
-    fj_ring_part *q = &g->part[g->n_parts++];
-    q->name = name;
-    q->producer = producer;
-    q->consumer = consumer;
-    q->full_count = full_count;
-    q->tx_bytes = tx_bytes;
-    q->empty_count = empty_count;
-    q->full_off = full_off;
-    q->empty_off = empty_off;
-    t->role[producer].produces |= 1u << t->n_rings;
-    t->role[consumer].consumes |= 1u << t->n_rings;
-}
-
 void fj_sm90_roles(fj_plan *p)
 {
     fj_role_table *t = &p->roles;
@@ -299,7 +259,7 @@ void fj_sm90_roles(fj_plan *p)
     t->setup_why = "Thread 0 initializes the mbarriers; after a CTA barrier warpgroup 0 becomes the producer\n"
                    "and warpgroups 1.. the consumers. setmaxnreg moves registers from the first to the others;\n"
                    "no CTA-wide barrier follows (the producer's idle warps leave early).";
-    fj_role *r = add_role(t, "producer", FJ_ROLE_LOAD, 0, p->fp8 ? 1 : 4, 0);
+    fj_role *r = fj_role_add(t, "producer", FJ_ROLE_LOAD, 0, p->fp8 ? 1 : 4, 0);
     r->regs = p->producer_regs;
     r->regs_how = p->producer_regs ? FJ_REGS_DEC : FJ_REGS_KEEP;
     r->title = "Producer warpgroup: TMA loads";
@@ -308,7 +268,7 @@ void fj_sm90_roles(fj_plan *p)
              "the consumers have freed it (Q empty), then K(j) and V(j) to the next stage of the ring when\n"
              "the consumers have freed it (its empty barriers); the copies complete the full barriers.";
     if (p->fp8) { /* warp 0 loads; warps 1..transpose_warps transpose (the rest of the warpgroup idles there) */
-        r = add_role(t, "transposer", FJ_ROLE_TRANSPOSE, 1, p->transpose_warps, 0);
+        r = fj_role_add(t, "transposer", FJ_ROLE_TRANSPOSE, 1, p->transpose_warps, 0);
         r->label = "transposer";
         r->title = "Producer warps 1..: the V transpose (FP8)";
         r->why = "FP8 wgmma reads B K-major only: V(j) [keys][head dims] becomes Vt(j) [head dims][keys] in its own\n"
@@ -316,7 +276,7 @@ void fj_sm90_roles(fj_plan *p)
         snprintf(r->note, sizeof r->note, "FP8: warps 1-%d transpose V (below); thread 0 of warp 0 loads",
                  p->transpose_warps);
     }
-    r = add_role(t, "consumers", FJ_ROLE_SOFTMAX, 4, cw, 1);
+    r = fj_role_add(t, "consumers", FJ_ROLE_SOFTMAX, 4, cw, 1);
     r->instances = p->consumer_wgs;
     r->regs = p->consumer_regs;
     r->regs_how = p->consumer_regs ? FJ_REGS_INC : FJ_REGS_KEEP;
@@ -330,45 +290,45 @@ void fj_sm90_roles(fj_plan *p)
                           "K(j), S = QK^T (wgmma, both operands from smem), free K's stage, mask, online softmax,\n"
                           "wait for V(j), O += PV (wgmma, P from registers), free V's stage.";
     /* the rings, in the order of their barrier initialization (async.h's map) */
-    fj_ring *g = add_ring(t, "Q", 2, 8);
+    fj_ring *g = fj_ring_add(t, "Q", 2, 8);
     snprintf(g->note, sizeof g->note,
              "mbarriers: Q full[2] (1 arrival + %d bytes), Q empty[2] (%d arrivals); per stage K / V full (1 arrival + "
              "the tile's bytes), K / V empty (%d arrivals: lane 0 of every consumer warp)",
              p->q_bytes, cw, cw);
-    add_part(t, g, "Q", prod, cons, 1, p->q_bytes, cw, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0));
+    fj_ring_add_part(t, g, "Q", prod, cons, 1, p->q_bytes, cw, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0));
     t->n_rings++;
-    g = add_ring(t, "K/V", p->cfg.stages, 8 * FJ_WS_BARS_PER_STAGE);
-    add_part(t, g, "K", prod, cons, 1, p->kv_tile_bytes, cw, fj_ws_bar(p, FJ_BAR_K_FULL, 0),
+    g = fj_ring_add(t, "K/V", p->cfg.stages, 8 * FJ_WS_BARS_PER_STAGE);
+    fj_ring_add_part(t, g, "K", prod, cons, 1, p->kv_tile_bytes, cw, fj_ws_bar(p, FJ_BAR_K_FULL, 0),
              fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
-    add_part(t, g, "V", prod, p->fp8 ? xp : cons, 1, p->kv_tile_bytes, p->fp8 ? 32 * p->transpose_warps : cw,
+    fj_ring_add_part(t, g, "V", prod, p->fp8 ? xp : cons, 1, p->kv_tile_bytes, p->fp8 ? 32 * p->transpose_warps : cw,
              fj_ws_bar(p, FJ_BAR_V_FULL, 0), fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
     t->n_rings++;
     if (p->fp8) {
-        g = add_ring(t, "Vt", p->cfg.stages, 16);
+        g = fj_ring_add(t, "Vt", p->cfg.stages, 16);
         snprintf(g->note, sizeof g->note,
                  "FP8: per stage VT full (%d arrivals: every thread of the %d transposing producer warps, after its "
                  "stmatrix and a proxy fence) and VT empty (%d arrivals: lane 0 of every consumer warp); V empty above "
                  "counts the transposing threads, which free the TMA-loaded V",
                  32 * p->transpose_warps, p->transpose_warps, cw);
-        add_part(t, g, "Vt", xp, cons, 32 * p->transpose_warps, 0, cw, fj_ws_bar(p, FJ_BAR_VT_FULL, 0),
+        fj_ring_add_part(t, g, "Vt", xp, cons, 32 * p->transpose_warps, 0, cw, fj_ws_bar(p, FJ_BAR_VT_FULL, 0),
                  fj_ws_bar(p, FJ_BAR_VT_EMPTY, 0));
         t->n_rings++;
     }
     if (p->o_stage == 2) {
-        g = add_ring(t, "O free", 1, 0);
+        g = fj_ring_add(t, "O free", 1, 0);
         snprintf(g->note, sizeof g->note,
                  "O free (%d arrivals: each consumer warpgroup's store leader, once its TMA store has read the O "
                  "staging in the V ring)",
                  p->consumer_wgs);
-        add_part(t, g, "O free", cons, prod, p->consumer_wgs, 0, 0, fj_ws_bar(p, FJ_BAR_O_FREE, 0), 0);
+        fj_ring_add_part(t, g, "O free", cons, prod, p->consumer_wgs, 0, 0, fj_ws_bar(p, FJ_BAR_O_FREE, 0), 0);
         t->n_rings++;
     }
     if (p->vtail_bar) {
-        g = add_ring(t, "V tail", 1, 0);
+        g = fj_ring_add(t, "V tail", 1, 0);
         snprintf(g->note, sizeof g->note,
                  "V tail (1 arrival + the tile's bytes): a sequence's last, partial V tile, zero-filled past the length "
                  "by the producer before it completes V full");
-        add_part(t, g, "V tail", prod, prod, 1, p->kv_tile_bytes, 0, p->vtail_bar, 0);
+        fj_ring_add_part(t, g, "V tail", prod, prod, 1, p->kv_tile_bytes, 0, p->vtail_bar, 0);
         t->n_rings++;
     }
 }

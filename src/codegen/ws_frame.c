@@ -1,11 +1,14 @@
 /*
  * ws_frame.c - the warp-specialized frame: a kernel of roles linked by mbarrier rings, emitted from the plan's role
- * table (roles.h) with the arch's role bodies (backend->async->role_body; sm_90a: sm90_roles.c). See ws_frame.h.
+ * table (roles.h) with the arch's role bodies (backend->async->role_body; sm_90a: sm90_roles.c, sm_100a:
+ * sm100_roles.c). See ws_frame.h.
  *
  *   all threads: geometry, the smem base; thread 0 initializes every ring's barriers (the table's counts and
  *       offsets, slot by slot: each part's full barrier, then its empty one), a proxy fence; a CTA barrier
  *   dispatch: by warpgroup to a register group (from the last down), then by warp to a role of the group
  *   per group: its first role's banner, setmaxnreg (.dec gives registers back, .inc takes them), its roles' bodies
+ *   tensor memory (roles.h tmem_cols, sm_100a): allocated by one warp before the CTA barrier, its address read by
+ *       every thread after it; freed after the bodies of the roles that use it have met at a named barrier
  * The persistent schedule (below) is every role's: work tiles are (query block, head, batch), query blocks varying
  * fastest (a head's blocks run close together in time, so its K/V stays in L2), for causal kernels from the last
  * block down (the longest rows first). The grid is min(work tiles, SMs) CTAs and CTA c takes tile round x G + c in
@@ -26,8 +29,10 @@
 #include "kernel_abi.h"
 #include "mask.h"
 #include "ptx_templates/common.h"
+#include "ptx_templates/sm100.h"
 #include "ptx_templates/sm90.h"
 #include "sched.h"
+#include "tc05.h"
 #include "seqlen.h"
 #include "ws_frame.h"
 
@@ -512,6 +517,51 @@ static void group_regs(fj_kctx *k, const fj_role *r)
     }
 }
 
+/* Tensor memory (roles.h tmem_cols), before the CTA barrier: warp tmem_warp allocates the columns (their address to
+ * smem + tmem_slot); the fence orders the allocation before the barrier. */
+static void tmem_alloc(fj_kctx *k, fj_reg_t pr)
+{
+    const fj_role_table *t = &k->p->roles;
+    fj_comment(k->e, 1, "tensor memory: warp %d allocates %d columns (the address lands in shared memory)", t->tmem_warp,
+               t->tmem_cols);
+    fj_ins(k->e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->warp), t->tmem_warp);
+    fj_ins(k->e, "@%s bra.uni $L_tmem_done", R(pr));
+    fj_tc05_alloc(k, k->smem, t->tmem_slot, t->tmem_cols);
+    fj_label(k->e, "$L_tmem_done");
+    fj_ins(k->e, PTX_TC05_FENCE_BEFORE);
+}
+
+/* After the CTA barrier: every thread reads the tensor memory address. */
+static void tmem_address(fj_kctx *k)
+{
+    fj_ins(k->e, PTX_TC05_FENCE_AFTER);
+    fj_ins(k->e, "ld.shared.u32 %s, [%s+%d]", R(k->tmem), R(k->smem), k->p->roles.tmem_slot);
+}
+
+/* After the body of a role that touches tensor memory: the roles of tmem_roles meet (none has a tensor memory access
+ * in flight), then the allocating warp frees the columns; the role's warps leave. */
+static void tmem_teardown(fj_kctx *k, const fj_role *r)
+{
+    const fj_role_table *t = &k->p->roles;
+    int threads = 0;
+    for (int i = 0; i < t->n_roles; i++)
+        if (t->tmem_roles >> i & 1) threads += 32 * t->role[i].warps;
+    fj_comment(k->e, 1, "teardown: the tensor memory roles meet (%d threads), warp %d frees the columns", threads,
+               t->tmem_warp);
+    fj_ins(k->e, PTX_TC05_FENCE_BEFORE);
+    fj_ins(k->e, PTX_BAR_SYNC_N, t->tmem_bar, threads);
+    if (t->tmem_warp >= r->first_warp && t->tmem_warp < r->first_warp + r->warps) {
+        if (r->warps > 1) {
+            fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+            fj_ins(k->e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->warp), t->tmem_warp);
+            fj_ins(k->e, "@%s ret", R(pr));
+        }
+        fj_ins(k->e, PTX_TC05_FENCE_AFTER);
+        fj_tc05_dealloc(k, k->tmem, t->tmem_cols);
+    }
+    fj_ins(k->e, "ret");
+}
+
 /* Roles [first, end) of one register group: the entry (not for the CTA's first group), the warpgroup index made
  * the role's instance index, the banner, the registers, the branch by warp to the group's later roles, the bodies. */
 static void emit_group(fj_kctx *k, fj_ws_loop *l, int first, int end)
@@ -532,10 +582,12 @@ static void emit_group(fj_kctx *k, fj_ws_loop *l, int first, int end)
         branch_from(k, l->group_pred, k->warp, t->role[i].first_warp, t->role[i].label);
     }
     p->backend->async->role_body(k, l, r);
+    if (t->tmem_roles >> first & 1) tmem_teardown(k, r);
     for (int i = first + 1; i < end; i++) {
         fj_banner(k->e, t->role[i].title, t->role[i].why);
         fj_label(k->e, entry_label(&t->role[i], entry, sizeof entry));
         p->backend->async->role_body(k, l, &t->role[i]);
+        if (t->tmem_roles >> i & 1) tmem_teardown(k, &t->role[i]);
     }
 }
 
@@ -565,6 +617,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
     k->wg_leader = fj_alloc(e, k->b_p, 1);
     if (p->fp8) k->score_scale = fj_alloc(e, k->b_f, 1), k->o_scale = fj_alloc(e, k->b_f, 1);
+    if (t->tmem_cols) k->tmem = fj_alloc(e, k->b_r, 1);
     l.ring = fj_alloc(e, k->b_r, 1);
     l.tile = fj_alloc(e, k->b_r, 1);
     l.round = fj_alloc(e, k->b_r, 1);
@@ -591,7 +644,9 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     fj_ins(e, "@%s bra.uni $L_bars_done", R(pr));
     init_rings(k);
     fj_label(e, "$L_bars_done");
+    if (t->tmem_cols) tmem_alloc(k, pr);
     fj_ins(e, "bar.sync 0");
+    if (t->tmem_cols) tmem_address(k);
     fj_ins(e, "shr.u32 %s, %s, 2", R(k->wg), R(k->warp));
     int starts[FJ_MAX_ROLES], n = 0;
     for (int i = 0; i < t->n_roles; i = next_group(t, i)) starts[n++] = i;

@@ -1,10 +1,13 @@
 /*
- * fwd_sm100.c - the sm_100a forward kernel (PTX ISA 8.6, .target sm_100a): S and O in tensor memory, P written
- * back to tensor memory and read from there by O += P V, TMA loads, four roles (sm100.h):
+ * sm100_roles.c - the sm_100a role bodies (PTX ISA 8.6, .target sm_100a) on the warp-specialized frame (ws_frame.c):
+ * S and O in tensor memory, P written back to tensor memory and read from there by O += P V, TMA loads. The frame
+ * emits what the role table (sm100.c fj_sm100_roles) says: the barrier setup, the tensor memory allocation, the
+ * dispatch, setmaxnreg, the work-tile schedule and the teardown; this file what each role does per work tile:
  *
  *   load (warp 9, one thread)   per work tile: Q once its buffer is free, then K(j), V(j) into the stage ring
  *   MMA (warp 8, one thread)    S(0), S(1); for each j: wait P(j) and O rescaled, O += P(j) V(j), S(j + 2);
- *                               each MMA group closes with tcgen05.commit on the barrier its reader waits on
+ *                               each MMA group closes with tcgen05.commit (async->mma_commit) on the barrier its
+ *                               reader waits on
  *   softmax (warps 0-3)         thread t: row t of S(j) (tcgen05.ld), mask, row max (lazy: the reference max
  *                               moves only when the tile's passes it by 2^slack), P = 2^(s - m) packed to 16 bits
  *                               into P[j % 2] (tcgen05.st), the row's factor to shared memory; l, m at the end
@@ -14,7 +17,7 @@
  * The MMA issue order S(0), S(1), PV(0), S(2), PV(1), ... lets the softmax of S(j + 1) run while PV(j) does. KV tile
  * j of the CTA's whole run (counted across work tiles: `it`) uses stage it % stages (phase it / stages) and
  * S[it % 2], P[it % 2] (phase it / 2). Tensor memory hazards and what orders them:
- *   S[b] written by S(j + 2) after the softmax read S(j): the MMA waits P+O ready(j) (the softmax arrives after its
+ *   S[b] written by S(j + 2) after the softmax read S(j): the MMA waits P full(j) (the softmax arrives after its
  *     tcgen05.wait::ld) before PV(j), and issues S(j + 2) after PV(j)
  *   P[b] written by softmax(j + 2) while PV(j) may read it: softmax(j + 2) waits S full(j + 2), a tcgen05.commit
  *     issued after PV(j), and a commit tracks every earlier MMA of its thread
@@ -22,8 +25,8 @@
  *   O read by the epilogue, then the next work tile's PV(0): the MMA waits O free
  * Every thread-to-thread hand-over of tensor memory is tcgen05.wait / tcgen05.fence::before_thread_sync, the
  * arrive, the wait, tcgen05.fence::after_thread_sync (PTX ISA 9.7.16.6.4).
- * The persistent schedule is fwd_ws.c's (work tile round * G + CTA, causal odd rounds backwards); each role walks
- * it on its own. Until the warp-specialized frame takes role tables this file is the whole kernel.
+ * Every role walks the frame's persistent schedule (fj_ws_tile_loop_head: work tile round x G + CTA, causal odd
+ * rounds backwards, the KV range of mask.c) on its own; each runs at least one KV tile a work tile.
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,14 +39,15 @@
 #include "ptx_templates/sm90.h"
 #include "sm100.h"
 #include "tc05.h"
+#include "ws_frame.h"
 
 #define R(reg) fj_r(k->e, reg)
-#define TMA_OFF(field) ((int)offsetof(fj_fwd_params_tma, field))
 
-/* A role's walk over the CTA's work tiles. */
+/* A role's walk over the CTA's work tiles: the frame's schedule and decode (round, m0, h, b, hkv are the frame's
+ * registers: l->round, k->m0, k->h, k->b, k->hkv), the KV tiles the role has gone through and the work tile's. */
 typedef struct sm_tile {
-    fj_reg_t round, tile, n_tiles; /* u32 */
-    fj_reg_t m0, h, b, hkv;        /* u32: the tile's first query row, head, batch, KV head */
+    fj_reg_t round;                /* u32: l->round */
+    fj_reg_t m0, h, b, hkv;        /* u32: k->m0, k->h, k->b, k->hkv */
     fj_reg_t n;                    /* s32: its KV tiles (>= 1) */
     fj_reg_t it;                   /* u32: KV tiles this role has gone through before this work tile */
     char top[48], end[48];
@@ -74,102 +78,63 @@ static void stage_of(fj_kctx *k, fj_reg_t it, fj_reg_t stage, fj_reg_t par, int 
     if (flip) fj_ins(k->e, "xor.b32 %s, %s, 1", R(par), R(par));
 }
 
-/* ---- the work-tile schedule (each role walks it) ------------------------------------------------ */
+/* ---- the work-tile walk (the frame's schedule) ---------------------------------------------------- */
 
-static void tile_begin(fj_kctx *k, sm_tile *t, const char *role)
+/* The loop head of a role's walk (`what`: ws_frame.h FJ_WS_*): the frame takes the next work tile and decodes it, or
+ * leaves to t->end; n = its KV tiles, at least one (a work tile whose rows see no key runs one fully masked tile:
+ * O = 0, LSE = -inf). */
+static void tile_begin(fj_kctx *k, fj_ws_loop *l, sm_tile *t, const char *role, int what)
 {
-    const fj_plan *p = k->p;
     fj_emit *e = k->e;
     char stem[32];
-    t->round = r32(k), t->tile = r32(k), t->n_tiles = r32(k), t->it = r32(k);
-    t->m0 = r32(k), t->h = r32(k), t->b = r32(k), t->hkv = r32(k), t->n = r32(k);
-    fj_ins(e, "mov.u32 %s, 0", R(t->round));
+    t->round = l->round, t->m0 = k->m0, t->h = k->h, t->b = k->b, t->hkv = k->hkv;
+    t->it = r32(k), t->n = r32(k);
+    fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(t->it));
-    fj_ins(e, PTX_LD_PARAM_U32, R(t->n_tiles), TMA_OFF(n_tiles));
+    fj_ws_sched_start(k, l, what);
     snprintf(stem, sizeof stem, "%s_tile", role);
     fj_label_new(e, stem, t->top, sizeof t->top);
     snprintf(stem, sizeof stem, "%s_done", role);
     fj_label_new(e, stem, t->end, sizeof t->end);
-    fj_label(e, t->top);
-    fj_reg_t cta = r32(k), g = r32(k), pr = rp(k);
-    fj_ins(e, "mov.u32 %s, %%ctaid.x", R(cta));
-    fj_ins(e, "mov.u32 %s, %%nctaid.x", R(g));
-    if (p->cfg.causal) {
-        fj_reg_t x = r32(k), odd = rp(k);
-        fj_comment(e, 2, "causal: odd rounds run the CTAs backwards (fwd_ws.c's schedule)");
-        fj_ins(e, "and.b32 %s, %s, 1", R(x), R(t->round));
-        fj_ins(e, "setp.ne.u32 %s, %s, 0", R(odd), R(x));
-        fj_ins(e, "sub.u32 %s, %s, %s", R(x), R(g), R(cta));
-        fj_ins(e, "sub.u32 %s, %s, 1", R(x), R(x));
-        fj_ins(e, "selp.u32 %s, %s, %s, %s", R(cta), R(x), R(cta), R(odd));
-    }
-    fj_ins(e, "mad.lo.u32 %s, %s, %s, %s", R(t->tile), R(t->round), R(g), R(cta));
-    fj_ins(e, "setp.ge.u32 %s, %s, %s", R(pr), R(t->tile), R(t->n_tiles));
-    fj_ins(e, "@%s bra.uni %s", R(pr), t->end);
-    /* query block fastest, then head, then batch */
-    fj_reg_t nmb = r32(k), mb = r32(k), hb = r32(k), hq = r32(k), grp = r32(k);
-    fj_ins(e, PTX_LD_PARAM_U32, R(nmb), TMA_OFF(n_mblocks));
-    fj_ins(e, "rem.u32 %s, %s, %s", R(mb), R(t->tile), R(nmb));
-    fj_ins(e, "div.u32 %s, %s, %s", R(hb), R(t->tile), R(nmb));
-    if (p->cfg.causal) {
-        fj_ins(e, "sub.u32 %s, %s, %s", R(mb), R(nmb), R(mb));
-        fj_ins(e, "sub.u32 %s, %s, 1", R(mb), R(mb));
-    }
-    fj_ins(e, PTX_LD_PARAM_U32, R(hq), FJ_PARAM_OFF(heads_q));
-    fj_ins(e, PTX_LD_PARAM_U32, R(grp), FJ_PARAM_OFF(group));
-    fj_ins(e, "rem.u32 %s, %s, %s", R(t->h), R(hb), R(hq));
-    fj_ins(e, "div.u32 %s, %s, %s", R(t->b), R(hb), R(hq));
-    fj_ins(e, "div.u32 %s, %s, %s", R(t->hkv), R(t->h), R(grp));
-    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(t->m0), R(mb), p->cfg.block_m);
-    /* KV tiles: ceil(Nk / bc); causal (bottom-right aligned): those below key m0 + block_m + Nk - Nq; at least one
-     * (a work tile of rows that see no key runs one fully masked tile: O = 0, LSE = -inf) */
-    fj_reg_t sq = r32(k), sk = r32(k), lim = r32(k);
-    int bc = p->cfg.block_n;
-    fj_ins(e, PTX_LD_PARAM_U32, R(sk), FJ_PARAM_OFF(seqlen_k));
-    fj_ins(e, "add.s32 %s, %s, %d", R(t->n), R(sk), bc - 1);
-    fj_ins(e, "div.s32 %s, %s, %d", R(t->n), R(t->n), bc);
-    if (p->cfg.causal) {
-        fj_ins(e, PTX_LD_PARAM_U32, R(sq), FJ_PARAM_OFF(seqlen_q));
-        fj_ins(e, "add.s32 %s, %s, %d", R(lim), R(t->m0), p->cfg.block_m + bc - 1);
-        fj_ins(e, "add.s32 %s, %s, %s", R(lim), R(lim), R(sk));
-        fj_ins(e, "sub.s32 %s, %s, %s", R(lim), R(lim), R(sq));
-        fj_ins(e, "max.s32 %s, %s, 0", R(lim), R(lim));
-        fj_ins(e, "div.s32 %s, %s, %d", R(lim), R(lim), bc);
-        fj_ins(e, "min.s32 %s, %s, %s", R(t->n), R(t->n), R(lim));
-    }
-    fj_ins(e, "max.s32 %s, %s, 1", R(t->n), R(t->n));
+    fj_ws_tile_loop_head(k, l, t->top, what, t->end);
+    fj_comment(e, 1, "KV tiles of the work tile: at least one (rows that see no key: one fully masked tile)");
+    fj_ins(e, "max.s32 %s, %s, 1", R(t->n), R(l->n_end));
 }
 
-static void tile_next(fj_kctx *k, sm_tile *t)
+static void tile_next(fj_kctx *k, fj_ws_loop *l, sm_tile *t)
 {
     fj_ins(k->e, "add.u32 %s, %s, %s", R(t->it), R(t->it), R(t->n));
-    fj_ins(k->e, "add.u32 %s, %s, 1", R(t->round), R(t->round));
+    fj_ws_next_round(k, l, 0);
     fj_ins(k->e, "bra.uni %s", t->top);
     fj_label(k->e, t->end);
 }
 
+/* leader = lane 0 of the warp (it arrives for the warp; in the MMA and load warps it issues) */
+static void set_leader(fj_kctx *k) { fj_ins(k->e, "setp.eq.u32 %s, %s, 0", R(k->leader), R(k->lane)); }
+
 /* ---- load ----------------------------------------------------------------------------------------- */
 
-/* One thread: Q, then K(j), V(j) of each work tile. */
-static void emit_load(fj_kctx *k)
+/* One thread: Q, then K(j), V(j) of each work tile (the warps' other threads, and warps 10-11, leave). */
+static void role_load(fj_kctx *k, fj_ws_loop *l)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     sm_tile t;
-    fj_banner(e, "Load role (warp 9, one thread)",
-              "Q into its buffer once the last work tile's S MMAs are done (Q empty), K(j) and V(j) into stage\n"
-              "it % stages once the MMAs that read the stage's last tiles are done (K / V empty: tcgen05.commit).");
-    k->params = r64(k);
+    fj_reg_t pr = l->has_group_pred ? l->group_pred : rp(k);
+    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->tid), 32 * FJ_SM100_WARP_LOAD);
+    fj_ins(e, "@%s bra $L_exit", R(pr));
     fj_ins(e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(k->params));
     fj_ins(e, PTX_CVTA_PARAM, R(k->params), R(k->params));
-    tile_begin(k, &t, "load");
-    k->b = t.b;
-    fj_reg_t par = r32(k), j = r32(k), it = r32(k), st = r32(k), dst = r32(k), bar = r32(k), row = r32(k), pr = rp(k);
+    tile_begin(k, l, &t, "load", FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS | FJ_WS_TILE_PRODUCER);
+    fj_reg_t par = r32(k), j = r32(k), it = r32(k), st = r32(k), dst = r32(k), bar = r32(k), row = r32(k);
     char loop[48];
-    parity(k, par, t.round, 0, 1);
-    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), par);
-    fj_emit_mbar_expect_tx(k, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
-    fj_emit_tma_tile(k, FJ_TMA_Q, k->smem, p->q_off, p->cfg.block_m, t.m0, t.h, k->smem, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
+    fj_comment(e, 1, "Q once the last work tile's S MMAs are done with its buffer (Q empty)");
+    fj_ins(e, "xor.b32 %s, %s, 1", R(par), R(l->qpar));
+    fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), par);
+    fj_ws_publish_tile(k, l);
+    fj_ins(e, PTX_MBAR_ARRIVE_EXPECT_TX, R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), p->q_bytes);
+    fj_ins(e, "add.u32 %s, %s, %s", R(dst), R(k->smem), R(k->q_buf));
+    fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, t.m0, t.h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
     fj_ins(e, "mov.u32 %s, 0", R(j));
     fj_label_new(e, "load_kv", loop, sizeof loop);
     fj_label(e, loop);
@@ -189,7 +154,9 @@ static void emit_load(fj_kctx *k)
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
     fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), loop);
-    tile_next(k, &t);
+    tile_next(k, l, &t);
+    fj_ws_tile_loop_end(k, l, FJ_WS_TILE_PRODUCER, "$L_exit");
+    fj_ins(e, "bra.uni $L_exit");
 }
 
 /* ---- MMA ------------------------------------------------------------------------------------------ */
@@ -220,7 +187,7 @@ typedef struct mma_regs {
 
 /* S[it % 2] = Q K(it)^T; then K's stage is freed, S full[it % 2] signalled and, for the work tile's last KV tile
  * (j == n - 1), Q empty. */
-static void mma_qk(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j, fj_reg_t n)
+static void mma_qk(fj_kctx *k, fj_ws_loop *l, mma_regs *m, fj_reg_t it, fj_reg_t j, fj_reg_t n)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
@@ -245,13 +212,13 @@ static void mma_qk(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j, fj_reg_t n)
         fj_reg_t db = desc_at(k, kdesc, ko);
         fj_tc05_mma_ss(k, scol, 0, da, db, m->idesc_qk, ks ? "1" : "0");
     }
-    fj_tc05_commit(k, bar, fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
+    p->backend->async->mma_commit(k, bar, fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sb), R(sb), R(k->smem));
-    fj_tc05_commit(k, sb, sbar(p, FJ_SB_S_FULL));
+    p->backend->async->mma_commit(k, sb, sbar(p, FJ_SB_S_FULL));
     fj_reg_t last = r32(k);
     fj_ins(e, "sub.s32 %s, %s, 1", R(last), R(n));
     fj_ins(e, "setp.eq.s32 %s, %s, %s", R(pr), R(j), R(last));
-    fj_ins(e, "@%s " PTX_TC05_COMMIT, R(pr), R(k->smem), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0));
+    fj_ins(e, "@%s " PTX_TC05_COMMIT, R(pr), R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0));
 }
 
 /* O (+)= P[it % 2] V(it), after P and the rescaled O are ready; frees V's stage, signals O full. */
@@ -264,7 +231,8 @@ static void mma_pv(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j)
     fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
     parity(k, par, it, 1, 0);
-    fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_PO_READY), par);
+    fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_P_FULL), par);
+    fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_O_READY), par);
     stage_of(k, it, st, par, 0);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(bar), R(st), 8 * FJ_WS_BARS_PER_STAGE, R(k->smem));
     fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_V_FULL, 0), par);
@@ -284,40 +252,39 @@ static void mma_pv(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j)
         fj_ins(e, PTX_TC05_MMA_TS, R(m->tmem), p->tmem_o_col, R(pcol), p->tmem_p_col + pc, R(db), R(m->idesc_pv),
                ks ? "1" : R(acc));
     }
-    fj_tc05_commit(k, bar, fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
-    fj_tc05_commit(k, k->smem, sbar(p, FJ_SB_O_FULL));
+    p->backend->async->mma_commit(k, bar, fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
+    p->backend->async->mma_commit(k, k->smem, sbar(p, FJ_SB_O_FULL));
 }
 
-static void emit_mma(fj_kctx *k, fj_reg_t tmem)
+/* One thread issues; the warp's other lanes wait at its end (the frame's teardown takes the whole warp). */
+static void role_mma(fj_kctx *k, fj_ws_loop *l)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     int bf16 = p->cfg.dtype == FAJIT_DTYPE_BF16;
     sm_tile t;
     mma_regs m;
-    fj_banner(e, "MMA role (warp 8, one thread)",
-              "S(0), S(1), then per KV tile: O += P(j) V(j) once P(j) is stored and O rescaled, S(j + 2).\n"
-              "Every group ends in tcgen05.commit: K / V empty, S full, O full, Q empty arrive when it completes.");
-    m.tmem = tmem;
+    set_leader(k);
+    fj_ins(e, "@!%s bra $L_mma_idle", R(k->leader));
+    m.tmem = k->tmem;
     m.idesc_qk = r32(k), m.idesc_pv = r32(k), m.kv_base = r32(k);
     fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_qk), fj_tc05_idesc_f16(128, p->cfg.block_n, bf16, 0, 0));
     fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_pv), fj_tc05_idesc_f16(128, p->cfg.head_dim, bf16, 0, 1));
     int lbo, sbo;
     fj_sm100_desc_strides(p, 0, &lbo, &sbo);
     m.qdesc = sdesc_reg(k, k->smem, p->q_off, lbo, sbo);
-    tile_begin(k, &t, "mma");
+    tile_begin(k, l, &t, "mma", FJ_WS_DECODE_ROWS);
     fj_reg_t par = r32(k), j = r32(k), it = r32(k), pr = rp(k), one = r32(k), zero = r32(k);
-    parity(k, par, t.round, 0, 0);
-    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_Q_FULL, 0), par);
+    fj_ws_wait_q(k, l);
     fj_ins(e, "mov.u32 %s, 0", R(zero));
-    mma_qk(k, &m, t.it, zero, t.n);
+    mma_qk(k, l, &m, t.it, zero, t.n);
     char skip1[48], loop[48], no_next[48];
     fj_label_new(e, "mma_one", skip1, sizeof skip1);
     fj_ins(e, "setp.lt.s32 %s, %s, 2", R(pr), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip1);
     fj_ins(e, "add.u32 %s, %s, 1", R(it), R(t.it));
     fj_ins(e, "mov.u32 %s, 1", R(one));
-    mma_qk(k, &m, it, one, t.n);
+    mma_qk(k, l, &m, it, one, t.n);
     fj_label(e, skip1);
     fj_comment(e, 1, "the first PV of a work tile writes O: the epilogue of the last one must have read it (O free)");
     parity(k, par, t.round, 0, 1);
@@ -333,12 +300,14 @@ static void emit_mma(fj_kctx *k, fj_reg_t tmem)
     fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j2), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), no_next);
     fj_ins(e, "add.u32 %s, %s, 2", R(it2), R(it));
-    mma_qk(k, &m, it2, j2, t.n);
+    mma_qk(k, l, &m, it2, j2, t.n);
     fj_label(e, no_next);
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
     fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), loop);
-    tile_next(k, &t);
+    tile_next(k, l, &t);
+    fj_label(e, "$L_mma_idle");
+    fj_ins(e, PTX_BAR_WARP_SYNC);
 }
 
 /* ---- softmax -------------------------------------------------------------------------------------- */
@@ -381,25 +350,21 @@ static void softmax_mask(fj_kctx *k, sm_tile *t, fj_reg_t s, fj_reg_t j, fj_reg_
     fj_label(e, skip);
 }
 
-static void emit_softmax(fj_kctx *k, fj_reg_t tmem)
+static void role_softmax(fj_kctx *k, fj_ws_loop *l_)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     int bc = p->cfg.block_n;
     sm_tile t;
-    fj_banner(e, "Softmax role (warps 0-3: thread t owns query row t, tensor memory lane t)",
-              "Per KV tile: S(j) row from tensor memory, mask, m = the reference max (moved only when the tile's\n"
-              "passes it by 2^slack), P = 2^(s scale - m) packed to 16 bits into P[j % 2], the rescale factor\n"
-              "2^(m_old - m) to the correction role, l = l c + sum P. At the end of a work tile l and m go to\n"
-              "shared memory for the epilogue.");
+    set_leader(k);
     int b_s = fj_bank(e, "s", "f32"), b_pk = fj_bank(e, "pk", "b32");
     fj_reg_t s = fj_alloc(e, b_s, bc), pk = fj_alloc(e, b_pk, bc / 2);
     fj_reg_t lanes = r32(k), row = r32(k), scale = rf(k);
     fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(k->warp)); /* 32 x warp << 16 */
-    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(tmem));
+    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(k->tmem));
     fj_ins(e, "mov.u32 %s, %s", R(row), R(k->tid));
     fj_ins(e, "ld.param.f32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(scale), FJ_PARAM_OFF(scale_log2));
-    tile_begin(k, &t, "softmax");
+    tile_begin(k, l_, &t, "softmax", FJ_WS_DECODE_ROWS);
     fj_reg_t m = rf(k), l = rf(k), j = r32(k), it = r32(k), sb = r32(k), sbb = r32(k), par = r32(k), pr = rp(k);
     fj_reg_t col = r32(k), mx = rf(k), mt = rf(k), mn = rf(k), mb = rf(k), c = rf(k), sum = rf(k), ca = r32(k);
     char loop[48];
@@ -454,7 +419,7 @@ static void emit_softmax(fj_kctx *k, fj_reg_t tmem)
     fj_ins(e, PTX_TC05_WAIT_ST);
     fj_ins(e, PTX_TC05_FENCE_BEFORE);
     warp_arrive(k, sbb, sbar(p, FJ_SB_CORR_FULL));
-    fj_ins(e, "@%s " PTX_MBAR_ARRIVE, R(k->leader), R(sbb), sbar(p, FJ_SB_PO_READY));
+    fj_ins(e, "@%s " PTX_MBAR_ARRIVE, R(k->leader), R(sbb), sbar(p, FJ_SB_P_FULL));
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
     fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), loop);
@@ -466,7 +431,7 @@ static void emit_softmax(fj_kctx *k, fj_reg_t tmem)
     fj_ins(e, "st.shared.f32 [%s+%d], %s", R(ca), p->stats_off + 4 * p->cfg.block_m, R(m));
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
     warp_arrive(k, sbb, sbar(p, FJ_SB_STATS_FULL));
-    tile_next(k, &t);
+    tile_next(k, l_, &t);
 }
 
 /* ---- correction and epilogue ---------------------------------------------------------------------- */
@@ -541,24 +506,22 @@ static void emit_epilogue(fj_kctx *k, sm_tile *t, fj_reg_t lanes, fj_reg_t row, 
     warp_arrive(k, k->smem, sbar(p, FJ_SB_O_FREE));
 }
 
-static void emit_correction(fj_kctx *k, fj_reg_t tmem)
+static void role_correction(fj_kctx *k, fj_ws_loop *l)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     int d = p->cfg.head_dim;
     sm_tile t;
-    fj_banner(e, "Correction role (warps 4-7: thread t rescales O's row t; then the epilogue)",
-              "Per KV tile j > 0: once O += P(j-1) V(j-1) is done (O full), O's row x the softmax's factor, in a warp\n"
-              "only when one of its rows' max moved (vote); then P+O ready. The epilogue ends each work tile.");
+    set_leader(k);
     int b_o = fj_bank(e, "o", "f32");
     fj_reg_t o = fj_alloc(e, b_o, 32);
     fj_reg_t lanes = r32(k), row = r32(k), ito = r32(k);
     fj_ins(e, "and.b32 %s, %s, 3", R(lanes), R(k->warp));
     fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(lanes));
-    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(tmem));
+    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(k->tmem));
     fj_ins(e, "sub.u32 %s, %s, %d", R(row), R(k->tid), 32 * FJ_SM100_WARP_CORR);
     fj_ins(e, "mov.u32 %s, 0", R(ito));
-    tile_begin(k, &t, "corr");
+    tile_begin(k, l, &t, "corr", FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS);
     fj_reg_t j = r32(k), it = r32(k), sb = r32(k), sbb = r32(k), par = r32(k), pr = rp(k), ca = r32(k), c = rf(k);
     char loop[48], skip[48];
     fj_ins(e, "mov.u32 %s, 0", R(j));
@@ -592,111 +555,23 @@ static void emit_correction(fj_kctx *k, fj_reg_t tmem)
     fj_ins(e, PTX_TC05_WAIT_ST);
     fj_label(e, skip);
     fj_ins(e, PTX_TC05_FENCE_BEFORE);
-    warp_arrive(k, sbb, sbar(p, FJ_SB_PO_READY));
+    warp_arrive(k, sbb, sbar(p, FJ_SB_O_READY));
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
     fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), loop);
     emit_epilogue(k, &t, lanes, row, ito, o);
-    tile_next(k, &t);
+    tile_next(k, l, &t);
 }
 
-/* ---- setup, dispatch, teardown -------------------------------------------------------------------- */
+/* ---- the role bodies the frame emits (fj_async_proto.role_body) ---------------------------------- */
 
-static void bar_init(fj_kctx *k)
+void fj_sm100_role_body(fj_kctx *k, fj_ws_loop *l, const fj_role *r)
 {
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    fj_comment(e, 1, "mbarriers: Q full (1 + bytes), Q empty (1: tcgen05.commit); per stage K / V full (1 + bytes), "
-                     "K / V empty (1: tcgen05.commit); S full[2] 1, P+O ready[2] 8, corr full[2] 4, O full 1, O free 4, "
-                     "stats full[2] 4");
-    fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), 1);
-    fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), 1);
-    for (int s = 0; s < p->cfg.stages; s++) {
-        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_FULL, s), 1);
-        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_FULL, s), 1);
-        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_K_EMPTY, s), 1);
-        fj_ins(e, PTX_MBAR_INIT, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s), 1);
+    switch (r->kind) {
+    case FJ_ROLE_LOAD: role_load(k, l); return;
+    case FJ_ROLE_MMA: role_mma(k, l); return;
+    case FJ_ROLE_SOFTMAX: role_softmax(k, l); return;
+    case FJ_ROLE_CORRECTION: role_correction(k, l); return;
+    default: fj_emit_error(k->e, "sm_100a: no body for role %s (kind %d)", r->name, r->kind);
     }
-    static const int counts[FJ_SB_COUNT] = {1, 1, 8, 8, 4, 4, 1, 4, 4, 4};
-    for (int i = 0; i < FJ_SB_COUNT; i++) fj_ins(e, PTX_MBAR_INIT, R(k->smem), sbar(p, i), counts[i]);
-    fj_ins(e, PTX_FENCE_MBAR_INIT);
-}
-
-/* Roles that end in the teardown barrier: every warp but the load warp. */
-#define FJ_SM100_TEARDOWN_BAR 1
-#define FJ_SM100_TEARDOWN_THREADS (32 * FJ_SM100_WARP_LOAD) /* warps 0-8 */
-
-/* A role's end: every role but the load warp meets (tensor memory is no longer read or written), the MMA warp
- * frees tensor memory. */
-static void teardown(fj_kctx *k, fj_reg_t tmem, int mma)
-{
-    fj_ins(k->e, PTX_TC05_FENCE_BEFORE);
-    fj_ins(k->e, PTX_BAR_SYNC_N, FJ_SM100_TEARDOWN_BAR, FJ_SM100_TEARDOWN_THREADS);
-    if (mma) {
-        fj_ins(k->e, PTX_TC05_FENCE_AFTER);
-        fj_tc05_dealloc(k, tmem, k->p->tmem_cols);
-    }
-    fj_ins(k->e, "ret");
-}
-
-void fj_emit_fwd_sm100_kernel(fj_kctx *k)
-{
-    const fj_plan *p = k->p;
-    fj_emit *e = k->e;
-    k->b_p = fj_bank(e, "p", "pred");
-    k->b_r = fj_bank(e, "r", "b32");
-    k->b_rd = fj_bank(e, "rd", "b64");
-    k->b_f = fj_bank(e, "f", "f32");
-    k->tid = r32(k), k->warp = r32(k), k->lane = r32(k), k->smem = r32(k), k->leader = rp(k);
-    fj_reg_t pr = rp(k), tmem = r32(k);
-    fj_banner(e, "Setup",
-              "Thread 0 of the load warp initializes the mbarriers, the MMA warp allocates tensor memory\n"
-              "(its address lands in shared memory); after a CTA barrier every role reads it.");
-    fj_ins(e, "mov.u32 %s, %%tid.x", R(k->tid));
-    fj_ins(e, "shr.u32 %s, %s, 5", R(k->warp), R(k->tid));
-    fj_ins(e, "and.b32 %s, %s, 31", R(k->lane), R(k->tid));
-    fj_ins(e, "setp.eq.u32 %s, %s, 0", R(k->leader), R(k->lane));
-    fj_ins(e, "mov.u32 %s, fj_smem", R(k->smem));
-    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->tid), 32 * FJ_SM100_WARP_LOAD);
-    fj_ins(e, "@%s bra $L_bars_done", R(pr));
-    bar_init(k);
-    fj_label(e, "$L_bars_done");
-    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_MMA);
-    fj_ins(e, "@%s bra.uni $L_alloc_done", R(pr));
-    fj_comment(e, 1, "tensor memory: %d columns (S[2] %d + O %d + P[2] %d)", p->tmem_cols, 2 * p->cfg.block_n,
-               p->cfg.head_dim, p->cfg.block_n);
-    fj_tc05_alloc(k, k->smem, p->tmem_slot, p->tmem_cols);
-    fj_label(e, "$L_alloc_done");
-    fj_ins(e, PTX_TC05_FENCE_BEFORE);
-    fj_ins(e, "bar.sync 0");
-    fj_ins(e, PTX_TC05_FENCE_AFTER);
-    fj_ins(e, "ld.shared.u32 %s, [%s+%d]", R(tmem), R(k->smem), p->tmem_slot);
-    fj_comment(e, 1, "roles by warp; each role's warpgroup sets its register budget first (setmaxnreg), and each role "
-                     "ends on its own (ptxas allocates a code region for one budget)");
-    fj_ins(e, "setp.ge.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_MMA);
-    fj_ins(e, "@%s bra.uni $L_wg2", R(pr));
-    fj_ins(e, "setp.ge.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_CORR);
-    fj_ins(e, "@%s bra.uni $L_corr", R(pr));
-    fj_ins(e, PTX_SETMAXNREG_INC, FJ_SM100_REGS_SOFTMAX);
-    emit_softmax(k, tmem);
-    teardown(k, tmem, 0);
-    fj_label(e, "$L_corr");
-    emit_correction(k, tmem);
-    teardown(k, tmem, 0);
-    fj_label(e, "$L_wg2");
-    fj_ins(e, PTX_SETMAXNREG_DEC, FJ_SM100_REGS_OTHER);
-    fj_ins(e, "setp.eq.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_LOAD);
-    fj_ins(e, "@%s bra.uni $L_load", R(pr));
-    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->warp), FJ_SM100_WARP_MMA);
-    fj_ins(e, "@%s bra.uni $L_exit", R(pr));
-    fj_ins(e, "@!%s bra $L_mma_idle", R(k->leader));
-    emit_mma(k, tmem);
-    fj_label(e, "$L_mma_idle");
-    fj_ins(e, PTX_BAR_WARP_SYNC);
-    teardown(k, tmem, 1);
-    fj_label(e, "$L_load");
-    fj_ins(e, "@!%s bra $L_exit", R(k->leader));
-    emit_load(k);
-    fj_label(e, "$L_exit");
-    fj_ins(e, "ret");
 }
