@@ -188,7 +188,8 @@ static void test_sm100(void **state)
     expect_clean(&(sim_case){.dim = 64, .sm100 = 1, .seqlen_q = 200, .seqlen_k = 16 * 128 - 3});
 }
 
-/* Bugs in the sm_100a kernel's own barriers, injected into its PTX text: each must be caught in every run. */
+/* Bugs in the sm_100a kernel's own barriers and the frame's tensor memory teardown, injected into its PTX text: each
+ * must be caught in every run. */
 static void test_sm100_bugs(void **state)
 {
     (void)state;
@@ -199,18 +200,26 @@ static void test_sm100_bugs(void **state)
     struct {
         const char *name, *needle;
         int off, kind, kind2;
+        const char *tail; /* the line's other mark; NULL: "+off]" */
     } bugs[] = {
         /* the epilogue's O free arrival dropped: the MMA waits for it before the next work tile's first PV */
-        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
         /* the MMA's commit to K empty dropped: the producer never refills the stage */
-        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
         /* the softmax's corr full arrival dropped */
-        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the softmax's P full arrival dropped: the MMA never issues O += P V */
+        {"drop P full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_P_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the correction's O ready arrival dropped */
+        {"drop O ready", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_READY, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the frame's tensor memory teardown: the softmax role leaves without meeting the others (named barrier) */
+        {"skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 288"},
     };
     for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
         char *ptx = strdup(b.ptx), tail[32];
         assert_non_null(ptx);
-        snprintf(tail, sizeof tail, "+%d]", bugs[i].off);
+        snprintf(tail, sizeof tail, "%s", bugs[i].tail ? bugs[i].tail : "");
+        if (!bugs[i].tail) snprintf(tail, sizeof tail, "+%d]", bugs[i].off);
         char *line = ptx, *hit = NULL;
         while (line && *line) { /* the first instruction line with both */
             char *eol = strchr(line, '\n');

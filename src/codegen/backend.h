@@ -303,6 +303,10 @@ void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
+/* x = 2^x for value v (0-based) of a row: on the FMA units (soft_exp2.h) when plan.soft_exp2 of every 8 values
+ * picks v (spread evenly), else ex2.approx.ftz on the MUFU. A row sum of such values adds with .ftz (the software
+ * 2^x of a masked score is a subnormal). */
+void fj_emit_exp2_value(fj_kctx *k, fj_reg_t x, int v);
 
 /* Warp pairs (plan.col_warps = 2, fwd_kernel.c). Each warp's exchange area holds 16 B per lane per
  * slot (FJ_XCHG_SLOT_*): row statistics, then P. Both warps of a pair run the same sequence of pair

@@ -27,6 +27,17 @@
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
 
 #define FJ_SM100_RESCALE_SLACK 8 /* log2 units a row max may pass the reference before O is rescaled */
+/* Exponentials of every 8 of a softmax row on the FMA units (soft_exp2.h) instead of the MUFU (plan.soft_exp2).
+ * Reckoned, not measured (no Blackwell GPU here): an SM of sm_100 issues 128 FMA lanes but 16 MUFU lanes a clock, so a
+ * warp's ex2 takes 8 issue cycles of its sub-partition's MUFU while the softmax spends ~4 FMA-pipe slots per value
+ * (scale FMA, max, sum, pack); x of 8 values in software (11 slots each) balance at 8 (8 - x) = 8 x 4 + 11 x, x ~ 1.7:
+ * 2 of 8 up to head_dim 128. Above it each exponential carries twice the MMA work (D x block_n per tile), so the MUFU
+ * is not the bound: 0. FlashAttention-4 moves a share of its exponentials the same way. The sm_90a A/B (sm90.c) found
+ * the issue slots, not the MUFU, the limit on the H100: a Blackwell A/B decides (build knob; the ptxas test
+ * assembles shares 0-4). */
+#ifndef FJ_SM100_SOFT_EXP2
+#define FJ_SM100_SOFT_EXP2 2
+#endif
 /* ptxas 13.0 gives 320 threads 168 registers (as 384): the softmax needed 199 (d128 bc128, 24 B spilled at 168),
  * hence 12 warps and setmaxnreg (sm100.h) */
 #define FJ_SM100_REG_MISC 48     /* softmax thread: addresses, ring and schedule state, row statistics */
@@ -124,6 +135,7 @@ static fajit_status plan_sm100(fj_plan *p)
     p->tmem_p_col = p->tmem_o_col + c->head_dim;
     p->tmem_cols = fj_tc05_alloc_cols(p->tmem_p_col + c->block_n);
     p->rescale_slack = FJ_SM100_RESCALE_SLACK;
+    p->soft_exp2 = c->head_dim <= 128 ? FJ_SM100_SOFT_EXP2 : 0;
     p->reg_limit = FJ_SM100_REGS_SOFTMAX;
     p->consumer_regs = FJ_SM100_REGS_SOFTMAX;
     p->producer_regs = FJ_SM100_REGS_OTHER;
@@ -166,8 +178,9 @@ static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
                   pf, p->bar_off, p->sm100_bar);
     fj_buf_printf(out, "%ssoftmax: lazy rescale (a row's reference max moves only when the tile max passes it by more than "
                        "2^%d); the correction warps rescale O in tensor memory only when a row of theirs moved (a warp "
-                       "vote); epilogue: O x 1/l from tensor memory to global memory (st.global), LSE\n",
-                  pf, p->rescale_slack);
+                       "vote); %d of every 8 exponentials on the FMA units (software exp2), the rest on the MUFU; "
+                       "epilogue: O x 1/l from tensor memory to global memory (st.global), LSE\n",
+                  pf, p->rescale_slack, p->soft_exp2);
 }
 
 void fj_sm100_qk_step(const fj_plan *p, int ks, int *q_off, int *k_off)

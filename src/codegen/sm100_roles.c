@@ -9,8 +9,9 @@
  *                               each MMA group closes with tcgen05.commit (async->mma_commit) on the barrier its
  *                               reader waits on
  *   softmax (warps 0-3)         thread t: row t of S(j) (tcgen05.ld), mask, row max (lazy: the reference max
- *                               moves only when the tile's passes it by 2^slack), P = 2^(s - m) packed to 16 bits
- *                               into P[j % 2] (tcgen05.st), the row's factor to shared memory; l, m at the end
+ *                               moves only when the tile's passes it by 2^slack), P = 2^(s - m) (plan.soft_exp2 of
+ *                               every 8 on the FMA units, the rest on the MUFU) packed to 16 bits into P[j % 2]
+ *                               (tcgen05.st), the row's factor to shared memory; l, m at the end
  *   correction (warps 4-7)      thread t: O's row t x the factor once O += P(j - 1) V(j - 1) is done, only in a warp
  *                               where some row's max moved; at the end of a work tile the epilogue: O x 1/l to
  *                               global memory, LSE
@@ -398,12 +399,15 @@ static void role_softmax(fj_kctx *k, fj_ws_loop *l_)
     fj_ins(e, "mov.f32 %s, %s", R(m), R(mn));
     fj_ins(e, "neg.f32 %s, %s", R(mb), R(mb));
     fj_comment(e, 1, "P = 2^(s scale - m), l = l c + sum P, P packed in pairs (the first key in the low half)");
+    if (p->soft_exp2)
+        fj_comment(e, 1, "%d of every 8 exponentials on the FMA units (soft_exp2.h), the rest on the MUFU; the row sum "
+                         "flushes subnormals (a masked score's software 2^-inf is one)", p->soft_exp2);
     fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(sum));
     for (int i = 0; i < bc; i++) {
         const char *v = R(fj_at(s, i));
         fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", v, v, R(scale), R(mb));
-        fj_ins(e, "ex2.approx.ftz.f32 %s, %s", v, v);
-        fj_ins(e, "add.f32 %s, %s, %s", R(sum), R(sum), v);
+        fj_emit_exp2_value(k, fj_at(s, i), i);
+        fj_ins(e, "add.%sf32 %s, %s, %s", p->soft_exp2 ? "ftz." : "", R(sum), R(sum), v);
     }
     fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", R(l), R(l), R(c), R(sum));
     for (int i = 0; i < bc / 2; i++)

@@ -205,6 +205,12 @@ static void emit_soft_exp2(fj_kctx *k, fj_reg_t x)
 /* Value v of a row is exponentiated in software when plan.soft_exp2 of each 8 are (spread evenly). */
 static int soft_exp2_value(const fj_plan *p, int v) { return (v + 1) * p->soft_exp2 / 8 > v * p->soft_exp2 / 8; }
 
+void fj_emit_exp2_value(fj_kctx *k, fj_reg_t x, int v)
+{
+    if (k->p->soft_exp2 > 0 && soft_exp2_value(k->p, v)) emit_soft_exp2(k, x);
+    else fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", R(x), R(x));
+}
+
 /* P = 2^(S * scale - m) against the reference max m (the running max, or up to 2^slack below the
  * true one), l += rowsum(P). */
 static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
