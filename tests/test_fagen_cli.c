@@ -379,6 +379,49 @@ static void test_cubin(void **state)
     result_free(&r);
 }
 
+/* fagen ptx / explain / cubin --arch sm_100a for every default (head dims 64-256, causal or not; ptx and explain in
+ * both dtypes): the PTX targets sm_100a and issues tcgen05.mma, explain names tensor memory, the cubin is an ELF file
+ * (skipped without a compiler). Nothing here runs the kernels: no sm_100a kernel has run on hardware. */
+static void test_sm100a_defaults(void **state)
+{
+    static const char *const dims[] = {"64", "96", "128", "192", "256"};
+    char file[4096];
+    int cubins = 0;
+    (void)state;
+    snprintf(file, sizeof file, "%s/k100.cubin", g_dir);
+    for (int i = 0; i < 5; i++)
+        for (int c = 0; c < 2; c++)
+            for (int dt = 0; dt < 2; dt++) {
+                const char *causal = c ? "--causal" : NULL, *dtype = dt ? "f16" : "bf16";
+                run_result r = run_fagen("ptx", "--arch", "sm_100a", "--dtype", dtype, "--headdim", dims[i], causal, NULL);
+                if (r.code != 0) print_error("ptx d%s %s %s: exit %d: %s", dims[i], dtype, c ? "causal" : "", r.code, r.err);
+                assert_int_equal(r.code, FAGEN_EXIT_OK);
+                assert_non_null(strstr(r.out, ".target sm_100a"));
+                assert_non_null(strstr(r.out, "tcgen05.mma.cta_group::1.kind::f16"));
+                result_free(&r);
+                r = run_fagen("explain", "--arch", "sm_100a", "--dtype", dtype, "--headdim", dims[i], causal, NULL);
+                assert_int_equal(r.code, FAGEN_EXIT_OK);
+                assert_non_null(strstr(r.out, "tensor memory"));
+                result_free(&r);
+                if (dt) continue;
+                r = run_fagen("cubin", "--arch", "sm_100a", "--headdim", dims[i], "-o", file, causal, NULL);
+                if (r.code == FAGEN_EXIT_FAIL && (strstr(r.err, "nvJitLink") || strstr(r.err, "NVRTC"))) {
+                    result_free(&r);
+                    continue;
+                }
+                if (r.code != 0) print_error("cubin d%s %s: exit %d: %s", dims[i], c ? "causal" : "", r.code, r.err);
+                assert_int_equal(r.code, FAGEN_EXIT_OK);
+                result_free(&r);
+                size_t len = 0;
+                char *data = fj_test_read_file(file, &len);
+                assert_non_null(data);
+                assert_true(len > 4 && memcmp(data, "\177ELF", 4) == 0);
+                free(data);
+                cubins++;
+            }
+    if (!cubins) printf("SKIP: fagen cubin --arch sm_100a: no compiler here (nvJitLink / NVRTC)\n");
+}
+
 /* fagen warm without a GPU (--sm): a file of kernels (canonical text, flags, a comment, a duplicate) compiled
  * into the disk cache, found there the second time; --list prints the distinct configs; a bad line is named. */
 static void write_text(const char *path, const char *text)
@@ -456,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_smem_too_large),   cmocka_unit_test(test_odd_configs_never_crash),
         cmocka_unit_test(test_ptx_deterministic), cmocka_unit_test(test_explain),
         cmocka_unit_test(test_cubin),            cmocka_unit_test(test_fill_keeps_flags),
+        cmocka_unit_test(test_sm100a_defaults),
         cmocka_unit_test(test_no_gpu_advice),    cmocka_unit_test(test_warm),
     };
     if (access(FAGEN_PATH, X_OK) != 0) fj_test_skip_all("fagen not built at %s", FAGEN_PATH);
