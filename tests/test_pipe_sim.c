@@ -186,6 +186,15 @@ static void test_sm100(void **state)
     expect_clean(&(sim_case){.dim = 128, .sm100 = 1, .seqlen_q = 300, .seqlen_k = 100});
     expect_clean(&(sim_case){.dim = 128, .causal = 1, .sm100 = 1, .seqlen_q = 700, .seqlen_k = 200});
     expect_clean(&(sim_case){.dim = 64, .sm100 = 1, .seqlen_q = 200, .seqlen_k = 16 * 128 - 3});
+    /* two query tiles in flight (pingpong): every head dim whose two tiles fit tensor memory, the edges */
+    static const int pp_dims[] = {64, 96, 128};
+    for (int i = 0; i < 3; i++)
+        for (int causal = 0; causal < 2; causal++)
+            expect_clean(&(sim_case){.dim = pp_dims[i], .causal = causal, .sm100 = 1, .pingpong = 1});
+    expect_clean(&(sim_case){.dim = 128, .stages = 3, .sm100 = 1, .pingpong = 1, .block_n = 32});
+    expect_clean(&(sim_case){.dim = 128, .sm100 = 1, .pingpong = 1, .seqlen_q = 300, .seqlen_k = 60});
+    expect_clean(&(sim_case){.dim = 64, .causal = 1, .sm100 = 1, .pingpong = 1, .seqlen_q = 700, .seqlen_k = 200});
+    expect_clean(&(sim_case){.dim = 64, .sm100 = 1, .pingpong = 1, .seqlen_q = 500, .seqlen_k = 16 * 128 - 3});
 }
 
 /* Bugs in the sm_100a kernel's own barriers and the frame's tensor memory teardown, injected into its PTX text: each

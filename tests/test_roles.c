@@ -132,44 +132,62 @@ static void test_sm100_tables(void **state)
     (void)state;
     static const int dims[] = {64, 96, 128, 192, 256};
     for (int di = 0; di < 5; di++)
-        for (int causal = 0; causal < 2; causal++) {
-            fajit_config c = {0};
-            c.arch = FAJIT_ARCH_SM100A, c.dtype = FAJIT_DTYPE_BF16, c.head_dim = dims[di], c.causal = causal;
-            fj_config_heuristic(&c, NULL, NULL, 0);
-            fj_plan p;
-            assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
-            const fj_role_table *t = &p.roles;
-            assert_int_equal(t->mma_event, FJ_MMA_EVENT_MBARRIER);
-            assert_non_null(p.backend->async->mma_commit);
-            assert_int_equal(check_roles(&p), (1u << FJ_SM100_WARPS) - 1); /* every warp has a role */
-            assert_int_equal(t->n_roles, FJ_SM100_ROLES);
-            assert_int_equal(t->role[FJ_SM100_ROLE_SOFTMAX].kind, FJ_ROLE_SOFTMAX);
-            assert_int_equal(t->role[FJ_SM100_ROLE_CORR].kind, FJ_ROLE_CORRECTION);
-            assert_int_equal(t->role[FJ_SM100_ROLE_MMA].kind, FJ_ROLE_MMA);
-            assert_int_equal(t->role[FJ_SM100_ROLE_LOAD].kind, FJ_ROLE_LOAD);
-            assert_int_equal(t->role[FJ_SM100_ROLE_SOFTMAX].regs, FJ_SM100_REGS_SOFTMAX);
-            /* 128 threads a warpgroup: the budgets fit the register file */
-            assert_true(128 * (FJ_SM100_REGS_SOFTMAX + FJ_SM100_REGS_START + FJ_SM100_REGS_OTHER) <= 65536);
-            /* tensor memory: the plan's columns, allocated and freed by the MMA warp, not touched by the load role */
-            assert_int_equal(t->tmem_cols, p.tmem_cols);
-            assert_int_equal(t->tmem_slot, p.tmem_slot);
-            const fj_role *mma = &t->role[FJ_SM100_ROLE_MMA];
-            assert_true(t->tmem_warp >= mma->first_warp && t->tmem_warp < mma->first_warp + mma->warps);
-            assert_true(t->tmem_roles >> FJ_SM100_ROLE_MMA & 1);
-            assert_false(t->tmem_roles >> FJ_SM100_ROLE_LOAD & 1);
-            assert_true(t->tmem_bar > 0 && t->tmem_bar < 16);
-            /* every barrier of the plan but Q full / empty [1] (one Q buffer) is a ring's */
-            assert_int_equal(p.q_bufs, 1);
-            assert_int_equal(check_rings(&p, map_bar_sm100), p.n_bars - 2);
-            /* the MMA's commits complete the K / V empties, S full and O full; the load fills Q, K, V */
-            for (int g = 0; g < t->n_rings; g++)
-                for (int q = 0; q < t->ring[g].n_parts; q++) {
-                    const fj_ring_part *part = &t->ring[g].part[q];
-                    if (part->producer == FJ_SM100_ROLE_MMA) assert_int_equal(part->full_count, 1);
-                    if (part->consumer == FJ_SM100_ROLE_MMA && part->empty_count) assert_int_equal(part->empty_count, 1);
-                    if (part->producer == FJ_SM100_ROLE_LOAD) assert_true(part->tx_bytes > 0);
-                }
-        }
+        for (int causal = 0; causal < 2; causal++)
+            for (int pp = 0; pp < 2; pp++) {
+                if (pp && dims[di] > 128) continue; /* two query tiles' O do not fit tensor memory */
+                fajit_config c = {0};
+                c.arch = FAJIT_ARCH_SM100A, c.dtype = FAJIT_DTYPE_BF16, c.head_dim = dims[di], c.causal = causal;
+                c.pingpong = pp ? 1 : -1;
+                fj_config_heuristic(&c, NULL, NULL, 0);
+                fj_plan p;
+                assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+                const fj_role_table *t = &p.roles;
+                assert_int_equal(t->mma_event, FJ_MMA_EVENT_MBARRIER);
+                assert_non_null(p.backend->async->mma_commit);
+                int tiles = pp ? 2 : 1;
+                assert_int_equal(p.pingpong, pp);
+                assert_int_equal(check_roles(&p), (1u << (pp ? FJ_SM100_PP_WARPS : FJ_SM100_WARPS)) - 1); /* every warp */
+                assert_int_equal(t->role[FJ_SM100_ROLE_SOFTMAX].instances, tiles);
+                assert_int_equal(t->role[FJ_SM100_ROLE_SOFTMAX].warps, 4 * tiles);
+                assert_true(p.tmem_cols <= 512 && p.tmem_p_col + p.cfg.block_n <= p.tmem_cols);
+                assert_int_equal(p.tmem_p_col - p.tmem_o_col, tiles * p.cfg.head_dim);
+                assert_int_equal(t->n_roles, FJ_SM100_ROLES);
+                assert_int_equal(t->role[FJ_SM100_ROLE_SOFTMAX].kind, FJ_ROLE_SOFTMAX);
+                assert_int_equal(t->role[FJ_SM100_ROLE_CORR].kind, FJ_ROLE_CORRECTION);
+                assert_int_equal(t->role[FJ_SM100_ROLE_MMA].kind, FJ_ROLE_MMA);
+                assert_int_equal(t->role[FJ_SM100_ROLE_LOAD].kind, FJ_ROLE_LOAD);
+                /* 128 threads a warpgroup: the budgets of the CTA's warpgroups fit the register file */
+                int regs = 0;
+                for (int i = 0; i < t->n_roles; i++)
+                    if (i == 0 || t->role[i].group != t->role[i - 1].group) {
+                        int wgs = 0; /* the group's warpgroups */
+                        for (int q = i; q < t->n_roles && t->role[q].group == t->role[i].group; q++)
+                            wgs += t->role[q].warps;
+                        wgs = (wgs + 3) / 4;
+                        regs += 128 * wgs * (t->role[i].regs_how == FJ_REGS_KEEP ? 65536 / p.threads : t->role[i].regs);
+                    }
+                assert_true(regs <= 65536);
+                /* tensor memory: the plan's columns, allocated and freed by the MMA warp, not touched by the load role */
+                assert_int_equal(t->tmem_cols, p.tmem_cols);
+                assert_int_equal(t->tmem_slot, p.tmem_slot);
+                const fj_role *mma = &t->role[FJ_SM100_ROLE_MMA];
+                assert_true(t->tmem_warp >= mma->first_warp && t->tmem_warp < mma->first_warp + mma->warps);
+                assert_true(t->tmem_roles >> FJ_SM100_ROLE_MMA & 1);
+                assert_false(t->tmem_roles >> FJ_SM100_ROLE_LOAD & 1);
+                assert_true(t->tmem_bar > 0 && t->tmem_bar < 16);
+                /* every barrier of the plan but Q full / empty [1] (one Q buffer) and, with one query tile, O full /
+                 * O free [1] is a ring's */
+                assert_int_equal(p.q_bufs, 1);
+                assert_int_equal(check_rings(&p, map_bar_sm100), p.n_bars - 2 - 2 * (2 - tiles));
+                /* the MMA's commits complete the K / V empties, S full and O full; the load fills Q, K, V */
+                for (int g = 0; g < t->n_rings; g++)
+                    for (int q = 0; q < t->ring[g].n_parts; q++) {
+                        const fj_ring_part *part = &t->ring[g].part[q];
+                        if (part->producer == FJ_SM100_ROLE_MMA) assert_int_equal(part->full_count, 1);
+                        if (part->consumer == FJ_SM100_ROLE_MMA && part->empty_count) assert_int_equal(part->empty_count, 1);
+                        if (part->producer == FJ_SM100_ROLE_LOAD) assert_true(part->tx_bytes > 0);
+                    }
+            }
 }
 
 static void test_sm90_tables(void **state)

@@ -1,6 +1,7 @@
 /*
  * test_sm100_ptxas.c - the sm_100a kernels through ptxas -arch=sm_100a and nvdisasm (label ptxas; no GPU): every
- * default (head dim 64, 96, 128, 192, 256; causal or not; bf16 and f16) and a small tile grid (block_n 32-128, 2-4
+ * default (head dim 64, 96, 128, 192, 256; causal or not; bf16 and f16; one query tile, and up to D128 two in flight:
+ * pingpong) and a small tile grid (block_n 32-128, 2-4
  * stages) and the software exp2 shares 0-4 of 8 assemble with no spill, no stack and no warning; in the SASS of each
  * default: the tensor-core MMA
  * (UTCHMMA), its commit (UTCBAR), tensor memory loads and stores (LDTM, STTM), TMA loads (UTMALDG), setmaxnreg
@@ -95,9 +96,10 @@ static void test_defaults(void **state)
     for (int i = 0; i < 5; i++)
         for (int causal = 0; causal < 2; causal++)
             for (int dt = 0; dt < 2; dt++)
-                check((fajit_config){.arch = FAJIT_ARCH_SM100A, .head_dim = dims[i], .causal = causal,
-                                     .dtype = dt ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16},
-                      g_nvdisasm != NULL);
+                for (int pp = 0; pp < 1 + (dims[i] <= 128); pp++) /* two query tiles: the head dims that fit */
+                    check((fajit_config){.arch = FAJIT_ARCH_SM100A, .head_dim = dims[i], .causal = causal,
+                                         .dtype = dt ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, .pingpong = pp ? 1 : -1},
+                          g_nvdisasm != NULL);
 }
 
 static void test_grid(void **state)
@@ -108,7 +110,7 @@ static void test_grid(void **state)
         for (int b = 0; b < 3; b++)
             for (int s = 2; s <= 4; s++) {
                 fajit_config c = {.arch = FAJIT_ARCH_SM100A, .dtype = FAJIT_DTYPE_BF16, .head_dim = dims[i],
-                                  .block_n = bns[b], .stages = s, .causal = (b + s) % 2};
+                                  .block_n = bns[b], .stages = s, .causal = (b + s) % 2, .pingpong = s == 3 ? 1 : -1};
                 fj_plan p;
                 fajit_config f = c;
                 fj_config_heuristic(&f, &c, NULL, 0);

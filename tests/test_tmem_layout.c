@@ -13,7 +13,7 @@
  *            as A (row m = lane m, element k = column k / 2, half k % 2)
  * Checked: each softmax thread receives its own row of S, the P it stores is the A operand the PV MMA multiplies,
  * and each correction / epilogue thread reads its own row of O = P V, for every default head dim and both dtypes'
- * packing (values small integers, so bf16 / f16 hold them exactly and every comparison is exact).
+ * packing, and with two query tiles in flight (pingpong: Q rows 128 t.., S[t], P[t], O[t]) for D64-128 (values small integers, so bf16 / f16 hold them exactly and every comparison is exact).
  *   ctest --test-dir build -R test_tmem_layout
  */
 #include <setjmp.h>
@@ -173,102 +173,111 @@ static float fbits(uint32_t u)
     return f;
 }
 
-/* One KV tile of a config through the layouts: S, P, O = P V against a float64 reference. */
-static void run_config(int head_dim, int bf16)
+/* One KV tile of a config through the layouts: S, P, O = P V against a float64 reference; with pp (two query tiles
+ * in flight) each query tile through its own S, P, O: Q rows 128 t .., S[t], P[t], O[t]. */
+static void run_config(int head_dim, int bf16, int pp)
 {
     fajit_config c;
     memset(&c, 0, sizeof c);
     c.arch = FAJIT_ARCH_SM100A;
     c.head_dim = head_dim;
     c.dtype = bf16 ? FAJIT_DTYPE_BF16 : FAJIT_DTYPE_F16;
+    c.pingpong = pp ? 1 : -1;
     fj_config_heuristic(&c, &c, NULL, 0);
     fj_plan p;
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
-    int d = head_dim, bm = c.block_m, bn = c.block_n, stage = c.stages - 1, b = 1;
+    int d = head_dim, bq = c.block_m, bm = 128, bn = c.block_n, stage = c.stages - 1;
     int w = c.swizzle;
-    float *q = malloc(sizeof(float) * bm * d), *kk = malloc(sizeof(float) * bn * d), *v = malloc(sizeof(float) * bn * d);
+    float *q = malloc(sizeof(float) * bq * d), *kk = malloc(sizeof(float) * bn * d), *v = malloc(sizeof(float) * bn * d);
     double *s_ref = malloc(sizeof(double) * bm * bn);
     float *pm = malloc(sizeof(float) * bm * bn);
     assert_non_null(q), assert_non_null(kk), assert_non_null(v), assert_non_null(s_ref), assert_non_null(pm);
-    srand(head_dim * 2 + bf16);
-    for (int i = 0; i < bm * d; i++) q[i] = (float)(rand() % 7 - 3);
+    srand(head_dim * 4 + bf16 * 2 + pp);
+    for (int i = 0; i < bq * d; i++) q[i] = (float)(rand() % 7 - 3);
     for (int i = 0; i < bn * d; i++) kk[i] = (float)(rand() % 7 - 3), v[i] = (float)(rand() % 5 - 2);
     memset(g_smem, 0xEE, sizeof g_smem);
     memset(g_tmem, 0xEE, sizeof g_tmem);
     g_bad_lane = 0;
     uint32_t kv = (uint32_t)(stage * p.kv_tile_bytes);
-    tma_tile((uint32_t)p.q_off, bm, d, w, q, bf16);
+    tma_tile((uint32_t)p.q_off, bq, d, w, q, bf16);
     tma_tile((uint32_t)p.k_off + kv, bn, d, w, kk, bf16);
     tma_tile((uint32_t)p.v_off + kv, bn, d, w, v, bf16);
+    for (int qt = 0; qt < (pp ? 2 : 1); qt++) {
+        int b = pp ? qt : 1, ocol = fj_sm100_o_col(&p, qt);
+        int softmax0 = pp ? 4 * qt : 0, corr0 = pp ? FJ_SM100_PP_WARP_CORR : FJ_SM100_WARP_CORR;
+        /* S[b] = Q K^T: the MMA thread's k-steps */
+        int lbo, sbo;
+        fj_sm100_desc_strides(&p, 0, &lbo, &sbo);
+        uint32_t idesc_qk = fj_tc05_idesc_f16(128, bn, bf16, 0, 0), idesc_pv = fj_tc05_idesc_f16(128, d, bf16, 0, 1);
+        for (int ks = 0; ks < p.k_steps_qk; ks++) {
+            int qo, ko;
+            fj_sm100_qk_step(&p, ks, &qo, &ko);
+            qo += fj_sm100_q_tile_off(&p, qt);
+            mma(p.tmem_s_col + b * bn, -1, fj_tc05_sdesc((uint32_t)(p.q_off + qo), (uint32_t)lbo, (uint32_t)sbo, w),
+                fj_tc05_sdesc((uint32_t)(p.k_off) + kv + (uint32_t)ko, (uint32_t)lbo, (uint32_t)sbo, w), idesc_qk,
+                ks > 0);
+        }
+        for (int i = 0; i < bm; i++)
+            for (int j = 0; j < bn; j++) {
+                double s = 0;
+                for (int x = 0; x < d; x++) s += (double)q[(qt * bm + i) * d + x] * kk[j * d + x];
+                s_ref[i * bn + j] = s;
+            }
 
-    /* S[b] = Q K^T: the MMA thread's k-steps */
-    int lbo, sbo;
-    fj_sm100_desc_strides(&p, 0, &lbo, &sbo);
-    uint32_t idesc_qk = fj_tc05_idesc_f16(128, bn, bf16, 0, 0), idesc_pv = fj_tc05_idesc_f16(128, d, bf16, 0, 1);
-    for (int ks = 0; ks < p.k_steps_qk; ks++) {
-        int qo, ko;
-        fj_sm100_qk_step(&p, ks, &qo, &ko);
-        mma(p.tmem_s_col + b * bn, -1, fj_tc05_sdesc((uint32_t)(p.q_off + qo), (uint32_t)lbo, (uint32_t)sbo, w),
-            fj_tc05_sdesc((uint32_t)(p.k_off) + kv + (uint32_t)ko, (uint32_t)lbo, (uint32_t)sbo, w), idesc_qk, ks > 0);
-    }
-    for (int i = 0; i < bm; i++)
-        for (int j = 0; j < bn; j++) {
-            double s = 0;
-            for (int x = 0; x < d; x++) s += (double)q[i * d + x] * kk[j * d + x];
-            s_ref[i * bn + j] = s;
+        /* the tile's softmax warps: S row, then P (here P = S mod 5 - 2, small and exact) packed into P[b] */
+        static uint32_t regs[32][128];
+        for (int warp = softmax0; warp < softmax0 + 4; warp++) {
+            uint32_t lanes = fj_tc05_taddr(fj_sm100_lane_base(warp), 0);
+            for (int c0 = 0; c0 < bn; c0 += 32) {
+                int nc = bn - c0 < 32 ? bn - c0 : 32;
+                tmem_ld(warp, lanes + (uint32_t)(p.tmem_s_col + b * bn + c0), nc, regs);
+                for (int i = 0; i < 32; i++)
+                    for (int r = 0; r < nc; r++) {
+                        int row = 32 * (warp % 4) + i, col = c0 + r;
+                        assert_true(fbits(regs[i][r]) == (float)s_ref[row * bn + col]); /* thread i: row 32 w + i */
+                        pm[row * bn + col] = (float)(((int)s_ref[row * bn + col] % 5 + 5) % 5 - 2);
+                    }
+            }
+            for (int c0 = 0; c0 < bn / 2; c0 += 32) {
+                int nc = bn / 2 - c0 < 32 ? bn / 2 - c0 : 32;
+                for (int i = 0; i < 32; i++)
+                    for (int r = 0; r < nc; r++) {
+                        int row = 32 * (warp % 4) + i, e0 = 2 * (c0 + r);
+                        regs[i][r] =
+                            (uint32_t)to16(pm[row * bn + e0], bf16) | (uint32_t)to16(pm[row * bn + e0 + 1], bf16) << 16;
+                    }
+                tmem_st(warp, lanes + (uint32_t)(p.tmem_p_col + b * bn / 2 + c0), nc, regs);
+            }
         }
 
-    /* softmax warps 0-3: S row, then P (here P = S mod 5 - 2, small and exact) packed into P[b] */
-    static uint32_t regs[32][128];
-    for (int warp = 0; warp < 4; warp++) {
-        uint32_t lanes = fj_tc05_taddr(fj_sm100_lane_base(warp), 0);
-        for (int c0 = 0; c0 < bn; c0 += 32) {
-            tmem_ld(warp, lanes + (uint32_t)(p.tmem_s_col + b * bn + c0), 32, regs);
-            for (int i = 0; i < 32; i++)
-                for (int r = 0; r < 32; r++) {
-                    int row = 32 * warp + i, col = c0 + r;
-                    assert_true(fbits(regs[i][r]) == (float)s_ref[row * bn + col]); /* thread i owns row 32 w + i */
-                    pm[row * bn + col] = (float)(((int)s_ref[row * bn + col] % 5 + 5) % 5 - 2);
-                }
+        /* O = P V: A from P[b] in tensor memory */
+        fj_sm100_desc_strides(&p, 1, &lbo, &sbo);
+        for (int ks = 0; ks < p.k_steps_pv; ks++) {
+            int pc, vo;
+            fj_sm100_pv_step(&p, ks, &pc, &vo);
+            mma(ocol, p.tmem_p_col + b * bn / 2 + pc, 0,
+                fj_tc05_sdesc((uint32_t)p.v_off + kv + (uint32_t)vo, (uint32_t)lbo, (uint32_t)sbo, w), idesc_pv, ks > 0);
         }
-        for (int c0 = 0; c0 < bn / 2; c0 += 32) {
-            int nc = bn / 2 - c0 < 32 ? bn / 2 - c0 : 32;
-            for (int i = 0; i < 32; i++)
-                for (int r = 0; r < nc; r++) {
-                    int row = 32 * warp + i, e0 = 2 * (c0 + r);
-                    regs[i][r] = (uint32_t)to16(pm[row * bn + e0], bf16) | (uint32_t)to16(pm[row * bn + e0 + 1], bf16) << 16;
-                }
-            tmem_st(warp, lanes + (uint32_t)(p.tmem_p_col + b * bn / 2 + c0), nc, regs);
-        }
-    }
 
-    /* O = P V: A from P[b] in tensor memory */
-    fj_sm100_desc_strides(&p, 1, &lbo, &sbo);
-    for (int ks = 0; ks < p.k_steps_pv; ks++) {
-        int pc, vo;
-        fj_sm100_pv_step(&p, ks, &pc, &vo);
-        mma(p.tmem_o_col, p.tmem_p_col + b * bn / 2 + pc, 0,
-            fj_tc05_sdesc((uint32_t)p.v_off + kv + (uint32_t)vo, (uint32_t)lbo, (uint32_t)sbo, w), idesc_pv, ks > 0);
-    }
-
-    /* correction / epilogue warps 4-7: thread i of warp w reads row 32 (w % 4) + i of O */
-    for (int warp = 4; warp < 8; warp++) {
-        uint32_t lanes = fj_tc05_taddr(fj_sm100_lane_base(warp), 0);
-        for (int c0 = 0; c0 < d; c0 += 32) {
-            tmem_ld(warp, lanes + (uint32_t)(p.tmem_o_col + c0), 32, regs);
-            for (int i = 0; i < 32; i++)
-                for (int r = 0; r < 32; r++) {
-                    int row = 32 * (warp % 4) + i, col = c0 + r;
-                    double o = 0;
-                    for (int x = 0; x < bn; x++) o += (double)pm[row * bn + x] * v[x * d + col];
-                    assert_true(fbits(regs[i][r]) == (float)o);
-                }
+        /* correction / epilogue warps: thread i of warp w reads row 32 (w % 4) + i of the tile's O */
+        for (int warp = corr0; warp < corr0 + 4; warp++) {
+            uint32_t lanes = fj_tc05_taddr(fj_sm100_lane_base(warp), 0);
+            for (int c0 = 0; c0 < d; c0 += 32) {
+                tmem_ld(warp, lanes + (uint32_t)(ocol + c0), 32, regs);
+                for (int i = 0; i < 32; i++)
+                    for (int r = 0; r < 32; r++) {
+                        int row = 32 * (warp % 4) + i, col = c0 + r;
+                        double o = 0;
+                        for (int x = 0; x < bn; x++) o += (double)pm[row * bn + x] * v[x * d + col];
+                        assert_true(fbits(regs[i][r]) == (float)o);
+                    }
+            }
         }
     }
     assert_int_equal(g_bad_lane, 0);
     /* S, O, P columns inside the allocation and apart */
     assert_true(p.tmem_p_col + bn <= p.tmem_cols && p.tmem_cols <= 512);
-    assert_true(p.tmem_o_col >= 2 * bn && p.tmem_p_col >= p.tmem_o_col + d);
+    assert_true(p.tmem_o_col >= 2 * bn && p.tmem_p_col >= fj_sm100_o_col(&p, pp ? 1 : 0) + d);
     free(q), free(kk), free(v), free(s_ref), free(pm);
 }
 
@@ -277,8 +286,9 @@ static void test_layouts(void **state)
     (void)state;
     const int dims[5] = {64, 96, 128, 192, 256};
     for (int i = 0; i < 5; i++) {
-        run_config(dims[i], 1);
-        run_config(dims[i], 0);
+        run_config(dims[i], 1, 0);
+        run_config(dims[i], 0, 0);
+        if (dims[i] <= 128) run_config(dims[i], 1, 1), run_config(dims[i], 0, 1); /* two query tiles in flight */
     }
 }
 

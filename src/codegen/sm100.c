@@ -42,13 +42,24 @@
  * hence 12 warps and setmaxnreg (sm100.h) */
 #define FJ_SM100_REG_MISC 48     /* softmax thread: addresses, ring and schedule state, row statistics */
 
+/* Tensor memory columns of a config: S [2] block_n, O head_dim, P [2] block_n / 2 - per query tile in flight with the
+ * ping-pong (S, O, P of each tile; S and P single-buffered). */
+static int tmem_cols_of(const fajit_config *c)
+{
+    return c->pingpong == 1 ? 2 * (c->block_n + c->head_dim + c->block_n / 2) : 3 * c->block_n + c->head_dim;
+}
+
 void fj_sm100_fill(fajit_config *c)
 {
+    int pp = c->pingpong == 1;
     if (!c->col_warps) c->col_warps = 1;
-    if (!c->block_m) c->block_m = 128;
-    if (!c->warps) c->warps = FJ_SM100_WARPS;
-    /* the largest block_n whose S[2] + O + P[2] fit 512 columns, at most 128 */
-    if (!c->block_n) c->block_n = 3 * 128 + c->head_dim <= 512 ? 128 : 64;
+    if (!c->block_m) c->block_m = pp ? 2 * FJ_SM100_TILE_ROWS : FJ_SM100_TILE_ROWS;
+    if (!c->warps) c->warps = pp ? FJ_SM100_PP_WARPS : FJ_SM100_WARPS;
+    /* the largest block_n (a multiple of 32, at most 128) whose S, O and P fit 512 columns */
+    if (!c->block_n) {
+        c->block_n = 128;
+        while (c->block_n > 32 && tmem_cols_of(c) > 512) c->block_n -= 32;
+    }
     if (!c->stages) c->stages = c->head_dim <= 64 ? 3 : 2;
     if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
     if (!c->overlap) c->overlap = -1;
@@ -64,31 +75,46 @@ static fajit_status tiles_sm100(fj_plan *p)
     if (c->mods)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = 0x%x on sm_100a: its kernels take no attention variants yet",
                        (unsigned)c->mods);
+    int pp = c->pingpong == 1;
+    int cols = tmem_cols_of(c);
+    if (cols > 512 && pp && (512 - 2 * c->head_dim) / 3 < 32)
+        return CFG_FAIL("pingpong = 1 with head_dim %d on sm_100a: two query tiles' O take 2 x %d of tensor memory's 512 "
+                        "columns, too few are left for S and P (block_n >= 32); use pingpong off (one query tile)",
+                        c->head_dim, c->head_dim);
+    if (cols > 512 && pp)
+        return CFG_FAIL("block_n (--bc) = %d with head_dim %d and pingpong: tensor memory needs 2 query tiles x (S %d + "
+                        "O %d + P %d) = %d columns, more than its 512; use block_n <= %d, or pingpong off",
+                        c->block_n, c->head_dim, c->block_n, c->head_dim, c->block_n / 2, cols,
+                        (512 - 2 * c->head_dim) / 3 / 16 * 16);
+    if (cols > 512)
+        return CFG_FAIL("block_n (--bc) = %d with head_dim %d: tensor memory needs S 2 x %d + O %d + P 2 x %d = %d "
+                        "columns, more than its 512; use block_n <= %d",
+                        c->block_n, c->head_dim, c->block_n, c->head_dim, c->block_n / 2, cols,
+                        (512 - c->head_dim) / 3 / 16 * 16);
     if (c->col_warps != 0 && c->col_warps != 1)
         return CFG_FAIL("col_warps = %d: the sm_100a path has no warp pairs (a softmax thread owns a row); use 0 or 1",
                         c->col_warps);
     p->col_warps = p->cfg.col_warps = 1;
-    if (c->block_m != 128)
-        return CFG_FAIL("block_m (--br) = %d: must be 128 on sm_100a (one M = 128 tcgen05.mma tile, a row a lane of "
-                        "tensor memory)", c->block_m);
-    if (c->warps != FJ_SM100_WARPS)
-        return CFG_FAIL("warps = %d: the sm_100a kernel runs %d warps (softmax warpgroup, correction warpgroup, an MMA "
-                        "warp, a load warp)", c->warps, FJ_SM100_WARPS);
+    if (c->block_m != (pp ? 2 : 1) * FJ_SM100_TILE_ROWS)
+        return CFG_FAIL("block_m (--br) = %d: must be %d on sm_100a%s (one M = 128 tcgen05.mma tile a query tile, a row "
+                        "a lane of tensor memory)", c->block_m, (pp ? 2 : 1) * FJ_SM100_TILE_ROWS,
+                        pp ? " with pingpong (two query tiles in flight)" : " (256 with pingpong on)");
+    if (c->warps != (pp ? FJ_SM100_PP_WARPS : FJ_SM100_WARPS))
+        return CFG_FAIL("warps = %d: the sm_100a kernel runs %d warps (%s, a correction warpgroup, an MMA warp, a load "
+                        "warp%s)", c->warps, pp ? FJ_SM100_PP_WARPS : FJ_SM100_WARPS,
+                        pp ? "two softmax warpgroups" : "a softmax warpgroup", pp ? "" : "; 16 with pingpong on");
     if (c->swizzle == FAJIT_SWIZZLE_NONE)
         return CFG_FAIL("swizzle = none: the sm_100a path stores tiles as TMA boxes of the swizzle span, which the "
                         "tcgen05 descriptors read; use 32, 64 or 128");
     if (c->stages < 2)
         return CFG_FAIL("stages = %d: the sm_100a kernel issues S(j + 1) before O += P(j) V, so K(j + 1) and V(j) are "
                         "in the ring together; use 2..4", c->stages);
-    if (c->overlap == 1 || c->pingpong == 1)
-        return CFG_FAIL("overlap / pingpong = 1 on sm_100a: its schedule is fixed (S(j + 1) beside softmax(j)); the "
-                        "two-query-tile ping-pong is not built yet; use 0 or -1");
-    int cols = 3 * c->block_n + c->head_dim;
-    if (cols > 512)
-        return CFG_FAIL("block_n (--bc) = %d with head_dim %d: tensor memory needs S 2 x %d + O %d + P 2 x %d = %d "
-                        "columns, more than its 512; use block_n <= %d",
-                        c->block_n, c->head_dim, c->block_n, c->head_dim, c->block_n / 2, cols,
-                        (512 - c->head_dim) / 3 / 16 * 16);
+    if (c->overlap == 1)
+        return CFG_FAIL("overlap = 1 on sm_100a: its schedule is fixed (S(j + 1) beside softmax(j), or with pingpong "
+                        "one query tile's softmax beside the other's MMAs); use 0 or -1");
+    if (c->block_n < 32 || c->block_n % 16)
+        return CFG_FAIL("block_n (--bc) = %d on sm_100a: a multiple of 16 from 32 (the N of tcgen05.mma M128, P's "
+                        "8-column k-steps)", c->block_n);
     p->ws = 1;
     p->consumer_wgs = 1;
     p->row_warps = 4;
@@ -130,15 +156,17 @@ static fajit_status plan_sm100(fj_plan *p)
     p->tma_boxes = c->head_dim / p->tma_box_cols;
     p->o_box_cols = p->tma_box_cols;
     p->o_boxes = p->tma_boxes;
-    p->tmem_s_col = 0;
-    p->tmem_o_col = 2 * c->block_n;
-    p->tmem_p_col = p->tmem_o_col + c->head_dim;
+    int tiles = fj_sm100_tiles(p);
+    p->tmem_s_col = 0;                                  /* S[0], S[1]: block_n each */
+    p->tmem_o_col = 2 * c->block_n;                     /* O (O[0], O[1] with the ping-pong): head_dim each */
+    p->tmem_p_col = p->tmem_o_col + tiles * c->head_dim; /* P[0], P[1]: block_n / 2 each */
     p->tmem_cols = fj_tc05_alloc_cols(p->tmem_p_col + c->block_n);
     p->rescale_slack = FJ_SM100_RESCALE_SLACK;
     p->soft_exp2 = c->head_dim <= 128 ? FJ_SM100_SOFT_EXP2 : 0;
-    p->reg_limit = FJ_SM100_REGS_SOFTMAX;
-    p->consumer_regs = FJ_SM100_REGS_SOFTMAX;
-    p->producer_regs = FJ_SM100_REGS_OTHER;
+    p->reg_limit = tiles == 2 ? FJ_SM100_PP_REGS_SOFTMAX : FJ_SM100_REGS_SOFTMAX;
+    p->consumer_regs = p->reg_limit;
+    p->producer_regs = tiles == 2 ? FJ_SM100_PP_REGS_OTHER : FJ_SM100_REGS_OTHER;
+    p->consumer_wgs = tiles; /* softmax warpgroups */
     p->whole_program = 1; /* setmaxnreg: NVRTC or the driver's JIT (nvJitLink drops it) */
     p->reg_acc_s = c->block_n; /* a softmax thread holds its row of S */
     p->reg_acc_o = 0;          /* O stays in tensor memory; the correction moves 32 columns at a time */
@@ -155,20 +183,31 @@ static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
 {
     const fajit_config *c = &p->cfg;
     const char *dt = fj_dtype_ptx(p);
-    fj_buf_printf(out, "%swarp roles: warps 0-3 softmax (thread t owns query row t), 4-7 correction + epilogue (O's row "
-                       "t), 8 MMA (one thread issues every tcgen05.mma / commit; the warp allocates and frees tensor "
-                       "memory), 9-11 load (one thread issues the TMA loads; warps 10-11 leave); setmaxnreg: softmax %d, "
-                       "correction %d, warpgroup 2 %d; the warp-specialized frame emits the setup, the dispatch and the "
-                       "teardown from the role table\n",
-                  pf, FJ_SM100_REGS_SOFTMAX, FJ_SM100_REGS_START, FJ_SM100_REGS_OTHER);
+    if (p->pingpong)
+        fj_buf_printf(out, "%swarp roles (two query tiles in flight, FlashAttention-4's ping-pong): warps 0-3 softmax of "
+                           "query tile 0 (rows 0-127 of the work tile), 4-7 softmax of tile 1 (rows 128-255), 8-11 "
+                           "correction + epilogue of both tiles, 12 MMA (one thread; alternates between the tiles, each "
+                           "K / V tile read by both; allocates and frees tensor memory), 13-15 load (one thread); "
+                           "setmaxnreg: softmax %d, correction %d, warpgroup 3 %d (512 threads); the warp-specialized "
+                           "frame emits the setup, the dispatch and the teardown from the role table\n",
+                      pf, FJ_SM100_PP_REGS_SOFTMAX, FJ_SM100_PP_REGS_CORR, FJ_SM100_PP_REGS_OTHER);
+    else
+        fj_buf_printf(out, "%swarp roles: warps 0-3 softmax (thread t owns query row t), 4-7 correction + epilogue (O's "
+                           "row t), 8 MMA (one thread issues every tcgen05.mma / commit; the warp allocates and frees "
+                           "tensor memory), 9-11 load (one thread issues the TMA loads; warps 10-11 leave); setmaxnreg: "
+                           "softmax %d, correction %d, warpgroup 2 %d; the warp-specialized frame emits the setup, the "
+                           "dispatch and the teardown from the role table\n",
+                      pf, FJ_SM100_REGS_SOFTMAX, FJ_SM100_REGS_START, FJ_SM100_REGS_OTHER);
     fj_buf_printf(out, "%sMMA: S = QK^T: %d x tcgen05.mma.kind::f16 M128 N%d K16 (%s; A = Q, B = K from smem, both "
                        "K-major); O += PV: %d x M128 N%d K16 (A = P from tensor memory, B = V from smem, N-major)\n",
                   pf, p->k_steps_qk, c->block_n, dt, p->k_steps_pv, c->head_dim);
-    fj_buf_printf(out, "%stensor memory: %d columns allocated: S[0] at %d, S[1] at %d (%d each), O at %d (%d), P[0] at %d, "
-                       "P[1] at %d (%d each: two %s a column); S, O, P rows = lanes, read and written with "
+    fj_buf_printf(out, "%stensor memory: %d columns allocated: S[0] at %d, S[1] at %d (%d each), O%s at %d (%d%s), P[0] at "
+                       "%d, P[1] at %d (%d each: two %s a column); %s; S, O, P rows = lanes, read and written with "
                        "tcgen05.ld / st .32x32b\n",
-                  pf, p->tmem_cols, p->tmem_s_col, p->tmem_s_col + c->block_n, c->block_n, p->tmem_o_col, c->head_dim,
-                  p->tmem_p_col, p->tmem_p_col + c->block_n / 2, c->block_n / 2, dt);
+                  pf, p->tmem_cols, p->tmem_s_col, p->tmem_s_col + c->block_n, c->block_n, p->pingpong ? "[0], O[1]" : "",
+                  p->tmem_o_col, c->head_dim, p->pingpong ? " each" : "", p->tmem_p_col, p->tmem_p_col + c->block_n / 2,
+                  c->block_n / 2, dt,
+                  p->pingpong ? "[b]: query tile b's" : "S[b], P[b] alternate with the KV tile (b = it % 2)");
     fj_buf_printf(out, "%sTMA: 4-D tensor maps in the parameter block; boxes of %d columns (%d B, swizzle %d B) x %d rows "
                        "(Q) / %d rows (K, V), %d per tile; descriptors (sm_100 version bit 46): SBO %d B; V's LBO one box\n",
                   pf, p->tma_box_cols, c->swizzle, c->swizzle, c->block_m, c->block_n, p->tma_boxes, 8 * c->swizzle);
@@ -206,51 +245,59 @@ void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo)
 
 static int sbar(const fj_plan *p, int which) { return p->sm100_bar + 8 * which; }
 
-static void roles_sm100(fj_role_table *t)
+static void roles_sm100(const fj_plan *p, fj_role_table *t)
 {
-    fj_role *r = fj_role_add(t, "softmax", FJ_ROLE_SOFTMAX, FJ_SM100_WARP_SOFTMAX, 4, 0);
-    r->regs = FJ_SM100_REGS_SOFTMAX;
+    int pp = p->pingpong, corr = fj_sm100_warp_corr(p), mma = fj_sm100_warp_mma(p), load = fj_sm100_warp_load(p);
+    fj_role *r = fj_role_add(t, "softmax", FJ_ROLE_SOFTMAX, FJ_SM100_WARP_SOFTMAX, 4 * fj_sm100_tiles(p), 0);
+    r->instances = fj_sm100_tiles(p);
+    r->regs = p->consumer_regs;
     r->regs_how = FJ_REGS_INC;
-    r->title = "Softmax role (warps 0-3: thread t owns query row t, tensor memory lane t)";
+    r->title = pp ? "Softmax roles (warpgroup i: query tile i; thread t owns its row t, tensor memory lane t)"
+                  : "Softmax role (warps 0-3: thread t owns query row t, tensor memory lane t)";
     r->why = "Per KV tile: S(j) row from tensor memory, mask, m = the reference max (moved only when the tile's\n"
-             "passes it by 2^slack), P = 2^(s scale - m) packed to 16 bits into P[j % 2], the rescale factor\n"
+             "passes it by 2^slack), P = 2^(s scale - m) packed to 16 bits into P[b], the rescale factor\n"
              "2^(m_old - m) to the correction role, l = l c + sum P. At the end of a work tile l and m go to\n"
              "shared memory for the epilogue.";
-    r = fj_role_add(t, "correction", FJ_ROLE_CORRECTION, FJ_SM100_WARP_CORR, 4, 1);
-    r->regs = FJ_SM100_REGS_START;
-    r->regs_how = FJ_REGS_KEEP;
+    r = fj_role_add(t, "correction", FJ_ROLE_CORRECTION, corr, 4, 1);
+    r->regs = pp ? FJ_SM100_PP_REGS_CORR : FJ_SM100_REGS_START;
+    r->regs_how = pp ? FJ_REGS_DEC : FJ_REGS_KEEP;
     r->label = "corr";
-    r->title = "Correction role (warps 4-7: thread t rescales O's row t; then the epilogue)";
+    r->title = pp ? "Correction role (warps 8-11: thread t rescales row t of each query tile's O; then the epilogue)"
+                  : "Correction role (warps 4-7: thread t rescales O's row t; then the epilogue)";
     r->why = "Per KV tile j > 0: once O += P(j-1) V(j-1) is done (O full), O's row x the softmax's factor, in a warp\n"
              "only when one of its rows' max moved (vote); then O ready. The epilogue ends each work tile.";
-    r = fj_role_add(t, "MMA", FJ_ROLE_MMA, FJ_SM100_WARP_MMA, 1, 2);
-    r->regs = FJ_SM100_REGS_OTHER;
+    r = fj_role_add(t, "MMA", FJ_ROLE_MMA, mma, 1, 2);
+    r->regs = p->producer_regs;
     r->regs_how = FJ_REGS_DEC;
     r->label = "mma";
-    r->title = "MMA role (warp 8, one thread)";
-    r->why = "S(0), S(1), then per KV tile: O += P(j) V(j) once P(j) is stored and O rescaled, S(j + 2).\n"
-             "Every group ends in tcgen05.commit: K / V empty, S full, O full, Q empty arrive when it completes.";
-    r = fj_role_add(t, "load", FJ_ROLE_LOAD, FJ_SM100_WARP_LOAD, FJ_SM100_WARPS - FJ_SM100_WARP_LOAD, 2);
+    r->title = pp ? "MMA role (warp 12, one thread)" : "MMA role (warp 8, one thread)";
+    r->why = pp ? "S0(0), S1(0), then per KV tile and query tile i: O_i += P_i(j) V(j) once P_i(j) is stored and O_i\n"
+                  "rescaled, S_i(j + 1): one tile's MMAs run while the other's softmax does. Every group ends in\n"
+                  "tcgen05.commit: K / V empty (after tile 1's), S full, O full, Q empty arrive when it completes."
+                : "S(0), S(1), then per KV tile: O += P(j) V(j) once P(j) is stored and O rescaled, S(j + 2).\n"
+                  "Every group ends in tcgen05.commit: K / V empty, S full, O full, Q empty arrive when it completes.";
+    r = fj_role_add(t, "load", FJ_ROLE_LOAD, load, (pp ? FJ_SM100_PP_WARPS : FJ_SM100_WARPS) - load, 2);
     r->label = "load";
-    r->title = "Load role (warp 9, one thread)";
+    r->title = pp ? "Load role (warp 13, one thread)" : "Load role (warp 9, one thread)";
     r->why = "Q into its buffer once the last work tile's S MMAs are done (Q empty), K(j) and V(j) into stage\n"
              "it % stages once the MMAs that read the stage's last tiles are done (K / V empty: tcgen05.commit).";
     snprintf(r->note, sizeof r->note, "warps %d-%d: the load role (thread 0 of warp %d issues every copy; the others leave)",
-             FJ_SM100_WARP_LOAD, FJ_SM100_WARPS - 1, FJ_SM100_WARP_LOAD);
+             load, (pp ? FJ_SM100_PP_WARPS : FJ_SM100_WARPS) - 1, load);
 }
 
 void fj_sm100_roles(fj_plan *p)
 {
     fj_role_table *t = &p->roles;
     const int sm = FJ_SM100_ROLE_SOFTMAX, co = FJ_SM100_ROLE_CORR, mma = FJ_SM100_ROLE_MMA, ld = FJ_SM100_ROLE_LOAD;
+    int tiles = fj_sm100_tiles(p);
     memset(t, 0, sizeof *t);
     t->mma_event = FJ_MMA_EVENT_MBARRIER;
     t->setup_why = "Thread 0 initializes the mbarriers, the MMA warp allocates tensor memory (its address lands in\n"
                    "shared memory); after a CTA barrier every thread reads it and the warps go to their roles.";
-    roles_sm100(t);
+    roles_sm100(p, t);
     t->tmem_cols = p->tmem_cols;
     t->tmem_slot = p->tmem_slot;
-    t->tmem_warp = FJ_SM100_WARP_MMA;
+    t->tmem_warp = fj_sm100_warp_mma(p);
     t->tmem_bar = FJ_SM100_TEARDOWN_BAR;
     t->tmem_roles = 1u << sm | 1u << co | 1u << mma;
     fj_ring *g = fj_ring_add(t, "Q", 1, 8);
@@ -269,8 +316,9 @@ void fj_sm100_roles(fj_plan *p)
     g = fj_ring_add(t, "S", 2, 8);
     snprintf(g->note, sizeof g->note,
              "S full[2] (1: tcgen05.commit after S[b] = QK^T); P full[2], O ready[2] (4 each: lane 0 of each softmax / "
-             "correction warp); corr full[2], stats full[2] (4: softmax warps); O full (1: commit after each PV); O "
-             "free (4: correction warps)");
+             "correction warp); corr full[2], stats full[2] (4: softmax warps); O full[%d] (1: commit after each PV); O "
+             "free[%d] (4: correction warps)%s", tiles, tiles,
+             tiles == 2 ? "; [b]: query tile b" : "; [b]: KV tile it, b = it % 2");
     fj_ring_add_part(t, g, "S", mma, sm, 1, 0, 0, sbar(p, FJ_SB_S_FULL), 0);
     t->n_rings++;
     g = fj_ring_add(t, "P/O ready", 2, 8);
@@ -280,10 +328,10 @@ void fj_sm100_roles(fj_plan *p)
     g = fj_ring_add(t, "corr", 2, 8);
     fj_ring_add_part(t, g, "corr", sm, co, 4, 0, 0, sbar(p, FJ_SB_CORR_FULL), 0);
     t->n_rings++;
-    g = fj_ring_add(t, "O full", 1, 0);
+    g = fj_ring_add(t, "O full", tiles, 8);
     fj_ring_add_part(t, g, "O full", mma, co, 1, 0, 0, sbar(p, FJ_SB_O_FULL), 0);
     t->n_rings++;
-    g = fj_ring_add(t, "O free", 1, 0);
+    g = fj_ring_add(t, "O free", tiles, 8);
     fj_ring_add_part(t, g, "O free", co, mma, 4, 0, 0, sbar(p, FJ_SB_O_FREE), 0);
     t->n_rings++;
     g = fj_ring_add(t, "stats", 2, 8);

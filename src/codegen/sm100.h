@@ -9,6 +9,7 @@
  *   warp 8      MMA          one thread issues every tcgen05.mma and tcgen05.commit; the warp allocates tensor memory
  *   warps 9-11  load         one thread issues the TMA loads of Q, K, V; warps 10-11 complete warpgroup 2
  *                            (setmaxnreg acts per warpgroup) and leave
+ * With two query tiles in flight (pingpong) the softmax is two warpgroups, the rest moves up one warpgroup (below).
  * Registers (setmaxnreg; 384 threads start at 168): the softmax warpgroup takes FJ_SM100_REGS_SOFTMAX (its row of S,
  * the mask and the exponentials), the correction keeps 168, warpgroup 2 gives back to FJ_SM100_REGS_OTHER:
  * 128 x (232 + 168 + 104) = 64512 of 65536.
@@ -28,6 +29,18 @@ enum {
     FJ_SM100_WARPS = 12
 };
 enum { FJ_SM100_REGS_SOFTMAX = 232, FJ_SM100_REGS_START = 168, FJ_SM100_REGS_OTHER = 104 };
+/* Two query tiles in flight (config pingpong = 1, plan.pingpong; FlashAttention-4's ping-pong): a work tile of 256 rows,
+ * two softmax warpgroups (warps 0-7, role instances: warpgroup i owns query tile i, rows 128 i ..), the correction
+ * warpgroup (warps 8-11) for both tiles, the MMA warp 12, the load warps 13-15; 512 threads start at 128 registers:
+ * 128 x (2 x 184 + 96 + 48) = 65536. */
+enum { FJ_SM100_PP_WARP_CORR = 8, FJ_SM100_PP_WARP_MMA = 12, FJ_SM100_PP_WARP_LOAD = 13, FJ_SM100_PP_WARPS = 16 };
+enum { FJ_SM100_PP_REGS_SOFTMAX = 184, FJ_SM100_PP_REGS_CORR = 96, FJ_SM100_PP_REGS_OTHER = 48 };
+#define FJ_SM100_TILE_ROWS 128 /* rows of a query tile: one M = 128 tcgen05.mma, a row a lane of tensor memory */
+static inline int fj_sm100_warp_corr(const fj_plan *p) { return p->pingpong ? FJ_SM100_PP_WARP_CORR : FJ_SM100_WARP_CORR; }
+static inline int fj_sm100_warp_mma(const fj_plan *p) { return p->pingpong ? FJ_SM100_PP_WARP_MMA : FJ_SM100_WARP_MMA; }
+static inline int fj_sm100_warp_load(const fj_plan *p) { return p->pingpong ? FJ_SM100_PP_WARP_LOAD : FJ_SM100_WARP_LOAD; }
+/* Query tiles in flight per CTA: 1, or 2 with the ping-pong. */
+static inline int fj_sm100_tiles(const fj_plan *p) { return p->pingpong ? 2 : 1; }
 /* The roles' indices in plan.roles (sm100.c fj_sm100_roles), in the frame's order: by register group. */
 enum { FJ_SM100_ROLE_SOFTMAX = 0, FJ_SM100_ROLE_CORR, FJ_SM100_ROLE_MMA, FJ_SM100_ROLE_LOAD, FJ_SM100_ROLES };
 /* The named barrier of the tensor memory teardown (roles.h tmem_bar). */
@@ -40,11 +53,16 @@ enum fj_sm100_bar {
     FJ_SB_P_FULL = 2,      /* [2] 4: lane 0 of each softmax warp, P[b] stored; the MMA waits before O += P V */
     FJ_SB_O_READY = 4,     /* [2] 4: lane 0 of each correction warp, O rescaled for O += P[b] V; the MMA waits */
     FJ_SB_CORR_FULL = 6,   /* [2] 4: softmax warps, the rows' factors in corr[b] */
-    FJ_SB_O_FULL = 8,      /* 1: tcgen05.commit after each O += P V; the correction and the epilogue wait */
-    FJ_SB_O_FREE = 9,      /* 4: correction warps, once the epilogue has read O; the MMA waits before a tile's first PV */
-    FJ_SB_STATS_FULL = 10, /* [2] 4: softmax warps, a work tile's l and m in stats[round % 2] */
-    FJ_SB_COUNT = 12
+    FJ_SB_O_FULL = 8,      /* [tiles] 1: tcgen05.commit after each O += P V; the correction and the epilogue wait */
+    FJ_SB_O_FREE = 10,     /* [tiles] 4: correction warps, once the epilogue has read O; the MMA waits before a work
+                              tile's first PV */
+    FJ_SB_STATS_FULL = 12, /* [2] 4: softmax warps, a work tile's l and m in stats[b] */
+    FJ_SB_COUNT = 14
 };
+/* Which of the [2] barriers and buffers a KV tile uses: one query tile: b = it % 2 (S, P and the factors double
+ * buffered; the parity of its use (it / 2) & 1; the stats b = round % 2, parity (round / 2) & 1); two query tiles:
+ * b = the query tile (each tile's S and P single-buffered; parity it & 1; stats parity round & 1). it: the CTA's KV
+ * tiles so far; round: its work tiles. */
 
 extern const fj_backend fj_backend_sm100;
 
@@ -60,6 +78,10 @@ void fj_sm100_fill(fajit_config *c);
 void fj_sm100_qk_step(const fj_plan *p, int ks, int *q_off, int *k_off);
 void fj_sm100_pv_step(const fj_plan *p, int ks, int *p_col, int *v_off);
 static inline int fj_sm100_lane_base(int warp) { return 32 * (warp % 4); }
+/* Two query tiles (pingpong): query tile `tile`'s rows start tile x 128 rows into each Q box (the A descriptors add
+ * this), its O is O[tile] at this column; one query tile: tile 0. */
+static inline int fj_sm100_q_tile_off(const fj_plan *p, int tile) { return tile * FJ_SM100_TILE_ROWS * p->cfg.swizzle; }
+static inline int fj_sm100_o_col(const fj_plan *p, int tile) { return p->tmem_o_col + tile * p->cfg.head_dim; }
 /* LBO / SBO of the Q and K descriptors (K-major) and of V's (N-major). */
 void fj_sm100_desc_strides(const fj_plan *p, int v, int *lbo, int *sbo);
 

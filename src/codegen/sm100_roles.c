@@ -122,7 +122,7 @@ static void role_load(fj_kctx *k, fj_ws_loop *l)
     fj_emit *e = k->e;
     sm_tile t;
     fj_reg_t pr = l->has_group_pred ? l->group_pred : rp(k);
-    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->tid), 32 * FJ_SM100_WARP_LOAD);
+    fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(k->tid), 32 * fj_sm100_warp_load(p));
     fj_ins(e, "@%s bra $L_exit", R(pr));
     fj_ins(e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(k->params));
     fj_ins(e, PTX_CVTA_PARAM, R(k->params), R(k->params));
@@ -186,57 +186,78 @@ typedef struct mma_regs {
     fj_reg_t kv_base; /* u32: smem + stage x kv_tile_bytes of the tile at hand */
 } mma_regs;
 
-/* S[it % 2] = Q K(it)^T; then K's stage is freed, S full[it % 2] signalled and, for the work tile's last KV tile
- * (j == n - 1), Q empty. */
-static void mma_qk(fj_kctx *k, fj_ws_loop *l, mma_regs *m, fj_reg_t it, fj_reg_t j, fj_reg_t n)
+/* b (u32) and par (u32) of KV tile `it` for query tile `tile` (-1: the one-tile kernel): sm100.h's rule. */
+static void buf_of(fj_kctx *k, fj_reg_t it, int tile, fj_reg_t b, fj_reg_t par)
+{
+    if (tile < 0) {
+        fj_ins(k->e, "and.b32 %s, %s, 1", R(b), R(it));
+        parity(k, par, it, 1, 0);
+    } else {
+        fj_ins(k->e, "mov.u32 %s, %d", R(b), tile);
+        parity(k, par, it, 0, 0);
+    }
+}
+
+/* S[b] = Q K(it)^T (two query tiles: S[tile] = Q_tile K(it)^T, Q_tile the rows 128 tile ..); then S full[b], and
+ * after the stage's last reader (the one tile, or tile 1) K's stage is freed and, for the work tile's last KV tile
+ * (j == n - 1), Q. */
+static void mma_qk(fj_kctx *k, fj_ws_loop *l, mma_regs *m, fj_reg_t it, fj_reg_t j, fj_reg_t n, int tile)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int w = p->cfg.swizzle, bc = p->cfg.block_n;
+    int w = p->cfg.swizzle, bc = p->cfg.block_n, last_reader = tile != 0;
     fj_reg_t st = r32(k), par = r32(k), bar = r32(k), sb = r32(k), pr = rp(k), scol = r32(k);
     stage_of(k, it, st, par, 0);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(bar), R(st), 8 * FJ_WS_BARS_PER_STAGE, R(k->smem));
-    fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_K_FULL, 0), par);
-    fj_ins(e, PTX_TC05_FENCE_AFTER);
+    if (tile <= 0) { /* tile 1 reads the K tile tile 0's MMA waited for (one thread: in program order) */
+        fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_K_FULL, 0), par);
+        fj_ins(e, PTX_TC05_FENCE_AFTER);
+    }
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(m->kv_base), R(st), p->kv_tile_bytes, R(k->smem));
     int lbo, sbo;
     fj_sm100_desc_strides(p, 0, &lbo, &sbo);
     fj_reg_t kdesc = sdesc_reg(k, m->kv_base, p->k_off, lbo, sbo);
-    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    buf_of(k, it, tile, sb, par);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(scol), R(sb), bc, R(m->tmem));
-    fj_comment(e, 1, "S[it %% 2] = Q K^T: %d x M128 N%d K16, Q and K K-major (k-step: 32 B along the row, next box "
-                     "after rows x %d B)", p->k_steps_qk, bc, w);
+    if (tile < 0)
+        fj_comment(e, 1, "S[it %% 2] = Q K^T: %d x M128 N%d K16, Q and K K-major (k-step: 32 B along the row, next box "
+                         "after rows x %d B)", p->k_steps_qk, bc, w);
+    else
+        fj_comment(e, 1, "S[%d] = Q_%d K^T: %d x M128 N%d K16 (Q_%d: rows %d.. of each Q box)", tile, tile, p->k_steps_qk,
+                   bc, tile, FJ_SM100_TILE_ROWS * tile);
+    int q_tile = fj_sm100_q_tile_off(p, tile > 0 ? tile : 0);
     for (int ks = 0; ks < p->k_steps_qk; ks++) {
         int qo, ko;
         fj_sm100_qk_step(p, ks, &qo, &ko);
-        fj_reg_t da = desc_at(k, m->qdesc, qo);
+        fj_reg_t da = desc_at(k, m->qdesc, qo + q_tile);
         fj_reg_t db = desc_at(k, kdesc, ko);
         fj_tc05_mma_ss(k, scol, 0, da, db, m->idesc_qk, ks ? "1" : "0");
     }
-    p->backend->async->mma_commit(k, bar, fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
+    if (last_reader) p->backend->async->mma_commit(k, bar, fj_ws_bar(p, FJ_BAR_K_EMPTY, 0));
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sb), R(sb), R(k->smem));
     p->backend->async->mma_commit(k, sb, sbar(p, FJ_SB_S_FULL));
+    if (!last_reader) return;
     fj_reg_t last = r32(k);
     fj_ins(e, "sub.s32 %s, %s, 1", R(last), R(n));
     fj_ins(e, "setp.eq.s32 %s, %s, %s", R(pr), R(j), R(last));
     fj_ins(e, "@%s " PTX_TC05_COMMIT, R(pr), R(l->qbar), fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0));
 }
 
-/* O (+)= P[it % 2] V(it), after P and the rescaled O are ready; frees V's stage, signals O full. */
-static void mma_pv(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j)
+/* O (+)= P[b] V(it) (two query tiles: O[tile] += P[tile] V(it)), after P and the rescaled O are ready; frees V's
+ * stage after its last reader, signals O full (O full[tile]). */
+static void mma_pv(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j, int tile)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int w = p->cfg.swizzle, bc = p->cfg.block_n;
+    int w = p->cfg.swizzle, bc = p->cfg.block_n, ocol = fj_sm100_o_col(p, tile > 0 ? tile : 0);
     fj_reg_t st = r32(k), par = r32(k), bar = r32(k), sb = r32(k), acc = rp(k), pcol = r32(k), sbb = r32(k);
-    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    buf_of(k, it, tile, sb, par);
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
-    parity(k, par, it, 1, 0);
     fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_P_FULL), par);
     fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_O_READY), par);
     stage_of(k, it, st, par, 0);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(bar), R(st), 8 * FJ_WS_BARS_PER_STAGE, R(k->smem));
-    fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_V_FULL, 0), par);
+    if (tile <= 0) fj_emit_mbar_wait_at(k, bar, fj_ws_bar(p, FJ_BAR_V_FULL, 0), par);
     fj_ins(e, PTX_TC05_FENCE_AFTER);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(m->kv_base), R(st), p->kv_tile_bytes, R(k->smem));
     int lbo, sbo;
@@ -244,68 +265,125 @@ static void mma_pv(fj_kctx *k, mma_regs *m, fj_reg_t it, fj_reg_t j)
     fj_reg_t vdesc = sdesc_reg(k, m->kv_base, p->v_off, lbo, sbo);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(pcol), R(sb), bc / 2, R(m->tmem));
     fj_ins(e, "setp.ne.s32 %s, %s, 0", R(acc), R(j));
-    fj_comment(e, 1, "O (+)= P V: %d x M128 N%d K16, A = P from tensor memory (8 columns a k-step), B = V N-major "
-                     "(LBO one box of %d rows, a k-step 16 rows = %d B)", p->k_steps_pv, p->cfg.head_dim, bc, 16 * w);
+    fj_comment(e, 1, "O%s (+)= P V: %d x M128 N%d K16, A = P from tensor memory (8 columns a k-step), B = V N-major "
+                     "(LBO one box of %d rows, a k-step 16 rows = %d B)", tile < 0 ? "" : tile ? "[1]" : "[0]",
+               p->k_steps_pv, p->cfg.head_dim, bc, 16 * w);
     for (int ks = 0; ks < p->k_steps_pv; ks++) {
         int pc, vo;
         fj_sm100_pv_step(p, ks, &pc, &vo);
         fj_reg_t db = desc_at(k, vdesc, vo);
-        fj_ins(e, PTX_TC05_MMA_TS, R(m->tmem), p->tmem_o_col, R(pcol), p->tmem_p_col + pc, R(db), R(m->idesc_pv),
+        fj_ins(e, PTX_TC05_MMA_TS, R(m->tmem), ocol, R(pcol), p->tmem_p_col + pc, R(db), R(m->idesc_pv),
                ks ? "1" : R(acc));
     }
-    p->backend->async->mma_commit(k, bar, fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
-    p->backend->async->mma_commit(k, k->smem, sbar(p, FJ_SB_O_FULL));
+    if (tile != 0) p->backend->async->mma_commit(k, bar, fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
+    p->backend->async->mma_commit(k, k->smem, sbar(p, FJ_SB_O_FULL) + 8 * (tile > 0 ? tile : 0));
 }
 
-/* One thread issues; the warp's other lanes wait at its end (the frame's teardown takes the whole warp). */
-static void role_mma(fj_kctx *k, fj_ws_loop *l)
+/* The MMA thread's setup: instruction descriptors, Q's descriptor. */
+static void mma_setup(fj_kctx *k, mma_regs *m)
+{
+    const fj_plan *p = k->p;
+    int bf16 = p->cfg.dtype == FAJIT_DTYPE_BF16;
+    m->tmem = k->tmem;
+    m->idesc_qk = r32(k), m->idesc_pv = r32(k), m->kv_base = r32(k);
+    fj_ins(k->e, "mov.u32 %s, 0x%08X", R(m->idesc_qk), fj_tc05_idesc_f16(128, p->cfg.block_n, bf16, 0, 0));
+    fj_ins(k->e, "mov.u32 %s, 0x%08X", R(m->idesc_pv), fj_tc05_idesc_f16(128, p->cfg.head_dim, bf16, 0, 1));
+    int lbo, sbo;
+    fj_sm100_desc_strides(p, 0, &lbo, &sbo);
+    m->qdesc = sdesc_reg(k, k->smem, p->q_off, lbo, sbo);
+}
+
+/* Two query tiles (pingpong): S0(0), S1(0), then per KV tile j and query tile i = 0, 1: O_i += P_i(j) V(j), S_i(j + 1).
+ * While the MMAs of one tile run, the other tile's softmax does; each K / V tile serves both. */
+static void mma_loop_two_tiles(fj_kctx *k, fj_ws_loop *l, mma_regs *m, sm_tile *t)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int bf16 = p->cfg.dtype == FAJIT_DTYPE_BF16;
-    sm_tile t;
-    mma_regs m;
-    set_leader(k);
-    fj_ins(e, "@!%s bra $L_mma_idle", R(k->leader));
-    m.tmem = k->tmem;
-    m.idesc_qk = r32(k), m.idesc_pv = r32(k), m.kv_base = r32(k);
-    fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_qk), fj_tc05_idesc_f16(128, p->cfg.block_n, bf16, 0, 0));
-    fj_ins(e, "mov.u32 %s, 0x%08X", R(m.idesc_pv), fj_tc05_idesc_f16(128, p->cfg.head_dim, bf16, 0, 1));
-    int lbo, sbo;
-    fj_sm100_desc_strides(p, 0, &lbo, &sbo);
-    m.qdesc = sdesc_reg(k, k->smem, p->q_off, lbo, sbo);
-    tile_begin(k, l, &t, "mma", FJ_WS_DECODE_ROWS);
-    fj_reg_t par = r32(k), j = r32(k), it = r32(k), pr = rp(k), one = r32(k), zero = r32(k);
-    fj_ws_wait_q(k, l);
+    fj_reg_t par = r32(k), j = r32(k), it = r32(k), pr = rp(k), zero = r32(k), j1 = r32(k), it1 = r32(k);
+    char loop[48], no_next[2][48], free1[48];
     fj_ins(e, "mov.u32 %s, 0", R(zero));
-    mma_qk(k, l, &m, t.it, zero, t.n);
+    mma_qk(k, l, m, t->it, zero, t->n, 0);
+    mma_qk(k, l, m, t->it, zero, t->n, 1);
+    fj_comment(e, 1, "a query tile's first PV writes its O: the epilogue of the last work tile must have read it (O free)");
+    parity(k, par, t->round, 0, 1);
+    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FREE), par);
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_label_new(e, "mma_kv", loop, sizeof loop);
+    fj_label_new(e, "mma_free1", free1, sizeof free1);
+    for (int i = 0; i < 2; i++) fj_label_new(e, "mma_no_next", no_next[i], sizeof no_next[i]);
+    fj_label(e, loop);
+    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t->it), R(j));
+    fj_ins(e, "add.s32 %s, %s, 1", R(j1), R(j));
+    fj_ins(e, "add.u32 %s, %s, 1", R(it1), R(it));
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) {
+            fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(j));
+            fj_ins(e, "@%s bra.uni %s", R(pr), free1);
+            parity(k, par, t->round, 0, 1);
+            fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FREE) + 8, par);
+            fj_label(e, free1);
+        }
+        mma_pv(k, m, it, j, i);
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j1), R(t->n));
+        fj_ins(e, "@%s bra.uni %s", R(pr), no_next[i]);
+        mma_qk(k, l, m, it1, j1, t->n, i);
+        fj_label(e, no_next[i]);
+    }
+    fj_ins(e, "mov.s32 %s, %s", R(j), R(j1));
+    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t->n));
+    fj_ins(e, "@%s bra.uni %s", R(pr), loop);
+}
+
+/* One query tile: S(0), S(1), then per KV tile PV(j), S(j + 2). */
+static void mma_loop_one_tile(fj_kctx *k, fj_ws_loop *l, mma_regs *m, sm_tile *t)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_reg_t par = r32(k), j = r32(k), it = r32(k), pr = rp(k), one = r32(k), zero = r32(k);
+    fj_ins(e, "mov.u32 %s, 0", R(zero));
+    mma_qk(k, l, m, t->it, zero, t->n, -1);
     char skip1[48], loop[48], no_next[48];
     fj_label_new(e, "mma_one", skip1, sizeof skip1);
-    fj_ins(e, "setp.lt.s32 %s, %s, 2", R(pr), R(t.n));
+    fj_ins(e, "setp.lt.s32 %s, %s, 2", R(pr), R(t->n));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip1);
-    fj_ins(e, "add.u32 %s, %s, 1", R(it), R(t.it));
+    fj_ins(e, "add.u32 %s, %s, 1", R(it), R(t->it));
     fj_ins(e, "mov.u32 %s, 1", R(one));
-    mma_qk(k, l, &m, it, one, t.n);
+    mma_qk(k, l, m, it, one, t->n, -1);
     fj_label(e, skip1);
     fj_comment(e, 1, "the first PV of a work tile writes O: the epilogue of the last one must have read it (O free)");
-    parity(k, par, t.round, 0, 1);
+    parity(k, par, t->round, 0, 1);
     fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FREE), par);
     fj_ins(e, "mov.u32 %s, 0", R(j));
     fj_label_new(e, "mma_kv", loop, sizeof loop);
     fj_label_new(e, "mma_no_next", no_next, sizeof no_next);
     fj_label(e, loop);
-    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
-    mma_pv(k, &m, it, j);
+    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t->it), R(j));
+    mma_pv(k, m, it, j, -1);
     fj_reg_t j2 = r32(k), it2 = r32(k);
     fj_ins(e, "add.s32 %s, %s, 2", R(j2), R(j));
-    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j2), R(t.n));
+    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j2), R(t->n));
     fj_ins(e, "@%s bra.uni %s", R(pr), no_next);
     fj_ins(e, "add.u32 %s, %s, 2", R(it2), R(it));
-    mma_qk(k, l, &m, it2, j2, t.n);
+    mma_qk(k, l, m, it2, j2, t->n, -1);
     fj_label(e, no_next);
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
-    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
+    fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t->n));
     fj_ins(e, "@%s bra.uni %s", R(pr), loop);
+}
+
+/* One thread issues; the warp's other lanes wait at its end (the frame's teardown takes the whole warp). */
+static void role_mma(fj_kctx *k, fj_ws_loop *l)
+{
+    fj_emit *e = k->e;
+    sm_tile t;
+    mma_regs m;
+    set_leader(k);
+    fj_ins(e, "@!%s bra $L_mma_idle", R(k->leader));
+    mma_setup(k, &m);
+    tile_begin(k, l, &t, "mma", FJ_WS_DECODE_ROWS);
+    fj_ws_wait_q(k, l);
+    if (k->p->pingpong) mma_loop_two_tiles(k, l, &m, &t);
+    else mma_loop_one_tile(k, l, &m, &t);
     tile_next(k, l, &t);
     fj_label(e, "$L_mma_idle");
     fj_ins(e, PTX_BAR_WARP_SYNC);
@@ -361,9 +439,16 @@ static void role_softmax(fj_kctx *k, fj_ws_loop *l_)
     int b_s = fj_bank(e, "s", "f32"), b_pk = fj_bank(e, "pk", "b32");
     fj_reg_t s = fj_alloc(e, b_s, bc), pk = fj_alloc(e, b_pk, bc / 2);
     fj_reg_t lanes = r32(k), row = r32(k), scale = rf(k);
-    fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(k->warp)); /* 32 x warp << 16 */
+    fj_reg_t mrow = p->pingpong ? r32(k) : row; /* the row in the work tile (the mask's) */
+    fj_ins(e, "and.b32 %s, %s, 3", R(lanes), R(k->warp));
+    fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(lanes)); /* lanes 32 (warp % 4) .. (<< 16) */
     fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(k->tmem));
-    fj_ins(e, "mov.u32 %s, %s", R(row), R(k->tid));
+    fj_ins(e, "and.b32 %s, %s, %d", R(row), R(k->tid), FJ_SM100_TILE_ROWS - 1);
+    if (p->pingpong) {
+        fj_comment(e, 1, "two query tiles: this warpgroup (instance %%wg) owns tile wg, work-tile rows 128 wg + t; its S, "
+                         "P, factors and statistics are buffer b = wg");
+        fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(mrow), R(k->wg), FJ_SM100_TILE_ROWS, R(row));
+    }
     fj_ins(e, "ld.param.f32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(scale), FJ_PARAM_OFF(scale_log2));
     tile_begin(k, l_, &t, "softmax", FJ_WS_DECODE_ROWS);
     fj_reg_t m = rf(k), l = rf(k), j = r32(k), it = r32(k), sb = r32(k), sbb = r32(k), par = r32(k), pr = rp(k);
@@ -375,15 +460,19 @@ static void role_softmax(fj_kctx *k, fj_ws_loop *l_)
     fj_label_new(e, "softmax_kv", loop, sizeof loop);
     fj_label(e, loop);
     fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
-    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    if (p->pingpong) {
+        fj_ins(e, "mov.u32 %s, %s", R(sb), R(k->wg));
+        parity(k, par, it, 0, 0);
+    } else {
+        buf_of(k, it, -1, sb, par);
+    }
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
-    parity(k, par, it, 1, 0);
     fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_S_FULL), par);
     fj_ins(e, PTX_TC05_FENCE_AFTER);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(col), R(sb), bc, R(lanes));
     for (int c0 = 0; c0 < bc; c0 += 32) fj_tc05_ld(k, fj_at(s, c0), bc - c0 < 32 ? bc - c0 : 32, col, p->tmem_s_col + c0);
     fj_ins(e, PTX_TC05_WAIT_LD);
-    softmax_mask(k, &t, s, j, row);
+    softmax_mask(k, &t, s, j, mrow);
     fj_comment(e, 1, "row max (raw scores), then in log2 units");
     fj_ins(e, "max.f32 %s, %s, %s", R(mx), R(s), R(fj_at(s, 1)));
     for (int i = 2; i < bc; i++) fj_ins(e, "max.f32 %s, %s, %s", R(mx), R(mx), R(fj_at(s, i)));
@@ -416,7 +505,7 @@ static void role_softmax(fj_kctx *k, fj_ws_loop *l_)
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(col), R(sb), bc / 2, R(lanes));
     for (int c0 = 0; c0 < bc / 2; c0 += 32)
         fj_tc05_st(k, col, p->tmem_p_col + c0, fj_at(pk, c0), bc / 2 - c0 < 32 ? bc / 2 - c0 : 32);
-    fj_comment(e, 1, "the row's factor to corr[it %% 2][t]");
+    fj_comment(e, 1, "the row's factor to corr[b][t]");
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 4 * p->cfg.block_m, R(k->smem));
     fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
     fj_ins(e, "st.shared.f32 [%s+%d], %s", R(ca), p->corr_off, R(c));
@@ -427,8 +516,9 @@ static void role_softmax(fj_kctx *k, fj_ws_loop *l_)
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
     fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), loop);
-    fj_comment(e, 1, "the work tile's l and m to stats[round %% 2] for the epilogue");
-    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(t.round));
+    fj_comment(e, 1, "the work tile's l and m to stats[%s] for the epilogue", p->pingpong ? "wg" : "round % 2");
+    if (p->pingpong) fj_ins(e, "mov.u32 %s, %s", R(sb), R(k->wg));
+    else fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(t.round));
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 8 * p->cfg.block_m, R(k->smem));
     fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
     fj_ins(e, "st.shared.f32 [%s+%d], %s", R(ca), p->stats_off, R(l));
@@ -440,22 +530,30 @@ static void role_softmax(fj_kctx *k, fj_ws_loop *l_)
 
 /* ---- correction and epilogue ---------------------------------------------------------------------- */
 
-/* The epilogue of a work tile: O x 1/l from tensor memory to global memory, LSE; then O free. */
-static void emit_epilogue(fj_kctx *k, sm_tile *t, fj_reg_t lanes, fj_reg_t row, fj_reg_t ito, fj_reg_t o)
+/* The epilogue of query tile `tile` (-1: the one-tile kernel) of a work tile: O x 1/l from tensor memory to global
+ * memory, LSE; then O free. */
+static void emit_epilogue(fj_kctx *k, sm_tile *t, fj_reg_t lanes, fj_reg_t row, fj_reg_t o, int tile)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int d = p->cfg.head_dim, bm = p->cfg.block_m;
+    int d = p->cfg.head_dim, bm = p->cfg.block_m, ob = tile > 0 ? tile : 0, ocol = fj_sm100_o_col(p, ob);
     fj_reg_t par = r32(k), sb = r32(k), sbb = r32(k), ca = r32(k), l = rf(k), m = rf(k), inv = rf(k), lse = rf(k);
-    fj_reg_t pos = rp(k), ok = rp(k), sq = r32(k), grow = r32(k), a = r64(k), x = r64(k), y = r64(k);
-    fj_comment(e, 1, "epilogue: the work tile's last PV done (O full), its l and m (stats full)");
-    parity(k, par, ito, 0, 0);
-    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FULL), par);
-    fj_ins(e, "add.u32 %s, %s, 1", R(ito), R(ito));
+    fj_reg_t pos = rp(k), ok = rp(k), sq = r32(k), grow = r32(k), a = r64(k), x = r64(k), y = r64(k), last = r32(k);
+    fj_comment(e, 1, "epilogue%s: the work tile's last PV done (O full), its l and m (stats full)",
+               tile < 0 ? "" : tile ? " of query tile 1" : " of query tile 0");
+    fj_ins(e, "add.u32 %s, %s, %s", R(last), R(t->it), R(t->n));
+    fj_ins(e, "sub.u32 %s, %s, 1", R(last), R(last));
+    parity(k, par, last, 0, 0);
+    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FULL) + 8 * ob, par);
     fj_ins(e, PTX_TC05_FENCE_AFTER);
-    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(t->round));
+    if (tile < 0) {
+        fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(t->round));
+        parity(k, par, t->round, 1, 0);
+    } else {
+        fj_ins(e, "mov.u32 %s, %d", R(sb), tile);
+        parity(k, par, t->round, 0, 0);
+    }
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
-    parity(k, par, t->round, 1, 0);
     fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_STATS_FULL), par);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 8 * bm, R(k->smem));
     fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
@@ -467,6 +565,7 @@ static void emit_epilogue(fj_kctx *k, sm_tile *t, fj_reg_t lanes, fj_reg_t row, 
     fj_comment(e, 1, "row m0 + t exists: &O[b, h, m0 + t, 0] = o + 2 (b s0 + h s1 + (m0 + t) s2)");
     fj_ins(e, PTX_LD_PARAM_U32, R(sq), FJ_PARAM_OFF(seqlen_q));
     fj_ins(e, "add.u32 %s, %s, %s", R(grow), R(t->m0), R(row));
+    if (tile > 0) fj_ins(e, "add.u32 %s, %s, %d", R(grow), R(grow), tile * FJ_SM100_TILE_ROWS);
     fj_ins(e, "setp.lt.u32 %s, %s, %s", R(ok), R(grow), R(sq));
     fj_ins(e, "ld.param.u64 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(a), FJ_PARAM_OFF(o));
     const int offs[3] = {FJ_PARAM_OFF(o_stride[0]), FJ_PARAM_OFF(o_stride[1]), FJ_PARAM_OFF(o_stride[2])};
@@ -480,7 +579,7 @@ static void emit_epilogue(fj_kctx *k, sm_tile *t, fj_reg_t lanes, fj_reg_t row, 
     }
     fj_reg_t pkr = fj_alloc(e, fj_bank(e, "pk", "b32"), 16);
     for (int c0 = 0; c0 < d; c0 += 32) {
-        fj_tc05_ld(k, o, 32, lanes, p->tmem_o_col + c0);
+        fj_tc05_ld(k, o, 32, lanes, ocol + c0);
         fj_ins(e, PTX_TC05_WAIT_LD);
         for (int i = 0; i < 16; i++) {
             fj_ins(e, "mul.f32 %s, %s, %s", R(fj_at(o, 2 * i)), R(fj_at(o, 2 * i)), R(inv));
@@ -507,34 +606,20 @@ static void emit_epilogue(fj_kctx *k, sm_tile *t, fj_reg_t lanes, fj_reg_t row, 
     fj_ins(e, "add.u64 %s, %s, %s", R(a), R(a), R(x));
     fj_ins(e, "@%s st.global.f32 [%s], %s", R(ok), R(a), R(lse));
     fj_ins(e, PTX_TC05_FENCE_BEFORE);
-    warp_arrive(k, k->smem, sbar(p, FJ_SB_O_FREE));
+    warp_arrive(k, k->smem, sbar(p, FJ_SB_O_FREE) + 8 * ob);
 }
 
-static void role_correction(fj_kctx *k, fj_ws_loop *l)
+/* Query tile `tile`'s step of KV tile j (it = the CTA's count): the factor from the softmax (corr full); for j > 0,
+ * once PV(j - 1) is done (O full), O's row x c where a row of the warp moved; then O ready. */
+static void correction_step(fj_kctx *k, fj_reg_t lanes, fj_reg_t row, fj_reg_t o, fj_reg_t j, fj_reg_t it, int tile)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int d = p->cfg.head_dim;
-    sm_tile t;
-    set_leader(k);
-    int b_o = fj_bank(e, "o", "f32");
-    fj_reg_t o = fj_alloc(e, b_o, 32);
-    fj_reg_t lanes = r32(k), row = r32(k), ito = r32(k);
-    fj_ins(e, "and.b32 %s, %s, 3", R(lanes), R(k->warp));
-    fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(lanes));
-    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(k->tmem));
-    fj_ins(e, "sub.u32 %s, %s, %d", R(row), R(k->tid), 32 * FJ_SM100_WARP_CORR);
-    fj_ins(e, "mov.u32 %s, 0", R(ito));
-    tile_begin(k, l, &t, "corr", FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS);
-    fj_reg_t j = r32(k), it = r32(k), sb = r32(k), sbb = r32(k), par = r32(k), pr = rp(k), ca = r32(k), c = rf(k);
-    char loop[48], skip[48];
-    fj_ins(e, "mov.u32 %s, 0", R(j));
-    fj_label_new(e, "corr_kv", loop, sizeof loop);
-    fj_label(e, loop);
-    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
-    fj_ins(e, "and.b32 %s, %s, 1", R(sb), R(it));
+    int d = p->cfg.head_dim, ob = tile > 0 ? tile : 0, ocol = fj_sm100_o_col(p, ob);
+    fj_reg_t sb = r32(k), sbb = r32(k), par = r32(k), pr = rp(k), ca = r32(k), c = rf(k), prev = r32(k);
+    char skip[48];
+    buf_of(k, it, tile, sb, par);
     fj_ins(e, "mad.lo.u32 %s, %s, 8, %s", R(sbb), R(sb), R(k->smem));
-    parity(k, par, it, 1, 0);
     fj_emit_mbar_wait_at(k, sbb, sbar(p, FJ_SB_CORR_FULL), par);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ca), R(sb), 4 * p->cfg.block_m, R(k->smem));
     fj_ins(e, "mad.lo.u32 %s, %s, 4, %s", R(ca), R(row), R(ca));
@@ -542,28 +627,57 @@ static void role_correction(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "corr_skip", skip, sizeof skip);
     fj_ins(e, "setp.eq.s32 %s, %s, 0", R(pr), R(j));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
-    parity(k, par, ito, 0, 0);
-    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FULL), par);
-    fj_ins(e, "add.u32 %s, %s, 1", R(ito), R(ito));
+    fj_ins(e, "sub.u32 %s, %s, 1", R(prev), R(it));
+    parity(k, par, prev, 0, 0);
+    fj_emit_mbar_wait(k, sbar(p, FJ_SB_O_FULL) + 8 * ob, par);
     fj_ins(e, "setp.neu.f32 %s, %s, 0f3F800000", R(pr), R(c));
     fj_ins(e, "vote.sync.any.pred %s, %s, -1", R(pr), R(pr));
     fj_ins(e, "@!%s bra.uni %s", R(pr), skip);
     fj_ins(e, PTX_TC05_FENCE_AFTER);
-    fj_comment(e, 1, "O's row x c, 32 columns at a time");
+    fj_comment(e, 1, "O%s's row x c, 32 columns at a time", tile < 0 ? "" : tile ? "[1]" : "[0]");
     for (int c0 = 0; c0 < d; c0 += 32) {
-        fj_tc05_ld(k, o, 32, lanes, p->tmem_o_col + c0);
+        fj_tc05_ld(k, o, 32, lanes, ocol + c0);
         fj_ins(e, PTX_TC05_WAIT_LD);
         for (int i = 0; i < 32; i++) fj_ins(e, "mul.f32 %s, %s, %s", R(fj_at(o, i)), R(fj_at(o, i)), R(c));
-        fj_tc05_st(k, lanes, p->tmem_o_col + c0, o, 32);
+        fj_tc05_st(k, lanes, ocol + c0, o, 32);
     }
     fj_ins(e, PTX_TC05_WAIT_ST);
     fj_label(e, skip);
     fj_ins(e, PTX_TC05_FENCE_BEFORE);
     warp_arrive(k, sbb, sbar(p, FJ_SB_O_READY));
+}
+
+static void role_correction(fj_kctx *k, fj_ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    sm_tile t;
+    set_leader(k);
+    int b_o = fj_bank(e, "o", "f32");
+    fj_reg_t o = fj_alloc(e, b_o, 32);
+    fj_reg_t lanes = r32(k), row = r32(k);
+    fj_ins(e, "and.b32 %s, %s, 3", R(lanes), R(k->warp));
+    fj_ins(e, "shl.b32 %s, %s, 21", R(lanes), R(lanes));
+    fj_ins(e, "add.u32 %s, %s, %s", R(lanes), R(lanes), R(k->tmem));
+    fj_ins(e, "sub.u32 %s, %s, %d", R(row), R(k->tid), 32 * fj_sm100_warp_corr(p));
+    tile_begin(k, l, &t, "corr", FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS);
+    fj_reg_t j = r32(k), it = r32(k), pr = rp(k);
+    char loop[48];
+    fj_ins(e, "mov.u32 %s, 0", R(j));
+    fj_label_new(e, "corr_kv", loop, sizeof loop);
+    fj_label(e, loop);
+    fj_ins(e, "add.u32 %s, %s, %s", R(it), R(t.it), R(j));
+    if (p->pingpong)
+        for (int i = 0; i < 2; i++) correction_step(k, lanes, row, o, j, it, i);
+    else
+        correction_step(k, lanes, row, o, j, it, -1);
     fj_ins(e, "add.s32 %s, %s, 1", R(j), R(j));
     fj_ins(e, "setp.lt.s32 %s, %s, %s", R(pr), R(j), R(t.n));
     fj_ins(e, "@%s bra.uni %s", R(pr), loop);
-    emit_epilogue(k, &t, lanes, row, ito, o);
+    if (p->pingpong)
+        for (int i = 0; i < 2; i++) emit_epilogue(k, &t, lanes, row, o, i);
+    else
+        emit_epilogue(k, &t, lanes, row, o, -1);
     tile_next(k, l, &t);
 }
 
