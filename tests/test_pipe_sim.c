@@ -197,34 +197,19 @@ static void test_sm100(void **state)
     expect_clean(&(sim_case){.dim = 64, .sm100 = 1, .pingpong = 1, .seqlen_q = 500, .seqlen_k = 16 * 128 - 3});
 }
 
-/* Bugs in the sm_100a kernel's own barriers and the frame's tensor memory teardown, injected into its PTX text: each
- * must be caught in every run. */
-static void test_sm100_bugs(void **state)
+/* A pipeline bug of the sm_100a kernels: the first instruction line with `needle` and `tail` (NULL: "+off]") becomes a
+ * comment; every run must report `kind` or `kind2`. */
+typedef struct sm100_bug {
+    const char *name, *needle;
+    int off, kind, kind2;
+    const char *tail;
+} sm100_bug;
+
+static void run_sm100_bugs(const sim_case *c, const sm100_bug *bugs, size_t n)
 {
-    (void)state;
-    sim_case c = {.dim = 128, .sm100 = 1};
     built b;
-    build(&c, &b);
-    const fj_plan *p = &b.pl;
-    struct {
-        const char *name, *needle;
-        int off, kind, kind2;
-        const char *tail; /* the line's other mark; NULL: "+off]" */
-    } bugs[] = {
-        /* the epilogue's O free arrival dropped: the MMA waits for it before the next work tile's first PV */
-        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
-        /* the MMA's commit to K empty dropped: the producer never refills the stage */
-        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
-        /* the softmax's corr full arrival dropped */
-        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
-        /* the softmax's P full arrival dropped: the MMA never issues O += P V */
-        {"drop P full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_P_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
-        /* the correction's O ready arrival dropped */
-        {"drop O ready", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_READY, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
-        /* the frame's tensor memory teardown: the softmax role leaves without meeting the others (named barrier) */
-        {"skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 288"},
-    };
-    for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
+    build(c, &b);
+    for (size_t i = 0; i < n; i++) {
         char *ptx = strdup(b.ptx), tail[32];
         assert_non_null(ptx);
         snprintf(tail, sizeof tail, "%s", bugs[i].tail ? bugs[i].tail : "");
@@ -247,7 +232,7 @@ static void test_sm100_bugs(void **state)
         }
         if (!hit) fail_msg("%s: no line with %s and %s", bugs[i].name, bugs[i].needle, tail);
         static pipe_report r[2][MAX_SEEDS];
-        run_all(&c, &b, ptx, r);
+        run_all(c, &b, ptx, r);
         for (int cta = 0; cta < 2; cta++)
             for (int sd = 0; sd < seeds(); sd++)
                 if (r[cta][sd].kind != bugs[i].kind && r[cta][sd].kind != bugs[i].kind2)
@@ -256,6 +241,49 @@ static void test_sm100_bugs(void **state)
         if (verbose()) printf("CAUGHT %s: %s\n", bugs[i].name, r[0][0].text);
         free(ptx);
     }
+    fajit_free(b.ptx);
+}
+
+/* Bugs in the sm_100a kernels' own barriers and the frame's tensor memory teardown, injected into their PTX text, one
+ * query tile and two (pingpong): each must be caught in every run. */
+static void test_sm100_bugs(void **state)
+{
+    (void)state;
+    sim_case c = {.dim = 128, .sm100 = 1}, pp = {.dim = 128, .sm100 = 1, .pingpong = 1};
+    built b;
+    build(&c, &b);
+    const fj_plan *p = &b.pl;
+    const sm100_bug bugs[] = {
+        /* the epilogue's O free arrival dropped: the MMA waits for it before the next work tile's first PV */
+        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the MMA's commit to K empty dropped: the producer never refills the stage */
+        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the softmax's corr full arrival dropped */
+        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the softmax's P full arrival dropped: the MMA never issues O += P V */
+        {"drop P full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_P_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the correction's O ready arrival dropped */
+        {"drop O ready", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_READY, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the frame's tensor memory teardown: the softmax role leaves without meeting the others (named barrier) */
+        {"skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 288"},
+    };
+    run_sm100_bugs(&c, bugs, sizeof bugs / sizeof bugs[0]);
+    fajit_free(b.ptx);
+    build(&pp, &b);
+    p = &b.pl;
+    const sm100_bug pp_bugs[] = {
+        /* query tile 1's epilogue leaves O[1] without its O free arrival: the next work tile's PV1(0) waits */
+        {"pp: drop O free[1]", "mbarrier.arrive", p->sm100_bar + 8 * (FJ_SB_O_FREE + 1), PIPE_DEADLOCK, PIPE_DEADLOCK,
+         NULL},
+        /* the MMA's O full[1] commit dropped: the correction never rescales or stores query tile 1 */
+        {"pp: drop O full[1] commit", "tcgen05.commit", p->sm100_bar + 8 * (FJ_SB_O_FULL + 1), PIPE_DEADLOCK,
+         PIPE_DEADLOCK, NULL},
+        /* K empty is committed after query tile 1's S only (the stage's last reader): dropped, the ring stalls */
+        {"pp: drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        /* the teardown with 13 warps (two softmax warpgroups, the correction, the MMA warp) */
+        {"pp: skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 416"},
+    };
+    run_sm100_bugs(&pp, pp_bugs, sizeof pp_bugs / sizeof pp_bugs[0]);
     fajit_free(b.ptx);
 }
 
