@@ -11,9 +11,10 @@
  * words below; "all" = every one; set but empty = none). Unset: vt alone, the default since the H100 A/B of
  * 2026-11-26 (bench/results/h100-session3-ab-2026-11-26.md: +1-13%, most at D256). They change the generated PTX only: the config's canonical text and
  * the in-memory cache key stay the same, so time them one process per setting with FAJIT_CACHE=0 (bench/fp8_ab.sh).
- *   regs  the producer warpgroup keeps 32 registers, not 40 (the transposers fit them: FP8_KNOB_VT's batches, or
- *         the block-at-a-time loop), so 2 consumer warpgroups get 240 (FlashAttention-3's split) and 3 get 160;
- *         the register model then admits D256 bc128 with the overlap and D128 bc224 (FA3's FP8 tiles)
+ *   regs  FlashAttention-3's register splits: with 2 consumer warpgroups the producer warpgroup (loader and
+ *         transposers) keeps 24 registers and the consumers get 240 (not 40 / 232), with 3: 32 / 160 (not 40 / 152);
+ *         the register model then admits D256 bc128 with the overlap and D128 bc224 (FA3's FP8 tiles). Before
+ *         2026-11-27 it split 32 / 240, past the 384-thread CTA's pool (384 x 168): the consumers hung (sm90.c)
  *   vt    the V transpose two blocks a branch (not one): two ldmatrix in flight before the first's prmt / stmatrix */
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u
