@@ -439,13 +439,16 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   c->stages, c->stages, c->stages);
     if (p->o_stage == 2)
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row; no staging buffer fits beside Q and the K/V ring, so O is "
-                           "staged in the V ring: the consumer warpgroups meet at named barrier %d (every last PV has "
-                           "read V), write O there in the TMA box layout, and thread 0 of each issues one TMA store "
+                           "staged in the V ring: %s, write O there in the TMA box layout, and thread 0 of each issues one TMA store "
                            "(%d-row box; rows past seqlen are not written), waits until it has read the ring and "
                            "arrives on O free (mbarrier at +%d, count %d); the producer waits for O free before each "
                            "work tile's first V load (parity (round - 1) & 1), so the next tile's Q and first K load "
                            "under the epilogue but its first V after it\n",
-                      pf, FJ_SM90_CONSUMERS_BAR, 64, fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
+                      pf,
+                      p->fp8 ? "each consumer warpgroup, past its wait for the work tile's last VT full (the "
+                               "transposers, V's only readers, are done with it)"
+                             : "the consumer warpgroups meet at named barrier 7 (every last PV has read V)",
+                      64, fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
     else if (p->o_stage)
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O written to the staging buffer in the TMA box layout, "
                            "then one TMA store per consumer warpgroup (%d-row box; rows past seqlen are not written), "
@@ -690,10 +693,15 @@ static void store_o_sm90(fj_kctx *k)
         return;
     }
     o_stage_addresses(k);
-    if (p->o_stage == 2) {
+    if (p->o_stage == 2 && !p->fp8) {
         fj_comment(k->e, 1, "O -> this warpgroup's rows of the V ring, once every consumer warpgroup's last PV has "
                             "read V (the producer loads no V until O free), then one TMA store");
         fj_ins(k->e, "bar.sync %d, %d", FJ_SM90_CONSUMERS_BAR, 128 * p->consumer_wgs);
+    } else if (p->o_stage == 2) {
+        fj_comment(k->e, 1, "FP8: O -> this warpgroup's rows of the V ring: only the transposers read V, and this "
+                            "warpgroup has waited for the work tile's last VT full, so they are done with every V "
+                            "of it (the producer loads no V until O free); its last store has read the rows");
+        fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
     } else {
         fj_comment(k->e, 1, "O -> this warpgroup's staging region (its last TMA store has read it), then one TMA store");
         fj_ins(k->e, "@%s " PTX_BULK_WAIT_READ, R(k->wg_leader), 0);
