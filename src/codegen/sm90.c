@@ -82,7 +82,9 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {32, 240}, {32, 1
                                      space (1234 configs) was D64 br192 bc128 s3 causal at 160 of 160; and
                                      any kernel with 4 stages (not in the tuner's space): D64 br192 bc128 s4
                                      ov pp spills 8 bytes at 160 of 160 (tests/test_spill_space.c) */
+#ifndef FJ_SM90_RESCALE_SLACK /* a build knob for A/B runs (bench/softmax_ab.sh): -1 = rescale O every tile */
 #define FJ_SM90_RESCALE_SLACK 8
+#endif
 #define FJ_SM90_RESCALE_WEIGHT_LOG2 0 /* off: see FJ_SM80_RESCALE_WEIGHT_LOG2 (sm80.c) */
 
 /* Softcap's share of the exponentials taken off the MUFU (plan.soft_exp2, eighths of a row's values). Counted
