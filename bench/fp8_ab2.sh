@@ -10,7 +10,7 @@
 #   usage: bench/fp8_ab2.sh [FAGEN]       (FAGEN default: build/tools/fagen/fagen, as `bench/run_gpu.sh build` makes)
 #   env:   REPS (3), BENCH_REPS (20, fagen bench --reps), CELLS ("D,N,causal ..."; default the 12), VARIANTS (names
 #          below; default base regs fa3 fa3r), CHECK (full: every check shape; quick: fagen check --quick; off), T_BENCH (60 s),
-#          T_CHECK (180 s)
+#          T_CHECK (180 s), SETTLE_MS (fagen bench --settle-ms; unset: fagen's default, 300 ms of untimed calls)
 # Variants (knobs; tiles):
 #   base   unset (= vt); the heuristic's tiles: D64 br192 bc128 ov pp, D128 br128 bc192 ov pp, D256 br128 bc128
 #          (no overlap, O stored from registers); producer / consumers 40 / 152 (3 WGs) or 40 / 232 (2 WGs)
@@ -121,8 +121,10 @@ for rep in $(seq 1 "$reps"); do
             if [ -n "${hung[$v]:-}" ]; then continue; fi
             tiles=()
             [ "$v" != base ] && [ "$v" != regs ] && read -r -a tiles <<<"$(tiles_of "$v" "$d" "$c")"
+            settle=()
+            [ -n "${SETTLE_MS:-}" ] && settle=(--settle-ms "$SETTLE_MS")
             line=$(with_knobs "$(knobs_of "$v")" timeout "$t_bench" "$fagen" bench --untuned --reps "$bench_reps" \
-                --warmup 5 --dtype e4m3 --arch sm_90a "${shape[@]}" "${tiles[@]}" 2>&1 |
+                --warmup 5 "${settle[@]}" --dtype e4m3 --arch sm_90a "${shape[@]}" "${tiles[@]}" 2>&1 |
                 grep -E "^sm_|fagen:|error" | head -1)
             rc=${PIPESTATUS[0]}
             if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
