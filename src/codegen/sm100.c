@@ -213,8 +213,10 @@ static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
                   pf, p->tma_box_cols, c->swizzle, c->swizzle, c->block_m, c->block_n, p->tma_boxes, 8 * c->swizzle);
     fj_buf_printf(out, "%smbarriers at +%d: Q full / empty, K / V full / empty per stage (async.h; the empties count 1: "
                        "tcgen05.commit of the MMA thread), then at +%d S full[2], P full[2], O ready[2], corr full[2], O "
-                       "full, O free, stats full[2] (sm100.h); each a ring of the role table, which the frame initializes\n",
-                  pf, p->bar_off, p->sm100_bar);
+                       "full[%d], O free[%d], stats full[2] (sm100.h; [b]: %s); each a ring of the role table, which the "
+                       "frame initializes\n",
+                  pf, p->bar_off, p->sm100_bar, fj_sm100_tiles(p), fj_sm100_tiles(p),
+                  p->pingpong ? "query tile b" : "KV tile it, b = it % 2");
     fj_buf_printf(out, "%ssoftmax: lazy rescale (a row's reference max moves only when the tile max passes it by more than "
                        "2^%d); the correction warps rescale O in tensor memory only when a row of theirs moved (a warp "
                        "vote); %d of every 8 exponentials on the FMA units (software exp2), the rest on the MUFU; "
