@@ -41,7 +41,7 @@ typedef struct sim_case {
     int mods, win_left, win_right, chunk;                         /* attention variants (FAJIT_MOD_*) */
     int seqlen_q, seqlen_k;                                       /* 0: 3 row blocks - 5, 6 KV tiles + 7 */
     int sm100;                                                    /* 1: the sm_100a kernel (fwd_sm100.c) */
-    int roll;                                                     /* config roll: 1 the rolled KV loop (issue 23) */
+    int roll;                                                     /* config roll: 1 rolled KV loop, -1 unrolled (issue 23) */
 } sim_case;
 
 typedef struct built {
@@ -388,11 +388,13 @@ static void expect_caught(const sim_case *c) { expect_caught_but(c, 0); }
 static void test_bugs_caught(void **state)
 {
     (void)state;
-    expect_caught(&(sim_case){.dim = 128});
-    expect_caught(&(sim_case){.dim = 64, .causal = 1});
-    expect_caught(&(sim_case){.dim = 256});
-    expect_caught(&(sim_case){.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = -1, .pingpong = -1});
-    expect_caught(&(sim_case){.dim = 128, .block_m = 64, .block_n = 128, .stages = 2});
+    /* roll -1: the mutations are written for the unrolled loop, whatever FJ_SM90_ROLL_DEFAULT says */
+    expect_caught(&(sim_case){.dim = 128, .roll = -1});
+    expect_caught(&(sim_case){.dim = 64, .causal = 1, .roll = -1});
+    expect_caught(&(sim_case){.dim = 256, .roll = -1});
+    expect_caught(&(sim_case){.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = -1, .pingpong = -1,
+                              .roll = -1});
+    expect_caught(&(sim_case){.dim = 128, .block_m = 64, .block_n = 128, .stages = 2, .roll = -1});
     /* the rolled loop (its barriers addressed from registers); stuck-parity looks for the unrolled loop's flip */
     expect_caught_but(&(sim_case){.dim = 128, .roll = 1}, 1u << BUG_STUCK_PARITY);
 }
@@ -402,7 +404,7 @@ static void test_mutations(void **state)
 {
     (void)state;
     built b;
-    build(&(sim_case){.dim = 128}, &b);
+    build(&(sim_case){.dim = 128, .roll = -1}, &b);
     char what[600];
     char *same = pipe_mutate(b.ptx, BUG_NONE, what, sizeof what);
     assert_non_null(same);
@@ -457,8 +459,8 @@ static void expect_assembles(const sim_case *c, int runtime)
 static void test_mutants_assemble(void **state)
 {
     (void)state;
-    expect_assembles(&(sim_case){.dim = 128}, 1);
-    expect_assembles(&(sim_case){.dim = 64, .causal = 1}, 0);
+    expect_assembles(&(sim_case){.dim = 128, .roll = -1}, 1);
+    expect_assembles(&(sim_case){.dim = 64, .causal = 1, .roll = -1}, 0);
 }
 
 int main(int argc, char **argv)

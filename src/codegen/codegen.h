@@ -18,6 +18,11 @@
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
 #define FJ_CODEGEN_VERSION "fajit-codegen-13"
 
+/* Issue 23: whether a config's roll = 0 (the default) takes the rolled KV loop on the sm_90a path where it can (BF16 /
+ * F16, 2+ stages; else unrolled, as roll = -1). 0 until the GPU A/B (bench/cold_ab.sh) says the rolled kernels run
+ * as fast: then 1, the one line to change (tests follow it: test_roll_config, test_rolled_ptx). */
+#define FJ_SM90_ROLL_DEFAULT 0 /* an edit, not a -D knob: the disk-cache key's source digest must see it */
+
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
     const fj_arch_info *arch;    /* PTX target of the code-generation path */
@@ -82,8 +87,9 @@ typedef struct fj_plan {
                                     (runtime/compile.c: NVRTC; nvJitLink and the driver's linker drop it) */
     int roll_stages;             /* 1: the consumers' KV loop is written once for every stage of the ring (stage,
                                     its barrier addresses and descriptor offsets in registers) instead of once
-                                    per stage (immediates): about half the PTX and 40% of ptxas's time for
-                                    2 stages (issue 23). The config's roll = 1 (fajit.h; text " roll") */
+                                    per stage (immediates): under half the PTX and 40% of ptxas's time for
+                                    2 stages (issue 23). The config's roll = 1 (fajit.h; text " roll"), or roll
+                                    = 0 where FJ_SM90_ROLL_DEFAULT takes it */
     int tma_box_cols;            /* elements in one TMA box row: the swizzle span / 2 */
     int tma_boxes;               /* boxes per tile row: head_dim / tma_box_cols; a tile is stored box by box,
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
