@@ -83,7 +83,9 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {32, 240}, {32, 1
                                      space (1234 configs) was D64 br192 bc128 s3 causal at 160 of 160; and
                                      any kernel with 4 stages (not in the tuner's space): D64 br192 bc128 s4
                                      ov pp spills 8 bytes at 160 of 160 (tests/test_spill_space.c) */
+#ifndef FJ_SM90_RESCALE_SLACK /* a build knob for A/B runs (bench/softmax_ab.sh): -1 = rescale O every tile */
 #define FJ_SM90_RESCALE_SLACK 8
+#endif
 #define FJ_SM90_RESCALE_WEIGHT_LOG2 0 /* off: see FJ_SM80_RESCALE_WEIGHT_LOG2 (sm80.c) */
 
 /* Softcap's share of the exponentials taken off the MUFU (plan.soft_exp2, eighths of a row's values). Counted
@@ -99,9 +101,16 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {32, 240}, {32, 1
 #ifndef FJ_SOFTCAP_SOFT_EXP2
 #define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs (bench/modcost_ab.sh): 1 or 2 of 8 are the untried shares */
 #endif
+/* The same for the other 16-bit kernels (issue 24: software exp2 offered on sm_90a, kept only where it measures
+ * faster): a build knob for the H200 A/B (bench/softexp2_ab.sh), 0 = off. FP8 kernels never (their softmax is not
+ * the bound: the V transpose is). */
+#ifndef FJ_SOFT_EXP2_SHARE
+#define FJ_SOFT_EXP2_SHARE 0
+#endif
 static int plan_soft_exp2(const fajit_config *c)
 {
-    return c->mods & FAJIT_MOD_SOFTCAP ? FJ_SOFTCAP_SOFT_EXP2 : 0;
+    if (c->mods & FAJIT_MOD_SOFTCAP) return FJ_SOFTCAP_SOFT_EXP2;
+    return c->dtype == FAJIT_DTYPE_E4M3 ? 0 : FJ_SOFT_EXP2_SHARE;
 }
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }

@@ -256,6 +256,7 @@ static int configs_for(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
     for (int i = 0; i < N_TILES; i++) {
         check_cfg c = {0, k_tiles[i], ""};
         c.cfg.dtype = dt, c.cfg.head_dim = dim, c.cfg.causal = causal;
+        c.cfg.mods = o->user.mods; /* the variant flags apply to every tile of the list */
         if (o->user.arch && c.cfg.arch != o->user.arch) continue;
         if (o->quick && seen_arch[c.cfg.arch == FAJIT_ARCH_SM90A]++) continue; /* quick: the first of each path */
         if (!config_usable(ctx, &c.cfg, t)) continue;
@@ -389,6 +390,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
         fajit_shape sh = {p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k};
         memset(&heur, 0, sizeof heur);
         heur.arch = o->user.arch, heur.dtype = p.dtype, heur.head_dim = p.head_dim, heur.causal = p.causal;
+        heur.mods = o->user.mods;
         st = fajit_config_fill(ctx, &sh, &heur);
         use = &heur;
     }
