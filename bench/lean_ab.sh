@@ -47,7 +47,7 @@ lean_env() { # variant -> the env(1) words that set FAJIT_SM90_LEAN for it
 run() { # variant cell round
     local v=$1 c=$2 line tf
     # shellcheck disable=SC2046,SC2086
-    line=$(env $(lean_env "$v") FAJIT_CACHE_DIR="$tmp/cache-$v" "$fagen" bench --arch sm_90a --dtype bf16 --untuned \
+    line=$(env $(lean_env "$v") FAJIT_CACHE_DIR="$tmp/cache-$v" timeout 120 "$fagen" bench --arch sm_90a --dtype bf16 --untuned \
         --reps "$reps" --warmup 5 ${cell[$c]} 2>&1 | grep -E "^sm_|fagen:|rror" | head -1)
     printf '%-3s %-10s r%s  %s\n' "$v" "$c" "$3" "$line"
     tf=$(echo "$line" | awk '/^sm_/ { for (i = 1; i <= NF; i++) if ($i ~ /^D[0-9]+$/) { print $(i + 3 + ($(i + 1) == "causal")); exit } }')
@@ -66,7 +66,7 @@ checks=("--headdim 64 --causal --batch 1 --heads-q 16 --heads-kv 16 --seqlen-q 3
         "--headdim 128 --causal --softcap 50 --batch 1 --heads-q 16 --heads-kv 16 --seqlen-q 300 --seqlen-k 1000")
 for ck in "${checks[@]}"; do
     # shellcheck disable=SC2046,SC2086
-    r=$(env $(lean_env new) FAJIT_CACHE_DIR="$tmp/cache-new" "$fagen" check --arch sm_90a --dtype bf16 $ck 2>&1 | tail -1)
+    r=$(env $(lean_env new) FAJIT_CACHE_DIR="$tmp/cache-new" timeout 120 "$fagen" check --arch sm_90a --dtype bf16 $ck 2>&1 | tail -1)
     printf 'check %-90s %s\n' "$ck" "$r"
 done
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """sm90_loop_sass.py - count what an sm_90a attention kernel's consumer KV loop issues per tile, from SASS (no GPU).
 
-Reads `cuobjdump -sass` (or nvdisasm) text of ONE kernel. Lists the loops that hold HGMMA (backward branches
+Reads `cuobjdump -sass` (or nvdisasm) text of ONE kernel. Lists the loops that hold wgmma (HGMMA; QGMMA for FP8) (backward branches
 whose range has one), then walks the steady-state path of the chosen loop once, from its top to its backward
 branch, and counts the instructions a consumer thread issues on that path, by class and by opcode, divided by
 the KV tiles one trip covers (--tiles; fajit's unrolled sm_90a loop has one body per stage: 2 at 2 stages).
@@ -21,7 +21,7 @@ import collections
 import re
 
 CLASSES = [  # (name, opcode prefixes), first match wins
-    ('HGMMA', ('HGMMA',)),
+    ('HGMMA/QGMMA', ('HGMMA', 'QGMMA', 'IGMMA')),
     ('MUFU', ('MUFU',)),
     ('FFMA/FMUL/FADD', ('FFMA', 'FMUL', 'FADD')),
     ('FMNMX', ('FMNMX',)),
@@ -65,6 +65,10 @@ def branch_target(text):
     return int(m.group(1), 16) if m and m.group(1) else None
 
 
+def is_gmma(text):
+    return opcode(text).startswith(('HGMMA', 'QGMMA', 'IGMMA'))
+
+
 def klass(op):
     for name, prefixes in CLASSES:
         if op.startswith(prefixes) and not (name == 'uniform U*' and op in ('ULDC', 'ULDC.64')):
@@ -78,7 +82,7 @@ def loops(ins, at):
         tg = branch_target(t)
         if tg is not None and tg <= a and tg in at:
             s = at[tg]
-            hg = sum(1 for k in range(s, i + 1) if opcode(ins[k][1]).startswith('HGMMA'))
+            hg = sum(1 for k in range(s, i + 1) if is_gmma(ins[k][1]))
             if hg:
                 out.append((s, i, hg))
     return out
@@ -107,7 +111,7 @@ def walk(ins, at, top, back, take, fall):
             continue
         forward = tg > a
         skips = range(k + 1, at[tg]) if inside and forward else range(0)
-        hg = any(opcode(ins[j][1]).startswith('HGMMA') for j in skips)
+        hg = any(is_gmma(ins[j][1]) for j in skips)
         go = (a in take) or (a not in fall and inside and forward and not hg)
         if go:
             if len(skips):
@@ -133,7 +137,7 @@ def main():
     cands = loops(ins, at)
     if a.list:
         for s, e, hg in cands:
-            print(f'loop {ins[s][0]:#06x}..{ins[e][0]:#06x}: {e - s + 1} instructions in range, {hg} HGMMA')
+            print(f'loop {ins[s][0]:#06x}..{ins[e][0]:#06x}: {e - s + 1} instructions in range, {hg} wgmma (HGMMA/QGMMA)')
         return
     best = None
     for s, e, _ in cands:
@@ -143,7 +147,7 @@ def main():
             path, skipped = walk(ins, at, s, e, set(a.take), set(a.fall))
         except SystemExit:
             continue
-        hg = sum(1 for k in path if opcode(ins[k][1]).startswith('HGMMA'))
+        hg = sum(1 for k in path if is_gmma(ins[k][1]))
         key = (hg, -len(path))
         if best is None or key > best[0]:
             best = (key, s, e, path, skipped)
