@@ -9,7 +9,9 @@
 # Variants:
 #   base      the shipped kernel (heuristic tiles: D64 br192 bc128 ov pp, D128 br128 bc192 ov pp, D256 br128 bc128)
 #   vt        FAJIT_FP8_KNOBS=vt: the V transpose two blocks a branch
-#   regs      FAJIT_FP8_KNOBS=regs: producer 32 registers, consumers 240 / 160; the shipped tiles
+#   regs      FAJIT_FP8_KNOBS=regs: producer 24 / 32 registers, consumers 240 / 160; the shipped tiles (until
+#             2026-11-27 32 / 240, past the CTA's register pool: the consumers' setmaxnreg.inc hung; bench/fp8_ab2.sh
+#             is the A/B with checks and the ostage knob)
 #   fa3       regs + FlashAttention-3's FP8 tiles: D64 br192 bc128 ov without ping-pong (FA3: bc160, which spills
 #             here), D128 br128 bc224 ov pp, D256 br128 bc128 ov, pp non-causal (the model refuses pp causal at 240)
 #   fa3+vt    the same with vt

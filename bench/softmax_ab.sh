@@ -8,7 +8,8 @@
 #   speed:    fagen bench --untuned (settled, median) of D64 N8k, D128 N4k/16k, D256 N8k x causal/not, B*N 16k, H*D 2048,
 #             the four builds interleaved, two rounds
 # The disk cache is off (FAJIT_CACHE=0) so no build reads another's cubins.
-#   usage: bench/softmax_ab.sh [OUTDIR]         (PYTHONPATH with torch [+ FA3]; default OUTDIR /tmp/softmax-ab)
+#   usage: [SPEED=0] bench/softmax_ab.sh [OUTDIR]   (PYTHONPATH with torch [+ FA3]; default OUTDIR /tmp/softmax-ab;
+#          SPEED=0: the accuracy parts only)
 set -u
 cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/softmax-ab}
@@ -20,7 +21,7 @@ declare -A flags=([base]="" [se1]="-DFJ_SOFT_EXP2_SHARE=1" [se2]="-DFJ_SOFT_EXP2
 for b in "${names[@]}"; do
     ( cmake -S . -B "$out/build-$b" -DCMAKE_BUILD_TYPE=Release -DFAJIT_BUILD_TESTS=OFF -DFAJIT_PREBUILT=OFF \
           -DFAJIT_INSTALL=OFF -DCMAKE_C_FLAGS="${flags[$b]}" >"$out/build-$b.log" 2>&1 &&
-      cmake --build "$out/build-$b" -j"$jobs" --target fagen fajit >>"$out/build-$b.log" 2>&1 ) &
+      cmake --build "$out/build-$b" -j"$jobs" --target fagen fajit_shared >>"$out/build-$b.log" 2>&1 ) &
 done
 wait
 for b in "${names[@]}"; do
@@ -32,8 +33,9 @@ echo "== accuracy: bench/accuracy_ratio.py (ratio of max error to SDPA flash's; 
 for b in "${names[@]}"; do
     for m in "" "--causal"; do
         # shellcheck disable=SC2086
-        timeout 120 python3 bench/accuracy_ratio.py --lib "$out/build-$b/libfajit.so" --seeds 12 $m 2>&1 |
-            grep -E "fajit  |worst" | sed "s/^/$b ${m:-noncausal} /"
+        timeout 120 python3 bench/accuracy_ratio.py --lib "$out/build-$b/libfajit.so" --seeds 12 $m >"$out/acc-$b$m.log" 2>&1
+        grep -E "fajit  |worst" "$out/acc-$b$m.log" | sed "s/^/$b ${m:-noncausal} /"
+        grep -qE "worst" "$out/acc-$b$m.log" || { echo "$b $m: accuracy_ratio.py failed:"; tail -3 "$out/acc-$b$m.log"; }
     done
 done
 echo "== accuracy: fagen check --quick --arch sm_90a (worst fraction of the tolerance)"
@@ -45,6 +47,7 @@ for b in "${names[@]}"; do
         printf 'check %-5s d%-3s %-8s %s\n' "$b" "$d" "${m:-nc}" "$r"
     done; done
 done
+[ "${SPEED:-1}" = 0 ] && exit 0
 echo "== speed: fagen bench (TFLOP/s), rounds interleaved"
 for round in 1 2; do
     for dn in 64:8192 128:4096 128:16384 256:8192; do d=${dn%:*} n=${dn#*:}; for m in "" "--causal"; do

@@ -430,10 +430,39 @@ static int do_read(sim *s, warp *x, const insn *in, const operand *o)
                      in->line, w, addr);
     region *g = &s->reg[ri];
     chunk_span(g->lo, g->hi - g->lo, &lo, &hi);
+    if (!g->loaded && !g->stores)
+        return fault(s, PIPE_EARLY_READ, "line %d: warp %d's wgmma reads +%u (box +%u), which nothing has written yet",
+                     in->line, w, addr, g->lo);
     if (!readable(s, x, g, in, "wgmma", addr) || (g->stores && !chunks_readable(s, x, lo, hi, in, "wgmma")) ||
         !add_read(s, x, ri, 0, 0, 0, in->line))
         return 0;
     s->r->wgmma_reads++;
+    return 1;
+}
+
+/* ldmatrix (FP8's V transpose) by lane 0 (and lane 31 when in step): a read of the loaded box holding its address,
+ * done when the instruction is (its registers hold the data): retired at once, released by the warp's next arrive. */
+static int do_ldmatrix(sim *s, warp *x, const insn *in)
+{
+    int w = (int)(x - s->wp);
+    for (int lane = 0; lane < 2; lane++) {
+        thread *t = lane ? &x->u : &x->t;
+        uint64_t v;
+        if (lane && (!x->lockstep || sim_guard(&x->u, in) != 1)) break;
+        if (in->a[1].kind != O_MEM || !sim_value(s->p, t, s->w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &v))
+            return fault(s, PIPE_MODEL, "line %d: ldmatrix from an address the simulator cannot work out", in->line);
+        uint32_t addr = (uint32_t)(v + (uint64_t)in->a[1].imm);
+        int ri = region_at(s, addr), lo, hi;
+        if (ri < 0 || !s->reg[ri].loaded)
+            return fault(s, PIPE_EARLY_READ, "line %d: warp %d's ldmatrix reads +%u, which no TMA load has filled",
+                         in->line, w, addr);
+        region *g = &s->reg[ri];
+        chunk_span(g->lo, g->hi - g->lo, &lo, &hi);
+        if (!readable(s, x, g, in, "ldmatrix", addr) || (g->stores && !chunks_readable(s, x, lo, hi, in, "ldmatrix")))
+            return 0;
+        g->end[w] = ++x->vc.c[w];
+        s->r->wgmma_reads += lane == 0;
+    }
     return 1;
 }
 
@@ -536,7 +565,8 @@ static int is_sync(const char *op)
 {
     return strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "bar.", 4) == 0 || strncmp(op, "barrier.", 8) == 0 ||
            strncmp(op, "cp.async.bulk", 13) == 0 || strncmp(op, "wgmma.", 6) == 0 || strncmp(op, "fence.", 6) == 0 ||
-           strncmp(op, "setmaxnreg", 10) == 0 || strncmp(op, "tcgen05.", 8) == 0 || strncmp(op, "st.shared", 9) == 0;
+           strncmp(op, "setmaxnreg", 10) == 0 || strncmp(op, "tcgen05.", 8) == 0 || strncmp(op, "st.shared", 9) == 0 ||
+           strncmp(op, "ldmatrix", 8) == 0 || strncmp(op, "stmatrix", 8) == 0;
 }
 
 /* How many lanes run in: 32 when lane 0 and lane 31 (in step) both do, 1 when only lane 0 does (an elected lane, or
@@ -615,8 +645,11 @@ static int step_sync(sim *s, warp *x, const insn *in)
             return fault(s, PIPE_MODEL, "line %d: bulk wait_group N", in->line);
         retire(s, x, (int)k, 1);
         x->t.pc++;
-    } else if (strncmp(op, "st.shared", 9) == 0) {
+    } else if (strncmp(op, "st.shared", 9) == 0 || strncmp(op, "stmatrix", 8) == 0) {
         if (!do_st_shared(s, x, in)) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "ldmatrix", 8) == 0) {
+        if (!do_ldmatrix(s, x, in)) return 0;
         x->t.pc++;
     } else if (strcmp(op, "bar.warp.sync") == 0) {
         x->t.pc++; /* the warp's lanes meet: lane 0 and lane 31 are in step here (checked above) */
@@ -745,6 +778,11 @@ int pipe_run(const prog *p, world *w, const pipe_opts *o, pipe_report *r)
         x->t.tid = 32u * (unsigned)i, x->t.ctaid[0] = o->ctaid, x->t.nctaid_x = o->nctaid;
         x->u.tid = x->t.tid + 31, x->u.ctaid[0] = o->ctaid, x->u.nctaid_x = o->nctaid, x->lockstep = 1;
         for (int j = 0; j < MAX_BARS; j++) x->seen[j] = -2;
+    }
+    for (int i = 0; i < o->vt_stages && s->n_regions < PS_REGIONS; i++) { /* FP8's Vt ring: boxes no load fills */
+        region *g = &s->reg[s->n_regions++];
+        memset(g, 0, sizeof *g);
+        g->lo = (uint32_t)(o->vt_off + i * o->vt_bytes), g->hi = g->lo + (uint32_t)o->vt_bytes;
     }
     long limit = o->max_steps ? o->max_steps : 50000000;
     int ready[PS_W];

@@ -4,7 +4,8 @@
  * scheduler that blocks a warp on mbarrier waits and named barriers, and completes TMA loads asynchronously. It reports
  * the first pipeline fault it sees: a deadlock, a waiter passing on a phase it had passed or skipping one (phase
  * aliasing), a ring slot read before its TMA load completed for the reader, or written (by a load or st.shared) before
- * every earlier reader released it.
+ * every earlier reader released it. FP8: ldmatrix reads a loaded box (V) and is retired at once, stmatrix writes like
+ * st.shared (Vt, a ring of boxes no TMA load fills).
  * docs/pipeline-sim.md describes the model; tests/test_pipe_sim.c runs it over the sm_90a kernels.
  */
 #ifndef FJ_PIPE_SIM_H
@@ -33,6 +34,9 @@ typedef struct pipe_opts {
     int q_map_off, k_map_off, v_map_off;
     int q_box_bytes, kv_box_bytes;
     int o_box_bytes;         /* the O store's box (its staging read): 0 = not followed */
+    /* FP8: the Vt ring (plan.vt_off, stages of plan.kv_tile_bytes), boxes written by the transposers' stmatrix and
+     * read by wgmma; 0 stages = none */
+    int vt_off, vt_bytes, vt_stages;
     long max_steps;          /* instructions over all warps (0: 50M) */
 } pipe_opts;
 

@@ -20,6 +20,7 @@
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "codegen/kernel_abi.h"
+#include "codegen/fp8_ws.h"
 #include "codegen/kv8.h"
 #include "runtime/forward.h"
 #include "runtime/half.h"
@@ -332,6 +333,32 @@ static void test_e4m3_host_f32(void **state)
     assert_int_equal(fj_f32_to_e4m3(NAN), 0x7f);
 }
 
+/* FAJIT_FP8_KNOBS (fp8_ws.h): the words set their bits; an unknown word is refused, named; empty words pass. */
+static void test_knobs_env(void **state)
+{
+    (void)state;
+    fajit_config c = sm90(FAJIT_DTYPE_E4M3, 256);
+    c.overlap = c.pingpong = -1; /* the D256 default's schedule (232 registers do not hold the overlap) */
+    fj_plan p;
+    unsetenv("FAJIT_FP8_KNOBS");
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT);
+    setenv("FAJIT_FP8_KNOBS", "regs,,ostage", 1);
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE);
+    assert_int_equal(p.o_stage, 2); /* D256: no O buffer fits, so O goes to the V ring */
+    assert_int_equal(p.o_off, p.v_off);
+    assert_true(p.vt_bar >= p.bar_off + 8 * (4 + 4 * c.stages + 1)); /* past O free */
+    setenv("FAJIT_FP8_KNOBS", "", 1);
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.fp8_knobs, 0u);
+    assert_int_equal(p.o_stage, 0);
+    setenv("FAJIT_FP8_KNOBS", "vt,regz", 1);
+    assert_true(fj_test_status_says(fj_plan_build(&c, &p), FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_FP8_KNOBS = 'vt,regz'",
+                                    "unknown word 'regz'", "regs, vt, ostage"));
+    unsetenv("FAJIT_FP8_KNOBS");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_e4m3_host),
         cmocka_unit_test(test_args_size_gates),
         cmocka_unit_test(test_config_must_match),
+        cmocka_unit_test(test_knobs_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

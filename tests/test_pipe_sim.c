@@ -41,6 +41,7 @@ typedef struct sim_case {
     int mods, win_left, win_right, chunk;                         /* attention variants (FAJIT_MOD_*) */
     int seqlen_q, seqlen_k;                                       /* 0: 3 row blocks - 5, 6 KV tiles + 7 */
     int sm100;                                                    /* 1: the sm_100a kernel (fwd_sm100.c) */
+    const char *fp8;                                              /* FP8 (e4m3): FAJIT_FP8_KNOBS ("-": unset) */
 } sim_case;
 
 typedef struct built {
@@ -53,11 +54,15 @@ static int verbose(void) { return getenv("FAJIT_TEST_VERBOSE") && *getenv("FAJIT
 
 static void build(const sim_case *c, built *b)
 {
-    fajit_config cfg = {.arch = c->sm100 ? FAJIT_ARCH_SM100A : FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = c->dim, .causal = c->causal,
+    fajit_config cfg = {.arch = c->sm100 ? FAJIT_ARCH_SM100A : FAJIT_ARCH_SM90A,
+                        .dtype = c->fp8 ? FAJIT_DTYPE_E4M3 : FAJIT_DTYPE_BF16, .head_dim = c->dim, .causal = c->causal,
                         .block_m = c->block_m, .block_n = c->block_n, .stages = c->stages,
                         .overlap = c->overlap, .pingpong = c->pingpong, .mods = c->mods};
+    if (c->fp8 && strcmp(c->fp8, "-") != 0) setenv("FAJIT_FP8_KNOBS", c->fp8, 1);
     fj_config_heuristic(&cfg, &cfg, NULL, 0);
-    if (fj_plan_build_variant(&cfg, c->variant, &b->pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    fajit_status st = fj_plan_build_variant(&cfg, c->variant, &b->pl);
+    unsetenv("FAJIT_FP8_KNOBS");
+    if (st != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
     fj_plan_format(&b->pl, b->what, sizeof b->what);
     size_t len;
     if (fj_generate_ptx_plan(&b->pl, 0, &b->ptx, &len) != FAJIT_OK) fail_msg("%s: %s", b->what, fajit_errmsg());
@@ -73,7 +78,7 @@ static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
     int batch = 2, hq = 2, hkv = 1;
     fajit_attention_args a;
     fajit_attention_args_init(&a);
-    a.dtype = FAJIT_DTYPE_BF16, a.batch = batch, a.heads_q = hq, a.heads_kv = hkv, a.seqlen_q = nq, a.seqlen_k = nk;
+    a.dtype = c->fp8 ? FAJIT_DTYPE_E4M3 : FAJIT_DTYPE_BF16, a.batch = batch, a.heads_q = hq, a.heads_kv = hkv, a.seqlen_q = nq, a.seqlen_k = nk;
     a.head_dim = d, a.causal = c->causal;
     a.q = BASE_Q, a.k = BASE_K, a.v = BASE_V, a.o = BASE_O;
     a.window = (c->mods & FAJIT_MOD_WINDOW) != 0, a.window_left = c->win_left, a.window_right = c->win_right;
@@ -82,7 +87,11 @@ static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
     int64_t qs[3] = {(int64_t)hq * nq * d, (int64_t)nq * d, d}, ks[3] = {(int64_t)hkv * nk * d, (int64_t)nk * d, d};
     memcpy(a.q_stride, qs, sizeof qs), memcpy(a.o_stride, qs, sizeof qs);
     memcpy(a.k_stride, ks, sizeof ks), memcpy(a.v_stride, ks, sizeof ks);
-    if (!c->variant) return pipe_world_dense(pl, &a, 2, o);
+    if (!c->variant) {
+        world *w = pipe_world_dense(pl, &a, 2, o);
+        if (pl->fp8) o->vt_off = pl->vt_off, o->vt_bytes = pl->kv_tile_bytes, o->vt_stages = pl->cfg.stages;
+        return w;
+    }
     world *w = calloc(1, sizeof *w);
     assert_non_null(w);
     w->batch = batch, w->hkv = hkv, w->group = hq / hkv, w->splits = 1, w->dim = d, w->cta_b = -1;
@@ -189,26 +198,17 @@ static void test_sm100(void **state)
 }
 
 /* Bugs in the sm_100a kernel's own barriers, injected into its PTX text: each must be caught in every run. */
-static void test_sm100_bugs(void **state)
+typedef struct injected_bug {
+    const char *name, *needle;
+    int off, kind, kind2;
+} injected_bug;
+
+/* Each bug (the first instruction line holding `needle` and "+off]" commented out) in c's kernel must be reported, as
+ * kind or kind2, in every run. */
+static void expect_injected(const sim_case *c, built *b, const injected_bug *bugs, size_t n)
 {
-    (void)state;
-    sim_case c = {.dim = 128, .sm100 = 1};
-    built b;
-    build(&c, &b);
-    const fj_plan *p = &b.pl;
-    struct {
-        const char *name, *needle;
-        int off, kind, kind2;
-    } bugs[] = {
-        /* the epilogue's O free arrival dropped: the MMA waits for it before the next work tile's first PV */
-        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK},
-        /* the MMA's commit to K empty dropped: the producer never refills the stage */
-        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK},
-        /* the softmax's corr full arrival dropped */
-        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK},
-    };
-    for (size_t i = 0; i < sizeof bugs / sizeof bugs[0]; i++) {
-        char *ptx = strdup(b.ptx), tail[32];
+    for (size_t i = 0; i < n; i++) {
+        char *ptx = strdup(b->ptx), tail[32];
         assert_non_null(ptx);
         snprintf(tail, sizeof tail, "+%d]", bugs[i].off);
         char *line = ptx, *hit = NULL;
@@ -229,7 +229,7 @@ static void test_sm100_bugs(void **state)
         }
         if (!hit) fail_msg("%s: no line with %s and %s", bugs[i].name, bugs[i].needle, tail);
         static pipe_report r[2][MAX_SEEDS];
-        run_all(&c, &b, ptx, r);
+        run_all(c, b, ptx, r);
         for (int cta = 0; cta < 2; cta++)
             for (int sd = 0; sd < seeds(); sd++)
                 if (r[cta][sd].kind != bugs[i].kind && r[cta][sd].kind != bugs[i].kind2)
@@ -238,6 +238,49 @@ static void test_sm100_bugs(void **state)
         if (verbose()) printf("CAUGHT %s: %s\n", bugs[i].name, r[0][0].text);
         free(ptx);
     }
+}
+
+static void test_sm100_bugs(void **state)
+{
+    (void)state;
+    sim_case c = {.dim = 128, .sm100 = 1};
+    built b;
+    build(&c, &b);
+    const fj_plan *p = &b.pl;
+    const injected_bug bugs[] = {
+        /* the epilogue's O free arrival dropped: the MMA waits for it before the next work tile's first PV */
+        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        /* the MMA's commit to K empty dropped: the producer never refills the stage */
+        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        /* the softmax's corr full arrival dropped */
+        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK},
+    };
+    expect_injected(&c, &b, bugs, sizeof bugs / sizeof bugs[0]);
+    fajit_free(b.ptx);
+}
+
+/* Bugs in the FP8 kernel's transposer protocol and in O staged in the V ring (regs,vt,ostage, FA3's D256 tile). */
+static void test_fp8_bugs(void **state)
+{
+    (void)state;
+    sim_case c = {.dim = 256, .block_m = 128, .block_n = 128, .stages = 2, .overlap = 1, .pingpong = 1,
+                  .fp8 = "regs,vt,ostage"};
+    built b;
+    build(&c, &b);
+    const fj_plan *p = &b.pl;
+    assert_int_equal(p->o_stage, 2);
+    const injected_bug bugs[] = {
+        /* a transposer's VT full[0] arrival dropped: the consumers never see Vt's stage 0 */
+        {"drop VT full", "mbarrier.arrive", p->vt_bar, PIPE_DEADLOCK, PIPE_DEADLOCK},
+        /* its V empty[1] arrival dropped: the producer never refills V's stage 1 */
+        {"drop V empty", "mbarrier.arrive", p->bar_off + 8 * (4 + 4 * 1 + 3), PIPE_DEADLOCK, PIPE_DEADLOCK},
+        /* the O free arrival dropped: the producer never loads the next work tile's first V */
+        {"drop O free", "mbarrier.arrive", p->bar_off + 8 * (4 + 4 * p->cfg.stages), PIPE_DEADLOCK, PIPE_DEADLOCK},
+        /* the producer's O free wait dropped: a V load overwrites O before its TMA store has read it */
+        {"skip O free wait", "mbarrier.try_wait", p->bar_off + 8 * (4 + 4 * p->cfg.stages), PIPE_EARLY_WRITE,
+         PIPE_MODEL},
+    };
+    expect_injected(&c, &b, bugs, sizeof bugs / sizeof bugs[0]);
     fajit_free(b.ptx);
 }
 
@@ -255,6 +298,39 @@ static void test_schedules(void **state)
         {.dim = 128, .block_m = 128, .block_n = 64, .stages = 3, .overlap = 1, .pingpong = 1, .causal = 1},
         {.dim = 64, .block_m = 128, .block_n = 64, .stages = 4},
         {.dim = 256, .block_m = 128, .block_n = 64, .stages = 2, .causal = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
+}
+
+/* FP8 (e4m3): the producer's warps 1-3 transpose V (ldmatrix reads of the V ring, stmatrix writes of the Vt ring,
+ * VT full / VT empty between them and the consumers): the defaults with each FAJIT_FP8_KNOBS set, FlashAttention-3's
+ * tiles (D128 bc224 ov pp, D256 bc128 ov pp / ov), O staged in the V ring (ostage, D256), 3 stages, causal Nq > Nk
+ * without O in the V ring (work tiles with no KV tile), one KV tile. */
+static void test_fp8(void **state)
+{
+    (void)state;
+    static const char *knobs[] = {"-", "", "regs", "regs,vt,ostage"};
+    static const int dims[] = {64, 128, 256};
+    for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++)
+        for (int i = 0; i < 3; i++)
+            for (int causal = 0; causal < 2; causal++)
+                expect_clean(&(sim_case){.dim = dims[i], .causal = causal, .fp8 = knobs[k]});
+    static const sim_case cases[] = {
+        {.dim = 128, .block_m = 128, .block_n = 224, .stages = 2, .overlap = 1, .pingpong = 1, .fp8 = "regs,vt"},
+        {.dim = 128, .block_m = 128, .block_n = 224, .stages = 2, .overlap = 1, .pingpong = 1, .causal = 1,
+         .fp8 = "regs"},
+        {.dim = 256, .block_m = 128, .block_n = 128, .stages = 2, .overlap = 1, .pingpong = 1, .fp8 = "regs,vt,ostage"},
+        {.dim = 256, .block_m = 128, .block_n = 128, .stages = 2, .overlap = 1, .pingpong = -1, .causal = 1,
+         .fp8 = "regs,vt,ostage"},
+        {.dim = 256, .block_m = 128, .block_n = 128, .stages = 2, .overlap = 1, .pingpong = 1, .fp8 = "regs,vt"},
+        /* (not causal Nq > Nk, work tiles with no KV tile, at D256 with O in the V ring or with ping-pong: the
+         * simulator reports the producer's skipped O free wait as a phase gone by unseen, and ping-pong's last pass
+         * left in named barrier 1 at exit; the BF16 defaults (D256, D128 causal) do the same - not FP8's) */
+        {.dim = 256, .causal = 1, .fp8 = "ostage", .seqlen_q = 700, .seqlen_k = 1300},
+        {.dim = 256, .fp8 = "regs,vt,ostage", .seqlen_q = 300, .seqlen_k = 100},
+        {.dim = 64, .block_m = 192, .block_n = 128, .stages = 3, .overlap = 1, .pingpong = -1, .fp8 = "regs"},
+        {.dim = 128, .block_m = 128, .block_n = 64, .stages = 3, .overlap = -1, .pingpong = -1, .causal = 1,
+         .fp8 = "regs,vt"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
 }
@@ -436,7 +512,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_sm100), cmocka_unit_test(test_sm100_bugs), cmocka_unit_test(test_schedules),
-        cmocka_unit_test(test_lengths),   cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_lengths),   cmocka_unit_test(test_fp8),      cmocka_unit_test(test_fp8_bugs),      cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
         cmocka_unit_test(test_bugs_caught),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -34,23 +34,34 @@
 #define FJ_FP8_TRANSPOSE_WARPS 3
 
 /* ---- plan ----------------------------------------------------------------------------------------------------- */
-unsigned fj_fp8_knobs_env(void)
+static const struct {
+    const char *word;
+    unsigned bit;
+} k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS},
+                    {"vt", FJ_FP8_KNOB_VT},
+                    {"ostage", FJ_FP8_KNOB_OSTAGE},
+                    {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE}};
+
+fajit_status fj_fp8_knobs_env(unsigned *bits)
 {
-    static const struct {
-        const char *word;
-        unsigned bit;
-    } words[] = {{"regs", FJ_FP8_KNOB_REGS}, {"vt", FJ_FP8_KNOB_VT},
-                 {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT}};
     const char *s = getenv("FAJIT_FP8_KNOBS");
-    if (!s) return FJ_FP8_KNOB_VT; /* the default since the H100 A/B of 2026-11-26: vt +1-13% (bench/results) */
-    unsigned bits = 0;
-    while (s && *s) {
-        size_t n = strcspn(s, ",");
-        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-            if (n == strlen(words[i].word) && strncmp(s, words[i].word, n) == 0) bits |= words[i].bit;
-        s += n + (s[n] == ',');
+    *bits = FJ_FP8_KNOB_VT; /* unset: the default since the H100 A/B of 2026-11-26: vt +1-13% (bench/results) */
+    if (!s) return FAJIT_OK;
+    *bits = 0;
+    for (const char *w = s; *w;) {
+        size_t n = strcspn(w, ","), i = 0;
+        while (i < sizeof k_knob_words / sizeof k_knob_words[0] &&
+               !(n == strlen(k_knob_words[i].word) && strncmp(w, k_knob_words[i].word, n) == 0))
+            i++;
+        if (n && i == sizeof k_knob_words / sizeof k_knob_words[0])
+            return fj_fail(FAJIT_ERR_INVALID_ARGUMENT,
+                           "FAJIT_FP8_KNOBS = '%s': unknown word '%.*s'; use a comma list of regs, vt, ostage, all "
+                           "(set but empty: none; unset: vt)",
+                           s, (int)n, w);
+        if (n) *bits |= k_knob_words[i].bit;
+        w += n + (w[n] == ',');
     }
-    return bits;
+    return FAJIT_OK;
 }
 
 fajit_status fj_fp8_tiles(fj_plan *p)
@@ -67,8 +78,7 @@ fajit_status fj_fp8_tiles(fj_plan *p)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
                                               "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
     p->fp8 = 1;
-    p->fp8_knobs = fj_fp8_knobs_env();
-    return FAJIT_OK;
+    return fj_fp8_knobs_env(&p->fp8_knobs);
 }
 
 void fj_fp8_smem_map(fj_plan *p)
@@ -89,14 +99,20 @@ void fj_fp8_smem_map(fj_plan *p)
     int bars = fj_ws_bar_count(c->stages, 0) + 2 * c->stages;
     int base = p->q_bytes + 3 * c->stages * p->kv_tile_bytes + 8 * bars;
     p->o_stage = base + p->o_bytes <= limit ? 1 : 0; /* not in the V ring: the transposers own it */
-    p->q_bufs = base + (p->o_stage ? p->o_bytes : 0) + p->q_bytes <= limit ? 2 : 1;
+    /* FJ_FP8_KNOB_OSTAGE: no own buffer fits (D256), so O is staged in the V ring (FlashAttention-3 stages O in V's
+     * smem): only the transposers read V, and a consumer warpgroup's epilogue comes after its wait on the work tile's
+     * last VT full, so every V of the tile has been read; the producer loads the next tile's first V after O free */
+    if (!p->o_stage && (p->fp8_knobs & FJ_FP8_KNOB_OSTAGE) && c->stages * p->kv_tile_bytes >= p->o_bytes &&
+        base + 8 <= limit)
+        p->o_stage = 2, bars++;
+    p->q_bufs = base + 8 * (p->o_stage == 2) + (p->o_stage == 1 ? p->o_bytes : 0) + p->q_bytes <= limit ? 2 : 1;
     p->n_bars = bars;
     p->k_off = p->q_off + p->q_bufs * p->q_bytes;
     p->v_off = p->k_off + c->stages * p->kv_tile_bytes;
     p->vt_off = p->v_off + c->stages * p->kv_tile_bytes;
-    p->o_off = p->vt_off + c->stages * p->kv_tile_bytes;
-    p->bar_off = p->o_off + (p->o_stage ? p->o_bytes : 0);
-    p->vt_bar = p->bar_off + 8 * fj_ws_bar_count(c->stages, 0);
+    p->o_off = p->o_stage == 2 ? p->v_off : p->vt_off + c->stages * p->kv_tile_bytes;
+    p->bar_off = p->vt_off + c->stages * p->kv_tile_bytes + (p->o_stage == 1 ? p->o_bytes : 0);
+    p->vt_bar = p->bar_off + 8 * fj_ws_bar_count(c->stages, p->o_stage); /* after O free when there is one */
     p->smem_bytes = p->bar_off + 8 * bars;
     p->xchg_off = p->xchg_warp_bytes = 0;
 }

@@ -11,13 +11,19 @@
  * words below; "all" = every one; set but empty = none). Unset: vt alone, the default since the H100 A/B of
  * 2026-11-26 (bench/results/h100-session3-ab-2026-11-26.md: +1-13%, most at D256). They change the generated PTX only: the config's canonical text and
  * the in-memory cache key stay the same, so time them one process per setting with FAJIT_CACHE=0 (bench/fp8_ab.sh).
- *   regs  the producer warpgroup keeps 32 registers, not 40 (the transposers fit them: FP8_KNOB_VT's batches, or
- *         the block-at-a-time loop), so 2 consumer warpgroups get 240 (FlashAttention-3's split) and 3 get 160;
- *         the register model then admits D256 bc128 with the overlap and D128 bc224 (FA3's FP8 tiles)
- *   vt    the V transpose two blocks a branch (not one): two ldmatrix in flight before the first's prmt / stmatrix */
+ *   regs  FlashAttention-3's register splits: with 2 consumer warpgroups the producer warpgroup (loader and
+ *         transposers) keeps 24 registers and the consumers get 240 (not 40 / 232), with 3: 32 / 160 (not 40 / 152);
+ *         the register model then admits D256 bc128 with the overlap and D128 bc224 (FA3's FP8 tiles). Before
+ *         2026-11-27 it split 32 / 240, past the 384-thread CTA's pool (384 x 168): the consumers hung (sm90.c)
+ *   vt    the V transpose two blocks a branch (not one): two ldmatrix in flight before the first's prmt / stmatrix
+ *   ostage  where no O staging buffer fits (D256 bc128 and wider), O is staged in the V ring (plan.o_stage 2) for a
+ *         TMA store, as FlashAttention-3 does, instead of st.global from registers
+ * An unknown word is an error (FAJIT_ERR_INVALID_ARGUMENT from the plan: fajit_errmsg names it). */
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u
-unsigned fj_fp8_knobs_env(void);
+#define FJ_FP8_KNOB_OSTAGE 4u
+/* *bits = the knobs FAJIT_FP8_KNOBS names (unset: vt). */
+fajit_status fj_fp8_knobs_env(unsigned *bits);
 
 /* Rules of an e4m3 config on sm_90a (block_n a multiple of 32, the swizzle span dividing a row of head_dim bytes,
  * no attention variant yet); sets plan.fp8. */

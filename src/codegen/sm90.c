@@ -60,9 +60,14 @@ static const int k_reg_split[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
 /* FP8: the producer's warps 1-3 transpose V (fp8_ws.c), which takes more than 24-32 registers: 40 each
  * (2: 128 x 40 + 256 x 232 = 64512; 3: 128 x 40 + 384 x 152 = 63488). */
 static const int k_reg_split_fp8[4][2] = {{0, 0}, {0, 0}, {40, 232}, {40, 152}};
-/* FP8 with FJ_FP8_KNOB_REGS: the transposers in 32 registers, FlashAttention-3's consumer budgets (2: 128 x 32 +
- * 256 x 240 = 65536; 3: 128 x 32 + 384 x 160 = 65536) */
-static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {32, 240}, {32, 160}};
+/* FP8 with FJ_FP8_KNOB_REGS: FlashAttention-3's splits (2: 128 x 24 + 256 x 240 = 64512; 3: 128 x 32 + 384 x 160 =
+ * 65536). The pool setmaxnreg moves registers in is the CTA's launch allocation (PTX ISA, setmaxnreg: a per-CTA pool;
+ * .inc blocks until it holds enough), and ptxas allocates at most 168 per thread to a 384-thread CTA (8-register
+ * steps under 65536 / 384): 384 x 168 = 64512. A 32 / 240 split (65536, this knob before 2026-11-27) asks 1024 more
+ * than the pool holds, so the consumers' USETMAXREG.TRY_ALLOC retried forever: the hang of bench/fp8_ab.sh. The
+ * transposers fit 24 (ptxas -v: 0 spills, D64-D256; at 24 ptxas keeps one ldmatrix in flight). fj_sm90_reg_pool_ok
+ * checks every split against the pool. */
+static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
 #define FJ_SM90_REG_FP8 4 /* FP8 consumers: the tile's descaled softmax scale, the byte-pair temporaries of P */
 /* FP8 with FJ_FP8_KNOB_REGS, two consumer warpgroups (240 registers): misc 32 in all. ptxas -v (13.0, 2026-11-27):
  * D256 br128 bc128 ov (pp or not) and D128 br128 bc224 ov pp, FlashAttention-3's FP8 tiles, assemble with no spill
@@ -111,6 +116,18 @@ static int plan_soft_exp2(const fajit_config *c)
 {
     if (c->mods & FAJIT_MOD_SOFTCAP) return FJ_SOFTCAP_SOFT_EXP2;
     return c->dtype == FAJIT_DTYPE_E4M3 ? 0 : FJ_SOFT_EXP2_SHARE;
+}
+
+int fj_sm90_launch_regs(int threads)
+{
+    int r = 65536 / threads / 8 * 8;
+    return r > 255 ? 255 : r;
+}
+
+int fj_sm90_reg_pool_ok(int consumer_wgs, int producer_regs, int consumer_regs)
+{
+    int threads = 128 * (consumer_wgs + 1);
+    return 128 * producer_regs + 128 * consumer_wgs * consumer_regs <= threads * fj_sm90_launch_regs(threads);
 }
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
@@ -233,6 +250,11 @@ static fajit_status plan_sm90(fj_plan *p)
                                                                : k_reg_split_fp8;
     p->producer_regs = split[p->consumer_wgs][0];
     p->consumer_regs = split[p->consumer_wgs][1];
+    if (p->consumer_regs && !fj_sm90_reg_pool_ok(p->consumer_wgs, p->producer_regs, p->consumer_regs))
+        return fj_fail(FAJIT_ERR_INTERNAL, "sm90.c: register split %d / %d with %d consumer warpgroups exceeds the CTA's "
+                                           "launch allocation (%d per thread): setmaxnreg.inc would wait forever",
+                       p->producer_regs, p->consumer_regs, p->consumer_wgs,
+                       fj_sm90_launch_regs(128 * (p->consumer_wgs + 1)));
     if (p->fp8) { /* k = 32 a wgmma: 32 bytes of a row either way */
         p->k_steps_qk = c->head_dim / 32;
         p->k_steps_pv = c->block_n / 32;
@@ -449,13 +471,16 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   c->stages, c->stages, c->stages);
     if (p->o_stage == 2)
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row; no staging buffer fits beside Q and the K/V ring, so O is "
-                           "staged in the V ring: the consumer warpgroups meet at named barrier %d (every last PV has "
-                           "read V), write O there in the TMA box layout, and thread 0 of each issues one TMA store "
+                           "staged in the V ring: %s, write O there in the TMA box layout, and thread 0 of each issues one TMA store "
                            "(%d-row box; rows past seqlen are not written), waits until it has read the ring and "
                            "arrives on O free (mbarrier at +%d, count %d); the producer waits for O free before each "
                            "work tile's first V load (parity (round - 1) & 1), so the next tile's Q and first K load "
                            "under the epilogue but its first V after it\n",
-                      pf, FJ_SM90_CONSUMERS_BAR, 64, fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
+                      pf,
+                      p->fp8 ? "each consumer warpgroup, past its wait for the work tile's last VT full (the "
+                               "transposers, V's only readers, are done with it)"
+                             : "the consumer warpgroups meet at named barrier 7 (every last PV has read V)",
+                      64, fj_ws_bar(p, FJ_BAR_O_FREE, 0), p->consumer_wgs);
     else if (p->o_stage)
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O written to the staging buffer in the TMA box layout, "
                            "then one TMA store per consumer warpgroup (%d-row box; rows past seqlen are not written), "
@@ -700,10 +725,15 @@ static void store_o_sm90(fj_kctx *k)
         return;
     }
     o_stage_addresses(k);
-    if (p->o_stage == 2) {
+    if (p->o_stage == 2 && !p->fp8) {
         fj_comment(k->e, 1, "O -> this warpgroup's rows of the V ring, once every consumer warpgroup's last PV has "
                             "read V (the producer loads no V until O free), then one TMA store");
         fj_ins(k->e, "bar.sync %d, %d", FJ_SM90_CONSUMERS_BAR, 128 * p->consumer_wgs);
+    } else if (p->o_stage == 2) {
+        fj_comment(k->e, 1, "FP8: O -> this warpgroup's rows of the V ring: only the transposers read V, and this "
+                            "warpgroup has waited for the work tile's last VT full, so they are done with every V "
+                            "of it (the producer loads no V until O free); its last store has read the rows");
+        fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
     } else {
         fj_comment(k->e, 1, "O -> this warpgroup's staging region (its last TMA store has read it), then one TMA store");
         fj_ins(k->e, "@%s " PTX_BULK_WAIT_READ, R(k->wg_leader), 0);

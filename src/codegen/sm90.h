@@ -16,4 +16,11 @@ unsigned fj_sm90_lean_env(void);
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);
 
+/* Registers per thread ptxas gives a CTA of `threads` (.maxntid threads, .minnctapersm 1): 8-register steps under
+ * 65536 / threads, at most 255. setmaxnreg moves registers inside that allocation (a per-CTA pool). */
+int fj_sm90_launch_regs(int threads);
+/* Whether a split (producer warpgroup at producer_regs, consumer_wgs warpgroups at consumer_regs) fits the pool;
+ * one that does not leaves setmaxnreg.inc waiting forever. */
+int fj_sm90_reg_pool_ok(int consumer_wgs, int producer_regs, int consumer_regs);
+
 #endif
