@@ -18,6 +18,11 @@
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
 #define FJ_CODEGEN_VERSION "fajit-codegen-13"
 
+/* plan.lean bits: sm_90a consumer-loop trims (sm90.c fj_sm90_lean_env, FAJIT_SM90_LEAN; bench/lean_ab.sh) */
+#define FJ_LEAN_WG_UNIFORM 1u /* the warpgroup index broadcast from lane 0 (shfl.sync.idx): ptxas keeps it, the Q
+                                 descriptor and the named-barrier ids in uniform registers (no R2UR per wgmma) */
+#define FJ_LEAN_ALL FJ_LEAN_WG_UNIFORM
+
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
     const fj_arch_info *arch;    /* PTX target of the code-generation path */
@@ -104,6 +109,8 @@ typedef struct fj_plan {
      * V empty[s] then counts the transposing threads (they free the TMA-loaded V). */
     int fp8;
     int vt_off, vt_swizzle, vt_bar, transpose_warps;
+    unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at
+                                    planning for GPU A/B runs (unset: all on; "0": the kernels before them) */
     unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs;
                                     0 (unset) = the shipped kernel, byte for byte */
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
