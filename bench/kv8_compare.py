@@ -8,9 +8,11 @@ Inputs, the float32 reference, the timing (compare.Bench.time_systems: CUDA even
 rounds, medians) and FA3's loading are decode_compare.py's DecodeBench; this file only adds the FP8 calls:
   fajit FP8   fajit.attention(q bf16, k / v torch.float8_e4m3fn, k_descale / v_descale float32 [B, Hkv]), config=
               --config when given (a canonical text such as "sm_80 bf16,kv=e4m3 d128 br16 bc32 s4 sw128 w2 cw2"),
-              else the library's choice; $FAJIT_KV8_WIDEN is read by the library as usual
+              else the library's choice; $FAJIT_KV8_WIDEN / $FAJIT_KV8_DIRECT / $FAJIT_KV8_TILE are read by the library
+              as usual (FAJIT_KV8_TILE=rows FAJIT_KV8_DIRECT=1: the br16 warp-pair kv8direct tile of bench/kv8_sweep.sh)
   FA3 FP8     flash_attn_with_kvcache(q, k_cache, v_cache all float8_e4m3fn, q_descale / k_descale / v_descale
-              [B, Hkv], num_splits=0): FA3's FP8 path takes e4m3 Q too (its anchors in the notes are all-FP8)
+              [B, Hkv], num_splits=0): FA3's FP8 path takes e4m3 Q too (its anchors in the notes are all-FP8); Q's
+              descale is one per (batch, KV head), over the group's query heads
 K / V are quantized per (batch, KV head) with descale = amax / 448; Q for FA3 FP8 likewise. Both FP8 outputs are
 checked against the float32 reference on the dequantized K / V (and Q for FA3); the BF16 ones on the BF16 inputs.
 Prints one line per row: the four medians (ms), fajit FP8 / fajit BF16 (issue 22's target <= 0.60) and fajit FP8 /
@@ -42,12 +44,18 @@ def parse_args(argv):
 
 
 class Kv8Bench(dc.DecodeBench):
-    def quantize(self, x):
-        """x [B, N, H, D] -> (e4m3 tensor, float32 [B, H] descale = amax / 448 per (batch, head), dequantized x)."""
+    def quantize(self, x, hkv=None):
+        """x [B, N, H, D] -> (e4m3 tensor, float32 [B, Hkv] descale = amax / 448 per (batch, KV head), dequantized x).
+        Hkv = H for K / V; for Q (hkv given) one descale per KV head's group of query heads, as FA3 takes q_descale
+        ([B, Hkv]: flash_attn_with_kvcache's q_descale shape is (batch, num_heads_k))."""
         torch = self.torch
-        ds = x.float().abs().amax(dim=(1, 3)).clamp(min=1e-12) / 448.0
-        x8 = (x.float() / ds[:, None, :, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
-        return x8, ds.contiguous(), (x8.float() * ds[:, None, :, None]).to(x.dtype)
+        b, n, h, d = x.shape
+        g = h // (hkv or h)
+        xf = x.float().view(b, n, h // g, g, d)
+        ds = xf.abs().amax(dim=(1, 3, 4)).clamp(min=1e-12) / 448.0
+        x8 = (xf / ds[:, None, :, None, None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        deq = (x8.float() * ds[:, None, :, None, None]).view(b, n, h, d).to(x.dtype)
+        return x8.view(b, n, h, d), ds.contiguous(), deq
 
     def measure(self, s):
         torch, fajit, a = self.torch, self.fajit, self.a
@@ -58,7 +66,7 @@ class Kv8Bench(dc.DecodeBench):
         sets = []  # (q, k, v, o, q8, qd, k8, kd, v8, vd, kq, vq, qq): the BF16 and the FP8 inputs of one set
         for k, v in kvs:
             q = torch.randn(s["B"], s["Nq"], s["Hq"], s["D"], device=dc.DEVICE, dtype=torch.bfloat16)
-            q8, qd, qq = self.quantize(q)
+            q8, qd, qq = self.quantize(q, s["Hkv"])
             k8, kd, kq = self.quantize(k)
             v8, vd, vq = self.quantize(v)
             sets.append((q, k, v, torch.empty_like(q), q8, qd, k8, kd, v8, vd, kq, vq, qq))
@@ -70,6 +78,8 @@ class Kv8Bench(dc.DecodeBench):
                                                       k_descale=t[7], v_descale=t[9]) for t in sets],
         }
         why = self.fa3_refusal(s)
+        if not why and self.fa3_flags.get("FLASHATTENTION_DISABLE_FP8"):
+            why = "n/a: this fa3-fwd wheel is built without FP8 (FLASHATTENTION_DISABLE_FP8, fa3_fwd_config)"
         for name in ("fa3_bf16", "fa3_fp8"):
             calls[name] = why
         if not why:

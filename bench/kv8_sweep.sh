@@ -1,64 +1,104 @@
 #!/usr/bin/env bash
-# kv8_sweep.sh - FP8 (e4m3) K/V-cache decode tiles against BF16 decode, the decode table's Nq 1 rows (D128), one GPU run.
+# kv8_sweep.sh - FP8 (e4m3) K/V-cache decode candidates against BF16 decode on the decode table's Nq 1 rows (D128,
+# B1 H32/32 N32k, B1 H32/8 N128k, B8 H32/8 N8k, B64 H32/8 N2k, B1 H8/1 N512k), then `fagen check` of each candidate on
+# an odd decode shape; one GPU run, ~4-5 min on the H200.
 #
-#   bench/kv8_sweep.sh [BUILD_DIR]        (default build; needs build/tools/fagen/fagen and a GPU; ~3 min on an H100)
+#   bench/kv8_sweep.sh [BUILD_DIR]        (default build; needs BUILD_DIR/tools/fagen/fagen and a GPU)
+#   e.g. OUT=/tmp/o bench/run_gpu.sh build && bench/kv8_sweep.sh build 2>&1 | tee kv8-sweep.log
 #
-# Each line is a whole `fagen bench --grid decode --seqlen 1` line, printed as it comes: shape, median ms, min ms,
-# GB/s of K + V (e4m3 rows count one byte an element), TFLOP/s, and the kernel(s) run (tile, variant bits, splits;
-# " kv8intk kv8intv" = the integer widening). A "## <label>" line opens each run; BF16 runs come first, in the
-# middle and last, so drift shows. Kernels go to a fresh cache directory (no tuned winners, nothing stale).
-# Tiles (test_decode_ptx test_kv8_small_tiles assembles every one with seqlens + split + packgqa + paged):
-#   default      br64 bc64 s4 w4 (the heuristic today), cvt widening
-#   br32cw2      br32 w4 cw2: two 16-row row blocks, keys split over a warp pair (0.65-0.70x on the H100 before)
-#   br16cw2      br16 w2 cw2: one 16-row block per GQA group, a warp pair splitting the keys
-#   br16w1       br16 w1: one warp per CTA, more CTAs an SM
-#   widen=int / intv: $FAJIT_KV8_WIDEN, K and V (or V only) widened with prmt/shl/and instead of cvt
-#   direct-*     $FAJIT_KV8_DIRECT=1 (kernel text " kv8direct"): the MMA fragments straight from the e4m3 tiles
-#                (kv8_frag.c; no 16-bit K/V tile, ~0.5-0.8 KB of smem traffic a key instead of ~3 KB); the e4m3-*
-#                rows are the widening kernel, kept as the baseline (test_decode_ptx test_kv8_direct assembles the
-#                direct tiles)
-# The lead picks defaults from the ratio column printed at the end (e4m3 median / BF16 median, per row).
+# Each bench line is a whole `fagen bench --grid decode --seqlen 1 --settle-ms 300` line, printed as it comes: shape,
+# median ms, min ms, GB/s of K + V (e4m3 rows count one byte an element), TFLOP/s, and the kernel(s) run (tile, variant
+# bits, splits). A "## <label>" line opens each run; BF16 runs first, in the middle and last, so drift shows. Kernels go
+# to a fresh cache directory (no tuned winners, nothing stale).
+# Candidates (test_decode_ptx / test_kv8_knobs assemble or plan every tile):
+#   e4m3-default         the heuristic today: br64 bc64 s4 w4, K / V widened (cvt) into a 16-bit tile
+#   e4m3-br32cw2         br32 w4 cw2 (0.65-0.71x BF16 on the H100 before)
+#   rows                 FAJIT_KV8_TILE=rows: the tile by the rows a KV head's CTA holds (1, 4, 8 here: br16 w2 cw2
+#                        bc64 s4; br32 w4 cw2 up to 32 rows), widening
+#   rows-direct          the same with FAJIT_KV8_DIRECT=1: MMA fragments straight from the e4m3 tiles (kv8_frag.c; no
+#                        16-bit tile, no STS / LDS round trip); the SASS model says this one (kv8-sass notes below)
+#   rows-direct-int/intv + FAJIT_KV8_WIDEN=int / intv: prmt/shl/and (ALU) instead of F2FP (conversion pipe)
+#   direct-br16cw2-*     other stages / block_n of the br16 warp pair (s3: 4 CTAs an SM, the B64 row in one wave)
+#   direct-br16w1        one warp a CTA
+#   direct-default       kv8direct on br64 w4: every warp converts the whole tile (4x the F2FP), for contrast
+# SASS per 16 KB of e4m3 K + V (d128, sm_90a, per CTA; nvdisasm of fagen cubin, the KV loop body): default br64
+# 2828 warp-instr, 320 F2FP, 193 KB smem traffic; br32cw2 1984 / 288 / 139 KB; rows br16 cw2 1184 / 272 / 101 KB;
+# rows-direct 1110 / 272 / 37 KB; direct br64 3624 / 1088 / 81 KB. Budget at 4.8 TB/s: ~890 SM cycles per 16 KB;
+# smem at 128 B/clk: default 1548 cycles (the bound: 0.72x BF16), rows-direct 302.
+# The ratio table at the end: each run's median over the first BF16 run's, per row (issue 22: <= 0.60 on every row).
 set -u
 BUILD=${1:-build}
 FAGEN=$BUILD/tools/fagen/fagen
 [ -x "$FAGEN" ] || { echo "kv8_sweep.sh: $FAGEN not found (build first)" >&2; exit 2; }
 CACHE=$(mktemp -d /tmp/kv8-sweep-cache-XXXXXX)
 LOG=$(mktemp /tmp/kv8-sweep-log-XXXXXX)
-trap 'rm -rf "$CACHE"' EXIT
+trap 'rm -rf "$CACHE" "$LOG"' EXIT
 export FAJIT_CACHE_DIR=$CACHE
-
-run() { # label, env assignments (one word, space-separated; or -), fagen flags...
-    local label=$1 envset=$2
-    shift 2
-    echo "## $label" | tee -a "$LOG"
-    if [ "$envset" = - ]; then
-        timeout 60 "$FAGEN" bench --grid decode --seqlen 1 "$@" 2>&1 | grep -v '^fagen bench on\|^tuned winners' | tee -a "$LOG"
-    else
-        env $envset timeout 60 "$FAGEN" bench --grid decode --seqlen 1 "$@" 2>&1 |
-            grep -v '^fagen bench on\|^tuned winners' | tee -a "$LOG"
-    fi
-}
 E="--kv-dtype e4m3"
 D=FAJIT_KV8_DIRECT=1
+T=FAJIT_KV8_TILE=rows
+
+# The candidates: label | env assignments (space-separated, or -) | fagen config flags
+CANDIDATES=(
+    "e4m3-default|-|$E"
+    "e4m3-br32cw2-bc64-s4|-|$E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2"
+    "rows|$T|$E"
+    "rows-direct|$T $D|$E"
+    "rows-direct-int|$T $D FAJIT_KV8_WIDEN=int|$E"
+    "rows-direct-intv|$T $D FAJIT_KV8_WIDEN=intv|$E"
+    "direct-br16cw2-bc64-s3|$D|$E --br 16 --bc 64 --stages 3 --warps 2 --col-warps 2"
+    "direct-br16cw2-bc32-s4|$D|$E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2"
+    "direct-br16cw2-bc128-s2|$D|$E --br 16 --bc 128 --stages 2 --warps 2 --col-warps 2"
+    "direct-br16w1-bc64-s4|$D|$E --br 16 --bc 64 --stages 4 --warps 1 --col-warps 1"
+    "direct-default|$D|$E"
+)
+
+with_env() { # env assignments (or -), command...
+    local envset=$1
+    shift
+    # shellcheck disable=SC2086 # the assignments are words
+    if [ "$envset" = - ]; then "$@"; else env $envset "$@"; fi
+}
+
+bench() { # label, env, flags...
+    local label=$1 envset=$2
+    shift 2
+    echo "## $label${envset:+ [$envset]}" | sed 's/ \[-\]//' | tee -a "$LOG"
+    with_env "$envset" timeout 90 "$FAGEN" bench --grid decode --seqlen 1 --settle-ms 300 "$@" 2>&1 |
+        grep -v '^fagen bench on\|^tuned winners' | tee -a "$LOG"
+}
+
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw --format=csv,noheader 2>/dev/null | sed 's/^/# /'
-run bf16 -
-run e4m3-default - $E
-run e4m3-br16cw2-bc32-s4 - $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
-run direct-default $D $E
-run direct-br32cw2-bc64-s4 $D $E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2
-run direct-br16cw2-bc32-s4 $D $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
-run direct-br16cw2-bc64-s4 $D $E --br 16 --bc 64 --stages 4 --warps 2 --col-warps 2
-run bf16-again -
-run direct-br16cw2-bc128-s2 $D $E --br 16 --bc 128 --stages 2 --warps 2 --col-warps 2
-run direct-br16w1-bc32-s4 $D $E --br 16 --bc 32 --stages 4 --warps 1 --col-warps 1
-run direct-br16w1-bc64-s3 $D $E --br 16 --bc 64 --stages 3 --warps 1 --col-warps 1
-run direct-default-widen=int "$D FAJIT_KV8_WIDEN=int" $E
-run direct-br16cw2-bc32-s4-widen=intv "$D FAJIT_KV8_WIDEN=intv" $E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2
-run e4m3-br32cw2-bc64-s4 - $E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2
-run bf16-last -
+bench bf16 -
+half=$(( ${#CANDIDATES[@]} / 2 ))
+for i in "${!CANDIDATES[@]}"; do
+    IFS='|' read -r label envset flags <<<"${CANDIDATES[$i]}"
+    [ "$i" -eq "$half" ] && bench bf16-again -
+    # shellcheck disable=SC2086 # flags are words
+    bench "$label" "$envset" $flags
+done
+bench bf16-last -
+
+# Numerics of each candidate on an odd decode shape: B5 H32/8 Nq1 Nk1000, per-sequence lengths (1, 64k, Nk, random,
+# 0), bf16 queries, both masks, against the float64 reference on the dequantized K / V (random power-of-two descales).
+echo "## fagen check --kv-dtype e4m3: B5 H32/8 Nq1 Nk1000 --seqlens (bf16, d128, both masks)"
+CHECK="--kv-dtype e4m3 --dtype bf16 --headdim 128 --quick --batch 5 --heads-q 32 --heads-kv 8 --seqlen-q 1 --seqlen-k 1000 --seqlens"
+check_fail=0
+for c in "${CANDIDATES[@]}"; do
+    IFS='|' read -r label envset flags <<<"$c"
+    # shellcheck disable=SC2086
+    out=$(with_env "$envset" timeout 120 "$FAGEN" check $CHECK ${flags#"$E"} 2>&1)
+    rc=$?
+    [ $rc -ne 0 ] && check_fail=1
+    printf '%-28s rc %d  %s  %s\n' "$label" $rc "$(echo "$out" | grep -E '^[0-9]+ runs:' | cut -d';' -f1)" \
+        "$(echo "$out" | tail -1)"
+    echo "$out" | grep -E ' (PASS|FAIL|ERROR)|^first failure' | awk '{print "    " $0}' | cut -c1-240
+done
 
 # Ratios: each e4m3 run's median over the first BF16 run's, per row (target <= 0.60 on every row).
-echo "## ratios e4m3 / bf16 (median ms), rows in table order"
+echo "## ratios e4m3 / bf16 (median ms), rows: B1 H32/32 32k, B1 H32/8 128k, B8 H32/8 8k, B64 H32/8 2k, B1 H8/1 512k"
 awk '/^## /{label=$2; next} /^B[0-9]+ H/{key=$1" "$2" "$3" "$4; if (label=="bf16") base[key]=$5; else if (label !~ /^bf16/) {r=(key in base)?$5/base[key]:0; line[label]=line[label] sprintf(" %.3f", r); if (!(label in seen)) {seen[label]=1; order[++n]=label}}}
-     END{for (i=1;i<=n;i++) printf "%-36s%s\n", order[i], line[order[i]]}' "$LOG"
-rm -f "$LOG"
+     /^## fagen check/{exit}
+     END{for (i=1;i<=n;i++) printf "%-28s%s\n", order[i], line[order[i]]}' "$LOG"
+awk '/^## /{label=$2; next} /^B[0-9]+ H/{if (label ~ /^bf16/) line[label]=line[label] sprintf(" %s", $5)} END{for (l in line) printf "# %-12s ms:%s\n", l, line[l]}' "$LOG"
+exit $check_fail

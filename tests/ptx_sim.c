@@ -416,6 +416,9 @@ static int alu(const char *op, uint64_t a, uint64_t b, uint64_t c, uint64_t *r)
         if ((uint32_t)b == 0) return -1;
         *r = s ? (uint64_t)(sx32(a) % sx32(b)) : (uint32_t)a % (uint32_t)b;
     } else if (strcmp(op, "cvta.param.u64") == 0) *r = a;
+    /* lane 0's value to every lane: this lane's own, exact for lane 0 and for a warp-uniform value (the one use: the
+     * warp-specialized frame's warpgroup index, FJ_LEAN_WG_UNIFORM) */
+    else if (strcmp(op, "shfl.sync.idx.b32") == 0 && b == 0) *r = a;
     else return 0;
     if (strncmp(op, "mul.wide", 8) != 0 && strncmp(op, "cvt", 3) != 0) *r &= m;
     return 1;

@@ -8,7 +8,8 @@
  *     conflict-free at 128 B, and the generator's addressing identity
  *     base + row * row_bytes + ((c ^ (row & m)) << 4)  ==  L ^ ((c & m) << 4) + immediate
  *     for every lane, pattern and chunk the sm_80 backend uses;
- *   - PTX text: byte-identical for the same config, different across verbosity, one entry.
+ *   - PTX text: byte-identical for the same config, different across verbosity, one entry;
+ *   - FAJIT_SM90_LEAN: the sm_90a trims on by default, off with 0, never in sm_80 kernels.
  * Run: ctest --test-dir build -R test_codegen
  */
 #include <setjmp.h>
@@ -332,6 +333,41 @@ static void test_sm90_ptx(void **state)
     fajit_free(t);
 }
 
+/* FAJIT_SM90_LEAN (read at planning): unset = every trim, "0" / "none" = none, a word list = those. The uniform
+ * warpgroup index is one shfl.sync.idx in the sm_90a frame; sm_80 kernels never change. Restores the variable. */
+static int has_wg_broadcast(const fajit_config *c, const char *lean)
+{
+    if (lean) setenv("FAJIT_SM90_LEAN", lean, 1);
+    else unsetenv("FAJIT_SM90_LEAN");
+    char *a = NULL;
+    size_t la = 0;
+    assert_int_equal(fajit_generate_ptx(c, 0, &a, &la), FAJIT_OK);
+    int has = strstr(a, "shfl.sync.idx.b32") != NULL;
+    fajit_free(a);
+    return has;
+}
+
+static void test_sm90_lean_env(void **state)
+{
+    (void)state;
+    const char *was = getenv("FAJIT_SM90_LEAN");
+    char *saved = was ? strdup(was) : NULL;
+    fajit_config c = sm90_config();
+    assert_true(has_wg_broadcast(&c, NULL));
+    assert_true(has_wg_broadcast(&c, "wgu"));
+    assert_true(has_wg_broadcast(&c, "all"));
+    assert_false(has_wg_broadcast(&c, "0"));
+    assert_false(has_wg_broadcast(&c, "none"));
+    c.causal = 1, c.head_dim = 64, c.block_m = 192, c.warps = 16;
+    assert_true(has_wg_broadcast(&c, NULL));
+    assert_false(has_wg_broadcast(&c, "0"));
+    fajit_config s80 = base_config();
+    assert_false(has_wg_broadcast(&s80, NULL));
+    assert_false(has_wg_broadcast(&s80, "0"));
+    if (saved) setenv("FAJIT_SM90_LEAN", saved, 1), free(saved);
+    else unsetenv("FAJIT_SM90_LEAN");
+}
+
 /* ---- swizzle against brute force ------------------------------------------------------------- */
 static int phys_chunk(int row, int chunk, int m) { return chunk ^ (row & m); }
 
@@ -478,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_sm90_heuristic_shapes),
         cmocka_unit_test(test_sm90_rules),
         cmocka_unit_test(test_sm90_ptx),
+        cmocka_unit_test(test_sm90_lean_env),
         cmocka_unit_test(test_swizzle_bijection_and_banks),
         cmocka_unit_test(test_swizzle_xor_addressing),
         cmocka_unit_test(test_ptx_deterministic),

@@ -4,7 +4,8 @@
  * A hand-written PTX kernel compiles to an ELF cubin for sm_80 and sm_90a with an info log; broken PTX
  * gives FAJIT_ERR_COMPILE with the ptxas errors in the message and the whole log in the log buffer; a
  * long log is truncated in the message; unknown targets are refused with the list of valid ones; the
- * path/target compatibility rule. Skips (exit 77) when nvJitLink cannot be loaded.
+ * path/target compatibility rule; FAJIT_PTXAS_OPTS (read, refused, passed on, in the disk key). Skips (exit 77)
+ * when nvJitLink cannot be loaded.
  * Run: ctest --test-dir build -R test_compile
  */
 #include <setjmp.h>
@@ -18,8 +19,11 @@
 #include <string.h>
 
 #include "fajit.h"
+#include "codegen/codegen.h"
 #include "runtime/compile.h"
+#include "runtime/compiler_stamp.h"
 #include "runtime/cuda_api.h"
+#include "runtime/disk_cache.h"
 #include "test_support.h"
 
 static const char k_ptx[] = ".version 8.0\n.target sm_80\n.address_size 64\n"
@@ -153,6 +157,58 @@ static void test_compile_cubin_config(void **state)
     fajit_free(log);
 }
 
+/* FAJIT_PTXAS_OPTS (compile.h): accepted options read in canonical form, anything else refused naming the word and
+ * the list; both compile paths take them (an -O level replaces the default); the disk-cache key names them. */
+static void test_ptxas_opts(void **state)
+{
+    (void)state;
+    fj_ptxas_opts o;
+    unsetenv("FAJIT_PTXAS_OPTS");
+    assert_int_equal(fj_ptxas_opts_read(&o), FAJIT_OK);
+    assert_int_equal(o.n, 0);
+    assert_string_equal(o.text, "");
+    setenv("FAJIT_PTXAS_OPTS", "  -O1   --allow-expensive-optimizations=false ", 1);
+    assert_int_equal(fj_ptxas_opts_read(&o), FAJIT_OK);
+    assert_int_equal(o.n, 2);
+    assert_string_equal(o.text, "-O1 --allow-expensive-optimizations=false");
+    setenv("FAJIT_PTXAS_OPTS", "-O1 -Ofc", 1);
+    assert_int_equal(fj_ptxas_opts_read(&o), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "FAJIT_PTXAS_OPTS = \"-O1 -Ofc\": \"-Ofc\" is not an accepted"));
+    assert_non_null(strstr(fajit_errmsg(), "accepted: -O0, -O1"));
+    setenv("FAJIT_PTXAS_OPTS", "-O1 -O2 -O3 -O0 -O1", 1);
+    assert_int_equal(fj_ptxas_opts_read(&o), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "more than 4 options"));
+
+    void *cubin = NULL;
+    size_t size = 0;
+    setenv("FAJIT_PTXAS_OPTS", "-maxrregcount=32", 1); /* refused before nvJitLink sees it */
+    assert_int_equal(fj_compile_ptx(k_ptx, strlen(k_ptx), "sm_80", &cubin, &size, NULL), FAJIT_ERR_INVALID_ARGUMENT);
+    assert_non_null(strstr(fajit_errmsg(), "\"-maxrregcount=32\" is not an accepted ptxas option"));
+    setenv("FAJIT_PTXAS_OPTS", "-O1 --allow-expensive-optimizations=false", 1);
+    assert_int_equal(fj_compile_ptx(k_ptx, strlen(k_ptx), "sm_80", &cubin, &size, NULL), FAJIT_OK);
+    assert_memory_equal(cubin, "\x7f" "ELF", 4);
+    free(cubin);
+
+    /* the key of an sm_80 kernel (nvJitLink) with and without them */
+    fajit_config cfg = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64};
+    assert_int_equal(fajit_config_fill(NULL, NULL, &cfg), FAJIT_OK);
+    fj_plan plan;
+    assert_int_equal(fj_plan_build(&cfg, &plan), FAJIT_OK);
+    fj_disk_cache cache;
+    assert_int_equal(fj_disk_cache_init(&cache, 0, NULL), FAJIT_OK);
+    char key[FJ_DISK_CACHE_KEY_MAX], plain[FJ_DISK_CACHE_KEY_MAX];
+    assert_int_equal(fj_kernel_disk_key(&cache, &plan, "cfg", "sm_80", key, sizeof key), FAJIT_OK);
+    assert_non_null(strstr(key, " ptxas -O1 --allow-expensive-optimizations=false\n"));
+    unsetenv("FAJIT_PTXAS_OPTS");
+    assert_int_equal(fj_kernel_disk_key(&cache, &plan, "cfg", "sm_80", plain, sizeof plain), FAJIT_OK);
+    assert_null(strstr(plain, "ptxas"));
+    assert_string_not_equal(key, plain);
+    setenv("FAJIT_PTXAS_OPTS", "-O9", 1);
+    assert_int_equal(fj_kernel_disk_key(&cache, &plan, "cfg", "sm_80", key, sizeof key), FAJIT_ERR_INVALID_ARGUMENT);
+    unsetenv("FAJIT_PTXAS_OPTS");
+    fj_disk_cache_fini(&cache);
+}
+
 int main(void)
 {
     if (fj_nvjitlink_load(NULL) != FAJIT_OK) fj_test_skip_all("nvJitLink not loadable: %s", fajit_errmsg());
@@ -160,7 +216,7 @@ int main(void)
         cmocka_unit_test(test_identity),        cmocka_unit_test(test_compile_ok),
         cmocka_unit_test(test_compile_error),   cmocka_unit_test(test_long_log_truncated),
         cmocka_unit_test(test_unknown_target),  cmocka_unit_test(test_target_rule),
-        cmocka_unit_test(test_compile_cubin_config),
+        cmocka_unit_test(test_compile_cubin_config), cmocka_unit_test(test_ptxas_opts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

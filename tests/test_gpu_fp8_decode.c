@@ -14,7 +14,7 @@
  * cw2 bc32) with paged + seqlens + split-KV + GQA packing, the kernel text naming the tile; then some with
  * $FAJIT_KV8_WIDEN=int / intv (the integer widening on a cvt device, the text naming kv8intk / kv8intv); then all of it again
  * (and more tiles) with $FAJIT_KV8_DIRECT=1 (the MMA fragments straight from the e4m3 tiles, kv8_frag.c, the text naming
- * kv8direct). The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
+ * kv8direct); then the Nq 1 cases with $FAJIT_KV8_TILE=rows (br16 / br32 warp pairs by the rows a CTA holds). The kernel text must say "kv=e4m3". On an sm_90+ GPU K / V
  * widen with cvt.rn.f16x2.e4m3x2 (kv8.c), but under bf16 queries that do not stay in registers (d256: integer ops
  * to bf16); the integer f16 widening under bf16 Q (kv8_f16 without cvt) runs on sm_80 .. sm_89 GPUs only.
  * Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
@@ -93,6 +93,8 @@ static const kv8_tile k_tiles[] = {
 
 /* The words the kernel text must hold besides kv=e4m3 ($FAJIT_KV8_WIDEN's variant bits), "" for none. */
 static const char *g_want = "";
+/* The kernel text of the last run_case that ran. */
+static char g_last_kernel[512];
 
 /* One case; cfg NULL (the heuristic) or its tile. 1 when it failed, 2 when CUDA failed. */
 static int run_case(const kv8_case *c, const kv8_tile *t)
@@ -123,6 +125,7 @@ static int run_case(const kv8_case *c, const kv8_tile *t)
     if (t) /* the tile asked for ran */
         snprintf(tile, sizeof tile, "br%d bc%d s%d sw128 w%d%s", t->block_m, t->block_n, t->stages, t->warps,
                  t->col_warps == 2 ? " cw2" : "");
+    snprintf(g_last_kernel, sizeof g_last_kernel, "%s", r.kernel);
     int text_ok = strstr(r.kernel, "kv=e4m3") != NULL && strstr(r.kernel, tile) != NULL && strstr(r.kernel, g_want);
     printf("%s %-36s %s B%d H%d/%d N%d/%d D%d%s kv8=%d ref=%s relL2 %.2e row %.2e max %.2e lse %.2e seed %llu "
            "[%s] %s\n",
@@ -258,6 +261,46 @@ static void test_kv8_decode_direct(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* $FAJIT_KV8_TILE=rows (kv8_knobs.c): the decode tile by the rows a KV head's CTA holds - br16 w2 cw2 for <= 16 rows,
+ * br32 w4 cw2 for <= 32 - on the Nq 1 cases (1, 4 and 8 rows; contiguous, seqlens, splits forced and the
+ * heuristic's, pages of 64 rows) and one of 32 rows (MQA Nq 4), with the widening and with $FAJIT_KV8_DIRECT=1; the
+ * kernel text names the tile. */
+static void test_kv8_decode_rows(void **state)
+{
+    (void)state;
+    static const struct {
+        int case_index;
+        const char *tile;
+    } runs[] = {{0, "br16 "}, {1, "br16 "}, {2, "br16 "}, {7, "br16 "}, {15, "br16 "}, {16, "br16 "}, {3, "br32 "}};
+    int failures = 0;
+    fajit_context *saved = g_ctx;
+    for (int direct = 0; direct < 2; direct++) {
+        fajit_context *ctx = NULL;
+        if (direct) setenv("FAJIT_KV8_DIRECT", "1", 1);
+        fajit_status st = fj_test_context_with_env("FAJIT_KV8_TILE", "rows", -1, &ctx);
+        unsetenv("FAJIT_KV8_DIRECT");
+        assert_int_equal(st, FAJIT_OK);
+        g_ctx = ctx;
+        for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+            char want[64];
+            snprintf(want, sizeof want, "%s", runs[i].tile);
+            g_want = want;
+            printf("FAJIT_KV8_TILE=rows%s: ", direct ? " FAJIT_KV8_DIRECT=1" : "");
+            int rc = run_case(&k_cases[runs[i].case_index], NULL);
+            if (rc == 0 && direct && !strstr(g_last_kernel, "kv8direct")) {
+                printf("FAIL the kernel text lacks kv8direct\n");
+                rc = 1;
+            }
+            failures += rc != 0;
+            if (rc == 2) break;
+        }
+        g_ctx = saved, g_want = "";
+        fajit_context_destroy(ctx);
+    }
+    fflush(stdout);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -268,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_kv8_decode_tiles),
         cmocka_unit_test(test_kv8_decode_widen),
         cmocka_unit_test(test_kv8_decode_direct),
+        cmocka_unit_test(test_kv8_decode_rows),
     };
     int rc = cmocka_run_group_tests_name("gpu_fp8_decode", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);

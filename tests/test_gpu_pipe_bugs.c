@@ -192,7 +192,9 @@ static void make_problem(problem *pb, const char *name, int dim, int causal, uin
 {
     memset(pb, 0, sizeof *pb);
     pb->name = name;
-    pb->cfg = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = dim, .causal = causal};
+    /* roll -1: the mutations (pipe_mutate.c) are written for the unrolled loop, whatever FJ_SM90_ROLL_DEFAULT says */
+    pb->cfg = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = dim, .causal = causal,
+                             .roll = -1};
     fj_config_heuristic(&pb->cfg, &pb->cfg, NULL, 0);
     if (fj_plan_build(&pb->cfg, &pb->pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
     int b = 2, hq = 4, hkv = 2, nq = 600, nk = 1100;

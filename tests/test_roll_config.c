@@ -107,13 +107,19 @@ static void test_ptx(void **state)
         assert_int_equal(fajit_generate_ptx(&c, 0, &p0, &n0), FAJIT_OK);
         c.roll = -1;
         assert_int_equal(fajit_generate_ptx(&c, 0, &pm, &nm), FAJIT_OK);
-        assert_int_equal(n0, nm);
-        assert_memory_equal(p0, pm, n0);
         c.roll = 1;
         assert_int_equal(fajit_generate_ptx(&c, 0, &p1, &n1), FAJIT_OK);
-        assert_true(n1 * 4 < n0 * 3); /* at least a quarter shorter */
+        assert_true(n1 * 4 < nm * 3); /* at least a quarter shorter */
         assert_non_null(strstr(p1, " roll "));
-        assert_null(strstr(p0, " roll "));
+        assert_null(strstr(p0, " roll ")); /* roll 0's text: no " roll" either way */
+        if (FJ_SM90_ROLL_DEFAULT) { /* roll 0 is the rolled loop: the PTX of roll 1 but for the header's text */
+            const char *b0 = strstr(p0, ".version"), *b1 = strstr(p1, ".version");
+            assert_true(b0 && b1);
+            assert_string_equal(b0, b1);
+        } else { /* roll 0 is roll -1, byte for byte */
+            assert_int_equal(n0, nm);
+            assert_memory_equal(p0, pm, n0);
+        }
         fajit_free(p0);
         fajit_free(pm);
         fajit_free(p1);

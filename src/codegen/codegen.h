@@ -18,6 +18,16 @@
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
 #define FJ_CODEGEN_VERSION "fajit-codegen-13"
 
+/* Issue 23: whether a config's roll = 0 (the default) takes the rolled KV loop on the sm_90a path where it can (BF16 /
+ * F16, 2+ stages; else unrolled, as roll = -1). 0 until the GPU A/B (bench/cold_ab.sh) says the rolled kernels run
+ * as fast: then 1, the one line to change (tests follow it: test_roll_config, test_rolled_ptx). */
+#define FJ_SM90_ROLL_DEFAULT 0 /* an edit, not a -D knob: the disk-cache key's source digest must see it */
+
+/* plan.lean bits: sm_90a consumer-loop trims (sm90.c fj_sm90_lean_env, FAJIT_SM90_LEAN; bench/lean_ab.sh) */
+#define FJ_LEAN_WG_UNIFORM 1u /* the warpgroup index broadcast from lane 0 (shfl.sync.idx): ptxas keeps it, the Q
+                                 descriptor and the named-barrier ids in uniform registers (no R2UR per wgmma) */
+#define FJ_LEAN_ALL FJ_LEAN_WG_UNIFORM
+
 typedef struct fj_plan {
     fajit_config cfg;            /* the checked config (no zero fields) */
     const fj_arch_info *arch;    /* PTX target of the code-generation path */
@@ -82,8 +92,9 @@ typedef struct fj_plan {
                                     (runtime/compile.c: NVRTC; nvJitLink and the driver's linker drop it) */
     int roll_stages;             /* 1: the consumers' KV loop is written once for every stage of the ring (stage,
                                     its barrier addresses and descriptor offsets in registers) instead of once
-                                    per stage (immediates): about half the PTX and 40% of ptxas's time for
-                                    2 stages (issue 23). The config's roll = 1 (fajit.h; text " roll") */
+                                    per stage (immediates): under half the PTX and 40% of ptxas's time for
+                                    2 stages (issue 23). The config's roll = 1 (fajit.h; text " roll"), or roll
+                                    = 0 where FJ_SM90_ROLL_DEFAULT takes it */
     int tma_box_cols;            /* elements in one TMA box row: the swizzle span / 2 */
     int tma_boxes;               /* boxes per tile row: head_dim / tma_box_cols; a tile is stored box by box,
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
@@ -104,6 +115,8 @@ typedef struct fj_plan {
      * V empty[s] then counts the transposing threads (they free the TMA-loaded V). */
     int fp8;
     int vt_off, vt_swizzle, vt_bar, transpose_warps;
+    unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at
+                                    planning for GPU A/B runs (unset: all on; "0": the kernels before them) */
     unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs;
                                     0 (unset) = the shipped kernel, byte for byte */
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V

@@ -22,6 +22,7 @@
  * address field cannot carry: the smem window ends below 2^18 bytes).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "async.h"
@@ -131,6 +132,27 @@ int fj_sm90_reg_pool_ok(int consumer_wgs, int producer_regs, int consumer_regs)
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
 
+/* FJ_LEAN_* bits from FAJIT_SM90_LEAN, a comma list: "wgu" (FJ_LEAN_WG_UNIFORM), "all"; "0" or "none" = none (the
+ * kernels as before the trims, byte for byte); unset = FJ_LEAN_ALL. Read at planning, so one build serves both
+ * sides of a GPU A/B (bench/lean_ab.sh; the disk cache checks each entry's PTX hash). */
+unsigned fj_sm90_lean_env(void)
+{
+    static const struct {
+        const char *word;
+        unsigned bit;
+    } words[] = {{"wgu", FJ_LEAN_WG_UNIFORM}, {"all", FJ_LEAN_ALL}};
+    const char *s = getenv("FAJIT_SM90_LEAN");
+    if (!s) return FJ_LEAN_ALL;
+    unsigned bits = 0;
+    while (*s) {
+        size_t n = strcspn(s, ",");
+        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+            if (n == strlen(words[i].word) && strncmp(s, words[i].word, n) == 0) bits |= words[i].bit;
+        s += n + (s[n] == ',');
+    }
+    return bits;
+}
+
 /* ---- plan ------------------------------------------------------------------------------------ */
 static fajit_status tiles_sm90(fj_plan *p)
 {
@@ -238,7 +260,9 @@ static fajit_status plan_sm90(fj_plan *p)
         p->k_steps_pv = c->block_n / 32;
     }
     p->whole_program = p->consumer_regs > 0;
+    p->lean = fj_sm90_lean_env();
     p->roll_stages = c->roll == 1; /* (the check refuses it with FP8 and with one stage) */
+    if (c->roll == 0 && FJ_SM90_ROLL_DEFAULT && c->dtype != FAJIT_DTYPE_E4M3 && c->stages >= 2) p->roll_stages = 1;
     p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
     p->reg_acc_o = c->head_dim / 2;
     p->reg_acc_s = c->block_n / 2;

@@ -10,6 +10,8 @@
 /* Fill plan.roles: the producer warpgroup (TMA loads; with FP8 its warps 1..transpose_warps transpose V, a role of
  * their own in the producer's register group), then the consumer warpgroups (S = QK^T, softmax, O += PV, epilogue: 64 query rows each), and the rings between them. */
 void fj_sm90_roles(fj_plan *p);
+/* plan.lean from the environment variable FAJIT_SM90_LEAN (FJ_LEAN_* bits, codegen.h); FJ_LEAN_ALL when unset. */
+unsigned fj_sm90_lean_env(void);
 /* The body of one sm_90a role (sm90_roles.c), by its kind: LOAD, TRANSPOSE or SOFTMAX. */
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);

@@ -13,7 +13,8 @@
  *       work tile
  * The loop over KV tiles is written once per stage (stage offsets and barriers are immediates; the frame's
  * fj_ws_ring_dispatch enters it at the stage the last work tile left), or once for every stage with
- * plan.roll_stages. With plan.overlap a consumer issues S(j + 1) = Q K(j + 1)^T and O += P(j) V(j) together and
+ * plan.roll_stages (overlapped: the work tile's first KV tile joins the body at its softmax half, no peeled copy;
+ * consumer_loop_overlap_rolled). With plan.overlap a consumer issues S(j + 1) = Q K(j + 1)^T and O += P(j) V(j) together and
  * exponentiates S(j + 1) while the PV product runs (FlashAttention-3, section 3.2); with plan.pingpong the consumer
  * warpgroups take turns issuing their GEMMs (named barriers 1 + warpgroup), so one's softmax overlaps another's
  * GEMMs (section 3.1).
@@ -472,19 +473,30 @@ static void overlap_first(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stag
     fj_ins(k->e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
 }
 
-/* Overlapped schedule, KV tile j in stage s with tile j - 1's V in stage sp (its full barrier's parity vph). */
-static void overlap_step(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stage s, fj_ws_stage sp, fj_reg_t vph)
+/* Overlapped schedule, KV tile j in stage s with tile j - 1's V in stage sp (its full barrier's parity vph): the
+ * GEMMs' half - wait for K(j) and V(j - 1), issue S(j) = Q K(j)^T and O += P(j-1) V(j-1), wait for S(j) only. */
+static void overlap_issue(fj_kctx *k, const turns *tn, fj_ws_stage s, fj_ws_stage sp, fj_reg_t vph)
 {
     const fj_plan *p = k->p;
-    fj_emit *e = k->e;
     fj_ws_stage_wait(k, s, FJ_BAR_K_FULL, k->phase);
     fj_ws_stage_wait(k, sp, FJ_BAR_PV_FULL(p), vph);
     turn_wait(k, tn);
-    fj_comment(e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
+    fj_comment(k->e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
     p->backend->mma_qk(k, s.slot);
     p->backend->mma_pv(k, sp.slot, FJ_KEYS_ALL);
     turn_pass(k, tn, 0);
     p->backend->async->mma_wait(k, 1);
+}
+
+/* The softmax half: free K(j), S(j)'s softmax while PV(j-1) runs, wait for it, free V(j - 1), rescale O, pack P(j).
+ * first: a predicate (bank -1: none) under which there is no tile j - 1 (the rolled loop's first KV tile of a work
+ * tile, which issued S alone and waited for it): V(j - 1) is not released. O is still 0 then; the deferred rescale
+ * multiplies it by c, and 0 x c = 0 (c is 2^-inf = 0 or finite: softmax.c's rebase). */
+static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage sp, fj_reg_t first)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    char no_v[48];
     fj_ws_stage_release(k, s, FJ_BAR_K_EMPTY);
     release_q_if_last(k, l);
     k->defer_o_rescale = 1;
@@ -495,11 +507,24 @@ static void overlap_step(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stage
      * arm instead let ptxas keep the ex2 block ahead of the wait, but compute-sanitizer synccheck reported
      * it ("mismatching warpgroup instruction pc between warps"), and it measured within +-1% on the H200 */
     p->backend->async->mma_wait(k, 0);
+    if (first.bank >= 0) {
+        fj_label_new(e, "no_v_release", no_v, sizeof no_v);
+        fj_ins(e, "@%s bra.uni %s", R(first), no_v);
+    }
     fj_ws_stage_release(k, sp, FJ_BAR_PV_EMPTY(p));
+    if (first.bank >= 0) fj_label(e, no_v);
     fj_emit_softmax_rescale_o(k);
     k->defer_o_rescale = 0;
     p->backend->pack_p(k);
     fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+}
+
+/* Overlapped schedule, KV tile j in stage s with tile j - 1's V in stage sp (its full barrier's parity vph). */
+static void overlap_step(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stage s, fj_ws_stage sp, fj_reg_t vph)
+{
+    fj_reg_t none = {-1, 0};
+    overlap_issue(k, tn, s, sp, vph);
+    overlap_finish(k, l, s, sp, none);
 }
 
 /* Overlapped schedule, after the last KV tile: its PV (V in stage sp, parity vph). */
@@ -600,19 +625,28 @@ static void consumer_loop_serial_rolled(fj_kctx *k, fj_ws_loop *l)
     fj_ins(e, "bra.uni %s", body);
 }
 
-/* consumer_loop_overlap, rolled: one prologue, one body, one tail. */
+/* consumer_loop_overlap, rolled: one body, one tail. The work tile's first KV tile issues S alone, waits for it and
+ * joins the body at its softmax half (overlap_finish with `first` set: no V of tile j - 1 to free), so the softmax
+ * is written once. */
 static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns *tn)
 {
+    const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    char body[48], tail[48];
+    char body[48], half[48], tail[48];
     fj_ws_ring_regs rr = fj_ws_ring_regs_alloc(k);
-    fj_reg_t pr = fj_alloc(e, k->b_p, 1), vph = fj_alloc(e, k->b_r, 1);
+    fj_reg_t pr = fj_alloc(e, k->b_p, 1), vph = fj_alloc(e, k->b_r, 1), first = fj_alloc(e, k->b_p, 1);
     fj_label_new(e, "kv_ring", body, sizeof body);
+    fj_label_new(e, "kv_softmax", half, sizeof half);
     fj_label_new(e, "kv_tail", tail, sizeof tail);
-    fj_comment(e, 1, "first KV tile of the work tile, in stage ring: S, its softmax and P");
+    fj_comment(e, 1, "first KV tile of the work tile, in stage ring: S alone, then the body's softmax half");
     fj_ws_ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
-    overlap_first(k, l, tn, fj_ws_stage_ring(rr.bar_s));
-    fj_ws_ring_advance(k, l, &rr);
+    fj_ws_stage_wait(k, fj_ws_stage_ring(rr.bar_s), FJ_BAR_K_FULL, k->phase);
+    turn_wait(k, tn);
+    p->backend->mma_qk(k, FJ_SLOT_RING);
+    turn_pass(k, tn, 0);
+    p->backend->async->mma_wait(k, 0);
+    fj_ins(e, "setp.eq.u32 %s, 0, 0", R(first));
+    fj_ins(e, "bra.uni %s", half);
     fj_label(e, body);
     fj_comment(e, 1, "---- KV tile j in stage ring; PV of tile j - 1 from stage sp (rolled: one body for every stage) ----");
     fj_comment(e, 1, "tile j - 1's V phase: the last pass's when j is in stage 0");
@@ -623,7 +657,10 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns 
     fj_ins(e, "@%s bra.uni %s", R(pr), tail);
     fj_ws_ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
     fj_ws_ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
-    overlap_step(k, l, tn, fj_ws_stage_ring(rr.bar_s), fj_ws_stage_ring(rr.bar_sp), vph);
+    overlap_issue(k, tn, fj_ws_stage_ring(rr.bar_s), fj_ws_stage_ring(rr.bar_sp), vph);
+    fj_ins(e, "setp.ne.u32 %s, 0, 0", R(first));
+    fj_label(e, half);
+    overlap_finish(k, l, fj_ws_stage_ring(rr.bar_s), fj_ws_stage_ring(rr.bar_sp), first);
     fj_ws_ring_advance(k, l, &rr);
     fj_ins(e, "bra.uni %s", body);
     fj_label(e, tail);

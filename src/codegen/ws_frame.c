@@ -648,6 +648,11 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     fj_ins(e, "bar.sync 0");
     if (t->tmem_cols) tmem_address(k);
     fj_ins(e, "shr.u32 %s, %s, 2", R(k->wg), R(k->warp));
+    if (p->lean & FJ_LEAN_WG_UNIFORM) {
+        fj_comment(e, 1, "the warpgroup index from lane 0: ptxas then knows it is warp-uniform and keeps what derives from it "
+                         "(descriptors, barrier ids) in uniform registers");
+        fj_ins(e, "shfl.sync.idx.b32 %s, %s, 0, 31, -1", R(k->wg), R(k->wg));
+    }
     int starts[FJ_MAX_ROLES], n = 0;
     for (int i = 0; i < t->n_roles; i = next_group(t, i)) starts[n++] = i;
     for (int g = n - 1; g > 0; g--) branch_from(k, pr, k->wg, t->role[starts[g]].first_warp / 4, t->role[starts[g]].label);

@@ -69,6 +69,53 @@ fajit_status fj_compiler_identity(char *buf, size_t size)
 }
 
 /* ---------------------------------------------------------------------------------------------------
+ * FAJIT_PTXAS_OPTS: extra ptxas options for every kernel fajit compiles (issue 23's compile-time A/B)
+ * ------------------------------------------------------------------------------------------------- */
+/* The options accepted: ones that change how hard ptxas works, never what the kernel computes. */
+static const char *const k_ptxas_accepted[] = {
+    "-O0", "-O1", "-O2", "-O3", "--allow-expensive-optimizations=true", "--allow-expensive-optimizations=false",
+};
+#define N_PTXAS_ACCEPTED (int)(sizeof k_ptxas_accepted / sizeof k_ptxas_accepted[0])
+
+fajit_status fj_ptxas_opts_read(fj_ptxas_opts *o)
+{
+    const char *env = getenv("FAJIT_PTXAS_OPTS");
+    memset(o, 0, sizeof *o);
+    if (!env) return FAJIT_OK;
+    size_t len = strlen(env);
+    if (len >= sizeof o->text)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_PTXAS_OPTS = \"%.40s...\": %zu characters, at most %zu", env, len,
+                       sizeof o->text - 1);
+    for (const char *w = env; *w;) {
+        size_t n = strcspn(w, " ");
+        if (n == 0) {
+            w++;
+            continue;
+        }
+        int known = -1;
+        for (int i = 0; i < N_PTXAS_ACCEPTED && known < 0; i++)
+            if (strlen(k_ptxas_accepted[i]) == n && strncmp(w, k_ptxas_accepted[i], n) == 0) known = i;
+        if (known < 0 || o->n == FJ_PTXAS_OPTS_MAX) {
+            char list[256] = "";
+            for (int i = 0; i < N_PTXAS_ACCEPTED; i++)
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "", k_ptxas_accepted[i]);
+            if (known < 0)
+                return fj_fail(FAJIT_ERR_INVALID_ARGUMENT,
+                               "FAJIT_PTXAS_OPTS = \"%s\": \"%.*s\" is not an accepted ptxas option; accepted: %s "
+                               "(separated by spaces)",
+                               env, (int)n, w, list);
+            return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_PTXAS_OPTS = \"%s\": more than %d options", env,
+                           FJ_PTXAS_OPTS_MAX);
+        }
+        o->opt[o->n++] = k_ptxas_accepted[known];
+        w += n;
+    }
+    for (int i = 0; i < o->n; i++) /* the canonical text, for cache keys */
+        snprintf(o->text + strlen(o->text), sizeof o->text - strlen(o->text), "%s%s", i ? " " : "", o->opt[i]);
+    return FAJIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
  * nvJitLink session
  * ------------------------------------------------------------------------------------------------- */
 
@@ -147,11 +194,19 @@ fajit_status fj_compile_ptx(const char *ptx, size_t len, const char *sm, void **
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "sm = \"%s\": not a known target; valid targets are %s",
                        sm ? sm : "(null)", names);
     }
-    fajit_status st = fj_nvjitlink_load(&jl);
+    fj_ptxas_opts po;
+    fajit_status st = fj_ptxas_opts_read(&po);
+    if (st == FAJIT_OK) st = fj_nvjitlink_load(&jl);
     if (st != FAJIT_OK) return st;
     snprintf(arch_opt, sizeof arch_opt, "-arch=%s", sm);
-    const char *opts[] = {arch_opt, "-O3", "-verbose"};
-    int rc = jl->create(&h, 3, opts);
+    const char *opts[3 + FJ_PTXAS_OPTS_MAX] = {arch_opt, "-O3", "-verbose"};
+    char xopt[FJ_PTXAS_OPTS_MAX][64];
+    int n_opts = 3;
+    for (int i = 0; i < po.n; i++) { /* to its ptxas; an -O level instead of nvJitLink's -O3 (which takes 0 or 3) */
+        snprintf(xopt[i], sizeof xopt[i], "-Xptxas=%s", po.opt[i]), opts[n_opts++] = xopt[i];
+        if (po.opt[i][1] == 'O') opts[1] = opts[--n_opts];
+    }
+    int rc = jl->create(&h, (uint32_t)n_opts, opts);
     if (rc != FJ_NVJITLINK_SUCCESS) st = jl_fail(jl, h, rc, "nvJitLinkCreate", sm, info_log);
     else if ((rc = jl->add_data(h, FJ_NVJITLINK_INPUT_PTX, ptx, len, "fajit.ptx")) != FJ_NVJITLINK_SUCCESS)
         st = jl_fail(jl, h, rc, "nvJitLinkAddData (PTX assembly)", sm, info_log);
@@ -217,7 +272,7 @@ static int entry_body(const char *ptx, size_t len, const char **body, size_t *bo
 }
 
 /* The CUDA C wrapper of a whole-program kernel (see the file comment). */
-static fajit_status wrap_ptx(const fj_plan *plan, const char *ptx, size_t len, fj_buf *src)
+fajit_status fj_compile_whole_source(const fj_plan *plan, const char *ptx, size_t len, fj_buf *src)
 {
     const char *body;
     size_t n;
@@ -246,14 +301,18 @@ static fajit_status wrap_ptx(const fj_plan *plan, const char *ptx, size_t len, f
 fajit_status fj_compile_ptx_whole(const fj_plan *plan, const char *ptx, size_t len, const char *sm, void **cubin,
                                   size_t *size, char **info_log)
 {
-    char arch_opt[48];
+    char arch_opt[48], xopt[FJ_PTXAS_OPTS_MAX][64];
     fj_buf src;
+    fj_ptxas_opts po;
     if (info_log) *info_log = NULL;
+    fajit_status st = fj_ptxas_opts_read(&po);
+    if (st != FAJIT_OK) return st;
     fj_buf_init(&src);
-    fajit_status st = wrap_ptx(plan, ptx, len, &src);
+    st = fj_compile_whole_source(plan, ptx, len, &src);
     snprintf(arch_opt, sizeof arch_opt, "--gpu-architecture=%s", sm);
-    const char *opts[] = {arch_opt, "-Xptxas=-v"};
-    if (st == FAJIT_OK) st = fj_nvrtc_cubin(src.data, "fajit_fwd.cu", opts, 2, cubin, size, info_log);
+    const char *opts[2 + FJ_PTXAS_OPTS_MAX] = {arch_opt, "-Xptxas=-v"};
+    for (int i = 0; i < po.n; i++) snprintf(xopt[i], sizeof xopt[i], "-Xptxas=%s", po.opt[i]), opts[2 + i] = xopt[i];
+    if (st == FAJIT_OK) st = fj_nvrtc_cubin(src.data, "fajit_fwd.cu", opts, 2 + po.n, cubin, size, info_log);
     fj_buf_free(&src);
     return st;
 }

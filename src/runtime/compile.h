@@ -38,6 +38,25 @@ fajit_status fj_compile_kernel(const struct fj_plan *plan, const char *ptx, size
  * with --gpu-architecture=<sm> -Xptxas=-v; *info_log receives NVRTC's log (ptxas -v lines). */
 fajit_status fj_compile_ptx_whole(const struct fj_plan *plan, const char *ptx, size_t len, const char *sm,
                                   void **cubin, size_t *size, char **info_log);
+/* The CUDA C source fj_compile_ptx_whole gives NVRTC: the PTX entry's body as one inline-asm statement (appended
+ * to src; bench/cold_breakdown.c times NVRTC's front end on it). */
+struct fj_buf;
+fajit_status fj_compile_whole_source(const struct fj_plan *plan, const char *ptx, size_t len, struct fj_buf *src);
+
+/* FAJIT_PTXAS_OPTS: ptxas options, separated by spaces, added to every compile of a generated kernel (both
+ * paths; an -O level replaces the default -O3) - issue 23's A/B of a cheaper ptxas. Only options that change the
+ * compile's effort are accepted (compile.c's list: -O0..-O3, --allow-expensive-optimizations=true|false); any
+ * other word is FAJIT_ERR_INVALID_ARGUMENT naming it and the list. Disk-cache keys name them (compiler_stamp.c);
+ * the prebuilt kernels do not follow them (FAJIT_PREBUILT=0 compiles the defaults too). */
+#define FJ_PTXAS_OPTS_MAX 4
+typedef struct fj_ptxas_opts {
+    int n;
+    const char *opt[FJ_PTXAS_OPTS_MAX]; /* static strings of the accepted list */
+    char text[128];                     /* the options in canonical form ("" when none) */
+} fj_ptxas_opts;
+/* Read and check $FAJIT_PTXAS_OPTS (unset or blank: none). */
+fajit_status fj_ptxas_opts_read(fj_ptxas_opts *o);
+
 /* The identity of the compiler a plan's path uses, for cache keys ("nvJitLink 13.0", "NVRTC 13.0
  * whole-program"); loads that library. */
 fajit_status fj_compiler_identity_for(const struct fj_plan *plan, char *buf, size_t size);

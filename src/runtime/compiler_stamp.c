@@ -157,11 +157,22 @@ int fj_compiler_identity_cheap(fj_disk_cache *cache, const fj_plan *plan, char *
     return 1;
 }
 
+/* " ptxas <options>" after the compiler's identity when FAJIT_PTXAS_OPTS gives any (compile.h). */
+static fajit_status identity_add_ptxas_opts(char *buf, size_t size)
+{
+    fj_ptxas_opts po;
+    fajit_status st = fj_ptxas_opts_read(&po);
+    size_t n = strlen(buf);
+    if (st == FAJIT_OK && po.n) snprintf(buf + n, size - n, " ptxas %s", po.text);
+    return st;
+}
+
 fajit_status fj_kernel_disk_key(fj_disk_cache *cache, const fj_plan *plan, const char *config_text,
                                 const char *target, char *key, size_t size)
 {
-    char compiler[160];
+    char compiler[320];
     fajit_status st = fj_compiler_identity_stamped(cache, plan, compiler, sizeof compiler);
+    if (st == FAJIT_OK) st = identity_add_ptxas_opts(compiler, sizeof compiler);
     if (st != FAJIT_OK) return st;
     if (fj_disk_cache_key(key, size, config_text, target, compiler) >= (int)size)
         return fj_fail(FAJIT_ERR_INTERNAL, "compiler_stamp.c: disk-cache key of \"%s\" longer than %zu", config_text,
@@ -172,7 +183,8 @@ fajit_status fj_kernel_disk_key(fj_disk_cache *cache, const fj_plan *plan, const
 int fj_kernel_disk_key_cheap(fj_disk_cache *cache, const fj_plan *plan, const char *config_text, const char *target,
                              char *key, size_t size)
 {
-    char compiler[160];
+    char compiler[320];
     if (!fj_compiler_identity_cheap(cache, plan, compiler, sizeof compiler)) return 0;
+    if (identity_add_ptxas_opts(compiler, sizeof compiler) != FAJIT_OK) return 0; /* the compile path says why */
     return fj_disk_cache_key(key, size, config_text, target, compiler) < (int)size;
 }

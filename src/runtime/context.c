@@ -16,6 +16,7 @@
 #include "compile.h"
 #include "base/error.h"
 #include "kernel_store.h"
+#include "kv8_knobs.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Push / pop and small accessors
@@ -113,14 +114,12 @@ static fajit_status device_query(fajit_context *ctx)
     ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0 ? 1 : sm90 && strcmp(sm90, "0") == 0 ? 0 : -1;
     const char *sched = getenv("FAJIT_VARLEN_SCHED");
     ctx->varlen_lpt = !(sched && strcmp(sched, "static") == 0); /* longest-first by default (H100 A/B 2026-11-26) */
-    const char *widen = getenv("FAJIT_KV8_WIDEN");
-    ctx->kv8_widen = !widen                      ? 0u
-                     : strcmp(widen, "int") == 0  ? (unsigned)(FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V)
-                     : strcmp(widen, "intk") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_K
-                     : strcmp(widen, "intv") == 0 ? (unsigned)FJ_VARIANT_KV8_INT_V
-                                                  : 0u;
-    const char *direct = getenv("FAJIT_KV8_DIRECT"); /* MMA fragments straight from the e4m3 tiles (kv8_frag.c) */
-    if (direct && strcmp(direct, "1") == 0) ctx->kv8_widen |= FJ_VARIANT_KV8_DIRECT;
+    fj_kv8_knobs kv8;
+    fajit_status st = fj_kv8_knobs_parse(getenv("FAJIT_KV8_WIDEN"), getenv("FAJIT_KV8_DIRECT"), getenv("FAJIT_KV8_TILE"),
+                                         &kv8);
+    if (st != FAJIT_OK) return st;
+    ctx->kv8_widen = kv8.variant;
+    ctx->kv8_tile_rows = kv8.tile_rows;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

@@ -19,6 +19,7 @@
 #include "policy.h"
 #include "forward.h"
 #include "fp8_args.h"
+#include "kv8_knobs.h"
 #include "tune.h"
 #include "variants.h"
 
@@ -190,12 +191,23 @@ int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *a)
            !fj_decode_varlen(a);
 }
 
+/* $FAJIT_KV8_WIDEN / $FAJIT_KV8_DIRECT (ctx->kv8_widen) name decode variant bits of the FP8 K/V kernels: with one
+ * set, an FP8 K/V call runs the decode variant also where the plain kernel would (one split and no decode feature,
+ * e.g. MHA Nk 1), so the knob reaches every call it names (test_gpu_fp8_decode expects its words in each text). */
+static int kv8_knob(const fajit_context *ctx, const fajit_attention_args *a)
+{
+    if (!ctx || !ctx->kv8_widen || a->dtype == FAJIT_DTYPE_E4M3) return 0;
+    fj_fp8_args f;
+    fj_fp8_read(a, &f);
+    return f.kv_dtype == FAJIT_DTYPE_E4M3;
+}
+
 int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
     if (a->dtype == FAJIT_DTYPE_E4M3) return 0; /* FP8 takes no decode feature (fp8_args.c refuses them) */
-    return a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
+    return kv8_knob(ctx, a) || a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
            fj_decode_packs(ctx, a) || d.block_table != 0 || d.cu_seqlens_q != 0;
 }
 
@@ -372,6 +384,19 @@ static fajit_status variant_config(const fajit_attention_args *a, unsigned varia
     return fj_plan_build_variant(cfg, variant, &p); /* its message: the rule the widest tile broke */
 }
 
+/* $FAJIT_KV8_TILE=rows (a call without a config): the FP8 K/V tile for the rows a KV head's CTA holds
+ * (fj_kv8_rows_tile), the rest of it the heuristic's; cfg stays when the rows take no smaller tile. variant_config
+ * then checks that it plans with the call's variant (else the heuristic's tile with 64 rows). */
+static void kv8_tile_by_rows(const fajit_attention_args *a, int packed, fajit_config *cfg)
+{
+    fajit_config c = *cfg;
+    long long rows = (packed ? (long long)a->heads_q / a->heads_kv : 1) * a->seqlen_q;
+    if (!fj_kv8_rows_tile(rows, &c)) return;
+    fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
+    fj_config_heuristic(&c, &c, &shape, 0);
+    *cfg = c;
+}
+
 /* What a decode call runs: the variant bits, its tile and the splits on that tile. */
 typedef struct decode_choice {
     unsigned variant;
@@ -403,7 +428,7 @@ static void choose_splits(fajit_context *ctx, const fajit_attention_args *a, int
  * ctx->paged_gather says, and read each tile's pages a tile ahead (AHEAD) unless ctx->page_ahead is off or the
  * tile has one stage or no registers for it (the tile stays: the pages are then read at each copy). */
 static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, const fajit_attention_args *a,
-                                  int packed, int tuned, decode_choice *c)
+                                  int packed, int tuned, int given, decode_choice *c)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
@@ -412,7 +437,8 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
-    if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN: the integer widening (a knob for timing) */
+    if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN / _DIRECT: decode variant bits (knobs for timing) */
+    if (k80->plan.kv8 && ctx->kv8_tile_rows && !given) kv8_tile_by_rows(a, packed, &c->cfg);
     if (page && !vl && !k80->plan.kv8 && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
         v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
     fajit_status st = variant_config(a, v, page, &c->cfg);
@@ -620,14 +646,15 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     return FAJIT_OK;
 }
 
-fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, int *handled)
+fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, int given, int *handled)
 {
     fajit_kernel *k80 = NULL;
     *handled = 0;
     fj_decode_args d;
     fj_decode_read(a, &d);
-    int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table || d.cu_seqlens_q;
-    if (a->num_splits == 0 && !split_considered(ctx, a, packed)) return FAJIT_OK;
+    int knob = kv8_knob(ctx, a);
+    int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table || d.cu_seqlens_q || knob;
+    if (a->num_splits == 0 && !knob && !split_considered(ctx, a, packed)) return FAJIT_OK;
     decode_choice ch;
     char why[256] = "";
     if (k->plan.ws && ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why)) {
@@ -637,7 +664,7 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
         if (st != FAJIT_OK || ran) return *handled = 1, st;
     }
     fajit_status st = sm80_base(ctx, k, a, &k80);
-    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, 1, &ch);
+    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, 1, given, &ch);
     if (st != FAJIT_OK) return st;
     if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
     *handled = 1;
@@ -657,7 +684,7 @@ static fajit_status choice_for(fajit_context *ctx, const fajit_attention_args *a
     if (st == FAJIT_OK && k->plan.ws && ws_choose(ctx, k, a, fj_decode_packs(ctx, a), tuned, ch, why, sizeof why))
         return FAJIT_OK; /* the sm_90a variant's splits (if TMA then refuses the tensors, the sm_80 one's may differ) */
     if (st == FAJIT_OK) st = sm80_base(ctx, k, a, &k80);
-    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, fj_decode_packs(ctx, a), tuned, ch);
+    if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, fj_decode_packs(ctx, a), tuned, cfg != NULL, ch);
     return st;
 }
 

@@ -492,7 +492,7 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
     if (st == FAJIT_OK) /* the policy (policy.c): a given config's kernel, or the choice for the shape class */
         st = cfg ? fj_policy_get(ctx, cfg, 0, args->stream, &k) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
     int handled = 0;
-    if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, &handled);
+    if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, cfg != NULL, &handled);
     if (st == FAJIT_OK && !handled) st = forward_run(ctx, k, args);
     if (st == FAJIT_OK) fj_clear_error(); /* a tile probe that failed on the way (decode.c) left its message */
     if (st == FAJIT_OK && t_compiling[0]) t_last_source = FAJIT_SOURCE_FALLBACK;

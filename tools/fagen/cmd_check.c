@@ -17,6 +17,8 @@
  * --seqlens (per-sequence KV lengths: 1, a multiple of 64, Nk, random, 0 by sequence; from the 10th also past
  * Nk and negative) and --workspace (the caller's workspace) apply to every shape; each line then names the
  * kernel(s) the forward ran.
+ * FP8 K/V cache: --kv-dtype e4m3 gives every shape K and V in e4m3 with random power-of-two descales per (batch, KV
+ * head) (fj_check_problem.kv8 = 2), the references on the dequantized values.
  * Varlen: --varlen L1,L2,... runs one packed batch of those sequence lengths (cu_seqlens_q = cu_seqlens_k, 0 and 1
  * welcome) instead of the shapes, heads from --heads-q / --heads-kv (8 / 2); with --page-size the keys are paged
  * (chunked prefill), with --seqlens each sequence uses a random count of its keys (seqused_k).
@@ -257,6 +259,7 @@ static int configs_for(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
         check_cfg c = {0, k_tiles[i], ""};
         c.cfg.dtype = dt, c.cfg.head_dim = dim, c.cfg.causal = causal;
         c.cfg.mods = o->user.mods; /* the variant flags apply to every tile of the list */
+        c.cfg.kv_dtype = o->user.kv_dtype; /* --kv-dtype e4m3: an FP8 K/V cache for every tile */
         if (o->user.arch && c.cfg.arch != o->user.arch) continue;
         if (o->quick && seen_arch[c.cfg.arch == FAJIT_ARCH_SM90A]++) continue; /* quick: the first of each path */
         if (!config_usable(ctx, &c.cfg, t)) continue;
@@ -390,7 +393,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
         fajit_shape sh = {p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k};
         memset(&heur, 0, sizeof heur);
         heur.arch = o->user.arch, heur.dtype = p.dtype, heur.head_dim = p.head_dim, heur.causal = p.causal;
-        heur.mods = o->user.mods;
+        heur.mods = o->user.mods, heur.kv_dtype = o->user.kv_dtype;
         st = fajit_config_fill(ctx, &sh, &heur);
         use = &heur;
     }
@@ -405,6 +408,7 @@ static int check_group(fajit_context *ctx, const check_cli *o, fajit_dtype dt, i
     int n = configs_for(ctx, o, dt, dim, causal, cfgs, t);
     fj_check_problem base = fj_check_problem_default();
     base.dtype = dt, base.head_dim = dim, base.causal = causal;
+    base.kv8 = o->user.kv_dtype == FAJIT_DTYPE_E4M3 ? 2 : 0; /* e4m3 K / V, random power-of-two descales */
     check_shape one;
     const check_shape *custom = custom_shape(o, &one);
     for (int c = 0; c < n && o->varlen_n; c++)
