@@ -162,8 +162,9 @@ typedef struct fajit_config {
     /* roll (appended in 0.2; 0 = the default, so a zeroed config keeps its meaning and its text): sm_90a path, BF16 /
      * F16, stages >= 2. 1 = the consumers' KV loop is written once for every stage of the K/V ring (the stage, its
      * barrier addresses and descriptor offsets in registers) instead of once per stage: about half the PTX and a
-     * shorter compile (issue 23), a few more registers; -1 = one loop body per stage (unrolled). 0 reads as -1 for
-     * now (as 1 where it can once the GPU A/B says so: FJ_SM90_ROLL_DEFAULT); fajit_config_fill leaves it. Canonical text: " roll" after the schedule flags when 1 ("... w12 ov pp
+     * shorter compile (issue 23), a few more registers; -1 = one loop body per stage (unrolled). 0 reads as 1
+     * where it can for a plain kernel (BF16 / F16, 2+ stages, no attention variant, no decode / varlen variant: the
+     * rolled loop measured as fast on the H200), else as -1; fajit_config_fill leaves it. Canonical text: " roll" after the schedule flags when 1 ("... w12 ov pp
      * roll noncausal"). Python's keyword and fagen's flag: roll (--roll on|off). */
     int roll;
 } fajit_config;

@@ -19,9 +19,10 @@
 #define FJ_CODEGEN_VERSION "fajit-codegen-13"
 
 /* Issue 23: whether a config's roll = 0 (the default) takes the rolled KV loop on the sm_90a path where it can (BF16 /
- * F16, 2+ stages; else unrolled, as roll = -1). 0 until the GPU A/B (bench/cold_ab.sh) says the rolled kernels run
- * as fast: then 1, the one line to change (tests follow it: test_roll_config, test_rolled_ptx). */
-#define FJ_SM90_ROLL_DEFAULT 0 /* an edit, not a -D knob: the disk-cache key's source digest must see it */
+ * F16, 2+ stages, no attention or decode variant; else unrolled, as roll = -1; roll = 1 rolls those too). 1 since the H200 A/B of 2026-11-26 (bench/results/
+ * h200-session4-variants-2026-11-26.md: speed within -1.5..+1.6% on D64/128/256 cells, cold compile of the D128
+ * default 329 / 385 / 488 ms against 690-994 unrolled); tests follow it: test_roll_config, test_rolled_ptx. */
+#define FJ_SM90_ROLL_DEFAULT 1 /* an edit, not a -D knob: the disk-cache key's source digest must see it */
 
 /* plan.lean bits: sm_90a consumer-loop trims (sm90.c fj_sm90_lean_env, FAJIT_SM90_LEAN; bench/lean_ab.sh) */
 #define FJ_LEAN_WG_UNIFORM 1u /* the warpgroup index broadcast from lane 0 (shfl.sync.idx): ptxas keeps it, the Q

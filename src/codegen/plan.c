@@ -378,6 +378,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         if ((st = fj_kv8_direct_plan(p)) != FAJIT_OK) return st;
     }
     p->variant = variant;
+    if (p->cfg.roll == 0) p->roll_stages = 0; /* the rolled default is the plain kernel's (sm90.c) */
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
     plan_mods_params(p);
     plan_fp8_params(p);

@@ -296,7 +296,7 @@ static const config_flag k_config_flags[] = {
      "sm_90a: consumer warpgroups take turns issuing their GEMMs (default: heuristic)"},
     {"--roll", NULL, "on|off", set_roll,
      "sm_90a: one consumer KV loop body for every K/V stage (on: about half the PTX, a faster compile) or one per "
-     "stage (off, the default)"},
+     "stage (off); without the flag: on where it can"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
