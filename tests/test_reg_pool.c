@@ -33,7 +33,9 @@ static int split_fits(const fajit_config *c)
                *inc = strstr(ptx, "setmaxnreg.inc.sync.aligned.u32 ");
     int r = -1;
     if (dec || inc) {
-        if (!m || !dec || !inc) fail_msg("%s: .maxntid %p, setmaxnreg.dec %p, .inc %p: want all three", text, m, dec, inc);
+        if (!m || !dec || !inc)
+            fail_msg("%s: .maxntid %s, setmaxnreg.dec %s, .inc %s: want all three", text, m ? "found" : "missing",
+                     dec ? "found" : "missing", inc ? "found" : "missing");
         int threads = atoi(m + 9), p = atoi(dec + 32), q = atoi(inc + 32), wgs = threads / 128 - 1;
         int pool = threads * fj_sm90_launch_regs(threads), need = 128 * p + 128 * wgs * q;
         r = need <= pool;
