@@ -14,24 +14,18 @@ size, instructions per KV tile, and opcode counts; with two files, both side by 
 """
 import argparse
 import collections
+import os
 import re
+import sys
 
-
-def parse(path):
-    ins, labels = [], {}
-    for line in open(path):
-        m = re.match(r'^(\.L_x_\d+):', line)
-        if m:
-            labels[m.group(1)] = len(ins)
-            continue
-        m = re.match(r'\s*/\*[0-9a-f]+\*/\s+(.*?)\s*;', line)
-        if m:
-            ins.append(m.group(1))
-    return ins, labels
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kv_loop_sass import opcode as full_opcode  # noqa: E402
+from kv_loop_sass import parse  # noqa: E402  (nvdisasm -c text -> instructions, label positions)
 
 
 def opcode(text):
-    return re.sub(r'^@!?U?P[T0-9]+\s+', '', text).split()[0].split('.')[0]
+    """The opcode without its modifiers (HGMMA, not HGMMA.64x128x16...)."""
+    return full_opcode(text).split('.')[0]
 
 
 def kv_loop(ins, labels):
