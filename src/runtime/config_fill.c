@@ -20,15 +20,13 @@
 #include "config_fill.h"
 #include "context.h"
 #include "base/error.h"
+#include "sm100a_launch.h"
 #include "tune.h"
 
 fajit_arch fj_best_path(const fajit_context *ctx)
 {
-    const fj_arch_info *device = ctx ? fj_arch_find(fajit_context_sm(ctx)) : NULL;
-    const fj_arch_info *sm90a = fj_arch_of_path(FAJIT_ARCH_SM90A);
-    /* an "a" path runs on its own compute capability only */
-    if (device && sm90a && device->sm == sm90a->sm) return FAJIT_ARCH_SM90A;
-    return FAJIT_ARCH_SM80;
+    /* an "a" path runs on its own compute capability only; sm_100a's unless FAJIT_SM100A_LAUNCH=0 */
+    return ctx ? fj_auto_path(ctx->cc_major, ctx->cc_minor, ctx->sm100a_launch) : FAJIT_ARCH_SM80;
 }
 
 /* ---- the goal: what a filled config must pass ------------------------------------------------- */
