@@ -1,7 +1,8 @@
 /*
  * test_sm100a_launch.c - the sm_100a launch rule (src/runtime/sm100a_launch.c) without a GPU (label unit): which path
  * the automatic choice takes by compute capability and FAJIT_SM100A_LAUNCH, when an sm_100a kernel may run, and the
- * same through a context given a device identity (fj_context_set_identity): config fill and the launch target.
+ * same through a context given a device identity (fj_context_set_identity): config fill and the launch target; the
+ * precise refusal of sm_100a decode variants and the fill's nearest config for them.
  * Run: ctest --test-dir build -R test_sm100a_launch --output-on-failure
  */
 #include <setjmp.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "runtime/config_fill.h"
 #include "runtime/context.h"
 #include "runtime/sm100a_launch.h"
 #include "runtime/tune.h"
@@ -130,9 +132,31 @@ static void test_context(void **state)
     assert_non_null(strstr(fajit_errmsg(), "FAJIT_SM100A_LAUNCH"));
 }
 
+/* Decode variants on sm_100a: refused naming what each asked-for bit lacks; the fill's nearest config is one the
+ * sm_100a rules take but for the variant (12 warps, not sm_90a's 8). */
+static void test_decode_refusal(void **state)
+{
+    (void)state;
+    fajit_config c = {.arch = FAJIT_ARCH_SM100A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128};
+    fj_config_heuristic(&c, &c, NULL, 0);
+    fj_plan plan;
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED, &plan), FAJIT_ERR_UNSUPPORTED);
+    const char *m = fajit_errmsg();
+    assert_non_null(strstr(m, "seqlens: the roles' KV range"));
+    assert_non_null(strstr(m, "paged: the load's TMA boxes"));
+    assert_null(strstr(m, "split:"));
+    fajit_config f = {.arch = FAJIT_ARCH_SM100A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128};
+    assert_int_equal(fj_config_fill_for(NULL, NULL, NULL, FJ_VARIANT_SPLIT, &f), FAJIT_ERR_UNSUPPORTED);
+    m = fajit_errmsg();
+    assert_non_null(strstr(m, "split: the epilogue's partial O"));
+    assert_non_null(strstr(m, " w12 "));
+    assert_null(strstr(m, " w8 "));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_parse), cmocka_unit_test(test_auto_path),
-                                       cmocka_unit_test(test_check), cmocka_unit_test(test_context)};
+                                       cmocka_unit_test(test_check), cmocka_unit_test(test_context),
+                                       cmocka_unit_test(test_decode_refusal)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
