@@ -5,6 +5,7 @@
 #                                             no tests, no prebuilt set, the given cmake targets), all in parallel on
 #                                             nproc/4 jobs each; returns 2 (and says which, with its log) if one failed
 #   ab_fagen NAME ARGS...                     runs that build's fagen
+#   ab_fagen_bin NAME                         prints its path (for `timeout`, which cannot run a shell function)
 # The caller sets FAJIT_CACHE=0 so that no build reads another's cubins (same config text, other PTX).
 ab_out=
 ab_build_all() {
@@ -26,4 +27,5 @@ ab_build_all() {
         [ -x "$ab_out/build-$name/tools/fagen/fagen" ] || { echo "ab_builds: build $name failed ($ab_out/build-$name.log)"; return 2; }
     done
 }
-ab_fagen() { "$ab_out/build-$1/tools/fagen/fagen" "${@:2}"; }
+ab_fagen_bin() { echo "$ab_out/build-$1/tools/fagen/fagen"; }
+ab_fagen() { "$(ab_fagen_bin "$1")" "${@:2}"; }
