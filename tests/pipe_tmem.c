@@ -31,6 +31,15 @@ void tm_init(tm_state *m)
         for (int c = 0; c < TM_CELLS; c++) m->cell[q][c].wlast = -1;
 }
 
+/* Cell q, c now holds a pending access of warp w: tm_retire looks there. */
+static void pending_at(tm_state *m, int w, int q, int c)
+{
+    int i = q * TM_CELLS + c;
+    if (m->phi[w] == 0) m->plo[w] = i, m->phi[w] = i + 1;
+    if (i < m->plo[w]) m->plo[w] = i;
+    if (i >= m->phi[w]) m->phi[w] = i + 1;
+}
+
 /* The cells of an access, or a fault: inside the allocation, whole lane quarters. */
 static int span(const tm_state *m, int w, int lane, int nlanes, int col, int ncols, int line, int *q0, int *q1, int *c0,
                 int *c1, char *why, size_t n)
@@ -74,6 +83,7 @@ int tm_read(tm_state *m, int w, const int *vc, int nw, int kind, int lane, int n
                                 done_by(x->wkind)),
                        PIPE_EARLY_READ;
             x->rpend[w] |= (unsigned char)kind, x->rline[w] = line;
+            pending_at(m, w, q, c);
         }
     return 0;
 }
@@ -107,21 +117,28 @@ int tm_write(tm_state *m, int w, const int *vc, int nw, int kind, int lane, int 
                        PIPE_EARLY_WRITE;
             memset(x->rend, 0, sizeof x->rend);
             x->wlast = w, x->wpend = 1, x->wkind = kind, x->wline = line;
+            pending_at(m, w, q, c);
         }
     return 0;
 }
 
 void tm_retire(tm_state *m, int w, int kinds, int clock)
 {
-    for (int q = 0; q < TM_QUARTERS; q++)
-        for (int c = 0; c < TM_CELLS; c++) {
-            tm_cell *x = &m->cell[q][c];
-            if (x->rpend[w] & kinds) {
-                x->rpend[w] &= (unsigned char)~kinds;
-                if (!x->rpend[w]) x->rend[w] = clock;
-            }
-            if (x->wlast == w && x->wpend && (x->wkind & kinds)) x->wpend = 0, x->wend = clock;
+    int lo = m->phi[w], hi = m->plo[w]; /* the range still pending after this */
+    for (int i = m->plo[w]; i < m->phi[w]; i++) {
+        tm_cell *x = &m->cell[i / TM_CELLS][i % TM_CELLS];
+        if (x->rpend[w] & kinds) {
+            x->rpend[w] &= (unsigned char)~kinds;
+            if (!x->rpend[w]) x->rend[w] = clock;
         }
+        if (x->wlast == w && x->wpend && (x->wkind & kinds)) x->wpend = 0, x->wend = clock;
+        if (x->rpend[w] || (x->wlast == w && x->wpend)) {
+            if (i < lo) lo = i;
+            if (i + 1 > hi) hi = i + 1;
+        }
+    }
+    if (lo >= hi) lo = hi = 0;
+    m->plo[w] = lo, m->phi[w] = hi;
 }
 
 int tm_quiet(const tm_state *m, int w, const int *vc, int nw, int line, char *why, size_t n)

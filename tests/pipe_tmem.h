@@ -31,6 +31,7 @@ typedef struct tm_cell {
 typedef struct tm_state {
     int allocated, cols, alloc_line, relinquished, freed; /* the allocation (columns), its line */
     uint32_t slot;                                         /* the shared address the allocation's address went to */
+    int plo[TM_WARPS], phi[TM_WARPS]; /* per warp: the cells [plo, phi) (q x TM_CELLS + c) holding its pending accesses */
     tm_cell cell[TM_QUARTERS][TM_CELLS];
 } tm_state;
 
