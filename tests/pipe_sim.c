@@ -606,7 +606,7 @@ static int do_tm_alloc(sim *s, warp *x, const insn *in)
 
 static int do_tm_dealloc(sim *s, warp *x, const insn *in)
 {
-    int lane, col, w = (int)(x - s->wp);
+    int lane = 0, col = 0, w = (int)(x - s->wp);
     uint64_t cols;
     char why[512];
     if (!taddr_of(s, x, &in->a[0], &lane, &col)) return 0;
@@ -625,7 +625,7 @@ static int do_tm_dealloc(sim *s, warp *x, const insn *in)
 /* tcgen05.ld / st .32x32b.xN: the warp's 32 lanes from the address's lane, N columns. */
 static int do_tm_ldst(sim *s, warp *x, const insn *in, int st)
 {
-    int lane, col, w = (int)(x - s->wp), cols = 0;
+    int lane = 0, col = 0, w = (int)(x - s->wp), cols = 0;
     char why[512];
     const char *xn = strstr(in->op, ".32x32b.x");
     if (!xn || sscanf(xn + 9, "%d", &cols) != 1)
@@ -645,7 +645,7 @@ static int do_tm_ldst(sim *s, warp *x, const insn *in, int st)
  * and read when it accumulates (enable-input-d not 0); A read from 8 columns (K 16 of 16 bits) when in tensor memory. */
 static int do_tm_mma(sim *s, warp *x, const insn *in)
 {
-    int lane, col, w = (int)(x - s->wp), k;
+    int lane = 0, col = 0, w = (int)(x - s->wp), k;
     uint64_t idesc, en;
     char why[512];
     if (!sim_value(s->p, &x->t, s->w, &in->a[3], &idesc))
