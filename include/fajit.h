@@ -163,8 +163,8 @@ typedef struct fajit_config {
      * F16, stages >= 2. 1 = the consumers' KV loop is written once for every stage of the K/V ring (the stage, its
      * barrier addresses and descriptor offsets in registers) instead of once per stage: about half the PTX and a
      * shorter compile (issue 23), a few more registers; -1 = one loop body per stage (unrolled). 0 reads as 1
-     * where it can for a plain kernel (BF16 / F16, 2+ stages, no attention variant, no decode / varlen variant: the
-     * rolled loop measured as fast on the H200), else as -1; fajit_config_fill leaves it. Canonical text: " roll" after the schedule flags when 1 ("... w12 ov pp
+     * where it can (BF16 / F16, 2+ stages, attention variants and varlen batches included, no decode variant -
+     * seqlens_k, split-KV, paged K/V, GQA packing: the rolled loop measured as fast on the H200 and H100), else as -1; fajit_config_fill leaves it. Canonical text: " roll" after the schedule flags when 1 ("... w12 ov pp
      * roll noncausal"). Python's keyword and fagen's flag: roll (--roll on|off). */
     int roll;
 } fajit_config;

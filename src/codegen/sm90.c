@@ -267,10 +267,11 @@ static fajit_status plan_sm90(fj_plan *p)
     p->whole_program = p->consumer_regs > 0;
     p->lean = fj_sm90_lean_env();
     p->roll_stages = c->roll == 1; /* (the check refuses it with FP8 and with one stage) */
-    /* the default takes the rolled loop for plain kernels only: the attention variants' and the decode / varlen
-     * variants' rolled kernels pass the simulator and ptxas but have not run on a GPU yet (fj_plan_build_variant
-     * turns it off again for a decode variant) */
-    if (c->roll == 0 && FJ_SM90_ROLL_DEFAULT && c->dtype != FAJIT_DTYPE_E4M3 && c->stages >= 2 && c->mods == 0)
+    /* the default takes the rolled loop for 16-bit kernels with 2+ stages, the attention variants (mods) included:
+     * on an H100 (bench/results/h100-session5-2026-11-27.md) rolled = unrolled within noise or faster for softcap,
+     * sinks, ALiBi, window, chunk and varlen, and `fagen check --roll on` passes them. fj_plan_build_variant turns it
+     * off again for the decode variants (seqlens_k, split-KV, paging, GQA packing: not GPU-measured rolled) */
+    if (c->roll == 0 && FJ_SM90_ROLL_DEFAULT && c->dtype != FAJIT_DTYPE_E4M3 && c->stages >= 2)
         p->roll_stages = 1;
     p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
     p->reg_acc_o = c->head_dim / 2;
