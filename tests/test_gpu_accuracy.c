@@ -16,9 +16,12 @@
  * weight test is off, plan.rescale_weight_log2 = 0), a guard against getting worse. The goal, FlashAttention-3's
  * spread against FA2 (mean <= 1.05, max <= 1.3), was met on an H200 with the weight test on (rescale_weight_log2
  * -2) at a 2-3.5% speed cost, so it is not the default yet (bench/results/h200-accuracy-ab-2026-11-26.md). Both paths: sm_80 forced, and the GPU's best when it is
- * sm_90a. Without libcuda or a device, prints "SKIP: <reason>" and exits 77.
+ * sm_90a. Without libcuda or a device, prints "SKIP: <reason>" and exits 77. FJ_ACCURACY_BOUND=goal asserts the
+ * issue's bound instead (mean <= 1.05, max <= 1.3), for a build with a candidate fix on (bench/acc_ab.sh's
+ * variants: -DFJ_SM80_RESCALE_WEIGHT_LOG2=-2 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2 [-DFJ_RESCALE_WEIGHT_EST=1]).
  *
  *   build/tests/test_gpu_accuracy          (or ctest --test-dir build -R test_gpu_accuracy -V)
+ *   FJ_ACCURACY_BOUND=goal build/tests/test_gpu_accuracy
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,6 +46,8 @@
 #define ACC_FA2_BLOCK_N 64 /* FA2's key tile for D 128 */
 #define ACC_MEAN_MAX 1.6 /* FA3's spread: 1.05 (the goal, not met by the default kernels) */
 #define ACC_RATIO_MAX 2.8 /* FA3's spread: 1.3 */
+#define ACC_GOAL_MEAN_MAX 1.05 /* FJ_ACCURACY_BOUND=goal: the bound, FlashAttention-3's spread */
+#define ACC_GOAL_RATIO_MAX 1.3
 #define ACC_THREADS 16
 #define LOG2E 1.4426950408889634
 
@@ -242,6 +247,10 @@ static void test_ratio_to_fa2(void **state)
     const char *env = getenv("FJ_ACCURACY_SEEDS");
     int seeds = env && atoi(env) > 0 ? atoi(env) : 12;
     if (seeds > ACC_MAX_SEEDS) seeds = ACC_MAX_SEEDS;
+    const char *bound = getenv("FJ_ACCURACY_BOUND");
+    int goal = bound && strcmp(bound, "goal") == 0;
+    double mean_max = goal ? ACC_GOAL_MEAN_MAX : ACC_MEAN_MAX, ratio_max = goal ? ACC_GOAL_RATIO_MAX : ACC_RATIO_MAX;
+    printf("bound: %s (mean <= %.2f, max <= %.2f)\n", goal ? "the issue's goal" : "today's guard", mean_max, ratio_max);
     fajit_arch paths[2] = {FAJIT_ARCH_SM80, FAJIT_ARCH_SM90A};
     int n_paths = fj_best_path(g_ctx) == FAJIT_ARCH_SM90A ? 2 : 1;
     if (n_paths == 1) printf("note: the GPU's best path is not sm_90a: sm_80 only\n");
@@ -272,10 +281,10 @@ static void test_ratio_to_fa2(void **state)
                 double sum = 0, mx = 0;
                 for (int s = 0; s < seeds; s++) sum += ratio[run][s], mx = fmax(mx, ratio[run][s]);
                 double mean = sum / seeds;
-                int pass = mean <= ACC_MEAN_MAX && mx <= ACC_RATIO_MAX;
+                int pass = mean <= mean_max && mx <= ratio_max;
                 printf("%s %-6s N %d %s: ratio to FA2's arithmetic over %d seeds: mean %.3f (<= %.2f), max %.3f (<= %.2f) [%s]\n",
                        pass ? "PASS" : "FAIL", pi ? "sm_90a" : "sm_80", sizes[ni], bnhd ? "bnhd" : "bhnd", seeds, mean,
-                       ACC_MEAN_MAX, mx, ACC_RATIO_MAX, cfg_text[run]);
+                       mean_max, mx, ratio_max, cfg_text[run]);
                 failures += !pass;
             }
     fflush(stdout);

@@ -99,6 +99,8 @@ typedef struct fj_kctx {
     fj_reg_t seqlen_q, seqlen_k;      /* s32, valid during setup only: later phases re-read the params */
     fj_reg_t m0;                      /* s32: first query row of this CTA */
     fj_reg_t j;                       /* s32: KV tile being computed; its first key row is j * block_n */
+    fj_reg_t kv_end;                  /* s32: the work tile's KV tiles end here (the loop's bound), where has_kv_end */
+    int has_kv_end;                   /* kv_end is set: the weight test may estimate the row's final l (softmax.c) */
     fj_reg_t f_zero;                  /* f32 0, the C operand of a first MMA */
     fj_reg_t q_ptr, o_ptr, k_ptr, v_ptr;        /* u64: Q/O at row m0; K/V at the next tile to load */
     fj_reg_t lse_ptr;                 /* u64: &LSE[b, h, m0] or 0 */

@@ -53,6 +53,9 @@ typedef struct fj_plan {
                                     also moves when a new row max would weigh more than 2^this of the lane's
                                     partial l, so the largest P of a row is 2^0 = 1, exact in bf16 / f16
                                     (softmax.c); 0: off (warp pairs, whose two warps hold different l) */
+    int rescale_weight_est;      /* with the weight test: weigh the new max against an estimate of the row's final
+                                    l, the lane's l x 2^(floor log2 J - floor log2 j) (J KV tiles in the work
+                                    tile, j done), not the partial l: fewer rebases in the first tiles (softmax.c) */
     int soft_exp2;               /* of every 8 values of a row, how many the softmax exponentiates on the FMA
                                     units (soft_exp2.h) instead of the MUFU; 0: all on the MUFU. Softcap kernels,
                                     whose MUFU also runs a tanh per score (sm90.c) */

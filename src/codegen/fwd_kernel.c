@@ -498,6 +498,7 @@ static void emit_loop(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
     fj_emit *e = k->e;
     char top[48], done[48];
     fj_reg_t j = k->j;
+    k->kv_end = n_end, k->has_kv_end = 1;
     fj_banner(e, "Phase 3: main loop over KV tiles",
               "Iteration j: wait for tile j; barrier (all warps are also done with tile j - 1, whose stage\n"
               "is refilled next); prefetch tile j + stages - 1; S = QK^T; mask edge tiles; online softmax;\n"

@@ -106,7 +106,14 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 /* ... or a new max would weigh more than ~2^this of the lane's l (softmax.c). 0 = off: -2 (~1/4) brought the ratio
  * to FA2's error to FA3's range on an H200 but cost 2-3.5% at N <= 4096 (bench/results/h200-accuracy-ab-2026-11-26.md),
  * and the issue asks for no loss of speed: off until a cheaper form is found. */
+#ifndef FJ_SM80_RESCALE_WEIGHT_LOG2 /* a build knob for A/B runs (bench/acc_ab.sh) */
 #define FJ_SM80_RESCALE_WEIGHT_LOG2 0
+#endif
+/* 1: the weight test weighs a new max against an estimate of the row's final l (plan.rescale_weight_est,
+ * softmax.c): about half the extra rebases. Both paths; a build knob (bench/acc_ab.sh), off until measured. */
+#ifndef FJ_RESCALE_WEIGHT_EST
+#define FJ_RESCALE_WEIGHT_EST 0
+#endif
 
 /* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
 static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }
@@ -254,6 +261,7 @@ static fajit_status plan_sm80(fj_plan *p)
      * 2^8, so after the first tiles the warp vote skips the O multiplies almost always. */
     p->rescale_slack = FJ_SM80_RESCALE_SLACK;
     p->rescale_weight_log2 = p->col_warps == 1 ? FJ_SM80_RESCALE_WEIGHT_LOG2 : 0;
+    p->rescale_weight_est = FJ_RESCALE_WEIGHT_EST;
     /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
      * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room, but not with
      * warp pairs, whose tile flow (fwd_kernel.c) branches between the row maxima and the exponentials. */

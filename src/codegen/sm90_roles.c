@@ -717,6 +717,7 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     fj_ws_first_kv_tile(k);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
+    k->kv_end = l->n_end, k->has_kv_end = 1;
     if (p->roll_stages && p->overlap) consumer_loop_overlap_rolled(k, l, &tn);
     else if (p->roll_stages) consumer_loop_serial_rolled(k, l);
     else if (p->overlap) consumer_loop_overlap(k, l, &tn);

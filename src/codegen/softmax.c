@@ -28,6 +28,13 @@
  * SASS instructions per tile more than the slack test and no register kept across the loop; the cost is
  * the rebases it adds, mostly in a row block's first tiles, where l is still small: 1.7-3.5% of dense speed at
  * N <= 4096 on an H200, so both paths leave it off (rescale_weight_log2 0) for now (docs/ARCHITECTURE.md).
+ * What matters is the key's weight in the row's FINAL l, not in the partial l of the first tiles: with
+ * plan.rescale_weight_est the test uses l x 2^(floor log2 J - floor log2 j), J the work tile's KV tiles
+ * and j those done (bfind of each; 3-5 integer instructions per tile, not per row), which drops about half
+ * of the extra rebases (emulated: 24% of (tile, warp) steps at N 1500 on sm_90a against 54%, ratio to FA2
+ * mean 1.03 max 1.18; scripts/softmax_numerics.py est80 / est90). Counting the tile's largest P rounded in l
+ * does not help: the error is the near-max P's position in their binade, not one dominant key (fajit*_l16,
+ * corr*: ratio unchanged).
  */
 #include <stdint.h>
 #include <string.h>
@@ -198,6 +205,22 @@ static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
         l = t;
     }
     fj_ins(k->e, "shr.b32 %s, %s, 23", R(e), R(l));
+    if (p->rescale_weight_est && k->has_kv_end) {
+        fj_reg_t a = fj_alloc(k->e, k->b_r, 1), b = fj_alloc(k->e, k->b_r, 1);
+        int first = fj_kv_has_first(p);
+        fj_comment(k->e, 2, "against the row's final l, estimated l x 2^(floor log2 J - floor log2 j): J tiles, j done");
+        if (first) {
+            fj_ins(k->e, "sub.s32 %s, %s, %s", R(a), R(k->j), R(k->kv_first));
+            fj_ins(k->e, "sub.s32 %s, %s, %s", R(b), R(k->kv_end), R(k->kv_first));
+            fj_ins(k->e, "bfind.u32 %s, %s", R(a), R(a));
+        } else {
+            fj_ins(k->e, "bfind.u32 %s, %s", R(a), R(k->j));
+        }
+        fj_ins(k->e, "bfind.u32 %s, %s", R(b), R(first ? b : k->kv_end));
+        fj_comment(k->e, 2, "(j = 0 gives bfind = -1: a larger T, and m = -inf rebases anyway; 0 <= J - j < 2^23)");
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(b), R(b), R(a));
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(e), R(e), R(b));
+    }
     fj_ins(k->e, "or.b32 %s, %s, 0x4B000000", R(e), R(e));
     fj_ins(k->e, "sub.f32 %s, %s, 0f%08X", R(t), R(e), 0x4B000000u + (uint32_t)(127 - p->rescale_weight_log2));
     fj_ins(k->e, "max.f32 %s, %s, " PTX_F32_ZERO, R(t), R(t));

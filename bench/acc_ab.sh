@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# acc_ab.sh - issue 21 item 10 on one GPU: accuracy and speed of the weight-test variants (softmax.c), both paths.
+# Three fagen/libfajit builds of this tree, differing only in -D macros (sm80.c, sm90.c):
+#   base   today's default: lazy rescale, slack 8, no weight test
+#   w2     the weight test against the lane's partial l, tau 1/4 (FJ_SM80/SM90_RESCALE_WEIGHT_LOG2=-2)
+#   w2est  the weight test against the estimated final l, l x 2^(floor log2 J - floor log2 j) (+ FJ_RESCALE_WEIGHT_EST=1)
+# then
+#   accuracy: bench/accuracy_ratio.py per build (max|O - O_fp64| / SDPA flash's, BF16 D128 H8 non-causal, N 1500/1536,
+#             contiguous and strided, SEEDS seeds (default 12); rows fajit = sm_90a, fajit_sm80 = sm_80; fa3 when
+#             importable). The issue's bound: mean <= 1.05, max <= 1.3.
+#   speed:    fagen bench --untuned (settled) of D64 / D128 / D256 x N 1k / 4k x causal and not, sm_90a, the three builds
+#             interleaved (base w2 w2est base w2 w2est), two rounds, each build with its own disk cache
+#   summary:  per build, the worst accuracy ratios and the median speed ratio to base over the cells
+# Sized for one call of <= 6 minutes on 16 cores (builds ~1 min; stops the speed rounds at BUDGET_S, default 330 s).
+#   usage: [SEEDS=12] [SPEED=0] bench/acc_ab.sh [OUTDIR]   (PYTHONPATH with torch [+ FA3: bash .peers/fa3/stage.sh,
+#          then PYTHONPATH=/tmp/peers-site:$PYTHONPATH]; default OUTDIR /tmp/acc-ab)
+set -u
+cd "$(dirname "$0")/.." || exit 2
+out=${1:-/tmp/acc-ab}
+seeds=${SEEDS:-12}
+budget=${BUDGET_S:-330}
+mkdir -p "$out"
+jobs=$(( $(nproc) / 3 )); [ "$jobs" -ge 1 ] || jobs=1
+names=(base w2 w2est)
+w="-DFJ_SM80_RESCALE_WEIGHT_LOG2=-2 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2"
+declare -A flags=([base]="" [w2]="$w" [w2est]="$w -DFJ_RESCALE_WEIGHT_EST=1")
+for b in "${names[@]}"; do
+    ( cmake -S . -B "$out/build-$b" -DCMAKE_BUILD_TYPE=Release -DFAJIT_BUILD_TESTS=OFF -DFAJIT_PREBUILT=OFF \
+          -DFAJIT_INSTALL=OFF -DCMAKE_C_FLAGS="${flags[$b]}" >"$out/build-$b.log" 2>&1 &&
+      cmake --build "$out/build-$b" -j"$jobs" --target fagen fajit_shared >>"$out/build-$b.log" 2>&1 ) &
+done
+wait
+for b in "${names[@]}"; do
+    [ -x "$out/build-$b/tools/fagen/fagen" ] || { echo "acc_ab: build $b failed ($out/build-$b.log)"; exit 2; }
+    rm -rf "$out/cache-$b"; mkdir -p "$out/cache-$b"
+done
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?'); seeds $seeds"
+echo "== accuracy: bench/accuracy_ratio.py (max|O - O_fp64| / SDPA flash's; bound mean <= 1.05, max <= 1.3)"
+for b in "${names[@]}"; do
+    FAJIT_CACHE_DIR="$out/cache-$b" timeout 150 python3 bench/accuracy_ratio.py --lib "$out/build-$b/libfajit.so" \
+        --seeds "$seeds" >"$out/acc-$b.log" 2>&1
+    grep -E "^N[0-9]" "$out/acc-$b.log" | awk '{$NF=""; print}' | sed "s/ (.*//; s/^/$b /"
+    grep -qE "^worst" "$out/acc-$b.log" || { echo "$b: accuracy_ratio.py failed:"; tail -3 "$out/acc-$b.log"; }
+done
+if [ "${SPEED:-1}" != 0 ]; then
+    echo "== speed: fagen bench --untuned --arch sm_90a (settled), builds interleaved, two rounds"
+    : >"$out/speed.txt"
+    for round in 1 2; do
+        for d in 64 128 256; do for n in 1024 4096; do for m in "" "--causal"; do
+            [ "$SECONDS" -ge "$budget" ] && { echo "(time budget $budget s reached: round $round d$d n$n not run)"; break 4; }
+            for b in "${names[@]}"; do
+                # shellcheck disable=SC2086
+                l=$(FAJIT_CACHE_DIR="$out/cache-$b" timeout 40 "$out/build-$b/tools/fagen/fagen" bench --arch sm_90a \
+                    --untuned --reps 20 --headdim $d --seqlen $n $m 2>&1 | grep -E "^sm_|fagen:" | head -1)
+                printf 'r%d %-6s d%-3s n%-5s %-8s %s\n' "$round" "$b" "$d" "$n" "${m:-nc}" "$l" | tee -a "$out/speed.txt"
+            done
+        done; done; done
+    done
+fi
+echo "== summary"
+for b in "${names[@]}"; do
+    acc=$(awk '/^N[0-9]/ && ($3 == "fajit" || $3 == "fajit_sm80") {
+                 if ($5 > mm[$3]) mm[$3] = $5; if ($7 > mx[$3]) mx[$3] = $7 }
+               END { printf "sm_90a mean<=%.3f max %.3f; sm_80 mean<=%.3f max %.3f", mm["fajit"], mx["fajit"],
+                     mm["fajit_sm80"], mx["fajit_sm80"] }' "$out/acc-$b.log")
+    spd=""
+    if [ -s "$out/speed.txt" ] && [ "$b" != base ]; then
+        # the first number after the config text is the median ms; ratio = base ms / this build's ms per cell and round
+        spd=$(awk -v b="$b" '{ key = $1 " " $3 " " $4 " " $5; ms = "";
+                 for (i = 6; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9]+$/) { ms = $i; break }
+                 if (ms == "") next; if ($2 == "base") base[key] = ms; else if ($2 == b) t[key] = ms }
+               END { n = 0; for (k in t) if (k in base) r[n++] = base[k] / t[k]
+                     if (n == 0) { print "no speed cells"; exit }
+                     for (i = 0; i < n; i++) for (j = i + 1; j < n; j++) if (r[j] < r[i]) { x = r[i]; r[i] = r[j]; r[j] = x }
+                     printf "speed vs base over %d cells: median %.3f, min %.3f, max %.3f (>1 faster)", n, r[int(n / 2)], r[0], r[n - 1] }' \
+              "$out/speed.txt")
+    fi
+    echo "$b: $acc${spd:+; $spd}"
+done
