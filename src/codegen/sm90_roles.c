@@ -64,8 +64,9 @@ static void producer_wait_o_free(fj_kctx *k, const fj_ws_loop *l, fj_reg_t round
         fj_reg_t t = fj_alloc(e, k->b_r, 1);
         fj_ins(e, "add.s32 %s, %s, 1", R(t), R(k->j));
         fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(t), R(l->n_end));
-    } else if (fj_mods_local(k->p)) fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first)); /* its first tile */
-    else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
+    } else if (fj_mods_local(k->p)) { /* its first tile */
+        fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first));
+    } else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(round));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
