@@ -249,9 +249,8 @@ static void test_packed(void **state)
 /* The sm_90a kernel (producer thread only; TMA boxes of min(page, block_n) rows): pages of a tile or more (one
  * box at the row in the page) and pages smaller than the tile (a box per page), partial and empty last tiles,
  * lengths 0, 1, clamped, split-KV with empty splits, GQA packed and not, seqlens_k or the capacity only. */
-static void test_sm90(void **state)
+static void sm90_cases(void)
 {
-    (void)state;
     static const int pages[][3] = {{64, 64, 4}, {128, 64, 2}, {16, 128, 16}, {48, 96, 6}, {32, 64, 8}};
     for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
         launch_case lc = {.ws = 1, .block_m = 128, .block_n = pages[i][1], .stages = 2, .dim = 128,
@@ -267,10 +266,28 @@ static void test_sm90(void **state)
         run_case(&lc);
     }
 }
+
+static void test_sm90(void **state)
+{
+    (void)state;
+    unsetenv("FAJIT_KV_ORDER");
+    sm90_cases();
+}
+
+/* The same with the KV tiles walked descending (plan.kv_desc, FAJIT_KV_ORDER=desc): the same rows and pages, each
+ * box at its row's place, the page read ahead for the tile below. */
+static void test_sm90_desc(void **state)
+{
+    (void)state;
+    setenv("FAJIT_KV_ORDER", "desc", 1);
+    sm90_cases();
+    unsetenv("FAJIT_KV_ORDER");
+}
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sm90),
+        cmocka_unit_test(test_sm90_desc),
         cmocka_unit_test(test_whole_pages),
         cmocka_unit_test(test_gathered),
         cmocka_unit_test(test_packed),

@@ -44,6 +44,7 @@ typedef struct sim_case {
     int sm100;                                                    /* 1: the sm_100a kernel (sm100_roles.c) */
     const char *fp8;                                              /* FP8 (e4m3): FAJIT_FP8_KNOBS ("-": unset) */
     int roll;                                                     /* config roll: 1 rolled KV loop, -1 unrolled (issue 23) */
+    int kv_desc;                                                  /* 1: KV tiles descending (FAJIT_KV_ORDER=desc) */
 } sim_case;
 
 typedef struct built {
@@ -61,9 +62,12 @@ static void build(const sim_case *c, built *b)
                         .block_m = c->block_m, .block_n = c->block_n, .stages = c->stages,
                         .overlap = c->overlap, .pingpong = c->pingpong, .mods = c->mods, .roll = c->roll};
     if (c->fp8 && strcmp(c->fp8, "-") != 0) setenv("FAJIT_FP8_KNOBS", c->fp8, 1);
+    if (c->kv_desc) setenv("FAJIT_KV_ORDER", "desc", 1);
     fj_config_heuristic(&cfg, &cfg, NULL, 0);
     fajit_status st = fj_plan_build_variant(&cfg, c->variant, &b->pl);
     unsetenv("FAJIT_FP8_KNOBS");
+    unsetenv("FAJIT_KV_ORDER");
+    if (st == FAJIT_OK && c->kv_desc && !c->sm100 && !b->pl.kv_desc) fail_msg("kv_desc asked for, plan ascending");
     if (st != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
     fj_plan_format(&b->pl, b->what, sizeof b->what);
     size_t len;
@@ -491,6 +495,61 @@ static void test_rolled(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
 }
 
+/* KV tiles walked descending (plan.kv_desc: causal ALiBi's default, FAJIT_KV_ORDER=desc for the rest): every
+ * default, both schedules, rolled and unrolled, 1-3 consumer warpgroups, the lengths' edges (one KV tile, work tiles
+ * with none, Nq != Nk both ways), the decode variants (split-KV ranges, paged, per-sequence lengths) and the attention
+ * variants (local ranges that start past tile 0). */
+static void test_kv_desc(void **state)
+{
+    (void)state;
+    static const int dims[] = {64, 96, 128, 192, 256};
+    for (int i = 0; i < 5; i++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int roll = -1; roll <= 1; roll += 2)
+                expect_clean(&(sim_case){.dim = dims[i], .causal = causal, .roll = roll, .kv_desc = 1});
+    static const sim_case cases[] = {
+        {.dim = 128, .block_m = 64, .block_n = 128, .stages = 2, .causal = 1, .kv_desc = 1},
+        {.dim = 64, .block_m = 192, .block_n = 128, .stages = 3, .kv_desc = 1},
+        {.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = -1, .pingpong = -1, .causal = 1,
+         .roll = -1, .kv_desc = 1},
+        {.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = -1, .pingpong = -1, .causal = 1,
+         .roll = 1, .kv_desc = 1},
+        {.dim = 128, .block_m = 128, .block_n = 64, .stages = 3, .overlap = 1, .pingpong = 1, .causal = 1, .roll = -1,
+         .kv_desc = 1},
+        {.dim = 128, .block_m = 128, .block_n = 64, .stages = 3, .overlap = 1, .pingpong = 1, .causal = 1, .roll = 1,
+         .kv_desc = 1},
+        {.dim = 128, .seqlen_q = 300, .seqlen_k = 100, .roll = 1, .kv_desc = 1}, /* one KV tile */
+        {.dim = 128, .causal = 1, .block_m = 128, .block_n = 128, .stages = 2, .overlap = 1, .pingpong = -1,
+         .seqlen_q = 700, .seqlen_k = 300, .roll = 1, .kv_desc = 1}, /* work tiles with no KV tile */
+        {.dim = 64, .causal = 1, .block_n = 64, .stages = 3, .seqlen_q = 900, .seqlen_k = 1100, .roll = -1,
+         .kv_desc = 1},
+        {.dim = 128, .causal = 1, .seqlen_q = 700, .seqlen_k = 1300, .kv_desc = 1},
+        {.dim = 128, .variant = FJ_VARIANT_SEQLENS, .seqlen_q = 100, .seqlen_k = 1500, .kv_desc = 1},
+        {.dim = 128, .variant = FJ_VARIANT_SPLIT, .seqlen_q = 100, .seqlen_k = 1500, .kv_desc = 1},
+        {.dim = 128, .variant = FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT, .seqlen_q = 100, .seqlen_k = 1500, .roll = 1,
+         .kv_desc = 1},
+        {.dim = 128, .variant = FJ_VARIANT_PAGED | FJ_VARIANT_SEQLENS, .seqlen_q = 100, .seqlen_k = 1500, .kv_desc = 1},
+        {.dim = 64, .block_n = 64, .stages = 3, .variant = FJ_VARIANT_PAGED | FJ_VARIANT_SEQLENS, .seqlen_q = 40,
+         .seqlen_k = 1000, .kv_desc = 1},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_ALIBI, .seqlen_q = 1000, .seqlen_k = 1100, .kv_desc = 1},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_ALIBI, .seqlen_q = 1100, .seqlen_k = 1000, .roll = -1,
+         .kv_desc = 1},
+        {.dim = 64, .causal = 1, .block_m = 128, .block_n = 128, .stages = 2, .mods = FAJIT_MOD_ALIBI, .seqlen_q = 17,
+         .seqlen_k = 1000, .kv_desc = 1},
+        {.dim = 256, .causal = 1, .mods = FAJIT_MOD_ALIBI | FAJIT_MOD_SOFTCAP | FAJIT_MOD_SINKS, .kv_desc = 1},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_WINDOW, .win_left = 300, .win_right = -1, .seqlen_q = 700,
+         .seqlen_k = 1300, .kv_desc = 1},
+        {.dim = 128, .mods = FAJIT_MOD_WINDOW, .win_left = 200, .win_right = 100, .seqlen_q = 900, .seqlen_k = 900,
+         .roll = -1, .kv_desc = 1},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_CHUNK, .chunk = 256, .seqlen_q = 800, .seqlen_k = 800, .kv_desc = 1},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_ALL, .win_left = 250, .win_right = -1, .chunk = 512,
+         .seqlen_q = 1000, .seqlen_k = 1100, .roll = 1, .kv_desc = 1},
+        {.dim = 128, .causal = 1, .mods = FAJIT_MOD_ALL, .win_left = 250, .win_right = -1, .chunk = 512,
+         .seqlen_q = 1000, .seqlen_k = 1100, .roll = -1, .kv_desc = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
+}
+
 /* ---- injected bugs ------------------------------------------------------------------------------------------ */
 /* What each bug must be reported as: a set of PIPE_* bits. */
 static const unsigned bug_kinds[BUG_COUNT] = {
@@ -637,6 +696,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_sm100), cmocka_unit_test(test_sm100_bugs), cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_lengths),   cmocka_unit_test(test_fp8),      cmocka_unit_test(test_fp8_bugs),      cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
         cmocka_unit_test(test_rolled),
+        cmocka_unit_test(test_kv_desc),
         cmocka_unit_test(test_bugs_caught),
     };
     if (getenv("FAJIT_PIPE_SIM_ONLY")) cmocka_set_test_filter(getenv("FAJIT_PIPE_SIM_ONLY")); /* e.g. "test_sm100*" */

@@ -187,10 +187,12 @@ static void run_varlen(const varlen_case *vc)
 static void test_varlen(void **state)
 {
     (void)state;
-    for (int ws = 0; ws <= 1; ws++)
+    for (int ws = 0; ws <= 2; ws++) {
+        if (ws == 2) setenv("FAJIT_KV_ORDER", "desc", 1); /* sm_90a again, KV tiles descending (plan.kv_desc) */
         for (int causal = 0; causal <= 1; causal++) {
-            varlen_case vc = {.ws = ws, .causal = causal, .varlen_k = 1, .batch = 5, .group = 2, .hkv = 1, .cap_q = 140,
-                              .cap_k = 150, .ctas = 3, .len_q = {0, 1, 17, 140, 64}, .len_k = {5, 1, 150, 140, 0}};
+            varlen_case vc = {.ws = ws > 0, .causal = causal, .varlen_k = 1, .batch = 5, .group = 2, .hkv = 1,
+                              .cap_q = 140, .cap_k = 150, .ctas = 3, .len_q = {0, 1, 17, 140, 64},
+                              .len_k = {5, 1, 150, 140, 0}};
             run_varlen(&vc);
             vc.len_q[0] = 200, vc.len_k[0] = 300; /* past the caps: clamped to 140 / 150 rows */
             vc.len_q[4] = 33, vc.len_k[4] = 70, vc.group = 1, vc.hkv = 2;
@@ -199,6 +201,8 @@ static void test_varlen(void **state)
             vc.varlen_k = 0; /* packed queries against a batched K / V of cap_k keys */
             run_varlen(&vc);
         }
+    }
+    unsetenv("FAJIT_KV_ORDER");
 }
 
 int main(void)

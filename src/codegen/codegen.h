@@ -99,6 +99,11 @@ typedef struct fj_plan {
                                     per stage (immediates): under half the PTX and 40% of ptxas's time for
                                     2 stages (issue 23). The config's roll = 1 (fajit.h; text " roll"), or roll
                                     = 0 where FJ_SM90_ROLL_DEFAULT takes it */
+    int kv_desc;                 /* 1: every role walks a work tile's KV tiles from the last (the diagonal's, for
+                                    causal) down to the first, as FlashAttention-3 does; 0: ascending. Causal ALiBi
+                                    takes it (sm90.c plan_kv_order: the diagonal tile holds each row's largest bias,
+                                    so later tiles rarely move the lazy rescale's reference max); FAJIT_KV_ORDER
+                                    (asc, desc, auto) overrides it for GPU A/B runs */
     int tma_box_cols;            /* elements in one TMA box row: the swizzle span / 2 */
     int tma_boxes;               /* boxes per tile row: head_dim / tma_box_cols; a tile is stored box by box,
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */

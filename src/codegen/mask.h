@@ -52,7 +52,8 @@ int fj_alibi_folded(const fj_plan *p);
  * the exp2 domain: a reference max up to G above the row's true max, which only scales P, l and O alike by 2^-g
  * (the largest P >= 2^-G; f16 kernels take G <= 8, so an f16 P keeps its range; bf16 / f32 have f32's exponent
  * range). Rebased tiles (a numpy model, i.i.d. scores, N 8k, block_n 128): G 0 69%, 8 57%, 16 50%, 32 39%,
- * 64 28%, 128 16% (the KV tiles visited from the diagonal down, as FlashAttention does: 3%).
+ * 64 28%, 128 16% (the KV tiles visited from the diagonal down, as FlashAttention does: 3%; what the sm_90a path
+ * does for causal ALiBi since issue 20, plan.kv_desc, which leaves the lookahead nothing to do).
  * fj_alibi_lookahead: whether the config has it; fj_emit_alibi_lookahead: g (f32) for this tile (in the rebase). */
 #ifndef FJ_ALIBI_LOOKAHEAD
 #define FJ_ALIBI_LOOKAHEAD 0

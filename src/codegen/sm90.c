@@ -158,6 +158,24 @@ unsigned fj_sm90_lean_env(void)
     return bits;
 }
 
+/* KV tile order (plan.kv_desc, ws_frame.h): descending for causal ALiBi, whose bias -slope x (i - j) grows along
+ * the tiles in ascending order, so that most tiles raised a row max past the lazy rescale's slack and paid the O
+ * rescale (scripts/alibi_kv_order.py, N 8k H16 D128 128 x 128: 68.6% of the (tile, warp) steps rebase ascending,
+ * 0.0% descending); ascending for the rest (plain kernels keep their PTX). FAJIT_KV_ORDER = asc | desc | auto (unset:
+ * auto) overrides it for GPU A/B runs of any 16-bit kernel; like FAJIT_SM90_LEAN it changes the PTX but not the
+ * cache key (time one process per setting with FAJIT_CACHE=0). FP8 kernels stay ascending (not A/B'd). */
+static fajit_status plan_kv_order(fj_plan *p)
+{
+    const char *s = getenv("FAJIT_KV_ORDER");
+    int autodesc = (p->cfg.mods & FAJIT_MOD_ALIBI) && p->cfg.causal;
+    if (s && strcmp(s, "asc") != 0 && strcmp(s, "desc") != 0 && strcmp(s, "auto") != 0)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_KV_ORDER = '%s': use asc, desc or auto (unset: auto, "
+                                                   "descending for causal ALiBi only)", s);
+    int desc = s && strcmp(s, "desc") == 0 ? 1 : s && strcmp(s, "asc") == 0 ? 0 : autodesc;
+    p->kv_desc = desc && !p->fp8;
+    return FAJIT_OK;
+}
+
 /* ---- plan ------------------------------------------------------------------------------------ */
 static fajit_status tiles_sm90(fj_plan *p)
 {
@@ -266,6 +284,7 @@ static fajit_status plan_sm90(fj_plan *p)
     }
     p->whole_program = p->consumer_regs > 0;
     p->lean = fj_sm90_lean_env();
+    if (plan_kv_order(p) != FAJIT_OK) return FAJIT_ERR_INVALID_ARGUMENT;
     p->roll_stages = c->roll == 1; /* (the check refuses it with FP8 and with one stage) */
     /* the default takes the rolled loop for 16-bit kernels with 2+ stages, the attention variants (mods) included:
      * on an H100 (bench/results/h100-session5-2026-11-27.md) rolled = unrolled within noise or faster for softcap,

@@ -53,15 +53,20 @@
  * (r - 1) & 1). The parity names one phase: this load follows round r's Q load, which waited until every
  * consumer warp freed Q in round r - 1, so phase r - 2 (their round r - 2 epilogue) has completed, and
  * phase r cannot complete before this V arrives. */
-static void producer_wait_o_free(fj_kctx *k, fj_reg_t round)
+static void producer_wait_o_free(fj_kctx *k, const fj_ws_loop *l, fj_reg_t round)
 {
     fj_emit *e = k->e;
     char skip[48];
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), par = fj_alloc(e, k->b_r, 1);
     fj_label_new(e, "o_free", skip, sizeof skip);
     fj_comment(e, 2, "O is staged in the V ring: a work tile's first V waits until the last tile's O stores read it");
-    if (fj_mods_local(k->p)) fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first)); /* its first tile */
-    else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
+    if (k->p->kv_desc) { /* its first tile walked: n_end - 1 */
+        fj_reg_t t = fj_alloc(e, k->b_r, 1);
+        fj_ins(e, "add.s32 %s, %s, 1", R(t), R(k->j));
+        fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+    } else if (fj_mods_local(k->p)) { /* its first tile */
+        fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first));
+    } else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(round));
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
@@ -154,10 +159,16 @@ static void producer_page_ahead(fj_kctx *k, fj_ws_loop *l, fj_reg_t row)
     fj_label_new(e, "page_ahead", skip, sizeof skip);
     fj_comment(e, 2, "paged: the next tile's first page entry, read ahead (when the work tile has a next tile, j + 1 < "
                      "n_end: its row is below the length)");
-    fj_ins(e, "add.s32 %s, %s, 1", R(next), R(k->j));
-    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(next), R(l->n_end));
-    fj_ins(e, "@%s bra.uni %s", R(pr), skip);
-    fj_ins(e, "add.s32 %s, %s, %d", R(next), R(row), k->p->cfg.block_n);
+    if (k->p->kv_desc) { /* descending: the next tile is j - 1, its row row - block_n */
+        fj_ws_kv_not_last(k, l, next, pr);
+        fj_ins(e, "@!%s bra.uni %s", R(pr), skip);
+        fj_ins(e, "sub.s32 %s, %s, %d", R(next), R(row), k->p->cfg.block_n);
+    } else {
+        fj_ins(e, "add.s32 %s, %s, 1", R(next), R(k->j));
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(next), R(l->n_end));
+        fj_ins(e, "@%s bra.uni %s", R(pr), skip);
+        fj_ins(e, "add.s32 %s, %s, %d", R(next), R(row), k->p->cfg.block_n);
+    }
     fj_ins(e, PTX_LD_PARAM_U32, R(t), FJ_DEC_OFF(k, page_size));
     fj_ins(e, "div.u32 %s, %s, %s", R(next), R(next), R(t));
     fj_ins(e, "setp.eq.u32 %s, %s, %s", R(pr), R(next), R(l->pg_idx));
@@ -239,7 +250,7 @@ static void producer_tile(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_parit
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, s), empty_parity);
     producer_kv(k, l, FJ_TMA_K, p->k_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_K_FULL, s));
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
-    if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l->round);
+    if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
     char done[48] = "";
     if (p->vtail_bar) {
@@ -313,17 +324,17 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
             fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
                              fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
     }
-    fj_ws_first_kv_tile(k);
+    fj_ws_first_kv_tile(k, l);
     fj_ws_ring_dispatch(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_label(e, l->stage_label[s]);
         fj_comment(e, 1, "---- KV tile j -> stage %d ----", s);
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ws_kv_done(k, l, pr);
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
         producer_tile(k, l, s, not_phase);
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        fj_ws_kv_next(k);
         fj_ws_ring_next_stage(k, s, l->stage_label);
     }
     fj_label(e, l->next_tile);
@@ -351,11 +362,11 @@ static void role_transposer(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "vt_next", next, sizeof next);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "vt_stage", stage[s], sizeof stage[s]);
     fj_ws_tile_loop_head(k, l, top, FJ_WS_DECODE_ROWS, "$L_exit");
-    fj_ws_first_kv_tile(k);
+    fj_ws_first_kv_tile(k, l);
     fj_ws_ring_dispatch(k, l, stage);
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_label(e, stage[s]);
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ws_kv_done(k, l, pr);
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), next);
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
@@ -366,7 +377,7 @@ static void role_transposer(fj_kctx *k, fj_ws_loop *l)
         fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
         fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_FULL, s));
         fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s));
-        fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+        fj_ws_kv_next(k);
         fj_ws_ring_next_stage(k, s, stage);
     }
     fj_label(e, next);
@@ -386,9 +397,9 @@ static void release_q_if_last(fj_kctx *k, fj_ws_loop *l)
     char skip[48];
     fj_reg_t t = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
     fj_label_new(e, "q_kept", skip, sizeof skip);
-    fj_comment(e, 1, "the work tile's last S done (j + 1 = n_end): Q is free for the next work tile");
-    fj_ins(e, "add.s32 %s, %s, 1", R(t), R(k->j));
-    fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+    fj_comment(e, 1, "the work tile's last S done (%s): Q is free for the next work tile",
+               k->p->kv_desc ? "j = the range's first" : "j + 1 = n_end");
+    fj_ws_kv_not_last(k, l, t, pr);
     fj_ins(e, "@%s bra.uni %s", R(pr), skip);
     fj_ws_q_barriers(k, l->round, t); /* not kept live across the loop: registers are tight with 3 warpgroups */
     fj_emit_mbar_arrive_at(k, t, fj_ws_bar(k->p, FJ_BAR_Q_EMPTY, 0), k->leader);
@@ -445,7 +456,7 @@ static void serial_step(fj_kctx *k, fj_ws_loop *l, fj_ws_stage st)
     p->backend->mma_pv(k, st.slot, FJ_KEYS_ALL);
     p->backend->async->mma_wait(k, 0);
     fj_ws_stage_release(k, st, FJ_BAR_PV_EMPTY(p));
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    fj_ws_kv_next(k);
 }
 
 /* Overlapped schedule, the work tile's first KV tile (in stage st): S, its softmax and P; O is still 0. */
@@ -464,7 +475,7 @@ static void overlap_first(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stag
     consumer_softmax(k, l->mask_from);
     k->o_zero = 0;
     p->backend->pack_p(k);
-    fj_ins(k->e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    fj_ws_kv_next(k);
 }
 
 /* Overlapped schedule, KV tile j in stage s with tile j - 1's V in stage sp (its full barrier's parity vph): the
@@ -510,7 +521,7 @@ static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage
     fj_emit_softmax_rescale_o(k);
     k->defer_o_rescale = 0;
     p->backend->pack_p(k);
-    fj_ins(e, "add.s32 %s, %s, 1", R(k->j), R(k->j));
+    fj_ws_kv_next(k);
 }
 
 /* Overlapped schedule, KV tile j in stage s with tile j - 1's V in stage sp (its full barrier's parity vph). */
@@ -545,7 +556,7 @@ static void consumer_loop_serial(fj_kctx *k, fj_ws_loop *l)
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_label(e, l->stage_label[s]);
         fj_comment(e, 1, "---- KV tile j in stage %d ----", s);
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ws_kv_done(k, l, pr);
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
         serial_step(k, l, fj_ws_stage_imm(s));
@@ -584,7 +595,7 @@ static void consumer_loop_overlap(fj_kctx *k, fj_ws_loop *l, const turns *tn)
         fj_comment(e, 1, "---- KV tile j in stage %d; PV of tile j - 1 from stage %d ----", s, sp);
         if (s == 0) fj_ins(e, "xor.b32 %s, %s, 1", R(vph), R(k->phase)); /* tile j - 1 was the last pass's */
         else fj_ins(e, "mov.u32 %s, %s", R(vph), R(k->phase));
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+        fj_ws_kv_done(k, l, pr);
         fj_ins(e, "@%s bra.uni %s", R(pr), tail[sp]);
         overlap_step(k, l, tn, fj_ws_stage_imm(s), fj_ws_stage_imm(sp), vph);
         fj_ws_ring_next_stage(k, s, l->stage_label);
@@ -610,7 +621,7 @@ static void consumer_loop_serial_rolled(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "kv_ring", body, sizeof body);
     fj_label(e, body);
     fj_comment(e, 1, "---- KV tile j in stage ring (rolled: one body for every stage) ----");
-    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+    fj_ws_kv_done(k, l, pr);
     fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
     fj_ws_ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
     fj_ins(e, "mov.b64 %s, %s", R(k->ring_desc_v), R(k->ring_desc_k));
@@ -647,7 +658,7 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns 
     fj_ins(e, "setp.eq.u32 %s, %s, 0", R(pr), R(l->ring));
     fj_ins(e, "xor.b32 %s, %s, 1", R(vph), R(k->phase));
     fj_ins(e, "selp.b32 %s, %s, %s, %s", R(vph), R(vph), R(k->phase), R(pr));
-    fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+    fj_ws_kv_done(k, l, pr);
     fj_ins(e, "@%s bra.uni %s", R(pr), tail);
     fj_ws_ring_point(k, l->ring, rr.bar_s, k->ring_desc_k);
     fj_ws_ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
@@ -714,7 +725,7 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     p->backend->async->tile_start(k);
     fj_emit_init_accumulators(k);
     fj_ws_wait_q(k, l);
-    fj_ws_first_kv_tile(k);
+    fj_ws_first_kv_tile(k, l);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
     k->kv_end = l->n_end, k->has_kv_end = 1;

@@ -193,11 +193,46 @@ void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what)
     q_round(k, l);
 }
 
-/* j = the work tile's first KV tile: 0, or its split's first. */
-void fj_ws_first_kv_tile(fj_kctx *k)
+/* ---- the KV tile order (plan.kv_desc) -----------------------------------------------------------------------------
+ * A work tile's KV tiles are [first, n_end), first = kv_first (split-KV, local variants) or 0. Ascending, every role
+ * walks j = first .. n_end - 1; descending, j = n_end - 1 .. first (FlashAttention-3's order: the diagonal's masked
+ * tiles first). j is always the tile's position (its rows in K and V, its mask and bias), so the producer, the
+ * transposers and the consumers agree on a tile by walking the same order; only the loop's start, step and end
+ * tests below and the 'first / last tile walked' tests differ. An empty range (n_end <= first, made [0, 0) for
+ * kv_first) runs no iteration either way: descending starts at j = n_end - 1 < first. */
+
+/* j = the first KV tile walked: first (ascending), n_end - 1 (descending). */
+void fj_ws_first_kv_tile(fj_kctx *k, const fj_ws_loop *l)
 {
-    if (fj_kv_has_first(k->p)) fj_ins(k->e, "mov.u32 %s, %s", R(k->j), R(k->kv_first));
+    if (k->p->kv_desc) {
+        fj_comment(k->e, 1, "KV tiles descending: j = n_end - 1 down to the range's first");
+        fj_ins(k->e, "sub.s32 %s, %s, 1", R(k->j), R(l->n_end));
+    } else if (fj_kv_has_first(k->p)) fj_ins(k->e, "mov.u32 %s, %s", R(k->j), R(k->kv_first));
     else fj_ins(k->e, "mov.u32 %s, 0", R(k->j));
+}
+
+/* pr = j has left the work tile's range (no tile left to walk). */
+void fj_ws_kv_done(fj_kctx *k, const fj_ws_loop *l, fj_reg_t pr)
+{
+    if (!k->p->kv_desc) fj_ins(k->e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->j), R(l->n_end));
+    else if (fj_kv_has_first(k->p)) fj_ins(k->e, "setp.lt.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first));
+    else fj_ins(k->e, "setp.lt.s32 %s, %s, 0", R(pr), R(k->j));
+}
+
+/* j = the next tile walked. */
+void fj_ws_kv_next(fj_kctx *k)
+{
+    fj_ins(k->e, "%s.s32 %s, %s, 1", k->p->kv_desc ? "sub" : "add", R(k->j), R(k->j));
+}
+
+/* pr = j is not the last tile walked (t: a u32 scratch register). */
+void fj_ws_kv_not_last(fj_kctx *k, const fj_ws_loop *l, fj_reg_t t, fj_reg_t pr)
+{
+    if (!k->p->kv_desc) {
+        fj_ins(k->e, "add.s32 %s, %s, 1", R(t), R(k->j));
+        fj_ins(k->e, "setp.ne.s32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+    } else if (fj_kv_has_first(k->p)) fj_ins(k->e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first));
+    else fj_ins(k->e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
 }
 
 /* ---- varlen: the work tiles past their sequence's end are skipped ------------------------------------------------

@@ -77,8 +77,12 @@ void fj_ws_cta_has_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t t, fj_reg_t pr);
 void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int ahead);
 /* VARLEN: from schedule round `sched` on (in place), the next tile not past its sequence's end (or >= n). */
 void fj_ws_varlen_skip(fj_kctx *k, fj_reg_t sched, fj_reg_t tile, fj_reg_t n);
-/* j = the work tile's first KV tile (0, or kv_first). */
-void fj_ws_first_kv_tile(fj_kctx *k);
+/* The KV tile order (plan.kv_desc; ws_frame.c): j = the first tile walked (ascending 0 or kv_first, descending
+ * n_end - 1); pr = j has left the range; j = the next tile walked; pr = j is not the last tile walked. */
+void fj_ws_first_kv_tile(fj_kctx *k, const fj_ws_loop *l);
+void fj_ws_kv_done(fj_kctx *k, const fj_ws_loop *l, fj_reg_t pr);
+void fj_ws_kv_next(fj_kctx *k);
+void fj_ws_kv_not_last(fj_kctx *k, const fj_ws_loop *l, fj_reg_t t, fj_reg_t pr);
 /* dst = smem + the barriers of Q buffer (round % q_bufs) (Q full / Q empty add their offsets). */
 void fj_ws_q_barriers(fj_kctx *k, fj_reg_t round, fj_reg_t dst);
 
