@@ -129,10 +129,17 @@ static void test_decode_tile_plans(void **state)
             for (int r = 0; r < 2; r++)
                 for (int f = 0; f < 3; f++)
                     for (int direct = 0; direct < 2; direct++) {
+                        fj_plan p0;
                         int legal = dims[di] % 64 == 0 && dims[di] != 192;
                         if (direct && !legal) continue;
                         fajit_config c = decode_config(dt ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, dims[di], hq[r], hkv[r], 1);
                         assert_int_equal(c.block_m, r ? 32 : 16);
+                        fajit_config cc = c;
+                        cc.causal = 1, cc.block_m = 0, cc.warps = 0, cc.col_warps = 0, cc.block_n = 0, cc.stages = 0;
+                        fajit_shape shape = {1, hq[r], hkv[r], 1, 32768};
+                        fj_config_heuristic(&cc, &cc, &shape, 0); /* causal: the tile by rows where it plans */
+                        assert_int_equal(cc.block_m, dims[di] == 256 && !r ? 64 : r ? 32 : 16);
+                        assert_int_equal(fj_plan_build(&cc, &p0), FAJIT_OK);
                         fj_plan p;
                         unsigned v = feats[f] | (direct ? FJ_VARIANT_KV8_DIRECT : 0u);
                         fajit_status st = fj_plan_build_variant(&c, v, &p);

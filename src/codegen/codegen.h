@@ -252,7 +252,8 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
  * reading or converting the whole K / V tile again (H100, fagen bench --grid decode --seqlen 1, D128: 0.55-0.59x of
  * BF16 decode with kv8direct against 0.79-0.82x for br64 bc64 s4 w4; bench/results/h100-kv8-tiles-*.md).
  * fj_config_kv8_decode_tile fills block_m, warps, col_warps and (where 0) block_n and stages when c's K/V are e4m3,
- * the rows are 1..32 and the caller left block_m, warps and col_warps 0; 1 when it did, else 0 (c untouched). */
+ * the rows are 1..32, the caller left block_m, warps and col_warps 0 and the tile plans (not d256 causal: 266
+ * registers a thread at 2 warps); 1 when it did, else 0 (c untouched: the table's tile). */
 long long fj_config_kv8_decode_rows(const fajit_shape *shape);
 int fj_config_kv8_decode_tile(fajit_config *c, const fajit_shape *shape);
 

@@ -189,11 +189,19 @@ int fj_config_kv8_decode_tile(fajit_config *c, const fajit_shape *shape)
     long long rows = fj_config_kv8_decode_rows(shape);
     if (fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3 || rows < 1 || rows > 32) return 0;
     if (c->block_m || c->warps || c->col_warps) return 0; /* the caller's rows and warps: the table's fill */
-    c->block_m = rows <= 16 ? 16 : 32;
-    c->warps = rows <= 16 ? 2 : 4;
-    c->col_warps = 2;
-    if (!c->block_n) c->block_n = 64;
-    if (!c->stages) c->stages = FJ_KV8_DECODE_STAGES;
+    fajit_config t = *c;
+    t.block_m = rows <= 16 ? 16 : 32;
+    t.warps = rows <= 16 ? 2 : 4;
+    t.col_warps = 2;
+    if (!t.block_n) t.block_n = 64;
+    if (!t.stages) t.stages = FJ_KV8_DECODE_STAGES;
+    if (!t.swizzle) t.swizzle = t.head_dim / 16 % 8 == 0 ? 128 : t.head_dim / 16 % 4 == 0 ? 64 : 32; /* fill_sm80's */
+    if (!t.overlap) t.overlap = -1;
+    if (!t.pingpong) t.pingpong = -1;
+    fj_plan p;
+    if (fj_plan_build(&t, &p) != FAJIT_OK) return 0; /* d256 causal: 266 registers at 1-2 warps; the table's tile */
+    c->block_m = t.block_m, c->warps = t.warps, c->col_warps = t.col_warps, c->block_n = t.block_n;
+    c->stages = t.stages;
     return 1;
 }
 

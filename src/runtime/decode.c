@@ -438,14 +438,13 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
     if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN / _DIRECT=1: decode variant bits */
-    fj_plan p;
-    if (k80->plan.kv8 && kv8_direct_auto(ctx, a) && (!page || page % c->cfg.block_n == 0) &&
-        fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_KV8_DIRECT, &p) == FAJIT_OK)
-        v |= FJ_VARIANT_KV8_DIRECT; /* the default where legal: on this tile (else the widening kernel on it) */
     if (page && !vl && !k80->plan.kv8 && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
         v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;
+    fj_plan p;
+    if (k80->plan.kv8 && kv8_direct_auto(ctx, a) && fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_KV8_DIRECT, &p) == FAJIT_OK)
+        v |= FJ_VARIANT_KV8_DIRECT; /* the default where legal: on the variant's tile (else the widening kernel on it) */
     if (page && !vl && ctx->page_ahead && c->cfg.stages >= 2 &&
         fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) /* else no registers for it */
         v |= FJ_VARIANT_AHEAD;
