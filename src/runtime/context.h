@@ -97,6 +97,8 @@ struct fajit_context {
                                   kv8_knobs.c parses them (an unknown value fails the context's creation) */
     int kv8_direct;            /* $FAJIT_KV8_DIRECT: -1 (unset, the default) FP8 K/V decode calls take kv8direct where
                                   legal (decode.c), 0 never, 1 always (the bit is in kv8_widen then) */
+    int sm100a_launch;         /* 1 (default): sm_100a kernels launch on a compute capability 10.0 GPU and the automatic
+                                  path takes them there; 0 ($FAJIT_SM100A_LAUNCH=0): never (sm100a_launch.h) */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */
