@@ -8,8 +8,8 @@ Inputs, the float32 reference, the timing (compare.Bench.time_systems: CUDA even
 rounds, medians) and FA3's loading are decode_compare.py's DecodeBench; this file only adds the FP8 calls:
   fajit FP8   fajit.attention(q bf16, k / v torch.float8_e4m3fn, k_descale / v_descale float32 [B, Hkv]), config=
               --config when given (a canonical text such as "sm_80 bf16,kv=e4m3 d128 br16 bc32 s4 sw128 w2 cw2"),
-              else the library's choice; $FAJIT_KV8_WIDEN / $FAJIT_KV8_DIRECT / $FAJIT_KV8_TILE are read by the library
-              as usual (FAJIT_KV8_TILE=rows FAJIT_KV8_DIRECT=1: the br16 warp-pair kv8direct tile of bench/kv8_sweep.sh)
+              else the library's choice (the br16 / br32 warp-pair tile by rows with kv8direct at D 64/128/256);
+              $FAJIT_KV8_WIDEN / $FAJIT_KV8_DIRECT are read by the library as usual (FAJIT_KV8_DIRECT=0: the widening)
   FA3 FP8     flash_attn_with_kvcache(q, k_cache, v_cache all float8_e4m3fn, q_descale / k_descale / v_descale
               [B, Hkv], num_splits=0): FA3's FP8 path takes e4m3 Q too (its anchors in the notes are all-FP8); Q's
               descale is one per (batch, KV head), over the group's query heads

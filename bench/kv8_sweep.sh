@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kv8_sweep.sh - FP8 (e4m3) K/V-cache decode candidates against BF16 decode on the decode table's Nq 1 rows (D128,
 # B1 H32/32 N32k, B1 H32/8 N128k, B8 H32/8 N8k, B64 H32/8 N2k, B1 H8/1 N512k), then `fagen check` of each candidate on
-# an odd decode shape; one GPU run, ~4-5 min on the H200.
+# an odd decode shape; one GPU run, ~2-3 min.
 #
 #   bench/kv8_sweep.sh [BUILD_DIR]        (default build; needs BUILD_DIR/tools/fagen/fagen and a GPU)
 #   e.g. OUT=/tmp/o bench/run_gpu.sh build && bench/kv8_sweep.sh build 2>&1 | tee kv8-sweep.log
@@ -10,17 +10,12 @@
 # median ms, min ms, GB/s of K + V (e4m3 rows count one byte an element), TFLOP/s, and the kernel(s) run (tile, variant
 # bits, splits). A "## <label>" line opens each run; BF16 runs first, in the middle and last, so drift shows. Kernels go
 # to a fresh cache directory (no tuned winners, nothing stale).
-# Candidates (test_decode_ptx / test_kv8_knobs assemble or plan every tile):
-#   e4m3-default         the heuristic today: br64 bc64 s4 w4, K / V widened (cvt) into a 16-bit tile
-#   e4m3-br32cw2         br32 w4 cw2 (0.65-0.71x BF16 on the H100 before)
-#   rows                 FAJIT_KV8_TILE=rows: the tile by the rows a KV head's CTA holds (1, 4, 8 here: br16 w2 cw2
-#                        bc64 s4; br32 w4 cw2 up to 32 rows), widening
-#   rows-direct          the same with FAJIT_KV8_DIRECT=1: MMA fragments straight from the e4m3 tiles (kv8_frag.c; no
-#                        16-bit tile, no STS / LDS round trip); the SASS model says this one (kv8-sass notes below)
-#   rows-direct-int/intv + FAJIT_KV8_WIDEN=int / intv: prmt/shl/and (ALU) instead of F2FP (conversion pipe)
-#   direct-br16cw2-*     other stages / block_n of the br16 warp pair (s3: 4 CTAs an SM, the B64 row in one wave)
-#   direct-br16w1        one warp a CTA
-#   direct-default       kv8direct on br64 w4: every warp converts the whole tile (4x the F2FP), for contrast
+# Candidates (test_kv8_knobs plans every default tile):
+#   e4m3-default         the library's choice: the tile by rows (br16 w2 cw2 bc64 s3 up to 16 rows a KV head's CTA,
+#                        br32 w4 cw2 up to 32; config.c) with kv8direct (D 64/128/256)
+#   e4m3-widen           the same tile, FAJIT_KV8_DIRECT=0: K / V widened (cvt) into a 16-bit tile
+#   e4m3-br64-old        the default before (br64 bc64 s4 w4), kv8direct off, for contrast
+#   direct-br16cw2-bc128-s2 / -bc64-s4   the neighbours of the default tile
 # SASS per 16 KB of e4m3 K + V (d128, sm_90a, per CTA; nvdisasm of fagen cubin, the KV loop body): default br64
 # 2828 warp-instr, 320 F2FP, 193 KB smem traffic; br32cw2 1984 / 288 / 139 KB; rows br16 cw2 1184 / 272 / 101 KB;
 # rows-direct 1110 / 272 / 37 KB; direct br64 3624 / 1088 / 81 KB. Budget at 4.8 TB/s: ~890 SM cycles per 16 KB;
@@ -35,22 +30,15 @@ LOG=$(mktemp /tmp/kv8-sweep-log-XXXXXX)
 trap 'rm -rf "$CACHE" "$LOG"' EXIT
 export FAJIT_CACHE_DIR=$CACHE
 E="--kv-dtype e4m3"
-D=FAJIT_KV8_DIRECT=1
-T=FAJIT_KV8_TILE=rows
+W=FAJIT_KV8_DIRECT=0
 
 # The candidates: label | env assignments (space-separated, or -) | fagen config flags
 CANDIDATES=(
     "e4m3-default|-|$E"
-    "e4m3-br32cw2-bc64-s4|-|$E --br 32 --bc 64 --stages 4 --warps 4 --col-warps 2"
-    "rows|$T|$E"
-    "rows-direct|$T $D|$E"
-    "rows-direct-int|$T $D FAJIT_KV8_WIDEN=int|$E"
-    "rows-direct-intv|$T $D FAJIT_KV8_WIDEN=intv|$E"
-    "direct-br16cw2-bc64-s3|$D|$E --br 16 --bc 64 --stages 3 --warps 2 --col-warps 2"
-    "direct-br16cw2-bc32-s4|$D|$E --br 16 --bc 32 --stages 4 --warps 2 --col-warps 2"
-    "direct-br16cw2-bc128-s2|$D|$E --br 16 --bc 128 --stages 2 --warps 2 --col-warps 2"
-    "direct-br16w1-bc64-s4|$D|$E --br 16 --bc 64 --stages 4 --warps 1 --col-warps 1"
-    "direct-default|$D|$E"
+    "e4m3-widen|$W|$E"
+    "e4m3-br64-old|$W|$E --br 64 --bc 64 --stages 4 --warps 4 --col-warps 1"
+    "direct-br16cw2-bc128-s2|-|$E --br 16 --bc 128 --stages 2 --warps 2 --col-warps 2"
+    "direct-br16cw2-bc64-s4|-|$E --br 16 --bc 64 --stages 4 --warps 2 --col-warps 2"
 )
 
 with_env() { # env assignments (or -), command...

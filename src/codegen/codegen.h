@@ -253,6 +253,18 @@ int fj_config_same(const fajit_config *a, const fajit_config *b);
  * until the smem map fits smem_limit bytes (0 = the path's own limit). Pure: no device, no tune file. */
 void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit);
 
+/* An FP8 K/V cache's decode tile (the sm_80 heuristic's for kv_dtype e4m3): the query rows a KV head's CTA holds -
+ * the GQA group x seqlen_q when the runtime packs (heads_q > heads_kv, seqlen_q <= 128), else seqlen_q; 0 without a
+ * shape. A row block of 16 rows (br16 w2 cw2: one 16-row fragment, a warp pair splitting the keys) for <= 16 rows,
+ * br32 w4 cw2 for <= 32, both bc64 s3: the table's br64 w4 ran 4 warps of which 3 held no row of Nq 1 decode, each
+ * reading or converting the whole K / V tile again (H100, fagen bench --grid decode --seqlen 1, D128: 0.55-0.59x of
+ * BF16 decode with kv8direct against 0.79-0.82x for br64 bc64 s4 w4; bench/results/h100-kv8-tiles-*.md).
+ * fj_config_kv8_decode_tile fills block_m, warps, col_warps and (where 0) block_n and stages when c's K/V are e4m3,
+ * the rows are 1..32, the caller left block_m, warps and col_warps 0 and the tile plans (not d256 causal: 266
+ * registers a thread at 2 warps); 1 when it did, else 0 (c untouched: the table's tile). */
+long long fj_config_kv8_decode_rows(const fajit_shape *shape);
+int fj_config_kv8_decode_tile(fajit_config *c, const fajit_shape *shape);
+
 /* The next smaller block_n the heuristic tries: half, a multiple of 16, at least 16. */
 int fj_block_n_half(int block_n);
 

@@ -173,8 +173,41 @@ static const sm80_default k_sm80_defaults[] = {
  * the bytes in flight (H100: s2 read 1.8 TB/s of e4m3). */
 #define FJ_KV8_STAGES 4
 
+/* FP8 K/V decode (fj_config_kv8_decode_tile): the tile by the query rows a KV head's CTA holds. */
+#define FJ_KV8_DECODE_MAX_SEQLEN_Q 128 /* decode.h's FJ_SPLIT_AUTO_MAX_SEQLEN_Q: the calls that pack GQA heads */
+#define FJ_KV8_DECODE_STAGES 3
+
+long long fj_config_kv8_decode_rows(const fajit_shape *shape)
+{
+    if (!shape || shape->seqlen_q < 1 || shape->heads_kv < 1) return 0;
+    int pack = shape->heads_q > shape->heads_kv && shape->seqlen_q <= FJ_KV8_DECODE_MAX_SEQLEN_Q;
+    return (pack ? (long long)shape->heads_q / shape->heads_kv : 1) * shape->seqlen_q;
+}
+
+int fj_config_kv8_decode_tile(fajit_config *c, const fajit_shape *shape)
+{
+    long long rows = fj_config_kv8_decode_rows(shape);
+    if (fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3 || rows < 1 || rows > 32) return 0;
+    if (c->block_m || c->warps || c->col_warps) return 0; /* the caller's rows and warps: the table's fill */
+    fajit_config t = *c;
+    t.block_m = rows <= 16 ? 16 : 32;
+    t.warps = rows <= 16 ? 2 : 4;
+    t.col_warps = 2;
+    if (!t.block_n) t.block_n = 64;
+    if (!t.stages) t.stages = FJ_KV8_DECODE_STAGES;
+    if (!t.swizzle) t.swizzle = t.head_dim / 16 % 8 == 0 ? 128 : t.head_dim / 16 % 4 == 0 ? 64 : 32; /* fill_sm80's */
+    if (!t.overlap) t.overlap = -1;
+    if (!t.pingpong) t.pingpong = -1;
+    fj_plan p;
+    if (fj_plan_build(&t, &p) != FAJIT_OK) return 0; /* d256 causal: 266 registers at 1-2 warps; the table's tile */
+    c->block_m = t.block_m, c->warps = t.warps, c->col_warps = t.col_warps, c->block_n = t.block_n;
+    c->stages = t.stages;
+    return 1;
+}
+
 static void fill_sm80(fajit_config *c, const fajit_shape *shape)
 {
+    fj_config_kv8_decode_tile(c, shape);
     const sm80_default *d = &k_sm80_defaults[4];
     for (size_t i = 0; i < sizeof k_sm80_defaults / sizeof k_sm80_defaults[0]; i++)
         if (k_sm80_defaults[i].head_dim == c->head_dim && k_sm80_defaults[i].causal == c->causal)

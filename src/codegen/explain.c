@@ -51,8 +51,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
         fj_buf_printf(out, "%s  [%6d, %6d)  warp-pair exchange, %d B per warp\n", pf, p->xchg_off,
                       p->xchg_off + c->warps * p->xchg_warp_bytes, p->xchg_warp_bytes);
     if (p->kv8)
-        fj_buf_printf(out, "%s  [%6d, %6d)  e4m3 K, V ring: %d stages x 2 x %d rows x %d B, widened into K[0], V[0]\n", pf,
-                      p->kv8_off, p->smem_bytes, c->stages, c->block_n, c->head_dim);
+        fj_buf_printf(out, "%s  [%6d, %6d)  e4m3 K, V ring: %d stages x 2 x %d rows x %d B, %s\n", pf, p->kv8_off,
+                      p->smem_bytes, c->stages, c->block_n, c->head_dim,
+                      p->kv8_direct ? "read by the MMAs straight (kv8direct)" : "widened into K[0], V[0]");
     if (p->ws && p->o_stage)
         fj_buf_printf(out, "%s  [%6d, %6d)  O     %d rows x %d B: the TMA-store epilogue's staging, 64 rows per consumer "
                            "warpgroup%s\n",

@@ -121,7 +121,7 @@ static fajit_status device_query(fajit_context *ctx)
                                          &kv8);
     if (st != FAJIT_OK) return st;
     ctx->kv8_widen = kv8.variant;
-    ctx->kv8_tile_rows = kv8.tile_rows;
+    ctx->kv8_direct = kv8.direct;
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];

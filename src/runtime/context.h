@@ -93,12 +93,12 @@ struct fajit_context {
     unsigned kv8_widen;        /* FP8 K/V cache decode variants: FJ_VARIANT_KV8_INT_K / _V bits ($FAJIT_KV8_WIDEN=int
                                   both, intk K, intv V: the integer widening where the device has cvt; default 0,
                                   cvt for both), for timing one against the other; and FJ_VARIANT_KV8_DIRECT
-                                  ($FAJIT_KV8_DIRECT=1: the MMA fragments straight from the e4m3 tiles, kv8_frag.c);
+                                  ($FAJIT_KV8_DIRECT=1 forces it: the MMA fragments straight from the e4m3 tiles, kv8_frag.c);
                                   kv8_knobs.c parses them (an unknown value fails the context's creation) */
+    int kv8_direct;            /* $FAJIT_KV8_DIRECT: -1 (unset, the default) FP8 K/V decode calls take kv8direct where
+                                  legal (decode.c), 0 never, 1 always (the bit is in kv8_widen then) */
     int sm100a_launch;         /* 1 (default): sm_100a kernels launch on a compute capability 10.0 GPU and the automatic
                                   path takes them there; 0 ($FAJIT_SM100A_LAUNCH=0): never (sm100a_launch.h) */
-    int kv8_tile_rows;         /* $FAJIT_KV8_TILE=rows: FP8 K/V decode on the heuristic's kernel takes the tile by
-                                  rows (fj_kv8_rows_tile, decode.c), else (0) the plain heuristic's tile */
     char device_name[128];
     const fj_arch_info *arch;  /* the device's row of the arch table (plain, e.g. sm_90) */
     char sm[16];               /* arch->name, or "" */

@@ -19,7 +19,6 @@
 #include "policy.h"
 #include "forward.h"
 #include "fp8_args.h"
-#include "kv8_knobs.h"
 #include "tune.h"
 #include "variants.h"
 
@@ -202,12 +201,25 @@ static int kv8_knob(const fajit_context *ctx, const fajit_attention_args *a)
     return f.kv_dtype == FAJIT_DTYPE_E4M3;
 }
 
+/* kv8direct by default ($FAJIT_KV8_DIRECT unset): an FP8 K/V decode call (seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) at
+ * a head dim kv8_frag.c builds takes the decode variant with the bit wherever its tile plans with it (decode_choose),
+ * also where the plain kernel would run. Elsewhere (head_dim 96, ..., or no registers) the widening kernel. */
+static int kv8_direct_auto(const fajit_context *ctx, const fajit_attention_args *a)
+{
+    if (!ctx || ctx->kv8_direct != -1 || a->dtype == FAJIT_DTYPE_E4M3 || a->seqlen_q > FJ_SPLIT_AUTO_MAX_SEQLEN_Q)
+        return 0;
+    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256) return 0;
+    fj_fp8_args f;
+    fj_fp8_read(a, &f);
+    return f.kv_dtype == FAJIT_DTYPE_E4M3;
+}
+
 int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
     if (a->dtype == FAJIT_DTYPE_E4M3) return 0; /* FP8 takes no decode feature (fp8_args.c refuses them) */
-    return kv8_knob(ctx, a) || a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
+    return kv8_knob(ctx, a) || kv8_direct_auto(ctx, a) || a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
            fj_decode_packs(ctx, a) || d.block_table != 0 || d.cu_seqlens_q != 0;
 }
 
@@ -384,19 +396,6 @@ static fajit_status variant_config(const fajit_attention_args *a, unsigned varia
     return fj_plan_build_variant(cfg, variant, &p); /* its message: the rule the widest tile broke */
 }
 
-/* $FAJIT_KV8_TILE=rows (a call without a config): the FP8 K/V tile for the rows a KV head's CTA holds
- * (fj_kv8_rows_tile), the rest of it the heuristic's; cfg stays when the rows take no smaller tile. variant_config
- * then checks that it plans with the call's variant (else the heuristic's tile with 64 rows). */
-static void kv8_tile_by_rows(const fajit_attention_args *a, int packed, fajit_config *cfg)
-{
-    fajit_config c = *cfg;
-    long long rows = (packed ? (long long)a->heads_q / a->heads_kv : 1) * a->seqlen_q;
-    if (!fj_kv8_rows_tile(rows, &c)) return;
-    fajit_shape shape = {a->batch, a->heads_q, a->heads_kv, a->seqlen_q, a->seqlen_k};
-    fj_config_heuristic(&c, &c, &shape, 0);
-    *cfg = c;
-}
-
 /* What a decode call runs: the variant bits, its tile and the splits on that tile. */
 typedef struct decode_choice {
     unsigned variant;
@@ -432,18 +431,20 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
+    (void)given; /* the tile is k80's: the caller's config, or the heuristic's (its FP8 K/V decode tile: config.c) */
     int page = d.block_table ? d.page_size : 0;
     unsigned vl = varlen_bits(&d);
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
-    if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN / _DIRECT: decode variant bits (knobs for timing) */
-    if (k80->plan.kv8 && ctx->kv8_tile_rows && !given) kv8_tile_by_rows(a, packed, &c->cfg);
+    if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN / _DIRECT=1: decode variant bits */
     if (page && !vl && !k80->plan.kv8 && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
         v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
     fajit_status st = variant_config(a, v, page, &c->cfg);
     if (st != FAJIT_OK) return st;
     fj_plan p;
+    if (k80->plan.kv8 && kv8_direct_auto(ctx, a) && fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_KV8_DIRECT, &p) == FAJIT_OK)
+        v |= FJ_VARIANT_KV8_DIRECT; /* the default where legal: on the variant's tile (else the widening kernel on it) */
     if (page && !vl && ctx->page_ahead && c->cfg.stages >= 2 &&
         fj_plan_build_variant(&c->cfg, v | FJ_VARIANT_AHEAD, &p) == FAJIT_OK) /* else no registers for it */
         v |= FJ_VARIANT_AHEAD;
@@ -652,9 +653,9 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     *handled = 0;
     fj_decode_args d;
     fj_decode_read(a, &d);
-    int knob = kv8_knob(ctx, a);
+    int knob = kv8_knob(ctx, a), direct = kv8_direct_auto(ctx, a);
     int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table || d.cu_seqlens_q || knob;
-    if (a->num_splits == 0 && !knob && !split_considered(ctx, a, packed)) return FAJIT_OK;
+    if (a->num_splits == 0 && !knob && !direct && !split_considered(ctx, a, packed)) return FAJIT_OK;
     decode_choice ch;
     char why[256] = "";
     if (k->plan.ws && ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why)) {
@@ -666,7 +667,8 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     fajit_status st = sm80_base(ctx, k, a, &k80);
     if (st == FAJIT_OK) st = decode_choose(ctx, k80, a, packed, 1, given, &ch);
     if (st != FAJIT_OK) return st;
-    if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel, on its own path */
+    if (!special && ch.splits <= 1 && !(ch.variant & FJ_VARIANT_KV8_DIRECT))
+        return FAJIT_OK; /* the plain kernel, on its own path */
     *handled = 1;
     return run_variant(ctx, &ch, a, packed, k->plan.ws ? fj_arch_path_name(k->plan.cfg.arch) : NULL, why);
 }

@@ -52,8 +52,8 @@ fajit_status fj_decode_validate(const fajit_attention_args *args);
 int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *args);
 
 /* 1 when the call may use a decode feature: seqlens_k, num_splits >= 2, the heuristic may split, it packs
- * GQA heads, or K/V are paged; or an FP8 K/V call under $FAJIT_KV8_WIDEN / $FAJIT_KV8_DIRECT (decode variant bits,
- * so such a call always runs the decode variant). */
+ * GQA heads, or K/V are paged; or an FP8 K/V call under $FAJIT_KV8_WIDEN / $FAJIT_KV8_DIRECT=1 (decode variant bits,
+ * so such a call always runs the decode variant), or an FP8 K/V decode call that takes kv8direct by default. */
 int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *args);
 
 /* The splits a call runs with, for a kernel of block_m x block_n tiles on sm_count SMs (packed: GQA packing,
@@ -110,8 +110,9 @@ fajit_status fj_decode_check_workspace(const fajit_attention_args *args, int spl
  * itself when its plan takes the variant, else the tile fj_decode_run would pick (prebuilt_set.c). */
 fajit_status fj_decode_variant_config(const fajit_attention_args *args, unsigned variant, fajit_config *cfg);
 
-/* Run the decode variant of a call whose plain kernel is k (given: the caller passed its config, so the FP8 K/V
- * tile by rows, $FAJIT_KV8_TILE=rows, does not replace it); see the comment above fj_decode_variant_config. */
+/* Run the decode variant of a call whose plain kernel is k (given: the caller passed its config; the tile is k's
+ * either way); see the comment above fj_decode_variant_config. An FP8 K/V decode call (seqlen_q <= 128, head_dim
+ * 64 / 128 / 256, $FAJIT_KV8_DIRECT unset) runs the variant with kv8direct wherever k's tile plans with it. */
 struct fajit_kernel;
 fajit_status fj_decode_run(fajit_context *ctx, struct fajit_kernel *k, const fajit_attention_args *args,
                            int given, int *handled);

@@ -27,31 +27,20 @@ fajit_status fj_kv8_knobs_parse(const char *widen, const char *direct, const cha
     else
         return BAD("FAJIT_KV8_WIDEN = '%s': must be cvt (the default), int (K and V widened by integer ops), intk "
                    "(K only) or intv (V only), or unset", widen);
-    if (unset(direct) || strcmp(direct, "0") == 0)
+    out->direct = -1; /* kv8direct where its plan takes the call's head_dim and tile (decode.c) */
+    if (unset(direct))
         ;
+    else if (strcmp(direct, "0") == 0)
+        out->direct = 0;
     else if (strcmp(direct, "1") == 0)
-        out->variant |= FJ_VARIANT_KV8_DIRECT;
+        out->direct = 1, out->variant |= FJ_VARIANT_KV8_DIRECT;
     else
-        return BAD("FAJIT_KV8_DIRECT = '%s': must be 1 (the MMA fragments straight from the e4m3 tiles) or 0, or unset",
-                   direct);
-    if (unset(tile) || strcmp(tile, "heuristic") == 0)
-        ;
-    else if (strcmp(tile, "rows") == 0)
-        out->tile_rows = 1;
-    else
-        return BAD("FAJIT_KV8_TILE = '%s': must be rows (the decode tile by the rows a CTA holds) or heuristic (the "
-                   "default), or unset", tile);
+        return BAD("FAJIT_KV8_DIRECT = '%s': must be 0 (the widening kernel: K / V widened into a 16-bit tile), 1 "
+                   "(kv8direct on every FP8 K/V call; refused for head dims other than 64, 128, 256), or unset (the "
+                   "default: kv8direct where its plan takes the call)", direct);
+    if (!unset(tile))
+        return BAD("FAJIT_KV8_TILE = '%s': the knob is gone - the FP8 K/V decode tile by the rows a CTA holds is the "
+                   "heuristic's own (fj_config_kv8_decode_tile); unset it, and give a config (fagen --br/--warps/"
+                   "--col-warps) to run another tile", tile);
     return FAJIT_OK;
-}
-
-int fj_kv8_rows_tile(long long rows, fajit_config *cfg)
-{
-    if (rows < 1 || rows > 32) return 0;
-    cfg->block_m = rows <= 16 ? 16 : 32;
-    cfg->warps = rows <= 16 ? 2 : 4;
-    cfg->col_warps = 2;
-    cfg->block_n = 64;
-    cfg->stages = 4;
-    cfg->swizzle = 0;
-    return 1;
 }

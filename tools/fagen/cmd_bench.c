@@ -352,6 +352,41 @@ static fajit_status bench_varlen(const fj_cuda_api *cu, const bench_shape *s, be
     return FAJIT_OK;
 }
 
+/* n e4m3 bytes of N(0, 1) values (seed): a byte a draw from a 65536-entry table of the normal's quantiles in e4m3
+ * (the sorted e4m3 roundings of 65536 normal samples), about 1 ns a byte. Box-Muller and the rounding a byte cost
+ * ~60 ns on the 2-core CI machine: the decode grid's e4m3 rows (1-byte K / V, so twice the sets to span the
+ * rotation) made 1.5e9 of them, ~45-90 s of host time a `fagen bench --grid decode --kv-dtype e4m3` run, which
+ * hit the 60 s limit of the session-5 sweep on its last row (B1 H8/1 N512k: 3 sets of 2 x 64 MB). */
+static int e4m3_cmp(const void *a, const void *b)
+{
+    double x = fj_e4m3_to_f64(*(const uint8_t *)a), y = fj_e4m3_to_f64(*(const uint8_t *)b);
+    return (x > y) - (x < y);
+}
+
+static void bench_fill_e4m3(uint8_t *dst, size_t n, uint64_t seed)
+{
+    enum { Q = 65536 };
+    static uint8_t table[Q];
+    static int made;
+    if (!made) {
+        uint16_t *h = malloc(Q * sizeof *h);
+        if (!h) { /* the slow way */
+            for (size_t i = 0; i < n; i++) dst[i] = 0x38; /* 1.0 */
+            return;
+        }
+        fj_half_fill_normal(FAJIT_DTYPE_F16, h, Q, 0x5851f42d4c957f2dull);
+        for (int i = 0; i < Q; i++) table[i] = fj_e4m3_from_f64(fj_half_to_f32(FAJIT_DTYPE_F16, h[i]));
+        free(h);
+        qsort(table, Q, 1, e4m3_cmp);
+        made = 1;
+    }
+    uint64_t x = seed ? seed : 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        dst[i] = table[x >> 48];
+    }
+}
+
 /* Allocate and fill sets until they span BENCH_ROTATE_BYTES (at least one; fewer if memory runs out).
  * The context is current. */
 static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s, bench_sets *sets)
@@ -367,8 +402,7 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
     size_t bytes[4] = {q_bytes, kv_bytes, kv_bytes, q_bytes};
     double set_bytes = 2.0 * (double)(q_bytes + kv_bytes);
     int want = (int)(BENCH_ROTATE_BYTES / set_bytes) + 1;
-    size_t kv_host = s->kv8 ? 2 * kv_bytes : kv_bytes; /* kv8: the 16-bit values, then their bytes */
-    uint16_t *host = malloc(q_bytes > kv_host ? q_bytes : kv_host);
+    uint16_t *host = malloc(q_bytes > kv_bytes ? q_bytes : kv_bytes);
     if (!host) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: host buffer of %zu + %zu bytes", q_bytes, kv_bytes);
     memset(sets, 0, sizeof *sets);
     fj_CUresult rc = 0;
@@ -377,10 +411,11 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
         /* every tensor of every set gets its own N(0, 1) data: with Q = K the scores' diagonal would
          * dominate, P would be nearly all zeros and the MMAs would run cooler and faster than on real data */
         for (int t = 0; t < 3 && rc == 0; t++) {
-            size_t n = t && s->kv8 ? bytes[t] : bytes[t] / 2;
-            fj_half_fill_normal(s->dtype, host, n, 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t));
-            if (t && s->kv8) /* e4m3 bytes of the same N(0, 1) values, in place (byte e from word e) */
-                for (size_t e = 0; e < n; e++) ((uint8_t *)host)[e] = fj_e4m3_from_f64(fj_half_to_f32(s->dtype, host[e]));
+            uint64_t seed = 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t);
+            if (t && s->kv8) /* e4m3 bytes of N(0, 1) values */
+                bench_fill_e4m3((uint8_t *)host, bytes[t], seed);
+            else
+                fj_half_fill_normal(s->dtype, host, bytes[t] / 2, seed);
             rc = cu->cuMemcpyHtoD(sets->mem[i][t], host, bytes[t]);
         }
         if (rc == 0) rc = cu->cuMemsetD8(sets->mem[i][3], 0, bytes[3]);

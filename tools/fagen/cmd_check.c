@@ -18,7 +18,8 @@
  * Nk and negative) and --workspace (the caller's workspace) apply to every shape; each line then names the
  * kernel(s) the forward ran.
  * FP8 K/V cache: --kv-dtype e4m3 gives every shape K and V in e4m3 with random power-of-two descales per (batch, KV
- * head) (fj_check_problem.kv8 = 2), the references on the dequantized values.
+ * head) (fj_check_problem.kv8 = 2), the references on the dequantized values; under $FAJIT_KV8_DIRECT=1 (kv8direct
+ * forced) head dims other than 64 / 128 / 256 are skipped with a line saying why (the library refuses them there).
  * Varlen: --varlen L1,L2,... runs one packed batch of those sequence lengths (cu_seqlens_q = cu_seqlens_k, 0 and 1
  * welcome) instead of the shapes, heads from --heads-q / --heads-kv (8 / 2); with --page-size the keys are paged
  * (chunked prefill), with --seqlens each sequence uses a random count of its keys (seqused_k).
@@ -30,6 +31,7 @@
 
 #include "args.h"
 #include "runtime/check.h"
+#include "codegen/codegen.h"
 #include "runtime/context.h"
 
 /* ---- the grid --------------------------------------------------------------------------------- */
@@ -401,10 +403,27 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     return report_run(t, c, shape, st, &r, check_decode_flags(o));
 }
 
+/* $FAJIT_KV8_DIRECT=1 forces kv8direct on every FP8 K/V call, which kv8_frag.c builds for head_dim 64, 128 and 256
+ * only (the library refuses the others: FAJIT_ERR_UNSUPPORTED). Unset, those head dims run the widening kernel. So
+ * under the knob the grid skips the other head dims with a line saying so (counted as skipped configs) instead of
+ * failing every run of them with the refusal. 1 when group (dim) is skipped. */
+static int kv8_direct_skips(const fajit_context *ctx, const check_cli *o, int dim, check_totals *t)
+{
+    if (o->user.kv_dtype != FAJIT_DTYPE_E4M3 || !(ctx->kv8_widen & FJ_VARIANT_KV8_DIRECT) || (dim % 64 == 0 && dim != 192))
+        return 0;
+    char why[256];
+    snprintf(why, sizeof why, "head_dim %d: FAJIT_KV8_DIRECT=1 forces kv8direct, built for head_dim 64, 128 and 256 "
+                              "(unset, this head dim runs the widening kernel)", dim);
+    printf("skipped: %s\n", why);
+    if (!t->skipped_configs++) snprintf(t->first_skip, sizeof t->first_skip, "%s", why);
+    return 1;
+}
+
 /* Every config x shape of one (dtype, D, causal). Returns -1 to stop the grid. */
 static int check_group(fajit_context *ctx, const check_cli *o, fajit_dtype dt, int dim, int causal, check_totals *t)
 {
     check_cfg cfgs[N_TILES + 1];
+    if (kv8_direct_skips(ctx, o, dim, t)) return 0;
     int n = configs_for(ctx, o, dt, dim, causal, cfgs, t);
     fj_check_problem base = fj_check_problem_default();
     base.dtype = dt, base.head_dim = dim, base.causal = causal;
