@@ -16,19 +16,11 @@ cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/modcost-ab}
 mkdir -p "$out"
 export FAJIT_CACHE=0
-jobs=$(( $(nproc) / 4 )); [ "$jobs" -ge 1 ] || jobs=1
-declare -A flags=([old]="-DFJ_ALIBI_FOLD=0" [new]="" [k1]="-DFJ_ALIBI_LOOKAHEAD=32 -DFJ_SOFTCAP_SOFT_EXP2=1"
-                  [k2]="-DFJ_ALIBI_LOOKAHEAD=64 -DFJ_SOFTCAP_SOFT_EXP2=2")
-for b in old new k1 k2; do
-    ( cmake -S . -B "$out/build-$b" -DCMAKE_BUILD_TYPE=Release -DFAJIT_BUILD_TESTS=OFF -DFAJIT_PREBUILT=OFF \
-          -DFAJIT_INSTALL=OFF -DCMAKE_C_FLAGS="${flags[$b]}" >"$out/build-$b.log" 2>&1 &&
-      cmake --build "$out/build-$b" -j"$jobs" --target fagen >>"$out/build-$b.log" 2>&1 ) &
-done
-wait
-for b in old new k1 k2; do
-    [ -x "$out/build-$b/tools/fagen/fagen" ] || { echo "modcost_ab: build $b failed ($out/build-$b.log)"; exit 2; }
-done
-fg() { "$out/build-$1/tools/fagen/fagen" "${@:2}"; }
+# shellcheck source=bench/ab_builds.sh
+source bench/ab_builds.sh
+ab_build_all "$out" fagen old=-DFJ_ALIBI_FOLD=0 new= "k1=-DFJ_ALIBI_LOOKAHEAD=32 -DFJ_SOFTCAP_SOFT_EXP2=1" \
+    "k2=-DFJ_ALIBI_LOOKAHEAD=64 -DFJ_SOFTCAP_SOFT_EXP2=2" || exit 2
+fg() { ab_fagen "$@"; }
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 

@@ -15,18 +15,11 @@ cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/softmax-ab}
 mkdir -p "$out"
 export FAJIT_CACHE=0
-jobs=$(( $(nproc) / 4 )); [ "$jobs" -ge 1 ] || jobs=1
 names=(base se1 se2 every)
-declare -A flags=([base]="" [se1]="-DFJ_SOFT_EXP2_SHARE=1" [se2]="-DFJ_SOFT_EXP2_SHARE=2" [every]="-DFJ_SM90_RESCALE_SLACK=-1")
-for b in "${names[@]}"; do
-    ( cmake -S . -B "$out/build-$b" -DCMAKE_BUILD_TYPE=Release -DFAJIT_BUILD_TESTS=OFF -DFAJIT_PREBUILT=OFF \
-          -DFAJIT_INSTALL=OFF -DCMAKE_C_FLAGS="${flags[$b]}" >"$out/build-$b.log" 2>&1 &&
-      cmake --build "$out/build-$b" -j"$jobs" --target fagen fajit_shared >>"$out/build-$b.log" 2>&1 ) &
-done
-wait
-for b in "${names[@]}"; do
-    [ -x "$out/build-$b/tools/fagen/fagen" ] || { echo "softmax_ab: build $b failed ($out/build-$b.log)"; exit 2; }
-done
+# shellcheck source=bench/ab_builds.sh
+source bench/ab_builds.sh
+ab_build_all "$out" "fagen fajit_shared" base= se1=-DFJ_SOFT_EXP2_SHARE=1 se2=-DFJ_SOFT_EXP2_SHARE=2 \
+    every=-DFJ_SM90_RESCALE_SLACK=-1 || exit 2
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "== accuracy: bench/accuracy_ratio.py (ratio of max error to SDPA flash's; the fajit row is the build's sm_90a kernel)"

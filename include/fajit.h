@@ -98,8 +98,9 @@ typedef enum fajit_arch {
     FAJIT_ARCH_AUTO = 0,   /* pick the best path for the device (or sm_80 when there is none) */
     FAJIT_ARCH_SM80 = 80,  /* mma.sync + ldmatrix + cp.async: runs on sm_80, 86, 89, 90, 100, 120 */
     FAJIT_ARCH_SM90A = 90, /* wgmma + TMA + mbarrier, warp-specialized: runs on sm_90 (H100, H200) only */
-    FAJIT_ARCH_SM100A = 100 /* tcgen05 + tensor memory: generated and checked without a GPU; not run on hardware,
-                                launches refused (FAJIT_ERR_UNSUPPORTED) unless FAJIT_SM100A_LAUNCH=1 */
+    FAJIT_ARCH_SM100A = 100 /* tcgen05 + tensor memory: never run on hardware (checked by ptxas, SASS and a pipeline
+                                simulator only); launched on a compute capability 10.0 GPU, where AUTO takes it, unless
+                                FAJIT_SM100A_LAUNCH=0 (then AUTO takes sm_80 and this path is FAJIT_ERR_UNSUPPORTED) */
 } fajit_arch;
 
 /*

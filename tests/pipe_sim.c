@@ -11,6 +11,8 @@
  *   wgmma.mma_async / commit_group / wait_group                   (asynchronous warpgroup matrix instructions)
  *       descriptor operands read shared memory from the issue to the wait_group that retires their group
  *   st.shared; cp.async.bulk.tensor shared -> global, bulk commit_group / wait_group(.read): the O epilogue's staging
+ *   tcgen05.alloc / dealloc / relinquish, ld / st / wait, mma / commit, fence::before / after_thread_sync    (tensor
+ *       memory, sm_100a) its cells and allocation in pipe_tmem.c
  * Ordering is tracked with vector clocks: one clock per warp and one per mbarrier (its completed TMA loads). A release
  * (an arrive, bar.arrive, bar.sync) carries the warp's clock; a wait that passes on phase k acquires what phase k
  * collected; a named barrier joins its participants. A read is early when the slot's last load has not completed or its
@@ -30,9 +32,11 @@
 #include <string.h>
 
 #include "pipe_sim.h"
+#include "pipe_tmem.h"
 
 #define PS_W 16                  /* warps (512 threads) */
 #define PS_A (PS_W + MAX_BARS)   /* clocks: the warps, then each mbarrier's TMA completions */
+_Static_assert(TM_WARPS == PS_W, "pipe_tmem.h's TM_WARPS is PS_W");
 #define PS_OPS 256               /* TMA loads in flight */
 #define PS_REGIONS 128           /* shared-memory boxes loaded by TMA */
 #define PS_READS 4096            /* a warp's wgmma reads not yet retired */
@@ -96,6 +100,9 @@ typedef struct warp {
     int committed, bulk_committed; /* wgmma groups, bulk (TMA store) groups committed */
     int n_reads;
     pending_read reads[PS_READS];
+    vclock tvc;             /* sm_100a: the clock its tensor memory accesses are ordered by (taken at each
+                               tcgen05.fence::after_thread_sync) */
+    int unfenced;           /* a tcgen05.wait completed accesses at clock c + 1, published at fence::before_thread_sync */
 } warp;
 
 typedef struct sim {
@@ -114,6 +121,7 @@ typedef struct sim {
     int n_ops;
     nbar nb[PS_NBARS];
     uint64_t rng;
+    tm_state tm;            /* sm_100a tensor memory */
 } sim;
 
 const char *pipe_kind_name(int kind)
@@ -125,8 +133,9 @@ const char *pipe_kind_name(int kind)
                                         "overwritten before the readers' release",
                                         "barrier misuse",
                                         "work left at exit",
-                                        "not modelled"};
-    return kind >= 0 && kind <= PIPE_MODEL ? names[kind] : "?";
+                                        "not modelled",
+                                        "tensor memory misuse"};
+    return kind >= 0 && kind <= PIPE_TMEM ? names[kind] : "?";
 }
 
 static unsigned rnd(sim *s, unsigned n)
@@ -560,6 +569,131 @@ static int do_bar(sim *s, warp *x, const insn *in)
     return 1;
 }
 
+/* ---- tensor memory (sm_100a; pipe_tmem.c) --------------------------------------------------------------------- */
+static int tm_fault(sim *s, int kind, const char *why)
+{
+    return kind ? fault(s, kind, "%s", why) : 1;
+}
+
+/* A [taddr+imm] operand (or a register) as lane and column. */
+static int taddr_of(sim *s, warp *x, const operand *o, int *lane, int *col)
+{
+    uint64_t v;
+    if ((o->kind != O_MEM && o->kind != O_REG) ||
+        !sim_value(s->p, &x->t, s->w, &(operand){.kind = O_REG, .reg = o->reg}, &v))
+        return fault(s, PIPE_MODEL, "line %d: a tensor memory address the simulator cannot work out (kind %d reg %d)",
+                     s->p->v[x->t.pc].line, o->kind, o->reg);
+    uint32_t a = (uint32_t)(v + (uint64_t)(o->kind == O_MEM ? o->imm : 0));
+    *lane = (int)(a >> 16), *col = (int)(a & 0xffff) - (int)TM_BASE;
+    return 1;
+}
+
+static int do_tm_alloc(sim *s, warp *x, const insn *in)
+{
+    uint64_t cols;
+    uint32_t slot = 0;
+    if (!mem_addr(s, x, &in->a[0], &slot)) return 0;
+    if (!sim_value(s->p, &x->t, s->w, &in->a[1], &cols)) return fault(s, PIPE_MODEL, "line %d: alloc columns", in->line);
+    if (s->tm.allocated || s->tm.freed)
+        return fault(s, PIPE_TMEM, "line %d: warp %d allocates tensor memory again (line %d)", in->line,
+                     (int)(x - s->wp), s->tm.alloc_line);
+    if (cols < 32 || cols > 512 || (cols & (cols - 1)))
+        return fault(s, PIPE_TMEM, "line %d: tcgen05.alloc of %llu columns (a power of two, 32..512)", in->line,
+                     (unsigned long long)cols);
+    s->tm.allocated = 1, s->tm.cols = (int)cols, s->tm.alloc_line = in->line, s->tm.slot = slot;
+    return 1;
+}
+
+static int do_tm_dealloc(sim *s, warp *x, const insn *in)
+{
+    int lane, col, w = (int)(x - s->wp);
+    uint64_t cols;
+    char why[512];
+    if (!taddr_of(s, x, &in->a[0], &lane, &col)) return 0;
+    if (!sim_value(s->p, &x->t, s->w, &in->a[1], &cols)) return fault(s, PIPE_MODEL, "line %d: dealloc columns", in->line);
+    if (!s->tm.allocated)
+        return fault(s, PIPE_TMEM, "line %d: warp %d frees tensor memory with none allocated", in->line, w);
+    if (lane || col || (int)cols != s->tm.cols)
+        return fault(s, PIPE_TMEM, "line %d: warp %d frees %llu columns at lane %d column %d; line %d allocated %d at "
+                                   "lane 0 column 0",
+                     in->line, w, (unsigned long long)cols, lane, col, s->tm.alloc_line, s->tm.cols);
+    if (!tm_fault(s, tm_quiet(&s->tm, w, x->tvc.c, s->n_warps, in->line, why, sizeof why), why)) return 0;
+    s->tm.allocated = 0, s->tm.freed = 1, s->r->tmem_freed = 1;
+    return 1;
+}
+
+/* tcgen05.ld / st .32x32b.xN: the warp's 32 lanes from the address's lane, N columns. */
+static int do_tm_ldst(sim *s, warp *x, const insn *in, int st)
+{
+    int lane, col, w = (int)(x - s->wp), cols = 0;
+    char why[512];
+    const char *xn = strstr(in->op, ".32x32b.x");
+    if (!xn || sscanf(xn + 9, "%d", &cols) != 1)
+        return fault(s, PIPE_MODEL, "line %d: %s: only the 32x32b shape is modelled", in->line, in->op);
+    if (!taddr_of(s, x, &in->a[st ? 0 : 1], &lane, &col)) return 0;
+    if (lane != 32 * (w % 4))
+        return fault(s, PIPE_TMEM, "line %d: warp %d reaches tensor memory lanes %d..%d; a warp w reaches lanes 32 (w "
+                                   "%% 4) .. + 31 only",
+                     in->line, w, lane, lane + 31);
+    s->r->tmem_reads += !st, s->r->tmem_writes += st;
+    int k = st ? tm_write(&s->tm, w, x->tvc.c, s->n_warps, TM_ST, lane, 32, col, cols, in->line, why, sizeof why)
+               : tm_read(&s->tm, w, x->tvc.c, s->n_warps, TM_LD, lane, 32, col, cols, in->line, why, sizeof why);
+    return tm_fault(s, k, why);
+}
+
+/* tcgen05.mma (M 128, cta_group::1): D's N columns (the instruction descriptor's bits 17-22) of every lane written,
+ * and read when it accumulates (enable-input-d not 0); A read from 8 columns (K 16 of 16 bits) when in tensor memory. */
+static int do_tm_mma(sim *s, warp *x, const insn *in)
+{
+    int lane, col, w = (int)(x - s->wp), k;
+    uint64_t idesc, en;
+    char why[512];
+    if (!sim_value(s->p, &x->t, s->w, &in->a[3], &idesc))
+        return fault(s, PIPE_MODEL, "line %d: an instruction descriptor the simulator cannot work out", in->line);
+    int n = (int)((idesc >> 17) & 0x3f) << 3;
+    s->r->tmem_writes++;
+    if (in->a[1].kind == O_MEM) {
+        if (!taddr_of(s, x, &in->a[1], &lane, &col)) return 0;
+        k = tm_read(&s->tm, w, x->tvc.c, s->n_warps, TM_MMA, lane, 128, col, 8, in->line, why, sizeof why);
+        if (k) return tm_fault(s, k, why);
+    }
+    if (!taddr_of(s, x, &in->a[0], &lane, &col)) return 0;
+    if (!sim_value(s->p, &x->t, s->w, &in->a[4], &en) || en) {
+        k = tm_read(&s->tm, w, x->tvc.c, s->n_warps, TM_MMA, lane, 128, col, n, in->line, why, sizeof why);
+        if (k) return tm_fault(s, k, why);
+    }
+    k = tm_write(&s->tm, w, x->tvc.c, s->n_warps, TM_MMA, lane, 128, col, n, in->line, why, sizeof why);
+    return tm_fault(s, k, why);
+}
+
+/* tcgen05.wait::ld / ::st: the warp's loads / stores complete, at its next clock, which its next
+ * tcgen05.fence::before_thread_sync publishes (an arrive without the fence does not carry them). */
+static void tm_wait(sim *s, warp *x, int kinds)
+{
+    int w = (int)(x - s->wp);
+    tm_retire(&s->tm, w, kinds, x->vc.c[w] + 1);
+    x->unfenced = 1;
+}
+
+static void tm_fence(sim *s, warp *x, int after)
+{
+    int w = (int)(x - s->wp);
+    if (after) x->tvc = x->vc;
+    else if (x->unfenced) x->vc.c[w]++, x->unfenced = 0;
+    x->tvc.c[w] = x->vc.c[w];
+}
+
+/* Whether in is the load of the tensor memory address from the allocation's slot (before it runs): the simulator
+ * gives its destination TM_BASE (it models no shared memory data). */
+static int tm_address_load(sim *s, warp *x, const insn *in)
+{
+    uint64_t v;
+    return s->tm.allocated && strncmp(in->op, "ld.shared", 9) == 0 && in->a[1].kind == O_MEM &&
+           sim_guard(&x->t, in) == 1 &&
+           sim_value(s->p, &x->t, s->w, &(operand){.kind = O_REG, .reg = in->a[1].reg}, &v) &&
+           (uint32_t)(v + (uint64_t)in->a[1].imm) == s->tm.slot;
+}
+
 /* ---- one warp's step ----------------------------------------------------------------------------------------- */
 static int is_sync(const char *op)
 {
@@ -655,19 +789,35 @@ static int step_sync(sim *s, warp *x, const insn *in)
         x->t.pc++; /* the warp's lanes meet: lane 0 and lane 31 are in step here (checked above) */
     } else if (strncmp(op, "tcgen05.mma", 11) == 0) {
         /* sm_100a: its shared memory operands (descriptors; A may be in tensor memory) are read until the next
-         * tcgen05.commit of the thread, which retires them before its arrive */
+         * tcgen05.commit of the thread, which retires them before its arrive; its tensor memory accesses likewise */
         if ((in->a[1].kind != O_MEM && !do_read(s, x, in, &in->a[1])) || !do_read(s, x, in, &in->a[2])) return 0;
+        if (!do_tm_mma(s, x, in)) return 0;
         x->t.pc++;
     } else if (strncmp(op, "tcgen05.commit", 14) == 0) {
         x->committed++;
         retire(s, x, 0, 0);
+        tm_retire(&s->tm, (int)(x - s->wp), TM_MMA, x->vc.c[x - s->wp]);
         if (!do_arrive(s, x, in, n)) return 0;
         x->t.pc++;
+    } else if (strncmp(op, "tcgen05.alloc", 13) == 0) {
+        if (!do_tm_alloc(s, x, in)) return 0; /* the warp's one allocation (.sync.aligned) */
+        x->t.pc++;
+    } else if (strncmp(op, "tcgen05.relinquish_alloc_permit", 31) == 0) {
+        s->tm.relinquished = 1, x->t.pc++;
+    } else if (strncmp(op, "tcgen05.dealloc", 15) == 0) {
+        if (!do_tm_dealloc(s, x, in)) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "tcgen05.ld", 10) == 0 || strncmp(op, "tcgen05.st", 10) == 0) {
+        if (!do_tm_ldst(s, x, in, op[8] == 's')) return 0;
+        x->t.pc++;
+    } else if (strncmp(op, "tcgen05.wait::", 14) == 0) {
+        tm_wait(s, x, op[14] == 'l' ? TM_LD : TM_ST), x->t.pc++;
+    } else if (strncmp(op, "tcgen05.fence::", 15) == 0) {
+        tm_fence(s, x, op[15] == 'a'), x->t.pc++;
     } else if (strncmp(op, "mbarrier.", 9) == 0 || strncmp(op, "barrier.", 8) == 0) {
         return fault(s, PIPE_MODEL, "line %d: %s is not modelled", in->line, op);
     } else {
-        x->t.pc++; /* wgmma.fence, fence.*, setmaxnreg, the O store's bulk groups, tcgen05 alloc / ld / st / wait /
-                      fence (tensor memory is not modelled): no ordering the simulator tracks */
+        x->t.pc++; /* wgmma.fence, fence.*, setmaxnreg, the O store's bulk groups: no ordering the simulator tracks */
     }
     if (x->lockstep && x->t.pc != pc) { /* lane 31 passes it too (a wait: with lane 0's answer) */
         x->u.pc = x->t.pc;
@@ -679,7 +829,12 @@ static int step_sync(sim *s, warp *x, const insn *in)
 static int step(sim *s, warp *x)
 {
     const insn *in = &s->p->v[x->t.pc];
+    int tm_addr = tm_address_load(s, x, in), lock = x->lockstep;
     int ok = is_sync(in->op) ? step_sync(s, x, in) : step_plain(s, x, in);
+    if (ok && tm_addr) {
+        sim_set(&x->t, &in->a[0], TM_BASE, 1);
+        if (lock) sim_set(&x->u, &in->a[0], TM_BASE, 1);
+    }
     if (ok && !x->lockstep && x->t.pc == x->twin_pc) x->lockstep = 1; /* reconverged */
     return ok;
 }
@@ -738,6 +893,12 @@ static void check_leftovers(sim *s)
                                     "bytes to come",
                   b->addr, b->line, b->phase, b->count - b->pending, b->count, (long long)b->tx);
     }
+    if (s->tm.allocated)
+        fault(s, PIPE_TMEM, "the CTA ended with the %d tensor memory columns of line %d not freed", s->tm.cols,
+              s->tm.alloc_line);
+    if ((s->tm.allocated || s->tm.freed) && !s->tm.relinquished)
+        fault(s, PIPE_TMEM, "the CTA allocated tensor memory (line %d) and never relinquished the permit",
+              s->tm.alloc_line);
     for (int i = 0; i < PS_NBARS; i++)
         if (s->nb[i].arrived)
             fault(s, PIPE_LEFTOVER, "the CTA ended with named barrier %d holding %d of %d threads (line %d)", i,
@@ -766,6 +927,7 @@ int pipe_run(const prog *p, world *w, const pipe_opts *o, pipe_report *r)
     sim *s = calloc(1, sizeof *s);
     assert_non_null(s);
     s->p = p, s->w = w, s->o = o, s->r = r, s->rng = o->seed * 2654435761ull + 1;
+    tm_init(&s->tm);
     s->n_warps = (o->threads + 31) / 32;
     assert_true(s->n_warps <= PS_W);
     r->warps = s->n_warps;

@@ -4,7 +4,7 @@
  * scheduler that blocks a warp on mbarrier waits and named barriers, and completes TMA loads asynchronously. It reports
  * the first pipeline fault it sees: a deadlock, a waiter passing on a phase it had passed or skipping one (phase
  * aliasing), a ring slot read before its TMA load completed for the reader, or written (by a load or st.shared) before
- * every earlier reader released it. FP8: ldmatrix reads a loaded box (V) and is retired at once, stmatrix writes like
+ * every earlier reader released it; on sm_100a the same for tensor memory (pipe_tmem.c) and its allocation. FP8: ldmatrix reads a loaded box (V) and is retired at once, stmatrix writes like
  * st.shared (Vt, a ring of boxes no TMA load fills).
  * docs/pipeline-sim.md describes the model; tests/test_pipe_sim.c runs it over the sm_90a kernels.
  */
@@ -22,7 +22,9 @@ enum {
     PIPE_EARLY_WRITE,   /* a TMA load into a slot that a warp's wgmma read had not released to the producer */
     PIPE_BARRIER,       /* a misused barrier: uninitialized, more arrivals than its count, thread counts that differ */
     PIPE_LEFTOVER,      /* the CTA ended with a TMA load in flight, an mbarrier mid-phase, a named barrier part full */
-    PIPE_MODEL          /* something the simulator does not model (an unknown guard on a barrier, an unknown address) */
+    PIPE_MODEL,         /* something the simulator does not model (an unknown guard on a barrier, an unknown address) */
+    PIPE_TMEM           /* tensor memory misused: used unallocated or outside its columns, allocated twice, freed with
+                           the wrong address or columns or before every access completed, never freed or relinquished */
 };
 const char *pipe_kind_name(int kind);
 
@@ -46,6 +48,7 @@ typedef struct pipe_report {
     /* what ran */
     long steps;
     int warps, tma_loads, wgmma_reads, phases, max_phase, waits, blocked_waits, named_syncs;
+    int tmem_reads, tmem_writes, tmem_freed; /* sm_100a: tcgen05.ld / st / mma accesses checked; 1 when freed */
 } pipe_report;
 
 /* The world and options of a non-decode warp-specialized kernel of plan pl on problem a (its pointers are not

@@ -7,7 +7,8 @@
  * With --ptxas (ctest test_pipe_mutate_ptxas, label ptxas): every mutated kernel still assembles with ptxas for sm_90a
  * (d128: also with the runtime's compiler), so test_gpu_pipe_bugs runs what the simulator judged.
  * Run: ctest --test-dir build -R test_pipe_sim --output-on-failure   (FAJIT_TEST_VERBOSE=1: a line per run;
- * FAJIT_PIPE_SIM_SEEDS=N: N interleavings per CTA instead of 3; FAJIT_PIPE_SIM_DUMP=file: a failing run's PTX)
+ * FAJIT_PIPE_SIM_SEEDS=N: N interleavings per CTA instead of 3; FAJIT_PIPE_SIM_DUMP=file: a failing run's PTX;
+ * FAJIT_PIPE_SIM_ONLY=pattern: only the tests whose names match, e.g. "test_sm100*")
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -163,12 +164,17 @@ static void expect_clean(const sim_case *c)
             if (x->tma_loads < 4 || x->wgmma_reads < 4 || x->max_phase < 3)
                 fail_msg("%s: CTA %d seed %d ran too little: %d loads, %d reads, phase %d", b.what, cta, s,
                          x->tma_loads, x->wgmma_reads, x->max_phase);
+            /* sm_100a: tensor memory allocated, written, read and freed (pipe_tmem.c checked each access) */
+            if (c->sm100 && (x->tmem_reads < 16 || x->tmem_writes < 16 || !x->tmem_freed))
+                fail_msg("%s: CTA %d seed %d: tensor memory %d reads, %d writes, %s", b.what, cta, s, x->tmem_reads,
+                         x->tmem_writes, x->tmem_freed ? "freed" : "never freed");
         }
     const pipe_report *x = &r[0][0];
     if (verbose())
-        printf("PASS %-70s %2d warps: %5ld steps, %3d loads, %4d reads, %3d phases (max %d), %d waits (%d slept)\n",
+        printf("PASS %-70s %2d warps: %5ld steps, %3d loads, %4d reads, %3d phases (max %d), %d waits (%d slept), "
+               "tensor memory %d reads %d writes\n",
                b.what, x->warps, x->steps, x->tma_loads, x->wgmma_reads, x->phases, x->max_phase, x->waits,
-               x->blocked_waits);
+               x->blocked_waits, x->tmem_reads, x->tmem_writes);
     fajit_free(b.ptx);
 }
 
@@ -208,11 +214,14 @@ static void test_sm100(void **state)
 }
 
 /* A pipeline bug injected into a kernel's PTX text: the first instruction line holding `needle` and `tail` (NULL:
- * "+off]") is commented out. */
+ * "+off]"; with nth, the nth such line after the first) is commented out, or, with `from`, has its first `from`
+ * replaced by `to` (no longer than it; the rest of the line stays). */
 typedef struct injected_bug {
     const char *name, *needle;
     int off, kind, kind2;
     const char *tail;
+    int nth;
+    const char *from, *to;
 } injected_bug;
 
 /* Each bug in c's kernel must be reported, as kind or kind2, in every run. */
@@ -224,13 +233,24 @@ static void expect_injected(const sim_case *c, built *b, const injected_bug *bug
         snprintf(tail, sizeof tail, "%s", bugs[i].tail ? bugs[i].tail : "");
         if (!bugs[i].tail) snprintf(tail, sizeof tail, "+%d]", bugs[i].off);
         char *line = ptx, *hit = NULL;
-        while (line && *line) { /* the first instruction line with both */
+        int skip = bugs[i].nth;
+        while (line && *line) { /* the first (nth) instruction line with both */
             char *eol = strchr(line, '\n');
             size_t len = eol ? (size_t)(eol - line) : strlen(line);
             char save = line[len];
             line[len] = 0;
-            int match = strstr(line, bugs[i].needle) && strstr(line, tail);
+            int match = strstr(line, bugs[i].needle) && strstr(line, tail) && skip-- == 0;
+            char *at = match && bugs[i].from ? strstr(line, bugs[i].from) : NULL;
             line[len] = save;
+            if (match && bugs[i].from) {
+                size_t nf = strlen(bugs[i].from), nt = strlen(bugs[i].to);
+                if (!at || nt > nf) fail_msg("%s: no %s in the line, or %s is longer", bugs[i].name, bugs[i].from,
+                                             bugs[i].to);
+                memset(at, ' ', nf);
+                memcpy(at, bugs[i].to, nt);
+                hit = line;
+                break;
+            }
             if (match) {
                 hit = line;
                 memset(line, ' ', len);
@@ -264,14 +284,14 @@ static void test_fp8_bugs(void **state)
     assert_int_equal(p->o_stage, 2);
     const injected_bug bugs[] = {
         /* a transposer's VT full[0] arrival dropped: the consumers never see Vt's stage 0 */
-        {"drop VT full", "mbarrier.arrive", p->vt_bar, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop VT full", "mbarrier.arrive", p->vt_bar, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* its V empty[1] arrival dropped: the producer never refills V's stage 1 */
-        {"drop V empty", "mbarrier.arrive", p->bar_off + 8 * (4 + 4 * 1 + 3), PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop V empty", "mbarrier.arrive", p->bar_off + 8 * (4 + 4 * 1 + 3), PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the O free arrival dropped: the producer never loads the next work tile's first V */
-        {"drop O free", "mbarrier.arrive", p->bar_off + 8 * (4 + 4 * p->cfg.stages), PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop O free", "mbarrier.arrive", p->bar_off + 8 * (4 + 4 * p->cfg.stages), PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the producer's O free wait dropped: a V load overwrites O before its TMA store has read it */
         {"skip O free wait", "mbarrier.try_wait", p->bar_off + 8 * (4 + 4 * p->cfg.stages), PIPE_EARLY_WRITE,
-         PIPE_MODEL, NULL},
+         PIPE_MODEL, NULL, 0, NULL, NULL},
     };
     expect_injected(&c, &b, bugs, sizeof bugs / sizeof bugs[0]);
     fajit_free(b.ptx);
@@ -288,17 +308,34 @@ static void test_sm100_bugs(void **state)
     const fj_plan *p = &b.pl;
     const injected_bug bugs[] = {
         /* the epilogue's O free arrival dropped: the MMA waits for it before the next work tile's first PV */
-        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop O free", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_FREE, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the MMA's commit to K empty dropped: the producer never refills the stage */
-        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the softmax's corr full arrival dropped */
-        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop corr full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_CORR_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the softmax's P full arrival dropped: the MMA never issues O += P V */
-        {"drop P full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_P_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop P full", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_P_FULL, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the correction's O ready arrival dropped */
-        {"drop O ready", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_READY, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"drop O ready", "mbarrier.arrive", p->sm100_bar + 8 * FJ_SB_O_READY, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the frame's tensor memory teardown: the softmax role leaves without meeting the others (named barrier) */
-        {"skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 288"},
+        {"skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 288", 0, NULL, NULL},
+        /* tensor memory (pipe_tmem.c): the softmax's S full wait dropped: tcgen05.ld reads S before the MMA's commit */
+        {"tmem: skip S full wait", "mbarrier.try_wait", p->sm100_bar + 8 * FJ_SB_S_FULL, PIPE_EARLY_READ,
+         PIPE_EARLY_WRITE, NULL, 0, NULL, NULL},
+        /* the correction's O full wait dropped: it reads O to rescale it while O += P V may still write it */
+        {"tmem: skip O full wait", "mbarrier.try_wait", p->sm100_bar + 8 * FJ_SB_O_FULL, PIPE_EARLY_READ,
+         PIPE_EARLY_READ, NULL, 0, NULL, NULL},
+        /* P single-buffered (P[0] for every KV tile): softmax(j + 1) writes P while O += P(j) V has not released it */
+        {"tmem: one P buffer", "mad.lo.u32", 0, PIPE_EARLY_WRITE, PIPE_EARLY_READ, ", 64, %r", 0, ", 64, ", ", 0, "},
+        /* the softmax's tcgen05.wait::ld dropped: S(j + 2) overwrites S[b] while its loads are not complete */
+        {"tmem: skip wait::ld", "tcgen05.wait::ld", 0, PIPE_EARLY_WRITE, PIPE_EARLY_WRITE, "", 0, NULL, NULL},
+        /* the softmax's fence::before_thread_sync before P full dropped: its stores of P do not reach the MMA */
+        {"tmem: skip fence before P full", "tcgen05.fence::before_thread_sync", 0, PIPE_EARLY_READ, PIPE_EARLY_WRITE,
+         "", 1, NULL, NULL},
+        /* the MMA warp (the allocator) skips the teardown barrier: it frees tensor memory before the others are done */
+        {"tmem: dealloc before the last access", "bar.sync 1", 0, PIPE_TMEM, PIPE_TMEM, ", 288", 2, NULL, NULL},
+        /* the dealloc names half the columns allocated */
+        {"tmem: dealloc 256 of 512 columns", "tcgen05.dealloc", 0, PIPE_TMEM, PIPE_TMEM, "", 0, "512", "256"},
     };
     expect_injected(&c, &b, bugs, sizeof bugs / sizeof bugs[0]);
     fajit_free(b.ptx);
@@ -307,14 +344,23 @@ static void test_sm100_bugs(void **state)
     const injected_bug pp_bugs[] = {
         /* query tile 1's epilogue leaves O[1] without its O free arrival: the next work tile's PV1(0) waits */
         {"pp: drop O free[1]", "mbarrier.arrive", p->sm100_bar + 8 * (FJ_SB_O_FREE + 1), PIPE_DEADLOCK, PIPE_DEADLOCK,
-         NULL},
+         NULL, 0, NULL, NULL},
         /* the MMA's O full[1] commit dropped: the correction never rescales or stores query tile 1 */
         {"pp: drop O full[1] commit", "tcgen05.commit", p->sm100_bar + 8 * (FJ_SB_O_FULL + 1), PIPE_DEADLOCK,
-         PIPE_DEADLOCK, NULL},
+         PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* K empty is committed after query tile 1's S only (the stage's last reader): dropped, the ring stalls */
-        {"pp: drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL},
+        {"pp: drop K empty commit", "tcgen05.commit", p->bar_off + 8 * 4 + 16, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
         /* the teardown with 13 warps (two softmax warpgroups, the correction, the MMA warp) */
-        {"pp: skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 416"},
+        {"pp: skip teardown", "bar.sync 1", 0, PIPE_DEADLOCK, PIPE_LEFTOVER, ", 416", 0, NULL, NULL},
+        /* tensor memory: query tile 0's softmax reads S[0] without waiting for its commit */
+        {"pp tmem: skip S full wait", "mbarrier.try_wait", p->sm100_bar + 8 * FJ_SB_S_FULL, PIPE_EARLY_READ,
+         PIPE_EARLY_WRITE, NULL, 0, NULL, NULL},
+        /* query tile 0's softmax without its tcgen05.wait::ld: S[0](j + 1) overwrites S[0] under its loads (the
+         * correction's O full wait is no such case here: the corr full hand-over orders the PV before, S_0(j)'s commit
+         * following PV_0(j - 1); dropped, the simulator sees only its phase skipped) */
+        {"pp tmem: skip wait::ld", "tcgen05.wait::ld", 0, PIPE_EARLY_WRITE, PIPE_EARLY_WRITE, "", 0, NULL, NULL},
+        /* the MMA warp frees tensor memory without the teardown barrier */
+        {"pp tmem: dealloc before the last access", "bar.sync 1", 0, PIPE_TMEM, PIPE_TMEM, ", 416", 2, NULL, NULL},
     };
     expect_injected(&pp, &b, pp_bugs, sizeof pp_bugs / sizeof pp_bugs[0]);
     fajit_free(b.ptx);
@@ -601,5 +647,6 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_rolled),
         cmocka_unit_test(test_bugs_caught),
     };
+    if (getenv("FAJIT_PIPE_SIM_ONLY")) cmocka_set_test_filter(getenv("FAJIT_PIPE_SIM_ONLY")); /* e.g. "test_sm100*" */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

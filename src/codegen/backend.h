@@ -91,6 +91,9 @@ typedef struct fj_kctx {
                                          the softmax uses instead of the parameter (fp8_ws.c) */
     fj_reg_t o_scale;                 /* f32, FP8 epilogue: v_descale, O's factor beside 1/l */
     fj_reg_t rescale_pred;            /* pred: the last rebase moved a reference max (O needs corr) */
+    fj_reg_t tile_mx;                 /* f32 x frag.rows, with tile_mx_ready: the tile's row maxima (unscaled),
+                                         found by fj_emit_scores ahead of the softcap's tanh (softmax.c) */
+    int tile_mx_ready;                /* 1: fj_emit_softmax_rebase takes tile_mx instead of reducing S again */
 
     /* problem */
     fj_reg_t seqlen_q, seqlen_k;      /* s32, valid during setup only: later phases re-read the params */
@@ -299,6 +302,11 @@ void fj_emit_store_o_partial(fj_kctx *k);
 void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p);
 
 /* Shared, arch-neutral phases over the fragment descriptor (softmax.c). */
+/* The tile's scores up to the softmax: the score hook (softcap, ALiBi), the branch `nomask` past the per-element
+ * mask for tiles that need none (pr: a scratch predicate; comment: a teaching line before the branch, or NULL),
+ * the mask. For softcap alone it also takes the row maxima ahead of the tanh (fj_softmax_early_max). */
+void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *comment);
+int fj_softmax_early_max(const fj_plan *p);
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */

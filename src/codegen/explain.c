@@ -80,7 +80,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                            "multiple of 128 B)\n",
                       pf);
     p->backend->describe(p, out, pf);
-    if (p->ws)
+    if (p->roles.tmem_cols) {
+        /* sm_100a: describe_sm100 gives each role's budget (S and O live in tensor memory) */
+    } else if (p->ws)
         fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs per consumer thread): O acc %d + S acc %d + P %d + "
                            "addressing/softmax ~%d = %d of %d\n",
                       pf, p->reg_acc_o, p->reg_acc_s, p->reg_p, p->reg_misc, p->reg_total, p->reg_limit);

@@ -434,7 +434,6 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     int stages = p->cfg.stages, pipe = p->pipeline_qk;
-    char nomask[48];
     fj_reg_t ahead = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
     fj_comment(e, 1, "---- KV tile j in stage %d%s ----", slot, pipe ? (buf ? ", scores in S set 1" : ", scores in S set 0") : "");
     fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(j), R(n_end));
@@ -464,12 +463,7 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         fj_ins(e, "add.s32 %s, %s, 1", R(ahead), R(j));
         prefetch_kv(k, 0, FJ_KV_K, ahead, n_end);
     }
-    fj_emit_score_hook(k);
-    fj_label_new(e, "no_mask", nomask, sizeof nomask);
-    fj_comment(e, 1, "mask only the tiles that cross the end of K or the causal diagonal");
-    fj_emit_mask_skip(k, pr, mask_from, nomask);
-    fj_emit_mask(k);
-    fj_label(e, nomask);
+    fj_emit_scores(k, pr, mask_from, "mask only the tiles that cross the end of K or the causal diagonal");
     if (p->col_warps > 1) {
         emit_pair_softmax_pv(k, slot);
     } else {

@@ -314,6 +314,38 @@ static fajit_status plan_combine(const fajit_config *cfg, fj_plan *p)
     return FAJIT_OK;
 }
 
+/* sm_100a's decode variants: what the frame gives them and what its role bodies (sm100_roles.c) lack, per bit asked.
+ * The frame's tile schedule (ws_frame.c fj_ws_decode_tile) already decodes split ranges, seqlens_k lengths, packed
+ * heads and varlen tiles, as for sm_90a; the sm_100a bodies read the dense parameter block and walk the dense work
+ * tile, and none of their decode parts exists (not generated, so not checked by ptxas or the simulator). */
+static fajit_status sm100_variant_fail(const fj_plan *p, unsigned variant)
+{
+    static const struct {
+        unsigned bit;
+        const char *what;
+    } k_missing[] = {
+        {FJ_VARIANT_SEQLENS, "seqlens: the roles' KV range and the softmax's mask from the sequence's length"},
+        {FJ_VARIANT_SPLIT, "split: the epilogue's partial O and LSE to the workspace"},
+        {FJ_VARIANT_PACK, "packgqa: the load's packed Q rows and the epilogue's row-to-head stores"},
+        {FJ_VARIANT_PAGED, "paged: the load's TMA boxes from the block table's pages"},
+        {FJ_VARIANT_GATHER | FJ_VARIANT_AHEAD, "gather / ahead: page segments and pages read a tile ahead"},
+        {FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT, "varlen / lpt: per-sequence Q / K maps and the "
+                                                                   "dynamic schedule's hand-over"},
+        {FJ_VARIANT_KV8_INT_K | FJ_VARIANT_KV8_INT_V | FJ_VARIANT_KV8_DIRECT, "kv8: an e4m3 K / V cache"},
+    };
+    char missing[512] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof k_missing / sizeof k_missing[0]; i++)
+        if (variant & k_missing[i].bit)
+            n += (size_t)snprintf(missing + n, n < sizeof missing ? sizeof missing - n : 0, "%s%s", n ? "; " : "",
+                                  k_missing[i].what);
+    return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x on %s: not built - the warp-specialized frame gives the "
+                                          "schedule (split ranges, sequence lengths, packed heads) and the decode "
+                                          "parameter block, but the %s role bodies lack %s; the sm_90a and sm_80 "
+                                          "kernels take it (fajit_attention_forward falls back to sm_80)",
+                   variant, p->arch->name, p->arch->name, missing);
+}
+
 fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj_plan *p)
 {
     if (variant &
@@ -341,11 +373,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if (p->fp8)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take no decode "
                                               "variant yet (seqlens_k, split-KV, paged K/V, varlen)", variant);
-    if (p->roles.tmem_cols) /* sm_100a: its role bodies (sm100_roles.c) read the dense parameter block only */
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x on %s: its kernel takes no decode variant yet "
-                                              "(seqlens_k, split-KV, GQA packing, paged K/V, varlen: the sm_90a and "
-                                              "sm_80 kernels take them)",
-                       variant, p->arch->name);
+    if (p->roles.tmem_cols) return sm100_variant_fail(p, variant);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
                                               "seqlens_k, split-KV, GQA packing and paged K/V whole pages or tiles; "

@@ -222,6 +222,13 @@ static void describe_sm100(const fj_plan *p, fj_buf *out, const char *pf)
                        "vote); %d of every 8 exponentials on the FMA units (software exp2), the rest on the MUFU; "
                        "epilogue: O x 1/l from tensor memory to global memory (st.global), LSE\n",
                   pf, p->rescale_slack, p->soft_exp2);
+    int pp = p->pingpong;
+    fj_buf_printf(out, "%sregister budget (estimate, 32-bit regs per thread, setmaxnreg per role): softmax: S row %d "
+                       "(tcgen05.ld, a register a column; P packed as S dies) + addressing/softmax ~%d = %d of %d; "
+                       "correction: O 32 columns at a time (tcgen05.ld / st .x32) + factors and epilogue addressing, of "
+                       "%d; MMA and load threads: descriptors and ring state, of %d\n",
+                  pf, p->reg_acc_s, p->reg_misc, p->reg_total, p->reg_limit,
+                  pp ? FJ_SM100_PP_REGS_CORR : FJ_SM100_REGS_START, pp ? FJ_SM100_PP_REGS_OTHER : FJ_SM100_REGS_OTHER);
 }
 
 void fj_sm100_qk_step(const fj_plan *p, int ks, int *q_off, int *k_off)

@@ -398,14 +398,8 @@ static void release_q_if_last(fj_kctx *k, fj_ws_loop *l)
 /* Mask (edge tiles only) and the online softmax of the S accumulators for tile j. */
 static void consumer_softmax(fj_kctx *k, fj_reg_t mask_from)
 {
-    fj_emit *e = k->e;
-    char nomask[48];
-    fj_reg_t pr = fj_alloc(e, k->b_p, 1);
-    fj_emit_score_hook(k);
-    fj_label_new(e, "no_mask", nomask, sizeof nomask);
-    fj_emit_mask_skip(k, pr, mask_from, nomask);
-    fj_emit_mask(k);
-    fj_label(e, nomask);
+    fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    fj_emit_scores(k, pr, mask_from, NULL);
     fj_emit_softmax_rebase(k);
     fj_emit_softmax_exp(k);
 }

@@ -107,6 +107,72 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
     }
 }
 
+/* Softcap's row max ahead of its tanh. tanh is increasing and c > 0, so the row max of c tanh(s / c) is
+ * c tanh(max s / c): the max of the raw scores needs no tanh result. Taken before the score hook, its
+ * reduction (max.f32 tree, quad shuffles) sits in the basic block of the tanh.approx instructions and runs
+ * while the MUFU works through them, instead of waiting for all of them; the tile's two remaining tanh.approx
+ * (one a row) follow. A tile that needs the per-element mask takes the max of the capped, masked scores as
+ * before (a masked -inf has no raw counterpart). Off with ALiBi (its bias joins after the cap), warp pairs
+ * (the pair's exchange runs once a tile) and FP8 (its scale is computed in the kernel). tanh.approx.f32 is
+ * monotone to within its error: the max taken this way may sit an ulp under the capped scores' own, so a P
+ * may be 2^(an ulp) > 1, which the lazy rescale's P <= 2^slack already allows. */
+#ifndef FJ_SOFTCAP_EARLY_MAX
+#define FJ_SOFTCAP_EARLY_MAX 1 /* -DFJ_SOFTCAP_EARLY_MAX=0: the max after the tanh, for an A/B (bench/softcap_ab.sh) */
+#endif
+
+int fj_softmax_early_max(const fj_plan *p)
+{
+    return FJ_SOFTCAP_EARLY_MAX && (p->cfg.mods & (FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI)) == FAJIT_MOD_SOFTCAP && p->col_warps <= 1 &&
+           !p->fp8_off && !p->fp8;
+}
+
+/* Row maxima of the tile, unscaled (before the softmax scale): max over the thread's values, then the quad. */
+static void tile_row_max_raw(fj_kctx *k, int *idx, fj_reg_t mx)
+{
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_reg_t x = fj_at(mx, r);
+        row_indices(k, r, idx);
+        reduce_row(k, "max.f32", x, k->acc_s, idx, k->frag.s_vals);
+        quad_reduce(k, "max.f32", x);
+    }
+}
+
+void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *comment)
+{
+    int idx[FJ_MAX_ROW_VALS];
+    char nomask[48], join[48];
+    int early = fj_softmax_early_max(k->p) && row_vals_fit(k);
+    k->tile_mx_ready = 0;
+    if (early) {
+        k->tile_mx = fj_alloc(k->e, k->b_f, k->frag.rows);
+        fj_comment(k->e, 1, "softcap: the row max of the raw scores first (tanh is increasing: max c tanh(s / c) =");
+        fj_comment(k->e, 2, "c tanh(max s / c)), so the reduction overlaps the tanh.approx below (softmax.c)");
+        tile_row_max_raw(k, idx, k->tile_mx);
+    }
+    fj_emit_score_hook(k);
+    fj_label_new(k->e, "no_mask", nomask, sizeof nomask);
+    if (comment) fj_comment(k->e, 1, "%s", comment);
+    fj_emit_mask_skip(k, pr, mask_from, nomask);
+    fj_emit_mask(k);
+    if (early) {
+        fj_label_new(k->e, "tile_max", join, sizeof join);
+        fj_comment(k->e, 1, "masked tile: the row max of the capped, masked scores");
+        tile_row_max_raw(k, idx, k->tile_mx);
+        fj_ins(k->e, "bra.uni %s", join);
+    }
+    fj_label(k->e, nomask);
+    if (early) {
+        fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale));
+        fj_comment(k->e, 1, "unmasked tile: cap the raw row max like the scores");
+        for (int r = 0; r < k->frag.rows; r++) {
+            fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)), R(cs));
+            fj_ins(k->e, "tanh.approx.f32 %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)));
+        }
+        fj_label(k->e, join);
+        k->tile_mx_ready = 1;
+    }
+}
+
 static void scale_o(fj_kctx *k, fj_reg_t corr);
 
 static int weight_test(const fj_plan *p) { return p->rescale_slack > 0 && p->rescale_weight_log2 < 0; }
@@ -247,7 +313,13 @@ void fj_emit_softmax_rebase(fj_kctx *k)
     if (!row_vals_fit(k)) return;
     fj_reg_t scale = p->fp8_off ? k->score_scale : fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
     fj_reg_t mx = fj_alloc(k->e, k->b_f, k->frag.rows);
-    tile_row_max(k, idx, scale, mx);
+    if (k->tile_mx_ready) { /* fj_emit_scores found them (softcap): scale them */
+        for (int r = 0; r < k->frag.rows; r++)
+            fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(mx, r)), R(fj_at(k->tile_mx, r)), R(scale));
+        k->tile_mx_ready = 0;
+    } else {
+        tile_row_max(k, idx, scale, mx);
+    }
     if (p->rescale_slack < 0) {
         fj_comment(k->e, 1, "new running max m for every row; l and O scaled by 2^(m_old - m_new)");
         if (k->defer_o_rescale) fj_ins(k->e, "setp.eq.u32 %s, 0, 0", R(k->rescale_pred));

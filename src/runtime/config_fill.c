@@ -20,15 +20,13 @@
 #include "config_fill.h"
 #include "context.h"
 #include "base/error.h"
+#include "sm100a_launch.h"
 #include "tune.h"
 
 fajit_arch fj_best_path(const fajit_context *ctx)
 {
-    const fj_arch_info *device = ctx ? fj_arch_find(fajit_context_sm(ctx)) : NULL;
-    const fj_arch_info *sm90a = fj_arch_of_path(FAJIT_ARCH_SM90A);
-    /* an "a" path runs on its own compute capability only */
-    if (device && sm90a && device->sm == sm90a->sm) return FAJIT_ARCH_SM90A;
-    return FAJIT_ARCH_SM80;
+    /* an "a" path runs on its own compute capability only; sm_100a's unless FAJIT_SM100A_LAUNCH=0 */
+    return ctx ? fj_auto_path(ctx->cc_major, ctx->cc_minor, ctx->sm100a_launch) : FAJIT_ARCH_SM80;
 }
 
 /* ---- the goal: what a filled config must pass ------------------------------------------------- */
@@ -157,6 +155,20 @@ typedef struct value_list {
     int v[16];
 } value_list;
 
+/* sm_100a's own values (sm100.c's rules): one or two 128-row query tiles (pingpong), 12 or 16 warps, block_n 32..128,
+ * 2-4 stages, no overlap knob. 0 for the fields it shares with sm_90a. */
+static int sm100_values(const char *name, value_list *l)
+{
+    if (strcmp(name, "block_m") == 0) l->v[l->n++] = 128, l->v[l->n++] = 256;
+    else if (strcmp(name, "warps") == 0) l->v[l->n++] = 12, l->v[l->n++] = 16;
+    else if (strcmp(name, "block_n") == 0)
+        for (int bn = 32; bn <= 128; bn += 16) l->v[l->n++] = bn;
+    else if (strcmp(name, "stages") == 0)
+        for (int st = 2; st <= 4; st++) l->v[l->n++] = st;
+    else if (strcmp(name, "overlap") == 0) l->v[l->n++] = -1;
+    return l->n > 0;
+}
+
 static value_list values_of(const fajit_config *given, int f, fajit_arch path)
 {
     value_list l = {0, {0}};
@@ -166,7 +178,8 @@ static value_list values_of(const fajit_config *given, int f, fajit_arch path)
         return l;
     }
     const char *name = k_fields[f].name;
-    int sm90 = path == FAJIT_ARCH_SM90A;
+    int sm90 = path == FAJIT_ARCH_SM90A || path == FAJIT_ARCH_SM100A; /* warp-specialized: no warp pairs, swizzled */
+    if (path == FAJIT_ARCH_SM100A && sm100_values(name, &l)) return l;
     if (strcmp(name, "block_m") == 0) {
         static const int bm80[] = {16, 32, 64, 128, 256}, bm90[] = {64, 128, 192};
         const int *src = sm90 ? bm90 : bm80;

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "kernel_store.h"
 #include "kv8_knobs.h"
+#include "sm100a_launch.h"
 
 /* ---------------------------------------------------------------------------------------------------
  * Push / pop and small accessors
@@ -57,6 +58,7 @@ void fj_context_set_identity(fajit_context *ctx, const char *sm, const char *dev
 {
     pthread_mutex_lock(&ctx->lock);
     ctx->arch = fj_arch_find(sm);
+    ctx->cc_major = ctx->arch ? ctx->arch->sm / 10 : 0, ctx->cc_minor = ctx->arch ? ctx->arch->sm % 10 : 0;
     snprintf(ctx->sm, sizeof ctx->sm, "%s", ctx->arch ? ctx->arch->name : "");
     snprintf(ctx->device_name, sizeof ctx->device_name, "%s", device_name);
     ctx->driver_version = driver_version;
@@ -179,7 +181,8 @@ fajit_status fajit_context_create(const fajit_context_options *opts, fajit_conte
     const char *prebuilt = getenv("FAJIT_PREBUILT"), *jit = getenv("FAJIT_JIT");
     ctx->prebuilt = !(prebuilt && strcmp(prebuilt, "0") == 0);
     ctx->jit_mode = jit && strcmp(jit, "sync") == 0 ? FJ_JIT_SYNC : FJ_JIT_ASYNC;
-    fajit_status st = fj_disk_cache_init(&ctx->disk, o.disk_cache, o.cache_dir);
+    fajit_status st = fj_sm100a_launch_parse(getenv("FAJIT_SM100A_LAUNCH"), &ctx->sm100a_launch);
+    if (st == FAJIT_OK) st = fj_disk_cache_init(&ctx->disk, o.disk_cache, o.cache_dir);
     if (st == FAJIT_OK && ctx->disk.enabled) /* fits: disk.dir has at most FJ_DISK_CACHE_DIR_MAX characters */
         snprintf(ctx->tune_path, sizeof ctx->tune_path, "%.*s/" FJ_TUNE_FILE_NAME, FJ_DISK_CACHE_DIR_MAX,
                  strcmp(ctx->disk.dir, "/") == 0 ? "" : ctx->disk.dir);
@@ -240,14 +243,10 @@ fajit_status fj_context_target(const fajit_context *ctx, const fj_plan *plan, co
                                               "%s",
                        code->name, code->sm / 10, code->sm % 10, ctx->device, ctx->device_name,
                        ctx->arch ? ctx->arch->name : "unknown");
-    if (code->caps & FJ_CAP_TCGEN05) {
-        const char *on = getenv("FAJIT_SM100A_LAUNCH");
-        if (!on || strcmp(on, "1") != 0)
-            return fj_fail(FAJIT_ERR_UNSUPPORTED,
-                           "the sm_100a path: its kernels are generated and checked without a GPU (ptxas, SASS, the "
-                           "pipeline simulator) but none has run on hardware, so launching them is off; set "
-                           "FAJIT_SM100A_LAUNCH=1 to try one on device %d (%s), or use the sm_80 path",
-                           ctx->device, ctx->device_name);
+    if (code->caps & FJ_CAP_TCGEN05) { /* never run on hardware: on a 10.0 GPU unless FAJIT_SM100A_LAUNCH=0 */
+        fajit_status st = fj_sm100a_launch_check(ctx->cc_major, ctx->cc_minor, ctx->sm100a_launch, ctx->device,
+                                                 ctx->device_name);
+        if (st != FAJIT_OK) return st;
     }
     *target_out = code; /* an arch-specific path: build for exactly its target (sm_90a, sm_100a) */
     return FAJIT_OK;

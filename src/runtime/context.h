@@ -95,6 +95,8 @@ struct fajit_context {
                                   cvt for both), for timing one against the other; and FJ_VARIANT_KV8_DIRECT
                                   ($FAJIT_KV8_DIRECT=1: the MMA fragments straight from the e4m3 tiles, kv8_frag.c);
                                   kv8_knobs.c parses them (an unknown value fails the context's creation) */
+    int sm100a_launch;         /* 1 (default): sm_100a kernels launch on a compute capability 10.0 GPU and the automatic
+                                  path takes them there; 0 ($FAJIT_SM100A_LAUNCH=0): never (sm100a_launch.h) */
     int kv8_tile_rows;         /* $FAJIT_KV8_TILE=rows: FP8 K/V decode on the heuristic's kernel takes the tile by
                                   rows (fj_kv8_rows_tile, decode.c), else (0) the plain heuristic's tile */
     char device_name[128];

@@ -277,8 +277,9 @@ typedef struct config_flag {
 
 static const config_flag k_config_flags[] = {
     {"--arch", NULL, "sm_80|sm_90a|sm_100a|auto", set_arch,
-     "code-generation path; auto (the default) = the GPU's best: sm_90a on an H100/H200, sm_80 on other GPUs "
-     "and without one"},
+     "code-generation path; auto (the default) = the GPU's best: sm_90a on an H100/H200, sm_100a on a compute "
+     "capability 10.0 GPU (never run on hardware; FAJIT_SM100A_LAUNCH=0: sm_80 there), sm_80 on other GPUs and "
+     "without one"},
     {"--dtype", NULL, "f16|bf16|e4m3", set_dtype,
      "element type of Q, K, V and O (default: bf16); e4m3: FP8 Q, K, V (sm_90a, head dim 64/128/256), O per --out-dtype"},
     {"--kv-dtype", NULL, "e4m3", set_kv_dtype, "K/V element type when it differs from --dtype: an FP8 K/V cache"},
