@@ -348,7 +348,7 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
     if (cfg->head_dim == 0) cfg->head_dim = 128;
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
     if (!given_small(cfg)) return; /* fajit_config_check names the field */
-    int given_overlap = given->overlap, given_pingpong = given->pingpong; /* (given may be cfg) */
+    int given_overlap = given ? given->overlap : 0, given_pingpong = given ? given->pingpong : 0; /* (may be cfg) */
     if (cfg->arch == FAJIT_ARCH_SM80) {
         fill_sm80(cfg, shape);
         if (!cfg->overlap) cfg->overlap = -1;
