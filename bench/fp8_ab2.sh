@@ -12,13 +12,16 @@
 #          below; default base regs fa3 fa3r), CHECK (full: every check shape; quick: fagen check --quick; off), T_BENCH (60 s),
 #          T_CHECK (180 s), SETTLE_MS (fagen bench --settle-ms; unset: fagen's default, 300 ms of untimed calls)
 # Variants (knobs; tiles):
-#   base   unset (= vt); the heuristic's tiles: D64 br192 bc128 ov pp, D128 br128 bc192 ov pp, D256 br128 bc128
-#          (no overlap, O stored from registers); producer / consumers 40 / 152 (3 WGs) or 40 / 232 (2 WGs)
+#   base   unset (the default knobs: vt; D256 regs,vt,ostage); the heuristic's tiles: D64 br192 bc128 ov pp, D128
+#          br128 bc192 ov pp (producer / consumers 40 / 152 or 40 / 232), D256 since 2026-11-27 FA3's: br128 bc128 ov,
+#          pp when not causal, O staged in the V ring, 24 / 240 (= fa3). The earlier D256 default (br128 bc128 without
+#          overlap, O from registers, 40 / 232) is variant old (FAJIT_FP8_KNOBS=vt: the heuristic drops the overlap)
 #   regs   regs,vt; the heuristic's tiles at 32 / 160 or 24 / 240 registers
 #   fa3    regs,vt,ostage; FlashAttention-3's FP8 tiles: D64 br192 bc128 ov (no pp; FA3: bc160, which spills here),
 #          D128 br128 bc224 ov pp, D256 br128 bc128 ov pp (causal: no pp, the register model refuses it), O staged
 #          in the V ring at D256 (ostage; no effect at D64 / D128, which have an O buffer)
 #   fa3r   regs,vt; FA3's tiles, O from registers at D256 (fa3 without ostage; D256 cells only)
+#   old    vt; the heuristic's tiles (= base before 2026-11-27; differs from base at D256 only: VARIANTS="base old")
 #   fa3n   regs,ostage; FA3's tiles without vt (not in the default list: VARIANTS="base fa3 fa3n") (at 24 registers ptxas keeps one ldmatrix in flight either way)
 set -u
 fagen=${1:-${FAGEN:-build/tools/fagen/fagen}}
@@ -38,6 +41,7 @@ declare -A hung verdict
 knobs_of() { # variant -> FAJIT_FP8_KNOBS ("-" = unset)
     case $1 in
     base) echo - ;;
+    old) echo vt ;;
     regs) echo regs,vt ;;
     fa3) echo regs,vt,ostage ;;
     fa3r) echo regs,vt ;;
@@ -48,7 +52,7 @@ knobs_of() { # variant -> FAJIT_FP8_KNOBS ("-" = unset)
 
 tiles_of() { # variant D causal -> tile flags (base / regs: --stages 2 = the heuristic's one config in fagen check)
     case $1 in
-    base | regs) echo --stages 2 ;;
+    base | regs | old) echo --stages 2 ;;
     *) case $2 in
        64) echo --br 192 --bc 128 --stages 2 --overlap on --pingpong off ;;
        128) echo --br 128 --bc 224 --stages 2 --overlap on --pingpong on ;;
@@ -60,6 +64,7 @@ tiles_of() { # variant D causal -> tile flags (base / regs: --stages 2 = the heu
 
 skip_cell() { # variant D: 0 when the variant differs from another one at D
     [ "$1" = fa3r ] && [ "$2" != 256 ] && return 0
+    [ "$1" = old ] && [ "$2" != 256 ] && return 0
     return 1
 }
 
@@ -120,7 +125,7 @@ for rep in $(seq 1 "$reps"); do
             skip_cell "$v" "$d" && continue
             if [ -n "${hung[$v]:-}" ]; then continue; fi
             tiles=()
-            [ "$v" != base ] && [ "$v" != regs ] && read -r -a tiles <<<"$(tiles_of "$v" "$d" "$c")"
+            [ "$v" != base ] && [ "$v" != regs ] && [ "$v" != old ] && read -r -a tiles <<<"$(tiles_of "$v" "$d" "$c")"
             settle=()
             [ -n "${SETTLE_MS:-}" ] && settle=(--settle-ms "$SETTLE_MS")
             line=$(with_knobs "$(knobs_of "$v")" timeout "$t_bench" "$fagen" bench --untuned --reps "$bench_reps" \

@@ -333,16 +333,21 @@ static void test_e4m3_host_f32(void **state)
     assert_int_equal(fj_f32_to_e4m3(NAN), 0x7f);
 }
 
-/* FAJIT_FP8_KNOBS (fp8_ws.h): the words set their bits; an unknown word is refused, named; empty words pass. */
+/* FAJIT_FP8_KNOBS (fp8_ws.h): unset, the head dim's default (D256: regs, vt, ostage; D64 / D128: vt); the words set
+ * their bits; an unknown word is refused, named; empty words pass. */
 static void test_knobs_env(void **state)
 {
     (void)state;
     fajit_config c = sm90(FAJIT_DTYPE_E4M3, 256);
-    c.overlap = c.pingpong = -1; /* the D256 default's schedule (232 registers do not hold the overlap) */
+    c.overlap = c.pingpong = -1; /* a schedule 232 registers hold too (the knob sets below without regs) */
     fj_plan p;
     unsetenv("FAJIT_FP8_KNOBS");
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT);
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE);
+    assert_int_equal(p.o_stage, 2);
+    assert_int_equal(p.consumer_regs, 240);
+    assert_int_equal(fj_fp8_knobs_default(128), FJ_FP8_KNOB_VT);
+    assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT);
     setenv("FAJIT_FP8_KNOBS", "regs,,ostage", 1);
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
     assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE);
@@ -353,10 +358,65 @@ static void test_knobs_env(void **state)
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
     assert_int_equal(p.fp8_knobs, 0u);
     assert_int_equal(p.o_stage, 0);
+    assert_int_equal(p.consumer_regs, 232);
     setenv("FAJIT_FP8_KNOBS", "vt,regz", 1);
     assert_true(fj_test_status_says(fj_plan_build(&c, &p), FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_FP8_KNOBS = 'vt,regz'",
                                     "unknown word 'regz'", "regs, vt, ostage"));
     unsetenv("FAJIT_FP8_KNOBS");
+    c = sm90(FAJIT_DTYPE_E4M3, 128);
+    c.block_n = 192;
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT);
+    assert_int_equal(p.consumer_regs, 232);
+}
+
+/* The heuristic's FP8 tiles (config.c, issue 22's cells): D64 br192 bc128 ov pp, D128 br128 bc192 ov pp, D256
+ * FlashAttention-3's br128 bc128 ov with ping-pong (causal: without, the register model refuses its 4 registers),
+ * O staged in the V ring; FAJIT_FP8_KNOBS without regs gives D256 its earlier tile back (no overlap); a given
+ * ping-pong is kept; a tile refused for another reason keeps the heuristic's schedule. */
+static void test_heuristic_tiles(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *knobs; /* NULL: unset */
+        int d, causal, bm, bn, overlap, pingpong;
+    } want[] = {
+        {NULL, 64, 0, 192, 128, 1, 1},    {NULL, 64, 1, 192, 128, 1, 1},    {NULL, 128, 0, 128, 192, 1, 1},
+        {NULL, 128, 1, 128, 192, 1, 1},   {NULL, 256, 0, 128, 128, 1, 1},   {NULL, 256, 1, 128, 128, 1, -1},
+        {"vt", 256, 0, 128, 128, -1, -1}, {"vt", 256, 1, 128, 128, -1, -1}, {"vt", 128, 0, 128, 192, 1, 1},
+        {"regs,vt", 256, 1, 128, 128, 1, -1},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        for (int n = 4096; n <= 16384; n *= 4) {
+            if (want[i].knobs) setenv("FAJIT_FP8_KNOBS", want[i].knobs, 1);
+            fajit_shape shape = {16384 / n, 2048 / want[i].d, 2048 / want[i].d, n, n};
+            fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = want[i].d,
+                              .causal = want[i].causal};
+            assert_int_equal(fajit_config_fill(NULL, &shape, &c), FAJIT_OK);
+            char text[160];
+            fajit_config_format(&c, text, sizeof text);
+            printf("%-8s %s\n", want[i].knobs ? want[i].knobs : "(unset)", text);
+            assert_int_equal(c.block_m, want[i].bm);
+            assert_int_equal(c.block_n, want[i].bn);
+            assert_int_equal(c.stages, 2);
+            assert_int_equal(c.overlap, want[i].overlap);
+            assert_int_equal(c.pingpong, want[i].pingpong);
+            fj_plan p;
+            assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+            if (want[i].d == 256 && !want[i].knobs) assert_int_equal(p.o_stage, 2);
+            unsetenv("FAJIT_FP8_KNOBS");
+        }
+    /* a given ping-pong stays (D256 causal: the fill narrows block_n instead); a given overlap off keeps the rest */
+    fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = 256, .causal = 1, .pingpong = 1};
+    assert_int_equal(fajit_config_fill(NULL, NULL, &c), FAJIT_OK);
+    assert_true(c.pingpong == 1 && c.overlap == 1 && c.block_n < 128);
+    c = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = 256, .overlap = -1};
+    assert_int_equal(fajit_config_fill(NULL, NULL, &c), FAJIT_OK);
+    assert_true(c.block_n == 128 && c.overlap == -1 && c.pingpong == -1);
+    /* block_n 100 (not a multiple of 32): refused for that, the heuristic's overlap and ping-pong left as they were */
+    c = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = 256, .block_n = 100};
+    fj_config_heuristic(&c, &(fajit_config){.block_n = 100}, NULL, 0);
+    assert_true(c.overlap == 1 && c.pingpong == 1);
 }
 
 int main(void)
@@ -374,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_args_size_gates),
         cmocka_unit_test(test_config_must_match),
         cmocka_unit_test(test_knobs_env),
+        cmocka_unit_test(test_heuristic_tiles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

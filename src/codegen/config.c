@@ -258,10 +258,13 @@ static const sm90_default k_sm90_defaults[] = {
 
 /* FP8 (e4m3) defaults: block_n a multiple of 32 (k32 steps), P a quarter of S's registers. From the first sweep
  * (fagen bench, H100, non-causal N16k, 2026-11-26; bench/results/h100-fp8-tiles-2026-11-26.md): D64 br192 bc128
- * (640 TFLOP/s; bc192 585), D128 bc192 (915 against 853 at bc128), D256 bc128 without the intra-warpgroup overlap
- * (976 against 863 at bc64 with it, 920 at bc96). fagen tune --dtype e4m3 covers the class. */
+ * (640 TFLOP/s; bc192 585), D128 bc192 (915 against 853 at bc128). D256 takes FlashAttention-3's tile, br128 bc128
+ * with the overlap and ping-pong, O staged in the V ring (the default knobs regs, vt, ostage of fj_fp8_knobs_default
+ * give the consumers the 240 registers it needs): H100, bench/fp8_ab2.sh, 2026-11-27, N 4k / 16k, 1038-1099 / 1136
+ * TFLOP/s against 945 / 1004 for bc128 without the overlap, causal (no ping-pong: fit_fp8_regs) 964 / 1098 against
+ * 851 / 1017. fagen tune --dtype e4m3 covers the class. */
 static const sm90_default k_sm90_fp8_defaults[] = {
-    {64, 192, 128, 128, 2, 1, 1}, {128, 128, 192, 192, 2, 1, 1}, {256, 128, 128, 128, 2, 0, -1},
+    {64, 192, 128, 128, 2, 1, 1}, {128, 128, 192, 192, 2, 1, 1}, {256, 128, 128, 128, 2, 1, 1},
 };
 
 static void fill_sm90(fajit_config *c, const fajit_shape *shape)
@@ -310,6 +313,7 @@ static void fit_smem(fajit_config *c, const fajit_config *given, int limit)
 {
     while (tiles_in_range(c)) {
         fj_plan map;
+        memset(&map, 0, sizeof map); /* (the FP8 map reads plan.fp8_knobs: none here, O staged nowhere extra) */
         map.cfg = *c;
         fj_plan_smem_map(&map);
         if (map.smem_bytes <= limit) return;
@@ -352,21 +356,44 @@ static void fit_mods(fajit_config *c, const fajit_config *given)
     }
 }
 
+/* FP8 on sm_90a: where the register model refuses the heuristic's schedule, ping-pong goes, then the overlap
+ * (only fields the caller left 0). D256 causal: ping-pong's 4 registers (sm90.c) pass the 240 of the regs split
+ * (ptxas: 4 bytes of spill), so it runs with the overlap alone, FlashAttention-3's causal schedule too. A
+ * FAJIT_FP8_KNOBS without regs (232 registers) holds no overlap at D256: br128 bc128 without it, the default before
+ * 2026-11-27. given_*: the caller's fields as given (callers may pass cfg itself as given). */
+static void fit_fp8_regs(fajit_config *c, int given_overlap, int given_pingpong)
+{
+    fj_plan p;
+    if (c->dtype != FAJIT_DTYPE_E4M3 || c->arch != FAJIT_ARCH_SM90A) return;
+    fajit_config first = *c;
+    while (tiles_in_range(c) && fj_plan_build(c, &p) == FAJIT_ERR_INVALID_CONFIG) {
+        if (!given_pingpong && c->pingpong == 1) c->pingpong = -1;
+        else if (!given_overlap && c->pingpong != 1 && c->overlap == 1) c->overlap = -1;
+        else {
+            *c = first; /* refused for another reason: the check reports it on the heuristic's schedule */
+            return;
+        }
+    }
+}
+
 void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit)
 {
     if (cfg->head_dim == 0) cfg->head_dim = 128;
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
     if (!given_small(cfg)) return; /* fajit_config_check names the field */
+    int given_overlap = given ? given->overlap : 0, given_pingpong = given ? given->pingpong : 0; /* (may be cfg) */
     if (cfg->arch == FAJIT_ARCH_SM80) {
         fill_sm80(cfg, shape);
         if (!cfg->overlap) cfg->overlap = -1;
         if (!cfg->pingpong) cfg->pingpong = -1;
     } else if (cfg->arch == FAJIT_ARCH_SM90A) {
-        fill_sm90(cfg, shape);    } else if (cfg->arch == FAJIT_ARCH_SM100A) {
+        fill_sm90(cfg, shape);
+    } else if (cfg->arch == FAJIT_ARCH_SM100A) {
         fj_sm100_fill(cfg);
     }
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
     int limit = smem_limit ? smem_limit : target ? target->smem_per_block : 0;
     if (limit) fit_smem(cfg, given, limit);
+    fit_fp8_regs(cfg, given_overlap, given_pingpong);
     fit_mods(cfg, given);
 }

@@ -50,7 +50,7 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     if (p->xchg_warp_bytes)
         fj_buf_printf(out, "%s  [%6d, %6d)  warp-pair exchange, %d B per warp\n", pf, p->xchg_off,
                       p->xchg_off + c->warps * p->xchg_warp_bytes, p->xchg_warp_bytes);
-    if (p->kv8)
+    if (p->kv8 && !p->fp8) /* (an e4m3 Q, K, V kernel reads its K and V as they are) */
         fj_buf_printf(out, "%s  [%6d, %6d)  e4m3 K, V ring: %d stages x 2 x %d rows x %d B, %s\n", pf, p->kv8_off,
                       p->smem_bytes, c->stages, c->block_n, c->head_dim,
                       p->kv8_direct ? "read by the MMAs straight (kv8direct)" : "widened into K[0], V[0]");
@@ -64,7 +64,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
         fj_buf_printf(out, "%s  [%6d, %6d)  mbarriers: Q full[2], Q empty[2], then per stage K full, V full, K empty, "
                            "V empty%s\n",
                       pf, p->bar_off, p->bar_off + 8 * p->n_bars,
-                      p->o_stage == 2 ? ", then O free" : p->fp8 ? ", then per stage VT full, VT empty" : "");
+                      p->o_stage == 2 ? (p->fp8 ? ", then O free, then per stage VT full, VT empty" : ", then O free")
+                      : p->fp8        ? ", then per stage VT full, VT empty"
+                                      : "");
     if (p->ws)
         fj_buf_printf(out, "%sswizzle: %d B - each tile is stored as %d TMA box%s of [rows][%d B]; 16-byte chunk c of "
                            "row r sits at chunk c ^ (r %% %d) of its box (the copy engine writes it so, the wgmma "

@@ -42,10 +42,15 @@ static const struct {
                     {"ostage", FJ_FP8_KNOB_OSTAGE},
                     {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE}};
 
-fajit_status fj_fp8_knobs_env(unsigned *bits)
+unsigned fj_fp8_knobs_default(int head_dim)
+{
+    return FJ_FP8_KNOB_VT | (head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
+}
+
+fajit_status fj_fp8_knobs_env(int head_dim, unsigned *bits)
 {
     const char *s = getenv("FAJIT_FP8_KNOBS");
-    *bits = FJ_FP8_KNOB_VT; /* unset: the default since the H100 A/B of 2026-11-26: vt +1-13% (bench/results) */
+    *bits = fj_fp8_knobs_default(head_dim);
     if (!s) return FAJIT_OK;
     *bits = 0;
     for (const char *w = s; *w;) {
@@ -56,7 +61,7 @@ fajit_status fj_fp8_knobs_env(unsigned *bits)
         if (n && i == sizeof k_knob_words / sizeof k_knob_words[0])
             return fj_fail(FAJIT_ERR_INVALID_ARGUMENT,
                            "FAJIT_FP8_KNOBS = '%s': unknown word '%.*s'; use a comma list of regs, vt, ostage, all "
-                           "(set but empty: none; unset: vt)",
+                           "(set but empty: none; unset: vt, and regs, ostage at head dim 256)",
                            s, (int)n, w);
         if (n) *bits |= k_knob_words[i].bit;
         w += n + (w[n] == ',');
@@ -78,7 +83,7 @@ fajit_status fj_fp8_tiles(fj_plan *p)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
                                               "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
     p->fp8 = 1;
-    return fj_fp8_knobs_env(&p->fp8_knobs);
+    return fj_fp8_knobs_env(c->head_dim, &p->fp8_knobs);
 }
 
 void fj_fp8_smem_map(fj_plan *p)

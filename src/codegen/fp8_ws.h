@@ -7,10 +7,12 @@
 
 #include "backend.h"
 
-/* Experiments for GPU A/B runs (issue 22), named in the environment variable FAJIT_FP8_KNOBS (a comma list of the
- * words below; "all" = every one; set but empty = none). Unset: vt alone, the default since the H100 A/B of
- * 2026-11-26 (bench/results/h100-session3-ab-2026-11-26.md: +1-13%, most at D256). They change the generated PTX only: the config's canonical text and
- * the in-memory cache key stay the same, so time them one process per setting with FAJIT_CACHE=0 (bench/fp8_ab.sh).
+/* Knobs of the FP8 kernel (issue 22), one bit each. The default set depends on the head dim (fj_fp8_knobs_default);
+ * the environment variable FAJIT_FP8_KNOBS (a comma list of the words below; "all" = every one; set but empty = none)
+ * replaces it for GPU A/B runs. They change the generated PTX only: the config's canonical text and the in-memory
+ * cache key stay the same, so time them one process per setting with FAJIT_CACHE=0 (bench/fp8_ab2.sh). A setting
+ * without regs takes the heuristic back to D256's earlier tiles (config.c drops the overlap 232 registers do not
+ * hold): FAJIT_FP8_KNOBS=vt is the default before 2026-11-27 at every head dim.
  *   regs  FlashAttention-3's register splits: with 2 consumer warpgroups the producer warpgroup (loader and
  *         transposers) keeps 24 registers and the consumers get 240 (not 40 / 232), with 3: 32 / 160 (not 40 / 152);
  *         the register model then admits D256 bc128 with the overlap and D128 bc224 (FA3's FP8 tiles). Before
@@ -22,8 +24,13 @@
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u
 #define FJ_FP8_KNOB_OSTAGE 4u
-/* *bits = the knobs FAJIT_FP8_KNOBS names (unset: vt). */
-fajit_status fj_fp8_knobs_env(unsigned *bits);
+/* The knobs of a head_dim kernel when FAJIT_FP8_KNOBS is unset: vt everywhere (H100 A/B of 2026-11-26: +1-13%,
+ * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
+ * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,
+ * +8-16% over br128 bc128 without the overlap). At D64 / D128 regs measured 0.96-1.00x, so they keep 40 / 232. */
+unsigned fj_fp8_knobs_default(int head_dim);
+/* *bits = the knobs FAJIT_FP8_KNOBS names (unset: fj_fp8_knobs_default(head_dim)). */
+fajit_status fj_fp8_knobs_env(int head_dim, unsigned *bits);
 
 /* Rules of an e4m3 config on sm_90a (block_n a multiple of 32, the swizzle span dividing a row of head_dim bytes,
  * no attention variant yet); sets plan.fp8. */

@@ -424,6 +424,18 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                            "65536\n",
                       pf, p->producer_regs, p->consumer_regs, 128 * p->consumer_wgs,
                       128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs);
+    if (p->fp8) {
+        unsigned kn = p->fp8_knobs, def = fj_fp8_knobs_default(c->head_dim);
+        char words[32] = "";
+        snprintf(words, sizeof words, "%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "", kn & FJ_FP8_KNOB_VT ? " vt" : "",
+                 kn & FJ_FP8_KNOB_OSTAGE ? " ostage" : "");
+        fj_buf_printf(out, "%sFP8 knobs (fp8_ws.h):%s (%s)\n", pf, kn ? words : " none",
+                      kn == def ? (c->head_dim == 256 ? "the D256 default: FlashAttention-3's register split, the V "
+                                                        "transpose two blocks a branch, O staged in the V ring where "
+                                                        "no O buffer fits"
+                                                      : "the default")
+                                : "FAJIT_FP8_KNOBS, not the default");
+    }
     if (p->fp8)
         fj_buf_printf(out, "%sMMA (FP8): S = QK^T: %d x wgmma.m64n%dk32.f32.e4m3.e4m3 (Q, K from smem, K-major); O += "
                            "PV: %d x wgmma.m64n%dk32 (P e4m3 from registers in fj_fp8_p_key's k order, B = Vt from smem, "
@@ -477,6 +489,11 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                            "then one TMA store per consumer warpgroup (%d-row box; rows past seqlen are not written), "
                            "waited for only before the buffer's next use or the exit\n",
                       pf, 64);
+    else if (p->fp8)
+        fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O stored from registers (no staging buffer fits beside "
+                           "Q and the K, V and Vt rings%s; rows past seqlen are not written)\n",
+                      pf, p->fp8_knobs & FJ_FP8_KNOB_OSTAGE ? ", and the V ring holds fewer rows than O" : ", and the "
+                                                             "ostage knob is off");
     else
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O stored from registers (no staging buffer fits beside "
                            "Q and the K/V ring, and the V ring holds fewer than %d rows; rows past seqlen are not "
