@@ -172,6 +172,8 @@ static const bad_case k_bad_cases[] = {
     {{"cubin", "-o", "a", "--output", "b"}, {"-o", "given twice"}},
     {{"bench", "--seqlen", "4", "--seqlen", "8"}, {"--seqlen", "given twice"}},
     {{"check", "--quick", "--quick"}, {"--quick", "given twice"}},
+    /* check's reference quantizes K / V only: e4m3 Q, K, V is refused, not run as zero configs and a bare FAIL */
+    {{"check", "--dtype", "e4m3", "--headdim", "256"}, {"--dtype e4m3", "tests/test_gpu_fp8"}},
     {{"tune", "--headdim", "64", "--headdim", "64"}, {"--headdim", "given twice"}},
     /* item 6: a field given that rules every config out is named, as the user wrote it */
     {{"ptx", "--br", "1024"}, {"block_m (--br) = 1024"}},

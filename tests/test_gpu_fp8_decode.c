@@ -124,11 +124,13 @@ static int run_case(const kv8_case *c, const kv8_tile *t)
         printf("FAIL %-36s %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
         return st == FAJIT_ERR_CUDA ? 2 : 1;
     }
-    char tile[64] = "";
-    if (t) /* the tile asked for ran */
-        snprintf(tile, sizeof tile, "br%d bc%d s%d sw128 w%d%s", t->block_m, t->block_n, t->stages, t->warps,
-                 t->col_warps == 2 ? " cw2" : "");
-    int text_ok = strstr(r.kernel, "kv=e4m3") != NULL && strstr(r.kernel, tile) != NULL && strstr(r.kernel, g_want);
+    char tile[64] = "", warps[16] = "";
+    if (t) { /* the tile asked for ran (the swizzle between them follows the head dim: sw32 at D96) */
+        snprintf(tile, sizeof tile, "br%d bc%d s%d ", t->block_m, t->block_n, t->stages);
+        snprintf(warps, sizeof warps, " w%d%s", t->warps, t->col_warps == 2 ? " cw2" : "");
+    }
+    int text_ok = strstr(r.kernel, "kv=e4m3") != NULL && strstr(r.kernel, tile) != NULL &&
+                  strstr(r.kernel, warps) != NULL && strstr(r.kernel, g_want);
     if (g_unwant[0] && strstr(r.kernel, g_unwant)) text_ok = 0;
     if (g_defaults && !t && (!c->page || c->page % 64 == 0)) { /* the heuristic's tile by rows and kv8direct where
                                                                   legal (pages under bc64: decode.c's own tile) */

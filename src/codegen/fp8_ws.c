@@ -44,7 +44,7 @@ static const struct {
 
 unsigned fj_fp8_knobs_default(int head_dim)
 {
-    return FJ_FP8_KNOB_VT | (head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
+    return FJ_FP8_KNOB_VT | (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
 }
 
 fajit_status fj_fp8_knobs_env(int head_dim, unsigned *bits)

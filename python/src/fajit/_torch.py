@@ -264,7 +264,8 @@ def _workspace_size(ctx, a, cfg, config):
     """Bytes of split-KV partials this call needs, 0 when it does not split (cached per shape: it does not
     depend on the values in seqlens_k or the block table, only on whether they are given; fajit.tune drops
     the cache, ctx.choices_changed, as a winner can change the tile and so the split count)."""
-    key = (a.dtype, a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim, a.causal, config)
+    key = (a.dtype, getattr(a, "kv_dtype", 0), a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim,
+           a.causal, config)  # kv_dtype: an e4m3 K/V cache takes another tile, so another split count
     if _DECODE:
         key += (a.num_splits, bool(a.seqlens_k), bool(a.block_table), a.page_size)
     if V.HAVE_VARIANTS:  # a window or a chunk changes the keys a row block reads, so the split count
