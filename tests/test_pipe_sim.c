@@ -414,13 +414,14 @@ static void test_fp8(void **state)
          * left in named barrier 1 at exit; the BF16 defaults (D256, D128 causal) do the same - not FP8's) */
         {.dim = 256, .causal = 1, .fp8 = "ostage", .seqlen_q = 700, .seqlen_k = 1300},
         {.dim = 256, .fp8 = "regs,vt,ostage", .seqlen_q = 300, .seqlen_k = 100},
-        /* the D256 defaults (FlashAttention-3's tiles, knobs unset: regs, vt, ostage) at odd lengths, GQA (the world's
-         * Hq 2 over Hkv 1): non-causal Nq > Nk, causal Nq < Nk and Nq ~ Nk, and the earlier default's tile
-         * (FAJIT_FP8_KNOBS=vt) */
-        {.dim = 256, .fp8 = "-", .seqlen_q = 333, .seqlen_k = 129},
-        {.dim = 256, .fp8 = "-", .seqlen_q = 257, .seqlen_k = 1001},
+        /* the heuristic's D256 tiles under FlashAttention-3's knob set (regs, vt, ostage: the default with
+         * FJ_FP8_D256_FA3) at odd lengths, GQA (the world's Hq 2 over Hkv 1): non-causal Nq > Nk, causal Nq < Nk and
+         * Nq ~ Nk; the default with the knobs unset; the earlier tile (FAJIT_FP8_KNOBS=vt) */
+        {.dim = 256, .fp8 = "regs,vt,ostage", .seqlen_q = 333, .seqlen_k = 129},
+        {.dim = 256, .fp8 = "regs,vt,ostage", .seqlen_q = 257, .seqlen_k = 1001},
+        {.dim = 256, .causal = 1, .fp8 = "regs,vt,ostage", .seqlen_q = 301, .seqlen_k = 999},
+        {.dim = 256, .causal = 1, .fp8 = "regs,vt,ostage", .seqlen_q = 129, .seqlen_k = 131},
         {.dim = 256, .causal = 1, .fp8 = "-", .seqlen_q = 301, .seqlen_k = 999},
-        {.dim = 256, .causal = 1, .fp8 = "-", .seqlen_q = 129, .seqlen_k = 131},
         {.dim = 256, .causal = 1, .fp8 = "vt", .seqlen_q = 301, .seqlen_k = 999},
         {.dim = 64, .block_m = 192, .block_n = 128, .stages = 3, .overlap = 1, .pingpong = -1, .fp8 = "regs"},
         {.dim = 128, .block_m = 128, .block_n = 64, .stages = 3, .overlap = -1, .pingpong = -1, .causal = 1,

@@ -430,10 +430,11 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
         snprintf(words, sizeof words, "%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "", kn & FJ_FP8_KNOB_VT ? " vt" : "",
                  kn & FJ_FP8_KNOB_OSTAGE ? " ostage" : "");
         fj_buf_printf(out, "%sFP8 knobs (fp8_ws.h):%s (%s)\n", pf, kn ? words : " none",
-                      kn == def ? (c->head_dim == 256 ? "the D256 default: FlashAttention-3's register split, the V "
-                                                        "transpose two blocks a branch, O staged in the V ring where "
-                                                        "no O buffer fits"
-                                                      : "the default")
+                      kn == def ? (c->head_dim == 256 && FJ_FP8_D256_FA3 ? "the D256 default: FlashAttention-3's "
+                                                                           "register split, the V transpose two blocks "
+                                                                           "a branch, O staged in the V ring where no "
+                                                                           "O buffer fits"
+                                                                         : "the default")
                                 : "FAJIT_FP8_KNOBS, not the default");
     }
     if (p->fp8)
