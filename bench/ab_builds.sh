@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # ab_builds.sh - sourced by the A/B scripts that compare builds of this tree differing only in -D macros
-# (softmax_ab.sh, modcost_ab.sh, softcap_ab.sh). After `source bench/ab_builds.sh`:
+# (softmax_ab.sh, modcost_ab.sh, softcap_ab.sh, acc_ab.sh) or one build under two settings (kv_order_ab.sh).
+# After `source bench/ab_builds.sh`:
 #   ab_build_all OUT TARGETS NAME=FLAGS ...   builds each NAME into OUT/build-NAME with CMAKE_C_FLAGS=FLAGS (Release,
 #                                             no tests, no prebuilt set, the given cmake targets), all in parallel on
 #                                             nproc/4 jobs each; returns 2 (and says which, with its log) if one failed
 #   ab_fagen NAME ARGS...                     runs that build's fagen
 #   ab_fagen_bin NAME                         prints its path (for `timeout`, which cannot run a shell function)
+#   ab_bench_rounds ROUNDS LIMIT CELLS SIDE...
+#                                             settled sm_90a speed, sides interleaved per cell: for each round, cell
+#                                             (CELLS: the NAME of an array of fagen bench flag strings) and side
+#                                             ("label=command words", e.g. "asc=env FAJIT_KV_ORDER=asc build/tools/
+#                                             fagen/fagen"; the words are split, so no spaces in paths), one line
+#                                             "r<round> <label> <fagen bench's line>" of `command bench --arch sm_90a
+#                                             --untuned --settle-ms 300 --reps 30 <cell>`, each under timeout LIMIT s
 # The caller sets FAJIT_CACHE=0 so that no build reads another's cubins (same config text, other PTX).
 ab_out=
 ab_build_all() {
@@ -29,3 +37,18 @@ ab_build_all() {
 }
 ab_fagen_bin() { echo "$ab_out/build-$1/tools/fagen/fagen"; }
 ab_fagen() { "$(ab_fagen_bin "$1")" "${@:2}"; }
+ab_bench_rounds() {
+    local rounds=$1 limit=$2 round c side l
+    local -n ab_cells=$3
+    shift 3
+    for round in $(seq 1 "$rounds"); do
+        for c in "${ab_cells[@]}"; do
+            for side in "$@"; do
+                # shellcheck disable=SC2086 # the command and the cell are words
+                l=$(timeout "$limit" ${side#*=} bench --arch sm_90a --untuned --settle-ms 300 --reps 30 $c 2>&1 |
+                    grep -E "^sm_|fagen:" | head -1)
+                printf 'r%d %-5s %s\n' "$round" "${side%%=*}" "$(echo "$l" | cut -c1-170)"
+            done
+        done
+    done
+}

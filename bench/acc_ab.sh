@@ -19,19 +19,12 @@ cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/acc-ab}
 seeds=${SEEDS:-12}
 budget=${BUDGET_S:-330}
-mkdir -p "$out"
-jobs=$(( $(nproc) / 3 )); [ "$jobs" -ge 1 ] || jobs=1
 names=(base w2 w2est)
 w="-DFJ_SM80_RESCALE_WEIGHT_LOG2=-2 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2"
-declare -A flags=([base]="" [w2]="$w" [w2est]="$w -DFJ_RESCALE_WEIGHT_EST=1")
+# shellcheck source=bench/ab_builds.sh
+source bench/ab_builds.sh
+ab_build_all "$out" "fagen fajit_shared" base= "w2=$w" "w2est=$w -DFJ_RESCALE_WEIGHT_EST=1" || exit 2
 for b in "${names[@]}"; do
-    ( cmake -S . -B "$out/build-$b" -DCMAKE_BUILD_TYPE=Release -DFAJIT_BUILD_TESTS=OFF -DFAJIT_PREBUILT=OFF \
-          -DFAJIT_INSTALL=OFF -DCMAKE_C_FLAGS="${flags[$b]}" >"$out/build-$b.log" 2>&1 &&
-      cmake --build "$out/build-$b" -j"$jobs" --target fagen fajit_shared >>"$out/build-$b.log" 2>&1 ) &
-done
-wait
-for b in "${names[@]}"; do
-    [ -x "$out/build-$b/tools/fagen/fagen" ] || { echo "acc_ab: build $b failed ($out/build-$b.log)"; exit 2; }
     rm -rf "$out/cache-$b"; mkdir -p "$out/cache-$b"
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'

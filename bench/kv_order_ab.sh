@@ -11,6 +11,8 @@
 set -u
 cd "$(dirname "$0")/.." || exit 2
 export FAJIT_CACHE=0 FAJIT_PREBUILT=0
+# shellcheck source=bench/ab_builds.sh
+source bench/ab_builds.sh
 f=${FAGEN:-build/tools/fagen/fagen}
 [ -x "$f" ] || { echo "kv_order_ab: $f is not built" >&2; exit 2; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
@@ -42,13 +44,4 @@ cells=("--headdim 128 --batch 2 --heads 16 --seqlen 8192 --causal --alibi"
        "--headdim 64 --batch 2 --heads 32 --seqlen 8192 --causal --alibi"
        "--headdim 256 --batch 2 --heads 8 --seqlen 8192 --causal --alibi"
        "--headdim 128 --batch 2 --heads 16 --seqlen 8192 --causal")
-for round in $(seq 1 "${ROUNDS:-2}"); do
-    for c in "${cells[@]}"; do
-        for o in asc desc; do
-            # shellcheck disable=SC2086
-            l=$(FAJIT_KV_ORDER=$o timeout 40 "$f" bench --arch sm_90a --untuned --settle-ms 300 --reps 30 $c 2>&1 |
-                grep -E "^sm_|fagen:" | head -1)
-            printf 'r%d %-4s %s\n' "$round" "$o" "$(echo "$l" | cut -c1-170)"
-        done
-    done
-done
+ab_bench_rounds "${ROUNDS:-2}" 40 cells "asc=env FAJIT_KV_ORDER=asc $f" "desc=env FAJIT_KV_ORDER=desc $f"

@@ -33,12 +33,4 @@ cells=("--headdim 128 --batch 2 --heads 16 --seqlen 8192 --causal --softcap 50"
        "--headdim 256 --batch 2 --heads 8 --seqlen 8192 --causal --softcap 50"
        "--headdim 128 --batch 2 --heads 16 --seqlen 8192 --softcap 50"
        "--headdim 128 --batch 1 --heads 16 --seqlen 32768 --causal --window 4096,0 --softcap 50")
-for round in $(seq 1 "${ROUNDS:-3}"); do
-    for c in "${cells[@]}"; do
-        for b in late early; do
-            # shellcheck disable=SC2086
-            l=$(timeout 60 "$(ab_fagen_bin $b)" bench --arch sm_90a --untuned --settle-ms 300 --reps 30 $c 2>&1 | grep -E "^sm_|fagen:" | head -1)
-            printf 'r%d %-5s %s\n' "$round" "$b" "$(echo "$l" | cut -c1-170)"
-        done
-    done
-done
+ab_bench_rounds "${ROUNDS:-3}" 60 cells "late=$(ab_fagen_bin late)" "early=$(ab_fagen_bin early)"
