@@ -74,10 +74,12 @@ int fj_kv8d_q_dim(int t, int reg, int half) { return 4 * t + (reg >= 2 ? 2 : 0) 
 /* Rows of the copy's swizzle period (8) a thread's passes go through: 1 pattern when a pass is 8 rows or more. */
 static int copy_patterns(const fj_plan *p) { return p->kv8_rows_per_pass >= 8 ? 1 : 8 / p->kv8_rows_per_pass; }
 
+int fj_kv8_direct_dim(int head_dim) { return head_dim == 64 || head_dim == 128 || head_dim == 256; }
+
 fajit_status fj_kv8_direct_plan(fj_plan *p)
 {
     int d = p->cfg.head_dim;
-    if (d != 64 && d != 128 && d != 256)
+    if (!fj_kv8_direct_dim(d))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant kv8direct with head_dim %d: the fragments straight from the "
                                               "e4m3 tiles are built for head_dim 64, 128 and 256 (XOR-swizzled rows of "
                                               "a power of two bytes); use the widening kernel (no kv8direct)",

@@ -36,6 +36,9 @@ void fj_kv8d_v_lane(int lane, int *row, int *chunk_bit);
  * from K's byte quad 4t..4t + 3 carries at that k index. */
 int fj_kv8d_q_dim(int t, int reg, int half);
 
+/* 1 for the head dims kv8direct is built for: 64, 128 and 256 (XOR-swizzled rows of a power of two bytes). */
+int fj_kv8_direct_dim(int head_dim);
+
 /* Plan: head_dim 64, 128 or 256 (else FAJIT_ERR_UNSUPPORTED), kv8_direct set, the smem map again (no 16-bit K / V
  * tile). */
 fajit_status fj_kv8_direct_plan(fj_plan *p);

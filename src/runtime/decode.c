@@ -13,6 +13,7 @@
 
 #include "codegen/kernel_abi.h"
 #include "codegen/sched.h"
+#include "codegen/kv8_frag.h"
 #include "context.h"
 #include "tensor_map.h"
 #include "base/error.h"
@@ -193,12 +194,18 @@ int fj_decode_packs(const fajit_context *ctx, const fajit_attention_args *a)
 /* $FAJIT_KV8_WIDEN / $FAJIT_KV8_DIRECT (ctx->kv8_widen) name decode variant bits of the FP8 K/V kernels: with one
  * set, an FP8 K/V call runs the decode variant also where the plain kernel would (one split and no decode feature,
  * e.g. MHA Nk 1), so the knob reaches every call it names (test_gpu_fp8_decode expects its words in each text). */
-static int kv8_knob(const fajit_context *ctx, const fajit_attention_args *a)
+/* 1 for a call with F16 / BF16 queries and an e4m3 K/V cache. */
+static int kv8_cache(const fajit_attention_args *a)
 {
-    if (!ctx || !ctx->kv8_widen || a->dtype == FAJIT_DTYPE_E4M3) return 0;
+    if (a->dtype == FAJIT_DTYPE_E4M3) return 0;
     fj_fp8_args f;
     fj_fp8_read(a, &f);
     return f.kv_dtype == FAJIT_DTYPE_E4M3;
+}
+
+static int kv8_knob(const fajit_context *ctx, const fajit_attention_args *a)
+{
+    return ctx && ctx->kv8_widen && kv8_cache(a);
 }
 
 /* kv8direct by default ($FAJIT_KV8_DIRECT unset): an FP8 K/V decode call (seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) at
@@ -206,12 +213,8 @@ static int kv8_knob(const fajit_context *ctx, const fajit_attention_args *a)
  * also where the plain kernel would run. Elsewhere (head_dim 96, ..., or no registers) the widening kernel. */
 static int kv8_direct_auto(const fajit_context *ctx, const fajit_attention_args *a)
 {
-    if (!ctx || ctx->kv8_direct != -1 || a->dtype == FAJIT_DTYPE_E4M3 || a->seqlen_q > FJ_SPLIT_AUTO_MAX_SEQLEN_Q)
-        return 0;
-    if (a->head_dim != 64 && a->head_dim != 128 && a->head_dim != 256) return 0;
-    fj_fp8_args f;
-    fj_fp8_read(a, &f);
-    return f.kv_dtype == FAJIT_DTYPE_E4M3;
+    return ctx && ctx->kv8_direct == -1 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q && fj_kv8_direct_dim(a->head_dim) &&
+           kv8_cache(a);
 }
 
 int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)

@@ -32,6 +32,7 @@
 #include "args.h"
 #include "runtime/check.h"
 #include "codegen/codegen.h"
+#include "codegen/kv8_frag.h"
 #include "runtime/context.h"
 
 /* ---- the grid --------------------------------------------------------------------------------- */
@@ -409,7 +410,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
  * failing every run of them with the refusal. 1 when group (dim) is skipped. */
 static int kv8_direct_skips(const fajit_context *ctx, const check_cli *o, int dim, check_totals *t)
 {
-    if (o->user.kv_dtype != FAJIT_DTYPE_E4M3 || !(ctx->kv8_widen & FJ_VARIANT_KV8_DIRECT) || (dim % 64 == 0 && dim != 192))
+    if (o->user.kv_dtype != FAJIT_DTYPE_E4M3 || !(ctx->kv8_widen & FJ_VARIANT_KV8_DIRECT) || fj_kv8_direct_dim(dim))
         return 0;
     char why[256];
     snprintf(why, sizeof why, "head_dim %d: FAJIT_KV8_DIRECT=1 forces kv8direct, built for head_dim 64, 128 and 256 "
