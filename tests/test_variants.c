@@ -225,6 +225,35 @@ static void test_reference(void **state)
     }
 }
 
+/* plan.kv_desc (sm90.c plan_kv_order): descending for causal ALiBi only; FAJIT_KV_ORDER=asc|desc|auto overrides it,
+ * and any other value is refused, naming the variable and the value. */
+static void test_kv_order(void **state)
+{
+    (void)state;
+    fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1,
+                      .mods = FAJIT_MOD_ALIBI};
+    fajit_config plain = c;
+    plain.mods = 0;
+    assert_int_equal(fajit_config_fill(NULL, NULL, &c), FAJIT_OK);
+    assert_int_equal(fajit_config_fill(NULL, NULL, &plain), FAJIT_OK);
+    fj_plan p;
+    unsetenv("FAJIT_KV_ORDER");
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.kv_desc, 1);
+    assert_int_equal(fj_plan_build(&plain, &p), FAJIT_OK);
+    assert_int_equal(p.kv_desc, 0);
+    setenv("FAJIT_KV_ORDER", "asc", 1);
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.kv_desc, 0);
+    setenv("FAJIT_KV_ORDER", "desc", 1);
+    assert_int_equal(fj_plan_build(&plain, &p), FAJIT_OK);
+    assert_int_equal(p.kv_desc, 1);
+    setenv("FAJIT_KV_ORDER", "down", 1);
+    assert_true(fj_test_status_says(fj_plan_build(&plain, &p), FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_KV_ORDER = 'down'",
+                                    "asc, desc or auto", NULL));
+    unsetenv("FAJIT_KV_ORDER");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +261,7 @@ int main(void)
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_config_text),
         cmocka_unit_test(test_reference),
+        cmocka_unit_test(test_kv_order),
     };
     return cmocka_run_group_tests_name("variants", tests, NULL, NULL);
 }
