@@ -421,7 +421,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     }
     if (variant & FJ_VARIANT_LPT) { /* sched.c: the work tile of each round, from the producer to the consumers */
         p->sched_off = (p->smem_bytes + 15) / 16 * 16;
-        p->smem_bytes = p->sched_off + 4 * FJ_SCHED_SLOTS;
+        p->smem_bytes = p->sched_off + FJ_SCHED_SLOT_BYTES * FJ_SCHED_SLOTS;
         if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
             return CFG_FAIL("smem %d B with the lpt schedule's %d work-tile slots exceeds %d B; lower stages or block_n",
                             p->smem_bytes, FJ_SCHED_SLOTS, fj_arch_path_smem_max(p->cfg.arch));

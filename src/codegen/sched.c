@@ -150,7 +150,7 @@ void fj_sched_emit_resolve(fj_kctx *k, fj_reg_t tile, fj_reg_t n)
 static void slot_address(fj_kctx *k, fj_reg_t round, fj_reg_t a)
 {
     fj_ins(k->e, "and.b32 %s, %s, %d", R(a), R(round), FJ_SCHED_SLOTS - 1);
-    fj_ins(k->e, "mad.lo.u32 %s, %s, 4, %s", R(a), R(a), R(k->smem));
+    fj_ins(k->e, "mad.lo.u32 %s, %s, %d, %s", R(a), R(a), FJ_SCHED_SLOT_BYTES, R(k->smem));
 }
 
 void fj_sched_emit_publish(fj_kctx *k, fj_reg_t round, fj_reg_t tile)
@@ -166,4 +166,40 @@ void fj_sched_emit_take(fj_kctx *k, fj_reg_t round, fj_reg_t tile)
     fj_reg_t a = fj_alloc(k->e, k->b_r, 1);
     slot_address(k, round, a);
     fj_ins(k->e, "ld.shared.u32 %s, [%s+%d]", R(tile), R(a), k->p->sched_off);
+}
+
+/* ---- coordinates in the slot (FJ_LPT_COORDS, sched.h) ------------------------------------------------------------ */
+
+int fj_sched_coords(const fj_plan *p) { return FJ_LPT_COORDS && (p->variant & FJ_VARIANT_LPT) != 0; }
+
+void fj_sched_emit_publish_coords(fj_kctx *k, fj_reg_t round)
+{
+    fj_reg_t a = fj_alloc(k->e, k->b_r, 1);
+    const struct {
+        int word;
+        fj_reg_t reg;
+    } w[] = {{FJ_SCHED_W_M0, k->m0},         {FJ_SCHED_W_H, k->h},         {FJ_SCHED_W_B, k->b},
+             {FJ_SCHED_W_LEN_Q, k->seqlen_q}, {FJ_SCHED_W_LEN_K, k->seqlen_k}, {FJ_SCHED_W_SEQ_Q, k->q_tma_seq},
+             {FJ_SCHED_W_HKV, k->hkv}};
+    fj_comment(k->e, 1, "lpt: the tile's coordinates and bounds beside its index, so the other roles need not decode it "
+                        "(slot round %% %d; its last reader has freed a later round's Q)", FJ_SCHED_SLOTS);
+    slot_address(k, round, a);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        fj_ins(k->e, "st.shared.u32 [%s+%d], %s", R(a), k->p->sched_off + 4 * w[i].word, R(w[i].reg));
+}
+
+void fj_sched_emit_take_coords(fj_kctx *k, fj_reg_t round, int heads, int rows)
+{
+    fj_reg_t a = fj_alloc(k->e, k->b_r, 1);
+    const struct {
+        int word, want;
+        fj_reg_t reg;
+    } w[] = {{FJ_SCHED_W_M0, 1, k->m0},           {FJ_SCHED_W_H, heads, k->h},         {FJ_SCHED_W_B, heads, k->b},
+             {FJ_SCHED_W_LEN_Q, rows, k->seqlen_q}, {FJ_SCHED_W_LEN_K, rows, k->seqlen_k},
+             {FJ_SCHED_W_SEQ_Q, heads, k->q_tma_seq}, {FJ_SCHED_W_HKV, heads, k->hkv}};
+    fj_comment(k->e, 1, "lpt: the tile's coordinates%s from its slot (the producer decoded it)",
+               rows ? " and its sequence's lengths" : "");
+    slot_address(k, round, a);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (w[i].want) fj_ins(k->e, "ld.shared.u32 %s, [%s+%d]", R(w[i].reg), R(a), k->p->sched_off + 4 * w[i].word);
 }

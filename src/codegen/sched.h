@@ -23,6 +23,16 @@
  * writes FJ_SCHED_NONE and arrives on Q full without a load; the consumers leave.
  * A slot is rewritten FJ_SCHED_SLOTS rounds later, after Q empty of a round past it (q_bufs <= 2 < SLOTS): the
  * consumers read their tile's slot again in the epilogue instead of keeping the index live across the KV loop.
+ *
+ * Coordinates in the slot (build macro FJ_LPT_COORDS=1, default 0: issue 20's varlen A/B, not GPU-measured yet). Off,
+ * a slot holds the index alone and the consumers decode it (3-4 dependent u32 divisions) and read cu_seqlens_q / _k
+ * (two dependent global loads) in their loop head, before the work tile's first wgmma, and again in the epilogue -
+ * work the producer has just done. On, a slot holds FJ_SCHED_WORDS words (enum below): the producer writes the
+ * decoded tile and its sequence's bounds there as it decodes the tile, and every other role reads them after its Q
+ * full wait (fj_sched_emit_take_coords) instead (FlashAttention-3's varlen scheduler likewise hands its consumers
+ * (block, head, batch) through shared memory). The words are written at round r's decode, before its Q empty wait:
+ * safe, since the producer has then waited (in round r - 1) for Q empty of round r - 1 - q_bufs >= r - FJ_SCHED_SLOTS
+ * + 1, which every consumer warp arrives on after its last read of slot r - FJ_SCHED_SLOTS (that round's epilogue).
  */
 #ifndef FJ_SCHED_H
 #define FJ_SCHED_H
@@ -31,6 +41,26 @@
 
 #define FJ_SCHED_SLOTS 4
 #define FJ_SCHED_NONE 0xffffffffu
+
+#ifndef FJ_LPT_COORDS
+#define FJ_LPT_COORDS 0
+#endif
+/* The words of a slot with FJ_LPT_COORDS: the index, the query block's first row m0, the query head, the sequence,
+ * its query and key lengths (clamped: seqlen.h), its query TMA sequence coordinate (start + len: seqlen.h) and the
+ * KV head. */
+enum {
+    FJ_SCHED_W_TILE,
+    FJ_SCHED_W_M0,
+    FJ_SCHED_W_H,
+    FJ_SCHED_W_B,
+    FJ_SCHED_W_LEN_Q,
+    FJ_SCHED_W_LEN_K,
+    FJ_SCHED_W_SEQ_Q,
+    FJ_SCHED_W_HKV,
+    FJ_SCHED_WORDS
+};
+/* Bytes of one slot: the index alone, or FJ_SCHED_WORDS words. */
+#define FJ_SCHED_SLOT_BYTES (FJ_LPT_COORDS ? 4 * FJ_SCHED_WORDS : 4)
 
 /* ---- host ---- */
 
@@ -60,5 +90,13 @@ void fj_sched_emit_resolve(fj_kctx *k, fj_reg_t tile, fj_reg_t n);
 void fj_sched_emit_publish(fj_kctx *k, fj_reg_t round, fj_reg_t tile);
 /* Consumers: tile = slot round % FJ_SCHED_SLOTS (after the Q full wait of that round). */
 void fj_sched_emit_take(fj_kctx *k, fj_reg_t round, fj_reg_t tile);
+
+/* FJ_LPT_COORDS: whether plan p's slots hold the coordinates (an lpt plan built with the macro on). */
+int fj_sched_coords(const fj_plan *p);
+/* Producer thread, after decoding round's tile (k->m0, h, b, hkv, seqlen_q, seqlen_k, q_tma_seq): its words 1.. */
+void fj_sched_emit_publish_coords(fj_kctx *k, fj_reg_t round);
+/* The other roles, after the round's Q full wait: k->m0; with heads (FJ_WS_DECODE_HEADS) k->h, b, hkv and q_tma_seq
+ * (the O store's); with rows (FJ_WS_DECODE_ROWS) k->seqlen_q, seqlen_k. */
+void fj_sched_emit_take_coords(fj_kctx *k, fj_reg_t round, int heads, int rows);
 
 #endif

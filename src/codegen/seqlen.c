@@ -10,6 +10,7 @@
 #include "seqlen.h"
 
 #include "ptx_templates/common.h"
+#include "sched.h"
 
 #define R(reg) fj_r(k->e, reg)
 #define OFF(field) ((int)offsetof(fj_fwd_params, field))
@@ -114,7 +115,11 @@ void fj_seqlen_out_rows(fj_kctx *k, fj_reg_t b, fj_reg_t h, fj_reg_t row0, fj_re
 {
     fj_reg_t len = k->p->ws ? k->seqlen_q : fj_alloc(k->e, k->b_r, 1), a = fj_alloc(k->e, k->b_rd, 1);
     fj_reg_t w = fj_alloc(k->e, k->b_rd, 1), total = fj_alloc(k->e, k->b_r, 1);
-    if (k->p->ws) {
+    if (fj_sched_coords(k->p)) {
+        fj_comment(k->e, 1, "varlen: the sequence's first row in packed O, start = (start + len) - len from the lpt slot");
+        fj_ins(k->e, "sub.s32 %s, %s, %s", R(row0), R(k->q_tma_seq), R(len));
+        fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(cu_seqlens_q));
+    } else if (k->p->ws) {
         fj_comment(k->e, 1, "varlen: the sequence's first row in packed O (its length is the work tile's)");
         fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(cu_seqlens_q));
         fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(b));
@@ -142,12 +147,16 @@ void fj_seqlen_tma_store_coords(fj_kctx *k, fj_reg_t row, fj_reg_t seq)
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1), w = fj_alloc(k->e, k->b_rd, 1), t = fj_alloc(k->e, k->b_r, 1);
     fj_comment(k->e, 1, "varlen: O's row coordinate r + cap - len of sequence coordinate start + len (the map clips "
                         "the rows past the sequence's end)");
-    fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(cu_seqlens_q));
-    fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(k->b));
-    fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(w));
-    fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(seq), R(a));
-    fj_ins(k->e, "max.s32 %s, %s, 0", R(seq), R(seq));
-    fj_ins(k->e, "add.s32 %s, %s, %s", R(seq), R(seq), R(k->seqlen_q));
+    if (fj_sched_coords(k->p)) {
+        fj_ins(k->e, "mov.s32 %s, %s", R(seq), R(k->q_tma_seq)); /* start + len, from the lpt slot */
+    } else {
+        fj_ins(k->e, PTX_LD_PARAM_U64, R(a), DOFF(cu_seqlens_q));
+        fj_ins(k->e, "mul.wide.u32 %s, %s, 4", R(w), R(k->b));
+        fj_ins(k->e, "add.u64 %s, %s, %s", R(a), R(a), R(w));
+        fj_ins(k->e, "ld.global.nc.u32 %s, [%s]", R(seq), R(a));
+        fj_ins(k->e, "max.s32 %s, %s, 0", R(seq), R(seq));
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(seq), R(seq), R(k->seqlen_q));
+    }
     {
         fj_reg_t cap = fj_param_s32(k, OFF(seqlen_q));
         fj_ins(k->e, "sub.s32 %s, %s, %s", R(t), R(cap), R(k->seqlen_q));

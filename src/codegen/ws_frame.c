@@ -113,11 +113,37 @@ static void q_round(fj_kctx *k, fj_ws_loop *l)
     fj_ins(k->e, "and.b32 %s, %s, 1", R(l->qpar), R(l->qpar));
 }
 
-/* Decode l->tile (see the file comment). */
+/* The work tile's KV range from its m0 and lengths (l->n_end, l->mask_from, k->kv_first), then its Q round. */
+static void decode_kv_range(fj_kctx *k, fj_ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_emit_kv_range(k, l->n_end, l->mask_from);
+    if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_no_rows(k, l->n_end);
+    if (fj_kv_has_first(p)) {
+        fj_reg_t pr = fj_alloc(e, k->b_p, 1);
+        int split = p->variant & FJ_VARIANT_SPLIT;
+        fj_comment(e, 1, "%s: tiles [kv_first, n_end); an empty %s becomes [0, 0), so the loops start at j = "
+                         "kv_first and 'no KV tile' stays n_end <= 0",
+                   split ? "split-KV" : "local", split ? "split" : "range");
+        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->kv_first), R(l->n_end));
+        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(k->kv_first));
+        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(l->n_end));
+    }
+    q_round(k, l);
+}
+
+/* Decode l->tile (see the file comment). LPT with coordinates in the slot (sched.h FJ_LPT_COORDS): the producer
+ * decodes it and writes them, the other roles read them. */
 void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
+    if (fj_sched_coords(p) && !(what & FJ_WS_TILE_PRODUCER)) {
+        fj_sched_emit_take_coords(k, l->round, what & FJ_WS_DECODE_HEADS, what & FJ_WS_DECODE_ROWS);
+        if (what & FJ_WS_DECODE_ROWS) decode_kv_range(k, l);
+        return;
+    }
     fj_reg_t nmb = fj_alloc(e, k->b_r, 1), hb = fj_alloc(e, k->b_r, 1), mb = fj_alloc(e, k->b_r, 1);
     fj_reg_t hq = fj_alloc(e, k->b_r, 1);
     fj_ins(e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(nmb), TMA_OFF(n_mblocks));
@@ -178,19 +204,8 @@ void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what)
         if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_tile(k, b, what & FJ_WS_DECODE_HEADS);
         else fj_emit_seq_len(k, b, fj_param_s32(k, FJ_PARAM_OFF(seqlen_k)), k->seqlen_k);
     }
-    fj_emit_kv_range(k, l->n_end, l->mask_from);
-    if (p->variant & FJ_VARIANT_VARLEN) fj_seqlen_no_rows(k, l->n_end);
-    if (fj_kv_has_first(p)) {
-        fj_reg_t pr = fj_alloc(e, k->b_p, 1);
-        int split = p->variant & FJ_VARIANT_SPLIT;
-        fj_comment(e, 1, "%s: tiles [kv_first, n_end); an empty %s becomes [0, 0), so the loops start at j = "
-                         "kv_first and 'no KV tile' stays n_end <= 0",
-                   split ? "split-KV" : "local", split ? "split" : "range");
-        fj_ins(e, "setp.ge.s32 %s, %s, %s", R(pr), R(k->kv_first), R(l->n_end));
-        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(k->kv_first));
-        fj_ins(e, "@%s mov.s32 %s, 0", R(pr), R(l->n_end));
-    }
-    q_round(k, l);
+    decode_kv_range(k, l);
+    if (fj_sched_coords(p) && (what & FJ_WS_TILE_PRODUCER)) fj_sched_emit_publish_coords(k, l->round);
 }
 
 /* ---- the KV tile order (plan.kv_desc) -----------------------------------------------------------------------------
