@@ -65,8 +65,12 @@ enum {
 /* ---- host ---- */
 
 /* L2 budget for one section's K and V (bytes). FlashAttention-3 found an underestimate of the L2 (8 MB of 50) to
- * schedule best; the same here until measured otherwise. */
+ * schedule best; the same here until measured otherwise. A build may set it (issue 20's varlen A/B,
+ * bench/varlen_knobs_ab.sh: -DFJ_SCHED_L2_BYTES=33554432 makes one section of every head for issue 20's batch, as
+ * FlashAttention-3's per-sequence sections do for its documents of up to 2048 tokens; 8 MB gives 8 query heads). */
+#ifndef FJ_SCHED_L2_BYTES
 #define FJ_SCHED_L2_BYTES (8 << 20)
+#endif
 
 /* Query heads per section: the KV heads whose K and V (seqlen_k rows of head_dim, 2 bytes, both) fit
  * FJ_SCHED_L2_BYTES, a power of two from 1 to 16, times the group (heads_q / heads_kv), at most heads_q. */
