@@ -10,7 +10,8 @@
 #   both    coords and l2
 # numerics: fagen check --varlen (sm_90a lpt, FAJIT_DECODE_SM90=1) of each build: D128 / D64 causal and D128 non-causal
 #           GQA 8/2 on lengths 2976,471,1,17,200,1000,128,129; issue 20's batch at D128 causal Hq32/8 (GPU reference).
-#           GPU_TEST=1: also tests/test_gpu_varlen built with -DFJ_LPT_COORDS=1 (every case, lpt with all SMs and 3 CTAs).
+#           GPU_TEST=1: also tests/test_gpu_varlen built with -DFJ_LPT_COORDS=1 (every case, lpt with all SMs and 3 CTAs;
+#           a full build with tests and the prebuilt kernels: a few minutes more).
 # speed:    fagen bench --untuned --settle-ms 300 --reps 30, sides interleaved per cell, ROUNDS rounds (default 2), on
 #           issue 20's batch (24 documents of 200-6000 tokens, T ~ 68k, bench/variants_compare.py doc_lengths seed 0),
 #           Hq32/Hkv8: D128 causal (the target), D128 non-causal, D64 causal; then TFLOP/s per side (median over rounds)
@@ -54,12 +55,16 @@ for s in "${sides[@]}"; do
     printf '%-6s %-22s issue batch Hq32/8: %s\n' "$name" "--headdim 128 --causal" "$r"
 done
 if [ "${GPU_TEST:-0}" = 1 ]; then
-    echo "== tests/test_gpu_varlen with -DFJ_LPT_COORDS=1"
-    cmake -S . -B "$out/build-coords-tests" -DCMAKE_BUILD_TYPE=Release -DFAJIT_PREBUILT=OFF \
-        -DCMAKE_C_FLAGS=-DFJ_LPT_COORDS=1 >"$out/coords-tests.log" 2>&1 &&
-        cmake --build "$out/build-coords-tests" -j"$(nproc)" --target test_gpu_varlen >>"$out/coords-tests.log" 2>&1 &&
-        timeout 300 "$out/build-coords-tests/tests/test_gpu_varlen" 2>&1 | grep -E "PASSED|FAILED|SKIP|ERROR" | head -8 ||
-        echo "test_gpu_varlen: build or run failed ($out/coords-tests.log)"
+    echo "== tests/test_gpu_varlen with -DFJ_LPT_COORDS=1 (bench/run_gpu.sh's build stage: tests, cmocka from .deps/)"
+    lib=${TMPDIR:-/tmp}/fajit-cmocka/usr/lib/x86_64-linux-gnu
+    if CFLAGS=-DFJ_LPT_COORDS=1 BUILD="$out/build-coords-tests" OUT="$out/coords-tests" bench/run_gpu.sh build \
+        >"$out/coords-tests.log" 2>&1 && [ -x "$out/build-coords-tests/tests/test_gpu_varlen" ]; then
+        r=$(LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 300 \
+            "$out/build-coords-tests/tests/test_gpu_varlen" 2>&1)
+        grep -E "PASSED|FAILED|SKIP|ERROR" <<<"$r" | head -8
+    else
+        echo "test_gpu_varlen: not built ($out/coords-tests.log)"
+    fi
 fi
 
 echo "== speed: fagen bench --untuned --settle-ms 300 --reps 30 (config, shape, median ms, min ms, TFLOP/s, ...)"
