@@ -17,9 +17,8 @@
 #           Hq32/Hkv8: D128 causal (the target), D128 non-causal, D64 causal; then TFLOP/s per side (median over rounds)
 #           and the ratio to base. About 3-4 minutes on an H200 (the four builds ~1.5 min of it).
 #   usage: [ROUNDS=2] [GPU_TEST=1] [OUT=/tmp/varlen-knobs] bench/varlen_knobs_ab.sh
-# Against FlashAttention-3 afterwards (the winning build's library):
-#   PYTHONPATH=python/src:/tmp/peers-site FAJIT_LIB=$OUT/build-coords/libfajit.so python3 bench/variants_compare.py \
-#       --cases varlen --lib $OUT/build-coords/libfajit.so
+# PEERS=1: then bench/variants_compare.py --cases varlen (FA3 / FA4 beside fajit, its own timing) with the base and
+# the coords build's library (torch and the peers' site from PEERS_SITE, default /tmp/peers-site; about 1 minute each).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 export FAJIT_CACHE=0 FAJIT_PREBUILT=0 FAJIT_DECODE_SM90=1
@@ -97,3 +96,12 @@ for c in range(ncells):
         row.append(f"{s} {t:.1f} ({t / base:.3f}x)" if base == base and base > 0 else f"{s} {t:.1f}")
     print(f"{names[c] if c < len(names) else c:12s} " + "   ".join(row))
 EOF
+if [ "${PEERS:-0}" = 1 ]; then
+    echo "== bench/variants_compare.py --cases varlen, base and coords libraries (| case | shape | fajit | FA3 | FA4 | ...)"
+    for name in base coords; do
+        r=$(PYTHONPATH="python/src:${PEERS_SITE:-/tmp/peers-site}" timeout 300 python3 bench/variants_compare.py \
+            --cases varlen --reps 20 --lib "$out/build-$name/libfajit.so" 2>&1)
+        row=$(grep -E '^\| varlen' <<<"$r" | head -2)
+        printf '%-6s %s\n' "$name" "${row:-$(tail -2 <<<"$r")}"
+    done
+fi
