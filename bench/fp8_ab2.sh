@@ -12,10 +12,11 @@
 #          below; default base regs fa3 fa3r), CHECK (full: every check shape; quick: fagen check --quick; off), T_BENCH (60 s),
 #          T_CHECK (180 s), SETTLE_MS (fagen bench --settle-ms; unset: fagen's default, 300 ms of untimed calls)
 # Variants (knobs; tiles):
-#   base   unset (the default knobs: vt; with the build macro FJ_FP8_D256_FA3=1 D256 regs,vt,ostage); the heuristic's
+#   base   unset (the default knobs: vt; D256 regs,vt,ostage unless built with FJ_FP8_D256_FA3=0); the heuristic's
 #          tiles: D64 br192 bc128 ov pp, D128 br128 bc192 ov pp (producer / consumers 40 / 152 or 40 / 232), D256
-#          br128 bc128 without overlap, O from registers, 40 / 232 (with FJ_FP8_D256_FA3=1: FA3's br128 bc128 ov, pp when
-#          not causal, O staged in the V ring, 24 / 240 = fa3). Variant old = FAJIT_FP8_KNOBS=vt (the heuristic drops
+#          FA3's br128 bc128 ov, pp when not causal, O staged in the V ring, 24 / 240 = fa3 (built with
+#          FJ_FP8_D256_FA3=0: br128 bc128 without overlap, O from registers, 40 / 232). Variant old =
+#          FAJIT_FP8_KNOBS=vt (the heuristic drops
 #          the overlap where 232 registers refuse it): the earlier D256 default whatever the build's macro
 # The check step (CHECK) runs fagen check, which covers BF16 / F16 and e4m3 K/V caches but not e4m3 Q/K/V: for FP8
 # kernels it refuses (nothing checked); tests/test_gpu_fp8 and bench/fp8_compare.py check FP8 numerics.

@@ -28,12 +28,13 @@
  * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
  * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,
  * +8-16% over br128 bc128 without the overlap). At D64 / D128 regs measured 0.96-1.00x, so they keep 40 / 232. */
-/* FJ_FP8_D256_FA3 1: D256 takes regs and ostage by default (FlashAttention-3's tile set, with the heuristic's ov /
- * pp): +7% on an H200 and +8-16% on an H100 (bench/results/h100-session5-2026-11-27.md), assembled and simulated
- * clean, but its numerics have not run on a GPU yet (tests/test_gpu_fp8), so it stays off until they have: the D256
- * default is the earlier vt tile (FAJIT_FP8_KNOBS=regs,vt,ostage picks the new one per process). */
+/* FJ_FP8_D256_FA3 1 (the default): D256 takes regs and ostage (FlashAttention-3's tile set, with the heuristic's ov /
+ * pp): +7% on an H200 and +8-16% on an H100 (bench/results/h100-session5-2026-11-27.md). Its numerics ran on an H100
+ * (tests/test_gpu_fp8 of a -DFJ_FP8_D256_FA3=1 build, 2026-11-27, bench/results/h100-session6-2026-11-27.md): every
+ * D256 case within its bound, the same as the earlier tile's. 0 gives the earlier vt tile back at D256 (so does
+ * FAJIT_FP8_KNOBS=vt per process). */
 #ifndef FJ_FP8_D256_FA3
-#define FJ_FP8_D256_FA3 0
+#define FJ_FP8_D256_FA3 1
 #endif
 unsigned fj_fp8_knobs_default(int head_dim);
 /* *bits = the knobs FAJIT_FP8_KNOBS names (unset: fj_fp8_knobs_default(head_dim)). */
