@@ -27,7 +27,7 @@
 
 struct fajit_kernel {
     struct fajit_kernel *next;
-    char config_text[FJ_CONFIG_TEXT_MAX]; /* the memory-cache key: canonical text of plan.cfg */
+    char config_text[FJ_CONFIG_TEXT_MAX]; /* the memory-cache key: the plan's canonical text (fj_plan_format) */
     char target[16];                      /* the sm the cubin was built for ("sm_90", "sm_90a") */
     fj_plan plan;                         /* threads, smem_bytes, block_m for the launcher */
     fj_CUmodule module;
