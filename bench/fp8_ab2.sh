@@ -5,8 +5,8 @@
 # causal and not), the variants interleaved per cell, REPS passes over the grid. Every command runs under `timeout`:
 # a hang costs its limit once, and the variant is then dropped for the rest of the run (marked HANG). One line a run
 # on stdout as it finishes; at the end the geometric mean of each variant over base, per head dim and overall, and
-# each variant's check verdict. Caches off (FAJIT_CACHE=0, FAJIT_PREBUILT=0: a knob changes the PTX, not the config
-# text), tuned winners ignored (--untuned). About 5 minutes on an H200 (REPS 3).
+# each variant's check verdict. Caches off (FAJIT_CACHE=0, FAJIT_PREBUILT=0: every run compiles the same way;
+# a knob set other than the default is in the cache key, " fp8knobs=..."), tuned winners ignored (--untuned). About 5 minutes on an H200 (REPS 3).
 #   usage: bench/fp8_ab2.sh [FAGEN]       (FAGEN default: build/tools/fagen/fagen, as `bench/run_gpu.sh build` makes)
 #   env:   REPS (3), BENCH_REPS (20, fagen bench --reps), CELLS ("D,N,causal ..."; default the 12), VARIANTS (names
 #          below; default base regs fa3 fa3r), CHECK (full: every check shape; quick: fagen check --quick; off), T_BENCH (60 s),
