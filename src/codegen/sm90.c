@@ -34,6 +34,7 @@
 #include "base/error.h"
 #include "fp8_ws.h"
 #include "seqlen.h"
+#include "sched.h"
 #include "sm90.h"
 
 #define R(reg) fj_r(k->e, reg)
@@ -186,7 +187,8 @@ static fajit_status plan_kv_order(fj_plan *p)
 }
 
 /* The words fj_plan_format adds to an sm_90a plan whose environment knobs (read at planning) gave it other code than
- * their defaults: " sm90lean=...", " kvorder=asc|desc", " fp8knobs=...". The kernel caches (memory, prebuilt, disk)
+ * their defaults: " sm90lean=...", " kvorder=asc|desc", " fp8knobs=..." (and " lptcoords" for an lpt plan of a build
+ * with FJ_LPT_COORDS). The kernel caches (memory, prebuilt, disk)
  * key on the plan's text, so a kernel built under one setting is never served under another; a plan of the defaults
  * (whatever the variables say) adds nothing, so its key and PTX stay what they were. */
 static int env_words_sm90(const fj_plan *p, char *buf, size_t size)
@@ -202,6 +204,8 @@ static int env_words_sm90(const fj_plan *p, char *buf, size_t size)
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
                       " kvorder=%s", p->kv_desc ? "desc" : "asc");
     if (p->fp8) n += fj_fp8_knobs_words(p, buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0);
+    if (fj_sched_coords(p)) /* a build knob (sched.h FJ_LPT_COORDS), not an environment one: the source digest misses it */
+        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, " lptcoords");
     return n;
 }
 
