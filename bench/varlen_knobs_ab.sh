@@ -16,7 +16,8 @@
 #           issue 20's batch (24 documents of 200-6000 tokens, T ~ 68k, bench/variants_compare.py doc_lengths seed 0),
 #           Hq32/Hkv8: D128 causal (the target), D128 non-causal, D64 causal; then TFLOP/s per side (median over rounds)
 #           and the ratio to base. About 3-4 minutes on an H200 (the four builds ~1.5 min of it).
-#   usage: [ROUNDS=2] [GPU_TEST=1] [OUT=/tmp/varlen-knobs] bench/varlen_knobs_ab.sh
+#   usage: [ROUNDS=2] [GPU_TEST=1] [OUT=/tmp/varlen-knobs] [SIDES="base coords"] [TARGET_ONLY=1] bench/varlen_knobs_ab.sh
+#          (SIDES: a subset of the builds; TARGET_ONLY=1: D128 causal alone, in the checks and the speed cells)
 # PEERS=1: then bench/variants_compare.py --cases varlen (FA3 / FA4 beside fajit, its own timing) with the base and
 # the coords build's library (torch and the peers' site from PEERS_SITE, default /tmp/peers-site; about 1 minute each).
 set -u
@@ -27,8 +28,13 @@ source bench/ab_builds.sh
 out=${OUT:-/tmp/varlen-knobs}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-sides=(base= coords=-DFJ_LPT_COORDS=1 l2=-DFJ_SCHED_L2_BYTES=33554432
-       "both=-DFJ_LPT_COORDS=1 -DFJ_SCHED_L2_BYTES=33554432")
+all=(base= coords=-DFJ_LPT_COORDS=1 l2=-DFJ_SCHED_L2_BYTES=33554432
+     "both=-DFJ_LPT_COORDS=1 -DFJ_SCHED_L2_BYTES=33554432")
+sides=()
+for s in "${all[@]}"; do
+    [[ " ${SIDES:-base coords l2 both} " == *" ${s%%=*} "* ]] && sides+=("$s")
+done
+[ "${#sides[@]}" -ge 1 ] || { echo "varlen_knobs_ab.sh: SIDES='${SIDES:-}' names none of base coords l2 both"; exit 2; }
 echo "== building ${#sides[@]} fagen variants into $out"
 ab_build_all "$out" "fagen fajit_shared" "${sides[@]}" || exit 2
 lens=$(python3 -c '
@@ -43,7 +49,9 @@ echo "== numerics: fagen check --arch sm_90a --varlen (last line of each)"
 small=2976,471,1,17,200,1000,128,129
 for s in "${sides[@]}"; do
     name=${s%%=*}
-    for a in "--headdim 128 --causal" "--headdim 64 --causal" "--headdim 128"; do
+    checks=("--headdim 128 --causal" "--headdim 64 --causal" "--headdim 128")
+    [ "${TARGET_ONLY:-0}" = 1 ] && checks=("${checks[0]}")
+    for a in "${checks[@]}"; do
         # shellcheck disable=SC2086 # the flags are words
         r=$(timeout 120 "$(ab_fagen_bin "$name")" check --arch sm_90a --varlen $small --heads-q 8 --heads-kv 2 $a 2>&1 |
             tail -1)
@@ -70,6 +78,7 @@ echo "== speed: fagen bench --untuned --settle-ms 300 --reps 30 (config, shape, 
 cells=("--varlen $lens --heads 32 --heads-kv 8 --headdim 128 --causal"
        "--varlen $lens --heads 32 --heads-kv 8 --headdim 128"
        "--varlen $lens --heads 32 --heads-kv 8 --headdim 64 --causal")
+[ "${TARGET_ONLY:-0}" = 1 ] && cells=("${cells[0]}")
 args=()
 for s in "${sides[@]}"; do args+=("${s%%=*}=$(ab_fagen_bin "${s%%=*}")"); done
 ab_bench_rounds "${ROUNDS:-2}" 60 cells "${args[@]}" | tee "$out/speed.txt" | sed 's/--varlen [0-9,]*/--varlen .../'
