@@ -21,7 +21,7 @@
  *   ostage  where no O staging buffer fits (D256 bc128 and wider), O is staged in the V ring (plan.o_stage 2) for a
  *         TMA store, as FlashAttention-3 does, instead of st.global from registers
  *   vt4   the V transpose on all 4 producer warps as straight code (FlashAttention-3's form; plan.fp8_vt4): warp 0's
- *         lane 0 issues V(j) and K(j + 1) (FA3's order: K a tile ahead, so the next S does not wait for this warp's
+ *         lane 0 issues K(j + 1) and V(j + 1) (a tile ahead, as FA3 loads K, so neither waits for this warp's
  *         transpose), then the whole warp joins warps 1-3 on V(j); each warp owns a fixed
  *         quarter of the blocks (2 x 2 over keys x head dims, the warp's offsets folded into its lane terms), no
  *         branch, the next block's ldmatrix issued before this block's prmt / stmatrix. Replaces vt's form.

@@ -7,7 +7,7 @@
  *       consumers have freed it, then for each KV tile j the TMA loads of K(j) and V(j) into the next stage of the
  *       ring once the consumers have freed it
  *   transposer (TRANSPOSE, FP8: producer warps 1..): V(j) -> Vt(j) for the K-major FP8 wgmma (fp8_ws.c); with the
- *       vt4 knob (plan.fp8_vt4) the producer's whole warp 0 joins them: its lane 0 loads V(j) and K(j + 1)
+ *       vt4 knob (plan.fp8_vt4) the producer's whole warp 0 joins them: its lane 0 loads K(j + 1) and V(j + 1)
  *       (producer_tile_vt4), then the warp transposes its quarter of V(j)
  *   consumers (SOFTMAX, warpgroups 1.., 64 query rows of each work tile each): per work tile: for each KV tile wait
  *       for K(j), S = Q K^T (wgmma), free K's stage, mask, online softmax, wait for V(j), O += P V (wgmma, P from
@@ -309,19 +309,20 @@ static void lead_begin(fj_kctx *k, fj_reg_t lead, char *skip, size_t n)
     fj_ins(k->e, "@!%s bra %s", R(lead), skip);
 }
 
-/* vt4, lane 0 of warp 0, KV tile j in stage s (FlashAttention-3's order: K one tile ahead of V): K(j) only when j is
- * the work tile's first walked (else the last body loaded it), V(j), then K(j + 1) into the next stage unless j is
- * the last walked. The transpose of V(j) that follows waits for VT empty, so K(j + 1) leaves before that wait: the
- * consumers' S(j + 1) does not wait on this warp's transpose of V(j). */
+/* vt4, lane 0 of warp 0, KV tile j in stage s: the loads a tile ahead (FlashAttention-3 loads K one ahead; here V too):
+ * K(j) and V(j) only when j is the work tile's first walked (else the last body loaded them), then K(j + 1) and
+ * V(j + 1) into the next stage unless j is the last walked. The warp's transpose of V(j) that follows waits for VT
+ * empty, so the next tile's loads leave before that wait. V(j + 1)'s V empty wait needs every warp's transpose of
+ * V(j + 1 - stages), done by this warp already when stages >= 2; with one stage V(j) waits for the body of j. */
 static void producer_tile_vt4(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_parity)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int n = (s + 1) % p->cfg.stages;
+    int n = (s + 1) % p->cfg.stages, v_ahead = p->cfg.stages >= 2;
     char not_first[48], last[48];
     fj_reg_t row = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1), t = fj_alloc(e, k->b_r, 1);
-    fj_label_new(e, "k_loaded", not_first, sizeof not_first);
-    fj_label_new(e, "k_last", last, sizeof last);
+    fj_label_new(e, "kv_loaded", not_first, sizeof not_first);
+    fj_label_new(e, "kv_last", last, sizeof last);
     fj_ins(e, "mul.lo.u32 %s, %s, %d", R(row), R(k->j), p->cfg.block_n);
     if (p->kv_desc) {
         fj_ins(e, "add.s32 %s, %s, 1", R(t), R(k->j));
@@ -329,21 +330,34 @@ static void producer_tile_vt4(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_p
     } else if (fj_kv_has_first(p)) fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first));
     else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
     fj_ins(e, "@%s bra %s", R(pr), not_first);
-    fj_comment(e, 2, "the work tile's first K(j) -> stage %d (K full[%d])", s, s);
+    fj_comment(e, 2, "the work tile's first K(j)%s -> stage %d", v_ahead ? " and V(j)" : "", s);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, s), empty_parity);
     producer_kv(k, l, FJ_TMA_K, p->k_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_K_FULL, s));
+    if (v_ahead) {
+        if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
+        producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    }
     fj_label(e, not_first);
-    fj_comment(e, 2, "V(j) -> stage %d (V full[%d])", s, s);
-    if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
-    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
-    producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    if (!v_ahead) {
+        fj_comment(e, 2, "V(j) -> stage %d (one stage: its V empty waits for this warp's transpose of V(j - 1))", s);
+        if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
+        producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    }
     fj_ws_kv_not_last(k, l, t, pr);
     fj_ins(e, "@!%s bra %s", R(pr), last);
-    fj_comment(e, 2, "K(j + 1) -> stage %d (K full[%d])%s", n, n, n == 0 ? ": the ring's next pass, the other parity" : "");
+    fj_comment(e, 2, "K(j + 1)%s -> stage %d%s", v_ahead ? " and V(j + 1)" : "", n,
+               n == 0 ? ": the ring's next pass, the other parity" : "");
     fj_ins(e, "%s.s32 %s, %s, %d", p->kv_desc ? "sub" : "add", R(row), R(row), p->cfg.block_n);
     if (n == 0) fj_ins(e, "xor.b32 %s, %s, 1", R(t), R(empty_parity));
-    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, n), n == 0 ? t : empty_parity);
+    fj_reg_t par = n == 0 ? t : empty_parity;
+    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, n), par);
     producer_kv(k, l, FJ_TMA_K, p->k_off + n * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_K_FULL, n));
+    if (v_ahead) {
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, n), par);
+        producer_kv(k, l, FJ_TMA_V, p->v_off + n * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, n));
+    }
     fj_label(e, last);
 }
 
