@@ -3,8 +3,8 @@
 # kernels, on issue 22's cells: B*N = 16k, H*D = 2048, N 4k / 16k, D 64 / 128 / 256, causal and not. One
 # `fagen bench` process a run (the knobs change the PTX, not the config text), variants interleaved per cell and the
 # shipped one timed first and last (drift), one whole line a run on stdout as it finishes, then the geometric
-# mean of each variant over the shipped kernel. Caches off (FAJIT_CACHE=0, FAJIT_PREBUILT=0: a knob's kernel has the
-# shipped kernel's config text), tuned winners ignored (--untuned). About 85 runs, ~3 minutes on an H100.
+# mean of each variant over the shipped kernel. Caches off (FAJIT_CACHE=0, FAJIT_PREBUILT=0: every run compiles the same
+# way; a knob set other than the default is in the cache key, " fp8knobs=..."), tuned winners ignored (--untuned). About 85 runs, ~3 minutes on an H100.
 #   usage: bench/fp8_ab.sh [FAGEN]        env: REPS (default 20), CELLS="D,N,causal ..." (default all 12)
 # Variants:
 #   base      the shipped kernel (heuristic tiles: D64 br192 bc128 ov pp, D128 br128 bc192 ov pp, D256 br128 bc128)

@@ -5,17 +5,18 @@
 # causal and not), the variants interleaved per cell, REPS passes over the grid. Every command runs under `timeout`:
 # a hang costs its limit once, and the variant is then dropped for the rest of the run (marked HANG). One line a run
 # on stdout as it finishes; at the end the geometric mean of each variant over base, per head dim and overall, and
-# each variant's check verdict. Caches off (FAJIT_CACHE=0, FAJIT_PREBUILT=0: a knob changes the PTX, not the config
-# text), tuned winners ignored (--untuned). About 5 minutes on an H200 (REPS 3).
+# each variant's check verdict. Caches off (FAJIT_CACHE=0, FAJIT_PREBUILT=0: every run compiles the same way;
+# a knob set other than the default is in the cache key, " fp8knobs=..."), tuned winners ignored (--untuned). About 5 minutes on an H200 (REPS 3).
 #   usage: bench/fp8_ab2.sh [FAGEN]       (FAGEN default: build/tools/fagen/fagen, as `bench/run_gpu.sh build` makes)
 #   env:   REPS (3), BENCH_REPS (20, fagen bench --reps), CELLS ("D,N,causal ..."; default the 12), VARIANTS (names
 #          below; default base regs fa3 fa3r), CHECK (full: every check shape; quick: fagen check --quick; off), T_BENCH (60 s),
 #          T_CHECK (180 s), SETTLE_MS (fagen bench --settle-ms; unset: fagen's default, 300 ms of untimed calls)
 # Variants (knobs; tiles):
-#   base   unset (the default knobs: vt; with the build macro FJ_FP8_D256_FA3=1 D256 regs,vt,ostage); the heuristic's
+#   base   unset (the default knobs: vt; D256 regs,vt,ostage unless built with FJ_FP8_D256_FA3=0); the heuristic's
 #          tiles: D64 br192 bc128 ov pp, D128 br128 bc192 ov pp (producer / consumers 40 / 152 or 40 / 232), D256
-#          br128 bc128 without overlap, O from registers, 40 / 232 (with FJ_FP8_D256_FA3=1: FA3's br128 bc128 ov, pp when
-#          not causal, O staged in the V ring, 24 / 240 = fa3). Variant old = FAJIT_FP8_KNOBS=vt (the heuristic drops
+#          FA3's br128 bc128 ov, pp when not causal, O staged in the V ring, 24 / 240 = fa3 (built with
+#          FJ_FP8_D256_FA3=0: br128 bc128 without overlap, O from registers, 40 / 232). Variant old =
+#          FAJIT_FP8_KNOBS=vt (the heuristic drops
 #          the overlap where 232 registers refuse it): the earlier D256 default whatever the build's macro
 # The check step (CHECK) runs fagen check, which covers BF16 / F16 and e4m3 K/V caches but not e4m3 Q/K/V: for FP8
 # kernels it refuses (nothing checked); tests/test_gpu_fp8 and bench/fp8_compare.py check FP8 numerics.

@@ -3,6 +3,7 @@
 kvcache on the decode table's rows (Nq 1, D128; decode_compare.py's ROWS), one process, one GPU.
 
   PYTHONPATH=build/py-gpu:/tmp/peers-site python3 bench/kv8_compare.py [--rows 1,2,3,4,5] [--config TEXT] [--reps N]
+      [--fp8-splits 4,8,16]
 
 Inputs, the float32 reference, the timing (compare.Bench.time_systems: CUDA events, warm-up, settle, 5 interleaved
 rounds, medians) and FA3's loading are decode_compare.py's DecodeBench; this file only adds the FP8 calls:
@@ -15,6 +16,8 @@ rounds, medians) and FA3's loading are decode_compare.py's DecodeBench; this fil
               descale is one per (batch, KV head), over the group's query heads
 K / V are quantized per (batch, KV head) with descale = amax / 448; Q for FA3 FP8 likewise. Both FP8 outputs are
 checked against the float32 reference on the dequantized K / V (and Q for FA3); the BF16 ones on the BF16 inputs.
+--fp8-splits S,...: fajit FP8 also with num_splits = S (each timed in the same interleaved rounds, one more line per
+row: ms and the ratio to fajit BF16), to see the split heuristic's choice against its neighbours.
 Prints one line per row: the four medians (ms), fajit FP8 / fajit BF16 (issue 22's target <= 0.60) and fajit FP8 /
 FA3 FP8 (target < 1.00), and each system's relative L2 error. Exit 1 when a fajit output fails its tolerance.
 """
@@ -37,9 +40,17 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--config", help="fajit FP8's config text (default: the library's choice)")
     p.add_argument("--rows", default="1,2,3,4,5", help="decode_compare.py's ROWS, 1-based (default all five)")
+    p.add_argument("--fp8-splits", default="", help="also time fajit FP8 at these num_splits (comma list, >= 1)")
     mine, rest = p.parse_known_args(argv)
+    try:
+        splits = [int(x) for x in mine.fp8_splits.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--fp8-splits {mine.fp8_splits!r}: expected a comma list of integers >= 1")
+    if any(x < 1 for x in splits):
+        p.error(f"--fp8-splits {mine.fp8_splits!r}: each value must be >= 1")
     a = dc.parse_args(["--rows", mine.rows, "--nq", "1", "--dtypes", "bf16", "--paged-rows", "none"] + rest)
     a.config = mine.config
+    a.fp8_splits = splits
     return a
 
 
@@ -77,6 +88,10 @@ class Kv8Bench(dc.DecodeBench):
             "fajit_fp8": [lambda t=t: fajit.attention(t[0], t[6], t[8], layout="bnhd", out=t[3], config=cfg,
                                                       k_descale=t[7], v_descale=t[9]) for t in sets],
         }
+        for sp in a.fp8_splits:
+            calls[f"fajit_fp8_s{sp}"] = [lambda t=t, sp=sp: fajit.attention(
+                t[0], t[6], t[8], layout="bnhd", out=t[3], config=cfg, k_descale=t[7], v_descale=t[9], num_splits=sp)
+                for t in sets]
         why = self.fa3_refusal(s)
         if not why and self.fa3_flags.get("FLASHATTENTION_DISABLE_FP8"):
             why = "n/a: this fa3-fwd wheel is built without FP8 (FLASHATTENTION_DISABLE_FP8, fa3_fwd_config)"
@@ -93,8 +108,9 @@ class Kv8Bench(dc.DecodeBench):
                     "fp8": self.reference(s, t0[0], t0[10], t0[11], lens),
                     "fa3_fp8": self.reference(s, t0[12], t0[10], t0[11], lens)}
             ref_of = {"fajit_bf16": "bf16", "fa3_bf16": "bf16", "fajit_fp8": "fp8", "fa3_fp8": "fa3_fp8"}
+            ref_of.update({f"fajit_fp8_s{sp}": "fp8" for sp in a.fp8_splits})
             timed = {}
-            for name in SYSTEMS:
+            for name in SYSTEMS + tuple(f"fajit_fp8_s{sp}" for sp in a.fp8_splits):
                 c = calls[name]
                 if isinstance(c, str):
                     row[name + "_error"] = c
@@ -110,7 +126,8 @@ class Kv8Bench(dc.DecodeBench):
                 timed[name] = (c, contextlib.nullcontext)
             if timed:
                 self.time_systems(timed, row)
-        row["check"] = "FAIL" if any(not row.get("err_" + n, math.nan) <= tol for n, tol in TOL.items()) else "ok"
+        tol = dict(TOL, **{f"fajit_fp8_s{sp}": TOL["fajit_fp8"] for sp in a.fp8_splits})
+        row["check"] = "FAIL" if any(not row.get("err_" + n, math.nan) <= t for n, t in tol.items()) else "ok"
         return row
 
 
@@ -148,6 +165,10 @@ def main(argv=None):
                 if n + "_error" in r:
                     print(f"    {n}: {r[n + '_error']}", flush=True)
             print(f"    fajit fp8 ran: {r.get('kernel_fajit_fp8', '?')}", flush=True)
+            for sp in a.fp8_splits:
+                x = ms(r, f"fajit_fp8_s{sp}")
+                print(f"    fajit fp8 num_splits={sp}: " + (f"{x:.4f} ms, fp8/bf16 {ratio(x, t[0])}" if x else
+                      r.get(f"fajit_fp8_s{sp}_error", "n/a")), flush=True)
             bad += r["check"] != "ok"
     finally:
         bench.close()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # kv_order_ab.sh - issue 20: the sm_90a KV tiles walked descending (plan.kv_desc, the default for causal ALiBi) against
-# ascending, on one GPU, one fagen build of this tree (FAJIT_KV_ORDER=asc|desc picks the order per process; it changes
-# the PTX but not the cache key, so the disk cache and the prebuilt kernels are off).
+# ascending, on one GPU, one fagen build of this tree (FAJIT_KV_ORDER=asc|desc picks the order per process; an order
+# other than the default is in the kernel's cache key, " kvorder=...", but the disk cache and the prebuilt kernels stay
+# off so that every run compiles the same way).
 #   numerics: fagen check of ALiBi with the default (descending for causal): --quick D64/128/256 causal and not, then
 #             causal GQA (Hq 8, Hkv 2) at Nq/Nk 1000/17, 17/1000, 1/1000, 1000/1000 per head dim; FAJIT_KV_ORDER=desc
 #             for plain causal and window too (the knob's other users); test_gpu_variants if it is built

@@ -344,7 +344,8 @@ static void test_knobs_env(void **state)
     unsetenv("FAJIT_FP8_KNOBS");
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
 #if FJ_FP8_D256_FA3
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE);
+    assert_int_equal(p.fp8_knobs,
+                     FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(p.o_stage, 2);
     assert_int_equal(p.consumer_regs, 240);
 #else

@@ -34,7 +34,7 @@ static void test_parse(void **state)
     assert_int_equal(fj_sm100a_launch_parse("0", &v), FAJIT_OK);
     assert_int_equal(v, 0);
     assert_int_equal(fj_sm100a_launch_parse("yes", &v), FAJIT_ERR_INVALID_ARGUMENT);
-    assert_non_null(strstr(fajit_errmsg(), "FAJIT_SM100A_LAUNCH = \"yes\""));
+    assert_non_null(strstr(fajit_errmsg(), "FAJIT_SM100A_LAUNCH = 'yes'"));
 }
 
 static void test_auto_path(void **state)

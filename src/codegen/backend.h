@@ -237,6 +237,10 @@ typedef struct fj_backend {
     void (*store_o)(fj_kctx *k);
     const fj_sync_proto *sync;   /* the sm_80 protocol, or NULL */
     const fj_async_proto *async; /* the warp-specialized protocol, or NULL */
+    /* The words (each " name=value") of the environment knobs that gave plan p other code than their defaults
+     * would; "" for the defaults. fj_plan_format appends them, so the kernel caches key on them. Returns the
+     * length needed (like snprintf). NULL: the path reads no knob. */
+    int (*env_words)(const fj_plan *p, char *buf, size_t size);
 } fj_backend;
 
 extern const fj_backend fj_backend_sm80;

@@ -24,7 +24,7 @@
  * default 329 / 385 / 488 ms against 690-994 unrolled); tests follow it: test_roll_config, test_rolled_ptx. */
 #define FJ_SM90_ROLL_DEFAULT 1 /* an edit, not a -D knob: the disk-cache key's source digest must see it */
 
-/* plan.lean bits: sm_90a consumer-loop trims (sm90.c fj_sm90_lean_env, FAJIT_SM90_LEAN; bench/lean_ab.sh) */
+/* plan.lean bits: sm_90a consumer-loop trims (sm90.c fj_sm90_lean_parse, FAJIT_SM90_LEAN; bench/lean_ab.sh) */
 #define FJ_LEAN_WG_UNIFORM 1u /* the warpgroup index broadcast from lane 0 (shfl.sync.idx): ptxas keeps it, the Q
                                  descriptor and the named-barrier ids in uniform registers (no R2UR per wgmma) */
 #define FJ_LEAN_ALL FJ_LEAN_WG_UNIFORM
@@ -103,7 +103,8 @@ typedef struct fj_plan {
                                     causal) down to the first, as FlashAttention-3 does; 0: ascending. Causal ALiBi
                                     takes it (sm90.c plan_kv_order: the diagonal tile holds each row's largest bias,
                                     so later tiles rarely move the lazy rescale's reference max); FAJIT_KV_ORDER
-                                    (asc, desc, auto) overrides it for GPU A/B runs */
+                                    (asc, desc, auto) overrides it for GPU A/B runs (the plan's text then says
+                                    " kvorder=...": fj_plan_format) */
     int tma_box_cols;            /* elements in one TMA box row: the swizzle span / 2 */
     int tma_boxes;               /* boxes per tile row: head_dim / tma_box_cols; a tile is stored box by box,
                                     [tma_boxes][rows][swizzle bytes] (the canonical wgmma layout) */
@@ -127,9 +128,10 @@ typedef struct fj_plan {
     int fp8_vt4;                 /* FJ_FP8_KNOB_VT4: warps 0-3 transpose (transpose_warps 4; warp 0 loads first, the
                                     transposer role is warps 1-3), straight code, two ldmatrix in flight */
     unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at
-                                    planning for GPU A/B runs (unset: all on; "0": the kernels before them) */
-    unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs;
-                                    0 (unset) = the shipped kernel, byte for byte */
+                                    planning for GPU A/B runs (unset: all on; "0": the kernels before them; other
+                                    than all: the text says " sm90lean=...") */
+    unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs
+                                    (unset: fj_fp8_knobs_default; another set: the text says " fp8knobs=...") */
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
      * tiles are copied as e4m3 bytes into their own ring at kv8_off (stages x K and V tiles of block_n x head_dim
      * bytes, laid out by copying thread), and each thread widens what it copied into the one 16-bit K / V slot
@@ -221,7 +223,10 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
  * most 256 rows; 1 for page_size 0 (not paged). The runtime lowers block_n until it fits (decode.c). */
 int fj_ws_page_fits(int page_size, int block_n);
 /* The canonical text of a plan's kernel: fajit_config_format of its config, then " seqlens", " split"
- * for the variants; "sm_80 bf16 d128 combine" for the combine kernel. The kernel caches' key. */
+ * for the variants, then the words of environment knobs that gave the plan other code than their defaults
+ * (fj_backend.env_words: sm_90a's " sm90lean=none", " kvorder=desc", " fp8knobs=vt,regs"); "sm_80 bf16 d128
+ * combine" for the combine kernel. The kernel caches' key (memory, prebuilt, disk), so a kernel made under one
+ * setting is never served under another, and a plan of the defaults keeps the text it always had. */
 int fj_plan_format(const fj_plan *plan, char *buf, size_t size);
 /* The .entry name of the plan's kernel (FJ_FWD_KERNEL_NAME, or FJ_COMBINE_KERNEL_NAME). */
 const char *fj_plan_entry(const fj_plan *plan);

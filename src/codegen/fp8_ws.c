@@ -28,6 +28,7 @@
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
+#include "base/env_word.h"
 #include "base/error.h"
 
 #define R(reg) fj_r(k->e, reg)
@@ -35,40 +36,33 @@
 #define FJ_FP8_TRANSPOSE_WARPS 3
 
 /* ---- plan ----------------------------------------------------------------------------------------------------- */
-static const struct {
-    const char *word;
-    unsigned bit;
-} k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS},
-                    {"vt", FJ_FP8_KNOB_VT},
-                    {"ostage", FJ_FP8_KNOB_OSTAGE},
-                    {"vt4", FJ_FP8_KNOB_VT4},
-                    {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE}};
+static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
+                                           {"vt", FJ_FP8_KNOB_VT, NULL},
+                                           {"ostage", FJ_FP8_KNOB_OSTAGE, NULL},
+                                           {"vt4", FJ_FP8_KNOB_VT4, NULL},
+                                           {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE, NULL},
+                                           {"none", 0, NULL},
+                                           {NULL, 0, NULL}};
 
 unsigned fj_fp8_knobs_default(int head_dim)
 {
-    return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) | (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
+    return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) |
+           (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
 }
 
-fajit_status fj_fp8_knobs_env(int head_dim, unsigned *bits)
+fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
 {
-    const char *s = getenv("FAJIT_FP8_KNOBS");
-    *bits = fj_fp8_knobs_default(head_dim);
-    if (!s) return FAJIT_OK;
-    *bits = 0;
-    for (const char *w = s; *w;) {
-        size_t n = strcspn(w, ","), i = 0;
-        while (i < sizeof k_knob_words / sizeof k_knob_words[0] &&
-               !(n == strlen(k_knob_words[i].word) && strncmp(w, k_knob_words[i].word, n) == 0))
-            i++;
-        if (n && i == sizeof k_knob_words / sizeof k_knob_words[0])
-            return fj_fail(FAJIT_ERR_INVALID_ARGUMENT,
-                           "FAJIT_FP8_KNOBS = '%s': unknown word '%.*s'; use a comma list of regs, vt, ostage, vt4, all "
-                           "(= regs, vt, ostage; set but empty: none; unset: vt, and regs, ostage at head dim 256)",
-                           s, (int)n, w);
-        if (n) *bits |= k_knob_words[i].bit;
-        w += n + (w[n] == ',');
-    }
-    return FAJIT_OK;
+    return fj_env_list_parse("FAJIT_FP8_KNOBS", value, k_knob_words, fj_fp8_knobs_default(head_dim),
+                             FJ_FP8_D256_FA3 ? "vt, and regs, ostage at head dim 256" : "vt", bits);
+}
+
+int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)
+{
+    char words[64];
+    if (size) buf[0] = '\0';
+    if (p->fp8_knobs == fj_fp8_knobs_default(p->cfg.head_dim)) return 0;
+    fj_env_list_format(k_knob_words, p->fp8_knobs, words, sizeof words);
+    return snprintf(buf, size, " fp8knobs=%s", words);
 }
 
 /* The Vt ring's box width: the widest swizzle span that divides a row of block_n bytes. */
@@ -118,7 +112,7 @@ fajit_status fj_fp8_tiles(fj_plan *p)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
                                               "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
     p->fp8 = 1;
-    fajit_status st = fj_fp8_knobs_env(c->head_dim, &p->fp8_knobs);
+    fajit_status st = fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), c->head_dim, &p->fp8_knobs);
     if (st != FAJIT_OK || !(p->fp8_knobs & FJ_FP8_KNOB_VT4)) return st;
     if (!vt4_split_ok(c->head_dim, c->block_n, c->swizzle))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "FAJIT_FP8_KNOBS vt4 with head_dim %d, block_n (--bc) %d, swizzle %d: the "

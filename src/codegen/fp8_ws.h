@@ -9,8 +9,8 @@
 
 /* Knobs of the FP8 kernel (issue 22), one bit each. The default set depends on the head dim (fj_fp8_knobs_default);
  * the environment variable FAJIT_FP8_KNOBS (a comma list of the words below; "all" = every one; set but empty = none)
- * replaces it for GPU A/B runs. They change the generated PTX only: the config's canonical text and the in-memory
- * cache key stay the same, so time them one process per setting with FAJIT_CACHE=0 (bench/fp8_ab2.sh). A setting
+ * replaces it for GPU A/B runs. They change the generated PTX, and a set other than the default names itself in the
+ * plan's text (" fp8knobs=...", fj_fp8_knobs_words), which the kernel caches key on (bench/fp8_ab2.sh). A setting
  * without regs takes the heuristic back to D256's earlier tiles (config.c drops the overlap 232 registers do not
  * hold): FAJIT_FP8_KNOBS=vt is the default before 2026-11-27 at every head dim.
  *   regs  FlashAttention-3's register splits: with 2 consumer warpgroups the producer warpgroup (loader and
@@ -25,7 +25,8 @@
  *         transpose), then the whole warp joins warps 1-3 on V(j); each warp owns a fixed
  *         quarter of the blocks (2 x 2 over keys x head dims, the warp's offsets folded into its lane terms), no
  *         branch, the next block's ldmatrix issued before this block's prmt / stmatrix. Replaces vt's form.
- * An unknown word is an error (FAJIT_ERR_INVALID_ARGUMENT from the plan: fajit_errmsg names it). */
+ * An unknown word is an error (FAJIT_ERR_INVALID_ARGUMENT from the plan and from fajit_context_create: fajit_errmsg
+ * names it). */
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u
 #define FJ_FP8_KNOB_OSTAGE 4u
@@ -34,20 +35,24 @@
  * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
  * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,
  * +8-16% over br128 bc128 without the overlap). At D64 / D128 regs measured 0.96-1.00x, so they keep 40 / 232. */
-/* FJ_FP8_D256_FA3 1: D256 takes regs and ostage by default (FlashAttention-3's tile set, with the heuristic's ov /
- * pp): +7% on an H200 and +8-16% on an H100 (bench/results/h100-session5-2026-11-27.md), assembled and simulated
- * clean, but its numerics have not run on a GPU yet (tests/test_gpu_fp8), so it stays off until they have: the D256
- * default is the earlier vt tile (FAJIT_FP8_KNOBS=regs,vt,ostage picks the new one per process). */
+/* FJ_FP8_D256_FA3 1 (the default): D256 takes regs and ostage (FlashAttention-3's tile set, with the heuristic's ov /
+ * pp): +7% on an H200 and +8-16% on an H100 (bench/results/h100-session5-2026-11-27.md). Its numerics ran on an H100
+ * (tests/test_gpu_fp8 of a -DFJ_FP8_D256_FA3=1 build, 2026-11-27, bench/results/h100-session6-2026-11-27.md): every
+ * D256 case within its bound, the same as the earlier tile's. 0 gives the earlier vt tile back at D256 (so does
+ * FAJIT_FP8_KNOBS=vt per process). */
 #ifndef FJ_FP8_D256_FA3
-#define FJ_FP8_D256_FA3 0
+#define FJ_FP8_D256_FA3 1
 #endif
 /* FJ_FP8_VT4 1: vt4 joins the default set at every head dim (build knob for the GPU A/B; 0: not GPU-run yet). */
 #ifndef FJ_FP8_VT4
 #define FJ_FP8_VT4 0
 #endif
 unsigned fj_fp8_knobs_default(int head_dim);
-/* *bits = the knobs FAJIT_FP8_KNOBS names (unset: fj_fp8_knobs_default(head_dim)). */
-fajit_status fj_fp8_knobs_env(int head_dim, unsigned *bits);
+/* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim); "none" or
+ * set but empty: 0). Planning passes the variable; the runtime checks it when a context is made. */
+fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits);
+/* " fp8knobs=..." when an FP8 plan's knobs are not its head dim's default, else "" (for sm_90a's env_words). */
+int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size);
 
 /* Rules of an e4m3 config on sm_90a (block_n a multiple of 32, the swizzle span dividing a row of head_dim bytes,
  * no attention variant yet); sets plan.fp8. */

@@ -456,6 +456,8 @@ int fj_plan_format(const fj_plan *p, char *buf, size_t size)
                       p->variant & FJ_VARIANT_KV8_INT_K ? " kv8intk" : "", p->variant & FJ_VARIANT_KV8_INT_V ? " kv8intv" : "",
                       p->variant & FJ_VARIANT_LPT ? " lpt" : "",
                       p->variant & FJ_VARIANT_KV8_DIRECT ? " kv8direct" : "");
+    if (n >= 0 && p->backend && p->backend->env_words)
+        n += p->backend->env_words(p, buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0);
     return n;
 }
 

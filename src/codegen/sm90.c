@@ -30,6 +30,7 @@
 #include "kernel_abi.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
+#include "base/env_word.h"
 #include "base/error.h"
 #include "fp8_ws.h"
 #include "seqlen.h"
@@ -137,43 +138,68 @@ int fj_sm90_reg_pool_ok(int consumer_wgs, int producer_regs, int consumer_regs)
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
 
-/* FJ_LEAN_* bits from FAJIT_SM90_LEAN, a comma list: "wgu" (FJ_LEAN_WG_UNIFORM), "all"; "0" or "none" = none (the
- * kernels as before the trims, byte for byte); unset = FJ_LEAN_ALL. Read at planning, so one build serves both
- * sides of a GPU A/B (bench/lean_ab.sh; the disk cache checks each entry's PTX hash). */
-unsigned fj_sm90_lean_env(void)
+/* FJ_LEAN_* bits from FAJIT_SM90_LEAN, a comma list: "wgu" (FJ_LEAN_WG_UNIFORM), "all"; "0" or "none" (or set but
+ * empty) = none (the kernels as before the trims, byte for byte); unset = FJ_LEAN_ALL; another word is refused. Read at
+ * planning, so one build serves both sides of a GPU A/B (bench/lean_ab.sh); a setting other than the default names
+ * itself in the plan's text (env_words_sm90), which the kernel caches key on. */
+static const fj_env_word k_lean_words[] = {{"wgu", FJ_LEAN_WG_UNIFORM, "the warpgroup index in uniform registers"},
+                                           {"all", FJ_LEAN_ALL, "every trim"},
+                                           {"none", 0, "no trim"},
+                                           {"0", 0, "no trim"},
+                                           {NULL, 0, NULL}};
+
+fajit_status fj_sm90_lean_parse(const char *value, unsigned *bits)
 {
-    static const struct {
-        const char *word;
-        unsigned bit;
-    } words[] = {{"wgu", FJ_LEAN_WG_UNIFORM}, {"all", FJ_LEAN_ALL}};
-    const char *s = getenv("FAJIT_SM90_LEAN");
-    if (!s) return FJ_LEAN_ALL;
-    unsigned bits = 0;
-    while (*s) {
-        size_t n = strcspn(s, ",");
-        for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
-            if (n == strlen(words[i].word) && strncmp(s, words[i].word, n) == 0) bits |= words[i].bit;
-        s += n + (s[n] == ',');
-    }
-    return bits;
+    return fj_env_list_parse("FAJIT_SM90_LEAN", value, k_lean_words, FJ_LEAN_ALL, "all", bits);
 }
 
 /* KV tile order (plan.kv_desc, ws_frame.h): descending for causal ALiBi, whose bias -slope x (i - j) grows along
  * the tiles in ascending order, so that most tiles raised a row max past the lazy rescale's slack and paid the O
  * rescale (scripts/alibi_kv_order.py, N 8k H16 D128 128 x 128: 68.6% of the (tile, warp) steps rebase ascending,
  * 0.0% descending); ascending for the rest (plain kernels keep their PTX). FAJIT_KV_ORDER = asc | desc | auto (unset:
- * auto) overrides it for GPU A/B runs of any 16-bit kernel; like FAJIT_SM90_LEAN it changes the PTX but not the
- * cache key (time one process per setting with FAJIT_CACHE=0). FP8 kernels stay ascending (not A/B'd). */
+ * auto) overrides it for GPU A/B runs of any 16-bit kernel; an order other than auto's names itself in the plan's
+ * text (env_words_sm90), so the kernel caches never serve one order for the other. FP8 kernels stay ascending (not
+ * A/B'd). */
+static const fj_env_word k_kv_order_words[] = {{"asc", FJ_KV_ORDER_ASC, "ascending"},
+                                               {"desc", FJ_KV_ORDER_DESC, "descending"},
+                                               {"auto", FJ_KV_ORDER_AUTO, "descending for causal ALiBi only"},
+                                               {NULL, 0, NULL}};
+
+fajit_status fj_kv_order_parse(const char *value, int *order)
+{
+    return fj_env_word_parse("FAJIT_KV_ORDER", value, k_kv_order_words, FJ_KV_ORDER_AUTO, "auto", order);
+}
+
+/* auto's order of a plan: descending for causal ALiBi, and never for FP8 */
+static int kv_desc_auto(const fj_plan *p) { return (p->cfg.mods & FAJIT_MOD_ALIBI) && p->cfg.causal && !p->fp8; }
+
 static fajit_status plan_kv_order(fj_plan *p)
 {
-    const char *s = getenv("FAJIT_KV_ORDER");
-    int autodesc = (p->cfg.mods & FAJIT_MOD_ALIBI) && p->cfg.causal;
-    if (s && strcmp(s, "asc") != 0 && strcmp(s, "desc") != 0 && strcmp(s, "auto") != 0)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_KV_ORDER = '%s': use asc, desc or auto (unset: auto, "
-                                                   "descending for causal ALiBi only)", s);
-    int desc = s && strcmp(s, "desc") == 0 ? 1 : s && strcmp(s, "asc") == 0 ? 0 : autodesc;
-    p->kv_desc = desc && !p->fp8;
+    int order;
+    fajit_status st = fj_kv_order_parse(getenv("FAJIT_KV_ORDER"), &order);
+    if (st != FAJIT_OK) return st;
+    p->kv_desc = order == FJ_KV_ORDER_AUTO ? kv_desc_auto(p) : order == FJ_KV_ORDER_DESC && !p->fp8;
     return FAJIT_OK;
+}
+
+/* The words fj_plan_format adds to an sm_90a plan whose environment knobs (read at planning) gave it other code than
+ * their defaults: " sm90lean=...", " kvorder=asc|desc", " fp8knobs=...". The kernel caches (memory, prebuilt, disk)
+ * key on the plan's text, so a kernel built under one setting is never served under another; a plan of the defaults
+ * (whatever the variables say) adds nothing, so its key and PTX stay what they were. */
+static int env_words_sm90(const fj_plan *p, char *buf, size_t size)
+{
+    int n = 0;
+    char words[64];
+    buf[0] = '\0';
+    if (p->lean != FJ_LEAN_ALL) {
+        fj_env_list_format(k_lean_words, p->lean, words, sizeof words);
+        n += snprintf(buf, size, " sm90lean=%s", words);
+    }
+    if (p->kv_desc != kv_desc_auto(p))
+        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
+                      " kvorder=%s", p->kv_desc ? "desc" : "asc");
+    if (p->fp8) n += fj_fp8_knobs_words(p, buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0);
+    return n;
 }
 
 /* ---- plan ------------------------------------------------------------------------------------ */
@@ -283,8 +309,8 @@ static fajit_status plan_sm90(fj_plan *p)
         p->k_steps_pv = c->block_n / 32;
     }
     p->whole_program = p->consumer_regs > 0;
-    p->lean = fj_sm90_lean_env();
-    if (plan_kv_order(p) != FAJIT_OK) return FAJIT_ERR_INVALID_ARGUMENT;
+    fajit_status st = fj_sm90_lean_parse(getenv("FAJIT_SM90_LEAN"), &p->lean);
+    if (st != FAJIT_OK || (st = plan_kv_order(p)) != FAJIT_OK) return st;
     p->roll_stages = c->roll == 1; /* (the check refuses it with FP8 and with one stage) */
     /* the default takes the rolled loop for 16-bit kernels with 2+ stages, the attention variants (mods) included:
      * on an H100 (bench/results/h100-session5-2026-11-27.md) rolled = unrolled within noise or faster for softcap,
@@ -826,4 +852,5 @@ const fj_backend fj_backend_sm90 = {
     .mma_pv = mma_pv_sm90,
     .store_o = store_o_sm90,
     .async = &async_sm90,
+    .env_words = env_words_sm90,
 };

@@ -10,8 +10,14 @@
 /* Fill plan.roles: the producer warpgroup (TMA loads; with FP8 its warps 1..transpose_warps transpose V, a role of
  * their own in the producer's register group), then the consumer warpgroups (S = QK^T, softmax, O += PV, epilogue: 64 query rows each), and the rings between them. */
 void fj_sm90_roles(fj_plan *p);
-/* plan.lean from the environment variable FAJIT_SM90_LEAN (FJ_LEAN_* bits, codegen.h); FJ_LEAN_ALL when unset. */
-unsigned fj_sm90_lean_env(void);
+/* The environment knobs of the sm_90a plan, parsed from their text (value: the variable's, NULL = unset); planning
+ * reads the variables, and the runtime checks them when a context is made. FAJIT_ERR_INVALID_ARGUMENT on an unknown
+ * word, naming the variable, the value and the accepted words.
+ *   FAJIT_SM90_LEAN  plan.lean (FJ_LEAN_* bits, codegen.h): a comma list of wgu, all, none / 0; FJ_LEAN_ALL when unset
+ *   FAJIT_KV_ORDER   plan.kv_desc's rule: asc, desc, auto (unset: auto) */
+enum { FJ_KV_ORDER_AUTO = -1, FJ_KV_ORDER_ASC = 0, FJ_KV_ORDER_DESC = 1 };
+fajit_status fj_sm90_lean_parse(const char *value, unsigned *bits);
+fajit_status fj_kv_order_parse(const char *value, int *order);
 /* The body of one sm_90a role (sm90_roles.c), by its kind: LOAD, TRANSPOSE or SOFTMAX. */
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);

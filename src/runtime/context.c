@@ -8,15 +8,14 @@
 #include "context.h"
 
 #include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <stdarg.h>
 
 #include "compile.h"
 #include "base/error.h"
 #include "kernel_store.h"
-#include "kv8_knobs.h"
+#include "env.h"
 #include "sm100a_launch.h"
 
 /* ---------------------------------------------------------------------------------------------------
@@ -101,27 +100,7 @@ static fajit_status device_query(fajit_context *ctx)
                                        ctx->cu_device)) ||
         (rc = cu->cuDriverGetVersion(&ctx->driver_version)))
         return fj_cuda_fail(rc, "cuDeviceGetName / cuDeviceGetAttribute / cuDriverGetVersion");
-    ctx->persistent_ctas = ctx->sm_count;
-    const char *cap = getenv("FAJIT_PERSISTENT_CTAS");
-    if (cap && atoi(cap) > 0) ctx->persistent_ctas = atoi(cap);
-    const char *pack = getenv("FAJIT_PACK_GQA");
-    ctx->pack_gqa = !(pack && strcmp(pack, "0") == 0);
-    const char *gather = getenv("FAJIT_DECODE_GATHER");
-    ctx->paged_gather = gather && strcmp(gather, "0") == 0 ? 0 : gather && strcmp(gather, "1") == 0 ? 2 : 1;
-    const char *ahead = getenv("FAJIT_DECODE_PAGE_AHEAD");
-    ctx->page_ahead = !(ahead && strcmp(ahead, "0") == 0);
-    const char *div = getenv("FAJIT_DECODE_PAGE_DIV");
-    ctx->page_div = div && strcmp(div, "1") == 0;
-    const char *sm90 = getenv("FAJIT_DECODE_SM90");
-    ctx->decode_sm90 = sm90 && strcmp(sm90, "1") == 0 ? 1 : sm90 && strcmp(sm90, "0") == 0 ? 0 : -1;
-    const char *sched = getenv("FAJIT_VARLEN_SCHED");
-    ctx->varlen_lpt = !(sched && strcmp(sched, "static") == 0); /* longest-first by default (H100 A/B 2026-11-26) */
-    fj_kv8_knobs kv8;
-    fajit_status st = fj_kv8_knobs_parse(getenv("FAJIT_KV8_WIDEN"), getenv("FAJIT_KV8_DIRECT"), getenv("FAJIT_KV8_TILE"),
-                                         &kv8);
-    if (st != FAJIT_OK) return st;
-    ctx->kv8_widen = kv8.variant;
-    ctx->kv8_direct = kv8.direct;
+    if (ctx->persistent_ctas <= 0) ctx->persistent_ctas = ctx->sm_count; /* unless $FAJIT_PERSISTENT_CTAS */
     ctx->arch = fj_arch_for_device(ctx->cc_major, ctx->cc_minor);
     if (!ctx->arch) {
         char names[256];
@@ -162,6 +141,29 @@ static fajit_status device_open(fajit_context *ctx)
 }
 
 /* ---------------------------------------------------------------------------------------------------
+ * The environment, read once (env.c: a bad value fails the creation, naming the variable)
+ * ------------------------------------------------------------------------------------------------- */
+static fajit_status context_read_env(fajit_context *ctx)
+{
+    fj_env e;
+    fajit_status st = fj_env_read(&e);
+    if (st != FAJIT_OK) return st;
+    ctx->persistent_ctas = e.persistent_ctas; /* 0: the device's SM count (device_query) */
+    ctx->pack_gqa = e.pack_gqa;
+    ctx->paged_gather = e.paged_gather;
+    ctx->page_ahead = e.page_ahead;
+    ctx->page_div = e.page_div;
+    ctx->decode_sm90 = e.decode_sm90;
+    ctx->varlen_lpt = e.varlen_lpt;
+    ctx->kv8_widen = e.kv8_widen;
+    ctx->kv8_direct = e.kv8_direct;
+    ctx->sm100a_launch = e.sm100a_launch;
+    ctx->prebuilt = e.prebuilt;
+    ctx->jit_mode = e.jit_sync ? FJ_JIT_SYNC : FJ_JIT_ASYNC;
+    return FAJIT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------------
  * Create / destroy
  * ------------------------------------------------------------------------------------------------- */
 fajit_status fajit_context_create(const fajit_context_options *opts, fajit_context **ctx_out)
@@ -178,10 +180,7 @@ fajit_status fajit_context_create(const fajit_context_options *opts, fajit_conte
     pthread_mutex_init(&ctx->lock, NULL);
     pthread_cond_init(&ctx->jit_cond, NULL);
     ctx->device = o.device;
-    const char *prebuilt = getenv("FAJIT_PREBUILT"), *jit = getenv("FAJIT_JIT");
-    ctx->prebuilt = !(prebuilt && strcmp(prebuilt, "0") == 0);
-    ctx->jit_mode = jit && strcmp(jit, "sync") == 0 ? FJ_JIT_SYNC : FJ_JIT_ASYNC;
-    fajit_status st = fj_sm100a_launch_parse(getenv("FAJIT_SM100A_LAUNCH"), &ctx->sm100a_launch);
+    fajit_status st = context_read_env(ctx);
     if (st == FAJIT_OK) st = fj_disk_cache_init(&ctx->disk, o.disk_cache, o.cache_dir);
     if (st == FAJIT_OK && ctx->disk.enabled) /* fits: disk.dir has at most FJ_DISK_CACHE_DIR_MAX characters */
         snprintf(ctx->tune_path, sizeof ctx->tune_path, "%.*s/" FJ_TUNE_FILE_NAME, FJ_DISK_CACHE_DIR_MAX,

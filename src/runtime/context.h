@@ -2,7 +2,8 @@
  * context.h - internals of fajit_context and fajit_kernel, for the runtime, fagen and the tests.
  *
  * A context binds one device (or none: device -1) and owns the kernels loaded into the device's
- * primary CUDA context. Fields are read-only outside context.c; the lists are guarded by `lock`.
+ * primary CUDA context. The settings below from $FAJIT_* variables are read once, when it is made, with or
+ * without a device (env.c: a value the library does not know fails the creation). Fields are read-only outside context.c; the lists are guarded by `lock`.
  * Every driver call on the context's behalf is made between fj_context_push() and fj_context_pop(),
  * so the calling thread's current CUDA context is left as it was.
  */
@@ -26,7 +27,7 @@
 
 struct fajit_kernel {
     struct fajit_kernel *next;
-    char config_text[FJ_CONFIG_TEXT_MAX]; /* the memory-cache key: canonical text of plan.cfg */
+    char config_text[FJ_CONFIG_TEXT_MAX]; /* the memory-cache key: the plan's canonical text (fj_plan_format) */
     char target[16];                      /* the sm the cubin was built for ("sm_90", "sm_90a") */
     fj_plan plan;                         /* threads, smem_bytes, block_m for the launcher */
     fj_CUmodule module;
@@ -73,7 +74,8 @@ struct fajit_context {
     int cc_major, cc_minor;    /* compute capability */
     int sm_count;              /* multiprocessors */
     int persistent_ctas;       /* CTAs of a persistent (warp-specialized) launch at most: sm_count, or
-                                  $FAJIT_PERSISTENT_CTAS when set (tests force several work tiles per CTA) */
+                                  $FAJIT_PERSISTENT_CTAS when set (tests force several work tiles per CTA; 0 without
+                                  a device when unset) */
     int smem_optin;            /* largest dynamic shared memory per block after opt-in, bytes */
     int pack_gqa;              /* decode calls pack GQA query heads (decode.c): on, unless $FAJIT_PACK_GQA=0
                                   (2.2-4.3x the K/V bandwidth of unpacked calls at Nq = 1 on the H200) */
@@ -88,13 +90,13 @@ struct fajit_context {
                                   sm_90a kernel's where fj_decode_auto_sm90 says, 1 ($FAJIT_DECODE_SM90=1) the
                                   sm_90a kernel's whenever they take the call, 0 ($FAJIT_DECODE_SM90=0) sm_80's */
     int varlen_lpt;            /* varlen calls on the sm_90a kernel take the dynamic longest-first schedule (variant LPT,
-                                  sched.c): 1 with $FAJIT_VARLEN_SCHED=lpt, else 0 (static round-robin) until the A/B
-                                  on the GPU (bench/varlen_ab.sh) says which is faster */
+                                  sched.c): 1 (default, since the H100 A/B of 2026-11-26, bench/varlen_ab.sh; or
+                                  $FAJIT_VARLEN_SCHED=lpt), 0 with $FAJIT_VARLEN_SCHED=static (static round-robin) */
     unsigned kv8_widen;        /* FP8 K/V cache decode variants: FJ_VARIANT_KV8_INT_K / _V bits ($FAJIT_KV8_WIDEN=int
                                   both, intk K, intv V: the integer widening where the device has cvt; default 0,
                                   cvt for both), for timing one against the other; and FJ_VARIANT_KV8_DIRECT
                                   ($FAJIT_KV8_DIRECT=1 forces it: the MMA fragments straight from the e4m3 tiles, kv8_frag.c);
-                                  kv8_knobs.c parses them (an unknown value fails the context's creation) */
+                                  kv8_knobs.c parses them */
     int kv8_direct;            /* $FAJIT_KV8_DIRECT: -1 (unset, the default) FP8 K/V decode calls take kv8direct where
                                   legal (decode.c), 0 never, 1 always (the bit is in kv8_widen then) */
     int sm100a_launch;         /* 1 (default): sm_100a kernels launch on a compute capability 10.0 GPU and the automatic

@@ -21,6 +21,7 @@
 
 #include "codegen/codegen.h"
 #include "fj_source_digest.h"
+#include "base/env_word.h"
 #include "base/error.h"
 #include "hash.h"
 
@@ -107,13 +108,14 @@ int fj_disk_cache_mkdirs(const char *path)
 /* ---------------------------------------------------------------------------------------------------
  * Setup: where the cache lives
  * ------------------------------------------------------------------------------------------------- */
-static int env_says_off(void)
-{
-    const char *v = getenv("FAJIT_CACHE");
-    if (!v) return 0;
-    return strcmp(v, "0") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0 || strcmp(v, "no") == 0 ||
-           strcmp(v, "OFF") == 0 || strcmp(v, "FALSE") == 0 || strcmp(v, "NO") == 0;
-}
+/* FAJIT_CACHE's words (unset: on) and FAJIT_CACHE_VERIFY's (unset: 0). */
+static const fj_env_word k_cache_words[] = {
+    {"1", 1, "on"}, {"on", 1, NULL}, {"true", 1, NULL}, {"yes", 1, NULL}, {"ON", 1, NULL}, {"TRUE", 1, NULL},
+    {"YES", 1, NULL}, {"0", 0, "off"}, {"off", 0, NULL}, {"false", 0, NULL}, {"no", 0, NULL}, {"OFF", 0, NULL},
+    {"FALSE", 0, NULL}, {"NO", 0, NULL}, {NULL, 0, NULL}};
+static const fj_env_word k_verify_words[] = {{"0", 0, "a load checks the entry"},
+                                             {"1", 1, "and generates the PTX again to check its hash"},
+                                             {NULL, 0, NULL}};
 
 /* The default root: $FAJIT_CACHE_DIR, $XDG_CACHE_HOME/fajit (absolute only), $HOME/.cache/fajit. */
 static int cache_default_dir(char *buf, size_t size, const char **why)
@@ -145,9 +147,12 @@ fajit_status fj_disk_cache_init(fj_disk_cache *c, int setting, const char *dir)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "cache_dir = \"%.64s...\": %zu characters, more than the %d a cache "
                                                    "directory may have (the paths of its files must fit in %d bytes)",
                        dir, strlen(dir), FJ_DISK_CACHE_DIR_MAX, FJ_DISK_CACHE_PATH_MAX);
-    if (setting == 0 || (setting == -1 && env_says_off())) return FAJIT_OK;
-    const char *verify = getenv("FAJIT_CACHE_VERIFY");
-    c->verify = verify && strcmp(verify, "1") == 0;
+    int on = 1;
+    fajit_status st = setting == -1 ? fj_env_word_parse("FAJIT_CACHE", getenv("FAJIT_CACHE"), k_cache_words, 1, "on", &on)
+                                    : FAJIT_OK;
+    if (st != FAJIT_OK || setting == 0 || !on) return st;
+    st = fj_env_word_parse("FAJIT_CACHE_VERIFY", getenv("FAJIT_CACHE_VERIFY"), k_verify_words, 0, "0", &c->verify);
+    if (st != FAJIT_OK) return st;
     if (dir && dir[0]) snprintf(c->dir, sizeof c->dir, "%s", dir);
     else if (cache_default_dir(c->dir, FJ_DISK_CACHE_DIR_MAX + 1, &why) != 0) {
         c->dir[0] = '\0';

@@ -35,7 +35,7 @@ enum {
 typedef struct fj_kernel_req {
     fajit_context *ctx;
     const fj_plan *plan;
-    const char *text;   /* the canonical config text (memory-cache key) */
+    const char *text;   /* the plan's canonical text (fj_plan_format: config, variant, knobs): every source's key */
     const char *target; /* the sm the cubin is for ("sm_90a", "sm_86") */
     /* the disk source's key, made once per request (it needs the compiler's identity) */
     char disk_key[FJ_DISK_CACHE_KEY_MAX];

@@ -2,22 +2,16 @@
  * sm100a_launch.c - when libfajit launches sm_100a kernels (see sm100a_launch.h): on a compute capability 10.0 GPU by
  * default, never elsewhere, and not at all with FAJIT_SM100A_LAUNCH=0.
  */
-#include <string.h>
-
+#include "base/env_word.h"
 #include "base/error.h"
 #include "sm100a_launch.h"
 
 fajit_status fj_sm100a_launch_parse(const char *value, int *on)
 {
-    *on = 1;
-    if (!value || !*value || strcmp(value, "1") == 0) return FAJIT_OK;
-    if (strcmp(value, "0") == 0) {
-        *on = 0;
-        return FAJIT_OK;
-    }
-    return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "FAJIT_SM100A_LAUNCH = \"%.32s\": use 1 (or unset: launch sm_100a "
-                                               "kernels on a compute capability 10.0 GPU) or 0 (never; sm_80 there)",
-                   value);
+    static const fj_env_word words[] = {{"1", 1, "launch sm_100a kernels on a compute capability 10.0 GPU"},
+                                        {"0", 0, "never; sm_80 there"},
+                                        {NULL, 0, NULL}};
+    return fj_env_word_parse("FAJIT_SM100A_LAUNCH", value, words, 1, "1", on);
 }
 
 fajit_arch fj_auto_path(int major, int minor, int sm100a_on)

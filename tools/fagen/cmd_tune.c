@@ -398,10 +398,13 @@ int fagen_cmd_tune(int argc, char **argv)
     }
     fajit_context_options opt = fajit_context_options_default();
     opt.device = o.device;
-    if (fajit_context_create(&opt, &ctx) != FAJIT_OK) {
-        fprintf(stderr, "fagen: tune needs a GPU: %s\n", fajit_errmsg());
+    fajit_status st = fajit_context_create(&opt, &ctx);
+    if (st != FAJIT_OK) {
+        rc = FAGEN_EXIT_FAIL;
+        if (st == FAJIT_ERR_INVALID_ARGUMENT) rc = fagen_report_status(st, "context"); /* a bad FAJIT_* value */
+        else fprintf(stderr, "fagen: tune needs a GPU: %s\n", fajit_errmsg());
         free(cls);
-        return FAGEN_EXIT_FAIL;
+        return rc;
     }
     const char *file = fajit_context_tune_file(ctx);
     printf("fagen tune on %s (%s, driver %d): %d %sclass%s, at most %d %s each, median of %d calls\n",
