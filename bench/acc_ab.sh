@@ -8,8 +8,10 @@
 #   accuracy: bench/accuracy_ratio.py per build (max|O - O_fp64| / SDPA flash's, BF16 D128 H8 non-causal, N 1500/1536,
 #             contiguous and strided, SEEDS seeds (default 12); rows fajit = sm_90a, fajit_sm80 = sm_80; fa3 when
 #             importable). The issue's bound: mean <= 1.05, max <= 1.3.
-#   speed:    fagen bench --untuned (settled) of D64 / D128 / D256 x N 1k / 4k x causal and not, sm_90a, the three builds
+#   speed:    fagen bench --untuned (settled) of D64 / D128 / D256 x N 1k / 4k x causal and not, sm_90a, the builds
 #             interleaved (base w2 w2est base w2 w2est), two rounds, each build with its own disk cache
+#   BUILDS="base w2est w2estlag" picks others (w2lag / w2estlag: + FJ_RESCALE_WEIGHT_LAG=1, the test reads l one KV
+#   tile old); DIMS, LENS, MASKS ("nc --causal"), ROUNDS narrow the speed cells
 #   summary:  per build, the worst accuracy ratios and the median speed ratio to base over the cells
 # Sized for one call of <= 6 minutes on 16 cores (builds ~1 min; stops the speed rounds at BUDGET_S, default 330 s).
 #   usage: [SEEDS=12] [SPEED=0] bench/acc_ab.sh [OUTDIR]   (PYTHONPATH with torch [+ FA3: bash .peers/fa3/stage.sh,
@@ -19,11 +21,22 @@ cd "$(dirname "$0")/.." || exit 2
 out=${1:-/tmp/acc-ab}
 seeds=${SEEDS:-12}
 budget=${BUDGET_S:-330}
-names=(base w2 w2est)
 w="-DFJ_SM80_RESCALE_WEIGHT_LOG2=-2 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2"
+declare -A flags=([base]="" [w2]="$w" [w2est]="$w -DFJ_RESCALE_WEIGHT_EST=1" [w2lag]="$w -DFJ_RESCALE_WEIGHT_LAG=1"
+                  [w2estlag]="$w -DFJ_RESCALE_WEIGHT_EST=1 -DFJ_RESCALE_WEIGHT_LAG=1")
+read -r -a names <<<"${BUILDS:-base w2 w2est}"
+specs=()
+for b in "${names[@]}"; do
+    [ -n "${flags[$b]+set}" ] || { echo "acc_ab.sh: BUILDS: unknown build '$b' (known: ${!flags[*]})"; exit 2; }
+    specs+=("$b=${flags[$b]}")
+done
+read -r -a dims <<<"${DIMS:-64 128 256}"
+read -r -a lens <<<"${LENS:-1024 4096}"
+read -r -a masks <<<"${MASKS:-nc --causal}"
+rounds=${ROUNDS:-2}
 # shellcheck source=bench/ab_builds.sh
 source bench/ab_builds.sh
-ab_build_all "$out" "fagen fajit_shared" base= "w2=$w" "w2est=$w -DFJ_RESCALE_WEIGHT_EST=1" || exit 2
+ab_build_all "$out" "fagen fajit_shared" "${specs[@]}" || exit 2
 for b in "${names[@]}"; do
     rm -rf "$out/cache-$b"; mkdir -p "$out/cache-$b"
 done
@@ -37,10 +50,11 @@ for b in "${names[@]}"; do
     grep -qE "^worst" "$out/acc-$b.log" || { echo "$b: accuracy_ratio.py failed:"; tail -3 "$out/acc-$b.log"; }
 done
 if [ "${SPEED:-1}" != 0 ]; then
-    echo "== speed: fagen bench --untuned --arch sm_90a (settled), builds interleaved, two rounds"
+    echo "== speed: fagen bench --untuned --arch sm_90a (settled), builds interleaved, $rounds round(s)"
     : >"$out/speed.txt"
-    for round in 1 2; do
-        for d in 64 128 256; do for n in 1024 4096; do for m in "" "--causal"; do
+    for round in $(seq 1 "$rounds"); do
+        for d in "${dims[@]}"; do for n in "${lens[@]}"; do for m in "${masks[@]}"; do
+            [ "$m" = nc ] && m=""
             [ "$SECONDS" -ge "$budget" ] && { echo "(time budget $budget s reached: round $round d$d n$n not run)"; break 4; }
             for b in "${names[@]}"; do
                 # shellcheck disable=SC2086

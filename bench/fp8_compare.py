@@ -45,6 +45,8 @@ def parse_args(argv=None):
     p.add_argument("--masks", default="noncausal,causal", help="noncausal,causal (default both)")
     p.add_argument("--outliers", action="store_true", help="outlier channels in Q and K (x20 on 3 head dims)")
     p.add_argument("--hadamard", action="store_true", help="also measure incoherent processing (see above)")
+    p.add_argument("--lse", action="store_true", help="also the LSE's max error of both systems over the same slice "
+                   "(one more untimed call each, return_lse / FA3's softmax_lse, against float64 logsumexp)")
     p.add_argument("--out", help="directory for fp8-<gpu>.md and .json")
     compare.add_timing_options(p, reps=60, min_reps=10, warmup=10)
     a = p.parse_args(argv)
@@ -112,8 +114,11 @@ class Fp8Bench(compare.Bench):
         q, qd, k, kd, v, vd = out
         return q, k, v, qd, kd, vd, torch.empty(B, N, H, D, device=DEVICE, dtype=torch.bfloat16)
 
-    def reference_errors(self, outs, s, causal):
-        """{system: (max err, RMS err)} over batch 0, heads 0 and H - 1, <= 256 rows, float64 on dequantized inputs."""
+    def reference_errors(self, outs, s, causal, lses=None):
+        """{system: (max err, RMS err)} over batch 0, heads 0 and H - 1, <= 256 rows, float64 on dequantized inputs.
+        lses ({system: float32 [B, H, N] natural-log LSE}): their max |LSE - LSE_fp64| over the same rows go into
+        self.lse_err[system]."""
+        self.lse_err = {}
         torch = self.torch
         q, k, v, qd, kd, vd, _ = s
         N, H, D = q.shape[1], q.shape[2], q.shape[3]
@@ -127,6 +132,11 @@ class Fp8Bench(compare.Bench):
             if causal:
                 sc = sc.masked_fill(torch.arange(N, device=DEVICE)[None, :] > rows[:, None], float("-inf"))
             ref = torch.softmax(sc, -1) @ vf
+            lref = torch.logsumexp(sc, -1)
+            for name, l in (lses or {}).items():
+                d = (l[0, h, rows].double() - lref).abs()
+                d = torch.where(torch.isnan(d), torch.full_like(d, float("inf")), d)
+                self.lse_err[name] = max(self.lse_err.get(name, 0.0), d.max().item())
             for name, o in outs.items():
                 d = (o[0, rows, h].double() - ref)
                 d = torch.where(torch.isnan(d), torch.full_like(d, float("inf")), d)
@@ -169,11 +179,28 @@ class Fp8Bench(compare.Bench):
                     raise
                 row[name + "_error"] = f"{type(e).__name__}: {str(e)[:200]}"
                 log(f"  {name} n/a: {row[name + '_error']}")
+        lses = {}
+        if a.lse and outs:
+            try:
+                lses["fajit"] = fajit.attention(s0[0], s0[1], s0[2], causal=causal, layout="bnhd", return_lse=True,
+                                                q_descale=s0[3], k_descale=s0[4], v_descale=s0[5])[1]
+                if "fa3" in outs:  # flash_attn_func returns (out, softmax_lse [B, H, N]) with return_attn_probs
+                    r = self.fa3(s0[0], s0[1], s0[2], causal=causal, q_descale=s0[3], k_descale=s0[4],
+                                 v_descale=s0[5], return_attn_probs=True)
+                    if isinstance(r, (tuple, list)) and len(r) > 1:
+                        lses["fa3"] = r[1]
+                torch.cuda.synchronize()
+            except Exception as e:
+                if not self.alive():
+                    raise
+                row["lse_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         if outs:
-            for name, (mx, rms, rel) in self.reference_errors(outs, s0, causal).items():
+            for name, (mx, rms, rel) in self.reference_errors(outs, s0, causal, lses).items():
                 row[name + "_max_err"], row[name + "_rms_err"] = mx, rms
                 if rel is not None:
                     row["fajit_rel_l2"] = rel
+            for name, e in self.lse_err.items():
+                row[name + "_lse_err"] = e
             if "fajit" in outs:
                 row["kernel"] = fajit.last_forward()
                 row["check"] = "ok" if row.get("fajit_rel_l2", math.inf) <= TOL else "FAIL"
@@ -188,7 +215,9 @@ class Fp8Bench(compare.Bench):
         log("  " + "  ".join(f"{s} {row[s + '_ms']:.3f} ms {row[s + '_tflops']:.0f} TFLOP/s" for s in systems
                              if s + "_ms" in row) +
             "  err max/RMS " + "  ".join(f"{s} {row.get(s + '_max_err', math.nan):.2e}/{row.get(s + '_rms_err', math.nan):.2e}"
-                                          for s in systems) + f"  check {row.get('check', '-')}"
+                                          for s in systems) + f"  check {row.get('check', '-')}" +
+            ("  LSE max err " + "  ".join(f"{s} {row.get(s + '_lse_err', math.nan):.2e}" for s in systems)
+             if a.lse else "") +
             f"\n  fajit kernel: {row.get('kernel', '-')}")
         del sets
         torch.cuda.empty_cache()

@@ -56,6 +56,8 @@ typedef struct fj_plan {
     int rescale_weight_est;      /* with the weight test: weigh the new max against an estimate of the row's final
                                     l, the lane's l x 2^(floor log2 J - floor log2 j) (J KV tiles in the work
                                     tile, j done), not the partial l: fewer rebases in the first tiles (softmax.c) */
+    int rescale_weight_lag;      /* with the weight test: weigh it against l as it was one KV tile earlier (a copy
+                                    kept beside l), so the vote does not wait for the last tile's row sums */
     int soft_exp2;               /* of every 8 values of a row, how many the softmax exponentiates on the FMA
                                     units (soft_exp2.h) instead of the MUFU; 0: all on the MUFU. Softcap kernels,
                                     whose MUFU also runs a tanh per score (sm90.c) */

@@ -40,6 +40,7 @@ void fj_emit_alloc_banks(fj_kctx *k)
     k->acc_s_set[1] = p->pipeline_qk ? fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4) : k->acc_s;
     k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
     k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
+    if (fj_weight_lag(p)) k->row_l_lag = fj_alloc(e, k->b_row_l, k->frag.rows);
     k->frag_p = fj_alloc(e, k->b_frag_p, p->m_frags * p->k_steps_pv * 4);
     if (p->q_in_regs) k->frag_q = fj_alloc(e, k->b_frag_q, p->m_frags * p->k_steps_qk * 4);
     k->tid = fj_alloc(e, k->b_r, 1);
@@ -180,6 +181,7 @@ void fj_emit_init_accumulators(fj_kctx *k)
     for (int r = 0; r < k->frag.rows; r++) {
         fj_ins(e, "mov.f32 %s, " PTX_F32_NEG_INF, R(fj_at(k->row_m, r)));
         fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l, r)));
+        if (fj_weight_lag(p)) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l_lag, r)));
     }
 }
 

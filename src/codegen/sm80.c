@@ -114,6 +114,11 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 #ifndef FJ_RESCALE_WEIGHT_EST
 #define FJ_RESCALE_WEIGHT_EST 0
 #endif
+/* 1: the weight test reads l as it was one KV tile earlier (plan.rescale_weight_lag, softmax.c). Both paths; a build
+ * knob for the A/B of whether the test's cost is the vote waiting for the previous tile's row sums. */
+#ifndef FJ_RESCALE_WEIGHT_LAG
+#define FJ_RESCALE_WEIGHT_LAG 0
+#endif
 
 /* Split a constant chunk index c (even) into the lane-term index and the immediate part. */
 static int chunk_low(const fj_plan *p, int c) { return p->swz_mask >= 1 ? (c & p->swz_mask) : 0; }
@@ -262,6 +267,7 @@ static fajit_status plan_sm80(fj_plan *p)
     p->rescale_slack = FJ_SM80_RESCALE_SLACK;
     p->rescale_weight_log2 = p->col_warps == 1 ? FJ_SM80_RESCALE_WEIGHT_LOG2 : 0;
     p->rescale_weight_est = FJ_RESCALE_WEIGHT_EST;
+    p->rescale_weight_lag = FJ_RESCALE_WEIGHT_LAG;
     /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
      * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room, but not with
      * warp pairs, whose tile flow (fwd_kernel.c) branches between the row maxima and the exponentials. */

@@ -183,6 +183,7 @@ void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *com
 static void scale_o(fj_kctx *k, fj_reg_t corr);
 
 static int weight_test(const fj_plan *p) { return p->rescale_slack > 0 && p->rescale_weight_log2 < 0; }
+int fj_weight_lag(const fj_plan *p) { return weight_test(p) && p->rescale_weight_lag; }
 
 /* moved = some row of the thread needs a new reference max: max_r (mx_r - m_r) > T, the weight test's
  * T = clamp(floor(log2 min_r l_r) + rescale_weight_log2, 0, slack) (top of this file). floor(log2 l) is
@@ -199,9 +200,10 @@ static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
         fj_ins(k->e, "sub.f32 %s, %s, %s", R(dst), R(fj_at(mx, r)), R(fj_at(k->row_m, r)));
         if (r) fj_ins(k->e, "max.f32 %s, %s, %s", R(d), R(d), R(t));
     }
-    fj_reg_t l = fj_at(k->row_l, 0);
+    fj_reg_t rl = fj_weight_lag(p) ? k->row_l_lag : k->row_l, l = fj_at(rl, 0);
+    if (fj_weight_lag(p)) fj_comment(k->e, 2, "(l as it was one KV tile ago: the vote need not wait for the last row sums)");
     for (int r = 1; r < k->frag.rows; r++) {
-        fj_ins(k->e, "min.f32 %s, %s, %s", R(t), R(l), R(fj_at(k->row_l, r)));
+        fj_ins(k->e, "min.f32 %s, %s, %s", R(t), R(l), R(fj_at(rl, r)));
         l = t;
     }
     fj_ins(k->e, "shr.b32 %s, %s, 23", R(e), R(l));
@@ -325,6 +327,7 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
             else fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", s, s);
         }
         reduce_row(k, soft ? "add.ftz.f32" : "add.f32", sum, k->acc_s, idx, k->frag.s_vals);
+        if (fj_weight_lag(k->p)) fj_ins(k->e, "mov.f32 %s, %s", R(fj_at(k->row_l_lag, r)), R(l));
         fj_ins(k->e, "add.f32 %s, %s, %s", R(l), R(l), R(sum));
     }
 }
