@@ -30,7 +30,7 @@
 #   vt4    vt4; the heuristic's tiles (as old: D256 without the overlap), the V transpose on all 4 producer warps as
 #          straight code (warp 0 loads first, then joins), two ldmatrix in flight (not in the default list:
 #          VARIANTS="base vt4 fa3 fa3v4"; 40 registers: no spill at D64 / D128 / D256)
-#   fa3v4  regs,vt4,ostage; fa3 with vt4 (at 24 registers ptxas spills 40-100 bytes in the producer at D128 / D256)
+#   fa3v4  regs,vt4,ostage; fa3 with vt4 (at 24 registers ptxas spills 52-160 bytes in the producer at D128 / D256)
 set -u
 fagen=${1:-${FAGEN:-build/tools/fagen/fagen}}
 [ -x "$fagen" ] || { echo "fp8_ab2: $fagen is not built (OUT=... bench/run_gpu.sh build)" >&2; exit 2; }
