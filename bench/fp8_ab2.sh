@@ -27,6 +27,10 @@
 #   fa3r   regs,vt; FA3's tiles, O from registers at D256 (fa3 without ostage; D256 cells only)
 #   old    vt; the heuristic's tiles (= base before 2026-11-27; differs from base at D256 only: VARIANTS="base old")
 #   fa3n   regs,ostage; FA3's tiles without vt (not in the default list: VARIANTS="base fa3 fa3n") (at 24 registers ptxas keeps one ldmatrix in flight either way)
+#   vt4    vt4; the heuristic's tiles (as old: D256 without the overlap), the V transpose on all 4 producer warps as
+#          straight code (warp 0 loads first, then joins), two ldmatrix in flight (not in the default list:
+#          VARIANTS="base vt4 fa3 fa3v4"; 40 registers: no spill at D64 / D128 / D256)
+#   fa3v4  regs,vt4,ostage; fa3 with vt4 (at 24 registers ptxas spills 52-160 bytes in the producer at D128 / D256)
 set -u
 fagen=${1:-${FAGEN:-build/tools/fagen/fagen}}
 [ -x "$fagen" ] || { echo "fp8_ab2: $fagen is not built (OUT=... bench/run_gpu.sh build)" >&2; exit 2; }
@@ -50,13 +54,15 @@ knobs_of() { # variant -> FAJIT_FP8_KNOBS ("-" = unset)
     fa3) echo regs,vt,ostage ;;
     fa3r) echo regs,vt ;;
     fa3n) echo regs,ostage ;;
+    vt4) echo vt4 ;;
+    fa3v4) echo regs,vt4,ostage ;;
     *) echo "fp8_ab2: unknown variant $1" >&2; exit 2 ;;
     esac
 }
 
 tiles_of() { # variant D causal -> tile flags (base / regs: --stages 2 = the heuristic's one config in fagen check)
     case $1 in
-    base | regs | old) echo --stages 2 ;;
+    base | regs | old | vt4) echo --stages 2 ;;
     *) case $2 in
        64) echo --br 192 --bc 128 --stages 2 --overlap on --pingpong off ;;
        128) echo --br 128 --bc 224 --stages 2 --overlap on --pingpong on ;;

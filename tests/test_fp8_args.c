@@ -344,15 +344,22 @@ static void test_knobs_env(void **state)
     unsetenv("FAJIT_FP8_KNOBS");
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
 #if FJ_FP8_D256_FA3
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE);
+    assert_int_equal(p.fp8_knobs,
+                     FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(p.o_stage, 2);
     assert_int_equal(p.consumer_regs, 240);
 #else
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT);
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(p.consumer_regs, 232);
 #endif
-    assert_int_equal(fj_fp8_knobs_default(128), FJ_FP8_KNOB_VT);
-    assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT);
+    assert_int_equal(fj_fp8_knobs_default(128), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
+    assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
+    assert_int_equal(p.fp8_vt4, FJ_FP8_VT4);
+    setenv("FAJIT_FP8_KNOBS", "regs,vt4", 1); /* vt4: the 4-warp transpose (transpose_warps counts warp 0) */
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT4);
+    assert_int_equal(p.fp8_vt4, 1);
+    assert_int_equal(p.transpose_warps, 4);
     setenv("FAJIT_FP8_KNOBS", "regs,,ostage", 1);
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
     assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE);
@@ -371,7 +378,7 @@ static void test_knobs_env(void **state)
     c = sm90(FAJIT_DTYPE_E4M3, 128);
     c.block_n = 192;
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT);
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(p.consumer_regs, 232);
 }
 

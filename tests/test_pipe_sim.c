@@ -301,6 +301,30 @@ static void test_fp8_bugs(void **state)
     fajit_free(b.ptx);
 }
 
+/* Bugs in vt4's protocol (warp 0 loads, then transposes with warps 1-3): its lane 0's VT full arrival dropped (the
+ * count of 128 is never met), its V full wait dropped (ldmatrix reads V before the TMA load completed), its VT empty
+ * wait dropped (stmatrix overwrites a Vt stage the consumers' wgmma may still read: the simulator reports the wgmma's
+ * read racing the write). */
+static void test_fp8_vt4_bugs(void **state)
+{
+    (void)state;
+    sim_case c = {.dim = 128, .fp8 = "vt4"};
+    built b;
+    build(&c, &b);
+    const fj_plan *p = &b.pl;
+    assert_int_equal(p->fp8_vt4, 1);
+    assert_int_equal(p->transpose_warps, 4);
+    const injected_bug bugs[] = {
+        {"vt4: drop warp 0's VT full", "mbarrier.arrive", p->vt_bar, PIPE_DEADLOCK, PIPE_DEADLOCK, NULL, 0, NULL, NULL},
+        {"vt4: skip warp 0's V full wait", "mbarrier.try_wait", p->bar_off + 8 * (4 + 1), PIPE_EARLY_READ,
+         PIPE_EARLY_READ, NULL, 0, NULL, NULL},
+        {"vt4: skip warp 0's VT empty wait", "mbarrier.try_wait", p->vt_bar + 8, PIPE_EARLY_READ, PIPE_EARLY_WRITE,
+         NULL, 0, NULL, NULL},
+    };
+    expect_injected(&c, &b, bugs, sizeof bugs / sizeof bugs[0]);
+    fajit_free(b.ptx);
+}
+
 /* Bugs in the sm_100a kernels' own barriers and the frame's tensor memory teardown, injected into their PTX text, one
  * query tile and two (pingpong): each must be caught in every run. */
 static void test_sm100_bugs(void **state)
@@ -395,7 +419,7 @@ static void test_schedules(void **state)
 static void test_fp8(void **state)
 {
     (void)state;
-    static const char *knobs[] = {"-", "", "regs", "regs,vt,ostage"};
+    static const char *knobs[] = {"-", "", "regs", "regs,vt,ostage", "vt4", "regs,vt4,ostage"};
     static const int dims[] = {64, 128, 256};
     for (size_t k = 0; k < sizeof knobs / sizeof *knobs; k++)
         for (int i = 0; i < 3; i++)
@@ -426,6 +450,19 @@ static void test_fp8(void **state)
         {.dim = 64, .block_m = 192, .block_n = 128, .stages = 3, .overlap = 1, .pingpong = -1, .fp8 = "regs"},
         {.dim = 128, .block_m = 128, .block_n = 64, .stages = 3, .overlap = -1, .pingpong = -1, .causal = 1,
          .fp8 = "regs,vt"},
+        /* vt4 (warp 0 loads, then transposes with warps 1-3, straight code): bc160 (10 key blocks: 5 a warp by key),
+         * FlashAttention-3's tiles (D128 bc224; D256 bc128 with O in the V ring), 3 stages, one stage, odd lengths and
+         * causal GQA */
+        {.dim = 64, .block_m = 128, .block_n = 160, .stages = 2, .overlap = 1, .pingpong = -1, .fp8 = "vt4"},
+        {.dim = 128, .block_m = 128, .block_n = 224, .stages = 2, .overlap = 1, .pingpong = 1, .causal = 1,
+         .fp8 = "regs,vt4"},
+        {.dim = 256, .block_m = 128, .block_n = 128, .stages = 2, .overlap = 1, .pingpong = 1,
+         .fp8 = "regs,vt4,ostage"},
+        {.dim = 64, .block_m = 192, .block_n = 128, .stages = 3, .overlap = 1, .pingpong = -1, .fp8 = "vt4"},
+        {.dim = 128, .block_m = 128, .block_n = 64, .stages = 1, .overlap = -1, .pingpong = -1, .fp8 = "vt4"},
+        {.dim = 128, .fp8 = "vt4", .seqlen_q = 300, .seqlen_k = 100},
+        {.dim = 256, .causal = 1, .fp8 = "regs,vt4,ostage", .seqlen_q = 301, .seqlen_k = 999},
+        {.dim = 64, .causal = 1, .fp8 = "vt4", .seqlen_q = 571, .seqlen_k = 777},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
 }
@@ -703,7 +740,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutations), cmocka_unit_test(test_defaults), cmocka_unit_test(test_sm100), cmocka_unit_test(test_sm100_bugs), cmocka_unit_test(test_schedules),
-        cmocka_unit_test(test_lengths),   cmocka_unit_test(test_fp8),      cmocka_unit_test(test_fp8_bugs),      cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
+        cmocka_unit_test(test_lengths),   cmocka_unit_test(test_fp8),      cmocka_unit_test(test_fp8_bugs), cmocka_unit_test(test_fp8_vt4_bugs),      cmocka_unit_test(test_decode),   cmocka_unit_test(test_variants),
         cmocka_unit_test(test_rolled),
         cmocka_unit_test(test_kv_desc),
         cmocka_unit_test(test_bugs_caught),

@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -229,10 +230,26 @@ static void test_fp8_table(void **state)
         check_table(&p);
         assert_int_equal(p.roles.n_roles, 3);
         assert_int_equal(p.roles.role[1].kind, FJ_ROLE_TRANSPOSE);
-        assert_int_equal(p.roles.role[1].warps, p.transpose_warps);
+        assert_int_equal(p.roles.role[1].warps, p.transpose_warps - p.fp8_vt4); /* vt4: warp 0 is the producer */
         assert_int_equal(p.roles.role[1].group, 0); /* the producer's registers */
         assert_int_equal(p.roles.ring[1].part[1].consumer, 1); /* V is drained by the transposer */
     }
+    /* FAJIT_FP8_KNOBS=vt4: warp 0 transposes too (in the producer's body), so the transposer role keeps warps 1-3
+     * while V empty and VT full count the 4 warps' 128 threads */
+    setenv("FAJIT_FP8_KNOBS", "vt4", 1);
+    for (int di = 0; di < 3; di++) {
+        fajit_config c = sm90(FAJIT_DTYPE_E4M3, dims[di], di == 2);
+        fj_plan p;
+        assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+        check_table(&p);
+        assert_int_equal(p.fp8_vt4, 1);
+        assert_int_equal(p.transpose_warps, 4);
+        assert_int_equal(p.roles.role[1].first_warp, 1);
+        assert_int_equal(p.roles.role[1].warps, 3);
+        assert_int_equal(p.roles.ring[1].part[1].empty_count, 128); /* V empty */
+        assert_int_equal(p.roles.ring[2].part[0].full_count, 128);  /* VT full */
+    }
+    unsetenv("FAJIT_FP8_KNOBS");
 }
 
 static void test_sm80_no_table(void **state)

@@ -121,12 +121,14 @@ typedef struct fj_plan {
                                     and q_bytes but for FP8 inputs, whose O is 16-bit */
     int o_box_cols, o_boxes;     /* O's TMA boxes: swizzle / 2 columns, head_dim / that of them a row */
     /* FP8 (cfg.dtype e4m3, sm_90a; fp8_ws.c): Q, K, V are 1-byte elements (row_bytes = head_dim, tma_box_cols =
-     * swizzle); wgmma k = 32; V is transposed by the producer's warps 1..transpose_warps into the Vt ring at
+     * swizzle); wgmma k = 32; V is transposed by the producer's warps 1..transpose_warps (fp8_vt4: 0..3) into the Vt ring at
      * vt_off (stages tiles of [head_dim][block_n] bytes, K-major, boxes of vt_swizzle bytes), with VT full[s] at
      * vt_bar + 16 s (count 32 x transpose_warps) and VT empty[s] at vt_bar + 16 s + 8 (count consumer warps);
      * V empty[s] then counts the transposing threads (they free the TMA-loaded V). */
     int fp8;
     int vt_off, vt_swizzle, vt_bar, transpose_warps;
+    int fp8_vt4;                 /* FJ_FP8_KNOB_VT4: warps 0-3 transpose (transpose_warps 4; warp 0 loads first, the
+                                    transposer role is warps 1-3), straight code, two ldmatrix in flight */
     unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at
                                     planning for GPU A/B runs (unset: all on; "0": the kernels before them; other
                                     than all: the text says " sm90lean=...") */

@@ -7,7 +7,8 @@
  *   - Q, K, V are 1-byte elements: a TMA box row of the swizzle span holds that many elements; S = Q K^T runs
  *     wgmma m64nBc k32 steps (32 bytes along the rows, the same byte offsets as k16 of 16-bit elements).
  *   - FP8 wgmma reads B only K-major, so O += P V needs V transposed: the producer's warps 1-3 (thread 0 of warp 0
- *     still issues every TMA load) wait for V(j) in stage s, transpose it into the Vt ring ([head_dim][block_n]
+ *     still issues every TMA load; with the vt4 knob warp 0 joins them once it has issued tile j's) wait for V(j) in
+ *     stage s, transpose it into the Vt ring ([head_dim][block_n]
  *     bytes, K-major, boxes of vt_swizzle bytes) with ldmatrix.trans + prmt + stmatrix, fence the generic writes
  *     for the async proxy, arrive on VT full[s] and free V's stage (V empty[s]). The consumers wait on VT full and
  *     free VT empty instead of V's barriers. The transpose writes Vt's keys in fj_fp8_p_key's order.
@@ -38,13 +39,15 @@
 static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
                                            {"vt", FJ_FP8_KNOB_VT, NULL},
                                            {"ostage", FJ_FP8_KNOB_OSTAGE, NULL},
+                                           {"vt4", FJ_FP8_KNOB_VT4, NULL},
                                            {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE, NULL},
                                            {"none", 0, NULL},
                                            {NULL, 0, NULL}};
 
 unsigned fj_fp8_knobs_default(int head_dim)
 {
-    return FJ_FP8_KNOB_VT | (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
+    return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) |
+           (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
 }
 
 fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
@@ -62,6 +65,39 @@ int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)
     return snprintf(buf, size, " fp8knobs=%s", words);
 }
 
+/* The Vt ring's box width: the widest swizzle span that divides a row of block_n bytes. */
+static int vt_swizzle_of(int block_n) { return block_n % 128 == 0 ? 128 : block_n % 64 == 0 ? 64 : 32; }
+
+/* ---- the vt4 block split ---------------------------------------------------------------------------------------
+ * A transposed block is 16 keys (key, a multiple of 16) x 32 head dims (col, a multiple of 32). Its ldmatrix reads
+ * V at smem offset v_tile + ld_imm + (lane term ^ ld_xor), its stmatrix writes Vt at vt_tile + st_imm + (lane term
+ * ^ st_xor) (w: V's swizzle span; wv: Vt's box width). vt4 gives warp (kw, dw) = (warp & 1, warp >> 1) the blocks
+ * key = 32 a + 16 kw, col = 64 c + 32 dw, and folds the warp's part (key 16 kw, col 32 dw) into its lane terms once:
+ * so each block's address needs the warp's offset to add to the block's immediate and its XOR to combine with the
+ * block's by XOR (no carry between them), which vt4_split_ok checks for every block of the tile. */
+static int ld_imm(int w, int bn, int key, int col) { return col / w * bn * w + key * w; }
+static int ld_xor(int w, int col) { return 16 * (col % w / 16); }
+static int st_imm(int wv, int d, int key, int col) { return key / wv * d * wv + col * wv; }
+static int st_xor(int wv, int key) { return 16 * (key % wv / 16); }
+
+static int vt4_split_ok(int d, int bn, int w)
+{
+    int wv = vt_swizzle_of(bn);
+    if (bn % 32 != 0 || d % 64 != 0) return 0;
+    for (int kw = 0; kw < 2; kw++)
+        for (int dw = 0; dw < 2; dw++)
+            for (int key = 0; key < bn; key += 32)
+                for (int col = 0; col < d; col += 64) {
+                    int kt = key + 16 * kw, ct = col + 32 * dw;
+                    if (ld_imm(w, bn, kt, ct) != ld_imm(w, bn, key, col) + ld_imm(w, bn, 16 * kw, 32 * dw) ||
+                        ld_xor(w, ct) != (ld_xor(w, col) ^ ld_xor(w, 32 * dw)) ||
+                        st_imm(wv, d, kt, ct) != st_imm(wv, d, key, col) + st_imm(wv, d, 16 * kw, 32 * dw) ||
+                        st_xor(wv, kt) != (st_xor(wv, key) ^ st_xor(wv, 16 * kw)))
+                        return 0;
+                }
+    return 1;
+}
+
 fajit_status fj_fp8_tiles(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
@@ -76,7 +112,14 @@ fajit_status fj_fp8_tiles(fj_plan *p)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
                                               "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
     p->fp8 = 1;
-    return fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), c->head_dim, &p->fp8_knobs);
+    fajit_status st = fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), c->head_dim, &p->fp8_knobs);
+    if (st != FAJIT_OK || !(p->fp8_knobs & FJ_FP8_KNOB_VT4)) return st;
+    if (!vt4_split_ok(c->head_dim, c->block_n, c->swizzle))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "FAJIT_FP8_KNOBS vt4 with head_dim %d, block_n (--bc) %d, swizzle %d: the "
+                                              "4-warp transpose needs an even number of 16-key and of 32-dim block "
+                                              "rows and the warps' offsets apart from the blocks'; drop vt4",
+                       c->head_dim, c->block_n, c->swizzle);
+    return FAJIT_OK;
 }
 
 void fj_fp8_smem_map(fj_plan *p)
@@ -84,14 +127,15 @@ void fj_fp8_smem_map(fj_plan *p)
     const fajit_config *c = &p->cfg;
     int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), d = c->head_dim, bn = c->block_n;
     p->fp8 = 1;
-    p->transpose_warps = FJ_FP8_TRANSPOSE_WARPS;
+    p->fp8_vt4 = (p->fp8_knobs & FJ_FP8_KNOB_VT4) != 0;
+    p->transpose_warps = FJ_FP8_TRANSPOSE_WARPS + p->fp8_vt4;
     p->row_bytes = d;
     p->q_off = 0;
     p->q_bytes = c->block_m * d;
     p->kv_tile_bytes = bn * d;
     p->o_row_bytes = 2 * d;
     p->o_bytes = c->block_m * 2 * d;
-    p->vt_swizzle = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : 32;
+    p->vt_swizzle = vt_swizzle_of(bn);
     /* every tile is a multiple of 2048 bytes (rows of >= 64 bytes, 32-row multiples), so each starts on a whole
      * swizzle pattern (1024 bytes at the 128-byte span) */
     int bars = fj_ws_bar_count(c->stages, 0) + 2 * c->stages;
@@ -143,6 +187,35 @@ static void lane_xor(fj_kctx *k, fj_reg_t row, int w, fj_reg_t dst)
     fj_ins(k->e, "shl.b32 %s, %s, 4", R(dst), R(dst));
 }
 
+/* vt4: warp (kw, dw) = (warp & 1, warp >> 1) transposes the blocks at key 16 kw and col 32 dw past the ones its
+ * straight code names (vt4_split_ok): their offsets into ld_base / st_base, their XORs into ld_x / st_x. */
+static void vt4_warp_terms(fj_kctx *k, fj_fp8_lanes *ln, fj_reg_t kw, fj_reg_t dw)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int w = p->cfg.swizzle, wv = p->vt_swizzle, bn = p->cfg.block_n, d = p->cfg.head_dim;
+    fj_reg_t t = fj_alloc(e, k->b_r, 1);
+    fj_comment(e, 1, "vt4: warp (kw, dw) = (warp & 1, warp >> 1) takes the blocks at keys 32 a + 16 kw, head dims "
+                     "64 c + 32 dw: its part of their addresses, once");
+    fj_ins(e, "and.b32 %s, %s, 1", R(kw), R(k->warp));
+    fj_ins(e, "shr.u32 %s, %s, 1", R(dw), R(k->warp));
+    struct {
+        fj_reg_t base, x, bit;
+        int add, xr;
+    } terms[] = {{ln->ld_base, ln->ld_x, kw, ld_imm(w, bn, 16, 0), 0},
+                 {ln->ld_base, ln->ld_x, dw, ld_imm(w, bn, 0, 32), ld_xor(w, 32)},
+                 {ln->st_base, ln->st_x, kw, st_imm(wv, d, 16, 0), st_xor(wv, 16)},
+                 {ln->st_base, ln->st_x, dw, st_imm(wv, d, 0, 32), 0}};
+    for (size_t i = 0; i < sizeof terms / sizeof terms[0]; i++) {
+        if (terms[i].add)
+            fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(terms[i].base), R(terms[i].bit), terms[i].add, R(terms[i].base));
+        if (terms[i].xr) {
+            fj_ins(e, "mul.lo.u32 %s, %s, %d", R(t), R(terms[i].bit), terms[i].xr);
+            fj_ins(e, "xor.b32 %s, %s, %s", R(terms[i].x), R(terms[i].x), R(t));
+        }
+    }
+}
+
 void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln)
 {
     const fj_plan *p = k->p;
@@ -157,7 +230,8 @@ void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln)
     fj_comment(e, 1, "V transpose lanes (fp8_layout.h): matrix m = lane / 8, row i = lane %% 8; ldmatrix row = key "
                      "8 (m & 1) + i at head-dim byte 16 (m >> 1) of the block; stmatrix row = Vt row 16 (m >> 1) + 2 i "
                      "+ (m & 1)");
-    fj_ins(e, "sub.u32 %s, %s, 1", R(ln->tw), R(k->warp));
+    if (p->fp8_vt4) fj_ins(e, "mov.u32 %s, %s", R(ln->tw), R(k->warp));
+    else fj_ins(e, "sub.u32 %s, %s, 1", R(ln->tw), R(k->warp));
     fj_ins(e, "shr.u32 %s, %s, 3", R(m), R(k->lane));
     fj_ins(e, "and.b32 %s, %s, 7", R(i), R(k->lane));
     /* ldmatrix: key kl = 8 (m & 1) + i; V's box row kl x w; the chunk XOR of key kl (the block's 16 keys keep it) */
@@ -176,15 +250,16 @@ void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln)
     fj_ins(e, "add.u32 %s, %s, %s", R(t), R(t), R(m));
     lane_xor(k, t, wv, ln->st_x);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ln->st_base), R(t), wv, R(k->smem));
+    if (p->fp8_vt4) vt4_warp_terms(k, ln, m, t);
 }
 
 /* One block (16 keys x 32 head dims) of V(stage) -> Vt(stage): its ldmatrix.trans (into a), or its prmt + stmatrix
  * (a -> o -> smem). */
-static void transpose_load(fj_kctx *k, const fj_fp8_lanes *ln, int v_tile, int b, fj_reg_t a, fj_reg_t x, fj_reg_t ad)
+static void transpose_load_at(fj_kctx *k, const fj_fp8_lanes *ln, int v_tile, int key, int col, fj_reg_t a, fj_reg_t x,
+                              fj_reg_t ad)
 {
     const fj_plan *p = k->p;
-    int w = p->cfg.swizzle, bn = p->cfg.block_n, n_kg = bn / 16;
-    int col = 32 * (b / n_kg), key = 16 * (b % n_kg);
+    int w = p->cfg.swizzle, bn = p->cfg.block_n;
     /* ldmatrix row: V box (col / w), row key + kl, chunk ((col % w) / 16 + (m >> 1)) ^ x(kl) */
     fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), 16 * ((col % w) / 16));
     fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->ld_base), R(x));
@@ -192,12 +267,11 @@ static void transpose_load(fj_kctx *k, const fj_fp8_lanes *ln, int v_tile, int b
            v_tile + (col / w) * bn * w + key * w);
 }
 
-static void transpose_store(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, int b, fj_reg_t a, fj_reg_t o,
-                            fj_reg_t x, fj_reg_t ad)
+static void transpose_store_at(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, int key, int col, fj_reg_t a,
+                               fj_reg_t o, fj_reg_t x, fj_reg_t ad)
 {
     const fj_plan *p = k->p;
-    int wv = p->vt_swizzle, d = p->cfg.head_dim, n_kg = p->cfg.block_n / 16;
-    int col = 32 * (b / n_kg), key = 16 * (b % n_kg);
+    int wv = p->vt_swizzle, d = p->cfg.head_dim;
     fj_ins(k->e, PTX_PRMT, R(o), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_EVEN);
     fj_ins(k->e, PTX_PRMT, R(fj_at(o, 1)), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_ODD);
     fj_ins(k->e, PTX_PRMT, R(fj_at(o, 2)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_EVEN);
@@ -207,6 +281,40 @@ static void transpose_store(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, int
     fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->st_base), R(x));
     fj_ins(k->e, PTX_STMATRIX_X4, R(ad), vt_tile + (key / wv) * d * wv + col * wv, R(o), R(fj_at(o, 1)),
            R(fj_at(o, 2)), R(fj_at(o, 3)));
+}
+
+/* Block b (16 keys x 32 head dims, keys fastest) of the round-robin forms. */
+static void transpose_load(fj_kctx *k, const fj_fp8_lanes *ln, int v_tile, int b, fj_reg_t a, fj_reg_t x, fj_reg_t ad)
+{
+    int n_kg = k->p->cfg.block_n / 16;
+    transpose_load_at(k, ln, v_tile, 16 * (b % n_kg), 32 * (b / n_kg), a, x, ad);
+}
+
+static void transpose_store(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, int b, fj_reg_t a, fj_reg_t o,
+                            fj_reg_t x, fj_reg_t ad)
+{
+    int n_kg = k->p->cfg.block_n / 16;
+    transpose_store_at(k, ln, vt_tile, 16 * (b % n_kg), 32 * (b / n_kg), a, o, x, ad);
+}
+
+/* FJ_FP8_KNOB_VT4: every warp its quarter of the blocks (vt4_warp_terms), straight code with no branch: block i + 1's
+ * ldmatrix issued before block i's prmt / stmatrix, so two loads are in flight (a[] alternates). */
+static void transpose_tile_straight(fj_kctx *k, const fj_fp8_lanes *ln, int s)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int n_a = p->cfg.block_n / 32, n = n_a * (p->cfg.head_dim / 64);
+    int v_tile = p->v_off + s * p->kv_tile_bytes, vt_tile = p->vt_off + s * p->kv_tile_bytes;
+    fj_reg_t a[2] = {fj_alloc(e, k->b_r, 4), fj_alloc(e, k->b_r, 4)}, o = fj_alloc(e, k->b_r, 4);
+    fj_reg_t x = fj_alloc(e, k->b_r, 1), ad = fj_alloc(e, k->b_addr, 1);
+    fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims a warp, straight code, the next "
+                     "block's ldmatrix before this one's prmt / stmatrix",
+               s, s, n);
+    for (int i = -1; i < n; i++) {
+        if (i + 1 < n)
+            transpose_load_at(k, ln, v_tile, 32 * ((i + 1) % n_a), 64 * ((i + 1) / n_a), a[(i + 1) & 1], x, ad);
+        if (i >= 0) transpose_store_at(k, ln, vt_tile, 32 * (i % n_a), 64 * (i / n_a), a[i & 1], o, x, ad);
+    }
 }
 
 /* FJ_FP8_KNOB_VT: the blocks of a warp in pairs (b, b + transpose_warps), one branch a pair: both ldmatrix, then
@@ -243,6 +351,10 @@ void fj_fp8_emit_transpose_tile(fj_kctx *k, const fj_fp8_lanes *ln, int s)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
+    if (p->fp8_vt4) {
+        transpose_tile_straight(k, ln, s);
+        return;
+    }
     if (p->fp8_knobs & FJ_FP8_KNOB_VT) {
         transpose_tile_batched(k, ln, s);
         return;

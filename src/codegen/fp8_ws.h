@@ -20,11 +20,17 @@
  *   vt    the V transpose two blocks a branch (not one): two ldmatrix in flight before the first's prmt / stmatrix
  *   ostage  where no O staging buffer fits (D256 bc128 and wider), O is staged in the V ring (plan.o_stage 2) for a
  *         TMA store, as FlashAttention-3 does, instead of st.global from registers
+ *   vt4   the V transpose on all 4 producer warps as straight code (FlashAttention-3's form; plan.fp8_vt4): warp 0's
+ *         lane 0 issues K(j + 1) and V(j + 1) (a tile ahead, as FA3 loads K, so neither waits for this warp's
+ *         transpose), then the whole warp joins warps 1-3 on V(j); each warp owns a fixed
+ *         quarter of the blocks (2 x 2 over keys x head dims, the warp's offsets folded into its lane terms), no
+ *         branch, the next block's ldmatrix issued before this block's prmt / stmatrix. Replaces vt's form.
  * An unknown word is an error (FAJIT_ERR_INVALID_ARGUMENT from the plan and from fajit_context_create: fajit_errmsg
  * names it). */
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u
 #define FJ_FP8_KNOB_OSTAGE 4u
+#define FJ_FP8_KNOB_VT4 8u
 /* The knobs of a head_dim kernel when FAJIT_FP8_KNOBS is unset: vt everywhere (H100 A/B of 2026-11-26: +1-13%,
  * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
  * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,
@@ -36,6 +42,10 @@
  * FAJIT_FP8_KNOBS=vt per process). */
 #ifndef FJ_FP8_D256_FA3
 #define FJ_FP8_D256_FA3 1
+#endif
+/* FJ_FP8_VT4 1: vt4 joins the default set at every head dim (build knob for the GPU A/B; 0: not GPU-run yet). */
+#ifndef FJ_FP8_VT4
+#define FJ_FP8_VT4 0
 #endif
 unsigned fj_fp8_knobs_default(int head_dim);
 /* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim); "none" or
@@ -53,12 +63,13 @@ void fj_fp8_smem_map(fj_plan *p);
 /* P (f32 S accumulators) -> e4m3 A fragments in fj_fp8_p_key's k order (fp8_layout.h). */
 void fj_fp8_emit_pack_p(fj_kctx *k);
 
-/* The transposing producer warps (1..plan.transpose_warps): per-lane address terms, set once. */
+/* The transposing producer warps (1..plan.transpose_warps; with plan.fp8_vt4 0..3): per-lane address terms, set
+ * once. */
 typedef struct fj_fp8_lanes {
     fj_reg_t tw;                 /* u32: this warp among the transposing ones, 0.. */
     fj_reg_t ld_base, ld_x;      /* u32: smem + this lane's ldmatrix row term; its chunk XOR x 16 */
     fj_reg_t st_base, st_x;      /* u32: smem + this lane's stmatrix row term; its chunk XOR x 16 */
-} fj_fp8_lanes;
+} fj_fp8_lanes;                  /* (plan.fp8_vt4: the warp's block offsets are in ld_* / st_* too) */
 void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln);
 /* V of stage s -> Vt of stage s, the blocks of 16 keys x 32 head dims shared round-robin by the warps. */
 void fj_fp8_emit_transpose_tile(fj_kctx *k, const fj_fp8_lanes *ln, int s);

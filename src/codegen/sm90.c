@@ -379,14 +379,19 @@ void fj_sm90_roles(fj_plan *p)
              "warpgroup has handed its registers to the consumers. Per work tile: Q into its buffer once\n"
              "the consumers have freed it (Q empty), then K(j) and V(j) to the next stage of the ring when\n"
              "the consumers have freed it (its empty barriers); the copies complete the full barriers.";
-    if (p->fp8) { /* warp 0 loads; warps 1..transpose_warps transpose (the rest of the warpgroup idles there) */
-        r = fj_role_add(t, "transposer", FJ_ROLE_TRANSPOSE, 1, p->transpose_warps, 0);
+    if (p->fp8) { /* warp 0 loads; warps 1..transpose_warps transpose (the rest of the warpgroup idles there); vt4:
+                   * warp 0 transposes too, in the loader's loop (sm90_roles.c), so this role is warps 1-3 */
+        r = fj_role_add(t, "transposer", FJ_ROLE_TRANSPOSE, 1, p->transpose_warps - p->fp8_vt4, 0);
         r->label = "transposer";
         r->title = "Producer warps 1..: the V transpose (FP8)";
         r->why = "FP8 wgmma reads B K-major only: V(j) [keys][head dims] becomes Vt(j) [head dims][keys] in its own\n"
                  "ring, by ldmatrix.trans + prmt + stmatrix, keys in P's k order (fp8_layout.h).";
-        snprintf(r->note, sizeof r->note, "FP8: warps 1-%d transpose V (below); thread 0 of warp 0 loads",
-                 p->transpose_warps);
+        if (p->fp8_vt4)
+            snprintf(r->note, sizeof r->note, "FP8 vt4: warps 0-3 transpose V (below); thread 0 of warp 0 loads "
+                                              "first, then its warp transposes");
+        else
+            snprintf(r->note, sizeof r->note, "FP8: warps 1-%d transpose V (below); thread 0 of warp 0 loads",
+                     p->transpose_warps);
     }
     r = fj_role_add(t, "consumers", FJ_ROLE_SOFTMAX, 4, cw, 1);
     r->instances = p->consumer_wgs;
@@ -461,8 +466,9 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
     if (p->fp8) {
         unsigned kn = p->fp8_knobs, def = fj_fp8_knobs_default(c->head_dim);
         char words[32] = "";
-        snprintf(words, sizeof words, "%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "", kn & FJ_FP8_KNOB_VT ? " vt" : "",
-                 kn & FJ_FP8_KNOB_OSTAGE ? " ostage" : "");
+        snprintf(words, sizeof words, "%s%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "",
+                 kn & FJ_FP8_KNOB_VT ? " vt" : "", kn & FJ_FP8_KNOB_OSTAGE ? " ostage" : "",
+                 kn & FJ_FP8_KNOB_VT4 ? " vt4" : "");
         fj_buf_printf(out, "%sFP8 knobs (fp8_ws.h):%s (%s)\n", pf, kn ? words : " none",
                       kn == def ? (c->head_dim == 256 && FJ_FP8_D256_FA3 ? "the D256 default: FlashAttention-3's "
                                                                            "register split, the V transpose two blocks "
@@ -474,10 +480,10 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
     if (p->fp8)
         fj_buf_printf(out, "%sMMA (FP8): S = QK^T: %d x wgmma.m64n%dk32.f32.e4m3.e4m3 (Q, K from smem, K-major); O += "
                            "PV: %d x wgmma.m64n%dk32 (P e4m3 from registers in fj_fp8_p_key's k order, B = Vt from smem, "
-                           "K-major in %d-byte boxes: producer warps 1-%d transpose each V tile into the Vt ring at +%d "
+                           "K-major in %d-byte boxes: producer warps %d-%d transpose each V tile into the Vt ring at +%d "
                            "with ldmatrix.trans + prmt + stmatrix; VT full / empty mbarriers at +%d); O %s, %d B rows\n",
-                      pf, p->k_steps_qk, c->block_n, p->k_steps_pv, c->head_dim, p->vt_swizzle, p->transpose_warps,
-                      p->vt_off, p->vt_bar, fj_out_dtype_ptx(p), p->o_row_bytes);
+                      pf, p->k_steps_qk, c->block_n, p->k_steps_pv, c->head_dim, p->vt_swizzle, 1 - p->fp8_vt4,
+                      p->transpose_warps - p->fp8_vt4, p->vt_off, p->vt_bar, fj_out_dtype_ptx(p), p->o_row_bytes);
     else
         fj_buf_printf(out, "%sMMA: S = QK^T: %d x wgmma.m64n%dk16.f32.%s.%s (A = Q and B = K from smem, both K-major); "
                            "O += PV: %d x wgmma.m64n%dk16 (A = P from registers, B = V from smem, N-major, transB = 1)\n",

@@ -6,7 +6,9 @@
  *   producer (LOAD, warpgroup 0): one thread walks the CTA's work tiles: for each, Q into its buffer once the
  *       consumers have freed it, then for each KV tile j the TMA loads of K(j) and V(j) into the next stage of the
  *       ring once the consumers have freed it
- *   transposer (TRANSPOSE, FP8: producer warps 1..): V(j) -> Vt(j) for the K-major FP8 wgmma (fp8_ws.c)
+ *   transposer (TRANSPOSE, FP8: producer warps 1..): V(j) -> Vt(j) for the K-major FP8 wgmma (fp8_ws.c); with the
+ *       vt4 knob (plan.fp8_vt4) the producer's whole warp 0 joins them: its lane 0 loads K(j + 1) and V(j + 1)
+ *       (producer_tile_vt4), then the warp transposes its quarter of V(j)
  *   consumers (SOFTMAX, warpgroups 1.., 64 query rows of each work tile each): per work tile: for each KV tile wait
  *       for K(j), S = Q K^T (wgmma), free K's stage, mask, online softmax, wait for V(j), O += P V (wgmma, P from
  *       registers), free V's stage; then free Q and run the epilogue while the producer is already loading the next
@@ -284,6 +286,81 @@ static void producer_packed_q(fj_kctx *k, fj_ws_loop *l, fj_reg_t dst)
     fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, zero, k->h, l->qbar, fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
 }
 
+/* FP8: V(j) in stage s -> Vt's stage s by this warp's share of the blocks, once V full[s] (parity k->phase) and VT
+ * empty[s] (not_phase); then every thread arrives on VT full[s] and V empty[s]. */
+static void transpose_stage(fj_kctx *k, const fj_fp8_lanes *ln, int s, fj_reg_t not_phase)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), k->phase);
+    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_VT_EMPTY, s), not_phase);
+    fj_ins(e, "bar.warp.sync -1"); /* the lanes leave the waits' loops together: ldmatrix / stmatrix are .aligned */
+    fj_fp8_emit_transpose_tile(k, ln, s);
+    fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
+    fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_FULL, s));
+    fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s));
+}
+
+/* plan.fp8_vt4: warp 0 runs the loader's loop with all its lanes; lane 0 alone does what the loader's thread does
+ * (`lead`: a branch of the others past it), then the warp transposes its share of V(j) (transpose_stage). */
+static void lead_begin(fj_kctx *k, fj_reg_t lead, char *skip, size_t n)
+{
+    fj_label_new(k->e, "lead_done", skip, n);
+    fj_ins(k->e, "@!%s bra %s", R(lead), skip);
+}
+
+/* vt4, lane 0 of warp 0, KV tile j in stage s: the loads a tile ahead (FlashAttention-3 loads K one ahead; here V too):
+ * K(j) and V(j) only when j is the work tile's first walked (else the last body loaded them), then K(j + 1) and
+ * V(j + 1) into the next stage unless j is the last walked. The warp's transpose of V(j) that follows waits for VT
+ * empty, so the next tile's loads leave before that wait. V(j + 1)'s V empty wait needs every warp's transpose of
+ * V(j + 1 - stages), done by this warp already when stages >= 2; with one stage V(j) waits for the body of j. */
+static void producer_tile_vt4(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_parity)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    int n = (s + 1) % p->cfg.stages, v_ahead = p->cfg.stages >= 2;
+    char not_first[48], last[48];
+    fj_reg_t row = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1), t = fj_alloc(e, k->b_r, 1);
+    fj_label_new(e, "kv_loaded", not_first, sizeof not_first);
+    fj_label_new(e, "kv_last", last, sizeof last);
+    fj_ins(e, "mul.lo.u32 %s, %s, %d", R(row), R(k->j), p->cfg.block_n);
+    if (p->kv_desc) {
+        fj_ins(e, "add.s32 %s, %s, 1", R(t), R(k->j));
+        fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(t), R(l->n_end));
+    } else if (fj_kv_has_first(p)) fj_ins(e, "setp.ne.s32 %s, %s, %s", R(pr), R(k->j), R(k->kv_first));
+    else fj_ins(e, "setp.ne.s32 %s, %s, 0", R(pr), R(k->j));
+    fj_ins(e, "@%s bra %s", R(pr), not_first);
+    fj_comment(e, 2, "the work tile's first K(j)%s -> stage %d", v_ahead ? " and V(j)" : "", s);
+    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, s), empty_parity);
+    producer_kv(k, l, FJ_TMA_K, p->k_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_K_FULL, s));
+    if (v_ahead) {
+        if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
+        producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    }
+    fj_label(e, not_first);
+    if (!v_ahead) {
+        fj_comment(e, 2, "V(j) -> stage %d (one stage: its V empty waits for this warp's transpose of V(j - 1))", s);
+        if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
+        producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    }
+    fj_ws_kv_not_last(k, l, t, pr);
+    fj_ins(e, "@!%s bra %s", R(pr), last);
+    fj_comment(e, 2, "K(j + 1)%s -> stage %d%s", v_ahead ? " and V(j + 1)" : "", n,
+               n == 0 ? ": the ring's next pass, the other parity" : "");
+    fj_ins(e, "%s.s32 %s, %s, %d", p->kv_desc ? "sub" : "add", R(row), R(row), p->cfg.block_n);
+    if (n == 0) fj_ins(e, "xor.b32 %s, %s, 1", R(t), R(empty_parity));
+    fj_reg_t par = n == 0 ? t : empty_parity;
+    fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_K_EMPTY, n), par);
+    producer_kv(k, l, FJ_TMA_K, p->k_off + n * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_K_FULL, n));
+    if (v_ahead) {
+        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, n), par);
+        producer_kv(k, l, FJ_TMA_V, p->v_off + n * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, n));
+    }
+    fj_label(e, last);
+}
+
 static void role_producer(fj_kctx *k, fj_ws_loop *l)
 {
     const fj_plan *p = k->p;
@@ -291,9 +368,19 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     char top[48];
     fj_reg_t pr = l->has_group_pred ? l->group_pred : fj_alloc(e, k->b_p, 1), not_phase = fj_alloc(e, k->b_r, 1), dst = fj_alloc(e, k->b_r, 1);
     const int what = FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS | FJ_WS_TILE_PRODUCER;
+    fj_fp8_lanes ln;
+    fj_reg_t lead = {0, 0};
+    char skip[48];
     /* (the frame has emitted the banner, the setmaxnreg and, with FP8, the branch of warps 1.. to the transposer) */
-    fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->tid));
-    fj_ins(e, "@%s bra $L_exit", R(pr));
+    if (p->fp8_vt4) {
+        fj_comment(e, 1, "vt4: all of warp 0 stays; lane 0 issues the loads, then the warp transposes with warps 1-3");
+        lead = fj_alloc(e, k->b_p, 1);
+        fj_ins(e, "setp.eq.u32 %s, %s, 0", R(lead), R(k->tid));
+        fj_fp8_emit_transpose_setup(k, &ln);
+    } else {
+        fj_ins(e, "setp.ne.u32 %s, %s, 0", R(pr), R(k->tid));
+        fj_ins(e, "@%s bra $L_exit", R(pr));
+    }
     fj_ins(e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(k->params));
     fj_ins(e, PTX_CVTA_PARAM, R(k->params), R(k->params));
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
@@ -308,6 +395,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     if (p->variant & FJ_VARIANT_PAGED) fj_ins(e, "mov.u32 %s, -1", R(l->pg_idx)); /* a new sequence: no entry read */
     fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
                p->cfg.block_m);
+    if (p->fp8_vt4) lead_begin(k, lead, skip, sizeof skip);
     fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(l->qpar));
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), not_phase);
     fj_ws_publish_tile(k, l);
@@ -324,6 +412,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
             fj_emit_tma_tile(k, FJ_TMA_Q, dst, p->q_off, p->cfg.block_m, k->m0, k->h, l->qbar,
                              fj_ws_bar(p, FJ_BAR_Q_FULL, 0));
     }
+    if (p->fp8_vt4) fj_label(e, skip);
     fj_ws_first_kv_tile(k, l);
     fj_ws_ring_dispatch(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {
@@ -333,7 +422,12 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
-        producer_tile(k, l, s, not_phase);
+        if (p->fp8_vt4) {
+            lead_begin(k, lead, skip, sizeof skip);
+            producer_tile_vt4(k, l, s, not_phase);
+            fj_label(e, skip);
+            transpose_stage(k, &ln, s, not_phase);
+        } else producer_tile(k, l, s, not_phase);
         fj_ws_kv_next(k);
         fj_ws_ring_next_stage(k, s, l->stage_label);
     }
@@ -370,13 +464,7 @@ static void role_transposer(fj_kctx *k, fj_ws_loop *l)
         fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
         fj_ins(e, "@%s bra.uni %s", R(pr), next);
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_FULL, s), k->phase);
-        fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_VT_EMPTY, s), not_phase);
-        fj_ins(e, "bar.warp.sync -1"); /* the lanes leave the waits' loops together: ldmatrix / stmatrix are .aligned */
-        fj_fp8_emit_transpose_tile(k, &ln, s);
-        fj_ins(e, PTX_FENCE_PROXY_ASYNC_SMEM);
-        fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_VT_FULL, s));
-        fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s));
+        transpose_stage(k, &ln, s, not_phase);
         fj_ws_kv_next(k);
         fj_ws_ring_next_stage(k, s, stage);
     }
