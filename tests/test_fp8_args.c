@@ -352,7 +352,7 @@ static void test_knobs_env(void **state)
     assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(p.consumer_regs, 232);
 #endif
-    assert_int_equal(fj_fp8_knobs_default(128), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
+    assert_int_equal(fj_fp8_knobs_default(128), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(p.fp8_vt4, FJ_FP8_VT4);
     setenv("FAJIT_FP8_KNOBS", "regs,vt4", 1); /* vt4: the 4-warp transpose (transpose_warps counts warp 0) */
@@ -378,7 +378,7 @@ static void test_knobs_env(void **state)
     c = sm90(FAJIT_DTYPE_E4M3, 128);
     c.block_n = 192;
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u));
     assert_int_equal(p.consumer_regs, 232);
 }
 

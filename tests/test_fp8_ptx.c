@@ -105,10 +105,13 @@ static void run_tile(const fp8_tile *tc)
     free(p.v);
 }
 
+/* The three-warp form (knob vt; D128's default now adds vt4, whose four-warp split this model does not describe). */
 static void test_transpose_addresses(void **state)
 {
     (void)state;
+    setenv("FAJIT_FP8_KNOBS", "vt", 1);
     for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++) run_tile(&k_tiles[i]);
+    unsetenv("FAJIT_FP8_KNOBS");
 }
 
 int main(void)

@@ -46,14 +46,14 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
 
 unsigned fj_fp8_knobs_default(int head_dim)
 {
-    return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) |
+    return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || (FJ_FP8_VT4_D128 && head_dim == 128) ? FJ_FP8_KNOB_VT4 : 0u) |
            (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
 }
 
 fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
 {
     return fj_env_list_parse("FAJIT_FP8_KNOBS", value, k_knob_words, fj_fp8_knobs_default(head_dim),
-                             FJ_FP8_D256_FA3 ? "vt, and regs, ostage at head dim 256" : "vt", bits);
+                             FJ_FP8_D256_FA3 ? "vt, vt4 at head dim 128, regs, ostage at head dim 256" : "vt, vt4 at head dim 128", bits);
 }
 
 int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)
