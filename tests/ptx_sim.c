@@ -293,6 +293,25 @@ int64_t *bar_slot(world *w, uint64_t addr)
  * stage must be its logical row's (the row the table gives the page, modulo block_n; 128-byte box rows). */
 static void record_box_varlen(world *w, uint64_t off, const uint64_t c[4], uint64_t bar);
 
+/* An FP8 K / V box (dense [B, Hkv, Nk, D] bytes): block_n rows of fp8_span bytes from (col, row, head, batch); its
+ * bytes counted on the barrier, its shared and first global byte's addresses recorded when the lists are set. */
+static void record_box_fp8(world *w, int v, uint64_t dst, const uint64_t c[4], uint64_t bar)
+{
+    *bar_slot(w, bar) -= (int64_t)w->block_n * w->fp8_span;
+    const int64_t *st = v ? w->prm.base.v_stride : w->prm.base.k_stride;
+    int64_t col = (int32_t)c[0], row = (int32_t)c[1], head = (int32_t)c[2], b = (int32_t)c[3];
+    if (col < 0 || col % w->fp8_span || col >= w->dim || head < 0 || b < 0 || b >= w->batch) {
+        why(w, "%c box at (col %lld, row %lld, head %lld, batch %lld): outside the tensor", v ? 'V' : 'K',
+            (long long)col, (long long)row, (long long)head, (long long)b);
+        return;
+    }
+    if (w->smem_cp) {
+        push(w, &w->smem_cp, &w->n_cp, dst);
+        uint64_t first = (uint64_t)(b * st[0] + head * st[1] + row * st[2] + col); /* 1-byte elements */
+        push(w, &w->gmem_cp, &w->n_gcp, (v ? BASE_V : BASE_K) + first);
+    }
+}
+
 static void record_box(world *w, uint64_t off, uint64_t dst, const uint64_t c[4], uint64_t bar)
 {
     if (w->varlen) {
@@ -306,6 +325,10 @@ static void record_box(world *w, uint64_t off, uint64_t dst, const uint64_t c[4]
     }
     if (!v && off != offsetof(fj_fwd_params_tma, tmap_k)) {
         why(w, "TMA load through map +%llu", (unsigned long long)off);
+        return;
+    }
+    if (w->fp8_span) {
+        record_box_fp8(w, v, dst, c, bar);
         return;
     }
     *bar_slot(w, bar) -= (int64_t)w->box * 128;
@@ -633,6 +656,8 @@ unsigned ws_setup(world *w, const fj_plan *pl, const fajit_attention_args *a)
     w->ws = 1, w->box = w->page < pl->cfg.block_n ? w->page : pl->cfg.block_n, w->block_n = pl->cfg.block_n;
     w->kv_tile_bytes = pl->kv_tile_bytes, w->k_off = pl->k_off, w->v_off = pl->v_off;
     w->q_box_bytes = (w->packed ? w->group * a->seqlen_q : pl->cfg.block_m) * 128;
-    if (!pl->fp8) assert_int_equal(pl->cfg.swizzle, 128); /* (the FP8 test reads no TMA box) */
+    w->fp8_span = pl->fp8 ? pl->cfg.swizzle : 0;
+    if (pl->fp8) w->q_box_bytes = pl->cfg.block_m * pl->cfg.swizzle;
+    else assert_int_equal(pl->cfg.swizzle, 128);
     return t->n_tiles;
 }

@@ -73,6 +73,8 @@ typedef struct world {
     fj_fwd_params_decode prm;
     /* the sm_90a kernel (ws): its parameter block, the K/V box rows, the tile; TMA bytes per barrier */
     int ws, box, block_n, kv_tile_bytes, k_off, v_off, q_box_bytes;
+    /* the FP8 kernel (ws_setup): 1-byte elements, boxes of rows of fp8_span (the swizzle span) bytes; 0 elsewhere */
+    int fp8_span;
     fj_fwd_params_tma_decode tprm;
     /* a variant kernel's whole block (fj_variant_params: its own block, then the mods): read instead when pblk is set */
     fj_param_block blk;
@@ -96,7 +98,8 @@ typedef struct world {
     /* FP8 (test_fp8_ptx): the shared addresses of each ldmatrix / stmatrix, in order, when the lists are set */
     uint64_t *smem_ld, *smem_st;
     int n_ld, n_st;
-    /* kv8direct (test_kv8_frag_ptx): each cp.async's shared and global addresses (copies of src-size 0 left out) */
+    /* kv8direct (test_kv8_frag_ptx): each cp.async's shared and global addresses (copies of src-size 0 left out);
+     * FP8 (fp8_span set): each K / V TMA box's shared address and the global address of its first byte */
     uint64_t *smem_cp, *gmem_cp;
     int n_cp, n_gcp;
     char why[256];

@@ -1,11 +1,16 @@
 /*
  * test_fp8_ptx.c - the FP8 kernel's V transpose as emitted (no GPU): the PTX of sm_90a e4m3 configs runs through
- * ptx_sim's interpreter for every thread of the transposing producer warps (1-3) of one CTA over a work tile of
+ * ptx_sim's interpreter for every thread of the transposing producer warps (1-3; vt4: 0-3) of one CTA over a work tile of
  * several KV tiles; each ldmatrix / stmatrix address must be the one codegen/fp8_layout.c's layout gives (proved by
  * test_fp8_layout.c to make P V exact): V(stage s) row 16 kg + fj_fp8_ld_key(lane) at head-dim byte 32 dg +
  * fj_fp8_ld_col(lane), Vt(stage s) row 32 dg + fj_fp8_st_dim(lane) at key byte 16 kg, both swizzled as TMA / wgmma
- * store them (fj_fp8_swizzled), block b = (kg, dg) by warp b % 3, stages in ring order. Also: every config assembles
- * its plan's registers and smem as the plan says (ptxas is the ptxas label's job).
+ * store them (fj_fp8_swizzled), block b = (kg, dg) by warp b % 3, stages in ring order (knob vt). The vt4 form
+ * (FAJIT_FP8_KNOBS vt4, D128's default): threads 0-127, warp (kw, dw) = (warp & 1, warp >> 1) transposes blocks
+ * i = 0, 1, .. at keys 32 (i % (block_n / 32)) + 16 kw, head dims 64 (i / (block_n / 32)) + 32 dw (fp8_ws.c's
+ * "vt4 block split"), and lane 0 of warp 0 issues the K / V TMA boxes a tile ahead: K(j) then V(j) of each KV tile
+ * walked, into stage (walk index % stages), box c (head-dim bytes c x swizzle..) at c x block_n x swizzle in the
+ * stage; no other thread loads. Also: every config assembles its plan's registers and smem as the plan says
+ * (ptxas is the ptxas label's job).
  * Run: ctest --test-dir build -R test_fp8_ptx
  */
 #include <setjmp.h>
@@ -26,15 +31,58 @@ typedef struct fp8_tile {
 } fp8_tile;
 
 static const fp8_tile k_tiles[] = {
-    {128, 128, 128, 2, 128, 0}, /* the d128 default */
+    {128, 128, 128, 2, 128, 0}, /* d128 (its default tile is bc192, in k_vt4_tiles) */
     {128, 128, 192, 2, 128, 1}, /* Vt in 64-byte boxes */
-    {256, 128, 64, 2, 128, 0},  /* the d256 default: two V boxes a row */
+    {256, 128, 64, 2, 128, 0},  /* d256: two V boxes a row */
     {256, 128, 96, 2, 128, 1},  /* Vt in 32-byte boxes */
     {64, 192, 128, 2, 64, 0},   /* the d64 default: 64-byte V rows */
     {64, 128, 160, 3, 64, 1},   /* three stages, Vt in 32-byte boxes */
 };
 
-static void run_tile(const fp8_tile *tc)
+/* The blocks (kg, dg) a transposing warp visits, in order, into v[] (their count returned): form vt, warp tw of 1-3
+ * (3 warps, block b = kg + dg x block_n / 16 by warp b % 3); form vt4, warp tw of 0-3 (its quarter, see above). */
+static int warp_blocks(int vt4, int tw, int bn, int d, int v[][2])
+{
+    int n = 0, n_kg = bn / 16;
+    if (!vt4) {
+        for (int b = tw - 1; b < n_kg * (d / 32); b += 3, n++) v[n][0] = b % n_kg, v[n][1] = b / n_kg;
+        return n;
+    }
+    int kw = tw & 1, dw = tw >> 1, n_a = bn / 32;
+    for (int i = 0; i < n_a * (d / 64); i++, n++) {
+        int key = 32 * (i % n_a) + 16 * kw, col = 64 * (i / n_a) + 32 * dw;
+        v[n][0] = key / 16, v[n][1] = col / 32;
+    }
+    return n;
+}
+
+/* vt4: lane 0 of warp 0's K / V boxes (wd->smem_cp / gmem_cp, in order): K(j) then V(j) of each KV tile j walked
+ * (ascending, or descending from the last with plan.kv_desc), walk index i into stage i % stages, d / swizzle boxes a
+ * tile. */
+static void check_loads(const world *wd, const fj_plan *pl, int n_kv, const char *what)
+{
+    int bn = pl->cfg.block_n, d = pl->cfg.head_dim, w = pl->cfg.swizzle, n_box = d / w, at = 0;
+    for (int i = 0; i < n_kv; i++) {
+        int j = pl->kv_desc ? n_kv - 1 - i : i, s = i % pl->cfg.stages;
+        for (int v = 0; v < 2; v++)
+            for (int c = 0; c < n_box; c++, at++) {
+                uint64_t want_s = (uint64_t)((v ? pl->v_off : pl->k_off) + s * pl->kv_tile_bytes + c * bn * w);
+                uint64_t want_g = (v ? BASE_V : BASE_K) + (uint64_t)(j * bn * d + c * w);
+                if (at >= wd->n_cp)
+                    fail_msg("%s: thread 0 issued %d K / V boxes, want %d", what, wd->n_cp, 2 * n_kv * n_box);
+                if (wd->smem_cp[at] != want_s || wd->gmem_cp[at] != want_g)
+                    fail_msg("%s: thread 0's box %d: shared %llu from %c + %llu, want %c(%d) box %d (walk %d, "
+                             "stage %d): shared %llu from %c + %llu",
+                             what, at, (unsigned long long)wd->smem_cp[at], wd->gmem_cp[at] >= BASE_V ? 'V' : 'K',
+                             (unsigned long long)(wd->gmem_cp[at] - (wd->gmem_cp[at] >= BASE_V ? BASE_V : BASE_K)),
+                             v ? 'V' : 'K', j, c, i, s, (unsigned long long)want_s, v ? 'V' : 'K',
+                             (unsigned long long)(want_g - (v ? BASE_V : BASE_K)));
+            }
+    }
+    if (wd->n_cp != at) fail_msg("%s: thread 0 issued %d K / V boxes, want %d", what, wd->n_cp, at);
+}
+
+static void run_tile(const fp8_tile *tc, int vt4)
 {
     fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = tc->d, .block_m = tc->block_m,
                         .block_n = tc->block_n, .stages = tc->stages, .swizzle = tc->swizzle,
@@ -44,6 +92,7 @@ static void run_tile(const fp8_tile *tc)
     char what[200];
     if (fj_plan_build(&cfg, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
     fj_plan_format(&pl, what, sizeof what);
+    if (pl.fp8_vt4 != vt4) fail_msg("%s: plan.fp8_vt4 %d, want %d (FAJIT_FP8_KNOBS)", what, pl.fp8_vt4, vt4);
     char *ptx = NULL;
     size_t len = 0;
     if (fj_generate_ptx_plan(&pl, 0, &ptx, &len) != FAJIT_OK) fail_msg("%s: %s", what, fajit_errmsg());
@@ -65,22 +114,26 @@ static void run_tile(const fp8_tile *tc)
     unsigned tiles = ws_setup(wd, &pl, &a);
     wd->cap = 1 << 16;
     uint64_t *ld = calloc((size_t)wd->cap, 8), *st = calloc((size_t)wd->cap, 8);
-    assert_true(ld && st);
-    wd->smem_ld = ld, wd->smem_st = st;
+    uint64_t *cs = calloc((size_t)wd->cap, 8), *cg = calloc((size_t)wd->cap, 8);
+    int(*blk)[2] = calloc((size_t)(bn / 16) * (size_t)(d / 32), sizeof *blk);
+    assert_true(ld && st && cs && cg && blk);
+    wd->smem_ld = ld, wd->smem_st = st, wd->smem_cp = cs, wd->gmem_cp = cg;
     thread t = {.val = calloc((size_t)p.n_regs, 8), .known = calloc((size_t)p.n_regs, 1)};
     assert_true(t.val && t.known);
     /* causal: the CTA's one work tile is the last query block (all KV tiles); tiles beyond 1 belong to other CTAs */
     t.ctaid[0] = 0, t.ctaid[1] = t.ctaid[2] = 0, t.nctaid_x = tiles;
-    int n_kg = bn / 16, n_blocks = n_kg * (d / 32), wv = pl.vt_swizzle, checked = 0;
-    for (unsigned tid = 32; tid < 128; tid++) {
-        wd->n_ld = wd->n_st = 0;
+    int wv = pl.vt_swizzle, checked = 0;
+    for (unsigned tid = vt4 ? 0 : 32; tid < 128; tid++) {
+        wd->n_ld = wd->n_st = wd->n_cp = wd->n_gcp = 0;
         t.tid = tid;
         if (!run_thread(&p, &t, wd)) fail_msg("%s: transposer thread %u: %s", what, tid, wd->why);
-        int lane = (int)tid % 32, tw = (int)tid / 32 - 1, i = 0;
+        if (tid == 0) check_loads(wd, &pl, n_kv, what);
+        else if (wd->n_cp) fail_msg("%s: thread %u issued %d K / V boxes (only thread 0 loads)", what, tid, wd->n_cp);
+        int lane = (int)tid % 32, n_wb = warp_blocks(vt4, (int)tid / 32, bn, d, blk), i = 0;
         for (int j = 0; j < n_kv; j++) {
             int s = j % tc->stages;
-            for (int b = tw; b < n_blocks; b += 3, i++) {
-                int kg = b % n_kg, dg = b / n_kg;
+            for (int q = 0; q < n_wb; q++, i++) {
+                int kg = blk[q][0], dg = blk[q][1];
                 uint64_t want_ld = (uint64_t)(pl.v_off + s * pl.kv_tile_bytes +
                                               fj_fp8_swizzled(16 * kg + fj_fp8_ld_key(lane), 32 * dg + fj_fp8_ld_col(lane),
                                                               bn, w));
@@ -90,9 +143,9 @@ static void run_tile(const fp8_tile *tc)
                     fail_msg("%s: thread %u: %d ldmatrix / %d stmatrix, fewer than the %d blocks of its warp", what, tid,
                              wd->n_ld, wd->n_st, i + 1);
                 if (ld[i] != want_ld || st[i] != want_st)
-                    fail_msg("%s: thread %u, KV tile %d (stage %d), block %d (keys %d.., dims %d..): ldmatrix at %llu "
-                             "(want %llu), stmatrix at %llu (want %llu)",
-                             what, tid, j, s, b, 16 * kg, 32 * dg, (unsigned long long)ld[i],
+                    fail_msg("%s: thread %u, KV tile %d (stage %d), its block %d (keys %d.., dims %d..): ldmatrix at "
+                             "%llu (want %llu), stmatrix at %llu (want %llu)",
+                             what, tid, j, s, q, 16 * kg, 32 * dg, (unsigned long long)ld[i],
                              (unsigned long long)want_ld, (unsigned long long)st[i], (unsigned long long)want_st);
                 checked++;
             }
@@ -100,22 +153,70 @@ static void run_tile(const fp8_tile *tc)
         if (wd->n_ld != i || wd->n_st != i)
             fail_msg("%s: thread %u: %d ldmatrix / %d stmatrix, want %d", what, tid, wd->n_ld, wd->n_st, i);
     }
-    printf("%s: %d transposer block addresses as fp8_layout.c says (%d KV tiles)\n", what, checked, n_kv);
-    free(ld), free(st), free(t.val), free(t.known), free(wd);
+    printf("%s: %d transposer block addresses as fp8_layout.c says (%d KV tiles, %s)%s\n", what, checked, n_kv,
+           vt4 ? "warps 0-3" : "warps 1-3", vt4 ? "; thread 0's K / V boxes in order" : "");
+    free(ld), free(st), free(cs), free(cg), free(blk), free(t.val), free(t.known), free(wd);
     free(p.v);
 }
 
-/* The three-warp form (knob vt; D128's default now adds vt4, whose four-warp split this model does not describe). */
+/* The model's block split covers each block of a tile once: 3 warps (vt) or 4 (vt4). */
+static void check_split(int vt4, int bn, int d)
+{
+    int n_kg = bn / 16, n = n_kg * (d / 32);
+    int(*v)[2] = calloc((size_t)n, sizeof *v), *hit = calloc((size_t)n, sizeof *hit);
+    assert_true(v && hit);
+    for (int tw = vt4 ? 0 : 1; tw < 4; tw++) {
+        int m = warp_blocks(vt4, tw, bn, d, v);
+        for (int q = 0; q < m; q++) hit[v[q][0] + n_kg * v[q][1]]++;
+    }
+    for (int b = 0; b < n; b++)
+        if (hit[b] != 1)
+            fail_msg("bc %d, d %d: block %d visited %d times by the %s model", bn, d, b, hit[b], vt4 ? "vt4" : "vt");
+    free(v), free(hit);
+}
+
+/* The three-warp form (knob vt). */
 static void test_transpose_addresses(void **state)
 {
     (void)state;
     setenv("FAJIT_FP8_KNOBS", "vt", 1);
-    for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++) run_tile(&k_tiles[i]);
+    for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++) {
+        check_split(0, k_tiles[i].block_n, k_tiles[i].d);
+        run_tile(&k_tiles[i], 0);
+    }
+    unsetenv("FAJIT_FP8_KNOBS");
+}
+
+/* The four-warp form (knob vt4): D128's default (knobs unset), then FAJIT_FP8_KNOBS as each tile says. */
+typedef struct vt4_tile {
+    fp8_tile t;
+    const char *knobs; /* NULL: unset */
+} vt4_tile;
+
+static const vt4_tile k_vt4_tiles[] = {
+    {{128, 128, 192, 2, 128, 0}, NULL},              /* the d128 default (fagen explain --dtype e4m3 --headdim 128) */
+    {{128, 128, 192, 2, 128, 1}, NULL},              /* its causal form: KV tiles walked from the diagonal's */
+    {{128, 128, 128, 2, 128, 0}, "vt4"},             /* two 32-key block rows a warp */
+    {{64, 192, 128, 2, 64, 0}, "vt4"},               /* the d64 default's tile: 64-byte V rows, one 64-dim column */
+    {{256, 128, 128, 2, 128, 0}, "regs,vt4,ostage"}, /* the d256 default's tile, O staged in the V ring */
+};
+
+static void test_transpose_addresses_vt4(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof k_vt4_tiles / sizeof k_vt4_tiles[0]; i++) {
+        const vt4_tile *vc = &k_vt4_tiles[i];
+        if (vc->knobs) setenv("FAJIT_FP8_KNOBS", vc->knobs, 1);
+        else unsetenv("FAJIT_FP8_KNOBS");
+        check_split(1, vc->t.block_n, vc->t.d);
+        run_tile(&vc->t, 1);
+    }
     unsetenv("FAJIT_FP8_KNOBS");
 }
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_transpose_addresses)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_transpose_addresses),
+                                       cmocka_unit_test(test_transpose_addresses_vt4)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
