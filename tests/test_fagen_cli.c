@@ -83,6 +83,33 @@ static void expect_usage_error(const run_result *r, const char *const *want)
     }
 }
 
+/* ---- a bad FAJIT_* value ------------------------------------------------------------------------ */
+
+/* Any command with a bad environment variable: a usage error naming the variable, the value and the accepted words,
+ * before any work (main.c reads the environment through a device-less context), not a config-fill failure. */
+static void test_bad_environment(void **state)
+{
+    static const struct {
+        const char *name, *value, *cmd, *want;
+    } cases[] = {
+        {"FAJIT_KV_ORDER", "bogus", "ptx", "asc"},
+        {"FAJIT_KV_ORDER", "bogus", "explain", "desc"},
+        {"FAJIT_PACK_GQA", "off", "cubin", "unset (1)"},
+        {"FAJIT_FP8_KNOBS", "vt,regz", "explain", "unknown word 'regz'"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char named[128];
+        snprintf(named, sizeof named, "%s = '%s'", cases[i].name, cases[i].value);
+        const char *const want[] = {named, cases[i].want, NULL};
+        setenv(cases[i].name, cases[i].value, 1);
+        run_result r = run_fagen(cases[i].cmd, "--arch", "sm_90a", NULL);
+        unsetenv(cases[i].name);
+        expect_usage_error(&r, want);
+        result_free(&r);
+    }
+}
+
 /* ---- help, version, dispatch ------------------------------------------------------------------ */
 
 static void test_help_and_version(void **state)
@@ -497,7 +524,7 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_help_and_version), cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_help_and_version), cmocka_unit_test(test_bad_flags), cmocka_unit_test(test_bad_environment),
         cmocka_unit_test(test_smem_too_large),   cmocka_unit_test(test_odd_configs_never_crash),
         cmocka_unit_test(test_ptx_deterministic), cmocka_unit_test(test_explain),
         cmocka_unit_test(test_cubin),            cmocka_unit_test(test_fill_keeps_flags),

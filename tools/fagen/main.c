@@ -10,7 +10,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "args.h"
 #include "fagen.h"
+
+/* A bad FAJIT_* value is the user's mistake whatever the command: say it plainly before any work (exit 2). A context
+ * without a device or disk cache reads and checks every variable (src/runtime/env.c) and touches nothing else. */
+static int environment_ok(void)
+{
+    fajit_context_options o = fajit_context_options_default();
+    fajit_context *ctx = NULL;
+    o.device = -1, o.disk_cache = 0;
+    fajit_status st = fajit_context_create(&o, &ctx);
+    if (ctx) fajit_context_destroy(ctx);
+    return st == FAJIT_ERR_INVALID_ARGUMENT ? fagen_report_status(st, "environment") : FAGEN_EXIT_OK;
+}
 
 static int unknown_command(const char *name)
 {
@@ -40,5 +53,7 @@ int main(int argc, char **argv)
         return FAGEN_EXIT_OK;
     }
     cmd = fagen_command_find(argv[1]);
-    return cmd ? cmd->run(argc - 1, argv + 1) : unknown_command(argv[1]);
+    if (!cmd) return unknown_command(argv[1]);
+    int rc = environment_ok();
+    return rc != FAGEN_EXIT_OK ? rc : cmd->run(argc - 1, argv + 1);
 }
