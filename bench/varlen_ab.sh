@@ -9,12 +9,7 @@
 set -u
 FAGEN=${1:-build/tools/fagen/fagen}
 ROUNDS=${ROUNDS:-2}
-lens=$(python3 -c '
-import random
-rnd = random.Random(0)
-lens = [rnd.randint(200, 6000) for _ in range(24)]
-scale = 68000 / sum(lens)
-print(",".join(str(max(200, min(6000, int(x * scale)))) for x in lens))')
+lens=$(cd "$(dirname "$0")" && python3 -c 'import variants_compare as v; print(",".join(map(str, v.doc_lengths())))')
 echo "lengths (T = $(python3 -c "print(sum([$lens]))")): $lens"
 cases=("--headdim 128 --causal" "--headdim 128" "--headdim 64 --causal")
 for c in "${cases[@]}"; do

@@ -37,12 +37,7 @@ done
 [ "${#sides[@]}" -ge 1 ] || { echo "varlen_knobs_ab.sh: SIDES='${SIDES:-}' names none of base coords l2 both"; exit 2; }
 echo "== building ${#sides[@]} fagen variants into $out"
 ab_build_all "$out" "fagen fajit_shared" "${sides[@]}" || exit 2
-lens=$(python3 -c '
-import random
-rnd = random.Random(0)
-lens = [rnd.randint(200, 6000) for _ in range(24)]
-scale = 68000 / sum(lens)
-print(",".join(str(max(200, min(6000, int(x * scale)))) for x in lens))')
+lens=$(cd bench && python3 -c 'import variants_compare as v; print(",".join(map(str, v.doc_lengths())))')
 echo "lengths (T = $(python3 -c "print(sum([$lens]))")): $lens"
 
 echo "== numerics: fagen check --arch sm_90a --varlen (last line of each)"
