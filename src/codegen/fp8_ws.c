@@ -261,10 +261,10 @@ static void transpose_load_at(fj_kctx *k, const fj_fp8_lanes *ln, int v_tile, in
     const fj_plan *p = k->p;
     int w = p->cfg.swizzle, bn = p->cfg.block_n;
     /* ldmatrix row: V box (col / w), row key + kl, chunk ((col % w) / 16 + (m >> 1)) ^ x(kl) */
-    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), 16 * ((col % w) / 16));
+    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), ld_xor(w, col));
     fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->ld_base), R(x));
     fj_ins(k->e, PTX_LDMATRIX_X4_TRANS_SM90, R(a), R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)), R(ad),
-           v_tile + (col / w) * bn * w + key * w);
+           v_tile + ld_imm(w, bn, key, col));
 }
 
 static void transpose_store_at(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, int key, int col, fj_reg_t a,
@@ -277,9 +277,9 @@ static void transpose_store_at(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, 
     fj_ins(k->e, PTX_PRMT, R(fj_at(o, 2)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_EVEN);
     fj_ins(k->e, PTX_PRMT, R(fj_at(o, 3)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_ODD);
     /* stmatrix row: Vt box (key / wv), row col + n, chunk ((key % wv) / 16) ^ x(n) */
-    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->st_x), 16 * ((key % wv) / 16));
+    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->st_x), st_xor(wv, key));
     fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->st_base), R(x));
-    fj_ins(k->e, PTX_STMATRIX_X4, R(ad), vt_tile + (key / wv) * d * wv + col * wv, R(o), R(fj_at(o, 1)),
+    fj_ins(k->e, PTX_STMATRIX_X4, R(ad), vt_tile + st_imm(wv, d, key, col), R(o), R(fj_at(o, 1)),
            R(fj_at(o, 2)), R(fj_at(o, 3)));
 }
 
@@ -359,33 +359,19 @@ void fj_fp8_emit_transpose_tile(fj_kctx *k, const fj_fp8_lanes *ln, int s)
         transpose_tile_batched(k, ln, s);
         return;
     }
-    int w = p->cfg.swizzle, wv = p->vt_swizzle, d = p->cfg.head_dim, bn = p->cfg.block_n;
     int v_tile = p->v_off + s * p->kv_tile_bytes, vt_tile = p->vt_off + s * p->kv_tile_bytes;
-    int n_kg = bn / 16, n_blocks = n_kg * (d / 32);
+    int n_blocks = p->cfg.block_n / 16 * (p->cfg.head_dim / 32);
     fj_reg_t a = fj_alloc(e, k->b_r, 4), o = fj_alloc(e, k->b_r, 4), x = fj_alloc(e, k->b_r, 1);
     fj_reg_t ad = fj_alloc(e, k->b_addr, 1), pr = fj_alloc(e, k->b_p, 1);
     fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims, block b by warp b %% %d", s, s,
                n_blocks, p->transpose_warps);
     for (int b = 0; b < n_blocks; b++) {
-        int kg = b % n_kg, dg = b / n_kg, col = 32 * dg, key = 16 * kg;
         char skip[48];
         fj_label_new(e, "vt_skip", skip, sizeof skip);
         fj_ins(e, "setp.ne.u32 %s, %s, %d", R(pr), R(ln->tw), b % p->transpose_warps);
         fj_ins(e, "@%s bra.uni %s", R(pr), skip);
-        /* ldmatrix row: V box (col / w), row key + kl, chunk ((col % w) / 16 + (m >> 1)) ^ x(kl) */
-        fj_ins(e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), 16 * ((col % w) / 16));
-        fj_ins(e, "add.u32 %s, %s, %s", R(ad), R(ln->ld_base), R(x));
-        fj_ins(e, PTX_LDMATRIX_X4_TRANS_SM90, R(a), R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)), R(ad),
-               v_tile + (col / w) * bn * w + key * w);
-        fj_ins(e, PTX_PRMT, R(o), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_EVEN);
-        fj_ins(e, PTX_PRMT, R(fj_at(o, 1)), R(a), R(fj_at(a, 1)), FJ_FP8_PRMT_ODD);
-        fj_ins(e, PTX_PRMT, R(fj_at(o, 2)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_EVEN);
-        fj_ins(e, PTX_PRMT, R(fj_at(o, 3)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_ODD);
-        /* stmatrix row: Vt box (key / wv), row col + n, chunk ((key % wv) / 16) ^ x(n) */
-        fj_ins(e, "xor.b32 %s, %s, %d", R(x), R(ln->st_x), 16 * ((key % wv) / 16));
-        fj_ins(e, "add.u32 %s, %s, %s", R(ad), R(ln->st_base), R(x));
-        fj_ins(e, PTX_STMATRIX_X4, R(ad), vt_tile + (key / wv) * d * wv + col * wv, R(o), R(fj_at(o, 1)),
-               R(fj_at(o, 2)), R(fj_at(o, 3)));
+        transpose_load(k, ln, v_tile, b, a, x, ad);
+        transpose_store(k, ln, vt_tile, b, a, o, x, ad);
         fj_label(e, skip);
     }
 }
