@@ -847,7 +847,7 @@ int fagen_cmd_bench(int argc, char **argv)
     opt.device = o.device;
     if (o.untuned) opt.disk_cache = 0; /* no cache directory, no tune file: the heuristic only */
     fajit_status st = fajit_context_create(&opt, &ctx);
-    if (st == FAJIT_ERR_INVALID_ARGUMENT) return fagen_report_status(st, "context"); /* a bad FAJIT_* value */
+    if (st == FAJIT_ERR_INVALID_ARGUMENT) return fagen_report_status(st, "context"); /* e.g. FAJIT_CACHE_DIR too long */
     if (st != FAJIT_OK) {
         fprintf(stderr, "fagen: bench needs a GPU: %s\n", fajit_errmsg());
         return FAGEN_EXIT_FAIL;

@@ -479,7 +479,7 @@ int fagen_cmd_check(int argc, char **argv)
     fajit_context_options copt = fajit_context_options_default();
     copt.device = o.device;
     fajit_status st = fajit_context_create(&copt, &ctx);
-    if (st == FAJIT_ERR_INVALID_ARGUMENT) return fagen_report_status(st, "context"); /* a bad FAJIT_* value */
+    if (st == FAJIT_ERR_INVALID_ARGUMENT) return fagen_report_status(st, "context"); /* e.g. FAJIT_CACHE_DIR too long */
     if (st != FAJIT_OK) {
         fprintf(stderr, "fagen: check needs a GPU: %s\n", fajit_errmsg());
         return FAGEN_EXIT_FAIL;

@@ -401,7 +401,7 @@ int fagen_cmd_tune(int argc, char **argv)
     fajit_status st = fajit_context_create(&opt, &ctx);
     if (st != FAJIT_OK) {
         rc = FAGEN_EXIT_FAIL;
-        if (st == FAJIT_ERR_INVALID_ARGUMENT) rc = fagen_report_status(st, "context"); /* a bad FAJIT_* value */
+        if (st == FAJIT_ERR_INVALID_ARGUMENT) rc = fagen_report_status(st, "context"); /* e.g. FAJIT_CACHE_DIR too long */
         else fprintf(stderr, "fagen: tune needs a GPU: %s\n", fajit_errmsg());
         free(cls);
         return rc;
