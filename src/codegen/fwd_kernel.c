@@ -245,8 +245,7 @@ static void emit_indices(fj_kctx *k)
         q_row = fj_alloc(e, k->b_r, 1), k_row = fj_alloc(e, k->b_r, 1);
         fj_seqlen_cta(k, b, q_row, k_row);
         fj_ins(e, "add.s32 %s, %s, %s", R(q_row), R(q_row), R(k->m0));
-        nb = zero; /* stride[0] is not read */
-        fj_ins(e, "mov.u32 %s, 0", R(zero));
+        nb = zero; /* stride[0] is not read (zero is set below) */
     } else {
         fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_q), OFF(seqlen_q));
         fj_ins(e, PTX_LD_PARAM_U32, R(k->seqlen_k), OFF(seqlen_k));
