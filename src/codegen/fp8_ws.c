@@ -177,6 +177,8 @@ void fj_fp8_emit_pack_p(fj_kctx *k)
 }
 
 /* ---- the V transpose ------------------------------------------------------------------------------------------ */
+int fj_fp8_vt4_lean(const fj_plan *p) { return p->fp8_vt4 && p->producer_regs < 32; }
+
 /* dst = 16 x the chunk XOR of a row (TMA / wgmma swizzle of span w, fp8_layout.c) whose index mod 8 comes from
  * `row8` (a register holding row mod 8 x w / 128 ... as bits): x = (row x w / 128) & (w / 16 - 1). */
 static void lane_xor(fj_kctx *k, fj_reg_t row, int w, fj_reg_t dst)
@@ -251,6 +253,11 @@ void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln)
     lane_xor(k, t, wv, ln->st_x);
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ln->st_base), R(t), wv, R(k->smem));
     if (p->fp8_vt4) vt4_warp_terms(k, ln, m, t);
+    if (fj_fp8_vt4_lean(p)) {
+        fj_comment(e, 1, "lean vt4: one address a direction, base | XOR (the bases' bits below the swizzle span are 0)");
+        fj_ins(e, "add.u32 %s, %s, %s", R(ln->ld_base), R(ln->ld_base), R(ln->ld_x));
+        fj_ins(e, "add.u32 %s, %s, %s", R(ln->st_base), R(ln->st_base), R(ln->st_x));
+    }
 }
 
 /* One block (16 keys x 32 head dims) of V(stage) -> Vt(stage): its ldmatrix.trans (into a), or its prmt + stmatrix
@@ -261,8 +268,11 @@ static void transpose_load_at(fj_kctx *k, const fj_fp8_lanes *ln, int v_tile, in
     const fj_plan *p = k->p;
     int w = p->cfg.swizzle, bn = p->cfg.block_n;
     /* ldmatrix row: V box (col / w), row key + kl, chunk ((col % w) / 16 + (m >> 1)) ^ x(kl) */
-    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), ld_xor(w, col));
-    fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->ld_base), R(x));
+    if (fj_fp8_vt4_lean(p)) fj_ins(k->e, "xor.b32 %s, %s, %d", R(ad), R(ln->ld_base), ld_xor(w, col));
+    else {
+        fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->ld_x), ld_xor(w, col));
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->ld_base), R(x));
+    }
     fj_ins(k->e, PTX_LDMATRIX_X4_TRANS_SM90, R(a), R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)), R(ad),
            v_tile + ld_imm(w, bn, key, col));
 }
@@ -277,8 +287,11 @@ static void transpose_store_at(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, 
     fj_ins(k->e, PTX_PRMT, R(fj_at(o, 2)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_EVEN);
     fj_ins(k->e, PTX_PRMT, R(fj_at(o, 3)), R(fj_at(a, 2)), R(fj_at(a, 3)), FJ_FP8_PRMT_ODD);
     /* stmatrix row: Vt box (key / wv), row col + n, chunk ((key % wv) / 16) ^ x(n) */
-    fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->st_x), st_xor(wv, key));
-    fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->st_base), R(x));
+    if (fj_fp8_vt4_lean(p)) fj_ins(k->e, "xor.b32 %s, %s, %d", R(ad), R(ln->st_base), st_xor(wv, key));
+    else {
+        fj_ins(k->e, "xor.b32 %s, %s, %d", R(x), R(ln->st_x), st_xor(wv, key));
+        fj_ins(k->e, "add.u32 %s, %s, %s", R(ad), R(ln->st_base), R(x));
+    }
     fj_ins(k->e, PTX_STMATRIX_X4, R(ad), vt_tile + st_imm(wv, d, key, col), R(o), R(fj_at(o, 1)),
            R(fj_at(o, 2)), R(fj_at(o, 3)));
 }
@@ -298,21 +311,22 @@ static void transpose_store(fj_kctx *k, const fj_fp8_lanes *ln, int vt_tile, int
 }
 
 /* FJ_FP8_KNOB_VT4: every warp its quarter of the blocks (vt4_warp_terms), straight code with no branch: block i + 1's
- * ldmatrix issued before block i's prmt / stmatrix, so two loads are in flight (a[] alternates). */
+ * ldmatrix issued before block i's prmt / stmatrix, so two loads are in flight (a[] alternates); in warp 0 of the
+ * lean form (fj_fp8_vt4_lean) block i's ldmatrix comes right before its own prmt / stmatrix, one load in flight. */
 static void transpose_tile_straight(fj_kctx *k, const fj_fp8_lanes *ln, int s)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    int n_a = p->cfg.block_n / 32, n = n_a * (p->cfg.head_dim / 64);
+    int n_a = p->cfg.block_n / 32, n = n_a * (p->cfg.head_dim / 64), ahead = !(ln->loader && fj_fp8_vt4_lean(p));
     int v_tile = p->v_off + s * p->kv_tile_bytes, vt_tile = p->vt_off + s * p->kv_tile_bytes;
     fj_reg_t a[2] = {fj_alloc(e, k->b_r, 4), fj_alloc(e, k->b_r, 4)}, o = fj_alloc(e, k->b_r, 4);
     fj_reg_t x = fj_alloc(e, k->b_r, 1), ad = fj_alloc(e, k->b_addr, 1);
-    fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims a warp, straight code, the next "
-                     "block's ldmatrix before this one's prmt / stmatrix",
-               s, s, n);
-    for (int i = -1; i < n; i++) {
-        if (i + 1 < n)
-            transpose_load_at(k, ln, v_tile, 32 * ((i + 1) % n_a), 64 * ((i + 1) / n_a), a[(i + 1) & 1], x, ad);
+    fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims a warp, straight code, %s", s, s, n,
+               ahead ? "the next block's ldmatrix before this one's prmt / stmatrix"
+                     : "one ldmatrix in flight (warp 0 of the lean form)");
+    for (int i = -ahead; i < n; i++) {
+        int l = i + ahead;
+        if (l < n) transpose_load_at(k, ln, v_tile, 32 * (l % n_a), 64 * (l / n_a), a[l & 1], x, ad);
         if (i >= 0) transpose_store_at(k, ln, vt_tile, 32 * (i % n_a), 64 * (i / n_a), a[i & 1], o, x, ad);
     }
 }

@@ -70,13 +70,25 @@ void fj_fp8_smem_map(fj_plan *p);
 /* P (f32 S accumulators) -> e4m3 A fragments in fj_fp8_p_key's k order (fp8_layout.h). */
 void fj_fp8_emit_pack_p(fj_kctx *k);
 
+/* vt4 under FlashAttention-3's 24-register producer (knob regs, two consumer warpgroups; knob vt4): the lean form.
+ * At 24 registers the plain vt4 form spilled 52-160 bytes (ptxas 13.0), its loop state, the block addresses ptxas
+ * keeps in registers and two ldmatrix results plus the prmt outputs being more than fit. The lean form: each
+ * direction's lane terms folded into one address (base + XOR = base | XOR: the base's bits below the swizzle span are
+ * 0, fj_smem being 1024-aligned), so a block's address is one xor; warp 0, which also holds the loader's state, keeps
+ * one ldmatrix in flight (warps 1-3 keep two); and the KV loop's exit sets the ring's stage past the loop instead of a
+ * predicated mov in it (sm90_roles.c), which had kept the ring's register live through the loop. ptxas -v: 0 spills
+ * at D256 bc128 (causal or not), D128 bc192 / bc224. */
+int fj_fp8_vt4_lean(const fj_plan *p);
+
 /* The transposing producer warps (1..plan.transpose_warps; with plan.fp8_vt4 0..3): per-lane address terms, set
  * once. */
 typedef struct fj_fp8_lanes {
     fj_reg_t tw;                 /* u32: this warp among the transposing ones, 0.. */
     fj_reg_t ld_base, ld_x;      /* u32: smem + this lane's ldmatrix row term; its chunk XOR x 16 */
     fj_reg_t st_base, st_x;      /* u32: smem + this lane's stmatrix row term; its chunk XOR x 16 */
-} fj_fp8_lanes;                  /* (plan.fp8_vt4: the warp's block offsets are in ld_* / st_* too) */
+    int loader;                  /* set by the caller: 1 in warp 0's loop (vt4), which also issues the loads */
+} fj_fp8_lanes;                  /* (plan.fp8_vt4: the warp's block offsets are in ld_* / st_* too; fj_fp8_vt4_lean:
+                                    the XORs too, ld_x / st_x unused) */
 void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln);
 /* V of stage s -> Vt of stage s, the blocks of 16 keys x 32 head dims shared round-robin by the warps. */
 void fj_fp8_emit_transpose_tile(fj_kctx *k, const fj_fp8_lanes *ln, int s);

@@ -301,6 +301,30 @@ static void transpose_stage(fj_kctx *k, const fj_fp8_lanes *ln, int s, fj_reg_t 
     fj_ins(e, PTX_MBAR_ARRIVE, R(k->smem), fj_ws_bar(p, FJ_BAR_V_EMPTY, s));
 }
 
+/* Stage s of a KV loop: pr (the walk is done) leaves for `next` with the ring's stage s recorded for the next work
+ * tile. The lean vt4 form (fj_fp8_vt4_lean) branches to done_at[s], which sets it past the loop (ring_exits), so the
+ * ring's register is not live through the loop as a predicated mov in it keeps it. */
+static void kv_loop_exit(fj_kctx *k, fj_ws_loop *l, fj_reg_t pr, int s, char done_at[][48], const char *next)
+{
+    if (fj_fp8_vt4_lean(k->p)) {
+        fj_ins(k->e, "@%s bra.uni %s", R(pr), done_at[s]);
+        return;
+    }
+    fj_ins(k->e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
+    fj_ins(k->e, "@%s bra.uni %s", R(pr), next);
+}
+
+static void ring_exits(fj_kctx *k, fj_ws_loop *l, char done_at[][48], const char *next)
+{
+    if (!fj_fp8_vt4_lean(k->p)) return;
+    fj_comment(k->e, 1, "the walk is done: the stage it stopped at, for the next work tile");
+    for (int s = 0; s < k->p->cfg.stages; s++) {
+        fj_label(k->e, done_at[s]);
+        fj_ins(k->e, "mov.u32 %s, %d", R(l->ring), s);
+        fj_ins(k->e, "bra.uni %s", next);
+    }
+}
+
 /* plan.fp8_vt4: warp 0 runs the loader's loop with all its lanes; lane 0 alone does what the loader's thread does
  * (`lead`: a branch of the others past it), then the warp transposes its share of V(j) (transpose_stage). */
 static void lead_begin(fj_kctx *k, fj_reg_t lead, char *skip, size_t n)
@@ -368,9 +392,9 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     char top[48];
     fj_reg_t pr = l->has_group_pred ? l->group_pred : fj_alloc(e, k->b_p, 1), not_phase = fj_alloc(e, k->b_r, 1), dst = fj_alloc(e, k->b_r, 1);
     const int what = FJ_WS_DECODE_ROWS | FJ_WS_DECODE_HEADS | FJ_WS_TILE_PRODUCER;
-    fj_fp8_lanes ln;
+    fj_fp8_lanes ln = {.loader = 1};
     fj_reg_t lead = {0, 0};
-    char skip[48];
+    char skip[48], done_at[FJ_MAX_STAGES][48];
     /* (the frame has emitted the banner, the setmaxnreg and, with FP8, the branch of warps 1.. to the transposer) */
     if (p->fp8_vt4) {
         fj_comment(e, 1, "vt4: all of warp 0 stays; lane 0 issues the loads, then the warp transposes with warps 1-3");
@@ -391,6 +415,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
+    for (int s = 0; s < p->cfg.stages && fj_fp8_vt4_lean(p); s++) fj_label_new(e, "ring_exit", done_at[s], sizeof done_at[s]);
     fj_ws_tile_loop_head(k, l, top, what, "$L_exit");
     if (p->variant & FJ_VARIANT_PAGED) fj_ins(e, "mov.u32 %s, -1", R(l->pg_idx)); /* a new sequence: no entry read */
     fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
@@ -419,8 +444,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
         fj_label(e, l->stage_label[s]);
         fj_comment(e, 1, "---- KV tile j -> stage %d ----", s);
         fj_ws_kv_done(k, l, pr);
-        fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
-        fj_ins(e, "@%s bra.uni %s", R(pr), l->next_tile);
+        kv_loop_exit(k, l, pr, s, done_at, l->next_tile);
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
         if (p->fp8_vt4) {
             lead_begin(k, lead, skip, sizeof skip);
@@ -431,6 +455,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
         fj_ws_kv_next(k);
         fj_ws_ring_next_stage(k, s, l->stage_label);
     }
+    ring_exits(k, l, done_at, l->next_tile);
     fj_label(e, l->next_tile);
     fj_ws_next_round(k, l, 0);
     fj_ins(e, "bra.uni %s", top);
@@ -445,9 +470,9 @@ static void role_transposer(fj_kctx *k, fj_ws_loop *l)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    char top[48], next[48], stage[FJ_MAX_STAGES][48];
+    char top[48], next[48], stage[FJ_MAX_STAGES][48], done_at[FJ_MAX_STAGES][48];
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), not_phase = fj_alloc(e, k->b_r, 1);
-    fj_fp8_lanes ln;
+    fj_fp8_lanes ln = {.loader = 0};
     fj_fp8_emit_transpose_setup(k, &ln);
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
@@ -455,19 +480,20 @@ static void role_transposer(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "vt_tile", top, sizeof top);
     fj_label_new(e, "vt_next", next, sizeof next);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "vt_stage", stage[s], sizeof stage[s]);
+    for (int s = 0; s < p->cfg.stages && fj_fp8_vt4_lean(p); s++) fj_label_new(e, "ring_exit", done_at[s], sizeof done_at[s]);
     fj_ws_tile_loop_head(k, l, top, FJ_WS_DECODE_ROWS, "$L_exit");
     fj_ws_first_kv_tile(k, l);
     fj_ws_ring_dispatch(k, l, stage);
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_label(e, stage[s]);
         fj_ws_kv_done(k, l, pr);
-        fj_ins(e, "@%s mov.u32 %s, %d", R(pr), R(l->ring), s);
-        fj_ins(e, "@%s bra.uni %s", R(pr), next);
+        kv_loop_exit(k, l, pr, s, done_at, next);
         fj_ins(e, "xor.b32 %s, %s, 1", R(not_phase), R(k->phase));
         transpose_stage(k, &ln, s, not_phase);
         fj_ws_kv_next(k);
         fj_ws_ring_next_stage(k, s, stage);
     }
+    ring_exits(k, l, done_at, next);
     fj_label(e, next);
     fj_ws_next_round(k, l, 0);
     fj_ins(e, "bra.uni %s", top);
