@@ -30,7 +30,10 @@
 #   vt4    vt4; the heuristic's tiles (as old: D256 without the overlap), the V transpose on all 4 producer warps as
 #          straight code (warp 0 loads first, then joins), two ldmatrix in flight (not in the default list:
 #          VARIANTS="base vt4 fa3 fa3v4"; 40 registers: no spill at D64 / D128 / D256)
-#   fa3v4  regs,vt4,ostage; fa3 with vt4 (at 24 registers ptxas spills 52-160 bytes in the producer at D128 / D256)
+#   fa3v4  regs,vt4,ostage; fa3 with vt4: at 24 producer registers (D128 / D256) the lean vt4 form (fp8_ws.h,
+#          fj_fp8_vt4_lean: 0 spills; before 2026-11-27 ptxas spilled 52-160 bytes there)
+#   v4lean regs,vt4,ostage; the heuristic's tiles under those knobs (D256: FA3's tile, so base with vt -> lean vt4;
+#          D128: what the regs model picks, lean vt4; D64: 3 consumer warpgroups, 32 registers, plain vt4)
 set -u
 fagen=${1:-${FAGEN:-build/tools/fagen/fagen}}
 [ -x "$fagen" ] || { echo "fp8_ab2: $fagen is not built (OUT=... bench/run_gpu.sh build)" >&2; exit 2; }
@@ -55,14 +58,14 @@ knobs_of() { # variant -> FAJIT_FP8_KNOBS ("-" = unset)
     fa3r) echo regs,vt ;;
     fa3n) echo regs,ostage ;;
     vt4) echo vt4 ;;
-    fa3v4) echo regs,vt4,ostage ;;
+    fa3v4 | v4lean) echo regs,vt4,ostage ;;
     *) echo "fp8_ab2: unknown variant $1" >&2; exit 2 ;;
     esac
 }
 
 tiles_of() { # variant D causal -> tile flags (base / regs: --stages 2 = the heuristic's one config in fagen check)
     case $1 in
-    base | regs | old | vt4) echo --stages 2 ;;
+    base | regs | old | vt4 | v4lean) echo --stages 2 ;;
     *) case $2 in
        64) echo --br 192 --bc 128 --stages 2 --overlap on --pingpong off ;;
        128) echo --br 128 --bc 224 --stages 2 --overlap on --pingpong on ;;

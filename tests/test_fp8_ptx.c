@@ -24,19 +24,21 @@
 #include <string.h>
 
 #include "codegen/fp8_layout.h"
+#include "codegen/fp8_ws.h"
 #include "ptx_sim.h"
 
 typedef struct fp8_tile {
     int d, block_m, block_n, stages, swizzle, causal;
+    int no_pp; /* 1: ping-pong off (the register model refuses D256 bc128 causal with it) */
 } fp8_tile;
 
 static const fp8_tile k_tiles[] = {
-    {128, 128, 128, 2, 128, 0}, /* d128 (its default tile is bc192, in k_vt4_tiles) */
-    {128, 128, 192, 2, 128, 1}, /* Vt in 64-byte boxes */
-    {256, 128, 64, 2, 128, 0},  /* d256: two V boxes a row */
-    {256, 128, 96, 2, 128, 1},  /* Vt in 32-byte boxes */
-    {64, 192, 128, 2, 64, 0},   /* the d64 default: 64-byte V rows */
-    {64, 128, 160, 3, 64, 1},   /* three stages, Vt in 32-byte boxes */
+    {128, 128, 128, 2, 128, 0, 0}, /* d128 (its default tile is bc192, in k_vt4_tiles) */
+    {128, 128, 192, 2, 128, 1, 0}, /* Vt in 64-byte boxes */
+    {256, 128, 64, 2, 128, 0, 0},  /* d256: two V boxes a row */
+    {256, 128, 96, 2, 128, 1, 0},  /* Vt in 32-byte boxes */
+    {64, 192, 128, 2, 64, 0, 0},   /* the d64 default: 64-byte V rows */
+    {64, 128, 160, 3, 64, 1, 0},   /* three stages, Vt in 32-byte boxes */
 };
 
 /* The blocks (kg, dg) a transposing warp visits, in order, into v[] (their count returned): form vt, warp tw of 1-3
@@ -82,17 +84,20 @@ static void check_loads(const world *wd, const fj_plan *pl, int n_kv, const char
     if (wd->n_cp != at) fail_msg("%s: thread 0 issued %d K / V boxes, want %d", what, wd->n_cp, at);
 }
 
-static void run_tile(const fp8_tile *tc, int vt4)
+static void run_tile(const fp8_tile *tc, int vt4, int lean)
 {
     fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = tc->d, .block_m = tc->block_m,
                         .block_n = tc->block_n, .stages = tc->stages, .swizzle = tc->swizzle,
-                        .warps = 4 * (tc->block_m / 64 + 1), .col_warps = 1, .overlap = 1, .pingpong = 1,
-                        .causal = tc->causal};
+                        .warps = 4 * (tc->block_m / 64 + 1), .col_warps = 1, .overlap = 1,
+                        .pingpong = tc->no_pp ? -1 : 1, .causal = tc->causal};
     fj_plan pl;
     char what[200];
     if (fj_plan_build(&cfg, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
     fj_plan_format(&pl, what, sizeof what);
     if (pl.fp8_vt4 != vt4) fail_msg("%s: plan.fp8_vt4 %d, want %d (FAJIT_FP8_KNOBS)", what, pl.fp8_vt4, vt4);
+    if (fj_fp8_vt4_lean(&pl) != lean)
+        fail_msg("%s: the lean vt4 form %d, want %d (producer registers %d)", what, fj_fp8_vt4_lean(&pl), lean,
+                 pl.producer_regs);
     char *ptx = NULL;
     size_t len = 0;
     if (fj_generate_ptx_plan(&pl, 0, &ptx, &len) != FAJIT_OK) fail_msg("%s: %s", what, fajit_errmsg());
@@ -153,8 +158,9 @@ static void run_tile(const fp8_tile *tc, int vt4)
         if (wd->n_ld != i || wd->n_st != i)
             fail_msg("%s: thread %u: %d ldmatrix / %d stmatrix, want %d", what, tid, wd->n_ld, wd->n_st, i);
     }
-    printf("%s: %d transposer block addresses as fp8_layout.c says (%d KV tiles, %s)%s\n", what, checked, n_kv,
-           vt4 ? "warps 0-3" : "warps 1-3", vt4 ? "; thread 0's K / V boxes in order" : "");
+    printf("%s: %d transposer block addresses as fp8_layout.c says (%d KV tiles, %s)%s%s\n", what, checked, n_kv,
+           vt4 ? "warps 0-3" : "warps 1-3", vt4 ? "; thread 0's K / V boxes in order" : "",
+           lean ? "; the lean form (24-register producer)" : "");
     free(ld), free(st), free(cs), free(cg), free(blk), free(t.val), free(t.known), free(wd);
     free(p.v);
 }
@@ -182,7 +188,7 @@ static void test_transpose_addresses(void **state)
     setenv("FAJIT_FP8_KNOBS", "vt", 1);
     for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++) {
         check_split(0, k_tiles[i].block_n, k_tiles[i].d);
-        run_tile(&k_tiles[i], 0);
+        run_tile(&k_tiles[i], 0, 0);
     }
     unsetenv("FAJIT_FP8_KNOBS");
 }
@@ -191,14 +197,20 @@ static void test_transpose_addresses(void **state)
 typedef struct vt4_tile {
     fp8_tile t;
     const char *knobs; /* NULL: unset */
+    int lean;          /* the lean form (fj_fp8_vt4_lean: knob regs, two consumer warpgroups, 24 producer registers) */
 } vt4_tile;
 
 static const vt4_tile k_vt4_tiles[] = {
-    {{128, 128, 192, 2, 128, 0}, NULL},              /* the d128 default (fagen explain --dtype e4m3 --headdim 128) */
-    {{128, 128, 192, 2, 128, 1}, NULL},              /* its causal form: KV tiles walked from the diagonal's */
-    {{128, 128, 128, 2, 128, 0}, "vt4"},             /* two 32-key block rows a warp */
-    {{64, 192, 128, 2, 64, 0}, "vt4"},               /* the d64 default's tile: 64-byte V rows, one 64-dim column */
-    {{256, 128, 128, 2, 128, 0}, "regs,vt4,ostage"}, /* the d256 default's tile, O staged in the V ring */
+    {{128, 128, 192, 2, 128, 0, 0}, NULL, 0},     /* the d128 default (fagen explain --dtype e4m3 --headdim 128) */
+    {{128, 128, 192, 2, 128, 1, 0}, NULL, 0},     /* its causal form: KV tiles walked from the diagonal's */
+    {{128, 128, 128, 2, 128, 0, 0}, "vt4", 0},    /* two 32-key block rows a warp */
+    {{64, 192, 128, 2, 64, 0, 0}, "vt4", 0},      /* the d64 default's tile: 64-byte V rows, one 64-dim column */
+    {{64, 192, 128, 2, 64, 0, 0}, "regs,vt4", 0}, /* three consumer warpgroups: the producer keeps 32, not lean */
+    {{256, 128, 128, 2, 128, 0, 0}, "regs,vt4,ostage", 1},    /* the d256 default's tile, O staged in the V ring */
+    {{256, 128, 128, 2, 128, 1, 1}, "regs,vt4,ostage", 1}, /* its causal form (no ping-pong) */
+    {{128, 128, 192, 2, 128, 0, 0}, "regs,vt4", 1},           /* D128 with FA3's registers: Vt in 64-byte boxes */
+    {{128, 128, 224, 2, 128, 1, 0}, "regs,vt4", 1},           /* FA3's D128 tile, 7 32-key block rows */
+    {{256, 128, 64, 1, 128, 0, 0}, "regs,vt4", 1},            /* one stage: a single ring exit */
 };
 
 static void test_transpose_addresses_vt4(void **state)
@@ -209,7 +221,7 @@ static void test_transpose_addresses_vt4(void **state)
         if (vc->knobs) setenv("FAJIT_FP8_KNOBS", vc->knobs, 1);
         else unsetenv("FAJIT_FP8_KNOBS");
         check_split(1, vc->t.block_n, vc->t.d);
-        run_tile(&vc->t, 1);
+        run_tile(&vc->t, 1, vc->lean);
     }
     unsetenv("FAJIT_FP8_KNOBS");
 }

@@ -4,7 +4,8 @@
  * FP8 tune space that plans (block_m 64 / 128 / 192, block_n 32..256 in steps of 32, 1-3 stages, ping-pong on / off)
  * for one mask per head dim. The register model (sm90.c, plan.reg_total) must hold them all: a tile it accepts that
  * spills fails here. The FAJIT_FP8_KNOBS experiments (fp8_ws.h) likewise: the grid's defaults with each knob set (vt;
- * regs,vt; regs,vt,ostage: O staged in the V ring at D256; vt4: the 4-warp transpose), the tiles bench/fp8_ab.sh and fp8_ab2.sh time with them, and what the 'regs' register model admits at D128 / D256 (block_n 64..256, both
+ * regs,vt; regs,vt,ostage: O staged in the V ring at D256; vt4: the 4-warp transpose; regs,vt4 and regs,vt4,ostage: its
+ * lean form at 24 producer registers), the tiles bench/fp8_ab.sh and fp8_ab2.sh time with them, and what the 'regs' register model admits at D128 / D256 (block_n 64..256, both
  * masks, ping-pong on / off). label ptxas; skips without ptxas. Run: ctest --test-dir build -R test_fp8_ptxas
  */
 #include <setjmp.h>
@@ -136,9 +137,10 @@ static int knob_grid(const char *knobs)
 static void test_knobs(void **state)
 {
     (void)state;
-    /* (vt4 at the 40-register producer only: at 24 (regs,vt4) ptxas spills 40-150 bytes in the producer at D128 /
-     * D256, FlashAttention-3's producer spills too; bench/fp8_ab2.sh times it as fa3v4) */
-    int failures = knob_grid("vt") + knob_grid("regs,vt") + knob_grid("regs,vt,ostage") + knob_grid("vt4");
+    /* (regs,vt4: the lean vt4 form at the 24-register producer, fj_fp8_vt4_lean; the plain form spilled 24-100 bytes
+     * there, as FlashAttention-3's producer spills) */
+    int failures = knob_grid("vt") + knob_grid("regs,vt") + knob_grid("regs,vt,ostage") + knob_grid("vt4") +
+                   knob_grid("regs,vt4") + knob_grid("regs,vt4,ostage");
     /* the 'regs' register model (240 registers for two consumer warpgroups) over its wider space */
     setenv("FAJIT_FP8_KNOBS", "regs", 1);
     for (int d = 128; d <= 256; d *= 2)

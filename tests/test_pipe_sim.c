@@ -463,6 +463,11 @@ static void test_fp8(void **state)
         {.dim = 128, .fp8 = "vt4", .seqlen_q = 300, .seqlen_k = 100},
         {.dim = 256, .causal = 1, .fp8 = "regs,vt4,ostage", .seqlen_q = 301, .seqlen_k = 999},
         {.dim = 64, .causal = 1, .fp8 = "vt4", .seqlen_q = 571, .seqlen_k = 777},
+        /* the lean vt4 form (regs with two consumer warpgroups: 24 producer registers; the ring's stage set past the
+         * KV loop): 3 stages, one stage, odd lengths over several work tiles */
+        {.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = 1, .pingpong = 1, .fp8 = "regs,vt4"},
+        {.dim = 256, .block_m = 128, .block_n = 64, .stages = 1, .overlap = 1, .pingpong = 1, .fp8 = "regs,vt4"},
+        {.dim = 128, .causal = 1, .fp8 = "regs,vt4", .seqlen_q = 333, .seqlen_k = 1001},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
 }

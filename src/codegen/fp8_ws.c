@@ -254,7 +254,8 @@ void fj_fp8_emit_transpose_setup(fj_kctx *k, fj_fp8_lanes *ln)
     fj_ins(e, "mad.lo.u32 %s, %s, %d, %s", R(ln->st_base), R(t), wv, R(k->smem));
     if (p->fp8_vt4) vt4_warp_terms(k, ln, m, t);
     if (fj_fp8_vt4_lean(p)) {
-        fj_comment(e, 1, "lean vt4: one address a direction, base | XOR (the bases' bits below the swizzle span are 0)");
+        fj_comment(e, 1, "lean vt4: one address a direction, base | XOR (the bases' bits below the swizzle span are "
+                         "0)");
         fj_ins(e, "add.u32 %s, %s, %s", R(ln->ld_base), R(ln->ld_base), R(ln->ld_x));
         fj_ins(e, "add.u32 %s, %s, %s", R(ln->st_base), R(ln->st_base), R(ln->st_x));
     }
@@ -321,8 +322,8 @@ static void transpose_tile_straight(fj_kctx *k, const fj_fp8_lanes *ln, int s)
     int v_tile = p->v_off + s * p->kv_tile_bytes, vt_tile = p->vt_off + s * p->kv_tile_bytes;
     fj_reg_t a[2] = {fj_alloc(e, k->b_r, 4), fj_alloc(e, k->b_r, 4)}, o = fj_alloc(e, k->b_r, 4);
     fj_reg_t x = fj_alloc(e, k->b_r, 1), ad = fj_alloc(e, k->b_addr, 1);
-    fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims a warp, straight code, %s", s, s, n,
-               ahead ? "the next block's ldmatrix before this one's prmt / stmatrix"
+    fj_comment(e, 1, "V(stage %d) -> Vt(stage %d): %d blocks of 16 keys x 32 head dims a warp, straight code, %s", s,
+               s, n, ahead ? "the next block's ldmatrix before this one's prmt / stmatrix"
                      : "one ldmatrix in flight (warp 0 of the lean form)");
     for (int i = -ahead; i < n; i++) {
         int l = i + ahead;

@@ -46,8 +46,8 @@
 /* FJ_FP8_VT4_D128 1 (the default): vt4 joins the default set at head dim 128. H100 (2026-11-27, bench/fp8_ab2.sh
  * VARIANTS="base vt4", bench/results/h100-session6-2026-11-27.md): D128 N4k / N16k 1.011 / 1.011, causal 1.037 / 1.029;
  * D64 0.993-0.999 (so not there); tests/test_gpu_fp8 with FAJIT_FP8_KNOBS=vt4: the same cases pass as without it.
- * D256 keeps regs (24 producer registers), where vt4 spills (regs,vt4 not GPU-run). FJ_FP8_VT4 1: at every head dim
- * (a build knob for A/B runs). */
+ * D256 keeps regs,vt (24 producer registers; regs,vt4 takes the lean form there, fj_fp8_vt4_lean, not GPU-run).
+ * FJ_FP8_VT4 1: at every head dim (a build knob for A/B runs). */
 #ifndef FJ_FP8_VT4_D128
 #define FJ_FP8_VT4_D128 1
 #endif
