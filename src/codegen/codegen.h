@@ -136,6 +136,8 @@ typedef struct fj_plan {
     unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at
                                     planning for GPU A/B runs (unset: all on; "0": the kernels before them; other
                                     than all: the text says " sm90lean=...") */
+    int p_offset;                /* P = 2^(s * scale - m + p_offset): 8 lifts FP8's P into (0, 256], where e4m3 keeps
+                                    3 significant bits down to 2^-6 x 2^-8 of the row max (FJ_FP8_KNOB_POFF); 0 else */
     unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs
                                     (unset: fj_fp8_knobs_default; another set: the text says " fp8knobs=...") */
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V

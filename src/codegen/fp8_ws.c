@@ -40,6 +40,7 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
                                            {"vt", FJ_FP8_KNOB_VT, NULL},
                                            {"ostage", FJ_FP8_KNOB_OSTAGE, NULL},
                                            {"vt4", FJ_FP8_KNOB_VT4, NULL},
+                                           {"poff", FJ_FP8_KNOB_POFF, NULL},
                                            {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE, NULL},
                                            {"none", 0, NULL},
                                            {NULL, 0, NULL}};
@@ -47,7 +48,8 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
 unsigned fj_fp8_knobs_default(int head_dim)
 {
     return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || (FJ_FP8_VT4_D128 && head_dim == 128) ? FJ_FP8_KNOB_VT4 : 0u) |
-           (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
+           (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u) |
+           (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u);
 }
 
 fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
@@ -128,6 +130,7 @@ void fj_fp8_smem_map(fj_plan *p)
     int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), d = c->head_dim, bn = c->block_n;
     p->fp8 = 1;
     p->fp8_vt4 = (p->fp8_knobs & FJ_FP8_KNOB_VT4) != 0;
+    p->p_offset = p->fp8_knobs & FJ_FP8_KNOB_POFF ? 8 : 0;
     p->transpose_warps = FJ_FP8_TRANSPOSE_WARPS + p->fp8_vt4;
     p->row_bytes = d;
     p->q_off = 0;

@@ -25,12 +25,17 @@
  *         transpose), then the whole warp joins warps 1-3 on V(j); each warp owns a fixed
  *         quarter of the blocks (2 x 2 over keys x head dims, the warp's offsets folded into its lane terms), no
  *         branch, the next block's ldmatrix issued before this block's prmt / stmatrix. Replaces vt's form.
+ *   poff  P = 2^(s x scale - (m - 8)), in (0, 256] instead of (0, 1] (plan.p_offset; FlashAttention-3's FP8 softmax
+ *         subtracts the same 8): e4m3's normal range starts at 2^-6, so P below 2^-6 of the row max lost bits and
+ *         below 2^-9 became 0; shifted, they keep 3 significant bits down to 2^-14. O and l carry the same 2^8 and
+ *         it cancels in O / l; the LSE takes the 8 back off.
  * An unknown word is an error (FAJIT_ERR_INVALID_ARGUMENT from the plan and from fajit_context_create: fajit_errmsg
  * names it). */
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u
 #define FJ_FP8_KNOB_OSTAGE 4u
 #define FJ_FP8_KNOB_VT4 8u
+#define FJ_FP8_KNOB_POFF 16u
 /* The knobs of a head_dim kernel when FAJIT_FP8_KNOBS is unset: vt everywhere (H100 A/B of 2026-11-26: +1-13%,
  * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
  * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,
@@ -53,6 +58,10 @@
 #endif
 #ifndef FJ_FP8_VT4
 #define FJ_FP8_VT4 0
+#endif
+/* FJ_FP8_POFF 1: poff joins the default set at every head dim (a build knob for A/B runs). */
+#ifndef FJ_FP8_POFF
+#define FJ_FP8_POFF 0
 #endif
 unsigned fj_fp8_knobs_default(int head_dim);
 /* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim); "none" or

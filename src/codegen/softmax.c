@@ -317,7 +317,10 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
                                 "row sums flush subnormals (a masked score's 2^-inf is one)", k->p->soft_exp2);
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(m));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(m), R(pinf));
-        fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
+        if (k->p->p_offset) /* P = 2^(s * scale - (m - p_offset)): FP8's P in (0, 2^p_offset] (plan.p_offset) */
+            fj_ins(k->e, "sub.f32 %s, 0f%08X, %s", R(muse), f32_bits((float)k->p->p_offset), R(muse));
+        else
+            fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
         if (fj_alibi_folded(k->p)) /* + the thread's share of the ALiBi bias (mask.c) */
             fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(muse), R(k->alibi_tile), R(scale), R(muse));
         for (int v = 0; v < k->frag.s_vals; v++) {
@@ -435,6 +438,8 @@ void fj_emit_normalize(fj_kctx *k)
         fj_comment(k->e, 2, "LSE = ln(sum exp(s * scale)) = (m + log2 l) * ln 2, -inf for a row with no key");
         fj_ins(k->e, "lg2.approx.ftz.f32 %s, %s", R(lse), R(l));
         fj_ins(k->e, "add.f32 %s, %s, %s", R(lse), R(lse), R(m));
+        if (p->p_offset) /* l summed P scaled by 2^p_offset */
+            fj_ins(k->e, "sub.f32 %s, %s, 0f%08X", R(lse), R(lse), f32_bits((float)p->p_offset));
         fj_ins(k->e, "mul.f32 %s, %s, " PTX_F32_LN2, R(lse), R(lse));
         fj_ins(k->e, "selp.f32 %s, %s, " PTX_F32_NEG_INF ", %s", R(lse), R(lse), R(pos));
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(p, r));
