@@ -249,7 +249,8 @@ static void test_ptx_knobs_keyed(void **state)
     expect_key("FAJIT_KV_ORDER", "desc", &plain, 0, "", " kvorder=desc");
     expect_key("FAJIT_KV_ORDER", "desc", &plain, FJ_VARIANT_SEQLENS, " seqlens", " kvorder=desc");
     expect_key("FAJIT_KV_ORDER", "desc", &fp8, 0, "", ""); /* FP8 kernels stay ascending */
-    expect_key("FAJIT_FP8_KNOBS", "vt,vt4", &fp8, 0, "", "");  /* D128's default */
+    expect_key("FAJIT_FP8_KNOBS", "vt,vt4,poff", &fp8, 0, "", "");  /* D128's default */
+    expect_key("FAJIT_FP8_KNOBS", "vt,vt4", &fp8, 0, "", " fp8knobs=vt,vt4"); /* D128's default before poff */
     expect_key("FAJIT_FP8_KNOBS", "vt", &fp8, 0, "", " fp8knobs=vt"); /* D128's earlier default */
     expect_key("FAJIT_FP8_KNOBS", "", &fp8, 0, "", " fp8knobs=none");
     expect_key("FAJIT_FP8_KNOBS", "vt,regs", &fp8, 0, "", " fp8knobs=regs,vt");

@@ -55,7 +55,7 @@ unsigned fj_fp8_knobs_default(int head_dim)
 fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
 {
     return fj_env_list_parse("FAJIT_FP8_KNOBS", value, k_knob_words, fj_fp8_knobs_default(head_dim),
-                             FJ_FP8_D256_FA3 ? "vt, vt4 at head dim 128, regs, ostage at head dim 256" : "vt, vt4 at head dim 128", bits);
+                             FJ_FP8_D256_FA3 ? "vt, poff, vt4 at head dim 128, regs, ostage at head dim 256" : "vt, poff, vt4 at head dim 128", bits);
 }
 
 int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)

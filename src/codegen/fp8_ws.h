@@ -59,9 +59,12 @@
 #ifndef FJ_FP8_VT4
 #define FJ_FP8_VT4 0
 #endif
-/* FJ_FP8_POFF 1: poff joins the default set at every head dim (a build knob for A/B runs). */
+/* FJ_FP8_POFF 1 (the default): poff is in every head dim's default set. H100 (2026-11-27, bench/fp8_compare.py, a
+ * -DFJ_FP8_POFF=1 build against FA3 on the same e4m3 inputs, bench/results/h100-session7-2026-11-27.md): max error
+ * 0.86-1.09x FA3's over the 12 cells (without: up to 1.18x), RMS 0.98-1.01x; speed unchanged (geomean 0.941 vs
+ * 0.940); tests/test_gpu_fp8 13 of 13. 0: P in (0, 1] as before. */
 #ifndef FJ_FP8_POFF
-#define FJ_FP8_POFF 0
+#define FJ_FP8_POFF 1
 #endif
 unsigned fj_fp8_knobs_default(int head_dim);
 /* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim); "none" or
