@@ -163,7 +163,8 @@ void fj_fp8_smem_map(fj_plan *p)
 }
 
 /* ---- P -------------------------------------------------------------------------------------------------------- */
-void fj_fp8_emit_pack_p(fj_kctx *k)
+/* P -> e4m3 A fragments in dst (k_steps_pv x 4 b32 registers). */
+static void pack_p_into(fj_kctx *k, fj_reg_t dst)
 {
     const fj_plan *p = k->p;
     int bh = fj_bank(k->e, "h", "b16");
@@ -175,8 +176,27 @@ void fj_fp8_emit_pack_p(fj_kctx *k)
             for (int half = 0; half < 2; half++)
                 fj_ins(k->e, PTX_CVT_E4M3X2, R(fj_at(h, half)), R(fj_at(k->acc_s, fj_fp8_p_src(c, r, 2 * half + 1))),
                        R(fj_at(k->acc_s, fj_fp8_p_src(c, r, 2 * half))));
-            fj_ins(k->e, "mov.b32 %s, {%s, %s}", R(fj_at(k->frag_p, 4 * c + r)), R(h), R(fj_at(h, 1)));
+            fj_ins(k->e, "mov.b32 %s, {%s, %s}", R(fj_at(dst, 4 * c + r)), R(h), R(fj_at(h, 1)));
         }
+}
+
+void fj_fp8_emit_pack_p(fj_kctx *k) { pack_p_into(k, k->frag_p); }
+
+fj_reg_t fj_fp8_emit_pack_p_early(fj_kctx *k)
+{
+    int n = 4 * k->p->k_steps_pv;
+    fj_reg_t t = fj_alloc(k->e, fj_bank(k->e, "frag_pe", "b32"), n);
+    fj_comment(k->e, 1, "P(j) -> e4m3 in registers of its own while PV(j-1) still reads P(j-1) (so ptxas merges each "
+                        "register's two cvt into F2FP.MERGE_C, no PRMT)");
+    pack_p_into(k, t);
+    return t;
+}
+
+void fj_fp8_emit_pack_p_take(fj_kctx *k, fj_reg_t t)
+{
+    fj_comment(k->e, 1, "P(j)'s A fragments (ptxas allocates them in place: no MOV)");
+    for (int i = 0; i < 4 * k->p->k_steps_pv; i++)
+        fj_ins(k->e, "mov.b32 %s, %s", R(fj_at(k->frag_p, i)), R(fj_at(t, i)));
 }
 
 /* ---- the V transpose ------------------------------------------------------------------------------------------ */

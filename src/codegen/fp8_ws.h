@@ -81,6 +81,19 @@ void fj_fp8_smem_map(fj_plan *p);
 
 /* P (f32 S accumulators) -> e4m3 A fragments in fj_fp8_p_key's k order (fp8_layout.h). */
 void fj_fp8_emit_pack_p(fj_kctx *k);
+/* The same in two steps, for the overlapped loop (sm90_roles.c overlap_finish): _early packs P(j) into registers of
+ * its own (returned) before the wait for PV(j-1), which still reads frag_p; _take moves them into frag_p after it.
+ * Packed after the wait, ptxas 13.0 hoists the cvt above it into temporaries and joins each pair with PRMT 0x5410:
+ * per KV tile 24 PRMT at D128 bc192, 16 at D64 / D256 bc128. Packed before it, each pair becomes F2FP +
+ * F2FP.MERGE_C and the moves vanish (ptxas gives both the fragments' registers): 4-5% fewer consumer instructions a
+ * tile. The serial loop packs before its wait for V(j) for the same reason. The same cvt on the same values: the
+ * numerics cannot change. bench/results/fp8-p-convert-forms-2026-11-27.md has the forms tried. FJ_FP8_P_EARLY 0 (a
+ * build knob for A/B runs): packed after the waits, as before 2026-11-27. */
+#ifndef FJ_FP8_P_EARLY
+#define FJ_FP8_P_EARLY 1
+#endif
+fj_reg_t fj_fp8_emit_pack_p_early(fj_kctx *k);
+void fj_fp8_emit_pack_p_take(fj_kctx *k, fj_reg_t packed);
 
 /* The transposing producer warps (1..plan.transpose_warps; with plan.fp8_vt4 0..3): per-lane address terms, set
  * once. */
