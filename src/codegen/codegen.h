@@ -176,6 +176,9 @@ typedef struct fj_plan {
     int sm100_bar, tmem_slot, corr_off, stats_off;
     int sched_off;               /* sm_90a LPT variant: offset of the work-tile slots (sched.c: FJ_SCHED_SLOTS u32, the
                                     producer's tile of each round for the consumers), else 0 */
+    int lpt;                     /* 1: the persistent CTAs take their work tiles from the dynamic longest-first schedule
+                                    (sched.c) instead of the static round-robin: the LPT variant (varlen), or a plain
+                                    causal sm_90a plan under FAJIT_CAUSAL_SCHED=lpt (sm90.c plan_causal_sched) */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
