@@ -58,6 +58,10 @@ typedef struct fj_plan {
                                     tile, j done), not the partial l: fewer rebases in the first tiles (softmax.c) */
     int rescale_weight_lag;      /* with the weight test: weigh it against l as it was one KV tile earlier (a copy
                                     kept beside l), so the vote does not wait for the last tile's row sums */
+    int o_rescale_late;          /* overlapped sm_90a schedule: the O rescale a tile's softmax asks for is done in the
+                                    next step, after S(j+1) = Q K(j+1)^T is issued and before O += P(j) V(j), so its
+                                    multiplies run under that GEMM (as FlashAttention-3 orders them) instead of
+                                    between the wait for PV(j-1) and the next issue (sm90_roles.c) */
     int soft_exp2;               /* of every 8 values of a row, how many the softmax exponentiates on the FMA
                                     units (soft_exp2.h) instead of the MUFU; 0: all on the MUFU. Softcap kernels,
                                     whose MUFU also runs a tanh per score (sm90.c) */

@@ -102,6 +102,9 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_RESCALE_WEIGHT_LAG /* plan.rescale_weight_lag: see sm80.c */
 #define FJ_RESCALE_WEIGHT_LAG 0
 #endif
+#ifndef FJ_SM90_O_RESCALE_LATE /* plan.o_rescale_late: a build knob for A/B runs (bench/acc_ab.sh) */
+#define FJ_SM90_O_RESCALE_LATE 0
+#endif
 
 /* Softcap's share of the exponentials taken off the MUFU (plan.soft_exp2, eighths of a row's values). Counted
  * per consumer warp and KV tile (H100: MUFU 16 / clk / SM = 8 cycles per warp instruction on a sub-partition,
@@ -341,6 +344,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->rescale_weight_log2 = FJ_SM90_RESCALE_WEIGHT_LOG2;
     p->rescale_weight_est = FJ_RESCALE_WEIGHT_EST;
     p->rescale_weight_lag = FJ_RESCALE_WEIGHT_LAG;
+    p->o_rescale_late = FJ_SM90_O_RESCALE_LATE;
     p->soft_exp2 = plan_soft_exp2(c);
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
                   ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0) +

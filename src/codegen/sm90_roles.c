@@ -566,6 +566,8 @@ static void overlap_first(fj_kctx *k, fj_ws_loop *l, const turns *tn, fj_ws_stag
     k->o_zero = 1; /* O is still 0: no rescale */
     consumer_softmax(k, l->mask_from);
     k->o_zero = 0;
+    if (p->o_rescale_late) /* this softmax's rebase did not set it (o_zero): no rescale before the first PV */
+        fj_ins(k->e, "setp.ne.u32 %s, 0, 0", R(k->rescale_pred));
     p->backend->pack_p(k);
     fj_ws_kv_next(k);
 }
@@ -580,6 +582,7 @@ static void overlap_issue(fj_kctx *k, const turns *tn, fj_ws_stage s, fj_ws_stag
     turn_wait(k, tn);
     fj_comment(k->e, 1, "issue S(j) = Q K(j)^T, then O += P(j-1) V(j-1); wait for S(j) only");
     p->backend->mma_qk(k, s.slot);
+    if (p->o_rescale_late) fj_emit_softmax_rescale_o(k); /* tile j - 1's rescale, under S(j) */
     p->backend->mma_pv(k, sp.slot, FJ_KEYS_ALL);
     turn_pass(k, tn, 0);
     p->backend->async->mma_wait(k, 1);
@@ -610,7 +613,7 @@ static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage
     }
     fj_ws_stage_release(k, sp, FJ_BAR_PV_EMPTY(p));
     if (first.bank >= 0) fj_label(e, no_v);
-    fj_emit_softmax_rescale_o(k);
+    if (!p->o_rescale_late) fj_emit_softmax_rescale_o(k); /* else before the next PV (overlap_issue, _last_pv) */
     k->defer_o_rescale = 0;
     p->backend->pack_p(k);
     fj_ws_kv_next(k);
@@ -629,6 +632,7 @@ static void overlap_last_pv(fj_kctx *k, const turns *tn, fj_ws_stage sp, fj_reg_
 {
     const fj_plan *p = k->p;
     fj_ws_stage_wait(k, sp, FJ_BAR_PV_FULL(p), vph);
+    if (p->o_rescale_late) fj_emit_softmax_rescale_o(k); /* the last tile's rescale: no S to hide it under */
     turn_wait(k, tn);
     p->backend->mma_pv(k, sp.slot, FJ_KEYS_ALL);
     turn_pass(k, tn, 1);
