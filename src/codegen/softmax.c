@@ -433,11 +433,12 @@ void fj_emit_softmax_exp(fj_kctx *k)
  * mask's branch, the rebase behind the vote's branch, then the exponentials; ptxas schedules each block apart, so the
  * MUFU ran dry between the last tanh and the first ex2 (the row max's two tanh.approx queued behind the tile's 64, then
  * the vote, the branch and the row's 32 FMAs before the first ex2: bench/results/softcap-sass-vs-fa3-2026-11-27.md).
- * Here the capped row maxima come first (the raw max reduced, then its tanh ahead of the scores' in the MUFU's queue),
- * then the branch on the mask, and each side is one straight run: the unmasked tile's tanh, rebase (under the vote's
- * predicate: rebase_rows_if) and exponentials in one block, which ptxas interleaves as FlashAttention-3's one-block
- * softmax is (the ex2 queue behind the last tanh); the masked tile (the diagonal, the end of K) as fj_emit_scores'
- * path. Only where the early max applies and the O rescale is deferred or O is still 0 (fj_softmax_split). */
+ * Here the branch on the mask comes first and each side is one straight run. The unmasked tile is one block: the raw
+ * row max and its tanh (which ptxas then issues among the scores' tanh, not behind them), the scores' tanh, the rebase
+ * (its rows' writes under the vote's predicate: rebase_rows_if) and the exponentials; ptxas interleaves it as
+ * FlashAttention-3's one-block softmax, the ex2 queued right behind the last tanh. The masked tile (the diagonal, the
+ * end of K) is fj_emit_scores' path. Only where the early max applies (so no ALiBi and its lookahead) and the O
+ * rescale is deferred or O is still 0 (fj_softmax_split): rebase_rows_if never scales O. */
 #ifndef FJ_SOFTCAP_SPLIT
 #define FJ_SOFTCAP_SPLIT 1 /* -DFJ_SOFTCAP_SPLIT=0: fj_emit_scores' one copy, for an A/B (bench/softcap_ab.sh) */
 #endif
