@@ -118,7 +118,7 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
  * B2 N8k slower, 473 -> 408 and 571 -> 527-544 TFLOP/s: the predicted MUFU bound was not the limit, the ~320 extra
  * issue slots per tile were. The emitter and its accuracy test stay for the sm_100a softmax roles and for tuning. */
 #ifndef FJ_SOFTCAP_SOFT_EXP2
-#define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs (bench/modcost_ab.sh): 1 or 2 of 8 are the untried shares */
+#define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs: 1 or 2 of 8 with -DFJ_SOFT_EXP2_DEG=3 (bench/softcap_ab.sh) */
 #endif
 /* The same for the other 16-bit kernels (issue 24: software exp2 offered on sm_90a, kept only where it measures
  * faster): a build knob for the H200 A/B (bench/softexp2_ab.sh), 0 = off. FP8 kernels never (their softmax is not

@@ -498,6 +498,10 @@ static void release_q_if_last(fj_kctx *k, fj_ws_loop *l)
 static void consumer_softmax(fj_kctx *k, fj_reg_t mask_from)
 {
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    if (fj_softmax_split(k)) {
+        fj_emit_softmax_split(k, pr, mask_from);
+        return;
+    }
     fj_emit_scores(k, pr, mask_from, NULL);
     fj_emit_softmax_rebase(k);
     fj_emit_softmax_exp(k);
