@@ -12,9 +12,10 @@
 #             interleaved (base w2 w2est base w2 w2est), two rounds, each build with its own disk cache
 #   BUILDS="base w2est w2estlag" picks others (w2lag / w2estlag: + FJ_RESCALE_WEIGHT_LAG=1, the test reads l one KV
 #   tile old); late / latew2 / latew2est: + FJ_SM90_O_RESCALE_LATE=1, the O rescale under the next S GEMM
-#   (plan.o_rescale_late; latew3: tau 1/8 on sm_80, 1/4 on sm_90a; late has the same arithmetic as base, so ACC="w2 ..." may leave it out of the accuracy runs);
+#   (plan.o_rescale_late; latew3: tau 1/8 on sm_80, 1/4 on sm_90a; w3est: that against the estimated final l, no late; late has the same arithmetic as base, so ACC="w2 ..." may leave it out of the accuracy runs);
 #   DIMS, LENS, MASKS ("nc --causal"), ROUNDS narrow the speed cells; ARCHS ("sm_90a sm_80") adds the sm_80 path;
-#   FP8=1 adds the e4m3 cells (D64 / D128 / D256, N4k, causal and not; sm_90a)
+#   FP8=1 adds the e4m3 cells (D64 / D128 / D256, N4k, causal and not; sm_90a). Round r starts the builds at the
+#   r-th (base late w2 / late w2 base / ...): no build is always timed first in a cell
 #   summary:  per build, the worst accuracy ratios and the median speed ratio to base over the cells
 # Sized for one call of <= 6 minutes on 16 cores (builds ~1 min; stops the speed rounds at BUDGET_S, default 330 s).
 #   usage: [SEEDS=12] [SPEED=0] bench/acc_ab.sh [OUTDIR]   (PYTHONPATH with torch [+ FA3: bash .peers/fa3/stage.sh,
@@ -29,7 +30,8 @@ late="-DFJ_SM90_O_RESCALE_LATE=1"
 declare -A flags=([base]="" [w2]="$w" [w2est]="$w -DFJ_RESCALE_WEIGHT_EST=1" [w2lag]="$w -DFJ_RESCALE_WEIGHT_LAG=1"
                   [w2estlag]="$w -DFJ_RESCALE_WEIGHT_EST=1 -DFJ_RESCALE_WEIGHT_LAG=1" [late]="$late"
                   [latew2]="$late $w" [latew2est]="$late $w -DFJ_RESCALE_WEIGHT_EST=1"
-                  [latew3]="$late -DFJ_SM80_RESCALE_WEIGHT_LOG2=-3 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2")
+                  [latew3]="$late -DFJ_SM80_RESCALE_WEIGHT_LOG2=-3 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2"
+                  [w3est]="-DFJ_SM80_RESCALE_WEIGHT_LOG2=-3 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2 -DFJ_RESCALE_WEIGHT_EST=1")
 read -r -a names <<<"${BUILDS:-base w2 w2est}"
 specs=()
 for b in "${names[@]}"; do
@@ -68,7 +70,8 @@ if [ "${SPEED:-1}" != 0 ]; then
         for d in "${dims[@]}"; do for n in "${cl[@]}"; do for m in "${masks[@]}"; do
             [ "$m" = nc ] && m=""
             [ "$SECONDS" -ge "$budget" ] && { echo "(time budget $budget s reached: round $round $a $dt d$d n$n not run)"; break 6; }
-            for b in "${names[@]}"; do
+            order=("${names[@]:$(( (round - 1) % ${#names[@]} ))}" "${names[@]:0:$(( (round - 1) % ${#names[@]} ))}")
+            for b in "${order[@]}"; do
                 # shellcheck disable=SC2086
                 l=$(FAJIT_CACHE_DIR="$out/cache-$b" timeout 40 "$out/build-$b/tools/fagen/fagen" bench --arch $a \
                     --dtype $dt --untuned --reps 20 --headdim $d --seqlen $n $m 2>&1 | grep -E "^sm_|fagen:" | head -1)

@@ -14,7 +14,10 @@
 #   usage: bench/lean_ab.sh [FAGEN]      (default $BUILD/tools/fagen/fagen, BUILD default ./build, as
 #                                          `OUT=... bench/run_gpu.sh build` leaves it)
 #   env:   REPS (bench calls a run, default 20), ROUNDS (default 3), NEW (FAJIT_SM90_LEAN of `new`, default unset =
-#          all trims; e.g. NEW=wgu), CELLS (a subset of the cell names below, space separated)
+#          all trims; e.g. NEW=wgu), CELLS (a subset of the cell names below, space separated; d64n8k / d64n8kc are
+#          extra cells), KNOB and OLD (another planning knob: KNOB's value of `old`, NEW of `new`; e.g. issue 20's
+#          causal schedule: KNOB=FAJIT_CAUSAL_SCHED OLD=static NEW=lpt
+#          CELLS="d64n4k d64n4kc d64n8k d64n8kc d64n16k d64n16kc gqa64 gqa64sink d128n16kc")
 set -u
 cd "$(dirname "$0")/.." || exit 2
 fagen=${1:-${FAGEN:-${BUILD:-build}/tools/fagen/fagen}}
@@ -29,6 +32,7 @@ unset FAJIT_CACHE
 # name: fagen bench flags
 declare -A cell=(
     [d64n4k]="--headdim 64 --seqlen 4096"          [d64n4kc]="--headdim 64 --seqlen 4096 --causal"
+    [d64n8k]="--headdim 64 --seqlen 8192"          [d64n8kc]="--headdim 64 --seqlen 8192 --causal"
     [d64n16k]="--headdim 64 --seqlen 16384"        [d64n16kc]="--headdim 64 --seqlen 16384 --causal"
     [d128n4k]="--headdim 128 --seqlen 4096"        [d128n4kc]="--headdim 128 --seqlen 4096 --causal"
     [d128n16k]="--headdim 128 --seqlen 16384"      [d128n16kc]="--headdim 128 --seqlen 16384 --causal"
@@ -39,10 +43,12 @@ declare -A cell=(
     [cap128]="--headdim 128 --seqlen 8192 --causal --softcap 50")
 order=${CELLS:-"d64n4k d64n4kc d64n16k d64n16kc d128n4k d128n4kc d128n16k d128n16kc d256n4k d256n4kc d256n16k d256n16kc gqa64 gqa64sink cap128"}
 
-lean_env() { # variant -> the env(1) words that set FAJIT_SM90_LEAN for it
-    if [ "$1" = old ]; then echo "FAJIT_SM90_LEAN=0"
-    elif [ -n "${NEW-}" ]; then echo "FAJIT_SM90_LEAN=$NEW"
-    else echo "-u FAJIT_SM90_LEAN"; fi
+knob=${KNOB:-FAJIT_SM90_LEAN}
+old_value=${OLD-0}
+lean_env() { # variant -> the env(1) words that set the knob (FAJIT_SM90_LEAN unless KNOB) for it
+    if [ "$1" = old ]; then if [ -n "$old_value" ]; then echo "$knob=$old_value"; else echo "-u $knob"; fi
+    elif [ -n "${NEW-}" ]; then echo "$knob=$NEW"
+    else echo "-u $knob"; fi
 }
 run() { # variant cell round
     local v=$1 c=$2 line tf
@@ -55,7 +61,7 @@ run() { # variant cell round
 }
 
 echo "lean_ab: $("$fagen" --version 2>/dev/null | head -1); commit $(git rev-parse --short HEAD 2>/dev/null || echo '?');" \
-     "old = FAJIT_SM90_LEAN=0, new = ${NEW:-all trims (unset)}; reps $reps, rounds $rounds"
+     "old = $(lean_env old), new = $(lean_env new); reps $reps, rounds $rounds"
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.sm --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 
 echo "== numerics (new kernels): fagen check, bf16, odd shapes (last line of each)"

@@ -15,6 +15,7 @@ listed with their sizes, so "mask only on the diagonal" and "rescale skipped by 
   usage: fagen cubin --arch sm_90a --sm sm_90a --headdim 128 --causal -o k.cubin &&
          cuobjdump -sass k.cubin > k.sass && bench/sm90_loop_sass.py k.sass --tiles 2
          bench/sm90_loop_sass.py k.sass --list           (the loops, to pick one with --top ADDR)
+         bench/sm90_loop_sass.py k.sass --mufu 12        (also the MUFU stream: runs and gaps of > 12 slots)
 """
 import argparse
 import collections
@@ -121,6 +122,36 @@ def walk(ins, at, top, back, take, fall):
             k += 1
 
 
+def print_mufu_stream(ins, path, gap):
+    """The MUFU instructions in path order as runs (kind x count), and each stretch of more than gap other
+    instructions between two of them (its size and what it holds that gates the next MUFU: waits, votes,
+    shuffles, branches). A MUFU instruction of a warp takes the sub-partition's MUFU 8 cycles (16 lanes / clk / SM),
+    so a stretch of issue slots the MUFU does not cover is a bubble in its stream unless another warp fills it."""
+    mu = [(n, opcode(ins[k][1])) for n, k in enumerate(path) if opcode(ins[k][1]).startswith('MUFU')]
+    if not mu:
+        print('  MUFU stream: none')
+        return
+    out, run, prev = [], None, None
+    for n, op in mu:
+        kind = op.split('.')[1] if '.' in op else op
+        if prev is not None and n - prev - 1 > gap:
+            out.append(f'{run[0]} x{run[1]}')
+            mid = [opcode(ins[path[j]][1]).split('.')[0] for j in range(prev + 1, n)]
+            keys = collections.Counter(o for o in mid if o in ('SHFL', 'VOTE', 'BRA', 'WARPGROUP', 'SYNCS', 'BAR', 'FFMA',
+                                                              'FSETP', 'FMNMX', 'HGMMA'))
+            out.append(f'[{n - prev - 1} slots: ' + ', '.join(f'{v} {o}' for o, v in keys.most_common()) + ']')
+            run = None
+        if run and run[0] == kind:
+            run[1] += 1
+        else:
+            if run:
+                out.append(f'{run[0]} x{run[1]}')
+            run = [kind, 1]
+        prev = n
+    out.append(f'{run[0]} x{run[1]}')
+    print(f'  MUFU stream (path slots {mu[0][0]}..{mu[-1][0]} of {len(path)}): ' + ' '.join(out))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('sass')
@@ -131,6 +162,8 @@ def main():
     ap.add_argument('--take', type=lambda s: int(s, 16), action='append', default=[], help='branch address (hex) to take')
     ap.add_argument('--fall', type=lambda s: int(s, 16), action='append', default=[], help='branch address (hex) to fall through')
     ap.add_argument('--opcodes', action='store_true', help='also print counts per opcode')
+    ap.add_argument('--mufu', type=int, metavar='GAP', help='also print the steady path\'s MUFU stream: runs of MUFU '
+                    'instructions and the stretches of more than GAP other instructions between two of them')
     a = ap.parse_args()
     ins = parse(a.sass)
     at = {addr: i for i, (addr, _) in enumerate(ins)}
@@ -166,6 +199,8 @@ def main():
     for addr, size, c in skipped:
         what = ', '.join(f'{v} {k}' for k, v in c.most_common(4))
         print(f'  skipped at {addr:#x}: {size} instructions ({what})')
+    if a.mufu is not None:
+        print_mufu_stream(ins, path, a.mufu)
     if a.opcodes:
         ops = collections.Counter(opcode(ins[k][1]) for k in path)
         for op, v in ops.most_common():

@@ -2,8 +2,8 @@
  * test_env_knobs.c - unit tests (no GPU) of fajit's environment variables: every FAJIT_* switch a context reads
  * (runtime/env.c) refuses a value it does not know at fajit_context_create, with FAJIT_ERR_INVALID_ARGUMENT naming
  * the variable, the value and the accepted values, and maps each accepted value to its setting; the knobs that
- * change the generated PTX (FAJIT_SM90_LEAN, FAJIT_KV_ORDER, FAJIT_FP8_KNOBS) put a setting other than the default
- * into the plan's canonical text (fj_plan_format), which the memory, prebuilt and disk caches key on, so two
+ * change the generated PTX (FAJIT_SM90_LEAN, FAJIT_KV_ORDER, FAJIT_FP8_KNOBS, FAJIT_CAUSAL_SCHED) put a setting other
+ * than the default into the plan's canonical text (fj_plan_format), which the memory, prebuilt and disk caches key on, so two
  * settings never share a cached kernel, while an unset environment (or one naming the defaults) keeps today's text,
  * key and PTX. Contexts are made with device -1 (no driver call).
  * Run: ctest --test-dir build -R test_env_knobs --output-on-failure
@@ -28,7 +28,7 @@ static const char *const k_vars[] = {
     "FAJIT_DECODE_PAGE_DIV", "FAJIT_DECODE_SM90",  "FAJIT_VARLEN_SCHED",  "FAJIT_PREBUILT",
     "FAJIT_JIT",             "FAJIT_SM100A_LAUNCH", "FAJIT_KV8_WIDEN",    "FAJIT_KV8_DIRECT",
     "FAJIT_KV8_TILE",        "FAJIT_SM90_LEAN",    "FAJIT_KV_ORDER",      "FAJIT_FP8_KNOBS",
-    "FAJIT_PTXAS_OPTS",      "FAJIT_CACHE",        "FAJIT_CACHE_VERIFY",
+    "FAJIT_PTXAS_OPTS",      "FAJIT_CACHE",        "FAJIT_CACHE_VERIFY", "FAJIT_CAUSAL_SCHED",
 };
 
 static int unset_all(void **state)
@@ -78,6 +78,7 @@ static void test_refused(void **state)
         {"FAJIT_KV8_TILE", "rows", "gone"},
         {"FAJIT_SM90_LEAN", "wgu,fast", "unknown word 'fast'"},
         {"FAJIT_KV_ORDER", "down", "desc (descending)"},
+        {"FAJIT_CAUSAL_SCHED", "dynamic", "lpt (the dynamic"},
         {"FAJIT_FP8_KNOBS", "vt,regz", "unknown word 'regz'"},
         {"FAJIT_PTXAS_OPTS", "-O4", "not an accepted ptxas option"},
         {"FAJIT_CACHE", "maybe", "0 (off)"},
@@ -163,7 +164,7 @@ static void test_accepted(void **state)
     } later[] = {{"FAJIT_SM90_LEAN", "0"},      {"FAJIT_SM90_LEAN", "none"}, {"FAJIT_SM90_LEAN", "wgu,all"},
                  {"FAJIT_SM90_LEAN", ""},       {"FAJIT_KV_ORDER", "asc"},   {"FAJIT_KV_ORDER", "auto"},
                  {"FAJIT_FP8_KNOBS", "regs,,ostage"}, {"FAJIT_FP8_KNOBS", ""}, {"FAJIT_FP8_KNOBS", "none"},
-                 {"FAJIT_PTXAS_OPTS", "-O1"}};
+                 {"FAJIT_PTXAS_OPTS", "-O1"}, {"FAJIT_CAUSAL_SCHED", "static"}, {"FAJIT_CAUSAL_SCHED", "lpt"}};
     for (size_t i = 0; i < sizeof later / sizeof later[0]; i++) fajit_context_destroy(made(later[i].name, later[i].value));
     /* the disk cache's: FAJIT_CACHE's words turn it on / off, FAJIT_CACHE_VERIFY=1 checks loads */
     static const struct {
@@ -249,11 +250,25 @@ static void test_ptx_knobs_keyed(void **state)
     expect_key("FAJIT_KV_ORDER", "desc", &plain, 0, "", " kvorder=desc");
     expect_key("FAJIT_KV_ORDER", "desc", &plain, FJ_VARIANT_SEQLENS, " seqlens", " kvorder=desc");
     expect_key("FAJIT_KV_ORDER", "desc", &fp8, 0, "", ""); /* FP8 kernels stay ascending */
-    expect_key("FAJIT_FP8_KNOBS", "vt,vt4", &fp8, 0, "", "");  /* D128's default */
+    expect_key("FAJIT_FP8_KNOBS", "vt,vt4,poff", &fp8, 0, "", "");  /* D128's default */
+    expect_key("FAJIT_FP8_KNOBS", "vt,vt4", &fp8, 0, "", " fp8knobs=vt,vt4"); /* D128's default before poff */
     expect_key("FAJIT_FP8_KNOBS", "vt", &fp8, 0, "", " fp8knobs=vt"); /* D128's earlier default */
     expect_key("FAJIT_FP8_KNOBS", "", &fp8, 0, "", " fp8knobs=none");
     expect_key("FAJIT_FP8_KNOBS", "vt,regs", &fp8, 0, "", " fp8knobs=regs,vt");
     expect_key("FAJIT_FP8_KNOBS", "regs", &plain, 0, "", ""); /* 16-bit kernels read no FP8 knob */
+    /* the causal schedule: plain causal sm_90a kernels without a window / chunk; a decode variant keeps its own */
+    fajit_config nc = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 0, 0);
+    fajit_config win = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 1, FAJIT_MOD_WINDOW);
+    fajit_config sinks = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 1, FAJIT_MOD_SINKS);
+    fajit_config fp8c = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_E4M3, 1, 0);
+    expect_key("FAJIT_CAUSAL_SCHED", "static", &plain, 0, "", "");
+    expect_key("FAJIT_CAUSAL_SCHED", "lpt", &plain, 0, "", " causalsched=lpt");
+    expect_key("FAJIT_CAUSAL_SCHED", "lpt", &sinks, 0, "", " causalsched=lpt");
+    expect_key("FAJIT_CAUSAL_SCHED", "lpt", &nc, 0, "", "");
+    expect_key("FAJIT_CAUSAL_SCHED", "lpt", &win, 0, "", "");
+    expect_key("FAJIT_CAUSAL_SCHED", "lpt", &fp8c, 0, "", "");
+    expect_key("FAJIT_CAUSAL_SCHED", "lpt", &plain, FJ_VARIANT_SPLIT, " split", "");
+    expect_key("FAJIT_CAUSAL_SCHED", "lpt", &s80, 0, "", "");
     /* sm_80 kernels read none of them: the same text and PTX */
     expect_key("FAJIT_SM90_LEAN", "0", &s80, 0, "", "");
     expect_key("FAJIT_KV_ORDER", "desc", &s80, 0, "", "");

@@ -333,7 +333,8 @@ static void test_e4m3_host_f32(void **state)
     assert_int_equal(fj_f32_to_e4m3(NAN), 0x7f);
 }
 
-/* FAJIT_FP8_KNOBS (fp8_ws.h): unset, the head dim's default (D256: regs, vt, ostage; D64 / D128: vt); the words set
+/* FAJIT_FP8_KNOBS (fp8_ws.h): unset, the head dim's default (D256: regs, vt, ostage; D64 / D128: vt; poff at every
+ * head dim); the words set
  * their bits; an unknown word is refused, named; empty words pass. */
 static void test_knobs_env(void **state)
 {
@@ -345,15 +346,20 @@ static void test_knobs_env(void **state)
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
 #if FJ_FP8_D256_FA3
     assert_int_equal(p.fp8_knobs,
-                     FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
+                     FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) |
+                         (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u));
     assert_int_equal(p.o_stage, 2);
     assert_int_equal(p.consumer_regs, 240);
 #else
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
+    assert_int_equal(p.fp8_knobs,
+                     FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) | (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u));
     assert_int_equal(p.consumer_regs, 232);
 #endif
-    assert_int_equal(fj_fp8_knobs_default(128), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u));
-    assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u));
+    const unsigned poff = FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u;
+    assert_int_equal(fj_fp8_knobs_default(128),
+                     FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
+    assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
+    assert_int_equal(p.p_offset, FJ_FP8_POFF ? 8 : 0);
     assert_int_equal(p.fp8_vt4, FJ_FP8_VT4);
     setenv("FAJIT_FP8_KNOBS", "regs,vt4", 1); /* vt4: the 4-warp transpose (transpose_warps counts warp 0) */
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
@@ -378,7 +384,7 @@ static void test_knobs_env(void **state)
     c = sm90(FAJIT_DTYPE_E4M3, 128);
     c.block_n = 192;
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
-    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u));
+    assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
     assert_int_equal(p.consumer_regs, 232);
 }
 

@@ -10,7 +10,8 @@
  * "vt4 block split"), and lane 0 of warp 0 issues the K / V TMA boxes a tile ahead: K(j) then V(j) of each KV tile
  * walked, into stage (walk index % stages), box c (head-dim bytes c x swizzle..) at c x block_n x swizzle in the
  * stage; no other thread loads. Also: every config assembles its plan's registers and smem as the plan says
- * (ptxas is the ptxas label's job).
+ * (ptxas is the ptxas label's job). And P's pack comes before the wait that precedes its PV
+ * (test_p_packed_before_waits).
  * Run: ctest --test-dir build -R test_fp8_ptx
  */
 #include <setjmp.h>
@@ -226,9 +227,81 @@ static void test_transpose_addresses_vt4(void **state)
     unsetenv("FAJIT_FP8_KNOBS");
 }
 
+/* P is packed before the wait that precedes its PV (FJ_FP8_P_EARLY, fp8_ws.h: ptxas then merges each cvt pair into
+ * F2FP.MERGE_C, not F2FP + PRMT). Overlapped loop: every run of moves into frag_p from the early registers
+ * (frag_pe) has, between the softmax's wgmma.wait_group 1 and PV(j-1)'s wgmma.wait_group 0 before it, two cvt per
+ * move (the pack), and no cvt between that wait and the moves. Serial loop (overlap 0): no cvt between a PV's last
+ * mbarrier wait (for V) and the PV. */
+static int starts(const char *line, const char *word)
+{
+    while (*line == ' ' || *line == '\t') line++;
+    return strncmp(line, word, strlen(word)) == 0;
+}
+
+static void check_pack_order(const fp8_tile *tc, int overlap)
+{
+    fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = tc->d, .block_m = tc->block_m,
+                        .block_n = tc->block_n, .stages = tc->stages, .swizzle = tc->swizzle,
+                        .warps = 4 * (tc->block_m / 64 + 1), .col_warps = 1, .overlap = overlap,
+                        .pingpong = overlap, .causal = tc->causal};
+    fj_plan pl;
+    char what[200];
+    if (fj_plan_build(&cfg, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    fj_plan_format(&pl, what, sizeof what);
+    char *ptx = NULL;
+    size_t len = 0;
+    if (fj_generate_ptx_plan(&pl, 0, &ptx, &len) != FAJIT_OK) fail_msg("%s: %s", what, fajit_errmsg());
+    size_t n = 0, cap = 1024;
+    char **ln = malloc(cap * sizeof *ln);
+    assert_non_null(ln);
+    for (char *c = strtok(ptx, "\n"); c; c = strtok(NULL, "\n")) {
+        if (n == cap) ln = realloc(ln, (cap *= 2) * sizeof *ln), assert_non_null(ln);
+        ln[n++] = c;
+    }
+    int blocks = 0, pv = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (overlap && starts(ln[i], "mov.b32 %frag_p") && strstr(ln[i], ", %frag_pe") &&
+            !(starts(ln[i - 1], "mov.b32 %frag_p") && strstr(ln[i - 1], ", %frag_pe"))) {
+            size_t m = i, w0 = i, w1;
+            while (m < n && starts(ln[m], "mov.b32 %frag_p") && strstr(ln[m], ", %frag_pe")) m++;
+            while (w0 > 0 && !starts(ln[w0], "wgmma.wait_group.sync.aligned 0")) w0--;
+            w1 = w0;
+            while (w1 > 0 && !starts(ln[w1], "wgmma.wait_group.sync.aligned 1")) w1--;
+            int before = 0, after = 0;
+            for (size_t q = w1; q < w0; q++) before += starts(ln[q], "cvt.rn.satfinite.e4m3x2.f32");
+            for (size_t q = w0; q < i; q++) after += starts(ln[q], "cvt.rn.satfinite.e4m3x2.f32");
+            if (w1 == 0 || before != 2 * (int)(m - i) || after != 0)
+                fail_msg("%s: %d moves into frag_p at line %zu; %d cvt between the waits (want %d), %d after the "
+                         "wait", what, (int)(m - i), i, before, 2 * (int)(m - i), after);
+            blocks++;
+        }
+        if (!overlap && starts(ln[i], "wgmma.mma_async") && strstr(ln[i], "{%frag_p")) {
+            size_t w = i;
+            while (w > 0 && !starts(ln[w], "mbarrier.try_wait")) w--;
+            for (size_t q = w; q < i; q++)
+                if (starts(ln[q], "cvt.rn.satfinite.e4m3x2.f32"))
+                    fail_msg("%s: cvt at line %zu, after the wait at line %zu for the PV at line %zu", what, q, w, i);
+            pv++;
+        }
+    }
+    if (overlap ? blocks < tc->stages : pv == 0) fail_msg("%s: %d early packs, %d PV found", what, blocks, pv);
+    free(ln);
+    fajit_free(ptx);
+}
+
+static void test_p_packed_before_waits(void **state)
+{
+    (void)state;
+    unsetenv("FAJIT_FP8_KNOBS");
+    for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++)
+        for (int overlap = 0; overlap < 2; overlap++) check_pack_order(&k_tiles[i], overlap);
+    for (size_t i = 0; i < sizeof k_vt4_tiles / sizeof k_vt4_tiles[0]; i++) check_pack_order(&k_vt4_tiles[i].t, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_transpose_addresses),
-                                       cmocka_unit_test(test_transpose_addresses_vt4)};
+                                       cmocka_unit_test(test_transpose_addresses_vt4),
+                                       cmocka_unit_test(test_p_packed_before_waits)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

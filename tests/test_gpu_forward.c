@@ -181,6 +181,59 @@ static void test_persistent_few_ctas(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* Plain causal kernels on the dynamic longest-first schedule (FAJIT_CAUSAL_SCHED=lpt, read at planning: the kernels'
+ * text says " causalsched=lpt", so the caches keep them apart from the static ones), with one CTA per SM and with 3
+ * CTAs (many tiles a CTA, handed out by the counter). B x Hq >= 112 keeps these calls off the decode path (split-KV
+ * below 80% of the SMs), so each must launch an lpt kernel (fajit_last_forward). GPU reference (checked against the
+ * CPU one in test_gpu_reference), harness tolerances. */
+static const gpu_case k_lpt[] = {
+    {"lpt d64 GQA 112/16", BF, 1, 112, 16, 700, 700, 64, 1, BHND, 0, FJ_REF_GPU},
+    {"lpt d64 Nq<Nk f16", FH, 1, 128, 128, 300, 900, 64, 1, BNHD, 0, FJ_REF_GPU},
+    {"lpt d64 Nq>Nk (no-key rows)", BF, 2, 64, 8, 900, 250, 64, 1, BHND, 0, FJ_REF_GPU},
+    {"lpt d128 B2", FH, 2, 64, 64, 500, 500, 128, 1, BHND, 0, FJ_REF_GPU},
+    {"lpt d256 GQA 32/8", BF, 4, 32, 8, 333, 333, 256, 1, BHND, 0, FJ_REF_GPU},
+};
+static const gpu_case k_lpt_growing[] = {
+    {"lpt growing d64", BF, 1, 120, 120, 800, 800, 64, 1, BHND, 0, FJ_REF_GPU},
+};
+
+static int run_lpt(const gpu_case *cases, size_t n, int growing, int *lpt_runs)
+{
+    int failures = 0;
+    for (size_t i = 0; i < n; i++) {
+        failures += run_cases(&cases[i], 1, growing, FAJIT_ARCH_AUTO);
+        int lpt = strstr(fajit_last_forward(), " causalsched=lpt") != NULL;
+        if (!lpt) printf("FAIL %-28s not an lpt kernel: %s\n", cases[i].name, fajit_last_forward());
+        failures += !lpt;
+        *lpt_runs += lpt;
+    }
+    return failures;
+}
+
+static void test_causal_lpt(void **state)
+{
+    (void)state;
+    if (fj_best_path(g_ctx) != FAJIT_ARCH_SM90A) {
+        printf("SKIP: the lpt causal schedule is the sm_90a kernel's; the GPU's best path is not sm_90a\n");
+        skip();
+    }
+    fajit_context *saved = g_ctx, *few = NULL;
+    assert_int_equal(fj_test_context_with_env("FAJIT_PERSISTENT_CTAS", "3", 0, &few), FAJIT_OK);
+    setenv("FAJIT_CAUSAL_SCHED", "lpt", 1);
+    int failures = 0, lpt_runs = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        g_ctx = pass ? few : saved;
+        printf("FAJIT_CAUSAL_SCHED=lpt%s\n", pass ? " FAJIT_PERSISTENT_CTAS=3" : "");
+        failures += run_lpt(k_lpt, sizeof k_lpt / sizeof k_lpt[0], 0, &lpt_runs) +
+                    run_lpt(k_lpt_growing, sizeof k_lpt_growing / sizeof k_lpt_growing[0], 1, &lpt_runs);
+    }
+    unsetenv("FAJIT_CAUSAL_SCHED");
+    g_ctx = saved;
+    fajit_context_destroy(few);
+    printf("%d runs on an lpt kernel\n", lpt_runs);
+    assert_int_equal(failures, 0);
+}
+
 /* ---- explicit configs: tails of every block size ------------------------------------------------- */
 
 /* A few tile shapes; those the library rejects or the device cannot fit are skipped (printed). */
@@ -327,6 +380,7 @@ int main(void)
         cmocka_unit_test(test_cases),
         cmocka_unit_test(test_growing_scores),
         cmocka_unit_test(test_persistent_few_ctas),
+        cmocka_unit_test(test_causal_lpt),
         cmocka_unit_test(test_explicit_configs),
     };
     int rc = cmocka_run_group_tests_name("gpu_forward", tests, NULL, NULL);

@@ -3,6 +3,8 @@
  * kernels on sm_90a) without a GPU (label unit): a C model that performs the emitted fp32 operations in their
  * order (max, add.rn, sub.rn, sub.rn, fma.rn x 6, shift-add on the bits) against exp2 in double, its treatment of
  * -inf and underflow, the plan's choice of the share, and the PTX carrying exactly the header's constants.
+ * test_soft_exp2_deg3 is this file compiled with -DFJ_SOFT_EXP2_DEG=3 (the short polynomial, a build knob): the model
+ * only, against the header's bound for that degree.
  *   ctest --test-dir build -R test_soft_exp2
  */
 #include <setjmp.h>
@@ -81,7 +83,8 @@ static void test_accuracy(void **state)
         double e = ulps(model(x), x);
         if (e > worst) worst = e, at = x;
         double rel = fabs(model(x) - exp2((double)x)) / exp2((double)x);
-        if (rel > worst_rel) worst_rel = rel;
+        /* degree 3: 2^0 is 0.99993, so x = -126 lands in the subnormals (2x the bound there, on a P of 1e-38) */
+        if (rel > worst_rel && (FJ_SOFT_EXP2_DEG == 6 || model(x) >= FLT_MIN)) worst_rel = rel;
         n++;
     }
     for (int k = -252; k <= 128; k++) {
@@ -100,8 +103,10 @@ static void test_accuracy(void **state)
     }
     printf("soft exp2: %ld points, max %.3f ulp (at x = %.9g), max relative error %.3g (2^-23 = %.3g)\n", n, worst,
            (double)at, worst_rel, ldexp(1.0, -23));
+#if FJ_SOFT_EXP2_DEG == 6
     assert_true(worst <= 1.0);
-    assert_true(worst_rel <= ldexp(1.0, -23));
+#endif
+    assert_true(worst_rel <= FJ_SOFT_EXP2_MAX_REL);
 }
 
 /* -inf (a masked score) and x below -126.5 give a non-negative value below FLT_MIN: subnormal or 0, which the
@@ -119,9 +124,14 @@ static void test_underflow(void **state)
     }
     assert_true(model(-INFINITY) < FLT_MIN);
     /* small positive exponents (P <= 2^slack) and exact powers of two */
-    for (int k = -20; k <= 20; k++) assert_true(ulps(model((float)k), (float)k) <= 1.0);
+    for (int k = -20; k <= 20; k++) {
+        double t = exp2((double)k);
+        assert_true(FJ_SOFT_EXP2_DEG == 6 ? ulps(model((float)k), (float)k) <= 1.0
+                                          : fabs(model((float)k) - t) <= FJ_SOFT_EXP2_MAX_REL * t);
+    }
 }
 
+#ifndef FJ_SOFT_EXP2_MODEL_ONLY
 static fajit_config softcap_cfg(int head_dim, int mods)
 {
     fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = head_dim, .causal = 1,
@@ -180,12 +190,16 @@ static void test_plan_and_ptx(void **state)
     }
 }
 
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_accuracy),
         cmocka_unit_test(test_underflow),
+#ifndef FJ_SOFT_EXP2_MODEL_ONLY /* test_soft_exp2_deg3: the header's degree differs from the library's */
         cmocka_unit_test(test_plan_and_ptx),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

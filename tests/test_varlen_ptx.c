@@ -7,7 +7,8 @@
  * asks for: packed queries and keys, packed queries with batched keys and seqused_k, packed keys with seqused_k,
  * packed queries with paged keys (+ seqused_k). Structure: a varlen kernel reads cu_seqlens_q (and only with packed
  * keys cu_seqlens_k) at kernel_abi.h's offsets, the sm_80 one leaves early for a row block past its sequence; the
- * plain kernel reads neither. tests/test_gpu_varlen.c runs them on a GPU.
+ * plain kernel reads neither. tests/test_gpu_varlen.c runs them on a GPU. Also the plain causal kernels on the
+ * dynamic longest-first schedule (FAJIT_CAUSAL_SCHED=lpt), which share the varlen kernels' scheduler (sched.c).
  * label ptxas; skips without NVRTC / nvJitLink. Run: ctest --test-dir build -R test_varlen_ptx --output-on-failure
  */
 #include <setjmp.h>
@@ -137,6 +138,7 @@ static void test_sm90_lpt_compile(void **state)
 }
 
 #define TMA(field) ((int)offsetof(fj_fwd_params_tma, field))
+#define DEC90_CU_Q ((int)offsetof(fj_fwd_params_tma_decode, dec.cu_seqlens_q))
 
 /* LPT: the kernel takes its tiles from the counter (atom.add, the runs past a sequence's end skipped with red.max) and
  * hands them to the consumers through shared slots; the static varlen kernel reads neither field; sm_80 refuses it. */
@@ -174,6 +176,47 @@ static void test_lpt_structure(void **state)
     assert_int_equal(fj_plan_build_variant(&c, V | P | LPT, &p), FAJIT_ERR_UNSUPPORTED);
 }
 
+/* Plain causal kernels under FAJIT_CAUSAL_SCHED=lpt (plan.lpt, sm90.c): the heuristic's tile of D64 / D128 / D256, with
+ * and without sinks, takes its tiles from the counter and the slots (no varlen run search: no red.max, no cu_seqlens)
+ * and compiles clean for sm_90a; unset, the same config keeps the static schedule (no slots, no counter). */
+static void test_sm90_causal_lpt_compile(void **state)
+{
+    (void)state;
+    int failures = 0;
+    for (int d = 64; d <= 256; d *= 2)
+        for (int sinks = 0; sinks <= 1; sinks++) {
+            fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = d, .causal = 1,
+                              .mods = sinks ? FAJIT_MOD_SINKS : 0};
+            fj_plan p;
+            char text[200];
+            size_t len = 0;
+            fj_config_heuristic(&c, &c, NULL, 0);
+            assert_int_equal(fj_plan_build_variant(&c, 0, &p), FAJIT_OK);
+            assert_int_equal(p.lpt, 0);
+            assert_int_equal(p.sched_off, 0);
+            char *ptx = gen(&p, &len);
+            assert_null(strstr(ptx, "atom.global"));
+            free(ptx);
+            setenv("FAJIT_CAUSAL_SCHED", "lpt", 1);
+            fajit_status st = fj_plan_build_variant(&c, 0, &p);
+            unsetenv("FAJIT_CAUSAL_SCHED");
+            assert_int_equal(st, FAJIT_OK);
+            assert_int_equal(p.lpt, 1);
+            assert_true(p.sched_off > 0 && p.sched_off % 16 == 0 && p.smem_bytes >= p.sched_off + 16);
+            fj_plan_format(&p, text, sizeof text);
+            assert_non_null(strstr(text, " causalsched=lpt"));
+            ptx = gen(&p, &len);
+            assert_true(reads_param(ptx, TMA(tile_count)) && reads_param(ptx, TMA(sched_heads)));
+            assert_non_null(strstr(ptx, "atom.global.add.u32"));
+            assert_null(strstr(ptx, "red.global.max.u32"));
+            assert_non_null(strstr(ptx, "$L_prod_none"));
+            assert_false(reads_param(ptx, DEC90_CU_Q));
+            failures += !compiles_clean(&p, ptx, len, "sm_90a", text);
+            free(ptx);
+        }
+    assert_int_equal(failures, 0);
+}
+
 #define DEC80(field) ((int)offsetof(fj_fwd_params_decode, field))
 #define DEC90(field) ((int)offsetof(fj_fwd_params_tma_decode, dec.field))
 
@@ -207,7 +250,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_structure), cmocka_unit_test(test_lpt_structure),
                                        cmocka_unit_test(test_sm80_compile), cmocka_unit_test(test_sm90_compile),
-                                       cmocka_unit_test(test_sm90_lpt_compile)};
+                                       cmocka_unit_test(test_sm90_lpt_compile),
+                                       cmocka_unit_test(test_sm90_causal_lpt_compile)};
     const fj_nvjitlink_api *jl;
     const fj_nvrtc_api *rtc;
     if (fj_nvjitlink_load(&jl) != FAJIT_OK) fj_test_skip_all("nvJitLink not loadable: %s", fajit_errmsg());

@@ -185,8 +185,35 @@ static void test_sm90_kernels(void **state)
     assert_int_equal(failed, 0);
 }
 
+/* Plain causal kernels on the dynamic schedule (FAJIT_CAUSAL_SCHED=lpt, plan.lpt): the producer takes the tiles from
+ * the counter, the consumers read them from the slots (no varlen run search). */
+static void test_sm90_causal_lpt(void **state)
+{
+    (void)state;
+    static const int mods[] = {0, FAJIT_MOD_SINKS, FAJIT_MOD_SOFTCAP, FAJIT_MOD_ALIBI};
+    int kernels = 0, failed = 0;
+    setenv("FAJIT_CAUSAL_SCHED", "lpt", 1);
+    for (int d = 64; d <= 256; d *= 2)
+        for (int pp = -1; pp <= 1; pp += 2)
+            for (int roll = -1; roll <= 1; roll += 2)
+                for (size_t mi = 0; mi < sizeof mods / sizeof mods[0]; mi++) {
+                    fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = d, .causal = 1,
+                                      .pingpong = pp, .overlap = pp == 1 ? 1 : 0, .roll = roll, .mods = mods[mi]};
+                    fj_plan p;
+                    fj_config_heuristic(&c, &c, NULL, 0);
+                    if (fj_plan_build_variant(&c, 0, &p) != FAJIT_OK) continue;
+                    assert_int_equal(p.lpt, 1);
+                    kernels += check_kernel(c, 0, &failed);
+                }
+    unsetenv("FAJIT_CAUSAL_SCHED");
+    printf("%d causal sm_90a kernels on the lpt schedule, %d with a register read and never written\n", kernels, failed);
+    assert_true(kernels >= 40);
+    assert_int_equal(failed, 0);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_checker), cmocka_unit_test(test_sm90_kernels)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_checker), cmocka_unit_test(test_sm90_kernels),
+                                       cmocka_unit_test(test_sm90_causal_lpt)};
     return cmocka_run_group_tests_name("ws_regs", tests, NULL, NULL);
 }

@@ -314,6 +314,10 @@ void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p);
  * the mask. For softcap alone it also takes the row maxima ahead of the tanh (fj_softmax_early_max). */
 void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *comment);
 int fj_softmax_early_max(const fj_plan *p);
+/* Softcap with the early max, O rescale deferred or O still 0 (sm_90a consumers): the tile's scores, rebase and
+ * exponentials in two copies, the unmasked one a single block (softmax.c); replaces fj_emit_scores + rebase + exp. */
+int fj_softmax_split(const fj_kctx *k);
+void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from);
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */

@@ -136,6 +136,8 @@ typedef struct fj_plan {
     unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at
                                     planning for GPU A/B runs (unset: all on; "0": the kernels before them; other
                                     than all: the text says " sm90lean=...") */
+    int p_offset;                /* P = 2^(s * scale - m + p_offset): 8 lifts FP8's P into (0, 256], where e4m3 keeps
+                                    3 significant bits down to 2^-6 x 2^-8 of the row max (FJ_FP8_KNOB_POFF); 0 else */
     unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs
                                     (unset: fj_fp8_knobs_default; another set: the text says " fp8knobs=...") */
     /* FP8 K/V cache (kv8: cfg.kv_dtype e4m3 under f16 / bf16 queries; sm_80 path, sm80.c "FP8 K/V"): K and V
@@ -174,6 +176,9 @@ typedef struct fj_plan {
     int sm100_bar, tmem_slot, corr_off, stats_off;
     int sched_off;               /* sm_90a LPT variant: offset of the work-tile slots (sched.c: FJ_SCHED_SLOTS u32, the
                                     producer's tile of each round for the consumers), else 0 */
+    int lpt;                     /* 1: the persistent CTAs take their work tiles from the dynamic longest-first schedule
+                                    (sched.c) instead of the static round-robin: the LPT variant (varlen), or a plain
+                                    causal sm_90a plan under FAJIT_CAUSAL_SCHED=lpt (sm90.c plan_causal_sched) */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */

@@ -4,6 +4,7 @@
  * the teaching view (-v 2).
  */
 #include "backend.h"
+#include "sched.h"
 
 void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
 {
@@ -13,7 +14,15 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     fj_buf_printf(out, "%sconfig: %s\n", pf, cfg);
     fj_buf_printf(out, "%starget: %s (PTX ISA %d.%d), backend %s, %d threads (%d warps) per CTA\n", pf, p->arch->name,
                   p->arch->ptx_isa_major, p->arch->ptx_isa_minor, p->backend->name, p->threads, c->warps);
-    if (p->ws)
+    if (p->ws && p->lpt)
+        fj_buf_printf(out, "%stiles: Q %d x %d per work tile; K, V %d x %d per stage, %d stage%s; work tiles (query block "
+                           "of %d rows, head, batch) in the longest-first order of sched.h (per sequence, sections of "
+                           "heads whose K/V fit the L2 budget, each section's last query blocks first, its heads side by "
+                           "side); persistent grid: min(work tiles, SMs) CTAs, the producer of each takes its next tile "
+                           "from a global counter (atom.add) and hands it to the consumers through a smem slot\n",
+                      pf, c->block_m, c->head_dim, c->block_n, c->head_dim, c->stages, c->stages > 1 ? "s" : "",
+                      c->block_m);
+    else if (p->ws)
         fj_buf_printf(out, "%stiles: Q %d x %d per work tile; K, V %d x %d per stage, %d stage%s; work tiles (query block "
                            "of %d rows, head, batch), query blocks fastest (causal: the last block first); persistent "
                            "grid: min(work tiles, SMs) CTAs, CTA c takes tiles c, c + G, c + 2G, ... (causal: odd "
@@ -67,6 +76,9 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                       p->o_stage == 2 ? (p->fp8 ? ", then O free, then per stage VT full, VT empty" : ", then O free")
                       : p->fp8        ? ", then per stage VT full, VT empty"
                                       : "");
+    if (p->ws && p->lpt)
+        fj_buf_printf(out, "%s  [%6d, %6d)  work-tile slots: %d of %d B (round %% %d: the tile the producer took)\n", pf,
+                      p->sched_off, p->smem_bytes, FJ_SCHED_SLOTS, FJ_SCHED_SLOT_BYTES, FJ_SCHED_SLOTS);
     if (p->ws)
         fj_buf_printf(out, "%sswizzle: %d B - each tile is stored as %d TMA box%s of [rows][%d B]; 16-byte chunk c of "
                            "row r sits at chunk c ^ (r %% %d) of its box (the copy engine writes it so, the wgmma "

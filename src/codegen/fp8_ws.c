@@ -40,6 +40,7 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
                                            {"vt", FJ_FP8_KNOB_VT, NULL},
                                            {"ostage", FJ_FP8_KNOB_OSTAGE, NULL},
                                            {"vt4", FJ_FP8_KNOB_VT4, NULL},
+                                           {"poff", FJ_FP8_KNOB_POFF, NULL},
                                            {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE, NULL},
                                            {"none", 0, NULL},
                                            {NULL, 0, NULL}};
@@ -47,13 +48,14 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
 unsigned fj_fp8_knobs_default(int head_dim)
 {
     return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || (FJ_FP8_VT4_D128 && head_dim == 128) ? FJ_FP8_KNOB_VT4 : 0u) |
-           (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u);
+           (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u) |
+           (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u);
 }
 
 fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
 {
     return fj_env_list_parse("FAJIT_FP8_KNOBS", value, k_knob_words, fj_fp8_knobs_default(head_dim),
-                             FJ_FP8_D256_FA3 ? "vt, vt4 at head dim 128, regs, ostage at head dim 256" : "vt, vt4 at head dim 128", bits);
+                             FJ_FP8_D256_FA3 ? "vt, poff, vt4 at head dim 128, regs, ostage at head dim 256" : "vt, poff, vt4 at head dim 128", bits);
 }
 
 int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)
@@ -128,6 +130,7 @@ void fj_fp8_smem_map(fj_plan *p)
     int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), d = c->head_dim, bn = c->block_n;
     p->fp8 = 1;
     p->fp8_vt4 = (p->fp8_knobs & FJ_FP8_KNOB_VT4) != 0;
+    p->p_offset = p->fp8_knobs & FJ_FP8_KNOB_POFF ? 8 : 0;
     p->transpose_warps = FJ_FP8_TRANSPOSE_WARPS + p->fp8_vt4;
     p->row_bytes = d;
     p->q_off = 0;
@@ -160,7 +163,8 @@ void fj_fp8_smem_map(fj_plan *p)
 }
 
 /* ---- P -------------------------------------------------------------------------------------------------------- */
-void fj_fp8_emit_pack_p(fj_kctx *k)
+/* P -> e4m3 A fragments in dst (k_steps_pv x 4 b32 registers). */
+static void pack_p_into(fj_kctx *k, fj_reg_t dst)
 {
     const fj_plan *p = k->p;
     int bh = fj_bank(k->e, "h", "b16");
@@ -172,8 +176,27 @@ void fj_fp8_emit_pack_p(fj_kctx *k)
             for (int half = 0; half < 2; half++)
                 fj_ins(k->e, PTX_CVT_E4M3X2, R(fj_at(h, half)), R(fj_at(k->acc_s, fj_fp8_p_src(c, r, 2 * half + 1))),
                        R(fj_at(k->acc_s, fj_fp8_p_src(c, r, 2 * half))));
-            fj_ins(k->e, "mov.b32 %s, {%s, %s}", R(fj_at(k->frag_p, 4 * c + r)), R(h), R(fj_at(h, 1)));
+            fj_ins(k->e, "mov.b32 %s, {%s, %s}", R(fj_at(dst, 4 * c + r)), R(h), R(fj_at(h, 1)));
         }
+}
+
+void fj_fp8_emit_pack_p(fj_kctx *k) { pack_p_into(k, k->frag_p); }
+
+fj_reg_t fj_fp8_emit_pack_p_early(fj_kctx *k)
+{
+    int n = 4 * k->p->k_steps_pv;
+    fj_reg_t t = fj_alloc(k->e, fj_bank(k->e, "frag_pe", "b32"), n);
+    fj_comment(k->e, 1, "P(j) -> e4m3 in registers of its own while PV(j-1) still reads P(j-1) (so ptxas merges each "
+                        "register's two cvt into F2FP.MERGE_C, no PRMT)");
+    pack_p_into(k, t);
+    return t;
+}
+
+void fj_fp8_emit_pack_p_take(fj_kctx *k, fj_reg_t t)
+{
+    fj_comment(k->e, 1, "P(j)'s A fragments (ptxas allocates them in place: no MOV)");
+    for (int i = 0; i < 4 * k->p->k_steps_pv; i++)
+        fj_ins(k->e, "mov.b32 %s, %s", R(fj_at(k->frag_p, i)), R(fj_at(t, i)));
 }
 
 /* ---- the V transpose ------------------------------------------------------------------------------------------ */

@@ -25,12 +25,17 @@
  *         transpose), then the whole warp joins warps 1-3 on V(j); each warp owns a fixed
  *         quarter of the blocks (2 x 2 over keys x head dims, the warp's offsets folded into its lane terms), no
  *         branch, the next block's ldmatrix issued before this block's prmt / stmatrix. Replaces vt's form.
+ *   poff  P = 2^(s x scale - (m - 8)), in (0, 256] instead of (0, 1] (plan.p_offset; FlashAttention-3's FP8 softmax
+ *         subtracts the same 8): e4m3's normal range starts at 2^-6, so P below 2^-6 of the row max lost bits and
+ *         below 2^-9 became 0; shifted, they keep 3 significant bits down to 2^-14. O and l carry the same 2^8 and
+ *         it cancels in O / l; the LSE takes the 8 back off.
  * An unknown word is an error (FAJIT_ERR_INVALID_ARGUMENT from the plan and from fajit_context_create: fajit_errmsg
  * names it). */
 #define FJ_FP8_KNOB_REGS 1u
 #define FJ_FP8_KNOB_VT 2u
 #define FJ_FP8_KNOB_OSTAGE 4u
 #define FJ_FP8_KNOB_VT4 8u
+#define FJ_FP8_KNOB_POFF 16u
 /* The knobs of a head_dim kernel when FAJIT_FP8_KNOBS is unset: vt everywhere (H100 A/B of 2026-11-26: +1-13%,
  * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
  * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,
@@ -54,6 +59,13 @@
 #ifndef FJ_FP8_VT4
 #define FJ_FP8_VT4 0
 #endif
+/* FJ_FP8_POFF 1 (the default): poff is in every head dim's default set. H100 (2026-11-27, bench/fp8_compare.py, a
+ * -DFJ_FP8_POFF=1 build against FA3 on the same e4m3 inputs, bench/results/h100-session7-2026-11-27.md): max error
+ * 0.86-1.09x FA3's over the 12 cells (without: up to 1.18x), RMS 0.98-1.01x; speed unchanged (geomean 0.941 vs
+ * 0.940); tests/test_gpu_fp8 13 of 13. 0: P in (0, 1] as before. */
+#ifndef FJ_FP8_POFF
+#define FJ_FP8_POFF 1
+#endif
 unsigned fj_fp8_knobs_default(int head_dim);
 /* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim); "none" or
  * set but empty: 0). Planning passes the variable; the runtime checks it when a context is made. */
@@ -69,6 +81,19 @@ void fj_fp8_smem_map(fj_plan *p);
 
 /* P (f32 S accumulators) -> e4m3 A fragments in fj_fp8_p_key's k order (fp8_layout.h). */
 void fj_fp8_emit_pack_p(fj_kctx *k);
+/* The same in two steps, for the overlapped loop (sm90_roles.c overlap_finish): _early packs P(j) into registers of
+ * its own (returned) before the wait for PV(j-1), which still reads frag_p; _take moves them into frag_p after it.
+ * Packed after the wait, ptxas 13.0 hoists the cvt above it into temporaries and joins each pair with PRMT 0x5410:
+ * per KV tile 24 PRMT at D128 bc192, 16 at D64 / D256 bc128. Packed before it, each pair becomes F2FP +
+ * F2FP.MERGE_C and the moves vanish (ptxas gives both the fragments' registers): 4-5% fewer consumer instructions a
+ * tile. The serial loop packs before its wait for V(j) for the same reason. The same cvt on the same values: the
+ * numerics cannot change. bench/results/fp8-p-convert-forms-2026-11-27.md has the forms tried. FJ_FP8_P_EARLY 0 (a
+ * build knob for A/B runs): packed after the waits, as before 2026-11-27. */
+#ifndef FJ_FP8_P_EARLY
+#define FJ_FP8_P_EARLY 1
+#endif
+fj_reg_t fj_fp8_emit_pack_p_early(fj_kctx *k);
+void fj_fp8_emit_pack_p_take(fj_kctx *k, fj_reg_t packed);
 
 /* vt4 under FlashAttention-3's 24-register producer (knob regs, two consumer warpgroups; knob vt4): the lean form.
  * At 24 registers the plain vt4 form spilled 52-160 bytes (ptxas 13.0), its loop state, the block addresses ptxas

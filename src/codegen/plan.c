@@ -205,9 +205,9 @@ static fajit_status map_smem(fj_plan *p)
     return FAJIT_OK;
 }
 
-fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
+/* The plan of cfg before a decode variant or the schedule's slots (fj_plan_build, fj_plan_build_variant). */
+static fajit_status plan_core(const fajit_config *cfg, fj_plan *p)
 {
-    if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
     memset(p, 0, sizeof *p);
     p->cfg = *cfg;
     fajit_status st;
@@ -227,6 +227,27 @@ fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
     plan_mods_params(p);
     plan_fp8_params(p);
     return plan_mods_regs(p);
+}
+
+/* The dynamic schedule's work-tile slots (sched.c: the tile of each round, from the producer to the consumers). */
+static fajit_status plan_lpt_slots(fj_plan *p)
+{
+    p->sched_off = (p->smem_bytes + 15) / 16 * 16;
+    p->smem_bytes = p->sched_off + FJ_SCHED_SLOT_BYTES * FJ_SCHED_SLOTS;
+    if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
+        return CFG_FAIL("smem %d B with the lpt schedule's %d work-tile slots exceeds %d B; lower stages or block_n",
+                        p->smem_bytes, FJ_SCHED_SLOTS, fj_arch_path_smem_max(p->cfg.arch));
+    return FAJIT_OK;
+}
+
+fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
+{
+    if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
+    fajit_status st = plan_core(cfg, p);
+    if (st != FAJIT_OK || !p->lpt) return st;
+    if ((st = plan_lpt_slots(p)) != FAJIT_OK) return st;
+    if (p->backend->async) p->backend->async->roles(p); /* again: after the slots */
+    return FAJIT_OK;
 }
 
 /* ---- decode variants ---------------------------------------------------------------------------- */
@@ -368,8 +389,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     /* before the plan: a one-stage tile breaks this rule whatever else it breaks */
     if ((variant & FJ_VARIANT_AHEAD) && cfg->stages < 2)
         return CFG_FAIL("stages = %d: pages read ahead (decode variant ahead) need 2+ stages", cfg->stages);
-    fajit_status st = fj_plan_build(cfg, p);
+    fajit_status st = variant ? plan_core(cfg, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
+    p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */
     if (p->fp8)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take no decode "
                                               "variant yet (seqlens_k, split-KV, paged K/V, varlen)", variant);
@@ -419,13 +441,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
             return CFG_FAIL("smem %d B with the seqlens_k / paged variant's V-tail mbarrier exceeds %d B; lower stages or "
                             "block_n", p->smem_bytes, fj_arch_path_smem_max(p->cfg.arch));
     }
-    if (variant & FJ_VARIANT_LPT) { /* sched.c: the work tile of each round, from the producer to the consumers */
-        p->sched_off = (p->smem_bytes + 15) / 16 * 16;
-        p->smem_bytes = p->sched_off + FJ_SCHED_SLOT_BYTES * FJ_SCHED_SLOTS;
-        if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
-            return CFG_FAIL("smem %d B with the lpt schedule's %d work-tile slots exceeds %d B; lower stages or block_n",
-                            p->smem_bytes, FJ_SCHED_SLOTS, fj_arch_path_smem_max(p->cfg.arch));
-    }
+    if ((variant & FJ_VARIANT_LPT) && (st = plan_lpt_slots(p)) != FAJIT_OK) return st;
     if (p->backend->async) p->backend->async->roles(p); /* again: the V-tail ring */
     int extra = p->ws ? FJ_VARIANT_WS_REGS
                       : FJ_VARIANT_REGS + (variant & FJ_VARIANT_GATHER ? FJ_VARIANT_GATHER_REGS : 0) +

@@ -100,6 +100,7 @@ void fj_sched_emit_fetch(fj_kctx *k, fj_reg_t dst)
 void fj_sched_emit_resolve(fj_kctx *k, fj_reg_t tile, fj_reg_t n)
 {
     fj_emit *e = k->e;
+    if (!(k->p->variant & FJ_VARIANT_VARLEN)) return; /* a dense batch has no empty tiles (the caller checks < n) */
     char find[48], found[48];
     fj_reg_t pr = fj_alloc(e, k->b_p, 1), nmb = fj_alloc(e, k->b_r, 1), x = fj_alloc(e, k->b_r, 1);
     fj_reg_t b = fj_alloc(e, k->b_r, 1), start = fj_alloc(e, k->b_r, 1), len = fj_alloc(e, k->b_r, 1);

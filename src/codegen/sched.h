@@ -1,7 +1,7 @@
 /*
  * sched.h - the dynamic longest-first work-tile schedule of the sm_90a persistent kernel for varlen batches
- * (decode variant FJ_VARIANT_LPT, with VARLEN): which work tile a CTA runs next, in which order, and how the
- * producer hands it to the consumers. The frame (ws_frame.c) calls it from its tile schedule, beside the static
+ * (decode variant FJ_VARIANT_LPT, with VARLEN; and plain causal kernels under FAJIT_CAUSAL_SCHED=lpt, plan.lpt,
+ * sm90.c): which work tile a CTA runs next, in which order, and how the producer hands it to the consumers. The frame (ws_frame.c) calls it from its tile schedule, beside the static
  * round-robin; the role bodies ask the frame (fj_ws_sched_static, fj_ws_wait_q, ...) and call nothing here.
  *
  * Order. The work tiles are virtual: n_mblocks (the longest sequence's query blocks) x heads_q per sequence, so a
@@ -88,7 +88,8 @@ void fj_sched_tile(unsigned t, unsigned n_mblocks, unsigned heads_q, unsigned se
 void fj_sched_emit_decode(fj_kctx *k, fj_reg_t tile, fj_reg_t mb, fj_reg_t hb);
 /* Producer thread: dst = the counter's next index (atom.add). */
 void fj_sched_emit_fetch(fj_kctx *k, fj_reg_t dst);
-/* Producer thread: from candidate `tile` on (in place), past the empty runs, to a tile that runs or one >= n. */
+/* Producer thread: from candidate `tile` on (in place), past the empty runs, to a tile that runs or one >= n (varlen;
+ * a dense batch has no empty tiles: nothing to emit). */
 void fj_sched_emit_resolve(fj_kctx *k, fj_reg_t tile, fj_reg_t n);
 /* Producer thread: slot round % FJ_SCHED_SLOTS = tile (before the Q full arrive of that round). */
 void fj_sched_emit_publish(fj_kctx *k, fj_reg_t round, fj_reg_t tile);

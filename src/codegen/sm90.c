@@ -28,6 +28,7 @@
 #include "async.h"
 #include "backend.h"
 #include "kernel_abi.h"
+#include "mask.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
 #include "base/env_word.h"
@@ -117,7 +118,7 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
  * B2 N8k slower, 473 -> 408 and 571 -> 527-544 TFLOP/s: the predicted MUFU bound was not the limit, the ~320 extra
  * issue slots per tile were. The emitter and its accuracy test stay for the sm_100a softmax roles and for tuning. */
 #ifndef FJ_SOFTCAP_SOFT_EXP2
-#define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs (bench/modcost_ab.sh): 1 or 2 of 8 are the untried shares */
+#define FJ_SOFTCAP_SOFT_EXP2 0 /* a build knob for A/B runs: 1 or 2 of 8 with -DFJ_SOFT_EXP2_DEG=3 (bench/softcap_ab.sh) */
 #endif
 /* The same for the other 16-bit kernels (issue 24: software exp2 offered on sm_90a, kept only where it measures
  * faster): a build knob for the H200 A/B (bench/softexp2_ab.sh), 0 = off. FP8 kernels never (their softmax is not
@@ -177,6 +178,35 @@ fajit_status fj_kv_order_parse(const char *value, int *order)
     return fj_env_word_parse("FAJIT_KV_ORDER", value, k_kv_order_words, FJ_KV_ORDER_AUTO, "auto", order);
 }
 
+/* The work-tile schedule of a plain causal kernel (plan.lpt): the static round-robin of ws_frame.c, whose odd rounds
+ * run backwards to pair long causal tiles with short ones, or the dynamic longest-first one of sched.c (a global
+ * counter hands the tiles out, each L2 section's longest query blocks first). The static one shares the work evenly
+ * only when a head's query blocks line up with the rounds: D64 br192 on 132 SMs counts the heaviest CTA 1.03x the
+ * mean at N 4k (B4 H32) and 1.20 / 1.27x at N 8k / 16k (B2 / B1 H32), where the runtime then launches one CTA per
+ * tile (forward.c causal_schedule_balances); a greedy hand-out of the longest-first order counts 1.002-1.014x (its
+ * sections' heads by fj_sched_section_heads), as FlashAttention-3's dynamic scheduler does for causal
+ * (bench/results/d64-sass-vs-fa3-2026-11-27.md). FAJIT_CAUSAL_SCHED = static | lpt (unset: static) picks it for
+ * 16-bit plain causal kernels without a window or chunk (whose tiles cost alike); lpt names itself in the plan's text
+ * (" causalsched=lpt"), so the caches never serve one for the other. Not GPU-measured yet: static stays the default. */
+static const fj_env_word k_causal_sched_words[] = {{"static", 0, "the static round-robin"},
+                                                   {"lpt", 1, "the dynamic longest-first schedule"},
+                                                   {NULL, 0, NULL}};
+
+fajit_status fj_causal_sched_parse(const char *value, int *lpt)
+{
+    return fj_env_word_parse("FAJIT_CAUSAL_SCHED", value, k_causal_sched_words, 0, "static", lpt);
+}
+
+/* plan.lpt of a plain plan (fj_plan_build_variant sets it again for a decode variant) */
+static fajit_status plan_causal_sched(fj_plan *p)
+{
+    int lpt;
+    fajit_status st = fj_causal_sched_parse(getenv("FAJIT_CAUSAL_SCHED"), &lpt);
+    if (st != FAJIT_OK) return st;
+    p->lpt = lpt && p->cfg.causal && !p->fp8 && !p->kv8 && !fj_mods_local(p);
+    return FAJIT_OK;
+}
+
 /* auto's order of a plan: descending for causal ALiBi, and never for FP8 */
 static int kv_desc_auto(const fj_plan *p) { return (p->cfg.mods & FAJIT_MOD_ALIBI) && p->cfg.causal && !p->fp8; }
 
@@ -190,7 +220,7 @@ static fajit_status plan_kv_order(fj_plan *p)
 }
 
 /* The words fj_plan_format adds to an sm_90a plan whose environment knobs (read at planning) gave it other code than
- * their defaults: " sm90lean=...", " kvorder=asc|desc", " fp8knobs=..." (and " lptcoords" for an lpt plan of a build
+ * their defaults: " sm90lean=...", " kvorder=asc|desc", " fp8knobs=...", " causalsched=lpt" (and " lptcoords" for an lpt plan of a build
  * with FJ_LPT_COORDS). The kernel caches (memory, prebuilt, disk)
  * key on the plan's text, so a kernel built under one setting is never served under another; a plan of the defaults
  * (whatever the variables say) adds nothing, so its key and PTX stay what they were. */
@@ -207,6 +237,9 @@ static int env_words_sm90(const fj_plan *p, char *buf, size_t size)
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
                       " kvorder=%s", p->kv_desc ? "desc" : "asc");
     if (p->fp8) n += fj_fp8_knobs_words(p, buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0);
+    if (p->lpt && !(p->variant & FJ_VARIANT_LPT))
+        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
+                      " causalsched=lpt");
     if (fj_sched_coords(p)) /* a build knob (sched.h FJ_LPT_COORDS), not an environment one: the source digest misses it */
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, " lptcoords");
     return n;
@@ -320,7 +353,7 @@ static fajit_status plan_sm90(fj_plan *p)
     }
     p->whole_program = p->consumer_regs > 0;
     fajit_status st = fj_sm90_lean_parse(getenv("FAJIT_SM90_LEAN"), &p->lean);
-    if (st != FAJIT_OK || (st = plan_kv_order(p)) != FAJIT_OK) return st;
+    if (st != FAJIT_OK || (st = plan_kv_order(p)) != FAJIT_OK || (st = plan_causal_sched(p)) != FAJIT_OK) return st;
     p->roll_stages = c->roll == 1; /* (the check refuses it with FP8 and with one stage) */
     /* the default takes the rolled loop for 16-bit kernels with 2+ stages, the attention variants (mods) included:
      * on an H100 (bench/results/h100-session5-2026-11-27.md) rolled = unrolled within noise or faster for softcap,
@@ -469,10 +502,10 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                       128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs);
     if (p->fp8) {
         unsigned kn = p->fp8_knobs, def = fj_fp8_knobs_default(c->head_dim);
-        char words[32] = "";
-        snprintf(words, sizeof words, "%s%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "",
+        char words[40] = "";
+        snprintf(words, sizeof words, "%s%s%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "",
                  kn & FJ_FP8_KNOB_VT ? " vt" : "", kn & FJ_FP8_KNOB_OSTAGE ? " ostage" : "",
-                 kn & FJ_FP8_KNOB_VT4 ? " vt4" : "");
+                 kn & FJ_FP8_KNOB_VT4 ? " vt4" : "", kn & FJ_FP8_KNOB_POFF ? " poff" : "");
         fj_buf_printf(out, "%sFP8 knobs (fp8_ws.h):%s (%s)\n", pf, kn ? words : " none",
                       kn == def ? (c->head_dim == 256 && FJ_FP8_D256_FA3 ? "the D256 default: FlashAttention-3's "
                                                                            "register split, the V transpose two blocks "

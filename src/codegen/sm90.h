@@ -14,10 +14,12 @@ void fj_sm90_roles(fj_plan *p);
  * reads the variables, and the runtime checks them when a context is made. FAJIT_ERR_INVALID_ARGUMENT on an unknown
  * word, naming the variable, the value and the accepted words.
  *   FAJIT_SM90_LEAN  plan.lean (FJ_LEAN_* bits, codegen.h): a comma list of wgu, all, none / 0; FJ_LEAN_ALL when unset
- *   FAJIT_KV_ORDER   plan.kv_desc's rule: asc, desc, auto (unset: auto) */
+ *   FAJIT_KV_ORDER   plan.kv_desc's rule: asc, desc, auto (unset: auto)
+ *   FAJIT_CAUSAL_SCHED  plan.lpt of a plain causal plan: static (unset) = 0, lpt = 1 */
 enum { FJ_KV_ORDER_AUTO = -1, FJ_KV_ORDER_ASC = 0, FJ_KV_ORDER_DESC = 1 };
 fajit_status fj_sm90_lean_parse(const char *value, unsigned *bits);
 fajit_status fj_kv_order_parse(const char *value, int *order);
+fajit_status fj_causal_sched_parse(const char *value, int *lpt);
 /* The body of one sm_90a role (sm90_roles.c), by its kind: LOAD, TRANSPOSE or SOFTMAX. */
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);

@@ -526,6 +526,10 @@ static void release_q_if_last(fj_kctx *k, fj_ws_loop *l)
 static void consumer_softmax(fj_kctx *k, fj_reg_t mask_from)
 {
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1);
+    if (fj_softmax_split(k)) {
+        fj_emit_softmax_split(k, pr, mask_from);
+        return;
+    }
     fj_emit_scores(k, pr, mask_from, NULL);
     fj_emit_softmax_rebase(k);
     fj_emit_softmax_exp(k);
@@ -566,9 +570,11 @@ static void serial_step(fj_kctx *k, fj_ws_loop *l, fj_ws_stage st)
     fj_ws_stage_release(k, st, FJ_BAR_K_EMPTY);
     release_q_if_last(k, l);
     consumer_softmax(k, l->mask_from);
+    int early = p->fp8 && FJ_FP8_P_EARLY; /* FP8: P packed before the wait for V (fp8_ws.h) */
+    if (early) p->backend->pack_p(k);
     fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
     fj_ws_stage_wait(k, st, FJ_BAR_PV_FULL(p), k->phase);
-    p->backend->pack_p(k);
+    if (!early) p->backend->pack_p(k);
     p->backend->mma_pv(k, st.slot, FJ_KEYS_ALL);
     p->backend->async->mma_wait(k, 0);
     fj_ws_stage_release(k, st, FJ_BAR_PV_EMPTY(p));
@@ -625,6 +631,8 @@ static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage
     release_q_if_last(k, l);
     k->defer_o_rescale = 1;
     consumer_softmax(k, l->mask_from);
+    fj_reg_t early = {-1, 0}; /* FP8: P(j) packed before the wait (fp8_ws.h) */
+    if (p->fp8 && FJ_FP8_P_EARLY) early = fj_fp8_emit_pack_p_early(k);
     fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
     /* one wait for the whole warpgroup before the branch on the rescale vote: the vote is per warp, and
      * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
@@ -639,7 +647,8 @@ static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage
     if (first.bank >= 0) fj_label(e, no_v);
     if (!p->o_rescale_late) fj_emit_softmax_rescale_o(k); /* else before the next PV (overlap_issue, _last_pv) */
     k->defer_o_rescale = 0;
-    p->backend->pack_p(k);
+    if (early.bank >= 0) fj_fp8_emit_pack_p_take(k, early);
+    else p->backend->pack_p(k);
     fj_ws_kv_next(k);
 }
 

@@ -317,7 +317,10 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
                                 "row sums flush subnormals (a masked score's 2^-inf is one)", k->p->soft_exp2);
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(m));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(m), R(pinf));
-        fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
+        if (k->p->p_offset) /* P = 2^(s * scale - (m - p_offset)): FP8's P in (0, 2^p_offset] (plan.p_offset) */
+            fj_ins(k->e, "sub.f32 %s, 0f%08X, %s", R(muse), f32_bits((float)k->p->p_offset), R(muse));
+        else
+            fj_ins(k->e, "neg.f32 %s, %s", R(muse), R(muse));
         if (fj_alibi_folded(k->p)) /* + the thread's share of the ALiBi bias (mask.c) */
             fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(muse), R(k->alibi_tile), R(scale), R(muse));
         for (int v = 0; v < k->frag.s_vals; v++) {
@@ -332,7 +335,27 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
     }
 }
 
-void fj_emit_softmax_rebase(fj_kctx *k)
+/* The rows' new reference max as rebase_rows (no ALiBi lookahead, O rescale deferred or O still 0: the callers of
+ * fj_emit_softmax_split), each write under the warp's vote `any` instead of behind a branch on it: m, l and corr keep
+ * their values where no row of the warp moved (corr is read only under rescale_pred = any). */
+static void rebase_rows_if(fj_kctx *k, fj_reg_t mx, fj_reg_t any)
+{
+    fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
+    fj_reg_t corr = k->defer_o_rescale ? k->corr : fj_alloc(k->e, k->b_f, k->frag.rows);
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_reg_t m = fj_at(k->row_m, r), c = fj_at(corr, r);
+        fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(fj_at(mx, r)));
+        fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(mnew));
+        fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
+        fj_ins(k->e, "sub.f32 %s, %s, %s", R(c), R(m), R(muse));
+        fj_ins(k->e, "@%s ex2.approx.ftz.f32 %s, %s", R(any), R(c), R(c));
+        fj_ins(k->e, "@%s mov.f32 %s, %s", R(any), R(m), R(mnew));
+        fj_ins(k->e, "@%s mul.f32 %s, %s, %s", R(any), R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
+    }
+}
+
+/* guarded = 0: fj_emit_softmax_rebase; 1: the rows' rebase under the vote's predicate (rebase_rows_if), no branch. */
+static void softmax_rebase(fj_kctx *k, int guarded)
 {
     const fj_plan *p = k->p;
     int idx[FJ_MAX_ROW_VALS];
@@ -375,6 +398,13 @@ void fj_emit_softmax_rebase(fj_kctx *k)
                 fj_ins(k->e, "or.pred %s, %s, %s", R(moved), R(moved), R(up));
             }
         }
+        if (guarded) {
+            fj_comment(k->e, 1, "(no branch: the rows' rebase runs under the vote's predicate, so the tile's tanh, rebase and "
+                                "exponentials stay one block for ptxas)");
+            fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
+            rebase_rows_if(k, mx, any);
+            return;
+        }
         fj_label_new(k->e, "no_rescale", skip, sizeof skip);
         fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
         fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
@@ -382,6 +412,8 @@ void fj_emit_softmax_rebase(fj_kctx *k)
         fj_label(k->e, skip);
     }
 }
+
+void fj_emit_softmax_rebase(fj_kctx *k) { softmax_rebase(k, 0); }
 
 void fj_emit_softmax_rescale_o(fj_kctx *k)
 {
@@ -398,6 +430,58 @@ void fj_emit_softmax_exp(fj_kctx *k)
     int idx[FJ_MAX_ROW_VALS];
     if (!row_vals_fit(k)) return;
     exponentiate_rows(k, idx, k->p->fp8_off ? k->score_scale : fj_param_f32(k, FJ_PARAM_OFF(scale_log2)));
+}
+
+/* Softcap's tile in two copies (sm_90a consumers). With fj_emit_scores' order the tile is three blocks: the tanh, the
+ * mask's branch, the rebase behind the vote's branch, then the exponentials; ptxas schedules each block apart, so the
+ * MUFU ran dry between the last tanh and the first ex2 (the row max's two tanh.approx queued behind the tile's 64, then
+ * the vote, the branch and the row's 32 FMAs before the first ex2: bench/results/softcap-sass-vs-fa3-2026-11-27.md).
+ * Here the branch on the mask comes first and each side is one straight run. The unmasked tile is one block: the raw
+ * row max and its tanh (which ptxas then issues among the scores' tanh, not behind them), the scores' tanh, the rebase
+ * (its rows' writes under the vote's predicate: rebase_rows_if) and the exponentials; ptxas interleaves it as
+ * FlashAttention-3's one-block softmax, the ex2 queued right behind the last tanh. The masked tile (the diagonal, the
+ * end of K) is fj_emit_scores' path. Only where the early max applies (so no ALiBi and its lookahead) and the O
+ * rescale is deferred or O is still 0 (fj_softmax_split): rebase_rows_if never scales O. */
+#ifndef FJ_SOFTCAP_SPLIT
+#define FJ_SOFTCAP_SPLIT 1 /* -DFJ_SOFTCAP_SPLIT=0: fj_emit_scores' one copy, for an A/B (bench/softcap_ab.sh) */
+#endif
+
+int fj_softmax_split(const fj_kctx *k)
+{
+    return FJ_SOFTCAP_SPLIT && fj_softmax_early_max(k->p) && (k->defer_o_rescale || k->o_zero) &&
+           k->frag.s_vals <= FJ_MAX_ROW_VALS;
+}
+
+void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from)
+{
+    int idx[FJ_MAX_ROW_VALS];
+    char fast[48], done[48];
+    k->tile_mx = fj_alloc(k->e, k->b_f, k->frag.rows);
+    fj_label_new(k->e, "cap_fast", fast, sizeof fast);
+    fj_label_new(k->e, "cap_done", done, sizeof done);
+    fj_emit_mask_skip(k, pr, mask_from, fast);
+    fj_comment(k->e, 1, "masked tile: cap, mask, the row max of the capped, masked scores; rebase, exponentials");
+    fj_emit_score_hook(k);
+    fj_emit_mask(k);
+    tile_row_max_raw(k, idx, k->tile_mx);
+    k->tile_mx_ready = 1;
+    softmax_rebase(k, 0);
+    fj_emit_softmax_exp(k);
+    fj_ins(k->e, "bra.uni %s", done);
+    fj_label(k->e, fast);
+    fj_comment(k->e, 1, "unmasked tile, one block: the row max of the raw scores, capped (tanh is increasing: max c tanh(s / c)");
+    fj_comment(k->e, 1, "= c tanh(max s / c)); the scores capped; rebase, exponentials");
+    tile_row_max_raw(k, idx, k->tile_mx);
+    fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale));
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)), R(cs));
+        fj_ins(k->e, "tanh.approx.f32 %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)));
+    }
+    fj_emit_score_hook(k);
+    k->tile_mx_ready = 1;
+    softmax_rebase(k, 1);
+    fj_emit_softmax_exp(k);
+    fj_label(k->e, done);
 }
 
 void fj_emit_normalize(fj_kctx *k)
@@ -435,6 +519,8 @@ void fj_emit_normalize(fj_kctx *k)
         fj_comment(k->e, 2, "LSE = ln(sum exp(s * scale)) = (m + log2 l) * ln 2, -inf for a row with no key");
         fj_ins(k->e, "lg2.approx.ftz.f32 %s, %s", R(lse), R(l));
         fj_ins(k->e, "add.f32 %s, %s, %s", R(lse), R(lse), R(m));
+        if (p->p_offset) /* l summed P scaled by 2^p_offset */
+            fj_ins(k->e, "sub.f32 %s, %s, 0f%08X", R(lse), R(lse), f32_bits((float)p->p_offset));
         fj_ins(k->e, "mul.f32 %s, %s, " PTX_F32_LN2, R(lse), R(lse));
         fj_ins(k->e, "selp.f32 %s, %s, " PTX_F32_NEG_INF ", %s", R(lse), R(lse), R(pos));
         fj_ins(k->e, "add.s32 %s, %s, %d", R(row), R(k->row_base), k->frag.row_off(p, r));

@@ -16,7 +16,8 @@
  * tiles with short ones along the diagonal (a plain round-robin gave some CTAs the long tile of every round:
  * 1.3-1.4x slower on the H100; ordering all heads' longest tiles first instead loses the K/V reuse in L2).
  * The K/V ring runs on across work tiles: each work tile enters the loop at the stage the last one left.
- * Varlen batches may take the dynamic longest-first schedule instead (FJ_VARIANT_LPT, sched.c): the Q ring's producer
+ * Varlen batches (and plain causal kernels under FAJIT_CAUSAL_SCHED=lpt: plan.lpt) may take the dynamic longest-first
+ * schedule instead (FJ_VARIANT_LPT, sched.c): the Q ring's producer
  * takes each tile from a global counter and hands it to the other roles through a smem slot beside its Q full
  * barrier; the roles ask the frame (fj_ws_sched_static, fj_ws_wait_q, fj_ws_tile_again, fj_ws_tile_loop_end) and
  * need not know which schedule runs.
@@ -98,7 +99,7 @@ static void q_buffer(fj_kctx *k, fj_ws_loop *l)
     fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(k->q_buf), R(t), p->q_bytes);
 }
 
-static int lpt(const fj_plan *p) { return (p->variant & FJ_VARIANT_LPT) != 0; }
+static int lpt(const fj_plan *p) { return p->lpt; }
 
 int fj_ws_sched_static(const fj_plan *p) { return !lpt(p); }
 

@@ -540,9 +540,7 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     return 1;
 }
 
-/* LPT (sched.h): the sections' heads and the tile counter - the caller's workspace when it has room, else the
- * context's - zeroed in the call's stream before the launch (a memset node in a captured graph; no host sync). */
-static fajit_status lpt_counter(fajit_context *ctx, const fajit_attention_args *a, fj_fwd_params_tma *p)
+fajit_status fj_lpt_counter(fajit_context *ctx, const fajit_attention_args *a, fj_fwd_params_tma *p)
 {
     fj_CUdeviceptr c = a->workspace_bytes >= FJ_LPT_WORKSPACE_BYTES ? a->workspace : 0;
     fajit_status st = c ? FAJIT_OK : fj_context_workspace(ctx, FJ_LPT_WORKSPACE_BYTES, &c);
@@ -593,7 +591,7 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     p.dec.splits = (uint32_t)splits;
     p.dec.batch = (uint32_t)a->batch;
     p.dec.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
-    if (ch->variant & FJ_VARIANT_LPT) st = lpt_counter(ctx, a, &p.tma);
+    if (ch->variant & FJ_VARIANT_LPT) st = fj_lpt_counter(ctx, a, &p.tma);
     if (st != FAJIT_OK) return st;
     unsigned cap = ctx->persistent_ctas > 0 ? (unsigned)ctx->persistent_ctas : p.tma.n_tiles;
     unsigned grid[3] = {p.tma.n_tiles < cap ? p.tma.n_tiles : cap, 1, 1};

@@ -113,6 +113,13 @@ fajit_status fj_decode_variant_config(const fajit_attention_args *args, unsigned
 /* Run the decode variant of a call whose plain kernel is k (given: the caller passed its config; the tile is k's
  * either way); see the comment above fj_decode_variant_config. An FP8 K/V decode call (seqlen_q <= 128, head_dim
  * 64 / 128 / 256, $FAJIT_KV8_DIRECT unset) runs the variant with kv8direct wherever k's tile plans with it. */
+/* The dynamic longest-first schedule (sched.h; the varlen LPT variant, a plain causal plan with plan.lpt): p's section
+ * heads and its tile counter - the caller's workspace when it has room, else the context's - zeroed in the call's
+ * stream before the launch (a memset node in a captured graph; no host sync). Launches of such kernels on several
+ * streams at once must each pass a workspace of their own: the context's one counter would serve them all. */
+struct fj_fwd_params_tma;
+fajit_status fj_lpt_counter(fajit_context *ctx, const fajit_attention_args *a, struct fj_fwd_params_tma *p);
+
 struct fajit_kernel;
 fajit_status fj_decode_run(fajit_context *ctx, struct fajit_kernel *k, const fajit_attention_args *args,
                            int given, int *handled);

@@ -5,9 +5,9 @@
  * never runs the default silently. docs/environment.md lists them all.
  *
  * Besides the switches below, creation checks the code generator's knobs, which planning reads (FAJIT_SM90_LEAN,
- * FAJIT_KV_ORDER, FAJIT_FP8_KNOBS: their settings other than the defaults name themselves in the kernels' cache
- * key, fj_plan_format), FAJIT_PTXAS_OPTS (read at each compile, in the disk key through the compiler stamp), and
- * the disk cache's FAJIT_CACHE / FAJIT_CACHE_VERIFY (disk_cache.c).
+ * FAJIT_KV_ORDER, FAJIT_FP8_KNOBS, FAJIT_CAUSAL_SCHED: their settings other than the defaults name themselves in the
+ * kernels' cache key, fj_plan_format), FAJIT_PTXAS_OPTS (read at each compile, in the disk key through the compiler
+ * stamp), and the disk cache's FAJIT_CACHE / FAJIT_CACHE_VERIFY (disk_cache.c).
  */
 #ifndef FJ_ENV_H
 #define FJ_ENV_H

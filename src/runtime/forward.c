@@ -329,7 +329,8 @@ void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, int max
         grid[0] = max_ctas > 0 && tiles > (unsigned)max_ctas ? (unsigned)max_ctas : tiles;
         /* a local variant's tiles cost alike (the window's), the causal balance check does not apply */
         int local = (plan->cfg.mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK)) != 0;
-        if (plan->cfg.causal && !local && grid[0] < tiles &&
+        /* the dynamic schedule (plan.lpt) balances as it goes: no one-CTA-per-tile fallback */
+        if (plan->cfg.causal && !local && !plan->lpt && grid[0] < tiles &&
             !causal_schedule_balances(a, plan, mblocks, tiles, grid[0]))
             grid[0] = tiles;
         grid[1] = grid[2] = 1;
@@ -458,6 +459,8 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
         return forward_launch(ctx, k, a, &params.base, sizeof params.base);
     }
     if (fj_tensor_maps(ctx, &k->plan, a, &params, why, sizeof why) == 0) {
+        fajit_status st = k->plan.lpt ? fj_lpt_counter(ctx, a, &params) : FAJIT_OK; /* FAJIT_CAUSAL_SCHED=lpt */
+        if (st != FAJIT_OK) return st;
         fj_forward_set_last(k->config_text);
         return forward_launch(ctx, k, a, &params, sizeof params);
     }
