@@ -243,7 +243,7 @@ static void check_pack_order(const fp8_tile *tc, int overlap)
     fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = tc->d, .block_m = tc->block_m,
                         .block_n = tc->block_n, .stages = tc->stages, .swizzle = tc->swizzle,
                         .warps = 4 * (tc->block_m / 64 + 1), .col_warps = 1, .overlap = overlap,
-                        .pingpong = overlap, .causal = tc->causal};
+                        .pingpong = tc->no_pp ? -1 : overlap, .causal = tc->causal};
     fj_plan pl;
     char what[200];
     if (fj_plan_build(&cfg, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
@@ -295,7 +295,12 @@ static void test_p_packed_before_waits(void **state)
     unsetenv("FAJIT_FP8_KNOBS");
     for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++)
         for (int overlap = 0; overlap < 2; overlap++) check_pack_order(&k_tiles[i], overlap);
-    for (size_t i = 0; i < sizeof k_vt4_tiles / sizeof k_vt4_tiles[0]; i++) check_pack_order(&k_vt4_tiles[i].t, 1);
+    for (size_t i = 0; i < sizeof k_vt4_tiles / sizeof k_vt4_tiles[0]; i++) { /* under the knobs their tiles need */
+        if (k_vt4_tiles[i].knobs) setenv("FAJIT_FP8_KNOBS", k_vt4_tiles[i].knobs, 1);
+        else unsetenv("FAJIT_FP8_KNOBS");
+        check_pack_order(&k_vt4_tiles[i].t, 1);
+    }
+    unsetenv("FAJIT_FP8_KNOBS");
 }
 
 int main(void)
