@@ -346,8 +346,11 @@ static void test_knobs_env(void **state)
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
 #if FJ_FP8_D256_FA3
     assert_int_equal(p.fp8_knobs,
-                     FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) |
-                         (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u));
+                     FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u) |
+                         (FJ_FP8_VT4_D256 ? FJ_FP8_KNOB_VT4
+                                          : FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u)));
+    assert_int_equal(p.fp8_vt4, FJ_FP8_VT4 || FJ_FP8_VT4_D256);
+    assert_int_equal(p.fp8_p_early, FJ_FP8_P_EARLY || FJ_FP8_P_EARLY_D256);
     assert_int_equal(p.o_stage, 2);
     assert_int_equal(p.consumer_regs, 240);
 #else
@@ -360,7 +363,7 @@ static void test_knobs_env(void **state)
                      FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
     assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
     assert_int_equal(p.p_offset, FJ_FP8_POFF ? 8 : 0);
-    assert_int_equal(p.fp8_vt4, FJ_FP8_VT4);
+    assert_int_equal(p.fp8_vt4, FJ_FP8_VT4 || (FJ_FP8_D256_FA3 && FJ_FP8_VT4_D256));
     setenv("FAJIT_FP8_KNOBS", "regs,vt4", 1); /* vt4: the 4-warp transpose (transpose_warps counts warp 0) */
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
     assert_int_equal(p.fp8_knobs, FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT4);

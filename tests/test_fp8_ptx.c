@@ -238,7 +238,7 @@ static int starts(const char *line, const char *word)
     return strncmp(line, word, strlen(word)) == 0;
 }
 
-static void check_pack_order(const fp8_tile *tc, int overlap)
+static int check_pack_order(const fp8_tile *tc, int overlap)
 {
     fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = tc->d, .block_m = tc->block_m,
                         .block_n = tc->block_n, .stages = tc->stages, .swizzle = tc->swizzle,
@@ -247,6 +247,7 @@ static void check_pack_order(const fp8_tile *tc, int overlap)
     fj_plan pl;
     char what[200];
     if (fj_plan_build(&cfg, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    if (!pl.fp8_p_early) return 0; /* packed after the waits (D64 / D128 by default) */
     fj_plan_format(&pl, what, sizeof what);
     char *ptx = NULL;
     size_t len = 0;
@@ -287,20 +288,23 @@ static void check_pack_order(const fp8_tile *tc, int overlap)
     if (overlap ? blocks < tc->stages : pv == 0) fail_msg("%s: %d early packs, %d PV found", what, blocks, pv);
     free(ln);
     fajit_free(ptx);
+    return 1;
 }
 
 static void test_p_packed_before_waits(void **state)
 {
     (void)state;
+    int checked = 0;
     unsetenv("FAJIT_FP8_KNOBS");
     for (size_t i = 0; i < sizeof k_tiles / sizeof k_tiles[0]; i++)
-        for (int overlap = 0; overlap < 2; overlap++) check_pack_order(&k_tiles[i], overlap);
+        for (int overlap = 0; overlap < 2; overlap++) checked += check_pack_order(&k_tiles[i], overlap);
     for (size_t i = 0; i < sizeof k_vt4_tiles / sizeof k_vt4_tiles[0]; i++) { /* under the knobs their tiles need */
         if (k_vt4_tiles[i].knobs) setenv("FAJIT_FP8_KNOBS", k_vt4_tiles[i].knobs, 1);
         else unsetenv("FAJIT_FP8_KNOBS");
-        check_pack_order(&k_vt4_tiles[i].t, 1);
+        checked += check_pack_order(&k_vt4_tiles[i].t, 1);
     }
     unsetenv("FAJIT_FP8_KNOBS");
+    assert_true(checked >= 4); /* the D256 tiles (plan.fp8_p_early) */
 }
 
 int main(void)

@@ -47,6 +47,8 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
 
 unsigned fj_fp8_knobs_default(int head_dim)
 {
+    if (FJ_FP8_D256_FA3 && FJ_FP8_VT4_D256 && head_dim == 256) /* FA3's set with the lean vt4 (fp8_ws.h) */
+        return FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT4 | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u);
     return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || (FJ_FP8_VT4_D128 && head_dim == 128) ? FJ_FP8_KNOB_VT4 : 0u) |
            (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u) |
            (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u);
@@ -55,7 +57,7 @@ unsigned fj_fp8_knobs_default(int head_dim)
 fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
 {
     return fj_env_list_parse("FAJIT_FP8_KNOBS", value, k_knob_words, fj_fp8_knobs_default(head_dim),
-                             FJ_FP8_D256_FA3 ? "vt, poff, vt4 at head dim 128, regs, ostage at head dim 256" : "vt, poff, vt4 at head dim 128", bits);
+                             FJ_FP8_D256_FA3 ? "vt, poff; vt4 at head dim 128; regs, vt4, ostage, poff at head dim 256" : "vt, poff, vt4 at head dim 128", bits);
 }
 
 int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)
@@ -131,6 +133,7 @@ void fj_fp8_smem_map(fj_plan *p)
     p->fp8 = 1;
     p->fp8_vt4 = (p->fp8_knobs & FJ_FP8_KNOB_VT4) != 0;
     p->p_offset = p->fp8_knobs & FJ_FP8_KNOB_POFF ? 8 : 0;
+    p->fp8_p_early = FJ_FP8_P_EARLY || (FJ_FP8_P_EARLY_D256 && d == 256);
     p->transpose_warps = FJ_FP8_TRANSPOSE_WARPS + p->fp8_vt4;
     p->row_bytes = d;
     p->q_off = 0;

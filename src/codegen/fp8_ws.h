@@ -59,6 +59,14 @@
 #ifndef FJ_FP8_VT4
 #define FJ_FP8_VT4 0
 #endif
+/* FJ_FP8_VT4_D256 1 (the default, with FJ_FP8_D256_FA3): head dim 256 takes regs, vt4, ostage (and poff): FA3's tile
+ * and register split with the four-warp transpose in its lean form (fj_fp8_vt4_lean: 0 spills at 24 registers). H100
+ * (2026-11-27, bench/fp8_ab2.sh VARIANTS="base v4lean", bench/results/h100-session7-2026-11-27.md): N4k 1.01x, causal
+ * 1.13x, N16k 1.15x, causal 1.07x the three-warp vt; tests/test_gpu_fp8 under FAJIT_FP8_KNOBS=regs,vt4,ostage,poff
+ * 13 of 13. 0: regs, vt, ostage (the default before). */
+#ifndef FJ_FP8_VT4_D256
+#define FJ_FP8_VT4_D256 1
+#endif
 /* FJ_FP8_POFF 1 (the default): poff is in every head dim's default set. H100 (2026-11-27, bench/fp8_compare.py, a
  * -DFJ_FP8_POFF=1 build against FA3 on the same e4m3 inputs, bench/results/h100-session7-2026-11-27.md): max error
  * 0.86-1.09x FA3's over the 12 cells (without: up to 1.18x), RMS 0.98-1.01x; speed unchanged (geomean 0.941 vs
@@ -87,10 +95,15 @@ void fj_fp8_emit_pack_p(fj_kctx *k);
  * per KV tile 24 PRMT at D128 bc192, 16 at D64 / D256 bc128. Packed before it, each pair becomes F2FP +
  * F2FP.MERGE_C and the moves vanish (ptxas gives both the fragments' registers): 4-5% fewer consumer instructions a
  * tile. The serial loop packs before its wait for V(j) for the same reason. The same cvt on the same values: the
- * numerics cannot change. bench/results/fp8-p-convert-forms-2026-11-27.md has the forms tried. FJ_FP8_P_EARLY 0 (a
- * build knob for A/B runs): packed after the waits, as before 2026-11-27. */
+ * numerics cannot change. bench/results/fp8-p-convert-forms-2026-11-27.md has the forms tried. Measured on an H100
+ * (2026-11-27, two rounds, bench/results/h100-session7-2026-11-27.md): slower at D64 (-13% N4k, -7% causal) and D128
+ * (-4% / -1.5%), +1-4% at D256 non-causal, even at D256 causal, despite the 4-5% fewer instructions: so plan.fp8_p_early
+ * is set at D256 only (FJ_FP8_P_EARLY_D256 1); FJ_FP8_P_EARLY 1 sets it at every head dim (a build knob for A/B runs). */
 #ifndef FJ_FP8_P_EARLY
-#define FJ_FP8_P_EARLY 1
+#define FJ_FP8_P_EARLY 0
+#endif
+#ifndef FJ_FP8_P_EARLY_D256
+#define FJ_FP8_P_EARLY_D256 1
 #endif
 fj_reg_t fj_fp8_emit_pack_p_early(fj_kctx *k);
 void fj_fp8_emit_pack_p_take(fj_kctx *k, fj_reg_t packed);

@@ -508,9 +508,9 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                  kn & FJ_FP8_KNOB_VT4 ? " vt4" : "", kn & FJ_FP8_KNOB_POFF ? " poff" : "");
         fj_buf_printf(out, "%sFP8 knobs (fp8_ws.h):%s (%s)\n", pf, kn ? words : " none",
                       kn == def ? (c->head_dim == 256 && FJ_FP8_D256_FA3 ? "the D256 default: FlashAttention-3's "
-                                                                           "register split, the V transpose two blocks "
-                                                                           "a branch, O staged in the V ring where no "
-                                                                           "O buffer fits"
+                                                                           "register split, the V transpose on four "
+                                                                           "warps (lean at 24 registers), O staged in "
+                                                                           "the V ring, P against m - 8"
                                                                          : "the default")
                                 : "FAJIT_FP8_KNOBS, not the default");
     }

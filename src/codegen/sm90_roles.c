@@ -570,7 +570,7 @@ static void serial_step(fj_kctx *k, fj_ws_loop *l, fj_ws_stage st)
     fj_ws_stage_release(k, st, FJ_BAR_K_EMPTY);
     release_q_if_last(k, l);
     consumer_softmax(k, l->mask_from);
-    int early = p->fp8 && FJ_FP8_P_EARLY; /* FP8: P packed before the wait for V (fp8_ws.h) */
+    int early = p->fp8 && p->fp8_p_early; /* FP8: P packed before the wait for V (fp8_ws.h) */
     if (early) p->backend->pack_p(k);
     fj_comment(e, 1, "wait for V(j); O += P V; then the stage's V is free");
     fj_ws_stage_wait(k, st, FJ_BAR_PV_FULL(p), k->phase);
@@ -632,7 +632,7 @@ static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage
     k->defer_o_rescale = 1;
     consumer_softmax(k, l->mask_from);
     fj_reg_t early = {-1, 0}; /* FP8: P(j) packed before the wait (fp8_ws.h) */
-    if (p->fp8 && FJ_FP8_P_EARLY) early = fj_fp8_emit_pack_p_early(k);
+    if (p->fp8 && p->fp8_p_early) early = fj_fp8_emit_pack_p_early(k);
     fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
     /* one wait for the whole warpgroup before the branch on the rescale vote: the vote is per warp, and
      * wgmma.wait_group is .aligned (every warp of the warpgroup at the same instruction). Waiting in each
