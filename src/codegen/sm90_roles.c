@@ -314,6 +314,13 @@ static void kv_loop_exit(fj_kctx *k, fj_ws_loop *l, fj_reg_t pr, int s, char don
     fj_ins(k->e, "@%s bra.uni %s", R(pr), next);
 }
 
+/* done_at[s]: the labels kv_loop_exit branches to and ring_exits places (lean vt4 only). */
+static void ring_exit_labels(fj_kctx *k, char done_at[][48])
+{
+    for (int s = 0; s < k->p->cfg.stages && fj_fp8_vt4_lean(k->p); s++)
+        fj_label_new(k->e, "ring_exit", done_at[s], sizeof done_at[s]);
+}
+
 static void ring_exits(fj_kctx *k, fj_ws_loop *l, char done_at[][48], const char *next)
 {
     if (!fj_fp8_vt4_lean(k->p)) return;
@@ -415,8 +422,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "prod_tile", top, sizeof top);
     fj_label_new(e, "prod_next", l->next_tile, sizeof l->next_tile);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "prod_stage", l->stage_label[s], sizeof l->stage_label[s]);
-    for (int s = 0; s < p->cfg.stages && fj_fp8_vt4_lean(p); s++)
-        fj_label_new(e, "ring_exit", done_at[s], sizeof done_at[s]);
+    ring_exit_labels(k, done_at);
     fj_ws_tile_loop_head(k, l, top, what, "$L_exit");
     if (p->variant & FJ_VARIANT_PAGED) fj_ins(e, "mov.u32 %s, -1", R(l->pg_idx)); /* a new sequence: no entry read */
     fj_comment(e, 1, "Q: %d rows from m0 into its buffer (rows past Nq arrive as zeros) once its last use is done",
@@ -481,8 +487,7 @@ static void role_transposer(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "vt_tile", top, sizeof top);
     fj_label_new(e, "vt_next", next, sizeof next);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "vt_stage", stage[s], sizeof stage[s]);
-    for (int s = 0; s < p->cfg.stages && fj_fp8_vt4_lean(p); s++)
-        fj_label_new(e, "ring_exit", done_at[s], sizeof done_at[s]);
+    ring_exit_labels(k, done_at);
     fj_ws_tile_loop_head(k, l, top, FJ_WS_DECODE_ROWS, "$L_exit");
     fj_ws_first_kv_tile(k, l);
     fj_ws_ring_dispatch(k, l, stage);

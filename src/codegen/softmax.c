@@ -37,6 +37,7 @@
  * corr*: ratio unchanged).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
@@ -232,9 +233,14 @@ static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
 
 /* New reference max for every row: m = max(m, mx); l *= c and O *= c with c = 2^(m_old - m_new).
  * A row whose max is still -inf subtracts 0 instead (c = 2^-inf = 0 on its all-zero O and l).
- * ALiBi's lookahead (mask.h) sets m up to g above the tile's max, m = max(m, mx + g). */
-static void rebase_rows(fj_kctx *k, fj_reg_t mx, fj_reg_t scale)
+ * ALiBi's lookahead (mask.h) sets m up to g above the tile's max, m = max(m, mx + g).
+ * guard (a predicate; bank -1: none): each write runs under it instead of behind a branch on it, so m, l and corr keep
+ * their values where it is false (corr is read only under rescale_pred = guard). Guarded callers (fj_emit_softmax_split)
+ * have the O rescale deferred or O still 0, so O is never scaled here for them. */
+static void rebase_rows(fj_kctx *k, fj_reg_t mx, fj_reg_t scale, fj_reg_t guard)
 {
+    char pre[32] = "";
+    if (guard.bank >= 0) snprintf(pre, sizeof pre, "@%s ", R(guard));
     fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
     fj_reg_t corr = k->defer_o_rescale ? k->corr : fj_alloc(k->e, k->b_f, k->frag.rows);
     fj_reg_t g = {-1, 0}, up = {-1, 0};
@@ -254,9 +260,9 @@ static void rebase_rows(fj_kctx *k, fj_reg_t mx, fj_reg_t scale)
         fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(mnew));
         fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
         fj_ins(k->e, "sub.f32 %s, %s, %s", R(c), R(m), R(muse));
-        fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", R(c), R(c));
-        fj_ins(k->e, "mov.f32 %s, %s", R(m), R(mnew));
-        fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
+        fj_ins(k->e, "%sex2.approx.ftz.f32 %s, %s", pre, R(c), R(c));
+        fj_ins(k->e, "%smov.f32 %s, %s", pre, R(m), R(mnew));
+        fj_ins(k->e, "%smul.f32 %s, %s, %s", pre, R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
     }
     if (k->defer_o_rescale) return; /* fj_emit_softmax_rescale_o, once O is no longer an MMA in flight */
     if (k->o_zero) return;          /* 0 * c = 0 */
@@ -335,26 +341,7 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
     }
 }
 
-/* The rows' new reference max as rebase_rows (no ALiBi lookahead, O rescale deferred or O still 0: the callers of
- * fj_emit_softmax_split), each write under the warp's vote `any` instead of behind a branch on it: m, l and corr keep
- * their values where no row of the warp moved (corr is read only under rescale_pred = any). */
-static void rebase_rows_if(fj_kctx *k, fj_reg_t mx, fj_reg_t any)
-{
-    fj_reg_t mnew = fj_alloc(k->e, k->b_f, 1), muse = fj_alloc(k->e, k->b_f, 1), pinf = fj_alloc(k->e, k->b_p, 1);
-    fj_reg_t corr = k->defer_o_rescale ? k->corr : fj_alloc(k->e, k->b_f, k->frag.rows);
-    for (int r = 0; r < k->frag.rows; r++) {
-        fj_reg_t m = fj_at(k->row_m, r), c = fj_at(corr, r);
-        fj_ins(k->e, "max.f32 %s, %s, %s", R(mnew), R(m), R(fj_at(mx, r)));
-        fj_ins(k->e, "setp.eq.f32 %s, %s, " PTX_F32_NEG_INF, R(pinf), R(mnew));
-        fj_ins(k->e, "selp.f32 %s, " PTX_F32_ZERO ", %s, %s", R(muse), R(mnew), R(pinf));
-        fj_ins(k->e, "sub.f32 %s, %s, %s", R(c), R(m), R(muse));
-        fj_ins(k->e, "@%s ex2.approx.ftz.f32 %s, %s", R(any), R(c), R(c));
-        fj_ins(k->e, "@%s mov.f32 %s, %s", R(any), R(m), R(mnew));
-        fj_ins(k->e, "@%s mul.f32 %s, %s, %s", R(any), R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
-    }
-}
-
-/* guarded = 0: fj_emit_softmax_rebase; 1: the rows' rebase under the vote's predicate (rebase_rows_if), no branch. */
+/* guarded = 0: fj_emit_softmax_rebase; 1: the rows' rebase under the vote's predicate (rebase_rows' guard), no branch. */
 static void softmax_rebase(fj_kctx *k, int guarded)
 {
     const fj_plan *p = k->p;
@@ -372,7 +359,7 @@ static void softmax_rebase(fj_kctx *k, int guarded)
     if (p->rescale_slack < 0) {
         fj_comment(k->e, 1, "new running max m for every row; l and O scaled by 2^(m_old - m_new)");
         if (k->defer_o_rescale) fj_ins(k->e, "setp.eq.u32 %s, 0, 0", R(k->rescale_pred));
-        rebase_rows(k, mx, scale);
+        rebase_rows(k, mx, scale, (fj_reg_t){-1, 0});
     } else {
         char skip[48];
         fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1);
@@ -402,13 +389,13 @@ static void softmax_rebase(fj_kctx *k, int guarded)
             fj_comment(k->e, 1, "(no branch: the rows' rebase runs under the vote's predicate, so the tile's tanh, rebase and "
                                 "exponentials stay one block for ptxas)");
             fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
-            rebase_rows_if(k, mx, any);
+            rebase_rows(k, mx, scale, any);
             return;
         }
         fj_label_new(k->e, "no_rescale", skip, sizeof skip);
         fj_ins(k->e, "vote.sync.any.pred %s, %s, -1", R(any), R(moved));
         fj_ins(k->e, "@!%s bra.uni %s", R(any), skip);
-        rebase_rows(k, mx, scale);
+        rebase_rows(k, mx, scale, (fj_reg_t){-1, 0});
         fj_label(k->e, skip);
     }
 }
@@ -438,10 +425,10 @@ void fj_emit_softmax_exp(fj_kctx *k)
  * the vote, the branch and the row's 32 FMAs before the first ex2: bench/results/softcap-sass-vs-fa3-2026-11-27.md).
  * Here the branch on the mask comes first and each side is one straight run. The unmasked tile is one block: the raw
  * row max and its tanh (which ptxas then issues among the scores' tanh, not behind them), the scores' tanh, the rebase
- * (its rows' writes under the vote's predicate: rebase_rows_if) and the exponentials; ptxas interleaves it as
+ * (its rows' writes under the vote's predicate: rebase_rows' guard) and the exponentials; ptxas interleaves it as
  * FlashAttention-3's one-block softmax, the ex2 queued right behind the last tanh. The masked tile (the diagonal, the
  * end of K) is fj_emit_scores' path. Only where the early max applies (so no ALiBi and its lookahead) and the O
- * rescale is deferred or O is still 0 (fj_softmax_split): rebase_rows_if never scales O. */
+ * rescale is deferred or O is still 0 (fj_softmax_split): the guarded rebase never scales O. */
 #ifndef FJ_SOFTCAP_SPLIT
 #define FJ_SOFTCAP_SPLIT 1 /* -DFJ_SOFTCAP_SPLIT=0: fj_emit_scores' one copy, for an A/B (bench/softcap_ab.sh) */
 #endif
