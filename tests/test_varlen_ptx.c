@@ -23,6 +23,7 @@
 
 #include "codegen/codegen.h"
 #include "codegen/kernel_abi.h"
+#include "codegen/sched.h"
 #include "fajit.h"
 #include "runtime/compile.h"
 #include "runtime/cuda_api.h"
@@ -140,6 +141,42 @@ static void test_sm90_lpt_compile(void **state)
 #define TMA(field) ((int)offsetof(fj_fwd_params_tma, field))
 #define DEC90_CU_Q ((int)offsetof(fj_fwd_params_tma_decode, dec.cu_seqlens_q))
 
+/* The registers the counter's atom.add writes hold tile indices and nothing else: every instruction that writes one
+ * is that atom, an ld.shared (a slot), a mov from another register or the mov of FJ_SCHED_NONE. (Plain causal lpt
+ * kernels once fetched into the Q round's register, which the round's add and mov 0 also write: every role then
+ * waited on the wrong Q phase and the kernels hung on the GPU.) Returns the number of offending lines. */
+static int counter_regs_private(const char *ptx)
+{
+    char regs[8][16];
+    int n = 0, bad = 0;
+    for (const char *at = ptx; n < 8 && (at = strstr(at, "atom.global.add.u32 ")) != NULL; at++) {
+        char r[16];
+        if (sscanf(at + 20, "%15[^,]", r) != 1) return 1;
+        int seen = 0;
+        for (int i = 0; i < n; i++) seen |= strcmp(regs[i], r) == 0;
+        if (!seen) snprintf(regs[n++], sizeof regs[0], "%s", r);
+    }
+    if (n == 0) return 1;
+    for (const char *line = ptx; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+        char op[48], dst[16], src[32];
+        const char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '@') s = strchr(s, ' ') ? strchr(s, ' ') + 1 : s; /* a guard */
+        if (sscanf(s, "%47s %15[^,], %31[^;]", op, dst, src) != 3) continue;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(dst, regs[i]) != 0) continue;
+            int ok = strncmp(op, "atom.global.add", 15) == 0 || strncmp(op, "ld.shared", 9) == 0 ||
+                     (strcmp(op, "mov.u32") == 0 && (src[0] == '%' || strtoul(src, NULL, 0) == FJ_SCHED_NONE));
+            if (!ok) {
+                const char *end = strchr(line, '\n');
+                printf("counter register %s written by: %.*s\n", dst, end ? (int)(end - line) : 80, line);
+                bad++;
+            }
+        }
+    }
+    return bad;
+}
+
 /* LPT: the kernel takes its tiles from the counter (atom.add, the runs past a sequence's end skipped with red.max) and
  * hands them to the consumers through shared slots; the static varlen kernel reads neither field; sm_80 refuses it. */
 static void test_lpt_structure(void **state)
@@ -156,6 +193,7 @@ static void test_lpt_structure(void **state)
         assert_non_null(strstr(ptx, "red.global.max.u32"));
         assert_non_null(strstr(ptx, "st.shared.u32"));
         assert_non_null(strstr(ptx, "$L_prod_none"));
+        assert_int_equal(counter_regs_private(ptx), 0);
         free(ptx);
         assert_true(runtime_tile(FAJIT_ARCH_SM90A, 128, causal, V | VK, &p));
         assert_int_equal(p.sched_off, 0);
@@ -211,6 +249,7 @@ static void test_sm90_causal_lpt_compile(void **state)
             assert_null(strstr(ptx, "red.global.max.u32"));
             assert_non_null(strstr(ptx, "$L_prod_none"));
             assert_false(reads_param(ptx, DEC90_CU_Q));
+            assert_int_equal(counter_regs_private(ptx), 0);
             failures += !compiles_clean(&p, ptx, len, "sm_90a", text);
             free(ptx);
         }

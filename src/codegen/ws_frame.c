@@ -679,8 +679,11 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     l.last = fj_alloc(e, k->b_p, 1);
     l.vtail_par = p->vtail_bar ? fj_alloc(e, k->b_r, 1) : l.ring; /* (unused without it: no register declared) */
     l.pg_idx = l.pg_ent = l.ring; /* (likewise without PAGED) */
-    l.sched = l.sched_next = l.round; /* (the schedule is the round without VARLEN) */
+    l.sched = l.sched_next = l.round; /* (the schedule is the round without VARLEN or lpt) */
     if (p->variant & FJ_VARIANT_VARLEN) l.sched = fj_alloc(e, k->b_r, 1), l.sched_next = fj_alloc(e, k->b_r, 1);
+    /* a plain lpt plan's producer fetches the next tile into sched_next: a register of its own, not the round
+     * (aliased, the fetch overwrote the Q round and every role then waited on the wrong Q phase: the kernels hung) */
+    else if (p->lpt) l.sched_next = fj_alloc(e, k->b_r, 1);
     if (p->variant & FJ_VARIANT_PAGED) l.pg_idx = fj_alloc(e, k->b_r, 1), l.pg_ent = fj_alloc(e, k->b_r, 1);
     fj_reg_t pr = fj_alloc(e, k->b_p, 1);
     fj_banner(e, "Setup and warp roles", t->setup_why);
