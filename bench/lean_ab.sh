@@ -40,7 +40,17 @@ declare -A cell=(
     [d256n16k]="--headdim 256 --seqlen 16384"      [d256n16kc]="--headdim 256 --seqlen 16384 --causal"
     [gqa64]="--headdim 64 --seqlen 8192 --heads 64 --heads-kv 8 --causal"
     [gqa64sink]="--headdim 64 --seqlen 8192 --heads 64 --heads-kv 8 --causal --sinks"
-    [cap128]="--headdim 128 --seqlen 8192 --causal --softcap 50")
+    [cap128]="--headdim 128 --seqlen 8192 --causal --softcap 50"
+    [gqa64b1]="--headdim 64 --batch 1 --seqlen 8192 --heads 64 --heads-kv 8 --causal"
+    [gqa64b1sink]="--headdim 64 --batch 1 --seqlen 8192 --heads 64 --heads-kv 8 --causal --sinks"
+    [gqa64n4k]="--headdim 64 --seqlen 4096 --heads 32 --heads-kv 8 --causal"
+    [gqa64n16k]="--headdim 64 --batch 1 --seqlen 16384 --heads 64 --heads-kv 8 --causal"
+    [gqa64g4]="--headdim 64 --seqlen 8192 --heads 32 --heads-kv 8 --causal"
+    [gqa64g2]="--headdim 64 --seqlen 8192 --heads 32 --heads-kv 16 --causal"
+    [mqa64]="--headdim 64 --seqlen 8192 --heads 32 --heads-kv 1 --causal"
+    [gqa128]="--headdim 128 --seqlen 8192 --heads 32 --heads-kv 8 --causal"
+    [gqa128n4k]="--headdim 128 --seqlen 4096 --heads 32 --heads-kv 8 --causal"
+    [gqa256]="--headdim 256 --seqlen 8192 --heads 16 --heads-kv 4 --causal")
 order=${CELLS:-"d64n4k d64n4kc d64n16k d64n16kc d128n4k d128n4kc d128n16k d128n16kc d256n4k d256n4kc d256n16k d256n16kc gqa64 gqa64sink cap128"}
 
 knob=${KNOB:-FAJIT_SM90_LEAN}
