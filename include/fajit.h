@@ -168,6 +168,17 @@ typedef struct fajit_config {
      * seqlens_k, split-KV, paged K/V, GQA packing: the rolled loop measured as fast on the H200 and H100), else as -1; fajit_config_fill leaves it. Canonical text: " roll" after the schedule flags when 1 ("... w12 ov pp
      * roll noncausal"). Python's keyword and fagen's flag: roll (--roll on|off). */
     int roll;
+    /* sched (appended in 0.2; 0 = static, so a zeroed config keeps its meaning and its text): how the sm_90a
+     * persistent kernel hands out the work tiles of a causal BF16 / F16 attention without a window or chunk.
+     * -1 or 0 = static (every CTA walks a fixed round-robin of the tiles); 1 = lpt, the dynamic longest-first
+     * schedule (each CTA takes its next tile from a global counter, the longest first, in sections of heads whose
+     * K/V fit the L2): the launch zeroes a 4-byte counter in the workspace (the context's own unless the call
+     * passes one; see workspace below: forwards on different streams at once need workspaces of their own).
+     * fajit_config_fill picks 1 for grouped-query shapes (heads_q >= 4 x heads_kv) at head_dim <= 128, where it
+     * measured 1.04-1.07x on the H100, and leaves 0 elsewhere (multi-head and head_dim 256: static measured
+     * faster). Decode and varlen calls keep their own schedule whatever sched says. Canonical text: " lpt" after
+     * the schedule flags when 1. fagen's flag: --sched static|lpt. */
+    int sched;
 } fajit_config;
 
 /* fajit_config.mods bits. WINDOW and CHUNK bound each query row's keys (a local mask read from the kernel's

@@ -24,6 +24,7 @@
 #include "fill_walk.h"
 #include "runtime/config_fill.h"
 #include "runtime/context.h"
+#include "runtime/tune_file.h"
 
 typedef struct tally {
     int filled, refused, bad;
@@ -215,12 +216,81 @@ static void test_h100_defaults_kept(void **state)
     fajit_context_destroy(ctx);
 }
 
+/* sched (fajit.h): the heuristic picks lpt for grouped-query causal shapes at head_dim <= 128 on sm_90a and nowhere
+ * else; lpt names itself in the text (" lpt", parsed back); the rules refuse it where the schedule cannot run, naming
+ * the field. */
+static int heuristic_sched(fajit_arch arch, fajit_dtype dt, int d, int causal, int mods, int hq, int hkv)
+{
+    fajit_shape shape = {1, hq, hkv, 8192, 8192};
+    fajit_config c = {.arch = arch, .dtype = dt, .head_dim = d, .causal = causal, .mods = mods};
+    fj_config_heuristic(&c, &c, &shape, 0);
+    return c.sched;
+}
+
+static void expect_sched_refused(fajit_config c, const char *part)
+{
+    assert_int_equal(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG);
+    if (!strstr(fajit_errmsg(), part)) fail_msg("message \"%s\" lacks \"%s\"", fajit_errmsg(), part);
+}
+
+static void test_sched_field(void **state)
+{
+    (void)state;
+    const fajit_arch S90 = FAJIT_ARCH_SM90A;
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8), 1);
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_F16, 128, 1, FAJIT_MOD_SINKS, 32, 8), 1);
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 1), 1);                  /* MQA */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 32), 0);                 /* multi-head */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 16), 0);                 /* group 2 */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 256, 1, 0, 16, 4), 0);                 /* head_dim 256 */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 0, 0, 64, 8), 0);                  /* not causal */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, FAJIT_MOD_WINDOW, 64, 8), 0);   /* window */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_E4M3, 64, 1, 0, 64, 8), 0);                  /* FP8 */
+    assert_int_equal(heuristic_sched(FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8), 0);      /* sm_80 */
+    fajit_shape shape = {1, 64, 8, 8192, 8192};
+    fajit_config c = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1, .mods = FAJIT_MOD_SINKS};
+    fj_config_heuristic(&c, &c, &shape, 0);
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    char text[FJ_CONFIG_TEXT_MAX], back[FJ_CONFIG_TEXT_MAX];
+    fajit_config_format(&c, text, sizeof text);
+    assert_non_null(strstr(text, " lpt causal sink"));
+    fajit_config parsed;
+    assert_null(fj_tune_parse_config(text, &parsed));
+    assert_int_equal(parsed.sched, 1);
+    fajit_config_format(&parsed, back, sizeof back);
+    assert_string_equal(back, text);
+    fj_plan p;
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.lpt, 1);
+    fj_plan_format(&p, back, sizeof back);
+    assert_null(strstr(back, "causalsched")); /* the config's text says it */
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_VARLEN, &p), FAJIT_ERR_INVALID_CONFIG);
+    assert_non_null(strstr(fajit_errmsg(), "sched = 1 (lpt) with a decode or varlen variant"));
+    fajit_config bad = c;
+    bad.causal = 0;
+    expect_sched_refused(bad, "sched = 1 (lpt) with a non-causal mask");
+    bad = c, bad.mods |= FAJIT_MOD_WINDOW;
+    expect_sched_refused(bad, "sched = 1 (lpt) with a window or chunk");
+    bad = c, bad.sched = 2;
+    expect_sched_refused(bad, "sched = 2: must be 1");
+    fajit_config s80 = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1};
+    fj_config_heuristic(&s80, &s80, NULL, 0);
+    s80.sched = 1;
+    expect_sched_refused(s80, "sched = 1: the sm_80 path has no warp specialization");
+    c.sched = -1; /* static, given: kept, and the text has no word for it */
+    fajit_config_format(&c, text, sizeof text);
+    assert_null(strstr(text, "lpt"));
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(p.lpt, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readme_probes),        cmocka_unit_test(test_refusals_name_the_field),
         cmocka_unit_test(test_head_dim_required),    cmocka_unit_test(test_a100_defaults),
         cmocka_unit_test(test_h100_defaults_kept),   cmocka_unit_test(test_walk),
+        cmocka_unit_test(test_sched_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

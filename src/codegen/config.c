@@ -93,10 +93,10 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
                  c->mods & FAJIT_MOD_SOFTCAP ? " cap" : "", c->mods & FAJIT_MOD_SINKS ? " sink" : "",
                  c->mods & FAJIT_MOD_ALIBI ? " alibi" : "", c->mods & FAJIT_MOD_CHUNK ? " chunk" : "",
                  c->mods & ~FAJIT_MOD_ALL ? " mods?" : "");
-    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s%s %s%s", fj_arch_path_name(c->arch),
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s%s%s %s%s", fj_arch_path_name(c->arch),
                     dt, c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
                     c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->roll == 1 ? " roll" : "",
-                    c->causal ? "causal" : "noncausal", mods);
+                    c->sched == 1 ? " lpt" : "", c->causal ? "causal" : "noncausal", mods);
 }
 
 /* The variant words of the canonical text, in fajit_config_format's order. */
@@ -135,6 +135,7 @@ void fj_config_overlay(fajit_config *dst, const fajit_config *src)
     if (!dst->overlap) dst->overlap = src->overlap;
     if (!dst->pingpong) dst->pingpong = src->pingpong;
     if (!dst->roll) dst->roll = src->roll;
+    if (!dst->sched) dst->sched = src->sched;
 }
 
 static int flag_read(int v) { return v == 1; }
@@ -145,7 +146,7 @@ int fj_config_same(const fajit_config *a, const fajit_config *b)
            a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
            a->causal == b->causal && (a->col_warps ? a->col_warps : 1) == (b->col_warps ? b->col_warps : 1) &&
            flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong) &&
-           flag_read(a->roll) == flag_read(b->roll) && a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
+           flag_read(a->roll) == flag_read(b->roll) && flag_read(a->sched) == flag_read(b->sched) && a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
            fj_config_out_dtype(a) == fj_config_out_dtype(b);
 }
 
@@ -297,6 +298,13 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
     if (!c->overlap) c->overlap = d->overlap ? 1 : -1;
     if (!c->pingpong) c->pingpong = d->pingpong == 1 && !short_causal && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
+    /* The lpt schedule for grouped-query causal shapes at head_dim <= 128 (H100, 2026-11-27, bench/lean_ab.sh
+     * KNOB=FAJIT_CAUSAL_SCHED: 1.04-1.07x at Hq/Hkv 4-32, N 8k; 1.00-1.01x at N4k / N16k; multi-head 0.92-0.99x,
+     * head_dim 256 0.83-0.96x, Hq/Hkv 2 1.00x: static stays there) */
+    if (!c->sched && shape && c->causal && c->dtype != FAJIT_DTYPE_E4M3 && c->head_dim <= 128 &&
+        !(c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK)) && shape->heads_kv > 0 &&
+        shape->heads_q % shape->heads_kv == 0 && shape->heads_q >= 4 * shape->heads_kv)
+        c->sched = 1;
 }
 
 /* The smem map multiplies the tile fields in int: only sizes a rule could accept are mapped (fuzz_config

@@ -132,6 +132,9 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
     if (c->roll < -1 || c->roll > 1)
         return CFG_FAIL("roll = %d: must be 1 (one KV loop body for every stage), -1 (one per stage) or 0 (default)",
                         c->roll);
+    if (c->sched < -1 || c->sched > 1)
+        return CFG_FAIL("sched = %d: must be 1 (lpt: the dynamic longest-first work-tile schedule), -1 or 0 (static)",
+                        c->sched);
     p->overlap = c->overlap == 1;
     p->pingpong = c->pingpong == 1;
     if (c->mods & ~FAJIT_MOD_ALL)
@@ -389,6 +392,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     /* before the plan: a one-stage tile breaks this rule whatever else it breaks */
     if ((variant & FJ_VARIANT_AHEAD) && cfg->stages < 2)
         return CFG_FAIL("stages = %d: pages read ahead (decode variant ahead) need 2+ stages", cfg->stages);
+    if (variant && cfg->sched == 1)
+        return CFG_FAIL("sched = 1 (lpt) with a decode or varlen variant (0x%x): the variant's schedule is its own "
+                        "(varlen: FAJIT_VARLEN_SCHED); use sched 0", variant);
     fajit_status st = variant ? plan_core(cfg, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */

@@ -197,13 +197,19 @@ fajit_status fj_causal_sched_parse(const char *value, int *lpt)
     return fj_env_word_parse("FAJIT_CAUSAL_SCHED", value, k_causal_sched_words, 0, "static", lpt);
 }
 
-/* plan.lpt of a plain plan (fj_plan_build_variant sets it again for a decode variant) */
+/* plan.lpt of a plain plan (fj_plan_build_variant sets it again for a decode variant): the config's sched = 1, or
+ * FAJIT_CAUSAL_SCHED=lpt for every plan that can take it */
 static fajit_status plan_causal_sched(fj_plan *p)
 {
-    int lpt;
+    int lpt, can = p->cfg.causal && !p->fp8 && !p->kv8 && !fj_mods_local(p);
     fajit_status st = fj_causal_sched_parse(getenv("FAJIT_CAUSAL_SCHED"), &lpt);
     if (st != FAJIT_OK) return st;
-    p->lpt = lpt && p->cfg.causal && !p->fp8 && !p->kv8 && !fj_mods_local(p);
+    if (p->cfg.sched == 1 && !can)
+        return CFG_FAIL("sched = 1 (lpt) with %s: the longest-first schedule orders causal BF16 / F16 work tiles "
+                        "without a window or chunk (whose tiles cost alike); use sched 0",
+                        !p->cfg.causal ? "a non-causal mask" : p->fp8 ? "dtype e4m3" : p->kv8 ? "kv_dtype e4m3" :
+                                                                                              "a window or chunk");
+    p->lpt = can && (lpt || p->cfg.sched == 1);
     return FAJIT_OK;
 }
 
@@ -237,7 +243,7 @@ static int env_words_sm90(const fj_plan *p, char *buf, size_t size)
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
                       " kvorder=%s", p->kv_desc ? "desc" : "asc");
     if (p->fp8) n += fj_fp8_knobs_words(p, buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0);
-    if (p->lpt && !(p->variant & FJ_VARIANT_LPT))
+    if (p->lpt && !(p->variant & FJ_VARIANT_LPT) && p->cfg.sched != 1) /* (sched = 1: the config's text says " lpt") */
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
                       " causalsched=lpt");
     if (fj_sched_coords(p)) /* a build knob (sched.h FJ_LPT_COORDS), not an environment one: the source digest misses it */

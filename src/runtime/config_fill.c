@@ -71,6 +71,7 @@ static const fill_field k_fields[] = {
     {"overlap", "--overlap", offsetof(fajit_config, overlap)},
     {"pingpong", "--pingpong", offsetof(fajit_config, pingpong)},
     {"roll", "--roll", offsetof(fajit_config, roll)},
+    {"sched", "--sched", offsetof(fajit_config, sched)},
 };
 #define N_FIELDS ((int)(sizeof k_fields / sizeof k_fields[0]))
 
@@ -105,6 +106,8 @@ static int field_text(const fajit_config *c, int f, char *buf, size_t size)
     if ((strcmp(d->name, "overlap") == 0 || strcmp(d->name, "pingpong") == 0 || strcmp(d->name, "roll") == 0) &&
         (v == 1 || v == -1))
         return snprintf(buf, size, "%s = %d (%s)", name, v, v == 1 ? "on" : "off");
+    if (strcmp(d->name, "sched") == 0 && (v == 1 || v == -1))
+        return snprintf(buf, size, "%s = %d (%s)", name, v, v == 1 ? "lpt" : "static");
     return snprintf(buf, size, "%s = %d", name, v);
 }
 
@@ -198,7 +201,7 @@ static value_list values_of(const fajit_config *given, int f, fajit_arch path)
     } else if (strcmp(name, "col_warps") == 0) {
         l.v[l.n++] = 1;
         if (!sm90) l.v[l.n++] = 2;
-    } else if (strcmp(name, "roll") == 0) { /* not searched: the default loop shape unless the caller gives one */
+    } else if (strcmp(name, "roll") == 0 || strcmp(name, "sched") == 0) { /* not searched: the default unless given */
         l.v[l.n++] = 0;
     } else { /* overlap, pingpong */
         l.v[l.n++] = -1;

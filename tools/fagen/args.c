@@ -212,6 +212,11 @@ static int set_roll(const char *f, const char *t, fajit_config *c)
 {
     return parse_choice(f, t, k_on_off_choices, "on or off", &c->roll);
 }
+static int set_sched(const char *f, const char *t, fajit_config *c)
+{
+    static const choice k_sched_choices[] = {{"static", -1}, {"lpt", 1}, {NULL, 0}};
+    return parse_choice(f, t, k_sched_choices, "static or lpt", &c->sched);
+}
 static int set_causal(const char *f, const char *t, fajit_config *c)
 {
     (void)f;
@@ -298,6 +303,9 @@ static const config_flag k_config_flags[] = {
     {"--roll", NULL, "on|off", set_roll,
      "sm_90a: one consumer KV loop body for every K/V stage (on: about half the PTX, a faster compile) or one per "
      "stage (off); without the flag: on where it can"},
+    {"--sched", NULL, "static|lpt", set_sched,
+     "sm_90a causal: work tiles handed out by a fixed round-robin (static) or a global counter, longest first (lpt); "
+     "default: heuristic (lpt for grouped-query heads at head dim <= 128)"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
@@ -311,7 +319,7 @@ static const config_flag k_config_flags[] = {
 int fagen_config_has_tiles(const fajit_config *c)
 {
     return c->arch || c->block_m || c->block_n || c->stages || c->swizzle || c->warps || c->col_warps || c->overlap ||
-           c->pingpong || c->roll;
+           c->pingpong || c->roll || c->sched;
 }
 
 void fagen_print_config_help(FILE *f)

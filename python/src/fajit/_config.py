@@ -19,9 +19,9 @@ _DTYPE_ALIASES = {"f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16", 
 if "FAJIT_DTYPE_E4M3" in DTYPE:
     _DTYPE_ALIASES.update({"e4m3": "e4m3", "fp8": "e4m3", "float8_e4m3fn": "e4m3", "torch.float8_e4m3fn": "e4m3"})
 # canonical text, as fajit_config_format writes it: "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"
-# ("cw2" after the warps when col_warps > 1; "ov" / "pp" / "roll" when the sm_90a schedule flags are on)
+# ("cw2" after the warps when col_warps > 1; "ov" / "pp" / "roll" / "lpt" when the sm_90a schedule flags are on)
 _TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16|e4m3)((?:,kv=e4m3)?(?:,o=(?:f16|bf16))?)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
-                   r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?(\s+roll)?\s+(causal|noncausal)"
+                   r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?(\s+roll)?(\s+lpt)?\s+(causal|noncausal)"
                    r"((?:\s+(?:win|cap|sink|alibi|chunk))*)\s*$")
 # the attention variants' words after the mask, in fajit_config_format's order, and their FAJIT_MOD_* bits
 _MOD_WORDS = {"win": 1, "cap": 2, "sink": 4, "alibi": 8, "chunk": 16}
@@ -82,7 +82,7 @@ def _parse_text(text):
     arch = {v: k for k, v in ARCH_NAMES.items()}.get(m.group(1)) if m else None
     if not m or arch is None:
         raise ValueError(f"config {text!r}: expected the canonical form '<sm_80|sm_90a|sm_100a> <f16|bf16|e4m3>[,kv=e4m3][,o=<f16|bf16>] d<D> "
-                         "br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] [roll] <causal|noncausal> "
+                         "br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] [roll] [lpt] <causal|noncausal> "
                          "[win] [cap] [sink] [alibi] [chunk]'")
     c = Config_c()
     names = {v: k for k, v in DTYPE_NAMES.items()}
@@ -96,8 +96,9 @@ def _parse_text(text):
     c.warps, c.col_warps = int(m.group(9)), int(m.group(10) or 1)
     c.overlap, c.pingpong = (1 if m.group(11) else -1), (1 if m.group(12) else -1)
     c.roll = 1 if m.group(13) else 0  # written only when 1 (absent: 0, the default)
-    c.causal = int(m.group(14) == "causal")
-    words = m.group(15).split()
+    c.sched = 1 if m.group(14) else 0  # likewise (fajit.h: sched, the lpt schedule)
+    c.causal = int(m.group(15) == "causal")
+    words = m.group(16).split()
     if len(set(words)) != len(words):
         raise ValueError(f"config {text!r}: a variant word is repeated")
     c.mods = sum(_MOD_WORDS[w] for w in words)
