@@ -425,7 +425,11 @@ typedef struct fajit_attention_args {
      * context; shared by every forward of the context, so forwards that split on different streams at
      * once need workspaces of their own, and a forward that grows it must not be captured in a CUDA
      * graph). fajit_attention_workspace_size() gives the size a call needs (0 when it does not split; 256
-     * for a varlen call with the longest-first schedule, the default (FAJIT_VARLEN_SCHED=static turns it off), whose tile counter it holds). */
+     * for a varlen call with the longest-first schedule, the default (FAJIT_VARLEN_SCHED=static turns it off), whose tile counter it holds).
+     * The longest-first schedule's tile counter (varlen calls, and causal calls whose config has sched = 1) is
+     * this workspace when one is given, else a counter the context keeps for the call's stream: forwards on
+     * different streams never share one (the first lpt call on a stream allocates the context's counters if no
+     * stream has yet: not inside a CUDA graph capture; past 4096 streams a call needs its own workspace). */
     uint64_t workspace;
     size_t workspace_bytes;
     /* ---- read only when struct_size covers them (fajit_attention_args_init) ----

@@ -202,6 +202,11 @@ void fajit_context_destroy(fajit_context *ctx)
     int pushed = ctx->cu && ctx->workspace && fj_context_push(ctx) == FAJIT_OK;
     if (pushed) ctx->cu->cuMemFree(ctx->workspace);
     if (pushed) fj_context_pop(ctx);
+    if (ctx->cu && ctx->stream_counters && fj_context_push(ctx) == FAJIT_OK) {
+        ctx->cu->cuMemFree(ctx->stream_counters);
+        fj_context_pop(ctx);
+    }
+    free(ctx->counter_streams);
     if (ctx->cu) ctx->cu->cuDevicePrimaryCtxRelease(ctx->cu_device);
     for (fj_choice *c = ctx->choices, *next; c; c = next) {
         next = c->next;
@@ -269,6 +274,42 @@ void fj_context_note_get(fajit_context *ctx, char *buf, size_t size)
     pthread_mutex_lock(&ctx->lock);
     snprintf(buf, size, "%s", ctx->note);
     pthread_mutex_unlock(&ctx->lock);
+}
+
+/* ---------------------------------------------------------------------------------------------------
+ * The lpt schedule's tile counters, one per stream
+ * ------------------------------------------------------------------------------------------------- */
+fajit_status fj_context_stream_counter(fajit_context *ctx, void *stream, fj_CUdeviceptr *ptr_out)
+{
+    fajit_status st = FAJIT_OK;
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->stream_counters) {
+        fj_CUdeviceptr p = 0;
+        void **streams = calloc(FJ_STREAM_COUNTERS, sizeof *streams);
+        st = streams ? fj_context_push(ctx)
+                     : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "the lpt schedule's stream table (%d entries)", FJ_STREAM_COUNTERS);
+        if (st == FAJIT_OK) {
+            fj_CUresult rc = ctx->cu->cuMemAlloc(&p, FJ_STREAM_COUNTERS * sizeof(uint32_t));
+            fj_context_pop(ctx);
+            if (rc != FJ_CUDA_SUCCESS)
+                st = fj_fail_context(fj_cuda_fail(rc, "cuMemAlloc"), "the lpt schedule's tile counters (%zu bytes)",
+                                     FJ_STREAM_COUNTERS * sizeof(uint32_t));
+        }
+        if (st == FAJIT_OK) ctx->stream_counters = p, ctx->counter_streams = streams;
+        else free(streams);
+    }
+    int i = 0;
+    while (st == FAJIT_OK && i < ctx->counter_streams_used && ctx->counter_streams[i] != stream) i++;
+    if (st == FAJIT_OK && i == ctx->counter_streams_used) {
+        if (i < FJ_STREAM_COUNTERS) ctx->counter_streams[ctx->counter_streams_used++] = stream;
+        else
+            st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->stream = %p: the context keeps the lpt schedule's tile counters "
+                         "for %d streams and all are taken; pass args->workspace (256 bytes a call, its own per "
+                         "stream) or use fewer streams", stream, FJ_STREAM_COUNTERS);
+    }
+    if (st == FAJIT_OK) *ptr_out = ctx->stream_counters + (fj_CUdeviceptr)i * sizeof(uint32_t);
+    pthread_mutex_unlock(&ctx->lock);
+    return st;
 }
 
 /* ---------------------------------------------------------------------------------------------------

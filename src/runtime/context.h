@@ -115,6 +115,9 @@ struct fajit_context {
     int tuned_loaded;          /* the tune file has been read into `tuned` */
     fj_CUdeviceptr workspace;  /* split-KV partials of forwards without a workspace of their own (decode.c), */
     size_t workspace_bytes;    /* grown on demand under `lock`, freed with the context */
+    fj_CUdeviceptr stream_counters; /* the lpt schedule's tile counters (u32), one per stream (FJ_STREAM_COUNTERS), */
+    void **counter_streams;         /* and the stream holding each; both made on first need, under `lock` */
+    int counter_streams_used;
     int prebuilt;              /* the prebuilt source is asked: 1, unless $FAJIT_PREBUILT=0 when it was made */
     int jit_mode;              /* FJ_JIT_ASYNC, or FJ_JIT_SYNC ($FAJIT_JIT=sync when it was made) */
     char note[256];            /* the last thing a source refused (under `lock`; fj_context_note) */
@@ -134,6 +137,15 @@ fajit_status fj_kernel_get_variant(fajit_context *ctx, const fajit_config *cfg, 
 /* The context's workspace, grown to at least `bytes` (freeing the old one first: cuMemFree waits for the
  * device). Not stream-ordered: forwards on several streams that use it at once race (fajit.h). */
 fajit_status fj_context_workspace(fajit_context *ctx, size_t bytes, fj_CUdeviceptr *ptr_out);
+
+/* Streams a context keeps an lpt tile counter for (fj_context_stream_counter). */
+#define FJ_STREAM_COUNTERS 4096
+
+/* The lpt schedule's tile counter of `stream` (4 bytes of device memory that only launches on that stream use, so
+ * launches on different streams never share one; the launch zeroes it in the stream first). The first call on a new
+ * stream takes a free counter; past FJ_STREAM_COUNTERS streams, an error that asks for a workspace of the call's
+ * own. Not in a CUDA graph capture on first need (it allocates). */
+fajit_status fj_context_stream_counter(fajit_context *ctx, void *stream, fj_CUdeviceptr *ptr_out);
 
 /* Make the context's CUDA context current on this thread (push) / restore the previous one (pop). */
 fajit_status fj_context_push(const fajit_context *ctx);

@@ -177,6 +177,8 @@ static const sym_entry k_cuda_syms[] = {
     CU_SYM(cuMemsetD8, "cuMemsetD8_v2", NULL),
     CU_SYM(cuMemsetD32Async, "cuMemsetD32Async", NULL),
     CU_SYM(cuStreamSynchronize, "cuStreamSynchronize", NULL),
+    CU_SYM(cuStreamCreate, "cuStreamCreate", NULL),
+    CU_SYM(cuStreamDestroy, "cuStreamDestroy_v2", NULL),
     CU_SYM(cuEventCreate, "cuEventCreate", NULL),
     CU_SYM(cuEventDestroy, "cuEventDestroy_v2", NULL),
     CU_SYM(cuEventRecord, "cuEventRecord", NULL),

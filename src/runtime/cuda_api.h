@@ -54,6 +54,8 @@ typedef struct fj_cuda_api {
     fj_CUresult (*cuMemsetD8)(fj_CUdeviceptr dst, unsigned char value, size_t bytes);
     fj_CUresult (*cuMemsetD32Async)(fj_CUdeviceptr dst, unsigned value, size_t n, fj_CUstream stream);
     fj_CUresult (*cuStreamSynchronize)(fj_CUstream stream);
+    fj_CUresult (*cuStreamCreate)(fj_CUstream *stream, unsigned flags); /* (the tests' streams) */
+    fj_CUresult (*cuStreamDestroy)(fj_CUstream stream);
     fj_CUresult (*cuEventCreate)(fj_CUevent *ev, unsigned flags);
     fj_CUresult (*cuEventDestroy)(fj_CUevent ev);
     fj_CUresult (*cuEventRecord)(fj_CUevent ev, fj_CUstream stream);

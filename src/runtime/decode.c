@@ -544,7 +544,7 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
 fajit_status fj_lpt_counter(fajit_context *ctx, const fajit_attention_args *a, fj_fwd_params_tma *p)
 {
     fj_CUdeviceptr c = a->workspace_bytes >= FJ_LPT_WORKSPACE_BYTES ? a->workspace : 0;
-    fajit_status st = c ? FAJIT_OK : fj_context_workspace(ctx, FJ_LPT_WORKSPACE_BYTES, &c);
+    fajit_status st = c ? FAJIT_OK : fj_context_stream_counter(ctx, a->stream, &c); /* never another stream's */
     if (st != FAJIT_OK) return st;
     p->sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim);
     p->tile_count = c;
