@@ -4,7 +4,8 @@
  * no config is given and nothing was tuned.
  *
  *   forward  fj_config_fill_default for each dtype, head dim and mask over the sequence-length classes whose
- *            configs differ (the heuristic's rules: short queries, short causal D=64, long sequences)
+ *            configs differ (the heuristic's rules: short queries, short causal D=64, long sequences), causal
+ *            also with grouped-query heads (Hq 32 / Hkv 8: the lpt schedule at head dim <= 128)
  *   decode   the sm_80 path's variants of a decode step with GQA packing, with and without per-sequence lengths
  *            and split-KV (head dims 64, 128, 256; 16-bit and FP8 e4m3 K/V caches), and the combine kernel of
  *            every dtype and head dim
@@ -57,12 +58,13 @@ static void set_add(set_out *o, fajit_context *ctx, const fajit_config *cfg, uns
 
 static void set_forward(set_out *o, fajit_context *ctx, fajit_dtype dtype, int d, int causal)
 {
-    for (size_t s = 0; s < sizeof k_seqlens / sizeof k_seqlens[0]; s++) {
-        int n = k_seqlens[s];
-        fajit_shape shape = {1, 16, 16, n, n};
-        fajit_config cfg = {.dtype = dtype, .head_dim = d, .causal = causal};
-        if (fj_config_fill_default(ctx, n ? &shape : NULL, &cfg) == FAJIT_OK) set_add(o, ctx, &cfg, 0);
-    }
+    for (size_t s = 0; s < sizeof k_seqlens / sizeof k_seqlens[0]; s++)
+        for (int gqa = 0; gqa <= causal; gqa++) { /* causal grouped-query heads: the heuristic's lpt schedule */
+            int n = k_seqlens[s];
+            fajit_shape shape = {1, gqa ? 32 : 16, gqa ? 8 : 16, n, n};
+            fajit_config cfg = {.dtype = dtype, .head_dim = d, .causal = causal};
+            if (fj_config_fill_default(ctx, n ? &shape : NULL, &cfg) == FAJIT_OK) set_add(o, ctx, &cfg, 0);
+        }
 }
 
 /* A decode step: one query of 32 heads over 8 K/V heads, 4096 keys; the sm_80 path's kernel and its variants.
