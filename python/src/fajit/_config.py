@@ -179,8 +179,16 @@ def _shape(shape):
     return Shape_c(*(_count(v, f"shape[{i}]") for i, v in enumerate(shape)))
 
 
+def _sched(value):
+    """"lpt" / "static" / None -> 1 / -1 / 0 (fajit_config.sched; 0: the heuristic's pick when filled)."""
+    codes = {None: 0, "lpt": 1, "static": -1}
+    if value not in codes:
+        raise ValueError(f"sched: {value!r}: must be 'lpt', 'static' or None (pick)")
+    return codes[value]
+
+
 def _fields_c(*, head_dim=None, dtype=None, arch=None, causal=False, block_m=None, block_n=None, stages=None,
-              swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None, roll=None):
+              swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None, roll=None, sched=None):
     """A fajit_config of these fields, the others 0 (neither filled nor checked)."""
     if head_dim is None:
         raise ValueError("head_dim: required (64, 96, 128, 192 or 256), or pass a config's canonical text")
@@ -191,18 +199,19 @@ def _fields_c(*, head_dim=None, dtype=None, arch=None, causal=False, block_m=Non
     c.swizzle = -1 if swizzle == "none" else _count(swizzle, "swizzle")
     c.causal, c.overlap, c.pingpong = int(bool(causal)), _tri(overlap, "overlap"), _tri(pingpong, "pingpong")
     c.roll = _tri(roll, "roll")
+    c.sched = _sched(sched)
     return c
 
 
 def make_config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, block_m=None, block_n=None,
                 stages=None, swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None, roll=None,
-                shape=None, device=None, fill=True):
+                sched=None, shape=None, device=None, fill=True):
     """The Config these arguments describe, filled (fill=True) or only checked; see fajit.config."""
     if spec is not None:
         given = [n for n, x in (("head_dim", head_dim), ("dtype", dtype), ("arch", arch), ("block_m", block_m),
                                 ("block_n", block_n), ("stages", stages), ("swizzle", swizzle), ("warps", warps),
                                 ("col_warps", col_warps), ("overlap", overlap), ("pingpong", pingpong),
-                                ("roll", roll), ("shape", shape), ("device", device)) if x is not None] + (["causal"] if causal else [])
+                                ("roll", roll), ("sched", sched), ("shape", shape), ("device", device)) if x is not None] + (["causal"] if causal else [])
         if given:
             raise TypeError(f"config given as {spec!r}: the fields {', '.join(given)} must not be given with it")
         c = spec._c if isinstance(spec, Config) else _parse_text(spec) if isinstance(spec, str) else None
@@ -213,7 +222,7 @@ def make_config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False
         return Config(c)
     c = _fields_c(head_dim=head_dim, dtype=dtype, arch=arch, causal=causal, block_m=block_m, block_n=block_n,
                   stages=stages, swizzle=swizzle, warps=warps, col_warps=col_warps, overlap=overlap, pingpong=pingpong,
-                  roll=roll)
+                  roll=roll, sched=sched)
     if fill:
         dev = device_index(device)
         ctx = _lib.context(dev).handle if dev >= 0 else None
