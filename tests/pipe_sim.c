@@ -13,6 +13,10 @@
  *   st.shared; cp.async.bulk.tensor shared -> global, bulk commit_group / wait_group(.read): the O epilogue's staging
  *   tcgen05.alloc / dealloc / relinquish, ld / st / wait, mma / commit, fence::before / after_thread_sync    (tensor
  *       memory, sm_100a) its cells and allocation in pipe_tmem.c
+ *   atom.global.add.u32 / red.global.max.u32 (the lpt schedule's tile counter, sched.c): one counter for the run that
+ *       hands out tiles in order, at random skipping some (as if other CTAs took them); st.shared / ld.shared of the
+ *       schedule's slots (pipe_opts slot_off) keep and return their 4-byte values, a read checked like a wgmma's
+ *       against the writes that reached the reader
  * Ordering is tracked with vector clocks: one clock per warp and one per mbarrier (its completed TMA loads). A release
  * (an arrive, bar.arrive, bar.sync) carries the warp's clock; a wait that passes on phase k acquires what phase k
  * collected; a named barrier joins its participants. A read is early when the slot's last load has not completed or its
@@ -33,6 +37,8 @@
 
 #include "pipe_sim.h"
 #include "pipe_tmem.h"
+
+#include "codegen/sched.h"
 
 #define PS_W 16                  /* warps (512 threads) */
 #define PS_A (PS_W + MAX_BARS)   /* clocks: the warps, then each mbarrier's TMA completions */
@@ -122,6 +128,9 @@ typedef struct sim {
     nbar nb[PS_NBARS];
     uint64_t rng;
     tm_state tm;            /* sm_100a tensor memory */
+    uint32_t counter;       /* the lpt schedule's tile counter */
+    uint32_t slot_val[64];  /* the lpt slots' words (pipe_opts slot_off), */
+    int slot_warp[64], slot_stamp[64], slot_line[64]; /* and their last writer: its warp, its clock then, the line */
 } sim;
 
 const char *pipe_kind_name(int kind)
@@ -826,11 +835,85 @@ static int step_sync(sim *s, warp *x, const insn *in)
     return 1;
 }
 
+/* The shared address of in's memory operand `o` as lane 0 sees it, when it lies in the lpt slots: its word index
+ * (>= 0); -1 when it does not, or no slots; -2 when the address is unknown. */
+static int slot_word(sim *s, warp *x, const insn *in, int o)
+{
+    uint64_t v;
+    if (!s->o->slot_bytes || in->a[o].kind != O_MEM) return -1;
+    if (!sim_value(s->p, &x->t, s->w, &(operand){.kind = O_REG, .reg = in->a[o].reg}, &v)) return -2;
+    uint32_t addr = (uint32_t)(v + (uint64_t)in->a[o].imm);
+    if (addr < (uint32_t)s->o->slot_off || addr >= (uint32_t)(s->o->slot_off + s->o->slot_bytes)) return -1;
+    int word = (int)(addr - (uint32_t)s->o->slot_off) / 4;
+    return word < (int)(sizeof s->slot_val / sizeof s->slot_val[0]) ? word : -2;
+}
+
+/* The lpt schedule's instructions (see the file comment); 0 when in is none of them (or faulted: s->r says). */
+static int step_lpt(sim *s, warp *x, const insn *in, int *handled)
+{
+    const char *op = in->op;
+    int atom = strcmp(op, "atom.global.add.u32") == 0, red = strcmp(op, "red.global.max.u32") == 0;
+    int ld = strcmp(op, "ld.shared.u32") == 0, st = strcmp(op, "st.shared.u32") == 0;
+    *handled = 0;
+    if (!atom && !red && !ld && !st) return 1;
+    if (!s->o->slot_bytes && (atom || red))
+        return fault(s, PIPE_MODEL, "line %d: %s in a kernel run without lpt slots", in->line, op);
+    int word = ld ? slot_word(s, x, in, 1) : st ? slot_word(s, x, in, 0) : -1;
+    if ((ld || st) && word == -1) return 1; /* another shared word: not the schedule's */
+    if (word == -2) return fault(s, PIPE_MODEL, "line %d: %s at an address the simulator cannot work out", in->line, op);
+    int n = lanes(s, x, in);
+    if (n < 0) return 0;
+    if (st) return 1; /* step_sync's st.shared follows the write; its value is kept after it (step) */
+    *handled = 1;
+    if (!n) {
+        x->t.pc++;
+        if (x->lockstep) x->u.pc = x->t.pc;
+        return 1;
+    }
+    if ((atom || red) && n > 1)
+        return fault(s, PIPE_MODEL, "line %d: %s by a whole warp (the counter takes one fetch a producer)", in->line, op);
+    uint64_t v = 0;
+    if (atom) {
+        v = s->counter;
+        s->counter += 1 + (rnd(s, 3) == 0); /* now and then a tile another CTA took */
+    } else if (red) {
+        if (!sim_value(s->p, &x->t, s->w, &in->a[1], &v))
+            return fault(s, PIPE_MODEL, "line %d: red.max of an unknown value", in->line);
+        if ((uint32_t)v > s->counter) s->counter = (uint32_t)v;
+    } else {
+        int u = s->slot_warp[word], w = (int)(x - s->wp);
+        if (s->slot_stamp[word] && u != w && s->slot_stamp[word] > x->vc.c[u]) /* word by word: the slots share a chunk */
+            return fault(s, PIPE_EARLY_READ, "line %d: warp %d's ld.shared of lpt slot word %d before warp %d's st.shared "
+                                             "into it (line %d) reached it",
+                         in->line, w, word, u, s->slot_line[word]);
+        v = s->slot_val[word];
+    }
+    if (!red) {
+        sim_set(&x->t, &in->a[0], v, 1);
+        if (x->lockstep && n == 32) sim_set(&x->u, &in->a[0], v, 1);
+    }
+    x->t.pc++;
+    if (x->lockstep) x->u.pc = x->t.pc;
+    return 1;
+}
+
 static int step(sim *s, warp *x)
 {
     const insn *in = &s->p->v[x->t.pc];
-    int tm_addr = tm_address_load(s, x, in), lock = x->lockstep;
+    int tm_addr = tm_address_load(s, x, in), lock = x->lockstep, handled = 0;
+    int word = s->o->slot_bytes && strcmp(in->op, "st.shared.u32") == 0 ? slot_word(s, x, in, 0) : -1;
+    uint64_t stored = 0;
+    int known = word >= 0 && sim_guard(&x->t, in) == 1 && sim_value(s->p, &x->t, s->w, &in->a[1], &stored);
+    if (!step_lpt(s, x, in, &handled)) return 0;
+    if (handled) return 1;
     int ok = is_sync(in->op) ? step_sync(s, x, in) : step_plain(s, x, in);
+    if (ok && known) {
+        int w = (int)(x - s->wp);
+        s->slot_val[word] = (uint32_t)stored;
+        s->slot_warp[word] = w, s->slot_stamp[word] = x->vc.c[w], s->slot_line[word] = in->line;
+    }
+    else if (ok && word >= 0 && sim_guard(&x->t, in) != 0)
+        return fault(s, PIPE_MODEL, "line %d: an lpt slot written with a value the simulator does not know", in->line);
     if (ok && tm_addr) {
         sim_set(&x->t, &in->a[0], TM_BASE, 1);
         if (lock) sim_set(&x->u, &in->a[0], TM_BASE, 1);
@@ -912,11 +995,14 @@ world *pipe_world_dense(const fj_plan *pl, const fajit_attention_args *a, unsign
     assert_non_null(w);
     int sw = pl->cfg.swizzle;
     fj_forward_params_tma(a, pl, &w->tprm.tma);
+    if (pl->lpt) /* as fj_lpt_counter sets it (the counter's address is not read: the simulator keeps it) */
+        w->tprm.tma.sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim);
     if (pl->cfg.mods) w->pblk = fj_variant_params(pl, a, &w->tprm.tma, sizeof w->tprm.tma, &w->blk);
     w->ws = 1, w->cta_b = -1, w->box = w->block_n = pl->cfg.block_n, w->q_box_bytes = pl->cfg.block_m * sw;
     *o = (pipe_opts){.nctaid = nctaid, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),
                      .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),
-                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * sw, .o_box_bytes = 64 * sw};
+                     .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * sw, .o_box_bytes = 64 * sw,
+                     .slot_off = pl->lpt ? pl->sched_off : 0, .slot_bytes = pl->lpt ? FJ_SCHED_SLOT_BYTES * FJ_SCHED_SLOTS : 0};
     return w;
 }
 

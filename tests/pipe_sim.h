@@ -39,6 +39,9 @@ typedef struct pipe_opts {
     /* FP8: the Vt ring (plan.vt_off, stages of plan.kv_tile_bytes), boxes written by the transposers' stmatrix and
      * read by wgmma; 0 stages = none */
     int vt_off, vt_bytes, vt_stages;
+    /* the lpt schedule (plan.lpt): its work-tile slots [slot_off, slot_off + slot_bytes) in shared memory, whose
+     * 4-byte words the simulator keeps the values of; 0 bytes = a static schedule */
+    int slot_off, slot_bytes;
     long max_steps;          /* instructions over all warps (0: 50M) */
 } pipe_opts;
 

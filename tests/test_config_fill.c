@@ -264,8 +264,12 @@ static void test_sched_field(void **state)
     assert_int_equal(p.lpt, 1);
     fj_plan_format(&p, back, sizeof back);
     assert_null(strstr(back, "causalsched")); /* the config's text says it */
-    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_VARLEN, &p), FAJIT_ERR_INVALID_CONFIG);
-    assert_non_null(strstr(fajit_errmsg(), "sched = 1 (lpt) with a decode or varlen variant"));
+    fajit_config vc = c;
+    vc.block_n = 64; /* (bc128 has no registers for varlen's) */
+    assert_int_equal(fj_plan_build_variant(&vc, FJ_VARIANT_VARLEN, &p), FAJIT_OK); /* the variant's own schedule */
+    assert_int_equal(p.lpt, 0);
+    fj_plan_format(&p, back, sizeof back);
+    assert_null(strstr(back, "lpt"));
     fajit_config bad = c;
     bad.causal = 0;
     expect_sched_refused(bad, "sched = 1 (lpt) with a non-causal mask");

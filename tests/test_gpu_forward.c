@@ -358,8 +358,8 @@ static int gpu_ref_one(const gpu_case *c, uint64_t seed)
     return pass;
 }
 
-/* Causal GQA forwards take the lpt schedule (the heuristic's sched = 1), whose tile counter the context keeps per
- * stream: forwards on two streams at once, each with inputs of its own, the output poisoned (NaN) first, must each
+/* Causal GQA forwards with the lpt schedule (config sched = 1, filled for the shape as the heuristic fills it at
+ * Nq >= 4096), whose tile counter the context keeps per stream: forwards on two streams at once, each with inputs of its own, the output poisoned (NaN) first, must each
  * match the GPU reference (rel L2 <= 1e-2, LSE within 1e-2; a counter shared between the streams hands tiles of one
  * launch to the other's CTAs and leaves NaN rows). The same stream gets the same counter, another stream another. */
 static void test_lpt_streams(void **state)
@@ -395,13 +395,16 @@ static void test_lpt_streams(void **state)
         a[i].q = dq[i], a[i].k = dk[i], a[i].v = dv[i], a[i].o = dout[i], a[i].lse = dlse[i], a[i].stream = s[i];
     }
     fj_context_pop(g_ctx);
+    fajit_shape shape = {B, HQ, HKV, N, N};
+    fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = D, .causal = 1, .sched = 1};
+    assert_int_equal(fajit_config_fill(g_ctx, &shape, &cfg), FAJIT_OK);
     assert_int_equal(fj_context_stream_counter(g_ctx, s[0], &c0), FAJIT_OK);
     assert_int_equal(fj_context_stream_counter(g_ctx, s[1], &c1), FAJIT_OK);
     assert_int_equal(fj_context_stream_counter(g_ctx, s[0], &c2), FAJIT_OK);
     assert_true(c0 != c1 && c0 == c2);
     for (int r = 0; r < REPS; r++)
         for (int i = 0; i < NS; i++) {
-            assert_int_equal(fajit_attention_forward(g_ctx, &a[i], NULL), FAJIT_OK);
+            assert_int_equal(fajit_attention_forward(g_ctx, &a[i], &cfg), FAJIT_OK);
             if (!strstr(fajit_last_forward(), " lpt causal")) fail_msg("not an lpt kernel: %s", fajit_last_forward());
         }
     int failures = 0;

@@ -392,10 +392,11 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     /* before the plan: a one-stage tile breaks this rule whatever else it breaks */
     if ((variant & FJ_VARIANT_AHEAD) && cfg->stages < 2)
         return CFG_FAIL("stages = %d: pages read ahead (decode variant ahead) need 2+ stages", cfg->stages);
-    if (variant && cfg->sched == 1)
-        return CFG_FAIL("sched = 1 (lpt) with a decode or varlen variant (0x%x): the variant's schedule is its own "
-                        "(varlen: FAJIT_VARLEN_SCHED); use sched 0", variant);
-    fajit_status st = variant ? plan_core(cfg, p) : fj_plan_build(cfg, p);
+    /* a decode or varlen variant's schedule is its own (its FJ_VARIANT_LPT bit, FAJIT_VARLEN_SCHED), whatever the
+     * config's sched says (fajit.h): planned, and named, as sched 0 */
+    fajit_config own = *cfg;
+    if (variant) own.sched = 0;
+    fajit_status st = variant ? plan_core(&own, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */
     if (p->fp8)
