@@ -279,9 +279,14 @@ void fj_context_note_get(fajit_context *ctx, char *buf, size_t size)
 /* ---------------------------------------------------------------------------------------------------
  * The lpt schedule's tile counters, one per stream
  * ------------------------------------------------------------------------------------------------- */
+/* CU_STREAM_PER_THREAD: one handle, a stream of each thread's own; keyed by the thread instead */
+#define FJ_STREAM_PER_THREAD ((void *)0x2)
+static _Thread_local char t_stream_key;
+
 fajit_status fj_context_stream_counter(fajit_context *ctx, void *stream, fj_CUdeviceptr *ptr_out)
 {
     fajit_status st = FAJIT_OK;
+    if (stream == FJ_STREAM_PER_THREAD) stream = &t_stream_key;
     pthread_mutex_lock(&ctx->lock);
     if (!ctx->stream_counters) {
         fj_CUdeviceptr p = 0;

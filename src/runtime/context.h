@@ -142,7 +142,8 @@ fajit_status fj_context_workspace(fajit_context *ctx, size_t bytes, fj_CUdevicep
 #define FJ_STREAM_COUNTERS 4096
 
 /* The lpt schedule's tile counter of `stream` (4 bytes of device memory that only launches on that stream use, so
- * launches on different streams never share one; the launch zeroes it in the stream first). The first call on a new
+ * launches on different streams never share one; the launch zeroes it in the stream first; the per-thread default
+ * stream handle counts as one stream per thread). The first call on a new
  * stream takes a free counter; past FJ_STREAM_COUNTERS streams, an error that asks for a workspace of the call's
  * own. Not in a CUDA graph capture on first need (it allocates). */
 fajit_status fj_context_stream_counter(fajit_context *ctx, void *stream, fj_CUdeviceptr *ptr_out);
