@@ -247,6 +247,15 @@ static void test_sched_field(void **state)
     assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, FAJIT_MOD_WINDOW, 64, 8), 0);   /* window */
     assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_E4M3, 64, 1, 0, 64, 8), 0);                  /* FP8 */
     assert_int_equal(heuristic_sched(FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8), 0);      /* sm_80 */
+    fajit_shape long_gqa = {1, 64, 8, 8192, 8192};
+    fajit_config kv8 = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .kv_dtype = FAJIT_DTYPE_E4M3, .head_dim = 128,
+                        .causal = 1};
+    fj_config_heuristic(&kv8, &kv8, &long_gqa, 0);
+    assert_int_equal(kv8.sched, 0); /* an FP8 K/V cache */
+    fajit_shape short_gqa = {1, 64, 8, 2048, 8192};
+    fajit_config sq = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1};
+    fj_config_heuristic(&sq, &sq, &short_gqa, 0);
+    assert_int_equal(sq.sched, 0); /* queries shorter than 4096: not measured */
     fajit_shape shape = {1, 64, 8, 8192, 8192};
     fajit_config c = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1, .mods = FAJIT_MOD_SINKS};
     fj_config_heuristic(&c, &c, &shape, 0);
