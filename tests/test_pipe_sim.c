@@ -553,7 +553,7 @@ static void test_rolled(void **state)
  * skipping one as if another CTA took it, and keeps the slots' values. Every causal default, 1-3 consumer warpgroups,
  * ping-pong and overlap on and off, rolled and not, 2-4 stages, the lengths' edges (one KV tile, Nq > Nk with work
  * tiles that see no key, Nq < Nk), sinks and softcap - no fault. (The hang of session 7, the one-ahead fetch landing in
- * the Q round's register, deadlocks here on every case.) */
+ * the Q round's register, is reported here as a deadlock: checked on the first default.) */
 static void test_lpt(void **state)
 {
     (void)state;
