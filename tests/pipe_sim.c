@@ -853,17 +853,16 @@ static int step_lpt(sim *s, warp *x, const insn *in, int *handled)
 {
     const char *op = in->op;
     int atom = strcmp(op, "atom.global.add.u32") == 0, red = strcmp(op, "red.global.max.u32") == 0;
-    int ld = strcmp(op, "ld.shared.u32") == 0, st = strcmp(op, "st.shared.u32") == 0;
+    int ld = strcmp(op, "ld.shared.u32") == 0;
     *handled = 0;
-    if (!atom && !red && !ld && !st) return 1;
+    if (!atom && !red && !ld) return 1; /* (a slot's st.shared: do_st_shared, its value kept by step) */
     if (!s->o->slot_bytes && (atom || red))
         return fault(s, PIPE_MODEL, "line %d: %s in a kernel run without lpt slots", in->line, op);
-    int word = ld ? slot_word(s, x, in, 1) : st ? slot_word(s, x, in, 0) : -1;
-    if ((ld || st) && word == -1) return 1; /* another shared word: not the schedule's */
+    int word = ld ? slot_word(s, x, in, 1) : -1;
+    if (ld && word == -1) return 1; /* another shared word: not the schedule's */
     if (word == -2) return fault(s, PIPE_MODEL, "line %d: %s at an address the simulator cannot work out", in->line, op);
     int n = lanes(s, x, in);
     if (n < 0) return 0;
-    if (st) return 1; /* step_sync's st.shared follows the write; its value is kept after it (step) */
     *handled = 1;
     if (!n) {
         x->t.pc++;

@@ -259,6 +259,9 @@ void fj_config_overlay(fajit_config *dst, const fajit_config *src);
 int fj_config_parse_mods(const char *text, int *mods);
 /* K/V's and O's dtype of a config (kv_dtype / out_dtype, 0 = the default: dtype; O of an E4M3 config BF16). */
 fajit_dtype fj_config_kv_dtype(const fajit_config *c);
+/* Whether c's work tiles can take the lpt schedule (config sched = 1, FAJIT_CAUSAL_SCHED=lpt): causal, BF16 / F16 Q
+ * and K/V, no window or chunk (whose tiles cost alike). The heuristic's rule and the sm_90a plan's share it. */
+int fj_config_lpt_can(const fajit_config *c);
 fajit_dtype fj_config_out_dtype(const fajit_config *c);
 /* The canonical text's dtype word ("bf16", "e4m3,o=f16", "bf16,kv=e4m3") into c's dtype, kv_dtype, out_dtype
  * (0 where the word has no part for it). 0, or -1 when the word is not in that form. */

@@ -301,11 +301,15 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     /* The lpt schedule for grouped-query causal shapes at head_dim <= 128 (H100, 2026-11-27, bench/lean_ab.sh
      * KNOB=FAJIT_CAUSAL_SCHED: 1.04-1.07x at Hq/Hkv 4-32, N 8k; 1.00-1.01x at N4k / N16k; multi-head 0.92-0.99x,
      * head_dim 256 0.83-0.96x, Hq/Hkv 2 1.00x: static stays there; queries shorter than 4096 not measured: static) */
-    if (!c->sched && shape && shape->seqlen_q >= 4096 && c->causal && c->dtype != FAJIT_DTYPE_E4M3 &&
-        c->kv_dtype != FAJIT_DTYPE_E4M3 && c->head_dim <= 128 &&
-        !(c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK)) && shape->heads_kv > 0 &&
-        shape->heads_q % shape->heads_kv == 0 && shape->heads_q >= 4 * shape->heads_kv)
+    if (!c->sched && shape && shape->seqlen_q >= 4096 && c->head_dim <= 128 && fj_config_lpt_can(c) &&
+        shape->heads_kv > 0 && shape->heads_q % shape->heads_kv == 0 && shape->heads_q >= 4 * shape->heads_kv)
         c->sched = 1;
+}
+
+int fj_config_lpt_can(const fajit_config *c)
+{
+    return c->causal && c->dtype != FAJIT_DTYPE_E4M3 && fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3 &&
+           !(c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK));
 }
 
 /* The smem map multiplies the tile fields in int: only sizes a rule could accept are mapped (fuzz_config

@@ -201,7 +201,7 @@ fajit_status fj_causal_sched_parse(const char *value, int *lpt)
  * FAJIT_CAUSAL_SCHED=lpt for every plan that can take it */
 static fajit_status plan_causal_sched(fj_plan *p)
 {
-    int lpt, can = p->cfg.causal && !p->fp8 && !p->kv8 && !fj_mods_local(p);
+    int lpt, can = fj_config_lpt_can(&p->cfg);
     fajit_status st = fj_causal_sched_parse(getenv("FAJIT_CAUSAL_SCHED"), &lpt);
     if (st != FAJIT_OK) return st;
     if (p->cfg.sched == 1 && !can)

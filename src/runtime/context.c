@@ -199,13 +199,10 @@ void fajit_context_destroy(fajit_context *ctx)
     if (!ctx) return;
     fj_jit_stop(ctx); /* first: the worker may be loading a kernel into the list */
     fj_store_free_all(ctx);
-    int pushed = ctx->cu && ctx->workspace && fj_context_push(ctx) == FAJIT_OK;
-    if (pushed) ctx->cu->cuMemFree(ctx->workspace);
+    int pushed = ctx->cu && (ctx->workspace || ctx->stream_counters) && fj_context_push(ctx) == FAJIT_OK;
+    if (pushed && ctx->workspace) ctx->cu->cuMemFree(ctx->workspace);
+    if (pushed && ctx->stream_counters) ctx->cu->cuMemFree(ctx->stream_counters);
     if (pushed) fj_context_pop(ctx);
-    if (ctx->cu && ctx->stream_counters && fj_context_push(ctx) == FAJIT_OK) {
-        ctx->cu->cuMemFree(ctx->stream_counters);
-        fj_context_pop(ctx);
-    }
     free(ctx->counter_streams);
     if (ctx->cu) ctx->cu->cuDevicePrimaryCtxRelease(ctx->cu_device);
     for (fj_choice *c = ctx->choices, *next; c; c = next) {

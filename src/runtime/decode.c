@@ -528,7 +528,6 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     /* the sm_90a kernel's only (it has the persistent loop), and not with seqused_k, pages or d256 (plan.c) */
     if (vl && ctx->varlen_lpt && !a->seqlens_k && !page && a->head_dim <= 192) v |= FJ_VARIANT_LPT;
     c->cfg = k->plan.cfg;
-    c->cfg.sched = 0; /* the variant's schedule is its own bit's (FJ_VARIANT_LPT), not the plain kernel's */
     while (c->cfg.block_n >= 16 &&
            (!fj_ws_page_fits(page, c->cfg.block_n) || fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK))
         c->cfg.block_n -= 16;
