@@ -24,7 +24,7 @@ t_build=$SECONDS
 labels=${FAJIT_SANITIZE_LABELS:-unit|ptxas}
 step "tests labelled $labels under ASan + UBSan"
 status=0
-ctest --test-dir build-san --output-on-failure -L "$labels" || status=1
+ctest --test-dir build-san --output-on-failure -j "${FAJIT_TEST_JOBS:-$(nproc)}" -L "$labels" || status=1
 t_tests=$((SECONDS - t_build))
 
 step "fuzz targets, ${FAJIT_FUZZ_SECONDS:-60} s each"

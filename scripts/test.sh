@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build
 cmake --build build -j "${FAJIT_JOBS:-$(nproc)}"
 status=0
-ctest --test-dir build --output-on-failure "$@" || status=$?
+ctest --test-dir build --output-on-failure -j "${FAJIT_TEST_JOBS:-$(nproc)}" "$@" || status=$?
 
 # Tests print "SKIP: <reason>" (test_support.h); name the test each came from.
 log=build/Testing/Temporary/LastTest.log
