@@ -18,7 +18,7 @@
 ab_out=
 ab_build_all() {
     ab_out=$1
-    local targets=$2 jobs spec name
+    local targets=$2 jobs spec name pids=()
     shift 2
     mkdir -p "$ab_out"
     jobs=$(( $(nproc) / 4 )); [ "$jobs" -ge 1 ] || jobs=1
@@ -28,8 +28,10 @@ ab_build_all() {
               -DFAJIT_INSTALL=OFF -DCMAKE_C_FLAGS="${spec#*=}" >"$ab_out/build-$name.log" 2>&1 &&
           # shellcheck disable=SC2086 # targets are words
           cmake --build "$ab_out/build-$name" -j"$jobs" --target $targets >>"$ab_out/build-$name.log" 2>&1 ) &
+        pids+=($!)
     done
-    wait
+    # these builds only: a bare `wait` also waits for the caller's process substitutions (exec > >(tee ...))
+    wait "${pids[@]}"
     for spec in "$@"; do
         name=${spec%%=*}
         [ -x "$ab_out/build-$name/tools/fagen/fagen" ] || { echo "ab_builds: build $name failed ($ab_out/build-$name.log)"; return 2; }

@@ -17,7 +17,9 @@
  * Assignment. A u32 counter in global memory (fj_fwd_params_tma.tile_count, zeroed in the launch's stream before
  * each launch; no host sync, capture-safe) hands out the tiles: the producer thread takes the next index with
  * atom.add; an index inside an empty run moves the counter past the run for every CTA (atom.max) and takes again.
- * It takes each tile's successor while the tile's loads run (one tile ahead), then writes the tile's index into
+ * It claims each tile's successor once the tile's last K/V load is issued (ws_frame.c fj_ws_next_round: the ring's
+ * depth before the consumers finish the tile, so the atom and the next Q load are hidden, while a CTA holds a claimed
+ * tile for no longer than that), then writes the tile's index into
  * slot round % FJ_SCHED_SLOTS of shared memory (plan.sched_off) before it arrives on the tile's Q full barrier;
  * the consumers read it after their Q full wait (mbarrier release / acquire). With no tile left the producer
  * writes FJ_SCHED_NONE and arrives on Q full without a load; the consumers leave.

@@ -51,6 +51,7 @@ typedef struct sm_tile {
     fj_reg_t m0, h, b, hkv;        /* u32: k->m0, k->h, k->b, k->hkv */
     fj_reg_t n;                    /* s32: its KV tiles (>= 1) */
     fj_reg_t it;                   /* u32: KV tiles this role has gone through before this work tile */
+    int what;                      /* the role's FJ_WS_* flags (tile_begin's) */
     char top[48], end[48];
 } sm_tile;
 
@@ -89,7 +90,7 @@ static void tile_begin(fj_kctx *k, fj_ws_loop *l, sm_tile *t, const char *role, 
     fj_emit *e = k->e;
     char stem[32];
     t->round = l->round, t->m0 = k->m0, t->h = k->h, t->b = k->b, t->hkv = k->hkv;
-    t->it = r32(k), t->n = r32(k);
+    t->it = r32(k), t->n = r32(k), t->what = what;
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(t->it));
     fj_ws_sched_start(k, l, what);
@@ -105,7 +106,7 @@ static void tile_begin(fj_kctx *k, fj_ws_loop *l, sm_tile *t, const char *role, 
 static void tile_next(fj_kctx *k, fj_ws_loop *l, sm_tile *t)
 {
     fj_ins(k->e, "add.u32 %s, %s, %s", R(t->it), R(t->it), R(t->n));
-    fj_ws_next_round(k, l, 0);
+    fj_ws_next_round(k, l, t->what);
     fj_ins(k->e, "bra.uni %s", t->top);
     fj_label(k->e, t->end);
 }

@@ -464,7 +464,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     }
     ring_exits(k, l, done_at, l->next_tile);
     fj_label(e, l->next_tile);
-    fj_ws_next_round(k, l, 0);
+    fj_ws_next_round(k, l, what);
     fj_ins(e, "bra.uni %s", top);
     fj_ws_tile_loop_end(k, l, what, "$L_exit");
 }
@@ -880,7 +880,7 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     fj_ws_decode_tile(k, l, FJ_WS_DECODE_HEADS);
     if (p->fp8) fj_fp8_emit_o_scale(k);
     fj_emit_epilogue(k);
-    fj_ws_next_round(k, l, p->pingpong);
+    fj_ws_next_round(k, l, p->pingpong ? FJ_WS_TILE_LAST : 0);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, "$L_consumer_exit");
     if (!fj_ws_sched_static(p) && p->pingpong) {

@@ -312,26 +312,34 @@ static void varlen_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int last
     fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(l->last), R(t), R(n));
 }
 
-/* After a work tile: its round done, on to the next schedule round (ping-pong consumers: the one found ahead). */
-void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int ahead)
+/* After a work tile: its round done, on to the next schedule round (ping-pong consumers: the one found ahead). LPT,
+ * the producer: the next tile is claimed here, after the last K/V load of this one is issued (the ring's depth of KV
+ * tiles before the consumers finish it: time for the atom and the next Q load). Claimed in the loop head instead -
+ * a whole work tile before the CTA can start it - the order was longest-first in name only: a CTA that had just
+ * begun a long tile also held the next one, and the kernel's tail was no better balanced than the static schedule's
+ * (session 9 on the H100, ncu: the busiest SM 7.6% above the mean at D128 N4k causal MHA, 21% at D256; static 3.4%
+ * and 3.9%). */
+void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int what)
 {
     fj_ins(k->e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
+    if (lpt(k->p) && (what & FJ_WS_TILE_PRODUCER)) {
+        fj_comment(k->e, 1, "lpt: claim the next tile now that this one's loads are issued");
+        fj_sched_emit_fetch(k, l->sched_next);
+    }
     if (!(k->p->variant & FJ_VARIANT_VARLEN) || lpt(k->p)) return;
-    if (ahead) fj_ins(k->e, "mov.u32 %s, %s", R(l->sched), R(l->sched_next));
+    if (what & FJ_WS_TILE_LAST) fj_ins(k->e, "mov.u32 %s, %s", R(l->sched), R(l->sched_next));
     else fj_ins(k->e, "add.u32 %s, %s, 1", R(l->sched), R(l->sched));
 }
 
 /* ---- the dynamic longest-first schedule (LPT, sched.c) ----------------------------------------------------------
- * The producer takes the tile fetched a tile ahead (l->sched_next) past the empty runs and fetches the next; the other
+ * The producer takes the tile it claimed at the end of the last one (l->sched_next) past the empty runs; the other
  * roles wait for the round's Q (full) and read the tile the producer left in its slot (FJ_SCHED_NONE, >= n: none). */
 static void lpt_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int producer)
 {
     if (producer) {
         fj_ins(k->e, "mov.u32 %s, %s", R(l->tile), R(l->sched_next));
         fj_sched_emit_resolve(k, l->tile, n);
-        fj_comment(k->e, 1, "lpt: the next tile's index, taken while this one's loads run");
-        fj_sched_emit_fetch(k, l->sched_next);
-        return;
+        return; /* the next one is claimed at the end of this one (fj_ws_next_round) */
     }
     q_round(k, l);
     fj_comment(k->e, 1, "lpt: wait for this work tile's Q, then read which tile it is");

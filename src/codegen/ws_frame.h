@@ -73,8 +73,10 @@ void fj_ws_tile_again(fj_kctx *k, fj_ws_loop *l);
 /* pr = this CTA runs a work tile at all (t, l->n_end: scratch); LPT, not known before the producer takes one: pr = 1
  * and l->last = 0. */
 void fj_ws_cta_has_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t t, fj_reg_t pr);
-/* After a work tile: on to the next round (ahead: ping-pong consumers took the next one's schedule round). */
-void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int ahead);
+/* After a work tile: on to the next round. what: FJ_WS_TILE_LAST for ping-pong consumers (they took the next one's
+ * schedule round ahead); FJ_WS_TILE_PRODUCER for the role that loads (LPT: it claims the next tile now, when this
+ * tile's loads are all issued). */
+void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int what);
 /* VARLEN: from schedule round `sched` on (in place), the next tile not past its sequence's end (or >= n). */
 void fj_ws_varlen_skip(fj_kctx *k, fj_reg_t sched, fj_reg_t tile, fj_reg_t n);
 /* The KV tile order (plan.kv_desc; ws_frame.c): j = the first tile walked (ascending 0 or kv_first, descending
