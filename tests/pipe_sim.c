@@ -995,7 +995,8 @@ world *pipe_world_dense(const fj_plan *pl, const fajit_attention_args *a, unsign
     int sw = pl->cfg.swizzle;
     fj_forward_params_tma(a, pl, &w->tprm.tma);
     if (pl->lpt) /* as fj_lpt_counter sets it (the counter's address is not read: the simulator keeps it) */
-        w->tprm.tma.sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim);
+        w->tprm.tma.sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim,
+                                                                   w->tprm.tma.n_mblocks, nctaid);
     if (pl->cfg.mods) w->pblk = fj_variant_params(pl, a, &w->tprm.tma, sizeof w->tprm.tma, &w->blk);
     w->ws = 1, w->cta_b = -1, w->box = w->block_n = pl->cfg.block_n, w->q_box_bytes = pl->cfg.block_m * sw;
     *o = (pipe_opts){.nctaid = nctaid, .threads = pl->threads, .q_map_off = offsetof(fj_fwd_params_tma, tmap_q),

@@ -22,16 +22,27 @@ static void test_section_heads(void **state)
 {
     (void)state;
     /* 5301 keys of d128: 2.7 MB of K and V per KV head, 2 in 8 MB; x group 4 */
-    assert_int_equal(fj_sched_section_heads(32, 8, 5301, 128), 8);
-    assert_int_equal(fj_sched_section_heads(32, 32, 1024, 64), 16);   /* short: 16 KV heads at most */
-    assert_int_equal(fj_sched_section_heads(8, 8, 1024, 64), 8);      /* never more than heads_q */
-    assert_int_equal(fj_sched_section_heads(64, 8, 1 << 20, 256), 8); /* one KV head when none fits: its group */
-    assert_int_equal(fj_sched_section_heads(12, 4, 8192, 128), 6);    /* 2 KV heads x 3 */
+    /* (64 query blocks and a grid of 1 CTA: the L2 budget alone) */
+    assert_int_equal(fj_sched_section_heads(32, 8, 5301, 128, 64, 1), 8);
+    assert_int_equal(fj_sched_section_heads(32, 32, 1024, 64, 64, 1), 16);   /* short: 16 KV heads at most */
+    assert_int_equal(fj_sched_section_heads(8, 8, 1024, 64, 64, 1), 8);      /* never more than heads_q */
+    assert_int_equal(fj_sched_section_heads(64, 8, 1 << 20, 256, 64, 1), 8); /* one KV head when none fits: its group */
+    assert_int_equal(fj_sched_section_heads(12, 4, 8192, 128, 64, 1), 6);    /* 2 KV heads x 3 */
+    /* a section holds at least the grid's tiles: D256 N4k MHA (4 MB a head: 2 in the budget) of 32 blocks on 132
+     * CTAs takes 8 heads (256 tiles), D128 N16k (8 MB: 1) of 128 blocks 2; never past every head */
+    assert_int_equal(fj_sched_section_heads(8, 8, 4096, 256, 32, 132), 8);
+    assert_int_equal(fj_sched_section_heads(16, 16, 4096, 256, 32, 132), 8);
+    assert_int_equal(fj_sched_section_heads(16, 16, 16384, 128, 128, 132), 2);
+    assert_int_equal(fj_sched_section_heads(16, 16, 16384, 128, 128, 128), 1);
+    assert_int_equal(fj_sched_section_heads(4, 4, 4096, 256, 32, 1000), 4);
+    assert_int_equal(fj_sched_section_heads(64, 8, 8192, 64, 43, 132), 32); /* GQA: the budget's 4 KV heads suffice */
     for (int hkv = 1; hkv <= 16; hkv++)
-        for (int g = 1; g <= 8; g++) {
-            int s = fj_sched_section_heads(hkv * g, hkv, 3000, 128);
-            assert_true(s >= g && s <= hkv * g && s % g == 0);
-        }
+        for (int g = 1; g <= 8; g++)
+            for (unsigned ctas = 1; ctas <= 1024; ctas *= 4) {
+                int s = fj_sched_section_heads(hkv * g, hkv, 3000, 128, 24, ctas);
+                assert_true(s >= g && s <= hkv * g && s % g == 0);
+                assert_true(s == hkv * g || (unsigned)s * 24 >= ctas);
+            }
 }
 
 /* The order: every (b, h, mb) once; within a section mb does not increase with t, and the heads of a block step

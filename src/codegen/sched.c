@@ -15,14 +15,16 @@ _Static_assert((FJ_SCHED_SLOTS & (FJ_SCHED_SLOTS - 1)) == 0, "the slot of a roun
 
 /* ---- host -------------------------------------------------------------------------------------------------------- */
 
-int fj_sched_section_heads(int heads_q, int heads_kv, int seqlen_k, int head_dim)
+int fj_sched_section_heads(int heads_q, int heads_kv, int seqlen_k, int head_dim, unsigned n_mblocks, unsigned ctas)
 {
     if (heads_q < 1 || heads_kv < 1 || heads_q % heads_kv) return heads_q > 0 ? heads_q : 1;
     long long one = 4LL * (seqlen_k > 0 ? seqlen_k : 1) * (head_dim > 0 ? head_dim : 1); /* K and V, 2 bytes */
+    long long group = heads_q / heads_kv;
     int kv = 16;
     while (kv > 1 && kv * one > FJ_SCHED_L2_BYTES) kv /= 2;
+    while (kv < heads_kv && kv * group * n_mblocks < ctas) kv *= 2; /* a section at least the grid's tiles */
     if (kv > heads_kv) kv = heads_kv;
-    return kv * (heads_q / heads_kv);
+    return kv * (int)group;
 }
 
 void fj_sched_tile(unsigned t, unsigned n_mblocks, unsigned heads_q, unsigned section_heads, unsigned nblk,

@@ -545,7 +545,9 @@ fajit_status fj_lpt_counter(fajit_context *ctx, const fajit_attention_args *a, f
     fj_CUdeviceptr c = a->workspace_bytes >= FJ_LPT_WORKSPACE_BYTES ? a->workspace : 0;
     fajit_status st = c ? FAJIT_OK : fj_context_stream_counter(ctx, a->stream, &c); /* never another stream's */
     if (st != FAJIT_OK) return st;
-    p->sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim);
+    unsigned ctas = ctx->persistent_ctas > 0 ? (unsigned)ctx->persistent_ctas : p->n_tiles; /* the launch's grid */
+    p->sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim, p->n_mblocks,
+                                                      ctas < p->n_tiles ? ctas : p->n_tiles);
     p->tile_count = c;
     st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
