@@ -298,11 +298,12 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
     if (!c->overlap) c->overlap = d->overlap ? 1 : -1;
     if (!c->pingpong) c->pingpong = d->pingpong == 1 && !short_causal && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
-    /* The lpt schedule for grouped-query causal shapes at head_dim <= 128 (H100, 2026-11-27, bench/lean_ab.sh
-     * KNOB=FAJIT_CAUSAL_SCHED: 1.04-1.07x at Hq/Hkv 4-32, N 8k; 1.00-1.01x at N4k / N16k; multi-head 0.92-0.99x,
-     * head_dim 256 0.83-0.96x, Hq/Hkv 2 1.00x: static stays there; queries shorter than 4096 not measured: static) */
-    if (!c->sched && shape && shape->seqlen_q >= 4096 && c->head_dim <= 128 && fj_config_lpt_can(c) &&
-        shape->heads_kv > 0 && shape->heads_q % shape->heads_kv == 0 && shape->heads_q >= 4 * shape->heads_kv)
+    /* The lpt schedule (H100, session 9, claiming each tile at the end of the last and sections of at least the
+     * grid; lpt / static, 2 rounds of fagen bench --sched): grouped-query causal (Hq >= 4 Hkv) 1.03-1.06x at N8k,
+     * D64-D256; multi-head causal at N4k 1.00-1.06x (D64 / D128 / D256), softcap 50 at N8k 1.07-1.10x (D128 /
+     * D256); but multi-head at N16k 0.98-0.99x: static stays there (queries shorter than 4096 not measured) */
+    if (!c->sched && shape && shape->seqlen_q >= 4096 && fj_config_lpt_can(c) && shape->heads_kv > 0 &&
+        shape->heads_q % shape->heads_kv == 0 && (shape->heads_q >= 4 * shape->heads_kv || shape->seqlen_q <= 8192))
         c->sched = 1;
 }
 
