@@ -219,9 +219,9 @@ static void test_h100_defaults_kept(void **state)
 /* sched (fajit.h): the heuristic picks lpt for grouped-query causal shapes at head_dim <= 128 on sm_90a and nowhere
  * else; lpt names itself in the text (" lpt", parsed back); the rules refuse it where the schedule cannot run, naming
  * the field. */
-static int heuristic_sched(fajit_arch arch, fajit_dtype dt, int d, int causal, int mods, int hq, int hkv)
+static int heuristic_sched(fajit_arch arch, fajit_dtype dt, int d, int causal, int mods, int hq, int hkv, int n)
 {
-    fajit_shape shape = {1, hq, hkv, 8192, 8192};
+    fajit_shape shape = {1, hq, hkv, n, n};
     fajit_config c = {.arch = arch, .dtype = dt, .head_dim = d, .causal = causal, .mods = mods};
     fj_config_heuristic(&c, &c, &shape, 0);
     return c.sched;
@@ -237,16 +237,20 @@ static void test_sched_field(void **state)
 {
     (void)state;
     const fajit_arch S90 = FAJIT_ARCH_SM90A;
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8), 1);
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_F16, 128, 1, FAJIT_MOD_SINKS, 32, 8), 1);
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 1), 1);                  /* MQA */
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 32), 0);                 /* multi-head */
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 16), 0);                 /* group 2 */
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 256, 1, 0, 16, 4), 0);                 /* head_dim 256 */
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 0, 0, 64, 8), 0);                  /* not causal */
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, FAJIT_MOD_WINDOW, 64, 8), 0);   /* window */
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_E4M3, 64, 1, 0, 64, 8), 0);                  /* FP8 */
-    assert_int_equal(heuristic_sched(FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8), 0);      /* sm_80 */
+    const int N8 = 8192, N16 = 16384;
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8, N8), 1);
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_F16, 128, 1, FAJIT_MOD_SINKS, 32, 8, N8), 1);
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 1, N16), 1);                /* MQA */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 256, 1, 0, 16, 4, N16), 1);               /* head_dim 256 */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 32, N8), 1);                /* multi-head */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 128, 1, FAJIT_MOD_SOFTCAP, 16, 16, N8), 1);
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 32, N16), 0);               /* ... long */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 16, N16), 0);               /* group 2 */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 128, 1, FAJIT_MOD_CHUNK, 16, 16, 32768), 1); /* chunk */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 0, 0, 64, 8, N8), 0);                 /* not causal */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, FAJIT_MOD_WINDOW, 64, 8, N8), 0);  /* window */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_E4M3, 64, 1, 0, 64, 8, N8), 0);                 /* FP8 */
+    assert_int_equal(heuristic_sched(FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8, N8), 0);     /* sm_80 */
     fajit_shape long_gqa = {1, 64, 8, 8192, 8192};
     fajit_config kv8 = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .kv_dtype = FAJIT_DTYPE_E4M3, .head_dim = 128,
                         .causal = 1};
@@ -283,7 +287,12 @@ static void test_sched_field(void **state)
     bad.causal = 0;
     expect_sched_refused(bad, "sched = 1 (lpt) with a non-causal mask");
     bad = c, bad.mods |= FAJIT_MOD_WINDOW;
-    expect_sched_refused(bad, "sched = 1 (lpt) with a window or chunk");
+    expect_sched_refused(bad, "sched = 1 (lpt) with a window");
+    fajit_config ch = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1, .mods = FAJIT_MOD_CHUNK};
+    fj_config_heuristic(&ch, &ch, &shape, 0); /* a chunk's causal tiles differ in length: it takes lpt */
+    assert_int_equal(ch.sched, 1);
+    assert_int_equal(fj_plan_build(&ch, &p), FAJIT_OK);
+    assert_int_equal(p.lpt, 1);
     bad = c, bad.sched = 2;
     expect_sched_refused(bad, "sched = 2: must be 1");
     fajit_config s80 = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1};

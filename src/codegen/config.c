@@ -302,15 +302,18 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
      * grid; lpt / static, 2 rounds of fagen bench --sched): grouped-query causal (Hq >= 4 Hkv) 1.03-1.06x at N8k,
      * D64-D256; multi-head causal at N4k 1.00-1.06x (D64 / D128 / D256), softcap 50 at N8k 1.07-1.10x (D128 /
      * D256); but multi-head at N16k 0.98-0.99x: static stays there (queries shorter than 4096 not measured) */
+    /* Chunked attention (its causal triangles are a chunk long, the chunk is a call's value): lpt at any Nq >= 4096
+     * (H100: chunk 8192 at N32k 0.94-0.95x plain causal fajit of the same work with static, which lpt made faster) */
     if (!c->sched && shape && shape->seqlen_q >= 4096 && fj_config_lpt_can(c) && shape->heads_kv > 0 &&
-        shape->heads_q % shape->heads_kv == 0 && (shape->heads_q >= 4 * shape->heads_kv || shape->seqlen_q <= 8192))
+        shape->heads_q % shape->heads_kv == 0 &&
+        (shape->heads_q >= 4 * shape->heads_kv || shape->seqlen_q <= 8192 || (c->mods & FAJIT_MOD_CHUNK)))
         c->sched = 1;
 }
 
 int fj_config_lpt_can(const fajit_config *c)
 {
     return c->causal && c->dtype != FAJIT_DTYPE_E4M3 && fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3 &&
-           !(c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK));
+           !(c->mods & FAJIT_MOD_WINDOW);
 }
 
 /* The smem map multiplies the tile fields in int: only sizes a rule could accept are mapped (fuzz_config

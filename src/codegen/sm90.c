@@ -186,7 +186,7 @@ fajit_status fj_kv_order_parse(const char *value, int *order)
  * tile (forward.c causal_schedule_balances); a greedy hand-out of the longest-first order counts 1.002-1.014x (its
  * sections' heads by fj_sched_section_heads), as FlashAttention-3's dynamic scheduler does for causal
  * (bench/results/d64-sass-vs-fa3-2026-11-27.md). FAJIT_CAUSAL_SCHED = static | lpt (unset: static) picks it for
- * 16-bit plain causal kernels without a window or chunk (whose tiles cost alike); lpt names itself in the plan's text
+ * 16-bit causal kernels without a window (whose tiles cost alike; a chunk's do not); lpt names itself in the plan's text
  * (" causalsched=lpt"), so the caches never serve one for the other. Not GPU-measured yet: static stays the default. */
 static const fj_env_word k_causal_sched_words[] = {{"static", 0, "the static round-robin"},
                                                    {"lpt", 1, "the dynamic longest-first schedule"},
@@ -206,9 +206,9 @@ static fajit_status plan_causal_sched(fj_plan *p)
     if (st != FAJIT_OK) return st;
     if (p->cfg.sched == 1 && !can)
         return CFG_FAIL("sched = 1 (lpt) with %s: the longest-first schedule orders causal BF16 / F16 work tiles "
-                        "without a window or chunk (whose tiles cost alike); use sched 0",
+                        "without a window (whose tiles cost alike); use sched 0",
                         !p->cfg.causal ? "a non-causal mask" : p->fp8 ? "dtype e4m3" : p->kv8 ? "kv_dtype e4m3" :
-                                                                                              "a window or chunk");
+                                                                                              "a window");
     p->lpt = can && (lpt || p->cfg.sched == 1);
     return FAJIT_OK;
 }
