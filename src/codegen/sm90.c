@@ -185,9 +185,10 @@ fajit_status fj_kv_order_parse(const char *value, int *order)
  * mean at N 4k (B4 H32) and 1.20 / 1.27x at N 8k / 16k (B2 / B1 H32), where the runtime then launches one CTA per
  * tile (forward.c causal_schedule_balances); a greedy hand-out of the longest-first order counts 1.002-1.014x (its
  * sections' heads by fj_sched_section_heads), as FlashAttention-3's dynamic scheduler does for causal
- * (bench/results/d64-sass-vs-fa3-2026-11-27.md). FAJIT_CAUSAL_SCHED = static | lpt (unset: static) picks it for
- * 16-bit causal kernels without a window (whose tiles cost alike; a chunk's do not); lpt names itself in the plan's text
- * (" causalsched=lpt"), so the caches never serve one for the other. Not GPU-measured yet: static stays the default. */
+ * (bench/results/d64-sass-vs-fa3-2026-11-27.md). The config's sched = 1 (the heuristic's pick: config.c fill_sm90,
+ * measured in bench/results/h100-session9-2026-11-27.md) or FAJIT_CAUSAL_SCHED=lpt picks it for 16-bit causal kernels
+ * without a window (whose tiles cost alike; a chunk's do not); the environment's lpt names itself in the plan's text
+ * (" causalsched=lpt") where the config does not say " lpt", so the caches never serve one for the other. */
 static const fj_env_word k_causal_sched_words[] = {{"static", 0, "the static round-robin"},
                                                    {"lpt", 1, "the dynamic longest-first schedule"},
                                                    {NULL, 0, NULL}};

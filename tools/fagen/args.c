@@ -305,7 +305,8 @@ static const config_flag k_config_flags[] = {
      "stage (off); without the flag: on where it can"},
     {"--sched", NULL, "static|lpt", set_sched,
      "sm_90a causal: work tiles handed out by a fixed round-robin (static) or a global counter, longest first (lpt); "
-     "default: heuristic (lpt for grouped-query heads at head dim <= 128, Nq >= 4096)"},
+     "default: heuristic (lpt at Nq >= 4096 for grouped-query heads (Hq >= 4 Hkv), other heads up to Nq 8192, and "
+     "chunked attention)"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},

@@ -172,7 +172,8 @@ def config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, blo
     bf16), arch ("sm_80", "sm_90a", "sm_100a"; None = the device's path, sm_80 without one), causal,
     block_m, block_n, stages, swizzle (bytes, or "none"), warps, col_warps, overlap / pingpong / roll (True,
     False; roll: the sm_90a KV loop written once for every stage, a faster compile), sched ("lpt" or "static":
-    the sm_90a causal work-tile schedule; None: lpt for grouped-query shapes at head_dim <= 128, Nq >= 4096); what is left None is chosen by fajit_config_fill (fill=True) for `shape` (a dict or tuple of
+    the sm_90a causal work-tile schedule; None: the heuristic's, lpt at Nq >= 4096 for grouped-query shapes, other
+    shapes up to Nq 8192 and chunked attention); what is left None is chosen by fajit_config_fill (fill=True) for `shape` (a dict or tuple of
     batch, heads_q, heads_kv, seqlen_q, seqlen_k) on `device` (None: no GPU is touched; an int or
     "cuda:N": that GPU's path and its tuned winners). fill=False only checks (every field must be set).
     Raises FajitInputError (a ValueError) with the rule that was broken, e.g. the shared-memory arithmetic.
