@@ -293,11 +293,6 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
         if (!c->block_n) c->block_n = 128;
         if (!c->stages && (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK))) c->stages = 3;
     }
-    if (!c->block_n) c->block_n = n >= FJ_SM90_SEQLEN_LONG ? d->block_n_long : d->block_n;
-    if (!c->stages) c->stages = d->stages;
-    if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
-    if (!c->overlap) c->overlap = d->overlap ? 1 : -1;
-    if (!c->pingpong) c->pingpong = d->pingpong == 1 && !short_causal && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
     /* The lpt schedule (H100, session 9, claiming each tile at the end of the last and sections of at least the
      * grid; lpt / static, 2 rounds of fagen bench --sched): grouped-query causal (Hq >= 4 Hkv) 1.03-1.06x at N8k,
      * D64-D256; multi-head causal at N4k 1.00-1.06x (D64 / D128 / D256), softcap 50 at N8k 1.07-1.10x (D128 /
@@ -308,6 +303,15 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
         shape->heads_q % shape->heads_kv == 0 &&
         (shape->heads_q >= 4 * shape->heads_kv || shape->seqlen_q <= 8192 || (c->mods & FAJIT_MOD_CHUNK)))
         c->sched = 1;
+    /* ... whose dynamic schedule wants the shorter tile: D128 bc128 against the long-sequence bc176 (H100, session 9,
+     * lpt): issue 20's varlen batch (24 documents of 471-5301 tokens, class 8192) 597-602 against 551-562 TFLOP/s,
+     * GQA causal N8k 668 against 652-658 */
+    if (!c->block_n && c->sched == 1) c->block_n = d->block_n;
+    if (!c->block_n) c->block_n = n >= FJ_SM90_SEQLEN_LONG ? d->block_n_long : d->block_n;
+    if (!c->stages) c->stages = d->stages;
+    if (!c->swizzle) c->swizzle = c->head_dim % 64 == 0 ? 128 : 64;
+    if (!c->overlap) c->overlap = d->overlap ? 1 : -1;
+    if (!c->pingpong) c->pingpong = d->pingpong == 1 && !short_causal && c->block_m >= 128 && c->overlap == 1 ? 1 : -1;
 }
 
 int fj_config_lpt_can(const fajit_config *c)

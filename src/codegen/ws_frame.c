@@ -319,10 +319,13 @@ static void varlen_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int last
  * begun a long tile also held the next one, and the kernel's tail was no better balanced than the static schedule's
  * (session 9 on the H100, ncu: the busiest SM 7.6% above the mean at D128 N4k causal MHA, 21% at D256; static 3.4%
  * and 3.9%). */
+#ifndef FJ_LPT_CLAIM_EARLY /* 1: the claim in the loop head, a tile ahead (before session 9; an A/B build knob) */
+#define FJ_LPT_CLAIM_EARLY 0
+#endif
 void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int what)
 {
     fj_ins(k->e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
-    if (lpt(k->p) && (what & FJ_WS_TILE_PRODUCER)) {
+    if (lpt(k->p) && (what & FJ_WS_TILE_PRODUCER) && !FJ_LPT_CLAIM_EARLY) {
         fj_comment(k->e, 1, "lpt: claim the next tile now that this one's loads are issued");
         fj_sched_emit_fetch(k, l->sched_next);
     }
@@ -339,7 +342,8 @@ static void lpt_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int produce
     if (producer) {
         fj_ins(k->e, "mov.u32 %s, %s", R(l->tile), R(l->sched_next));
         fj_sched_emit_resolve(k, l->tile, n);
-        return; /* the next one is claimed at the end of this one (fj_ws_next_round) */
+        if (FJ_LPT_CLAIM_EARLY) fj_sched_emit_fetch(k, l->sched_next);
+        return; /* (else the next one is claimed at the end of this one: fj_ws_next_round) */
     }
     q_round(k, l);
     fj_comment(k->e, 1, "lpt: wait for this work tile's Q, then read which tile it is");
