@@ -97,13 +97,15 @@ def test_config_shape():
 
 
 def test_config_sched():
-    """The causal work-tile schedule: the heuristic's lpt for grouped-query heads at head_dim <= 128, the text's
-    " lpt" parsed back, sched="static" kept, a bad value refused naming the keyword."""
+    """The causal work-tile schedule: the heuristic's lpt for grouped-query heads at any length and other heads up to
+    Nq 8192 (static for multi-head Nq 16384), the text's " lpt" parsed back, sched="static" kept, a bad value refused
+    naming the keyword."""
     gqa = (1, 64, 8, 8192, 8192)
     c = fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=gqa)
     assert c.sched == 1 and " lpt causal" in c.text
     assert fajit.config(c.text).sched == 1
-    assert fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 32, 32, 8192, 8192)).sched == 0
+    assert fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 32, 32, 8192, 8192)).sched == 1
+    assert fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 32, 32, 16384, 16384)).sched == 0
     s = fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=gqa, sched="static")
     assert s.sched == -1 and "lpt" not in s.text
     with pytest.raises(ValueError, match="sched"):
