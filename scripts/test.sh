@@ -3,7 +3,8 @@
 # were skipped (ctest does not show the output of skipped tests); then the packages: the C package
 # installed into a prefix with the example built against it both ways (scripts/check-install.sh), and
 # the Python package installed into a fresh virtual environment and tested with pytest
-# (scripts/test-python.sh). The build runs $FAJIT_JOBS compilers (default: nproc). Extra arguments go
+# (scripts/test-python.sh). The build runs $FAJIT_JOBS compilers and ctest $FAJIT_TEST_JOBS tests at once (default:
+# nproc each; gpu tests and the few marked RUN_SERIAL in tests/CMakeLists.txt run alone). Extra arguments go
 # to ctest, e.g. scripts/test.sh -L unit (the fast tier), and then the package steps are left out
 # unless FAJIT_TEST_PACKAGES=1 (FAJIT_TEST_PACKAGES=0 always leaves them out).
 # With CI=true (or FAJIT_TEST_SANITIZE=1; FAJIT_TEST_SANITIZE=0 turns it off) it then runs
