@@ -216,8 +216,8 @@ static void test_h100_defaults_kept(void **state)
     fajit_context_destroy(ctx);
 }
 
-/* sched (fajit.h): the heuristic picks lpt for grouped-query causal shapes at head_dim <= 128 on sm_90a and nowhere
- * else; lpt names itself in the text (" lpt", parsed back); the rules refuse it where the schedule cannot run, naming
+/* sched (fajit.h): the heuristic picks lpt for causal 16-bit sm_90a shapes at Nq >= 4096 - grouped-query heads at any
+ * length, other heads up to Nq 8192, chunked attention - and nowhere else; lpt names itself in the text (" lpt", parsed back); the rules refuse it where the schedule cannot run, naming
  * the field. */
 static int heuristic_sched(fajit_arch arch, fajit_dtype dt, int d, int causal, int mods, int hq, int hkv, int n)
 {

@@ -312,6 +312,9 @@ static void varlen_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int last
     fj_ins(k->e, "setp.ge.u32 %s, %s, %s", R(l->last), R(t), R(n));
 }
 
+#ifndef FJ_LPT_CLAIM_EARLY /* 1: the claim in the loop head, a tile ahead (before session 9; an A/B build knob) */
+#define FJ_LPT_CLAIM_EARLY 0
+#endif
 /* After a work tile: its round done, on to the next schedule round (ping-pong consumers: the one found ahead). LPT,
  * the producer: the next tile is claimed here, after the last K/V load of this one is issued (the ring's depth of KV
  * tiles before the consumers finish it: time for the atom and the next Q load). Claimed in the loop head instead -
@@ -319,9 +322,6 @@ static void varlen_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int last
  * begun a long tile also held the next one, and the kernel's tail was no better balanced than the static schedule's
  * (session 9 on the H100, ncu: the busiest SM 7.6% above the mean at D128 N4k causal MHA, 21% at D256; static 3.4%
  * and 3.9%). */
-#ifndef FJ_LPT_CLAIM_EARLY /* 1: the claim in the loop head, a tile ahead (before session 9; an A/B build knob) */
-#define FJ_LPT_CLAIM_EARLY 0
-#endif
 void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int what)
 {
     fj_ins(k->e, "add.u32 %s, %s, 1", R(l->round), R(l->round));

@@ -545,9 +545,8 @@ fajit_status fj_lpt_counter(fajit_context *ctx, const fajit_attention_args *a, f
     fj_CUdeviceptr c = a->workspace_bytes >= FJ_LPT_WORKSPACE_BYTES ? a->workspace : 0;
     fajit_status st = c ? FAJIT_OK : fj_context_stream_counter(ctx, a->stream, &c); /* never another stream's */
     if (st != FAJIT_OK) return st;
-    unsigned ctas = ctx->persistent_ctas > 0 ? (unsigned)ctx->persistent_ctas : p->n_tiles; /* the launch's grid */
     p->sched_heads = (uint32_t)fj_sched_section_heads(a->heads_q, a->heads_kv, a->seqlen_k, a->head_dim, p->n_mblocks,
-                                                      ctas < p->n_tiles ? ctas : p->n_tiles);
+                                                      fj_persistent_ctas(ctx->persistent_ctas, p->n_tiles));
     p->tile_count = c;
     st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
@@ -595,8 +594,7 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     p.dec.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
     if (ch->variant & FJ_VARIANT_LPT) st = fj_lpt_counter(ctx, a, &p.tma);
     if (st != FAJIT_OK) return st;
-    unsigned cap = ctx->persistent_ctas > 0 ? (unsigned)ctx->persistent_ctas : p.tma.n_tiles;
-    unsigned grid[3] = {p.tma.n_tiles < cap ? p.tma.n_tiles : cap, 1, 1};
+    unsigned grid[3] = {fj_persistent_ctas(ctx->persistent_ctas, p.tma.n_tiles), 1, 1};
     *ran = 1;
     fj_param_block blk;
     st = launch(ctx, kv, grid, fj_variant_params(&kv->plan, a, &p, sizeof p, &blk), a->stream);

@@ -37,6 +37,8 @@ void fj_forward_params(const fajit_attention_args *args, const fj_plan *plan, fj
  * uneven tiles that schedule would not share out evenly (the heaviest CTA more than 10% over the mean):
  * then one CTA per tile, balanced by the hardware's block scheduler. */
 void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, int max_ctas, unsigned grid[3]);
+/* CTAs of a persistent launch over `tiles` work tiles: at most max_ctas (0 = no cap). */
+unsigned fj_persistent_ctas(int max_ctas, unsigned tiles);
 
 /* The parameter block of a warp-specialized kernel (the tensor maps are fj_tensor_maps'): the base
  * fields and the persistent schedule's counts. */
