@@ -4,7 +4,8 @@
  * 1000 rows, Nq != Nk both ways, causal (bottom-right per sequence) and not, MHA / GQA / MQA, BF16 and FP16, D 64
  * to 256, packed or batched keys, seqused_k, paged K/V with packed queries (chunked prefill: each sequence's queries
  * against its pages, pages shuffled, a spare NaN page, rows past each sequence's keys NaN), a seqlen_q cap below
- * the longest sequence (its rows past the cap must keep their poison), and row padding.
+ * the longest sequence (its rows past the cap must keep their poison), row padding, and attention variants (per-batch
+ * ALiBi slopes with an empty sequence and one of no keys; sinks with a sliding window).
  * Every case runs with the forward's own choice, with the sm_80 path forced (an sm_80 config) and, on sm_90a GPUs,
  * in a context made with FAJIT_DECODE_SM90=1 (the sm_90a kernel's varlen variant for every case); the kernel text
  * (fajit_last_forward) must name the varlen variant, and on sm_90a say which path ran. On sm_90a GPUs the cases run
@@ -32,6 +33,9 @@
 #include "runtime/tune.h"
 #include "test_support.h"
 
+/* the case table below leaves the variant fields of most cases to their zero defaults */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 static fajit_context *g_ctx;
 static int g_sm90; /* the context has FAJIT_DECODE_SM90=1 */
 static int g_lpt;  /* ... and FAJIT_VARLEN_SCHED=lpt */
@@ -45,6 +49,7 @@ typedef struct varlen_case {
     int len_q[MAXSEQ], len_k[MAXSEQ]; /* len_k all 0: self-attention (len_q) */
     int packed_k, seqused, page, q_cap, row_pad;
     fj_check_fill fill;
+    int window, wl, wr, sinks, alibi; /* attention variants (fj_check_problem's; alibi 2: [B][Hq] slopes) */
 } varlen_case;
 
 #define BF FAJIT_DTYPE_BF16
@@ -72,6 +77,10 @@ static const varlen_case k_cases[] = {
     {"q_cap below longest causal", FH, 4, 2, 128, 1, 4, {300, 17, 90, 1}, {0}, 1, 0, 0, 100, 0, NORM},
     {"row padding causal", BF, 4, 2, 64, 1, 4, {17, 200, 1, 0}, {0}, 1, 0, 0, 0, 16, UNI},
     {"many short causal", BF, 4, 1, 128, 1, 12, {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 0}, {0}, 1, 0, 0, 0, 0, NORM},
+    /* attention variants: per-batch ALiBi with an empty sequence and a sequence of no keys; sinks + a window */
+    {"alibi [B,Hq] empty causal GQA2", BF, 4, 2, 128, 1, 5, {0, 17, 200, 1, 64}, {0, 30, 300, 1, 0}, 1, 0, 0, 0, 0,
+     NORM, 0, 0, 0, 0, 2},
+    {"sinks win 64,0 causal GQA4", FH, 8, 2, 64, 1, 5, {1, 300, 0, 17, 90}, {0}, 1, 0, 0, 0, 0, UNI, 1, 64, 0, 1, 0},
     /* past the CPU reference's limit (2^31 MACs): the GPU one (fj_reference_gpu_varlen) */
     {"long docs GQA4 causal GPU ref", BF, 32, 8, 128, 1, 6, {200, 6000, 17, 0, 3000, 1}, {0}, 1, 0, 0, 0, 0, NORM},
 };
@@ -102,6 +111,7 @@ static int run_cases(fajit_arch arch)
         fj_check_problem p = fj_check_problem_default();
         p.dtype = c->dtype, p.heads_q = c->hq, p.heads_kv = c->hkv, p.head_dim = c->d, p.causal = c->causal;
         p.fill = c->fill, p.page_size = c->page, p.row_pad = c->row_pad;
+        p.window = c->window, p.window_left = c->wl, p.window_right = c->wr, p.sinks = c->sinks, p.alibi = c->alibi;
         int self = 1, max_q = 1, max_k = 1;
         for (int b = 0; b < c->n; b++) self &= c->len_k[b] == 0;
         fj_check_varlen vl = {c->n, c->len_q, self ? NULL : c->len_k, c->packed_k, c->seqused, c->q_cap};
@@ -112,10 +122,15 @@ static int run_cases(fajit_arch arch)
         }
         fajit_config cfg = {0};
         fajit_shape shape = {c->n, c->hq, c->hkv, c->q_cap ? c->q_cap : max_q, max_k};
-        if (arch != FAJIT_ARCH_AUTO && fj_test_path_config(g_ctx, arch, &shape, c->dtype, c->d, c->causal, &cfg)) {
-            printf("FAIL %-34s fajit_config_fill: %s\n", c->name, fajit_errmsg());
-            failures++;
-            continue;
+        if (arch != FAJIT_ARCH_AUTO) { /* the path's heuristic config, with the case's variant bits */
+            cfg.arch = arch, cfg.dtype = c->dtype, cfg.head_dim = c->d, cfg.causal = c->causal;
+            cfg.mods = (c->window ? FAJIT_MOD_WINDOW : 0) | (c->sinks ? FAJIT_MOD_SINKS : 0) |
+                       (c->alibi ? FAJIT_MOD_ALIBI : 0);
+            if (fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
+                printf("FAIL %-34s fajit_config_fill: %s\n", c->name, fajit_errmsg());
+                failures++;
+                continue;
+            }
         }
         fj_check_result r;
         fajit_status st = fj_check_varlen_run(g_ctx, arch != FAJIT_ARCH_AUTO ? &cfg : NULL, &p, &vl, NULL, &r);

@@ -150,9 +150,8 @@ static fajit_status check_problem_args(const fj_check_problem *p, fajit_attentio
     a->window_right = p->window_right;
     a->softcap = p->softcap;
     a->attention_chunk = p->attention_chunk;
-    if (p->sinks < 0 || p->sinks > 1 || p->alibi < 0 || p->alibi > 2)
-        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: sinks = %d, alibi = %d: sinks 0 or 1, alibi 0, 1 or 2",
-                       p->sinks, p->alibi);
+    fajit_status st = fj_check_variant_rules(p);
+    if (st != FAJIT_OK) return st;
     if (p->page_size < 0 || p->page_size % 16)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: page_size = %d: must be 0 or a multiple of 16", p->page_size);
     return fj_reference_check_args(a, 0);
@@ -364,27 +363,11 @@ static void check_nan_past_len(check_run *r)
 }
 
 /* Host arrays, random inputs. */
-/* Sinks U(-2, 4) per query head; ALiBi slopes 2^(-8 (h + 1) / Hq), per batch times (b + 1) / B. */
+/* The sinks / slopes (fj_check_variant_values) of the problem's batch. */
 static fajit_status check_variant_values(check_run *r, uint64_t seed)
 {
-    const fj_check_problem *p = r->prob;
-    uint64_t s = seed;
-    if (p->sinks) {
-        if (!(r->hsinks = malloc(sizeof(float) * (size_t)p->heads_q)))
-            return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: sinks");
-        for (int h = 0; h < p->heads_q; h++) r->hsinks[h] = (float)(-2.0 + 6.0 * rng_open01(&s));
-    }
-    if (p->alibi) {
-        int rows = p->alibi == 2 ? p->batch : 1;
-        if (!(r->halibi = malloc(sizeof(float) * (size_t)rows * (size_t)p->heads_q)))
-            return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: alibi slopes");
-        for (int b = 0; b < rows; b++)
-            for (int h = 0; h < p->heads_q; h++)
-                r->halibi[b * p->heads_q + h] =
-                    (float)(pow(2.0, -8.0 * (h + 1) / p->heads_q) * (p->alibi == 2 ? (b + 1.0) / p->batch : 1.0));
-        r->args.alibi_slopes_batch_stride = p->alibi == 2 ? p->heads_q : 0;
-    }
-    return FAJIT_OK;
+    return fj_check_variant_values(r->prob, r->prob->batch, seed, &r->hsinks, &r->halibi,
+                                   &r->args.alibi_slopes_batch_stride);
 }
 
 /* Upload the sinks / slopes of check_variant_values. */
@@ -671,7 +654,7 @@ static fj_check_ref check_pick_reference(const fj_check_problem *p, const fj_che
     double macs = (double)p->batch * p->heads_q * p->seqlen_q * (double)p->seqlen_k * p->head_dim;
     double limit = o && o->cpu_max_macs > 0 ? o->cpu_max_macs : CHECK_CPU_MAX_MACS;
     if (o && o->reference != FJ_REF_AUTO) return o->reference;
-    if (p->window || p->softcap != 0.0f || p->attention_chunk || p->sinks || p->alibi) return FJ_REF_CPU;
+    if (fj_check_has_variants(p)) return FJ_REF_CPU;
     return macs <= limit ? FJ_REF_CPU : FJ_REF_GPU;
 }
 
@@ -734,3 +717,40 @@ void fj_check_tolerances(const fj_check_problem *p, const fj_check_options *o, f
 }
 
 void fj_check_judge(fj_check_result *r) { check_verdict(r); }
+
+int fj_check_has_variants(const fj_check_problem *p)
+{
+    return p->window || p->softcap != 0.0f || p->attention_chunk || p->sinks || p->alibi;
+}
+
+fajit_status fj_check_variant_rules(const fj_check_problem *p)
+{
+    if (p->sinks < 0 || p->sinks > 1 || p->alibi < 0 || p->alibi > 2)
+        return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check: sinks = %d, alibi = %d: sinks 0 or 1, alibi 0, 1 or 2",
+                       p->sinks, p->alibi);
+    return FAJIT_OK;
+}
+
+/* Sinks U(-2, 4) per query head; ALiBi slopes 2^(-8 (h + 1) / Hq), per batch times (b + 1) / B. */
+fajit_status fj_check_variant_values(const fj_check_problem *p, int batch, uint64_t seed, float **sinks, float **alibi,
+                                     int64_t *alibi_stride)
+{
+    uint64_t s = seed;
+    *sinks = *alibi = NULL;
+    if (p->sinks) {
+        if (!(*sinks = malloc(sizeof(float) * (size_t)p->heads_q)))
+            return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: sinks");
+        for (int h = 0; h < p->heads_q; h++) (*sinks)[h] = (float)(-2.0 + 6.0 * rng_open01(&s));
+    }
+    if (p->alibi) {
+        int rows = p->alibi == 2 ? batch : 1;
+        if (!(*alibi = malloc(sizeof(float) * (size_t)rows * (size_t)p->heads_q)))
+            return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "check: alibi slopes");
+        for (int b = 0; b < rows; b++)
+            for (int h = 0; h < p->heads_q; h++)
+                (*alibi)[b * p->heads_q + h] =
+                    (float)(pow(2.0, -8.0 * (h + 1) / p->heads_q) * (p->alibi == 2 ? (b + 1.0) / batch : 1.0));
+        *alibi_stride = p->alibi == 2 ? p->heads_q : 0;
+    }
+    return FAJIT_OK;
+}

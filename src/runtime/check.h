@@ -138,13 +138,14 @@ typedef struct fj_check_view {
 void fj_check_compare(const fj_check_view *view, fj_check_result *res);
 
 /* Varlen batches (check_varlen.c): the problem's dtype, heads, head_dim, causal, fill, row_pad (the packed rows'
- * padding, NaN in Q/K/V), no_lse, seed and page_size (paged K/V, cu_seqlens_k then 0) with these lengths. Q / O are
- * packed [total_q, Hq, D + row_pad]; K / V packed likewise by cu_seqlens_k (packed_k), else batched
- * [B, Hkv, max len_k, D + row_pad] (or paged) with seqlens_k = len_k. O and LSE ([Hq, total_q]) are poisoned with
- * guards after them; every element of every sequence's rows is compared with the CPU float64 reference
- * (fj_reference_cpu_varlen; opts->reference and cpu_max_macs pick the GPU one for large batches as fj_check_run
- * does), and every other word - row padding, rows a sequence does not own (q_cap), guards -
- * must keep its poison (res->oob_writes). Same criteria as fj_check_run. */
+ * padding, NaN in Q/K/V), no_lse, seed, page_size (paged K/V, cu_seqlens_k then 0) and attention variants (window,
+ * softcap, attention_chunk, sinks, alibi as fj_check_run takes them; alibi 2 gives sequence b slopes row b) with
+ * these lengths. Q / O are packed [total_q, Hq, D + row_pad]; K / V packed likewise by cu_seqlens_k (packed_k), else
+ * batched [B, Hkv, max len_k, D + row_pad] (or paged) with seqlens_k = len_k. O and LSE ([Hq, total_q]) are poisoned
+ * with guards after them; every element of every sequence's rows is compared with the CPU float64 reference
+ * (fj_reference_cpu_varlen_variants; opts->reference and cpu_max_macs pick the GPU one for large batches as
+ * fj_check_run does, never with a variant: the GPU reference has none), and every other word - row padding, rows a
+ * sequence does not own (q_cap), guards - must keep its poison (res->oob_writes). Same criteria as fj_check_run. */
 typedef struct fj_check_varlen {
     int n;             /* sequences (the batch), >= 1 */
     const int *len_q;  /* n query counts, >= 0 */
@@ -162,6 +163,15 @@ uint64_t fj_check_rand(uint64_t *state);
 void fj_check_fill_rows(uint16_t *x, int64_t rows, int dim, int ld, const fj_check_problem *p, uint64_t seed, int keys);
 void fj_check_tolerances(const fj_check_problem *p, const fj_check_options *o, fj_check_result *r);
 void fj_check_judge(fj_check_result *r);
+/* The attention variants both checks share: 1 when the problem asks for any (the GPU references know none, so the
+ * CPU one is used); the rules of sinks (0, 1) and alibi (0, 1, 2); and their random values for a batch of `batch`
+ * sequences, drawn from seed: sinks ([Hq] U(-2, 4)) when p->sinks, slopes when p->alibi (1: [Hq] 2^(-8 (h + 1) / Hq);
+ * 2: [batch][Hq], those times (b + 1) / batch, *alibi_stride = Hq; else *alibi_stride is left as it is). Arrays not
+ * asked for are NULL; the caller frees both, also on failure. */
+int fj_check_has_variants(const fj_check_problem *p);
+fajit_status fj_check_variant_rules(const fj_check_problem *p);
+fajit_status fj_check_variant_values(const fj_check_problem *p, int batch, uint64_t seed, float **sinks, float **alibi,
+                                     int64_t *alibi_stride);
 
 /* Tile configs for the check grids (fagen check, the GPU tests): an sm_80 one (Br, Bc, stages, swizzle, warps,
  * col_warps) and an sm_90a one (Br, Bc, stages, swizzle, overlap, ping-pong; warps follow from Br). dtype,

@@ -3,9 +3,10 @@
  * (check.h: fj_check_varlen_run; used by `fagen check --varlen` and tests/test_gpu_varlen.c).
  *
  * Phases: lengths -> cu_seqlens (host); random Q / K / V with NaN row padding; device buffers, O and LSE
- * poisoned with guards; paged K/V when asked (pages shuffled in a pool with a spare NaN page); the forward and a
- * synchronize; the reference per sequence; compare every owned element, then count the words that lost their
- * poison anywhere else (rows past a capped sequence, row padding, guards).
+ * poisoned with guards; paged K/V when asked (pages shuffled in a pool with a spare NaN page); the attention
+ * variants' sinks / slopes (check.c's values); the forward and a synchronize; the reference per sequence (the CPU
+ * one whenever a variant is set); compare every owned element, then count the words that lost their poison
+ * anywhere else (rows past a capped sequence, row padding, guards).
  */
 #include <math.h>
 #include <stdio.h>
@@ -34,7 +35,8 @@ typedef struct vl_run {
     uint16_t *hq, *hk, *hv, *ho;
     float *hlse;
     double *ref_o, *ref_lse;
-    fj_CUdeviceptr dq, dk, dv, do_, dlse, dcu_q, dcu_k, dused, dpk, dpv, dtab;
+    float *hsinks, *halibi;          /* attention variants: sinks [Hq], slopes [Hq] or [n][Hq]; or NULL */
+    fj_CUdeviceptr dq, dk, dv, do_, dlse, dcu_q, dcu_k, dused, dpk, dpv, dtab, dsinks, dalibi;
 } vl_run;
 
 static fajit_status vl_cuda(fj_CUresult rc, const char *call)
@@ -57,10 +59,11 @@ static fajit_status vl_upload(vl_run *r, fj_CUdeviceptr *d, const void *host, in
 static void vl_free(vl_run *r)
 {
     fj_CUdeviceptr *dev[] = {&r->dq, &r->dk, &r->dv, &r->do_, &r->dlse, &r->dcu_q, &r->dcu_k, &r->dused,
-                             &r->dpk, &r->dpv, &r->dtab};
+                             &r->dpk, &r->dpv, &r->dtab, &r->dsinks, &r->dalibi};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (*dev[i] && r->cu) r->cu->cuMemFree(*dev[i]);
-    void *host[] = {r->cu_q, r->cu_k, r->used, r->hq, r->hk, r->hv, r->ho, r->hlse, r->ref_o, r->ref_lse};
+    void *host[] = {r->cu_q, r->cu_k, r->used, r->hq, r->hk, r->hv, r->ho, r->hlse, r->ref_o, r->ref_lse,
+                    r->hsinks, r->halibi};
     for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
 }
 
@@ -94,6 +97,8 @@ static fajit_status vl_lengths(vl_run *r, uint64_t *seed)
     a->dtype = r->p->dtype, a->batch = n, a->heads_q = r->p->heads_q, a->heads_kv = r->p->heads_kv;
     a->seqlen_q = vl->q_cap > 0 ? vl->q_cap : max_q, a->seqlen_k = max_k;
     a->head_dim = r->p->head_dim, a->causal = r->p->causal;
+    a->window = r->p->window, a->window_left = r->p->window_left, a->window_right = r->p->window_right;
+    a->softcap = r->p->softcap, a->attention_chunk = r->p->attention_chunk;
     r->ld = r->p->head_dim + r->p->row_pad;
     int64_t hq = r->p->heads_q, hk = r->p->heads_kv, ld = r->ld;
     int64_t sq[3] = {0, ld, hq * ld}, sk[3] = {(int64_t)max_k * hk * ld, ld, hk * ld};
@@ -203,6 +208,21 @@ static fajit_status vl_device(vl_run *r, uint64_t seed)
     return p->page_size > 0 ? vl_paged(r, seed) : FAJIT_OK;
 }
 
+/* The attention variants' sinks and slopes (check.c's values for the n sequences), uploaded into the forward's args. */
+static fajit_status vl_variants(vl_run *r, uint64_t seed)
+{
+    const fj_check_problem *p = r->p;
+    fajit_attention_args *a = &r->args;
+    int64_t stride = 0;
+    fajit_status st = fj_check_variant_values(p, r->vl->n, seed, &r->hsinks, &r->halibi, &stride);
+    int64_t sb = 4 * (int64_t)p->heads_q, ab = sb * (p->alibi == 2 ? r->vl->n : 1);
+    if (st == FAJIT_OK && r->hsinks && (st = vl_upload(r, &r->dsinks, r->hsinks, sb, "sinks")) == FAJIT_OK)
+        a->sinks = r->dsinks;
+    if (st == FAJIT_OK && r->halibi && (st = vl_upload(r, &r->dalibi, r->halibi, ab, "alibi slopes")) == FAJIT_OK)
+        a->alibi_slopes = r->dalibi, a->alibi_slopes_batch_stride = stride;
+    return st;
+}
+
 /* ---------------------------------------------------------------------------------------------------
  * Compare
  * ------------------------------------------------------------------------------------------------- */
@@ -294,7 +314,7 @@ static fajit_status vl_steps(vl_run *r, const fajit_config *cfg, fj_check_result
     uint64_t seed = res->seed;
     fajit_status st;
     if ((st = vl_lengths(r, &seed)) || (st = vl_inputs(r, fj_check_rand(&seed))) ||
-        (st = vl_device(r, fj_check_rand(&seed))))
+        (st = vl_device(r, fj_check_rand(&seed))) || (st = vl_variants(r, fj_check_rand(&seed))))
         return st;
     if ((st = fajit_attention_forward(r->ctx, &r->args, cfg)) != FAJIT_OK)
         return fj_fail_context(st, "check varlen: fajit_attention_forward");
@@ -307,10 +327,11 @@ static fajit_status vl_steps(vl_run *r, const fajit_config *cfg, fj_check_result
     int64_t hk = r->p->heads_kv, ld = r->ld, sk[3] = {r->vl->packed_k ? 0 : (int64_t)r->cap_k * hk * ld, ld, hk * ld};
     memcpy(ra.k_stride, sk, sizeof sk), memcpy(ra.v_stride, sk, sizeof sk);
     const int32_t *used = r->vl->packed_k && !r->vl->seqused ? NULL : r->used;
+    const int32_t *cu_k = r->vl->packed_k ? r->cu_k : NULL;
     if (res->reference == FJ_REF_GPU) st = vl_reference_gpu(r, &ra, used);
     else
-        st = fj_reference_cpu_varlen(&ra, r->cu_q, r->vl->packed_k ? r->cu_k : NULL, used, r->hq, r->hk, r->hv, r->ref_o,
-                                     r->p->no_lse ? NULL : r->ref_lse);
+        st = fj_reference_cpu_varlen_variants(&ra, r->cu_q, cu_k, used, r->hsinks, r->halibi, r->hq, r->hk, r->hv,
+                                              r->ref_o, r->p->no_lse ? NULL : r->ref_lse);
     if (st == FAJIT_OK) vl_compare(r, res);
     return st;
 }
@@ -325,8 +346,13 @@ fajit_status fj_check_varlen_run(fajit_context *ctx, const fajit_config *cfg, co
     if (vl->packed_k && prob->page_size)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "check varlen: packed keys with paged K/V: one or the other");
     memset(res, 0, sizeof *res);
-    fajit_status st = fj_context_require_device(ctx, "fj_check_varlen_run");
+    fajit_status st = fj_check_variant_rules(prob);
     if (st != FAJIT_OK) return st;
+    int variants = fj_check_has_variants(prob);
+    if (variants && opts && opts->reference == FJ_REF_GPU)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED,
+                       "check varlen: the GPU reference does not know the attention variants; use the CPU one");
+    if ((st = fj_context_require_device(ctx, "fj_check_varlen_run")) != FAJIT_OK) return st;
     vl_run r;
     memset(&r, 0, sizeof r);
     r.ctx = ctx, r.cu = ctx->cu, r.p = prob, r.vl = vl;
@@ -334,7 +360,10 @@ fajit_status fj_check_varlen_run(fajit_context *ctx, const fajit_config *cfg, co
     double macs = 0.0, limit = opts && opts->cpu_max_macs > 0 ? opts->cpu_max_macs : 2147483648.0;
     for (int b = 0; b < vl->n; b++) macs += (double)vl->len_q[b] * (vl->len_k ? vl->len_k[b] : vl->len_q[b]);
     macs *= (double)prob->heads_q * prob->head_dim;
-    res->reference = opts && opts->reference != FJ_REF_AUTO ? opts->reference : macs <= limit ? FJ_REF_CPU : FJ_REF_GPU;
+    /* the GPU reference has no variants: with one, the CPU reference whatever the size (as fj_check_run) */
+    res->reference = opts && opts->reference != FJ_REF_AUTO ? opts->reference
+                     : variants || macs <= limit             ? FJ_REF_CPU
+                                                             : FJ_REF_GPU;
     res->seed = fj_check_seed(prob->seed);
     if ((st = fj_context_push(ctx)) != FAJIT_OK) return st;
     st = vl_steps(&r, cfg, res);

@@ -277,16 +277,18 @@ static void ref_cu_bounds(const int32_t *cu, int b, int cap, int64_t *start, int
     *len = n < 0 ? 0 : (n > cap ? cap : n);
 }
 
-/* One sequence: its query rows [qs, qs + lq) against lk keys of k0 / v0 (already offset), into the packed o / lse. */
+/* One sequence: its query rows [qs, qs + lq) against lk keys of k0 / v0 (already offset), into the packed o / lse;
+ * sinks ([Hq]) and alibi (the sequence's own slopes, [Hq]) host arrays or NULL. */
 static fajit_status ref_varlen_seq(const fajit_attention_args *a, int64_t qs, int64_t lq, int64_t lk, int64_t total_q,
-                                   const uint16_t *q, const uint16_t *k0, const uint16_t *v0, double *o, double *lse)
+                                   const float *sinks, const float *alibi, const uint16_t *q, const uint16_t *k0,
+                                   const uint16_t *v0, double *o, double *lse)
 {
     const int64_t dim = a->head_dim, hq = a->heads_q;
-    if (lk == 0) { /* sees no key: O = 0, LSE = -inf */
+    if (lk == 0) { /* sees no key: O = 0, LSE = -inf, or the sink (as fj_reference_cpu_variants' rows of no key) */
         for (int64_t i = 0; i < lq; i++)
             for (int64_t h = 0; h < hq; h++) {
                 memset(o + ((qs + i) * hq + h) * dim, 0, sizeof(double) * (size_t)dim);
-                if (lse) lse[h * total_q + qs + i] = -INFINITY;
+                if (lse) lse[h * total_q + qs + i] = sinks ? (double)sinks[h] : -INFINITY;
             }
         return FAJIT_OK;
     }
@@ -296,7 +298,8 @@ static fajit_status ref_varlen_seq(const fajit_attention_args *a, int64_t qs, in
     s.seqlen_k = (int)lk;
     s.seqlens_k = 0;
     double *so = malloc(sizeof(double) * (size_t)(hq * lq * dim)), *sl = malloc(sizeof(double) * (size_t)(hq * lq));
-    fajit_status st = so && sl ? fj_reference_cpu_lens(&s, NULL, q + qs * a->q_stride[2], k0, v0, so, sl)
+    const uint16_t *q0 = q + qs * a->q_stride[2];
+    fajit_status st = so && sl ? fj_reference_cpu_variants(&s, NULL, sinks, alibi, q0, k0, v0, so, sl)
                                : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fj_reference_cpu_varlen: no memory for a sequence");
     for (int64_t h = 0; st == FAJIT_OK && h < hq; h++)
         for (int64_t i = 0; i < lq; i++) {
@@ -312,10 +315,21 @@ fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int
                                      const int32_t *lens, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                      double *o, double *lse)
 {
+    return fj_reference_cpu_varlen_variants(args, cu_q, cu_k, lens, NULL, NULL, q, k, v, o, lse);
+}
+
+fajit_status fj_reference_cpu_varlen_variants(const fajit_attention_args *args, const int32_t *cu_q,
+                                              const int32_t *cu_k, const int32_t *lens, const float *sinks,
+                                              const float *alibi, const uint16_t *q, const uint16_t *k,
+                                              const uint16_t *v, double *o, double *lse)
+{
     fajit_status st = fj_reference_check_args(args, 0);
     if (st != FAJIT_OK) return st;
     if (!cu_q || !q || !k || !v || !o)
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "fj_reference_cpu_varlen: cu_q, q, k, v and o must not be NULL");
+    if ((st = fj_variant_validate(args)) != FAJIT_OK) return st;
+    fj_variant_args var;
+    fj_variant_read(args, &var);
     int64_t total_q = cu_q[args->batch];
     for (int b = 0; b < args->batch && st == FAJIT_OK; b++) {
         int64_t qs, lq, ks = 0, lk = args->seqlen_k;
@@ -325,7 +339,8 @@ fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int
         if (lq == 0) continue;
         int64_t ko = cu_k ? ks * args->k_stride[2] : b * args->k_stride[0];
         int64_t vo = cu_k ? ks * args->v_stride[2] : b * args->v_stride[0];
-        st = ref_varlen_seq(args, qs, lq, lk, total_q, q, k + ko, v + vo, o, lse);
+        const float *slopes = alibi ? alibi + b * var.alibi_slopes_batch_stride : NULL;
+        st = ref_varlen_seq(args, qs, lq, lk, total_q, sinks, slopes, q, k + ko, v + vo, o, lse);
     }
     return st;
 }

@@ -58,6 +58,15 @@ fajit_status fj_reference_cpu_varlen(const fajit_attention_args *args, const int
 fajit_status fj_reference_cpu_variants(const fajit_attention_args *args, const int32_t *lens, const float *sinks,
                                        const float *alibi, const uint16_t *q, const uint16_t *k, const uint16_t *v,
                                        double *o, double *lse);
+/* fj_reference_cpu_varlen with the attention variants: window, softcap and attention_chunk read from args as
+ * fj_reference_cpu_variants reads them, sinks ([Hq]) and ALiBi slopes (sequence b's at alibi + b x
+ * args->alibi_slopes_batch_stride) from the host arrays given (NULL = none). A sequence of no keys gives its rows
+ * O = 0 and LSE = sinks[h] (-inf without sinks), as the dense reference's rows of no key. fj_reference_cpu_varlen
+ * is this with sinks = alibi = NULL. */
+fajit_status fj_reference_cpu_varlen_variants(const fajit_attention_args *args, const int32_t *cu_q,
+                                              const int32_t *cu_k, const int32_t *lens, const float *sinks,
+                                              const float *alibi, const uint16_t *q, const uint16_t *k,
+                                              const uint16_t *v, double *o, double *lse);
 
 /*
  * GPU fp32 reference on the device of ctx, on args->stream. Reads args->q, k, v (device pointers with

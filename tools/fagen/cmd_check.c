@@ -22,7 +22,8 @@
  * forced) head dims other than 64 / 128 / 256 are skipped with a line saying why (the library refuses them there).
  * Varlen: --varlen L1,L2,... runs one packed batch of those sequence lengths (cu_seqlens_q = cu_seqlens_k, 0 and 1
  * welcome) instead of the shapes, heads from --heads-q / --heads-kv (8 / 2); with --page-size the keys are paged
- * (chunked prefill), with --seqlens each sequence uses a random count of its keys (seqused_k).
+ * (chunked prefill), with --seqlens each sequence uses a random count of its keys (seqused_k); the variant flags
+ * (--window, --softcap, --sinks, --alibi, --chunk) apply to the varlen batch as to the shapes.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -130,7 +131,8 @@ static void check_usage(FILE *f)
           "  --workspace                    pass the caller's workspace (fajit_attention_workspace_size bytes)\n"
           "  --page-size N                  paged K/V: pools of N-row pages (a multiple of 16), shuffled, via a block table\n"
           "  --varlen L1,L2,...             a varlen batch (cu_seqlens) of these sequence lengths instead of the shapes:\n"
-          "                                 packed keys, or paged with --page-size; --seqlens: seqused_k\n\n"
+          "                                 packed keys, or paged with --page-size; --seqlens: seqused_k; the variant\n"
+          "                                 flags (--window --softcap --sinks --alibi --chunk) apply to it too\n\n"
           "config flags restrict the grid: --dtype and --headdim pick one, --causal runs causal only, --arch\n"
           "keeps that path's configs; any tile flag (--br --bc --stages --swizzle --warps --col-warps --overlap\n"
           "--pingpong) replaces the list of configs by that one (its other fields from the heuristic):\n",
@@ -325,7 +327,22 @@ static int report_run(check_totals *t, const check_cfg *c, const char *shape, fa
     return 0;
 }
 
-/* --varlen: the one packed batch of o's lengths with base's dtype, head_dim and causal; 0 to go on, -1 to stop. */
+/* The attention variants the config flags asked for (the config's mods, the heuristic's from the flags), with
+ * their values, into *p. */
+static void check_set_variants(const check_cli *o, const check_cfg *c, fj_check_problem *p)
+{
+    const fagen_mod_values *mv = fagen_mods();
+    int mods = c->heuristic ? o->user.mods : c->cfg.mods;
+    p->window = mods & FAJIT_MOD_WINDOW ? 1 : 0;
+    p->window_left = p->window ? mv->window_left : 0, p->window_right = p->window ? mv->window_right : 0;
+    p->softcap = mods & FAJIT_MOD_SOFTCAP ? mv->softcap : 0.0f;
+    p->attention_chunk = mods & FAJIT_MOD_CHUNK ? mv->chunk : 0;
+    p->sinks = mods & FAJIT_MOD_SINKS ? 1 : 0;
+    p->alibi = mods & FAJIT_MOD_ALIBI ? 1 : 0;
+}
+
+/* --varlen: the one packed batch of o's lengths with base's dtype, head_dim and causal and the variant flags' variants;
+ * 0 to go on, -1 to stop. */
 static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg *c, const fj_check_problem *base,
                         check_totals *t)
 {
@@ -336,6 +353,7 @@ static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg 
     p.heads_kv = o->heads_kv ? o->heads_kv : (p.heads_q % 2 ? p.heads_q : 2);
     p.page_size = o->page_size;
     p.seed = o->seed ? seed_for(o->seed, t->runs) : 0;
+    check_set_variants(o, c, &p);
     fj_check_varlen vl = {o->varlen_n, o->varlen, NULL, !o->page_size, o->seqlens && !o->page_size, 0};
     snprintf(shape, sizeof shape, "varlen n%d H%d/%d%s", o->varlen_n, p.heads_q, p.heads_kv,
              o->page_size ? " paged" : "");
@@ -375,16 +393,7 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     p.seqlens = o->seqlens;
     p.own_workspace = o->workspace;
     p.page_size = o->page_size;
-    {   /* the attention variants the config flags asked for, with their values */
-        const fagen_mod_values *mv = fagen_mods();
-        int mods = c->heuristic ? o->user.mods : c->cfg.mods;
-        p.window = mods & FAJIT_MOD_WINDOW ? 1 : 0;
-        p.window_left = p.window ? mv->window_left : 0, p.window_right = p.window ? mv->window_right : 0;
-        p.softcap = mods & FAJIT_MOD_SOFTCAP ? mv->softcap : 0.0f;
-        p.attention_chunk = mods & FAJIT_MOD_CHUNK ? mv->chunk : 0;
-        p.sinks = mods & FAJIT_MOD_SINKS ? 1 : 0;
-        p.alibi = mods & FAJIT_MOD_ALIBI ? 1 : 0;
-    }
+    check_set_variants(o, c, &p);
     shape_text(s, shape, sizeof shape);
     t->runs++;
     /* the heuristic with --arch: that path's heuristic config for the shape (without --arch the library picks
