@@ -1,25 +1,23 @@
 #!/usr/bin/env bash
 # varlen_knobs_ab.sh - issue 20's varlen speed knobs side by side on one GPU: builds of this tree that differ only in
 # -D macros (bench/ab_builds.sh), the default longest-first schedule (lpt) in each.
-#   base    no macro
-#   coords  -DFJ_LPT_COORDS=1: the producer writes each work tile's decoded coordinates and sequence bounds into its
-#           smem slot; the consumers read them after the Q full wait instead of dividing the tile index (3-4 dependent
-#           div.u32) and reading cu_seqlens_q / _k again in their loop head and epilogue (src/codegen/sched.h)
+#   base    no macro: the producer writes each work tile's decoded coordinates and sequence bounds into its smem slot
+#           and the consumers read them after the Q full wait (FJ_LPT_COORDS=1, the default since session 10)
+#   index   -DFJ_LPT_COORDS=0: the slot holds the tile index alone; the consumers divide it (3-4 dependent div.u32)
+#           and read cu_seqlens_q / _k again in their loop head and epilogue (src/codegen/sched.h)
 #   l2      -DFJ_SCHED_L2_BYTES=33554432: L2 sections of 32 query heads instead of 8 for this batch (every head of a
 #           sequence in one section, its row blocks longest first across all of them)
-#   both    coords and l2
 # numerics: fagen check --varlen (sm_90a lpt, FAJIT_DECODE_SM90=1) of each build: D128 / D64 causal and D128 non-causal
-#           GQA 8/2 on lengths 2976,471,1,17,200,1000,128,129; issue 20's batch at D128 causal Hq32/8 (GPU reference).
-#           GPU_TEST=1: also tests/test_gpu_varlen built with -DFJ_LPT_COORDS=1 (every case, lpt with all SMs and 3 CTAs;
-#           a full build with tests and the prebuilt kernels: a few minutes more).
+#           GQA 8/2 on lengths 2976,471,1,17,200,1000,128,129; issue 20's batch at D128 causal Hq32/8 (GPU reference:
+#           the checks took 2-3 minutes a build on an H200, session 10). CHECK=off skips them.
 # speed:    fagen bench --untuned --settle-ms 300 --reps 30, sides interleaved per cell, ROUNDS rounds (default 2), on
 #           issue 20's batch (24 documents of 200-6000 tokens, T ~ 68k, bench/variants_compare.py doc_lengths seed 0),
 #           Hq32/Hkv8: D128 causal (the target), D128 non-causal, D64 causal; then TFLOP/s per side (median over rounds)
-#           and the ratio to base. About 3-4 minutes on an H200 (the four builds ~1.5 min of it).
-#   usage: [ROUNDS=2] [GPU_TEST=1] [OUT=/tmp/varlen-knobs] [SIDES="base coords"] [TARGET_ONLY=1] bench/varlen_knobs_ab.sh
+#           and the ratio to base. About 2 minutes on an H200 with CHECK=off (the builds ~1 min of it).
+#   usage: [ROUNDS=2] [OUT=/tmp/varlen-knobs] [SIDES="base index"] [TARGET_ONLY=1] [CHECK=off] bench/varlen_knobs_ab.sh
 #          (SIDES: a subset of the builds; TARGET_ONLY=1: D128 causal alone, in the checks and the speed cells)
-# PEERS=1: then bench/variants_compare.py --cases varlen (FA3 / FA4 beside fajit, its own timing) with the base and
-# the coords build's library (torch and the peers' site from PEERS_SITE, default /tmp/peers-site; about 1 minute each).
+# PEERS=1: then bench/variants_compare.py --cases varlen (FA3 / FA4 beside fajit, its own timing) with each side's
+# library (torch and the peers' site from PEERS_SITE, default /tmp/peers-site; about 1 minute each).
 set -u
 cd "$(dirname "$0")/.." || exit 2
 export FAJIT_CACHE=0 FAJIT_PREBUILT=0 FAJIT_DECODE_SM90=1
@@ -28,45 +26,34 @@ source bench/ab_builds.sh
 out=${OUT:-/tmp/varlen-knobs}
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-all=(base= coords=-DFJ_LPT_COORDS=1 l2=-DFJ_SCHED_L2_BYTES=33554432
-     "both=-DFJ_LPT_COORDS=1 -DFJ_SCHED_L2_BYTES=33554432")
+all=(base= index=-DFJ_LPT_COORDS=0 l2=-DFJ_SCHED_L2_BYTES=33554432)
 sides=()
 for s in "${all[@]}"; do
-    [[ " ${SIDES:-base coords l2 both} " == *" ${s%%=*} "* ]] && sides+=("$s")
+    [[ " ${SIDES:-base index l2} " == *" ${s%%=*} "* ]] && sides+=("$s")
 done
-[ "${#sides[@]}" -ge 1 ] || { echo "varlen_knobs_ab.sh: SIDES='${SIDES:-}' names none of base coords l2 both"; exit 2; }
+[ "${#sides[@]}" -ge 1 ] || { echo "varlen_knobs_ab.sh: SIDES='${SIDES:-}' names none of base index l2"; exit 2; }
 echo "== building ${#sides[@]} fagen variants into $out"
 ab_build_all "$out" "fagen fajit_shared" "${sides[@]}" || exit 2
 lens=$(cd bench && python3 -c 'import variants_compare as v; print(",".join(map(str, v.doc_lengths())))')
 echo "lengths (T = $(python3 -c "print(sum([$lens]))")): $lens"
 
-echo "== numerics: fagen check --arch sm_90a --varlen (last line of each)"
-small=2976,471,1,17,200,1000,128,129
-for s in "${sides[@]}"; do
-    name=${s%%=*}
-    checks=("--headdim 128 --causal" "--headdim 64 --causal" "--headdim 128")
-    [ "${TARGET_ONLY:-0}" = 1 ] && checks=("${checks[0]}")
-    for a in "${checks[@]}"; do
-        # shellcheck disable=SC2086 # the flags are words
-        r=$(timeout 120 "$(ab_fagen_bin "$name")" check --arch sm_90a --varlen $small --heads-q 8 --heads-kv 2 $a 2>&1 |
-            tail -1)
-        printf '%-6s %-22s small GQA 8/2: %s\n' "$name" "$a" "$r"
+if [ "${CHECK:-on}" != off ]; then
+    echo "== numerics: fagen check --arch sm_90a --varlen (last line of each)"
+    small=2976,471,1,17,200,1000,128,129
+    for s in "${sides[@]}"; do
+        name=${s%%=*}
+        checks=("--headdim 128 --causal" "--headdim 64 --causal" "--headdim 128")
+        [ "${TARGET_ONLY:-0}" = 1 ] && checks=("${checks[0]}")
+        for a in "${checks[@]}"; do
+            # shellcheck disable=SC2086 # the flags are words
+            r=$(timeout 120 "$(ab_fagen_bin "$name")" check --arch sm_90a --varlen $small --heads-q 8 --heads-kv 2 $a 2>&1 |
+                tail -1)
+            printf '%-6s %-22s small GQA 8/2: %s\n' "$name" "$a" "$r"
+        done
+        r=$(timeout 200 "$(ab_fagen_bin "$name")" check --arch sm_90a --varlen "$lens" --heads-q 32 --heads-kv 8 \
+            --headdim 128 --causal 2>&1 | tail -1)
+        printf '%-6s %-22s issue batch Hq32/8: %s\n' "$name" "--headdim 128 --causal" "$r"
     done
-    r=$(timeout 200 "$(ab_fagen_bin "$name")" check --arch sm_90a --varlen "$lens" --heads-q 32 --heads-kv 8 \
-        --headdim 128 --causal 2>&1 | tail -1)
-    printf '%-6s %-22s issue batch Hq32/8: %s\n' "$name" "--headdim 128 --causal" "$r"
-done
-if [ "${GPU_TEST:-0}" = 1 ]; then
-    echo "== tests/test_gpu_varlen with -DFJ_LPT_COORDS=1 (bench/run_gpu.sh's build stage: tests, cmocka from .deps/)"
-    lib=${TMPDIR:-/tmp}/fajit-cmocka/usr/lib/x86_64-linux-gnu
-    if CFLAGS=-DFJ_LPT_COORDS=1 BUILD="$out/build-coords-tests" OUT="$out/coords-tests" bench/run_gpu.sh build \
-        >"$out/coords-tests.log" 2>&1 && [ -x "$out/build-coords-tests/tests/test_gpu_varlen" ]; then
-        r=$(LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 300 \
-            "$out/build-coords-tests/tests/test_gpu_varlen" 2>&1)
-        grep -E "PASSED|FAILED|SKIP|ERROR" <<<"$r" | head -8
-    else
-        echo "test_gpu_varlen: not built ($out/coords-tests.log)"
-    fi
 fi
 
 echo "== speed: fagen bench --untuned --settle-ms 300 --reps 30 (config, shape, median ms, min ms, TFLOP/s, ...)"
@@ -101,8 +88,9 @@ for c in range(ncells):
     print(f"{names[c] if c < len(names) else c:12s} " + "   ".join(row))
 EOF
 if [ "${PEERS:-0}" = 1 ]; then
-    echo "== bench/variants_compare.py --cases varlen, base and coords libraries (| case | shape | fajit | FA3 | FA4 | ...)"
-    for name in base coords; do
+    echo "== bench/variants_compare.py --cases varlen, each side's library (| case | shape | fajit | FA3 | FA4 | ...)"
+    for s in "${sides[@]}"; do
+        name=${s%%=*}
         r=$(PYTHONPATH="python/src:${PEERS_SITE:-/tmp/peers-site}" timeout 300 python3 bench/variants_compare.py \
             --cases varlen --reps 20 --lib "$out/build-$name/libfajit.so" 2>&1)
         row=$(grep -E '^\| varlen' <<<"$r" | head -2)

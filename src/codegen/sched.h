@@ -26,9 +26,11 @@
  * A slot is rewritten FJ_SCHED_SLOTS rounds later, after Q empty of a round past it (q_bufs <= 2 < SLOTS): the
  * consumers read their tile's slot again in the epilogue instead of keeping the index live across the KV loop.
  *
- * Coordinates in the slot (build macro FJ_LPT_COORDS=1, default 0: issue 20's varlen A/B, not GPU-measured yet). Off,
- * a slot holds the index alone and the consumers decode it (3-4 dependent u32 divisions) and read cu_seqlens_q / _k
- * (two dependent global loads) in their loop head, before the work tile's first wgmma, and again in the epilogue -
+ * Coordinates in the slot (build macro FJ_LPT_COORDS, default 1 since session 10: issue 20's varlen batch, fagen
+ * bench 3 interleaved rounds, H200 +1.0-1.9% (582-583 against 571-577 TFLOP/s); H100 equal within noise, 599-606
+ * against 601-612: bench/results/h200-session10-2026-11-27.md). Off (0), a slot holds the index alone and the
+ * consumers decode it (3-4 dependent u32 divisions) and read cu_seqlens_q / _k (two dependent global loads) in their
+ * loop head, before the work tile's first wgmma, and again in the epilogue -
  * work the producer has just done. On, a slot holds FJ_SCHED_WORDS words (enum below): the producer writes the
  * decoded tile and its sequence's bounds there as it decodes the tile, and every other role reads them after its Q
  * full wait (fj_sched_emit_take_coords) instead (FlashAttention-3's varlen scheduler likewise hands its consumers
@@ -45,7 +47,7 @@
 #define FJ_SCHED_NONE 0xffffffffu
 
 #ifndef FJ_LPT_COORDS
-#define FJ_LPT_COORDS 0
+#define FJ_LPT_COORDS 1
 #endif
 /* The words of a slot with FJ_LPT_COORDS: the index, the query block's first row m0, the query head, the sequence,
  * its query and key lengths (clamped: seqlen.h), its query TMA sequence coordinate (start + len: seqlen.h) and the
@@ -102,7 +104,7 @@ void fj_sched_emit_publish(fj_kctx *k, fj_reg_t round, fj_reg_t tile);
 /* Consumers: tile = slot round % FJ_SCHED_SLOTS (after the Q full wait of that round). */
 void fj_sched_emit_take(fj_kctx *k, fj_reg_t round, fj_reg_t tile);
 
-/* FJ_LPT_COORDS: whether plan p's slots hold the coordinates (an lpt plan built with the macro on). */
+/* FJ_LPT_COORDS: whether plan p's slots hold the coordinates (a varlen lpt plan of a build with the macro on). */
 int fj_sched_coords(const fj_plan *p);
 /* Producer thread, after decoding round's tile (k->m0, h, b, hkv, seqlen_q, seqlen_k, q_tma_seq): its words 1.. */
 void fj_sched_emit_publish_coords(fj_kctx *k, fj_reg_t round);

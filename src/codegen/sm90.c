@@ -227,10 +227,10 @@ static fajit_status plan_kv_order(fj_plan *p)
 }
 
 /* The words fj_plan_format adds to an sm_90a plan whose environment knobs (read at planning) gave it other code than
- * their defaults: " sm90lean=...", " kvorder=asc|desc", " fp8knobs=...", " causalsched=lpt" (and " lptcoords" for an lpt plan of a build
- * with FJ_LPT_COORDS). The kernel caches (memory, prebuilt, disk)
- * key on the plan's text, so a kernel built under one setting is never served under another; a plan of the defaults
- * (whatever the variables say) adds nothing, so its key and PTX stay what they were. */
+ * their defaults: " sm90lean=...", " kvorder=asc|desc", " fp8knobs=...", " causalsched=lpt" (and " lptindex" for a
+ * varlen lpt plan of a build with FJ_LPT_COORDS=0). The kernel caches (memory, prebuilt, disk) key on the plan's
+ * text, so a kernel built under one setting is never served under another; a plan of the defaults (whatever the
+ * variables say) adds nothing, so its key and PTX stay what they were. */
 static int env_words_sm90(const fj_plan *p, char *buf, size_t size)
 {
     int n = 0;
@@ -247,8 +247,9 @@ static int env_words_sm90(const fj_plan *p, char *buf, size_t size)
     if (p->lpt && !(p->variant & FJ_VARIANT_LPT) && p->cfg.sched != 1) /* (sched = 1: the config's text says " lpt") */
         n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0,
                       " causalsched=lpt");
-    if (fj_sched_coords(p)) /* a build knob (sched.h FJ_LPT_COORDS), not an environment one: the source digest misses it */
-        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, " lptcoords");
+    if ((p->variant & FJ_VARIANT_LPT) && !fj_sched_coords(p)) /* a build knob (sched.h FJ_LPT_COORDS), not an
+                                                                * environment one: the source digest misses it */
+        n += snprintf(buf + ((size_t)n < size ? (size_t)n : size), (size_t)n < size ? size - (size_t)n : 0, " lptindex");
     return n;
 }
 
