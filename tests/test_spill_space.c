@@ -295,7 +295,7 @@ static void add_heuristic_picks(void)
 /* The winners of the tune files in bench/results: compiled when still accepted, listed when not. */
 static void add_winners(void)
 {
-    static const char *const files[] = {"h100-tuned-v1-codegen10-2026-11-23.txt", "h100-tuned-v1-codegen9-2026-11-22.txt"};
+    static const char *const files[] = {"h100-tuned-v1-codegen9-2026-11-22.txt"};
     for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         char path[4096];
         fj_tune_list list = {0};

@@ -20,7 +20,7 @@
 
 /* Issue 23: whether a config's roll = 0 (the default) takes the rolled KV loop on the sm_90a path where it can (BF16 /
  * F16, 2+ stages, no attention or decode variant; else unrolled, as roll = -1; roll = 1 rolls those too). 1 since the H200 A/B of 2026-11-26 (bench/results/
- * h200-session4-variants-2026-11-26.md: speed within -1.5..+1.6% on D64/128/256 cells, cold compile of the D128
+ * h200-session4-final-2026-11-26.md: speed within -1.5..+1.6% on D64/128/256 cells, cold compile of the D128
  * default 329 / 385 / 488 ms against 690-994 unrolled); tests follow it: test_roll_config, test_rolled_ptx. */
 #define FJ_SM90_ROLL_DEFAULT 1 /* an edit, not a -D knob: the disk-cache key's source digest must see it */
 
@@ -280,7 +280,8 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
  * shape. A row block of 16 rows (br16 w2 cw2: one 16-row fragment, a warp pair splitting the keys) for <= 16 rows,
  * br32 w4 cw2 for <= 32, both bc64 s3: the table's br64 w4 ran 4 warps of which 3 held no row of Nq 1 decode, each
  * reading or converting the whole K / V tile again (H100, fagen bench --grid decode --seqlen 1, D128: 0.55-0.59x of
- * BF16 decode with kv8direct against 0.79-0.82x for br64 bc64 s4 w4; bench/results/h100-kv8-tiles-*.md).
+ * BF16 decode with kv8direct against 0.79-0.82x for br64 bc64 s4 w4; bench/results/h100-session5-2026-11-27.md, the
+ * FP8 K/V decode tile table).
  * fj_config_kv8_decode_tile fills block_m, warps, col_warps and (where 0) block_n and stages when c's K/V are e4m3,
  * the rows are 1..32, the caller left block_m, warps and col_warps 0 and the tile plans (not d256 causal: 266
  * registers a thread at 2 warps); 1 when it did, else 0 (c untouched: the table's tile). */
