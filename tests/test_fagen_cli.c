@@ -201,6 +201,8 @@ static const bad_case k_bad_cases[] = {
     {{"check", "--quick", "--quick"}, {"--quick", "given twice"}},
     /* check's reference quantizes K / V only: e4m3 Q, K, V is refused, not run as zero configs and a bare FAIL */
     {{"check", "--dtype", "e4m3", "--headdim", "256"}, {"--dtype e4m3", "tests/test_gpu_fp8"}},
+    /* varlen batches take 16-bit K/V only: refused before a GPU is looked for, not checked as bf16 K/V */
+    {{"check", "--varlen", "1,17", "--kv-dtype", "e4m3"}, {"--varlen with --kv-dtype e4m3", "16-bit K/V"}},
     {{"tune", "--headdim", "64", "--headdim", "64"}, {"--headdim", "given twice"}},
     /* item 6: a field given that rules every config out is named, as the user wrote it */
     {{"ptx", "--br", "1024"}, {"block_m (--br) = 1024"}},

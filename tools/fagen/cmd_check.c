@@ -485,6 +485,11 @@ int fagen_cmd_check(int argc, char **argv)
                         "checked by tests/test_gpu_fp8 and bench/fp8_compare.py\n");
         return FAGEN_EXIT_USAGE;
     }
+    if (o.varlen_n && o.user.kv_dtype == FAJIT_DTYPE_E4M3) { /* the library refuses it (fp8_args.c) */
+        fprintf(stderr, "fagen: --varlen with --kv-dtype e4m3: varlen batches take 16-bit K/V only (the FP8 K/V kernels "
+                        "take no cu_seqlens yet); drop one of the two flags\n");
+        return FAGEN_EXIT_USAGE;
+    }
     fajit_context_options copt = fajit_context_options_default();
     copt.device = o.device;
     fajit_status st = fajit_context_create(&copt, &ctx);
