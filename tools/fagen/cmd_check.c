@@ -341,6 +341,21 @@ static void check_set_variants(const check_cli *o, const check_cfg *c, fj_check_
     p->alibi = mods & FAJIT_MOD_ALIBI ? 1 : 0;
 }
 
+/* The config a run passes to the forward: the list's, or for the heuristic row NULL (the library picks the path) -
+ * with --arch that path's heuristic config for the shape, filled here. */
+static fajit_status check_config_for(fajit_context *ctx, const check_cli *o, const check_cfg *c,
+                                     const fj_check_problem *p, const fajit_shape *sh, fajit_config *heur,
+                                     const fajit_config **use)
+{
+    *use = c->heuristic ? NULL : &c->cfg;
+    if (!c->heuristic || !o->user.arch) return FAJIT_OK;
+    memset(heur, 0, sizeof *heur);
+    heur->arch = o->user.arch, heur->dtype = p->dtype, heur->head_dim = p->head_dim, heur->causal = p->causal;
+    heur->mods = o->user.mods, heur->kv_dtype = o->user.kv_dtype;
+    *use = heur;
+    return fajit_config_fill(ctx, sh, heur);
+}
+
 /* --varlen: the one packed batch of o's lengths with base's dtype, head_dim and causal and the variant flags' variants;
  * 0 to go on, -1 to stop. */
 static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg *c, const fj_check_problem *base,
@@ -358,7 +373,13 @@ static int check_varlen(fajit_context *ctx, const check_cli *o, const check_cfg 
     snprintf(shape, sizeof shape, "varlen n%d H%d/%d%s", o->varlen_n, p.heads_q, p.heads_kv,
              o->page_size ? " paged" : "");
     t->runs++;
-    fajit_status st = fj_check_varlen_run(ctx, c->heuristic ? NULL : &c->cfg, &p, &vl, NULL, &r);
+    int longest = 1;
+    for (int b = 0; b < o->varlen_n; b++) longest = o->varlen[b] > longest ? o->varlen[b] : longest;
+    fajit_config heur;
+    const fajit_config *use = NULL;
+    fajit_shape sh = {o->varlen_n, p.heads_q, p.heads_kv, longest, longest};
+    fajit_status st = check_config_for(ctx, o, c, &p, &sh, &heur, &use);
+    if (st == FAJIT_OK) st = fj_check_varlen_run(ctx, use, &p, &vl, NULL, &r);
     return report_run(t, c, shape, st, &r, 1);
 }
 
@@ -396,19 +417,10 @@ static int check_one(fajit_context *ctx, const check_cli *o, const check_cfg *c,
     check_set_variants(o, c, &p);
     shape_text(s, shape, sizeof shape);
     t->runs++;
-    /* the heuristic with --arch: that path's heuristic config for the shape (without --arch the library picks
-     * the path too, so the forward gets NULL) */
     fajit_config heur;
-    const fajit_config *use = c->heuristic ? NULL : &c->cfg;
-    fajit_status st = FAJIT_OK;
-    if (c->heuristic && o->user.arch) {
-        fajit_shape sh = {p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k};
-        memset(&heur, 0, sizeof heur);
-        heur.arch = o->user.arch, heur.dtype = p.dtype, heur.head_dim = p.head_dim, heur.causal = p.causal;
-        heur.mods = o->user.mods, heur.kv_dtype = o->user.kv_dtype;
-        st = fajit_config_fill(ctx, &sh, &heur);
-        use = &heur;
-    }
+    const fajit_config *use = NULL;
+    fajit_shape sh = {p.batch, p.heads_q, p.heads_kv, p.seqlen_q, p.seqlen_k};
+    fajit_status st = check_config_for(ctx, o, c, &p, &sh, &heur, &use);
     if (st == FAJIT_OK) st = fj_check_run(ctx, use, &p, NULL, &r);
     return report_run(t, c, shape, st, &r, check_decode_flags(o));
 }
