@@ -122,11 +122,9 @@ static int run_cases(fajit_arch arch)
         }
         fajit_config cfg = {0};
         fajit_shape shape = {c->n, c->hq, c->hkv, c->q_cap ? c->q_cap : max_q, max_k};
+        int mods = (c->window ? FAJIT_MOD_WINDOW : 0) | (c->sinks ? FAJIT_MOD_SINKS : 0) | (c->alibi ? FAJIT_MOD_ALIBI : 0);
         if (arch != FAJIT_ARCH_AUTO) { /* the path's heuristic config, with the case's variant bits */
-            cfg.arch = arch, cfg.dtype = c->dtype, cfg.head_dim = c->d, cfg.causal = c->causal;
-            cfg.mods = (c->window ? FAJIT_MOD_WINDOW : 0) | (c->sinks ? FAJIT_MOD_SINKS : 0) |
-                       (c->alibi ? FAJIT_MOD_ALIBI : 0);
-            if (fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
+            if (fj_test_path_config_mods(g_ctx, arch, &shape, c->dtype, c->d, c->causal, mods, &cfg) != FAJIT_OK) {
                 printf("FAIL %-34s fajit_config_fill: %s\n", c->name, fajit_errmsg());
                 failures++;
                 continue;

@@ -272,8 +272,14 @@ fajit_attention_args fj_test_args(fajit_dtype dtype, int batch, int heads_q, int
 fajit_status fj_test_path_config(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
                                  int head_dim, int causal, fajit_config *cfg)
 {
+    return fj_test_path_config_mods(ctx, arch, shape, dtype, head_dim, causal, 0, cfg);
+}
+
+fajit_status fj_test_path_config_mods(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
+                                      int head_dim, int causal, int mods, fajit_config *cfg)
+{
     memset(cfg, 0, sizeof *cfg);
-    cfg->arch = arch, cfg->dtype = dtype, cfg->head_dim = head_dim, cfg->causal = causal;
+    cfg->arch = arch, cfg->dtype = dtype, cfg->head_dim = head_dim, cfg->causal = causal, cfg->mods = mods;
     return fajit_config_fill(ctx, shape, cfg);
 }
 

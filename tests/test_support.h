@@ -84,6 +84,9 @@ fajit_attention_args fj_test_args(fajit_dtype dtype, int batch, int heads_q, int
  * force a path. */
 fajit_status fj_test_path_config(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
                                  int head_dim, int causal, fajit_config *cfg);
+/* The same with the attention variants `mods` (FAJIT_MOD_*) in the config the heuristic fills. */
+fajit_status fj_test_path_config_mods(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,
+                                      int head_dim, int causal, int mods, fajit_config *cfg);
 /* A context made with the environment variable `name` set to `value` (then unset again: contexts read such
  * variables when they are made); disk_cache as in fajit_context_options. */
 fajit_status fj_test_context_with_env(const char *name, const char *value, int disk_cache, fajit_context **ctx_out);
