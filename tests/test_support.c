@@ -4,10 +4,12 @@
 #include "test_support.h"
 
 #include "runtime/context.h"
+#include "runtime/half.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -291,4 +293,46 @@ fajit_status fj_test_context_with_env(const char *name, const char *value, int d
     fajit_status st = fajit_context_create(&opts, ctx_out);
     unsetenv(name);
     return st;
+}
+
+void fj_test_direct_row(const fajit_attention_args *a, double sink, double slope, long ad, int lk, const uint16_t *q,
+                        const uint16_t *k, int64_t k_row, const uint16_t *v, int64_t v_row, double *o, double *lse)
+{
+    double s[FJ_TEST_DIRECT_KEYS];
+    int vis[FJ_TEST_DIRECT_KEYS];
+    const int dim = a->head_dim;
+    if (lk > FJ_TEST_DIRECT_KEYS) { /* past the buffers: a NaN row, which every comparison fails */
+        for (int d = 0; d < dim; d++) o[d] = NAN;
+        *lse = NAN;
+        return;
+    }
+    const double scale = 1.0 / sqrt((double)dim);
+    double mx = sink, l = 0.0;
+    for (int j = 0; j < lk; j++) {
+        int ok = 1;
+        if (a->causal && j > ad) ok = 0;
+        if (a->window && a->window_left >= 0 && j < ad - a->window_left) ok = 0;
+        if (a->window && a->window_right >= 0 && j > ad + a->window_right) ok = 0;
+        if (a->attention_chunk > 0) {
+            long c0 = (long)floor((double)ad / a->attention_chunk) * a->attention_chunk;
+            if (j < c0 || j >= c0 + a->attention_chunk) ok = 0;
+        }
+        double x = 0.0;
+        for (int d = 0; d < dim; d++)
+            x += (double)fj_half_to_f32(a->dtype, q[d]) * fj_half_to_f32(a->dtype, k[(int64_t)j * k_row + d]);
+        x *= scale;
+        if (a->softcap > 0.0f) x = a->softcap * tanh(x / a->softcap);
+        x -= slope * fabs((double)(ad - j));
+        s[j] = x, vis[j] = ok;
+        if (ok && x > mx) mx = x;
+    }
+    if (sink > -INFINITY) l = exp(sink - mx);
+    for (int j = 0; j < lk; j++) l += vis[j] ? exp(s[j] - mx) : 0.0;
+    for (int d = 0; d < dim; d++) {
+        double acc = 0.0;
+        for (int j = 0; j < lk; j++)
+            if (vis[j]) acc += exp(s[j] - mx) * fj_half_to_f32(a->dtype, v[(int64_t)j * v_row + d]);
+        o[d] = l > 0.0 ? acc / l : 0.0;
+    }
+    *lse = l > 0.0 ? mx + log(l) : -INFINITY;
 }

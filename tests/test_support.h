@@ -80,6 +80,14 @@ int fj_test_status_says(fajit_status st, fajit_status want, const char *f1, cons
  * addresses: for argument checks that never launch. */
 fajit_attention_args fj_test_args(fajit_dtype dtype, int batch, int heads_q, int heads_kv, int seqlen_q, int seqlen_k,
                                   int head_dim);
+/* fajit.h's definition of one query row ("Attention variants"), written out key by key in float64, for the unit tests
+ * that check the CPU references against it: the row's diagonal key ad (i + Nk - Nq), keys j < lk (k / v row j at
+ * j x k_row / v_row elements), the mask and score variants of a (causal, window, attention_chunk, softcap; dtype,
+ * head_dim), the row's sink logit (-INFINITY: none) and ALiBi slope (0: none). Writes o[0, head_dim) and *lse (-inf
+ * when the row sees neither a key nor a sink); lk > FJ_TEST_DIRECT_KEYS gives a NaN row. */
+#define FJ_TEST_DIRECT_KEYS 1024
+void fj_test_direct_row(const fajit_attention_args *a, double sink, double slope, long ad, int lk, const uint16_t *q,
+                        const uint16_t *k, int64_t k_row, const uint16_t *v, int64_t v_row, double *o, double *lse);
 /* The heuristic's config on `arch` for a shape (fajit_config_fill on ctx): what the gpu tests pass when they
  * force a path. */
 fajit_status fj_test_path_config(fajit_context *ctx, fajit_arch arch, const fajit_shape *shape, fajit_dtype dtype,

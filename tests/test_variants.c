@@ -147,46 +147,17 @@ static void test_config_text(void **state)
     assert_true(fj_test_status_says(fj_plan_build(&c, &p), FAJIT_ERR_INVALID_CONFIG, "mods = 0x40", "unknown", NULL));
 }
 
-/* The CPU reference against the definitions evaluated key by key (fajit.h "Attention variants"). */
+/* The CPU reference against the definitions evaluated key by key (fajit.h "Attention variants"; test_support.c). */
 static void direct(const fajit_attention_args *a, const float *sinks, const float *alibi, const uint16_t *q,
                    const uint16_t *k, const uint16_t *v, double *o, double *lse)
 {
     int D = a->head_dim, g = a->heads_q / a->heads_kv;
-    double scale = 1.0 / sqrt((double)D);
     for (int h = 0; h < a->heads_q; h++)
         for (int i = 0; i < a->seqlen_q; i++) {
-            double s[256], mx = sinks ? sinks[h] : -INFINITY, l = 0.0;
-            int vis[256];
-            long ad = (long)i + a->seqlen_k - a->seqlen_q;
-            for (int j = 0; j < a->seqlen_k; j++) {
-                int ok = 1;
-                if (a->causal && j > ad) ok = 0;
-                if (a->window && a->window_left >= 0 && j < ad - a->window_left) ok = 0;
-                if (a->window && a->window_right >= 0 && j > ad + a->window_right) ok = 0;
-                if (a->attention_chunk > 0) {
-                    long c0 = (long)floor((double)ad / a->attention_chunk) * a->attention_chunk;
-                    if (j < c0 || j >= c0 + a->attention_chunk) ok = 0;
-                }
-                vis[j] = ok;
-                double x = 0.0;
-                for (int d = 0; d < D; d++)
-                    x += (double)fj_half_to_f32(a->dtype, q[(h * a->seqlen_q + i) * D + d]) *
-                         fj_half_to_f32(a->dtype, k[((h / g) * a->seqlen_k + j) * D + d]);
-                x *= scale;
-                if (a->softcap > 0.0f) x = a->softcap * tanh(x / a->softcap);
-                if (alibi) x -= alibi[h] * fabs((double)(ad - j));
-                s[j] = x;
-                if (ok && x > mx) mx = x;
-            }
-            if (sinks) l = exp(sinks[h] - mx);
-            for (int j = 0; j < a->seqlen_k; j++) l += vis[j] ? exp(s[j] - mx) : 0.0;
-            for (int d = 0; d < D; d++) {
-                double acc = 0.0;
-                for (int j = 0; j < a->seqlen_k; j++)
-                    if (vis[j]) acc += exp(s[j] - mx) * fj_half_to_f32(a->dtype, v[((h / g) * a->seqlen_k + j) * D + d]);
-                o[(h * a->seqlen_q + i) * D + d] = l > 0.0 ? acc / l : 0.0;
-            }
-            lse[h * a->seqlen_q + i] = l > 0.0 ? mx + log(l) : -INFINITY;
+            const uint16_t *kh = k + (int64_t)(h / g) * a->seqlen_k * D, *vh = v + (int64_t)(h / g) * a->seqlen_k * D;
+            fj_test_direct_row(a, sinks ? sinks[h] : -INFINITY, alibi ? alibi[h] : 0.0,
+                               (long)i + a->seqlen_k - a->seqlen_q, a->seqlen_k, q + ((int64_t)h * a->seqlen_q + i) * D,
+                               kh, D, vh, D, o + ((int64_t)h * a->seqlen_q + i) * D, lse + (int64_t)h * a->seqlen_q + i);
         }
 }
 

@@ -57,44 +57,15 @@ static int same(double got, double want, double tol)
     return fabs(got - want) <= tol * (1.0 + fabs(want));
 }
 
-/* fajit.h's definitions, key by key, for query row i of sequence b and head h of the packed batch. */
-static void direct_row(const fajit_attention_args *a, const vv_case *c, const float *sinks, const float *alibi,
-                       int64_t stride_b, const int32_t *cu_q, const int32_t *cu_k, const uint16_t *q,
-                       const uint16_t *k, const uint16_t *v, int b, int h, int i, double *o, double *lse)
+/* fajit.h's definitions, key by key (test_support.c), for query row i of sequence b and head h of the packed batch. */
+static void direct_row(const fajit_attention_args *a, const float *sinks, const float *alibi, int64_t stride_b,
+                       const int32_t *cu_q, const int32_t *cu_k, const uint16_t *q, const uint16_t *k,
+                       const uint16_t *v, int b, int h, int i, double *o, double *lse)
 {
     int lq = cu_q[b + 1] - cu_q[b], lk = cu_k[b + 1] - cu_k[b], g = HQ / HK;
-    long ad = (long)i + lk - lq;
-    double s[64], mx = sinks ? sinks[h] : -INFINITY, l = 0.0, scale = 1.0 / sqrt((double)D);
-    int vis[64];
-    for (int j = 0; j < lk; j++) {
-        int ok = 1;
-        if (c->causal && j > ad) ok = 0;
-        if (c->window && c->wl >= 0 && j < ad - c->wl) ok = 0;
-        if (c->window && c->wr >= 0 && j > ad + c->wr) ok = 0;
-        if (c->chunk > 0) {
-            long c0 = (long)floor((double)ad / c->chunk) * c->chunk;
-            if (j < c0 || j >= c0 + c->chunk) ok = 0;
-        }
-        double x = 0.0;
-        for (int d = 0; d < D; d++)
-            x += (double)fj_half_to_f32(a->dtype, q[((int64_t)(cu_q[b] + i) * HQ + h) * D + d]) *
-                 fj_half_to_f32(a->dtype, k[((int64_t)(cu_k[b] + j) * HK + h / g) * D + d]);
-        x *= scale;
-        if (c->cap > 0.0f) x = c->cap * tanh(x / c->cap);
-        if (alibi) x -= alibi[b * stride_b + h] * fabs((double)(ad - j));
-        s[j] = x, vis[j] = ok;
-        if (ok && x > mx) mx = x;
-    }
-    if (sinks) l = exp(sinks[h] - mx);
-    for (int j = 0; j < lk; j++) l += vis[j] ? exp(s[j] - mx) : 0.0;
-    for (int d = 0; d < D; d++) {
-        double acc = 0.0;
-        for (int j = 0; j < lk; j++)
-            if (vis[j])
-                acc += exp(s[j] - mx) * fj_half_to_f32(a->dtype, v[((int64_t)(cu_k[b] + j) * HK + h / g) * D + d]);
-        o[d] = l > 0.0 ? acc / l : 0.0;
-    }
-    *lse = l > 0.0 ? mx + log(l) : (sinks ? (double)sinks[h] : -INFINITY);
+    int64_t kv0 = ((int64_t)cu_k[b] * HK + h / g) * D;
+    fj_test_direct_row(a, sinks ? sinks[h] : -INFINITY, alibi ? alibi[b * stride_b + h] : 0.0, (long)i + lk - lq, lk,
+                       q + ((int64_t)(cu_q[b] + i) * HQ + h) * D, k + kv0, HK * D, v + kv0, HK * D, o, lse);
 }
 
 static void run_case(const vv_case *c, const uint16_t *q, const uint16_t *k, const uint16_t *v, const int32_t *cu_q,
@@ -154,7 +125,7 @@ static void run_case(const vv_case *c, const uint16_t *q, const uint16_t *k, con
                 const double *row = o + ((int64_t)(cu_q[b] + i) * HQ + h) * D;
                 double got_l = lse[(int64_t)h * total_q + cu_q[b] + i];
                 /* (2) the definitions */
-                direct_row(&a, c, sk, al, stride_b, cu_q, cu_k, q, k, v, b, h, i, dr, &dl);
+                direct_row(&a, sk, al, stride_b, cu_q, cu_k, q, k, v, b, h, i, dr, &dl);
                 for (int d = 0; d < D; d++) {
                     if (!same(row[d], so[((int64_t)h * lq + i) * D + d], 0.0) || !same(row[d], dr[d], 1e-12))
                         fail_msg("%s: seq %d head %d row %d d %d: O %.17g, dense %.17g, direct %.17g", c->name, b, h,
