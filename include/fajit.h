@@ -169,14 +169,17 @@ typedef struct fajit_config {
      * roll noncausal"). Python's keyword and fagen's flag: roll (--roll on|off). */
     int roll;
     /* sched (appended in 0.2; 0 = static, so a zeroed config keeps its meaning and its text): how the sm_90a
-     * persistent kernel hands out the work tiles of a causal BF16 / F16 attention without a window.
+     * persistent kernel hands out the work tiles of a causal BF16 / F16 attention.
      * -1 or 0 = static (every CTA walks a fixed round-robin of the tiles); 1 = lpt, the dynamic longest-first
      * schedule (each CTA takes its next tile from a global counter, the longest first, in sections of heads whose
      * K/V fit the L2): the launch zeroes a 4-byte counter in the call's stream first (the call's workspace when it
      * gives one, else a counter the context keeps for that stream: see workspace below). fajit_config_fill picks
      * 1 at seqlen_q >= 4096 for grouped-query shapes (heads_q >= 4 x heads_kv), for other shapes up to
      * seqlen_q 8192, and for chunked attention (H100: 1.00-1.10x over static there), and leaves 0 elsewhere
-     * (multi-head at 16384: static measured 1-2% faster; shorter queries: not measured). Decode and varlen calls
+     * (multi-head at 16384: static measured 1-2% faster; shorter queries: not measured). It leaves a sliding
+     * window's 0: a call without a config then takes 1 where, for its window length, the static schedule would
+     * leave its busiest SM over 4% above the mean and work tiles average 8 KV tiles or more (H200: +3-20% there,
+     * 1-6% slower for shorter windows). Decode and varlen calls
      * keep their own schedule whatever sched
      * says. Canonical text: " lpt" after the schedule flags when 1. fagen's flag: --sched static|lpt. */
     int sched;

@@ -248,7 +248,7 @@ static void test_sched_field(void **state)
     assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, 0, 32, 16, N16), 0);               /* group 2 */
     assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 128, 1, FAJIT_MOD_CHUNK, 16, 16, 32768), 1); /* chunk */
     assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 0, 0, 64, 8, N8), 0);                 /* not causal */
-    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, FAJIT_MOD_WINDOW, 64, 8, N8), 0);  /* window */
+    assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_BF16, 64, 1, FAJIT_MOD_WINDOW, 64, 8, N8), 0);  /* window: the runtime's */
     assert_int_equal(heuristic_sched(S90, FAJIT_DTYPE_E4M3, 64, 1, 0, 64, 8, N8), 0);                 /* FP8 */
     assert_int_equal(heuristic_sched(FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 64, 1, 0, 64, 8, N8), 0);     /* sm_80 */
     fajit_shape long_gqa = {1, 64, 8, 8192, 8192};
@@ -286,8 +286,13 @@ static void test_sched_field(void **state)
     fajit_config bad = c;
     bad.causal = 0;
     expect_sched_refused(bad, "sched = 1 (lpt) with a non-causal mask");
-    bad = c, bad.mods |= FAJIT_MOD_WINDOW;
-    expect_sched_refused(bad, "sched = 1 (lpt) with a window");
+    /* a window takes lpt when given (the heuristic leaves it static: the runtime picks by the window's length) */
+    fajit_config w = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1, .mods = FAJIT_MOD_WINDOW};
+    fj_config_heuristic(&w, &w, &shape, 0);
+    assert_int_equal(w.sched, 0);
+    w.sched = 1;
+    assert_int_equal(fj_plan_build(&w, &p), FAJIT_OK);
+    assert_int_equal(p.lpt, 1);
     fajit_config ch = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1, .mods = FAJIT_MOD_CHUNK};
     fj_config_heuristic(&ch, &ch, &shape, 0); /* a chunk's causal tiles differ in length: it takes lpt */
     assert_int_equal(ch.sched, 1);

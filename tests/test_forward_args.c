@@ -294,6 +294,55 @@ static void test_params_and_grid(void **state)
     assert_int_equal(grid[0], 128 * 16);
 }
 
+/* The window's schedule (fj_forward_window_lpt) on the cells it was measured on (H200, 132 SMs; forward.c): lpt
+ * where the static schedule's heaviest CTA is over 4% above the mean and work tiles are long, static elsewhere. */
+static int window_lpt(int b, int hq, int n, int d, int left, int bm, int bn)
+{
+    fajit_attention_args a = valid_args();
+    a.batch = b, a.heads_q = hq, a.heads_kv = hq, a.seqlen_q = a.seqlen_k = n, a.head_dim = d, a.causal = 1;
+    a.struct_size = sizeof a;
+    a.window = 1, a.window_left = left, a.window_right = 0;
+    fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = d, .block_m = bm,
+                      .block_n = bn, .causal = 1, .mods = FAJIT_MOD_WINDOW};
+    return fj_forward_window_lpt(&a, &c, 132);
+}
+
+static void test_window_schedule(void **state)
+{
+    (void)state;
+    assert_int_equal(window_lpt(1, 16, 32768, 128, 4096, 128, 128), 1); /* 1.064x the mean, 31 KV tiles: +3-4% */
+    assert_int_equal(window_lpt(2, 8, 8192, 256, 4096, 128, 80), 1);    /* 1.37x: +20% */
+    assert_int_equal(window_lpt(1, 16, 32768, 128, 2048, 128, 128), 0); /* 1.03x: lpt -1.5% */
+    assert_int_equal(window_lpt(1, 16, 32768, 128, 1024, 128, 128), 0); /* lpt -3% */
+    assert_int_equal(window_lpt(1, 64, 8192, 64, 128, 128, 128), 0);    /* 2 KV tiles a work tile: lpt -6% */
+    assert_int_equal(window_lpt(1, 16, 32768, 128, -1, 128, 128), 0);   /* no left bound: plain causal */
+    assert_int_equal(window_lpt(1, 16, 32768, 128, 40000, 128, 128), 0); /* a bound past Nk: the same */
+    /* not a causal window, not sm_90a, FP8: never */
+    fajit_attention_args a = valid_args();
+    a.batch = 1, a.heads_q = a.heads_kv = 16, a.seqlen_q = a.seqlen_k = 32768, a.head_dim = 128;
+    a.struct_size = sizeof a;
+    a.window = 1, a.window_left = 4096, a.window_right = 0;
+    fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
+                      .block_n = 128, .causal = 1, .mods = FAJIT_MOD_WINDOW};
+    assert_int_equal(fj_forward_window_lpt(&a, &c, 132), 0); /* a non-causal call */
+    a.causal = 1;
+    assert_int_equal(fj_forward_window_lpt(&a, &c, 132), 1);
+    c.arch = FAJIT_ARCH_SM80;
+    assert_int_equal(fj_forward_window_lpt(&a, &c, 132), 0);
+    c.arch = FAJIT_ARCH_SM90A, c.dtype = FAJIT_DTYPE_E4M3;
+    assert_int_equal(fj_forward_window_lpt(&a, &c, 132), 0);
+    c.dtype = FAJIT_DTYPE_BF16;
+    assert_int_equal(fj_forward_window_lpt(&a, &c, 100000), 0); /* one CTA per tile: one round */
+    /* the window's length is part of the shape class, so each length keeps its own choice */
+    char k1[128], k2[128];
+    fajit_shape s;
+    fj_forward_class(&a, k1, sizeof k1, &s);
+    a.window_left = 1024;
+    fj_forward_class(&a, k2, sizeof k2, &s);
+    assert_string_not_equal(k1, k2);
+    assert_non_null(strstr(k1, " wl4096"));
+}
+
 static void test_shape_class(void **state)
 {
     (void)state;
@@ -345,6 +394,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_window_schedule),
         cmocka_unit_test(test_null_and_dtype),
         cmocka_unit_test(test_dims),
         cmocka_unit_test(test_head_dim_and_groups),

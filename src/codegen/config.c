@@ -299,7 +299,10 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
      * D256); but multi-head at N16k 0.98-0.99x: static stays there (queries shorter than 4096 not measured) */
     /* Chunked attention (its causal triangles are a chunk long, the chunk is a call's value): lpt at any Nq >= 4096
      * (H100: chunk 8192 at N32k 0.94-0.95x plain causal fajit of the same work with static, which lpt made faster) */
-    if (!c->sched && shape && shape->seqlen_q >= 4096 && fj_config_lpt_can(c) && shape->heads_kv > 0 &&
+    /* A sliding window's schedule depends on its length, which the shape does not carry: the runtime decides
+     * (forward.c fj_forward_window_lpt), static here. */
+    if (!c->sched && shape && shape->seqlen_q >= 4096 && fj_config_lpt_can(c) && !(c->mods & FAJIT_MOD_WINDOW) &&
+        shape->heads_kv > 0 &&
         shape->heads_q % shape->heads_kv == 0 &&
         (shape->heads_q >= 4 * shape->heads_kv || shape->seqlen_q <= 8192 || (c->mods & FAJIT_MOD_CHUNK)))
         c->sched = 1;
@@ -316,8 +319,7 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
 
 int fj_config_lpt_can(const fajit_config *c)
 {
-    return c->causal && c->dtype != FAJIT_DTYPE_E4M3 && fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3 &&
-           !(c->mods & FAJIT_MOD_WINDOW);
+    return c->causal && c->dtype != FAJIT_DTYPE_E4M3 && fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3;
 }
 
 /* The smem map multiplies the tile fields in int: only sizes a rule could accept are mapped (fuzz_config

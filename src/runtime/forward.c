@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -288,37 +289,77 @@ void fj_forward_params(const fajit_attention_args *a, const fj_plan *plan, fj_fw
     }
 }
 
-/* KV tiles a causal work tile of query block mb visits (fwd_kernel.c's KV range, on the host). */
-static long causal_kv_tiles(const fajit_attention_args *a, const fj_plan *plan, long mb)
+/* KV tiles a causal work tile of query block mb visits (fwd_kernel.c's KV range, on the host), for tiles of bm x bn;
+ * with a window of `left` keys (-1: none) only those from the block's first row's first key (mask.c's local
+ * range). */
+static long causal_kv_tiles(const fajit_attention_args *a, long bm, long bn, long left, long mb)
 {
-    long bm = plan->cfg.block_m, bn = plan->cfg.block_n, all = (a->seqlen_k + bn - 1) / bn;
+    long all = (a->seqlen_k + bn - 1) / bn;
     long last = mb * bm + bm - 1 + (long)a->seqlen_k - a->seqlen_q; /* the block's last row's last key */
     long n = ((last < -1 ? -1 : last) + 1 + bn - 1) / bn;
-    return n < all ? n : all;
+    if (n > all) n = all;
+    if (left < 0) return n;
+    long lo = mb * bm + (long)a->seqlen_k - a->seqlen_q - left; /* the block's first row's first key */
+    long first = (lo < 0 ? 0 : lo) / bn;
+    return n > first ? n - first : 0;
 }
 
-/* Does the persistent schedule of ws_frame.c (CTA c: tile round * G + c, odd rounds backwards) share the
- * causal tiles' uneven work out evenly over G CTAs? The heaviest CTA within 10% of the mean (a tile costs
- * its KV tiles plus one for its prologue and epilogue; measured on the H100, persistent launches up to
- * 1.08x over the mean still beat one CTA per tile by 3-10% at N 1k-4k, and 1.5x was 1.5x slower at 16k).
+/* The static schedule of ws_frame.c (CTA c: tile round * G + c, odd rounds backwards) over G CTAs: the heaviest
+ * CTA's work and the mean's, a tile costing its KV tiles plus one for its prologue and epilogue. */
+static void static_schedule_load(const fajit_attention_args *a, long bm, long bn, long left, unsigned mblocks,
+                                 unsigned tiles, unsigned g, long *worst, long *total)
+{
+    *worst = *total = 0;
+    for (unsigned c = 0; c < g; c++) {
+        long sum = 0;
+        for (unsigned r = 0;; r++) {
+            unsigned t = r * g + (r % 2 ? g - 1 - c : c);
+            if (t >= tiles) break;
+            sum += causal_kv_tiles(a, bm, bn, left, (long)mblocks - 1 - (long)(t % mblocks)) + 1;
+        }
+        *total += sum;
+        if (sum > *worst) *worst = sum;
+    }
+}
+
+/* Does the persistent schedule share the causal tiles' uneven work out evenly over G CTAs? The heaviest CTA
+ * within 10% of the mean (measured on the H100, persistent launches up to 1.08x over the mean still beat one CTA
+ * per tile by 3-10% at N 1k-4k, and 1.5x was 1.5x slower at 16k).
  * Where it does not (its pairing of long and short
  * tiles breaks when a head's query blocks do not line up with the rounds, e.g. 128 blocks on 132 SMs:
  * up to 2x), a launch of one CTA per tile lets the hardware's block scheduler balance instead. */
 static int causal_schedule_balances(const fajit_attention_args *a, const fj_plan *plan, unsigned mblocks,
                                     unsigned tiles, unsigned g)
 {
-    long total = 0, worst = 0;
-    for (unsigned c = 0; c < g; c++) {
-        long sum = 0;
-        for (unsigned r = 0;; r++) {
-            unsigned t = r * g + (r % 2 ? g - 1 - c : c);
-            if (t >= tiles) break;
-            sum += causal_kv_tiles(a, plan, (long)mblocks - 1 - (long)(t % mblocks)) + 1;
-        }
-        total += sum;
-        if (sum > worst) worst = sum;
-    }
+    long worst, total;
+    static_schedule_load(a, plan->cfg.block_m, plan->cfg.block_n, -1, mblocks, tiles, g, &worst, &total);
     return worst * g <= total + total / 10;
+}
+
+/* A causal sliding window's work tiles cost alike except the first window's worth of query blocks, so the static
+ * schedule's balance depends on how the tiles fall into rounds, and the dynamic one (lpt) costs a little per work
+ * tile (its counter, the slot hand-over). Measured on the H200 (fagen bench, static / lpt, 2-3 interleaved rounds,
+ * bench/results/h200-session11-2026-11-27.md): lpt +3-4% at D128 H16 N32k window 4096 (static's heaviest CTA
+ * 1.064x the mean, 31 KV tiles a work tile), +20% at D256 B2 H8 N8k window 4096 (1.37x, 40), +1% for GQA B2 N8k
+ * windows 2048 / 4096 (1.03x); -1.5% at window 2048 and -3% at 1024 for H16 N32k (1.03x / 1.02x; 17 / 9 tiles),
+ * -6% at window 128 (2 tiles). So lpt where static's heaviest CTA exceeds the mean by more than 4% and a work tile
+ * averages at least 8 KV tiles. */
+int fj_forward_window_lpt(const fajit_attention_args *a, const fajit_config *cfg, int max_ctas)
+{
+    fj_variant_args v;
+    fj_variant_read(a, &v);
+    if (!v.window || !a->causal || cfg->arch != FAJIT_ARCH_SM90A || !fj_config_lpt_can(cfg) || cfg->block_m <= 0 ||
+        cfg->block_n <= 0)
+        return 0;
+    long left = v.window_left >= 0 && v.window_left < a->seqlen_k ? v.window_left : -1;
+    if (left < 0) return 0; /* an unbounded left side is plain causal: the heuristic's rule */
+    unsigned bm = (unsigned)cfg->block_m, mblocks = ((unsigned)a->seqlen_q + bm - 1) / bm;
+    unsigned long long t = (unsigned long long)mblocks * (unsigned)a->heads_q * (unsigned)a->batch;
+    unsigned g = fj_persistent_ctas(max_ctas, t > UINT32_MAX ? UINT32_MAX : (unsigned)t);
+    if (t > (1u << 18) || g == 0 || g >= t) return 0; /* (one round, or too many tiles to weigh on each call) */
+    long worst, total;
+    static_schedule_load(a, bm, cfg->block_n, left, mblocks, (unsigned)t, g, &worst, &total);
+    return worst * 100 * (long)g > total * 104 && total - (long)t >= 8 * (long)t; /* mean KV tiles >= 8 */
 }
 
 unsigned fj_persistent_ctas(int max_ctas, unsigned tiles)
@@ -375,6 +416,10 @@ int fj_forward_class(const fajit_attention_args *a, char *key, size_t size, faji
     fj_fp8_args f;
     fj_fp8_read(a, &f);
     int n = mods ? snprintf(m, sizeof m, " m%d", mods) : 0;
+    fj_variant_args v;
+    fj_variant_read(a, &v);
+    if (v.window && a->causal) /* the window's length picks the schedule (fj_forward_window_lpt) */
+        n += snprintf(m + n, sizeof m - (size_t)n, " wl%d", v.window_left);
     if (f.kv_dtype != a->dtype || f.out_dtype != a->dtype)
         snprintf(m + n, sizeof m - (size_t)n, " kv%d o%d", (int)f.kv_dtype, (int)f.out_dtype);
     return snprintf(key, size, "%s d%d c%d b%d hq%d hkv%d nq%d nk%d%s", dtype_name(a->dtype), a->head_dim, a->causal,

@@ -224,6 +224,7 @@ fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a
     cfg.out_dtype = f.out_dtype_given;
     fajit_status st = fajit_config_fill(ctx, &shape, &cfg);
     if (st != FAJIT_OK) return fj_fail_context(st, "choosing a config for shape class \"%s\"", key);
+    if (!cfg.sched && fj_forward_window_lpt(a, &cfg, ctx->persistent_ctas)) cfg.sched = 1; /* the key has the window */
     if ((st = fj_store_get(ctx, &cfg, 0, FJ_STORE_NO_COMPILE, k, &source)) != FAJIT_OK) return st;
     int capturing = !*k && stream_capturing(ctx, a->stream);
     /* a stand-in only for the call's own kernel (not the sm_80 kernel a decode variant or the TMA fallback

@@ -306,7 +306,8 @@ static const config_flag k_config_flags[] = {
     {"--sched", NULL, "static|lpt", set_sched,
      "sm_90a causal: work tiles handed out by a fixed round-robin (static) or a global counter, longest first (lpt); "
      "default: heuristic (lpt at Nq >= 4096 for grouped-query heads (Hq >= 4 Hkv), other heads up to Nq 8192, and "
-     "chunked attention)"},
+     "chunked attention; with --window, fagen bench: lpt where static would leave the busiest SM > 4% over the mean "
+     "and work tiles average >= 8 KV tiles)"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},

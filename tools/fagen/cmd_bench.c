@@ -40,6 +40,7 @@
 #include "codegen/codegen.h"
 #include "runtime/context.h"
 #include "runtime/cuda_api.h"
+#include "runtime/forward.h"
 #include "base/error.h"
 #include "runtime/half.h"
 #include "runtime/tune.h"
@@ -451,6 +452,9 @@ static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const b
     cfg->dtype = s->dtype, cfg->head_dim = s->d, cfg->causal = s->causal;
     fajit_status st = fajit_config_fill(ctx, &shape, cfg);
     if (st != FAJIT_OK) return st;
+    fajit_attention_args a = bench_args(s);
+    if (!u->sched && !cfg->sched && fj_forward_window_lpt(&a, cfg, ctx->persistent_ctas))
+        cfg->sched = 1; /* a window's schedule, as the library's own choice takes it */
     int flags = fagen_config_has_tiles(u);
     int from_tune = fajit_tune_lookup(ctx, &shape, s->dtype, s->d, s->causal, &tuned) == FAJIT_OK && tuned.found;
     if (from_tune) { /* the winner with the flags' fields on top: what fill gives when it used the winner */
