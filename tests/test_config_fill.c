@@ -290,6 +290,11 @@ static void test_sched_field(void **state)
     fajit_config w = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1, .mods = FAJIT_MOD_WINDOW};
     fj_config_heuristic(&w, &w, &shape, 0);
     assert_int_equal(w.sched, 0);
+    assert_int_equal(w.stages, 3); /* static: 3 stages; given lpt: 2 (H200, window (4096, 0) N32k) */
+    fajit_config wl = {.arch = S90, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1, .mods = FAJIT_MOD_WINDOW,
+                       .sched = 1};
+    fj_config_heuristic(&wl, &wl, &shape, 0);
+    assert_int_equal(wl.stages, 2);
     w.sched = 1;
     assert_int_equal(fj_plan_build(&w, &p), FAJIT_OK);
     assert_int_equal(p.lpt, 1);

@@ -291,7 +291,10 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
          * or a chunk restarts the KV stream at every row block and runs best at bc128 with 3 stages (H200: 648
          * for window (4096, 0) at N32k against 620 at bc176 s2; H100: chunk 8192 685 against 660) */
         if (!c->block_n) c->block_n = 128;
-        if (!c->stages && (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK))) c->stages = 3;
+        if (!c->stages && (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK)))
+            /* (a window under the dynamic schedule, which the runtime gives long windows, runs best with 2:
+             * H200, window (4096, 0) N32k lpt, 611 against 602 TFLOP/s with 3, 2 rounds) */
+            c->stages = c->sched == 1 && (c->mods & FAJIT_MOD_WINDOW) ? 2 : 3;
     }
     /* The lpt schedule (H100, session 9, claiming each tile at the end of the last and sections of at least the
      * grid; lpt / static, 2 rounds of fagen bench --sched): grouped-query causal (Hq >= 4 Hkv) 1.03-1.06x at N8k,
