@@ -169,7 +169,7 @@ typedef struct fajit_config {
      * roll noncausal"). Python's keyword and fagen's flag: roll (--roll on|off). */
     int roll;
     /* sched (appended in 0.2; 0 = static, so a zeroed config keeps its meaning and its text): how the sm_90a
-     * persistent kernel hands out the work tiles of a causal attention (BF16, F16 or e4m3 Q/K/V).
+     * persistent kernel hands out the work tiles of a causal BF16 / F16 attention.
      * -1 or 0 = static (every CTA walks a fixed round-robin of the tiles); 1 = lpt, the dynamic longest-first
      * schedule (each CTA takes its next tile from a global counter, the longest first, in sections of heads whose
      * K/V fit the L2): the launch zeroes a 4-byte counter in the call's stream first (the call's workspace when it

@@ -305,7 +305,6 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     /* A sliding window's schedule depends on its length, which the shape does not carry: the runtime decides
      * (forward.c fj_forward_window_lpt), static here. */
     if (!c->sched && shape && shape->seqlen_q >= 4096 && fj_config_lpt_can(c) && !(c->mods & FAJIT_MOD_WINDOW) &&
-        c->dtype != FAJIT_DTYPE_E4M3 &&
         shape->heads_kv > 0 &&
         shape->heads_q % shape->heads_kv == 0 &&
         (shape->heads_q >= 4 * shape->heads_kv || shape->seqlen_q <= 8192 || (c->mods & FAJIT_MOD_CHUNK)))
@@ -323,7 +322,7 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
 
 int fj_config_lpt_can(const fajit_config *c)
 {
-    return c->causal && (c->dtype == FAJIT_DTYPE_E4M3 || fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3);
+    return c->causal && c->dtype != FAJIT_DTYPE_E4M3 && fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3;
 }
 
 /* The smem map multiplies the tile fields in int: only sizes a rule could accept are mapped (fuzz_config

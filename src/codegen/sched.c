@@ -96,16 +96,7 @@ void fj_sched_emit_fetch(fj_kctx *k, fj_reg_t dst)
 {
     fj_reg_t a = fj_alloc(k->e, k->b_rd, 1);
     counter_address(k, a);
-    if (!k->p->fp8_vt4) { /* the producer is one thread */
-        fj_ins(k->e, "atom.global.add.u32 %s, [%s], 1", R(dst), R(a));
-        return;
-    }
-    fj_reg_t lane = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
-    fj_comment(k->e, 2, "(FP8 vt4: the whole warp runs the producer; lane 0 takes the tile, the warp reads it from lane 0)");
-    fj_ins(k->e, "mov.u32 %s, %%laneid", R(lane));
-    fj_ins(k->e, "setp.eq.u32 %s, %s, 0", R(pr), R(lane));
-    fj_ins(k->e, "@%s atom.global.add.u32 %s, [%s], 1", R(pr), R(dst), R(a));
-    fj_ins(k->e, "shfl.sync.idx.b32 %s, %s, 0, 31, -1", R(dst), R(dst));
+    fj_ins(k->e, "atom.global.add.u32 %s, [%s], 1", R(dst), R(a));
 }
 
 void fj_sched_emit_resolve(fj_kctx *k, fj_reg_t tile, fj_reg_t n)

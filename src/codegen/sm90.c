@@ -187,8 +187,7 @@ fajit_status fj_kv_order_parse(const char *value, int *order)
  * sections' heads by fj_sched_section_heads), as FlashAttention-3's dynamic scheduler does for causal
  * (bench/results/d64-sass-vs-fa3-2026-11-27.md). The config's sched = 1 (the heuristic's pick: config.c fill_sm90,
  * measured in bench/results/h100-session9-2026-11-27.md; for a sliding window the runtime's fj_forward_window_lpt,
- * which knows the window's length) or FAJIT_CAUSAL_SCHED=lpt picks it for causal kernels (FP8 too, not a 16-bit
- * call over an FP8 K/V cache); the environment's
+ * which knows the window's length) or FAJIT_CAUSAL_SCHED=lpt picks it for 16-bit causal kernels; the environment's
  * lpt names itself in the plan's text
  * (" causalsched=lpt") where the config does not say " lpt", so the caches never serve one for the other. */
 static const fj_env_word k_causal_sched_words[] = {{"static", 0, "the static round-robin"},
@@ -208,9 +207,9 @@ static fajit_status plan_causal_sched(fj_plan *p)
     fajit_status st = fj_causal_sched_parse(getenv("FAJIT_CAUSAL_SCHED"), &lpt);
     if (st != FAJIT_OK) return st;
     if (p->cfg.sched == 1 && !can)
-        return CFG_FAIL("sched = 1 (lpt) with %s: the longest-first schedule orders causal work tiles (BF16, F16 or "
-                        "e4m3 Q/K/V; not a BF16 / F16 call over an FP8 K/V cache); use sched 0",
-                        !p->cfg.causal ? "a non-causal mask" : "kv_dtype e4m3");
+        return CFG_FAIL("sched = 1 (lpt) with %s: the longest-first schedule orders causal BF16 / F16 work tiles; "
+                        "use sched 0",
+                        !p->cfg.causal ? "a non-causal mask" : p->fp8 ? "dtype e4m3" : "kv_dtype e4m3");
     p->lpt = can && (lpt || p->cfg.sched == 1);
     return FAJIT_OK;
 }

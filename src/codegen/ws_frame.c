@@ -427,13 +427,7 @@ void fj_ws_tile_loop_end(fj_kctx *k, fj_ws_loop *l, int what, const char *exit)
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(k->p, FJ_BAR_Q_EMPTY, 0), not_phase);
     fj_ins(k->e, "mov.u32 %s, %u", R(l->tile), FJ_SCHED_NONE);
     fj_sched_emit_publish(k, l->round, l->tile);
-    if (k->p->fp8_vt4) { /* the whole warp runs the producer: one arrival, lane 0's (Q full counts one) */
-        fj_reg_t lane = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
-        fj_ins(k->e, "mov.u32 %s, %%laneid", R(lane));
-        fj_ins(k->e, "setp.eq.u32 %s, %s, 0", R(pr), R(lane));
-        fj_ins(k->e, "@%s " PTX_MBAR_ARRIVE, R(pr), R(l->qbar), fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0));
-    } else
-        fj_ins(k->e, PTX_MBAR_ARRIVE, R(l->qbar), fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0));
+    fj_ins(k->e, PTX_MBAR_ARRIVE, R(l->qbar), fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0));
     fj_ins(k->e, "bra.uni %s", exit);
 }
 

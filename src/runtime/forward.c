@@ -349,7 +349,7 @@ int fj_forward_window_lpt(const fajit_attention_args *a, const fajit_config *cfg
     fj_variant_args v;
     fj_variant_read(a, &v);
     if (!v.window || !a->causal || cfg->arch != FAJIT_ARCH_SM90A || !fj_config_lpt_can(cfg) || cfg->block_m <= 0 ||
-        cfg->block_n <= 0 || cfg->dtype == FAJIT_DTYPE_E4M3) /* (measured on 16-bit windows only) */
+        cfg->block_n <= 0)
         return 0;
     long left = v.window_left >= 0 && v.window_left < a->seqlen_k ? v.window_left : -1;
     if (left < 0) return 0; /* an unbounded left side is plain causal: the heuristic's rule */
