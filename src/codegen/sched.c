@@ -164,11 +164,25 @@ void fj_sched_emit_publish(fj_kctx *k, fj_reg_t round, fj_reg_t tile)
     fj_ins(k->e, "st.shared.u32 [%s+%d], %s", R(a), k->p->sched_off, R(tile));
 }
 
+/* dst = the slot word at [a + off], read by this thread, or (FJ_LPT_SLOT_LANE0) by lane 0 for its warp: sched.h. */
+static void slot_load(fj_kctx *k, fj_reg_t dst, fj_reg_t a, int off)
+{
+    if (!FJ_LPT_SLOT_LANE0) {
+        fj_ins(k->e, "ld.shared.u32 %s, [%s+%d]", R(dst), R(a), off);
+        return;
+    }
+    fj_reg_t lane = fj_alloc(k->e, k->b_r, 1), pr = fj_alloc(k->e, k->b_p, 1);
+    fj_ins(k->e, "mov.u32 %s, %%laneid", R(lane));
+    fj_ins(k->e, "setp.eq.u32 %s, %s, 0", R(pr), R(lane));
+    fj_ins(k->e, "@%s ld.shared.u32 %s, [%s+%d]", R(pr), R(dst), R(a), off);
+    fj_ins(k->e, "shfl.sync.idx.b32 %s, %s, 0, 31, -1", R(dst), R(dst));
+}
+
 void fj_sched_emit_take(fj_kctx *k, fj_reg_t round, fj_reg_t tile)
 {
     fj_reg_t a = fj_alloc(k->e, k->b_r, 1);
     slot_address(k, round, a);
-    fj_ins(k->e, "ld.shared.u32 %s, [%s+%d]", R(tile), R(a), k->p->sched_off);
+    slot_load(k, tile, a, k->p->sched_off);
 }
 
 /* ---- coordinates in the slot (FJ_LPT_COORDS, sched.h) ------------------------------------------------------------ */
@@ -204,5 +218,5 @@ void fj_sched_emit_take_coords(fj_kctx *k, fj_reg_t round, int heads, int rows)
                rows ? " and its sequence's lengths" : "");
     slot_address(k, round, a);
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-        if (w[i].want) fj_ins(k->e, "ld.shared.u32 %s, [%s+%d]", R(w[i].reg), R(a), k->p->sched_off + 4 * w[i].word);
+        if (w[i].want) slot_load(k, w[i].reg, a, k->p->sched_off + 4 * w[i].word);
 }
