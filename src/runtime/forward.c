@@ -356,7 +356,7 @@ int fj_forward_window_lpt(const fajit_attention_args *a, const fajit_config *cfg
     unsigned bm = (unsigned)cfg->block_m, mblocks = ((unsigned)a->seqlen_q + bm - 1) / bm;
     unsigned long long t = (unsigned long long)mblocks * (unsigned)a->heads_q * (unsigned)a->batch;
     unsigned g = fj_persistent_ctas(max_ctas, t > UINT32_MAX ? UINT32_MAX : (unsigned)t);
-    if (t > (1u << 18) || g == 0 || g >= t) return 0; /* (one round, or too many tiles to weigh on each call) */
+    if (t > (1u << 18) || g == 0 || g >= t) return 0; /* one round, or too many tiles to weigh (a class miss pays it) */
     long worst, total;
     static_schedule_load(a, bm, cfg->block_n, left, mblocks, (unsigned)t, g, &worst, &total);
     return worst * 100 * (long)g > total * 104 && total - (long)t >= 8 * (long)t; /* mean KV tiles >= 8 */
