@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fajit.h"
+#include "runtime/context.h"
 #include "runtime/forward.h"
 #include "test_support.h"
 
@@ -333,6 +334,33 @@ static void test_window_schedule(void **state)
     assert_int_equal(fj_forward_window_lpt(&a, &c, 132), 0);
     c.dtype = FAJIT_DTYPE_BF16;
     assert_int_equal(fj_forward_window_lpt(&a, &c, 100000), 0); /* one CTA per tile: one round */
+    /* the call's fill (policy.c, fagen bench): a long window takes lpt and the 2 stages fill gives it; a short one,
+     * or a caller's own sched, stays as fajit_config_fill leaves it */
+    fajit_context *ctx = NULL;
+    fajit_context_options o = fajit_context_options_default();
+    o.device = -1;
+    o.disk_cache = 0;
+    assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
+    ctx->persistent_ctas = 132; /* (no device here: the H200's SMs) */
+    a.window_left = 4096;
+    fajit_shape sh = {1, 16, 16, 32768, 32768};
+    fajit_config f = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1,
+                      .mods = FAJIT_MOD_WINDOW};
+    assert_int_equal(fj_forward_fill(ctx, &sh, &a, &f), FAJIT_OK);
+    assert_int_equal(f.sched, 1);
+    assert_int_equal(f.stages, 2);
+    f = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1,
+                       .mods = FAJIT_MOD_WINDOW, .sched = -1};
+    assert_int_equal(fj_forward_fill(ctx, &sh, &a, &f), FAJIT_OK);
+    assert_int_equal(f.sched, -1);
+    a.window_left = 1024;
+    f = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1,
+                       .mods = FAJIT_MOD_WINDOW};
+    assert_int_equal(fj_forward_fill(ctx, &sh, &a, &f), FAJIT_OK);
+    assert_int_equal(f.sched, 0);
+    assert_int_equal(f.stages, 3);
+    fajit_context_destroy(ctx);
+    a.window_left = 4096;
     /* the window's length is part of the shape class, so each length keeps its own choice */
     char k1[128], k2[128];
     fajit_shape s;

@@ -362,6 +362,19 @@ int fj_forward_window_lpt(const fajit_attention_args *a, const fajit_config *cfg
     return worst * 100 * (long)g > total * 104 && total - (long)t >= 8 * (long)t; /* mean KV tiles >= 8 */
 }
 
+fajit_status fj_forward_fill(fajit_context *ctx, const fajit_shape *shape, const fajit_attention_args *a,
+                             fajit_config *cfg)
+{
+    fajit_config first = *cfg;
+    fajit_status st = fajit_config_fill(ctx, shape, &first);
+    if (st != FAJIT_OK || first.sched || !fj_forward_window_lpt(a, &first, ctx ? ctx->persistent_ctas : 0)) {
+        *cfg = first;
+        return st;
+    }
+    cfg->sched = 1; /* a long window: the dynamic schedule, and the tiles the heuristic gives it */
+    return fajit_config_fill(ctx, shape, cfg);
+}
+
 unsigned fj_persistent_ctas(int max_ctas, unsigned tiles)
 {
     return max_ctas > 0 && tiles > (unsigned)max_ctas ? (unsigned)max_ctas : tiles;

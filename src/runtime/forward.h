@@ -43,6 +43,10 @@ unsigned fj_persistent_ctas(int max_ctas, unsigned tiles);
  * max_ctas CTAs: the static one would leave its heaviest CTA over 4% above the mean and a work tile averages
  * 8 KV tiles or more (forward.c has the measurements). 0 for every other call and config. */
 int fj_forward_window_lpt(const fajit_attention_args *args, const fajit_config *cfg, int max_ctas);
+/* fajit_config_fill for a call: then, where fj_forward_window_lpt says so for the filled config (its sched left 0),
+ * fill again from *cfg with sched = 1 (the tiles the heuristic gives lpt). The policy's and fagen bench's fill. */
+fajit_status fj_forward_fill(fajit_context *ctx, const fajit_shape *shape, const fajit_attention_args *args,
+                             fajit_config *cfg);
 
 /* The parameter block of a warp-specialized kernel (the tensor maps are fj_tensor_maps'): the base
  * fields and the persistent schedule's counts. */

@@ -222,13 +222,7 @@ fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a
     fj_fp8_read(a, &f);
     cfg.kv_dtype = f.kv_dtype_given;
     cfg.out_dtype = f.out_dtype_given;
-    fajit_config first = cfg;
-    fajit_status st = fajit_config_fill(ctx, &shape, &first);
-    if (st == FAJIT_OK && !first.sched && fj_forward_window_lpt(a, &first, ctx->persistent_ctas)) {
-        cfg.sched = 1; /* a long window: the dynamic schedule (the key has the window), and the tiles fill gives it */
-        st = fajit_config_fill(ctx, &shape, &cfg);
-    } else
-        cfg = first;
+    fajit_status st = fj_forward_fill(ctx, &shape, a, &cfg); /* (a window's length: in the key, fj_forward_class) */
     if (st != FAJIT_OK) return fj_fail_context(st, "choosing a config for shape class \"%s\"", key);
     if ((st = fj_store_get(ctx, &cfg, 0, FJ_STORE_NO_COMPILE, k, &source)) != FAJIT_OK) return st;
     int capturing = !*k && stream_capturing(ctx, a->stream);

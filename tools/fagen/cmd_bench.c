@@ -450,14 +450,9 @@ static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const b
     const fajit_config *u = &o->user;
     *cfg = o->user;
     cfg->dtype = s->dtype, cfg->head_dim = s->d, cfg->causal = s->causal;
-    fajit_status st = fajit_config_fill(ctx, &shape, cfg);
-    if (st != FAJIT_OK) return st;
     fajit_attention_args a = bench_args(s);
-    if (!u->sched && !cfg->sched && fj_forward_window_lpt(&a, cfg, ctx->persistent_ctas)) {
-        *cfg = o->user; /* a window's schedule and the tiles fill gives it, as the library's own choice takes them */
-        cfg->dtype = s->dtype, cfg->head_dim = s->d, cfg->causal = s->causal, cfg->sched = 1;
-        if ((st = fajit_config_fill(ctx, &shape, cfg)) != FAJIT_OK) return st;
-    }
+    fajit_status st = fj_forward_fill(ctx, &shape, &a, cfg); /* the library's own choice (a window's schedule too) */
+    if (st != FAJIT_OK) return st;
     int flags = fagen_config_has_tiles(u);
     int from_tune = fajit_tune_lookup(ctx, &shape, s->dtype, s->d, s->causal, &tuned) == FAJIT_OK && tuned.found;
     if (from_tune) { /* the winner with the flags' fields on top: what fill gives when it used the winner */
