@@ -23,7 +23,7 @@
  * completion is not in the reader's clock; a write (a load, st.shared) is early when a read of the slot is not retired
  * or its retirement is not in the writer's clock.
  * An arrive run by lane 0 alone counts one arrival (the generator elects lane 0, or thread 0 of the producer), by
- * lanes 0 and 31 32; float data is unknown, and a barrier under a guard that depends on it is reported as not modelled.
+ * lanes 0 and 31 32; a shfl.sync.idx from lane 0 gives lane 31 lane 0's value; float data is unknown, and a barrier under a guard that depends on it is reported as not modelled.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -903,9 +903,14 @@ static int step(sim *s, warp *x)
     int word = s->o->slot_bytes && strcmp(in->op, "st.shared.u32") == 0 ? slot_word(s, x, in, 0) : -1;
     uint64_t stored = 0;
     int known = word >= 0 && sim_guard(&x->t, in) == 1 && sim_value(s->p, &x->t, s->w, &in->a[1], &stored);
+    /* shfl.sync.idx from lane 0: lane 31 gets lane 0's value (the interpreter gives each lane its own) */
+    uint64_t bcast = 0;
+    int shfl0 = x->lockstep && strcmp(in->op, "shfl.sync.idx.b32") == 0 && in->a[2].kind == O_IMM && in->a[2].imm == 0 &&
+                sim_guard(&x->t, in) == 1 && sim_value(s->p, &x->t, s->w, &in->a[1], &bcast);
     if (!step_lpt(s, x, in, &handled)) return 0;
     if (handled) return 1;
     int ok = is_sync(in->op) ? step_sync(s, x, in) : step_plain(s, x, in);
+    if (ok && shfl0 && x->lockstep) sim_set(&x->u, &in->a[0], bcast, 1);
     if (ok && known) {
         int w = (int)(x - s->wp);
         s->slot_val[word] = (uint32_t)stored;

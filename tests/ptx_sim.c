@@ -67,8 +67,8 @@ static void parse_operand(prog *p, insn *in, const char *s, operand *o)
         return;
     }
     if (*s == '%') {
-        static const char *const sp[] = {"%tid.x", "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x"};
-        for (int i = 0; i < 5; i++)
+        static const char *const sp[] = {"%tid.x", "%ctaid.x", "%ctaid.y", "%ctaid.z", "%nctaid.x", "%laneid"};
+        for (int i = 0; i < 6; i++)
             if (strcmp(s, sp[i]) == 0) {
                 o->kind = O_SPECIAL, o->imm = i;
                 return;
@@ -371,7 +371,10 @@ static int src(const prog *p, thread *t, world *w, const operand *o, uint64_t *v
     case O_SMEM: *v = 0; return 1;
     case O_PBASE: *v = BASE_PARAMS; return 1;
     case O_SPECIAL:
-        *v = o->imm == SP_TID ? t->tid : o->imm == SP_NCTAID_X ? t->nctaid_x : t->ctaid[o->imm - SP_CTAID_X];
+        *v = o->imm == SP_TID      ? t->tid
+             : o->imm == SP_LANEID ? t->tid % 32u /* one-dimensional CTAs */
+             : o->imm == SP_NCTAID_X ? t->nctaid_x
+                                     : t->ctaid[o->imm - SP_CTAID_X];
         return 1;
     case O_PARAM: {
         uint64_t x = 0;

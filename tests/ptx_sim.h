@@ -19,7 +19,7 @@
 
 /* ---- the PTX, parsed -------------------------------------------------------------------------------- */
 enum { O_NONE, O_REG, O_IMM, O_SPECIAL, O_SMEM, O_MEM, O_PARAM, O_PBASE, O_LABEL, O_OTHER };
-enum { SP_TID, SP_CTAID_X, SP_CTAID_Y, SP_CTAID_Z, SP_NCTAID_X };
+enum { SP_TID, SP_CTAID_X, SP_CTAID_Y, SP_CTAID_Z, SP_NCTAID_X, SP_LANEID };
 
 typedef struct operand {
     int kind, reg, neg; /* reg: register index (O_REG, O_MEM base); neg: !%p */

@@ -142,7 +142,8 @@ static void test_sm90_lpt_compile(void **state)
 #define DEC90_CU_Q ((int)offsetof(fj_fwd_params_tma_decode, dec.cu_seqlens_q))
 
 /* The registers the counter's atom.add writes hold tile indices and nothing else: every instruction that writes one
- * is that atom, an ld.shared (a slot), a mov from another register or the mov of FJ_SCHED_NONE. (Plain causal lpt
+ * is that atom, an ld.shared (a slot), lane 0's slot word handed to its warp (shfl.sync.idx r, r, 0), a mov from
+ * another register or the mov of FJ_SCHED_NONE. (Plain causal lpt
  * kernels once fetched into the Q round's register, which the round's add and mov 0 also write: every role then
  * waited on the wrong Q phase and the kernels hung on the GPU.) Returns the number of offending lines. */
 static int counter_regs_private(const char *ptx)
@@ -165,8 +166,11 @@ static int counter_regs_private(const char *ptx)
         if (sscanf(s, "%47s %15[^,], %31[^;]", op, dst, src) != 3) continue;
         for (int i = 0; i < n; i++) {
             if (strcmp(dst, regs[i]) != 0) continue;
+            char own[24]; /* the slot word lane 0 read, handed to its warp (sched.h FJ_LPT_SLOT_LANE0) */
+            snprintf(own, sizeof own, "%s, 0,", dst);
             int ok = strncmp(op, "atom.global.add", 15) == 0 || strncmp(op, "ld.shared", 9) == 0 ||
-                     (strcmp(op, "mov.u32") == 0 && (src[0] == '%' || strtoul(src, NULL, 0) == FJ_SCHED_NONE));
+                     (strcmp(op, "mov.u32") == 0 && (src[0] == '%' || strtoul(src, NULL, 0) == FJ_SCHED_NONE)) ||
+                     (strcmp(op, "shfl.sync.idx.b32") == 0 && strncmp(src, own, strlen(own)) == 0);
             if (!ok) {
                 const char *end = strchr(line, '\n');
                 printf("counter register %s written by: %.*s\n", dst, end ? (int)(end - line) : 80, line);

@@ -49,14 +49,16 @@
 #ifndef FJ_LPT_COORDS
 #define FJ_LPT_COORDS 1
 #endif
-/* Who reads a slot (build macro FJ_LPT_SLOT_LANE0, default 0, an A/B knob not measured yet). 0: every thread of a
- * reading warp. 1: lane 0 reads, shfl.sync gives the word to its warp. With 0, compute-sanitizer racecheck counts a
- * hazard per launch once a CTA runs more rounds than FJ_SCHED_SLOTS (H200, session 11,
- * bench/results/h200-session11-2026-11-27.md): lanes 1-31's reads are ordered before the producer's rewrite of the slot
- * only through lane 0's later Q empty arrival, which the memory model does not extend to them without a warp barrier
- * (bar.warp.sync assembles to a NOP there, invisible to racecheck). With 1 every read is lane 0's own. */
+/* Who reads a slot (build macro FJ_LPT_SLOT_LANE0). 1 (the default): lane 0 reads, shfl.sync gives the word to its
+ * warp. 0 (for an A/B): every thread of a reading warp; then compute-sanitizer racecheck counts a hazard per launch
+ * once a CTA runs more rounds than FJ_SCHED_SLOTS (H200, session 11, bench/results/h200-session11-2026-11-27.md):
+ * lanes 1-31's reads are ordered before the producer's rewrite of the slot only through lane 0's later Q empty
+ * arrival, which the memory model does not extend to them without a warp barrier (bar.warp.sync assembles to a NOP
+ * there, invisible to racecheck). With 1 every read is lane 0's own, ordered before its arrival by program order:
+ * racecheck 0 hazards with 3 CTAs (H200, session 12: lpt GQA D128 N1000, and with a window), the speed within 0.5%
+ * (H100: GQA causal N8k 664 against 668 TFLOP/s; bench/results/h200-session12-2026-11-28.md). */
 #ifndef FJ_LPT_SLOT_LANE0
-#define FJ_LPT_SLOT_LANE0 0
+#define FJ_LPT_SLOT_LANE0 1
 #endif
 /* The words of a slot with FJ_LPT_COORDS: the index, the query block's first row m0, the query head, the sequence,
  * its query and key lengths (clamped: seqlen.h), its query TMA sequence coordinate (start + len: seqlen.h) and the
