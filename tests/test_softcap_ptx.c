@@ -4,7 +4,9 @@
  * no label between $L_cap_fast and $L_cap_done) holding the two capped row maxima and the scores' tanh.approx, the
  * warp's vote with the rows' rebase under its predicate, and one ex2.approx per score; so ptxas can queue the ex2
  * behind the last tanh on the MUFU (bench/results/softcap-sass-vs-fa3-2026-11-27.md). The serial schedule, sm_80,
- * softcap with ALiBi and kernels without softcap keep one copy (no $L_cap_fast). PTX text only (no ptxas, no GPU);
+ * softcap with ALiBi and kernels without softcap keep one copy (no $L_cap_fast). At D64 (plan.cap_poly) the unmasked
+ * copy is preceded by the polynomial's (soft_tanh.h): a vote, a branch to the tanh.approx copy when it fails, then one
+ * block without tanh.approx that jumps to $L_cap_done. PTX text only (no ptxas, no GPU);
  * numerics: fagen check --softcap on a GPU (bench/softcap_ab.sh).
  */
 #include <setjmp.h>
@@ -22,6 +24,7 @@
 typedef struct cap_case {
     int arch, head_dim, overlap, causal, mods; /* overlap -1: the serial schedule; 0: the heuristic's */
     int split;                                 /* 1: the unmasked copy is expected */
+    int poly;                                  /* 1: the polynomial's copy before it (D64: sm90.c plan_cap_poly) */
 } cap_case;
 
 #define SM90 FAJIT_ARCH_SM90A
@@ -29,12 +32,13 @@ typedef struct cap_case {
 
 /* The heuristic's tiles for issue 20's shape class (B2 N8k): D128 128 x 128 ping-pong, D256 128 x 80, D64 128 x 128. */
 static const cap_case k_cases[] = {
-    {SM90, 128, 0, 1, CAP, 1}, {SM90, 128, 0, 0, CAP, 1}, {SM90, 256, 0, 1, CAP, 1},
-    {SM90, 256, 0, 0, CAP, 1}, {SM90, 64, 0, 1, CAP, 1},  {SM90, 128, 0, 1, CAP | FAJIT_MOD_WINDOW, 1},
-    {SM90, 128, -1, 1, CAP, 0},              /* serial: the O rescale is not deferred */
-    {SM90, 128, 0, 1, CAP | FAJIT_MOD_ALIBI, 0}, /* no early max with ALiBi */
-    {SM90, 128, 0, 1, 0, 0},
-    {FAJIT_ARCH_SM80, 128, 0, 1, CAP, 0},
+    {SM90, 128, 0, 1, CAP, 1, 0}, {SM90, 128, 0, 0, CAP, 1, 0}, {SM90, 256, 0, 1, CAP, 1, 0},
+    {SM90, 256, 0, 0, CAP, 1, 0}, {SM90, 64, 0, 1, CAP, 1, 1},  {SM90, 64, 0, 0, CAP, 1, 1},
+    {SM90, 128, 0, 1, CAP | FAJIT_MOD_WINDOW, 1, 0}, {SM90, 64, 0, 1, CAP | FAJIT_MOD_WINDOW, 1, 1},
+    {SM90, 128, -1, 1, CAP, 0, 0},              /* serial: the O rescale is not deferred */
+    {SM90, 128, 0, 1, CAP | FAJIT_MOD_ALIBI, 0, 0}, /* no early max with ALiBi */
+    {SM90, 128, 0, 1, 0, 0, 0},
+    {FAJIT_ARCH_SM80, 128, 0, 1, CAP, 0, 0},
 };
 
 /* Occurrences of needle in [s, end). */
@@ -88,6 +92,21 @@ static void test_softcap_unmasked_block(void **state)
         const char *end = strstr(body, "\n$L_cap_done");
         assert_non_null(end);
         int scores = block_n / 2; /* per thread: 64 rows x Bc over 128 threads */
+        const char *mufu = strstr(body, "\n$L_cap_mufu");
+        print_message("  softcap's polynomial tile first (plan.cap_poly): %s\n", mufu && mufu < end ? "yes" : "no");
+        assert_int_equal(mufu && mufu < end, c->poly);
+        if (c->poly) {
+            /* the polynomial's copy: the vote, its branch to the tanh.approx copy, then one block to its jump to the
+             * end: no tanh.approx, an ex2 a score and the rows' two rebase ex2 */
+            assert_int_equal(count_in(body, mufu, "vote.sync.all.pred"), 1);
+            assert_int_equal(count_in(body, mufu, "bra"), 2);
+            assert_int_equal(count_in(body, mufu, "\n$"), 0);
+            assert_int_equal(count_in(body, mufu, "tanh.approx.f32"), 0);
+            assert_int_equal(count_in(body, mufu, "\tex2.approx.ftz.f32"), scores);
+            assert_int_equal(count_in(body, mufu, " ex2.approx.ftz.f32"), 2);
+            body = strchr(mufu + 1, '\n');
+            assert_non_null(body);
+        }
         assert_int_equal(count_in(body, end, "\n$"), 0);  /* no label inside */
         assert_int_equal(count_in(body, end, "bra"), 0);  /* no branch */
         assert_int_equal(count_in(body, end, "tanh.approx.f32"), scores + 2); /* + the two capped row maxima */

@@ -65,6 +65,13 @@ typedef struct fj_plan {
     int soft_exp2;               /* of every 8 values of a row, how many the softmax exponentiates on the FMA
                                     units (soft_exp2.h) instead of the MUFU; 0: all on the MUFU. Softcap kernels,
                                     whose MUFU also runs a tanh per score (sm90.c) */
+    int cap_poly;                /* softcap (sm_90a consumers, the unmasked tile): tanh on the FMA units for a warp's
+                                    tile whose scores all lie where the polynomial holds (soft_tanh.h; a vote, else
+                                    tanh.approx). 1: the vote and the tile's row max from max |s| (an upper bound of
+                                    the capped max, fine for bf16's P); 2: from max s and min s (the exact max: f16's
+                                    P would underflow below an upper bound); 0: off (softmax.c) */
+    int cap_poly_share;          /* with cap_poly: of every 8 scores of a row, how many take the polynomial (the rest
+                                    tanh.approx, which the polynomial's row max bounds within its error) */
     int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
     int lean_regs;               /* registers are tight: m0 and the thread geometry are recomputed in the mask
                                     and the epilogue instead of kept live across the KV loop */

@@ -15,6 +15,7 @@
 
 #include "mask.h"
 #include "seqlen.h"
+#include "soft_tanh.h"
 #include "ptx_templates/common.h"
 
 #define R(reg) fj_r(k->e, reg)
@@ -423,6 +424,46 @@ static void hook_softcap(fj_kctx *k)
             const char *s = R(fj_at(k->acc_s, k->frag.s_reg(k->p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", s, s, R(cs));
             fj_ins(k->e, "tanh.approx.f32 %s, %s", s, s);
+        }
+}
+
+/* b = A1 cs, A3 cs^3, A5 cs^5 (soft_tanh.h), cs = cap_scale: 5 multiplies a tile. */
+void fj_emit_softcap_poly_coefs(fj_kctx *k, fj_reg_t b)
+{
+    fj_reg_t cs = fj_param_f32(k, MOFF(cap_scale)), c2 = fj_alloc(k->e, k->b_f, 1);
+    fj_comment(k->e, 2, "the polynomial's coefficients folded with cs = scale / c: A1 cs, A3 cs^3, A5 cs^5 (soft_tanh.h)");
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(c2), R(cs), R(cs));
+    fj_ins(k->e, "mul.f32 %s, %s, 0f%08X", R(fj_at(b, 0)), R(cs), fj_soft_tanh_coef[0]);
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(b, 1)), R(cs), R(c2));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(b, 2)), R(fj_at(b, 1)), R(c2));
+    fj_ins(k->e, "mul.f32 %s, %s, 0f%08X", R(fj_at(b, 1)), R(fj_at(b, 1)), fj_soft_tanh_coef[1]);
+    fj_ins(k->e, "mul.f32 %s, %s, 0f%08X", R(fj_at(b, 2)), R(fj_at(b, 2)), fj_soft_tanh_coef[2]);
+}
+
+void fj_emit_softcap_poly_value(fj_kctx *k, fj_reg_t b, fj_reg_t x)
+{
+    fj_reg_t u = fj_alloc(k->e, k->b_f, 1), q = fj_alloc(k->e, k->b_f, 1);
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(u), R(x), R(x));
+    fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(q), R(u), R(fj_at(b, 2)), R(fj_at(b, 1)));
+    fj_ins(k->e, "fma.rn.f32 %s, %s, %s, %s", R(q), R(q), R(u), R(fj_at(b, 0)));
+    fj_ins(k->e, "mul.f32 %s, %s, %s", R(x), R(q), R(x));
+}
+
+void fj_emit_softcap_poly(fj_kctx *k, fj_reg_t b)
+{
+    int share = k->p->cap_poly_share;
+    fj_reg_t cs = share < 8 ? fj_param_f32(k, MOFF(cap_scale)) : (fj_reg_t){-1, 0};
+    fj_comment(k->e, 1, "softcap on the FMA units: S = S (b1 + b3 S^2 + b5 S^4) = tanh(S * scale / c) to 1.8e-5 (soft_tanh.h)");
+    if (share < 8) fj_comment(k->e, 2, "(%d of every 8 scores; the others tanh.approx)", share);
+    for (int r = 0; r < k->frag.rows; r++)
+        for (int v = 0; v < k->frag.s_vals; v++) {
+            fj_reg_t x = fj_at(k->acc_s, k->frag.s_reg(k->p, r, v));
+            if ((v + 1) * share / 8 > v * share / 8) {
+                fj_emit_softcap_poly_value(k, b, x);
+            } else {
+                fj_ins(k->e, "mul.f32 %s, %s, %s", R(x), R(x), R(cs));
+                fj_ins(k->e, "tanh.approx.f32 %s, %s", R(x), R(x));
+            }
         }
 }
 

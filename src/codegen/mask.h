@@ -31,6 +31,12 @@ void fj_emit_mask_skip(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *
 void fj_emit_mask(fj_kctx *k);
 /* Score modifications of every tile, before the mask: softcap, ALiBi (comments only for a plain kernel). */
 void fj_emit_score_hook(fj_kctx *k);
+/* Softcap's tanh on the FMA units (soft_tanh.h), for tiles whose scores all satisfy |s| x cap_scale <= its bound (the
+ * caller's vote): b[0..2] = the polynomial's coefficients folded with cap_scale (once a tile); then x = tanh(x x
+ * cap_scale) for one register, or for every score of the tile. */
+void fj_emit_softcap_poly_coefs(fj_kctx *k, fj_reg_t b);
+void fj_emit_softcap_poly_value(fj_kctx *k, fj_reg_t b, fj_reg_t x);
+void fj_emit_softcap_poly(fj_kctx *k, fj_reg_t b);
 /* Once per work tile / CTA, before the KV loop: state the score hook keeps across it (ALiBi: each row's
  * -slope x score_unit in k->alibi_nslope). h: the tile's (first) query head, b: its batch (u32). */
 void fj_emit_mods_start(fj_kctx *k, fj_reg_t h, fj_reg_t b);

@@ -126,6 +126,29 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_SOFT_EXP2_SHARE
 #define FJ_SOFT_EXP2_SHARE 0
 #endif
+/* Softcap's tanh on the FMA units where a warp's scores allow (plan.cap_poly, soft_tanh.h): the MUFU then runs one
+ * instruction a score instead of two, for about 2 more issue slots a score. Head dims up to 64 only: H200, fagen
+ * bench, softcap 50 B2 N8k, TFLOP/s off / on (bench/results/h200-session12-2026-11-28.md): D64 H32 causal 303 / 362-365
+ * (+20%; the exact-max form 339); D96 causal 449 / 443; D128 causal 518-527 / 516-521 and non-causal 534-545 /
+ * 537-551 (a wash: those tiles' softmax was bound by issue slots, not the MUFU); D256 causal 663-670 / 626-633
+ * (-5%); f16 D128 causal 503 / 492. Build knobs for A/B runs: FJ_SOFTCAP_POLY 0 off, 1 the default (max |s| for bf16,
+ * max and min for f16), 2 max and min for both; FJ_SOFTCAP_POLY_SHARE the scores of every 8 that take it (2 and 4
+ * were slower than 8 and than none at D128 and D256). */
+#ifndef FJ_SOFTCAP_POLY
+#define FJ_SOFTCAP_POLY 1
+#endif
+#ifndef FJ_SOFTCAP_POLY_SHARE
+#define FJ_SOFTCAP_POLY_SHARE 8
+#endif
+#define FJ_SOFTCAP_POLY_MAX_D 64
+static int plan_cap_poly(const fajit_config *c)
+{
+    if (!(c->mods & FAJIT_MOD_SOFTCAP) || (c->mods & FAJIT_MOD_ALIBI) || c->dtype == FAJIT_DTYPE_E4M3 ||
+        c->head_dim > FJ_SOFTCAP_POLY_MAX_D || !FJ_SOFTCAP_POLY)
+        return 0; /* (with ALiBi the softmax takes no early max, so no split tile: softmax.c) */
+    return FJ_SOFTCAP_POLY == 2 || c->dtype == FAJIT_DTYPE_F16 ? 2 : 1;
+}
+
 static int plan_soft_exp2(const fajit_config *c)
 {
     if (c->mods & FAJIT_MOD_SOFTCAP) return FJ_SOFTCAP_SOFT_EXP2;
@@ -387,6 +410,8 @@ static fajit_status plan_sm90(fj_plan *p)
     p->rescale_weight_lag = FJ_RESCALE_WEIGHT_LAG;
     p->o_rescale_late = FJ_SM90_O_RESCALE_LATE;
     p->soft_exp2 = plan_soft_exp2(c);
+    p->cap_poly = plan_cap_poly(c);
+    p->cap_poly_share = FJ_SOFTCAP_POLY_SHARE;
     p->reg_misc = (p->consumer_wgs == 3 ? FJ_SM90_REG_MISC_3WG : FJ_SM90_REG_MISC) +
                   ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0) +
                   (p->fp8 ? FJ_SM90_REG_FP8 : 0);

@@ -44,6 +44,7 @@
 #include "mask.h"
 #include "ptx_templates/common.h"
 #include "soft_exp2.h"
+#include "soft_tanh.h"
 
 #define R(reg) fj_r(k->e, reg)
 
@@ -142,6 +143,20 @@ static void tile_row_max_raw(fj_kctx *k, int *idx, fj_reg_t mx)
         row_indices(k, r, idx);
         reduce_row(k, "max.f32", x, k->acc_s, idx, k->frag.s_vals);
         quad_reduce(k, "max.f32", x);
+    }
+}
+
+/* Row maxima of op(S) over the thread's values and the quad, op = |s| (abs.f32), -s (neg.f32) or s (NULL). */
+static void tile_row_max_of(fj_kctx *k, const char *op, fj_reg_t mx)
+{
+    int idx[FJ_MAX_ROW_VALS], seq[FJ_MAX_ROW_VALS];
+    fj_reg_t t = fj_alloc(k->e, k->b_f, k->frag.s_vals);
+    for (int v = 0; v < k->frag.s_vals; v++) seq[v] = v;
+    for (int r = 0; r < k->frag.rows; r++) {
+        row_indices(k, r, idx);
+        for (int v = 0; v < k->frag.s_vals; v++) fj_ins(k->e, "%s %s, %s", op, R(fj_at(t, v)), R(fj_at(k->acc_s, idx[v])));
+        reduce_row(k, "max.f32", fj_at(mx, r), t, seq, k->frag.s_vals);
+        quad_reduce(k, "max.f32", fj_at(mx, r));
     }
 }
 
@@ -439,6 +454,51 @@ int fj_softmax_split(const fj_kctx *k)
            k->frag.s_vals <= FJ_MAX_ROW_VALS;
 }
 
+/* The unmasked tile with softcap's tanh on the FMA units (plan.cap_poly, soft_tanh.h), when a warp vote finds every
+ * score of the warp's tile inside the polynomial's interval: |s| x cs <= BOUND, and cs >= CS_MIN (NaN fails both, so
+ * such a tile keeps tanh.approx's result). The row max of the capped tile: cap_poly 1 takes it from max |s| (the
+ * polynomial is odd and increasing, so poly(max |s|) bounds every capped score of the row from above, by at most
+ * 2 tanh(BOUND) c log2 e in the exponent: P stays a normal bf16 number); cap_poly 2 from max s, with min s for the
+ * vote (the exact max: an f16 P would underflow under the bound). Else the tile falls through to the tanh.approx
+ * copy after this one. */
+static void softcap_poly_tile(fj_kctx *k, const char *done)
+{
+    char mufu[48];
+    int exact = k->p->cap_poly == 2, rows = k->frag.rows;
+    fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale)), lo = exact ? fj_alloc(k->e, k->b_f, rows) : k->tile_mx;
+    fj_reg_t ok = fj_alloc(k->e, k->b_p, 1), g = fj_alloc(k->e, k->b_f, 1), b = fj_alloc(k->e, k->b_f, 3);
+    fj_label_new(k->e, "cap_mufu", mufu, sizeof mufu);
+    fj_comment(k->e, 1, "unmasked tile, softcap on the FMA units if every score of the warp has |s| * scale / c <= %g "
+                        "(soft_tanh.h; a vote, else the tanh.approx copy below)", 0.6);
+    if (exact) {
+        fj_comment(k->e, 2, "the row max of s (the capped max: t is increasing) and of -s (for the vote)");
+        tile_row_max_of(k, "mov.f32", k->tile_mx);
+        tile_row_max_of(k, "neg.f32", lo);
+    } else {
+        fj_comment(k->e, 2, "the row max of |s|: the vote's bound and, capped, the tile's row max (an upper bound of the");
+        fj_comment(k->e, 2, "capped scores' max: the polynomial is odd and increasing)");
+        tile_row_max_of(k, "abs.f32", k->tile_mx);
+    }
+    fj_ins(k->e, "setp.ge.f32 %s, %s, 0f%08X", R(ok), R(cs), FJ_SOFT_TANH_CS_MIN_BITS);
+    for (int r = 0; r < rows; r++) {
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(g), R(fj_at(k->tile_mx, r)), R(cs));
+        fj_ins(k->e, "setp.le.and.f32 %s, %s, 0f%08X, %s", R(ok), R(g), FJ_SOFT_TANH_BOUND_BITS, R(ok));
+        if (!exact) continue;
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(g), R(fj_at(lo, r)), R(cs));
+        fj_ins(k->e, "setp.le.and.f32 %s, %s, 0f%08X, %s", R(ok), R(g), FJ_SOFT_TANH_BOUND_BITS, R(ok));
+    }
+    fj_ins(k->e, "vote.sync.all.pred %s, %s, -1", R(ok), R(ok));
+    fj_ins(k->e, "@!%s bra.uni %s", R(ok), mufu);
+    fj_emit_softcap_poly_coefs(k, b);
+    for (int r = 0; r < rows; r++) fj_emit_softcap_poly_value(k, b, fj_at(k->tile_mx, r));
+    fj_emit_softcap_poly(k, b);
+    k->tile_mx_ready = 1;
+    softmax_rebase(k, 1);
+    fj_emit_softmax_exp(k);
+    fj_ins(k->e, "bra.uni %s", done);
+    fj_label(k->e, mufu);
+}
+
 void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from)
 {
     int idx[FJ_MAX_ROW_VALS];
@@ -456,6 +516,7 @@ void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from)
     fj_emit_softmax_exp(k);
     fj_ins(k->e, "bra.uni %s", done);
     fj_label(k->e, fast);
+    if (k->p->cap_poly) softcap_poly_tile(k, done);
     fj_comment(k->e, 1, "unmasked tile, one block: the row max of the raw scores, capped (tanh is increasing: max c tanh(s / c)");
     fj_comment(k->e, 1, "= c tanh(max s / c)); the scores capped; rebase, exponentials");
     tile_row_max_raw(k, idx, k->tile_mx);
