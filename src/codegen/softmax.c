@@ -146,7 +146,7 @@ static void tile_row_max_raw(fj_kctx *k, int *idx, fj_reg_t mx)
     }
 }
 
-/* Row maxima of op(S) over the thread's values and the quad, op = |s| (abs.f32), -s (neg.f32) or s (NULL). */
+/* Row maxima of op(S) over the thread's values and the quad, op = abs.f32 (|s|) or neg.f32 (-s). */
 static void tile_row_max_of(fj_kctx *k, const char *op, fj_reg_t mx)
 {
     int idx[FJ_MAX_ROW_VALS], seq[FJ_MAX_ROW_VALS];
@@ -464,6 +464,7 @@ int fj_softmax_split(const fj_kctx *k)
 static void softcap_poly_tile(fj_kctx *k, const char *done)
 {
     char mufu[48];
+    int idx[FJ_MAX_ROW_VALS];
     int exact = k->p->cap_poly == 2, rows = k->frag.rows;
     fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale)), lo = exact ? fj_alloc(k->e, k->b_f, rows) : k->tile_mx;
     fj_reg_t ok = fj_alloc(k->e, k->b_p, 1), g = fj_alloc(k->e, k->b_f, 1), b = fj_alloc(k->e, k->b_f, 3);
@@ -472,7 +473,7 @@ static void softcap_poly_tile(fj_kctx *k, const char *done)
                         "(soft_tanh.h; a vote, else the tanh.approx copy below)", 0.6);
     if (exact) {
         fj_comment(k->e, 2, "the row max of s (the capped max: t is increasing) and of -s (for the vote)");
-        tile_row_max_of(k, "mov.f32", k->tile_mx);
+        tile_row_max_raw(k, idx, k->tile_mx);
         tile_row_max_of(k, "neg.f32", lo);
     } else {
         fj_comment(k->e, 2, "the row max of |s|: the vote's bound and, capped, the tile's row max (an upper bound of the");
