@@ -140,7 +140,9 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_SOFTCAP_POLY_SHARE
 #define FJ_SOFTCAP_POLY_SHARE 8
 #endif
-#define FJ_SOFTCAP_POLY_MAX_D 64
+#ifndef FJ_SOFTCAP_POLY_MAX_D
+#define FJ_SOFTCAP_POLY_MAX_D 64 /* -DFJ_SOFTCAP_POLY_MAX_D=256: every head dim, for an A/B */
+#endif
 static int plan_cap_poly(const fajit_config *c)
 {
     if (!(c->mods & FAJIT_MOD_SOFTCAP) || (c->mods & FAJIT_MOD_ALIBI) || c->dtype == FAJIT_DTYPE_E4M3 ||
