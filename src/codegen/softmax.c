@@ -135,28 +135,21 @@ int fj_softmax_early_max(const fj_plan *p)
            !p->fp8_off && !p->fp8;
 }
 
-/* Row maxima of the tile, unscaled (before the softmax scale): max over the thread's values, then the quad. */
-static void tile_row_max_raw(fj_kctx *k, int *idx, fj_reg_t mx)
+/* Row maxima of the tile, unscaled (before the softmax scale): max over the thread's values, then the quad; of the
+ * scores themselves (op NULL) or of op(s), op = abs.f32 (|s|) or neg.f32 (-s) (softcap's polynomial tile). idx:
+ * scratch for a row's register indices. */
+static void tile_row_max_raw(fj_kctx *k, int *idx, const char *op, fj_reg_t mx)
 {
+    int seq[FJ_MAX_ROW_VALS];
+    fj_reg_t src = op ? fj_alloc(k->e, k->b_f, k->frag.s_vals) : k->acc_s;
+    for (int v = 0; op && v < k->frag.s_vals; v++) seq[v] = v;
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t x = fj_at(mx, r);
         row_indices(k, r, idx);
-        reduce_row(k, "max.f32", x, k->acc_s, idx, k->frag.s_vals);
+        for (int v = 0; op && v < k->frag.s_vals; v++)
+            fj_ins(k->e, "%s %s, %s", op, R(fj_at(src, v)), R(fj_at(k->acc_s, idx[v])));
+        reduce_row(k, "max.f32", x, src, op ? seq : idx, k->frag.s_vals);
         quad_reduce(k, "max.f32", x);
-    }
-}
-
-/* Row maxima of op(S) over the thread's values and the quad, op = abs.f32 (|s|) or neg.f32 (-s). */
-static void tile_row_max_of(fj_kctx *k, const char *op, fj_reg_t mx)
-{
-    int idx[FJ_MAX_ROW_VALS], seq[FJ_MAX_ROW_VALS];
-    fj_reg_t t = fj_alloc(k->e, k->b_f, k->frag.s_vals);
-    for (int v = 0; v < k->frag.s_vals; v++) seq[v] = v;
-    for (int r = 0; r < k->frag.rows; r++) {
-        row_indices(k, r, idx);
-        for (int v = 0; v < k->frag.s_vals; v++) fj_ins(k->e, "%s %s, %s", op, R(fj_at(t, v)), R(fj_at(k->acc_s, idx[v])));
-        reduce_row(k, "max.f32", fj_at(mx, r), t, seq, k->frag.s_vals);
-        quad_reduce(k, "max.f32", fj_at(mx, r));
     }
 }
 
@@ -170,7 +163,7 @@ void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *com
         k->tile_mx = fj_alloc(k->e, k->b_f, k->frag.rows);
         fj_comment(k->e, 1, "softcap: the row max of the raw scores first (tanh is increasing: max c tanh(s / c) =");
         fj_comment(k->e, 2, "c tanh(max s / c)), so the reduction overlaps the tanh.approx below (softmax.c)");
-        tile_row_max_raw(k, idx, k->tile_mx);
+        tile_row_max_raw(k, idx, NULL, k->tile_mx);
     }
     fj_emit_score_hook(k);
     fj_label_new(k->e, "no_mask", nomask, sizeof nomask);
@@ -180,7 +173,7 @@ void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *com
     if (early) {
         fj_label_new(k->e, "tile_max", join, sizeof join);
         fj_comment(k->e, 1, "masked tile: the row max of the capped, masked scores");
-        tile_row_max_raw(k, idx, k->tile_mx);
+        tile_row_max_raw(k, idx, NULL, k->tile_mx);
         fj_ins(k->e, "bra.uni %s", join);
     }
     fj_label(k->e, nomask);
@@ -468,17 +461,20 @@ static void softcap_poly_tile(fj_kctx *k, const char *done)
     int exact = k->p->cap_poly == 2, rows = k->frag.rows;
     fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale)), lo = exact ? fj_alloc(k->e, k->b_f, rows) : k->tile_mx;
     fj_reg_t ok = fj_alloc(k->e, k->b_p, 1), g = fj_alloc(k->e, k->b_f, 1), b = fj_alloc(k->e, k->b_f, 3);
+    uint32_t bound_bits = FJ_SOFT_TANH_BOUND_BITS;
+    float bound;
+    memcpy(&bound, &bound_bits, sizeof bound);
     fj_label_new(k->e, "cap_mufu", mufu, sizeof mufu);
     fj_comment(k->e, 1, "unmasked tile, softcap on the FMA units if every score of the warp has |s| * scale / c <= %g "
-                        "(soft_tanh.h; a vote, else the tanh.approx copy below)", 0.6);
+                        "(soft_tanh.h; a vote, else the tanh.approx copy below)", (double)bound);
     if (exact) {
         fj_comment(k->e, 2, "the row max of s (the capped max: t is increasing) and of -s (for the vote)");
-        tile_row_max_raw(k, idx, k->tile_mx);
-        tile_row_max_of(k, "neg.f32", lo);
+        tile_row_max_raw(k, idx, NULL, k->tile_mx);
+        tile_row_max_raw(k, idx, "neg.f32", lo);
     } else {
         fj_comment(k->e, 2, "the row max of |s|: the vote's bound and, capped, the tile's row max (an upper bound of the");
         fj_comment(k->e, 2, "capped scores' max: the polynomial is odd and increasing)");
-        tile_row_max_of(k, "abs.f32", k->tile_mx);
+        tile_row_max_raw(k, idx, "abs.f32", k->tile_mx);
     }
     fj_ins(k->e, "setp.ge.f32 %s, %s, 0f%08X", R(ok), R(cs), FJ_SOFT_TANH_CS_MIN_BITS);
     for (int r = 0; r < rows; r++) {
@@ -511,7 +507,7 @@ void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from)
     fj_comment(k->e, 1, "masked tile: cap, mask, the row max of the capped, masked scores; rebase, exponentials");
     fj_emit_score_hook(k);
     fj_emit_mask(k);
-    tile_row_max_raw(k, idx, k->tile_mx);
+    tile_row_max_raw(k, idx, NULL, k->tile_mx);
     k->tile_mx_ready = 1;
     softmax_rebase(k, 0);
     fj_emit_softmax_exp(k);
@@ -520,7 +516,7 @@ void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from)
     if (k->p->cap_poly) softcap_poly_tile(k, done);
     fj_comment(k->e, 1, "unmasked tile, one block: the row max of the raw scores, capped (tanh is increasing: max c tanh(s / c)");
     fj_comment(k->e, 1, "= c tanh(max s / c)); the scores capped; rebase, exponentials");
-    tile_row_max_raw(k, idx, k->tile_mx);
+    tile_row_max_raw(k, idx, NULL, k->tile_mx);
     fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale));
     for (int r = 0; r < k->frag.rows; r++) {
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)), R(cs));
