@@ -22,6 +22,7 @@
 #include "codegen/codegen.h"
 #include "codegen/soft_exp2.h"
 #include "fajit.h"
+#include "test_support.h"
 
 static float from_bits(uint32_t u)
 {
@@ -142,13 +143,6 @@ static fajit_config softcap_cfg(int head_dim, int mods)
     return c;
 }
 
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-    return n;
-}
-
 /* The plan takes no exponential off the MUFU (measured slower on an H100: sm90.c plan_soft_exp2); with a share set
  * by hand (4 of 8 at d <= 128, 2 of 8 above: the shares that were measured) the PTX holds the header's clamp and
  * every coefficient, once per software exponential, and a plain kernel none. */
@@ -170,7 +164,7 @@ static void test_plan_and_ptx(void **state)
         assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
         char clamp[64];
         snprintf(clamp, sizeof clamp, "0f%08X;", FJ_SOFT_EXP2_CLAMP_BITS);
-        int soft = count(ptx, clamp);
+        int soft = fj_test_count(ptx, clamp);
         int per_row = 0, vals = c.block_n / 4; /* a consumer thread's values of one row: block_n / 8 x 2 */
         for (int v = 0; v < vals; v++) per_row += (v + 1) * cases[i].share / 8 > v * cases[i].share / 8;
         printf("d%d mods %d: share %d/8, %d software exp2 in the PTX (%d per row and softmax)\n", cases[i].d,
@@ -183,7 +177,7 @@ static void test_plan_and_ptx(void **state)
             for (int k = 0; k < FJ_SOFT_EXP2_DEG; k++) {
                 char co[64];
                 snprintf(co, sizeof co, "0f%08X;", fj_soft_exp2_coef[k]);
-                assert_true(count(ptx, co) >= soft);
+                assert_true(fj_test_count(ptx, co) >= soft);
             }
         }
         free(ptx);

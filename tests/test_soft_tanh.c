@@ -21,6 +21,7 @@
 #include "codegen/codegen.h"
 #include "codegen/soft_tanh.h"
 #include "fajit.h"
+#include "test_support.h"
 
 static float from_bits(uint32_t u)
 {
@@ -87,13 +88,6 @@ static void test_accuracy(void **state)
     assert_true(b[2] != 0.0f && fabsf(b[2]) >= 1.17549435e-38f);
 }
 
-static int count(const char *hay, const char *needle)
-{
-    int n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-    return n;
-}
-
 static void test_plan_and_ptx(void **state)
 {
     (void)state;
@@ -122,7 +116,7 @@ static void test_plan_and_ptx(void **state)
         assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
         char bound[32];
         snprintf(bound, sizeof bound, "0f%08X,", FJ_SOFT_TANH_BOUND_BITS);
-        int votes = count(ptx, "vote.sync.all.pred"), bounds = count(ptx, bound);
+        int votes = fj_test_count(ptx, "vote.sync.all.pred"), bounds = fj_test_count(ptx, bound);
         printf("d%d dtype %d mods %d: cap_poly %d, %d vote.all, %d bound compares\n", cases[i].d, cases[i].dtype,
                cases[i].mods, p.cap_poly, votes, bounds);
         if (!cases[i].want) {
@@ -133,7 +127,7 @@ static void test_plan_and_ptx(void **state)
             for (int k = 0; k < 3; k++) {
                 char co[32];
                 snprintf(co, sizeof co, "0f%08X;", fj_soft_tanh_coef[k]);
-                assert_int_equal(count(ptx, co), votes);
+                assert_int_equal(fj_test_count(ptx, co), votes);
             }
         }
         free(ptx);

@@ -244,6 +244,13 @@ fajit_context *fj_test_gpu_context(void)
     return st == FAJIT_OK ? ctx : NULL;
 }
 
+int fj_test_count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
 int fj_test_status_says(fajit_status st, fajit_status want, const char *f1, const char *f2, const char *f3)
 {
     const char *msg = fajit_errmsg(), *frag[3] = {f1, f2, f3};

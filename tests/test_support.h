@@ -60,6 +60,9 @@ fj_ptxas_report fj_test_ptxas_log(const char *log);
 int fj_test_ptxas(const char *ptxas, const char *dir, const char *ptx, size_t len, const char *arch,
                   fj_ptxas_report *rep, char **log_text);
 
+/* Occurrences of needle in hay (overlapping ones too): PTX text checks. */
+int fj_test_count(const char *hay, const char *needle);
+
 /* Print "SKIP: <reason>" and exit with FJ_TEST_SKIP_CODE. */
 void fj_test_skip_all(const char *fmt, ...)
 #if defined(__GNUC__)
