@@ -55,7 +55,6 @@ typedef struct fj_kctx {
 
     /* accumulators and row statistics */
     fj_reg_t acc_o, acc_s, row_m, row_l, frag_q, frag_p;
-    fj_reg_t acc_l;                   /* plan.l_mma: the m64n8 accumulators of P x ones (l of row r in 2r, 2r + 1) */
     fj_reg_t acc_s_set[2];            /* with plan.pipeline_qk: the two S sets acc_s alternates between */
 
     /* thread geometry */

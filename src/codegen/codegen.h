@@ -72,11 +72,6 @@ typedef struct fj_plan {
                                     P would underflow below an upper bound); 0: off (softmax.c) */
     int cap_poly_share;          /* with cap_poly: of every 8 scores of a row, how many take the polynomial (the rest
                                     tanh.approx, which the polynomial's row max bounds within its error) */
-    int l_mma;                   /* sm_90a 16-bit consumers: the row sum l comes from the tensor cores, not the FMA
-                                    units - each PV step also issues m64n8k16 of P against a block of ones in smem
-                                    (ones_off), whose accumulators hold l of the thread's two rows; O's rescale scales
-                                    them, the softmax adds nothing up, and l sums the same 16-bit P that O does */
-    int ones_off;                /* with l_mma: 256 bytes of 16-bit ones (two 8 x 8 core matrices, K-major B) */
     int pipeline_qk;             /* S(j+1) = Q K(j+1)^T issued next to softmax(S(j)): two S register sets */
     int lean_regs;               /* registers are tight: m0 and the thread geometry are recomputed in the mask
                                     and the epilogue instead of kept live across the KV loop */

@@ -41,7 +41,6 @@ void fj_emit_alloc_banks(fj_kctx *k)
     k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
     k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
     if (fj_weight_lag(p)) k->row_l_lag = fj_alloc(e, k->b_row_l, k->frag.rows);
-    if (p->l_mma) k->acc_l = fj_alloc(e, k->b_acc_o, 4);
     k->frag_p = fj_alloc(e, k->b_frag_p, p->m_frags * p->k_steps_pv * 4);
     if (p->q_in_regs) k->frag_q = fj_alloc(e, k->b_frag_q, p->m_frags * p->k_steps_qk * 4);
     k->tid = fj_alloc(e, k->b_r, 1);
@@ -179,7 +178,6 @@ void fj_emit_init_accumulators(fj_kctx *k)
     fj_emit *e = k->e;
     fj_comment(e, 1, "O = 0, m = -inf, l = 0");
     for (int i = 0; i < p->m_frags * p->n_frags_o * 4; i++) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->acc_o, i)));
-    for (int i = 0; p->l_mma && i < 4; i++) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->acc_l, i)));
     for (int r = 0; r < k->frag.rows; r++) {
         fj_ins(e, "mov.f32 %s, " PTX_F32_NEG_INF, R(fj_at(k->row_m, r)));
         fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l, r)));

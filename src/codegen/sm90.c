@@ -48,8 +48,7 @@ enum {
     BK_DESC_V = 2, /* u64: N-major descriptor of smem offset 0 (V tiles add their offset) */
     BK_O_LANE = 3, /* u32: this thread's first O staging address (row, 4 t, swizzle XOR applied) */
     BK_O_WG = 4,   /* u32: this warpgroup's O staging region */
-    BK_EPI_BAR = 5, /* u32: named barrier of this warpgroup's epilogue */
-    BK_DESC_L = 6   /* u64, plan.l_mma: K-major, no-swizzle descriptor of the ones block (the row sums' B) */
+    BK_EPI_BAR = 5 /* u32: named barrier of this warpgroup's epilogue */
 };
 
 /* Named barriers 4 + c: consumer warpgroup c's epilogue (ping-pong takes 1..3); 7: all consumer
@@ -137,16 +136,6 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
  * were slower than 8 and than none at D128 and D256). */
 #ifndef FJ_SOFTCAP_POLY
 #define FJ_SOFTCAP_POLY 1
-#endif
-/* The row sum l on the tensor cores (plan.l_mma): each PV k-step also issues m64n8k16 of P against a 256-byte block
- * of ones, so the softmax drops its 2 x block_n / 8 FADDs a row and tile (a sixth of a D64 consumer's loop) and the
- * quad reduction, for 1 / 8 more tensor work at D64 (1 / 16 at D128). Build knob for A/B runs: 0 off, 1 on for
- * head dims <= FJ_SM90_L_MMA_MAX_D. */
-#ifndef FJ_SM90_L_MMA
-#define FJ_SM90_L_MMA 0
-#endif
-#ifndef FJ_SM90_L_MMA_MAX_D
-#define FJ_SM90_L_MMA_MAX_D 256
 #endif
 #ifndef FJ_SOFTCAP_POLY_SHARE
 #define FJ_SOFTCAP_POLY_SHARE 8
@@ -434,15 +423,6 @@ static fajit_status plan_sm90(fj_plan *p)
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
     if (!p->overlap) p->reg_p = 0;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;
-    /* l on the tensor cores where its 4 accumulators and 256 bytes of ones fit (no weight test: it reads l) */
-    p->l_mma = FJ_SM90_L_MMA && !p->fp8 && !(FJ_SM90_L_MMA == 2 && (c->mods & FAJIT_MOD_SINKS)) && c->head_dim <= FJ_SM90_L_MMA_MAX_D &&
-               !(p->rescale_slack > 0 && p->rescale_weight_log2 < 0) &&
-               (p->smem_bytes + 127) / 128 * 128 + 256 <= fj_arch_path_smem_max(FAJIT_ARCH_SM90A);
-    if (p->l_mma) p->l_mma = FJ_SM90_L_MMA;
-    if (p->l_mma) { /* (4 accumulators, but the 2 row sums and the sum's temporaries go: the model keeps its count) */
-        p->ones_off = (p->smem_bytes + 127) / 128 * 128;
-        p->smem_bytes = p->ones_off + 256;
-    }
     if (p->reg_total > p->reg_limit)
         return CFG_FAIL("registers: about %d per consumer thread (O acc %d + S acc %d + P %d + addressing and softmax "
                         "~%d) exceed %d, what %d consumer warpgroup%s get (setmaxnreg); lower block_n, or use fewer "
@@ -686,15 +666,6 @@ static void setup_sm90(fj_kctx *k)
     else
         k->bk[BK_DESC_V] = desc_base(k, k->smem, p->cfg.block_n * w >> 4);
     k->bk[BK_DESC_Q] = fj_alloc(k->e, k->b_rd, 1);
-    if (p->l_mma) { /* two 8 x 16-byte core matrices along K (LBO 128 B), one along N (SBO 256 B, unused at n8) */
-        fj_reg_t a = fj_alloc(k->e, k->b_r, 1);
-        k->bk[BK_DESC_L] = fj_alloc(k->e, k->b_rd, 1);
-        fj_ins(k->e, "add.u32 %s, %s, %d", R(a), R(k->smem), p->ones_off);
-        fj_ins(k->e, "shr.u32 %s, %s, 4", R(a), R(a));
-        fj_ins(k->e, "cvt.u64.u32 %s, %s", R(k->bk[BK_DESC_L]), R(a));
-        fj_ins(k->e, "or.b64 %s, %s, 0x%016llX", R(k->bk[BK_DESC_L]), R(k->bk[BK_DESC_L]),
-               (16ull << 32) | (8ull << 16));
-    }
 }
 
 /* The O staging addresses of this thread (computed per work tile in the epilogue, not kept live across
@@ -838,22 +809,15 @@ static void mma_pv_sm90(fj_kctx *k, int slot, int keys)
     fj_buf acc;
     fj_buf_init(&acc);
     reg_list(k, k->acc_o, p->cfg.head_dim / 2, &acc);
-    fj_buf lacc;
-    fj_buf_init(&lacc);
-    if (p->l_mma) reg_list(k, k->acc_l, 4, &lacc);
     fj_ins(k->e, PTX_WGMMA_FENCE);
     for (int ks = 0; ks < p->k_steps_pv; ks++) {
         fj_reg_t a = fj_at(k->frag_p, 4 * ks);
         fj_reg_t db = desc_at(k, vbase, tile + ks * 16 * w);
         fj_ins(k->e, PTX_WGMMA_RS, p->cfg.head_dim, dt, dt, acc.data ? acc.data : "", R(a), R(fj_at(a, 1)),
                R(fj_at(a, 2)), R(fj_at(a, 3)), R(db), 1, 1);
-        if (p->l_mma) /* l += P x ones: the row sums of this k-step's 16 keys */
-            fj_ins(k->e, PTX_WGMMA_RS, 8, dt, dt, lacc.data, R(a), R(fj_at(a, 1)), R(fj_at(a, 2)), R(fj_at(a, 3)),
-                   R(k->bk[BK_DESC_L]), 1, 0);
     }
     fj_ins(k->e, PTX_WGMMA_COMMIT);
     fj_buf_free(&acc);
-    fj_buf_free(&lacc);
 }
 
 static void mma_wait_sm90(fj_kctx *k, int pending) { fj_ins(k->e, PTX_WGMMA_WAIT, pending); }

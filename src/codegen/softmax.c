@@ -270,27 +270,21 @@ static void rebase_rows(fj_kctx *k, fj_reg_t mx, fj_reg_t scale, fj_reg_t guard)
         fj_ins(k->e, "sub.f32 %s, %s, %s", R(c), R(m), R(muse));
         fj_ins(k->e, "%sex2.approx.ftz.f32 %s, %s", pre, R(c), R(c));
         fj_ins(k->e, "%smov.f32 %s, %s", pre, R(m), R(mnew));
-        if (k->p->l_mma != 1) /* (else l is an accumulator beside O's: scale_o scales it) */
-            fj_ins(k->e, "%smul.f32 %s, %s, %s", pre, R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
+        fj_ins(k->e, "%smul.f32 %s, %s, %s", pre, R(fj_at(k->row_l, r)), R(fj_at(k->row_l, r)), R(c));
     }
     if (k->defer_o_rescale) return; /* fj_emit_softmax_rescale_o, once O is no longer an MMA in flight */
     if (k->o_zero) return;          /* 0 * c = 0 */
     scale_o(k, corr);
 }
 
-/* O *= corr, row by row (and l with plan.l_mma, whose accumulators sit beside O's). */
+/* O *= corr, row by row. */
 static void scale_o(fj_kctx *k, fj_reg_t corr)
 {
-    for (int r = 0; r < k->frag.rows; r++) {
+    for (int r = 0; r < k->frag.rows; r++)
         for (int v = 0; v < k->frag.o_vals; v++) {
             const char *o = R(fj_at(k->acc_o, k->frag.o_reg(k->p, r, v)));
             fj_ins(k->e, "mul.f32 %s, %s, %s", o, o, R(fj_at(corr, r)));
         }
-        for (int v = 0; k->p->l_mma && v < 2; v++) {
-            const char *l = R(fj_at(k->acc_l, 2 * r + v));
-            fj_ins(k->e, "mul.f32 %s, %s, %s", l, l, R(fj_at(corr, r)));
-        }
-    }
 }
 
 /* x = 2^x on the FMA units (soft_exp2.h gives the steps and the constants). */
@@ -349,7 +343,6 @@ static void exponentiate_rows(fj_kctx *k, int *idx, fj_reg_t scale)
             if (soft && soft_exp2_value(k->p, v)) emit_soft_exp2(k, fj_at(k->acc_s, idx[v]));
             else fj_ins(k->e, "ex2.approx.ftz.f32 %s, %s", s, s);
         }
-        if (k->p->l_mma == 1) continue; /* l += rowsum(P) on the tensor cores, beside O += P V (plan.l_mma) */
         reduce_row(k, soft ? "add.ftz.f32" : "add.f32", sum, k->acc_s, idx, k->frag.s_vals);
         if (fj_weight_lag(k->p)) fj_ins(k->e, "mov.f32 %s, %s", R(fj_at(k->row_l_lag, r)), R(l));
         fj_ins(k->e, "add.f32 %s, %s, %s", R(l), R(l), R(sum));
@@ -555,21 +548,12 @@ void fj_emit_normalize(fj_kctx *k)
     fj_emit_sinks_prep(k);
     for (int r = 0; r < k->frag.rows; r++) {
         fj_reg_t l = fj_at(k->row_l, r), m = fj_at(k->row_m, r);
-        if (p->l_mma == 1) {
-            fj_comment(k->e, 1, "row %d: O *= 1/l (0 when the row saw no key); l = the row's P x ones, every lane of the "
-                                "quad holds it whole", r);
-            fj_ins(k->e, "mov.f32 %s, %s", R(l), R(fj_at(k->acc_l, 2 * r)));
-        } else {
-            fj_comment(k->e, 1, "row %d: %sO *= 1/l (0 when the row saw no key)", r, pairs ? "" : "l summed over the quad, ");
-            if (!pairs) quad_reduce(k, "add.f32", l);
-        }
+        fj_comment(k->e, 1, "row %d: %sO *= 1/l (0 when the row saw no key)", r, pairs ? "" : "l summed over the quad, ");
+        if (!pairs) quad_reduce(k, "add.f32", l);
         fj_emit_alibi_row_shift(k, r);
         if (sinks) fj_emit_sink_fold(k, r, corr);
         fj_ins(k->e, "setp.gt.f32 %s, %s, " PTX_F32_ZERO, R(pos), R(l));
-        if (p->l_mma == 2) /* O over the tensor cores' l (the same 16-bit P), LSE from the FMA units' */
-            fj_ins(k->e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(fj_at(k->acc_l, 2 * r)));
-        else
-            fj_ins(k->e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(l));
+        fj_ins(k->e, "rcp.approx.ftz.f32 %s, %s", R(inv), R(l));
         fj_ins(k->e, "selp.f32 %s, %s, " PTX_F32_ZERO ", %s", R(inv), R(inv), R(pos));
         if (sinks) fj_ins(k->e, "mul.f32 %s, %s, %s", R(inv), R(inv), R(corr)); /* O was kept against the old m */
         if (p->fp8_off) fj_ins(k->e, "mul.f32 %s, %s, %s", R(inv), R(inv), R(k->o_scale)); /* v_descale */

@@ -535,15 +535,6 @@ static void init_rings(fj_kctx *k)
         }
     }
     fj_ins(k->e, PTX_FENCE_MBAR_INIT);
-    if (k->p->l_mma) {
-        unsigned one = k->p->cfg.dtype == FAJIT_DTYPE_F16 ? 0x3C003C00u : 0x3F803F80u;
-        fj_comment(k->e, 1, "plan.l_mma: 256 bytes of 16-bit ones at +%d, the B operand of the row sums (P x ones), "
-                            "made visible to the tensor cores' (async) proxy", k->p->ones_off);
-        for (int i = 0; i < 256; i += 16)
-            fj_ins(k->e, "st.shared.v4.b32 [%s+%d], {0x%08X, 0x%08X, 0x%08X, 0x%08X}", R(k->smem), k->p->ones_off + i,
-                   one, one, one, one);
-        fj_ins(k->e, PTX_FENCE_PROXY_ASYNC_SMEM);
-    }
 }
 
 /* pr = reg >= first (reg a warp or warpgroup index; reg != 0 when first is 1 and nothing below remains), then a
