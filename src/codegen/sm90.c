@@ -143,6 +143,17 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_SOFTCAP_POLY_MAX_D
 #define FJ_SOFTCAP_POLY_MAX_D 64 /* -DFJ_SOFTCAP_POLY_MAX_D=256: every head dim, for an A/B */
 #endif
+#ifndef FJ_SM90_CROSS_TILE
+#define FJ_SM90_CROSS_TILE 0
+#endif
+int fj_sm90_cross_tile(const fj_plan *p)
+{
+    unsigned dense_or_varlen = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT;
+    return FJ_SM90_CROSS_TILE && p->ws && p->pingpong && p->overlap && p->roll_stages && !p->fp8 && !p->o_rescale_late &&
+           !(p->cfg.mods & FAJIT_MOD_ALIBI) && /* (its slopes are set up per tile before the KV loop's body) */
+           p->o_stage == 1 && !(p->variant & ~dense_or_varlen) && (p->lpt || !(p->variant & FJ_VARIANT_VARLEN));
+}
+
 static int plan_cap_poly(const fajit_config *c)
 {
     if (!(c->mods & FAJIT_MOD_SOFTCAP) || (c->mods & FAJIT_MOD_ALIBI) || c->dtype == FAJIT_DTYPE_E4M3 ||
@@ -876,8 +887,13 @@ static void store_o_sm90(fj_kctx *k)
     fj_ins(k->e, PTX_FENCE_PROXY_ASYNC_SMEM);
     fj_ins(k->e, "bar.sync %s, 128", R(k->bk[BK_EPI_BAR]));
     char skip[48];
+    /* cross-tile: the next work tile's S may be in flight, so no divergent branch here (ptxas would serialize every
+     * wgmma of the kernel: C7518); the store is predicated on the leader instead */
+    int xt = fj_sm90_cross_tile(p);
+    char lp[40] = "";
+    if (xt) snprintf(lp, sizeof lp, "@%s ", R(k->wg_leader));
     fj_label_new(k->e, "no_store", skip, sizeof skip);
-    fj_ins(k->e, "@!%s bra %s", R(k->wg_leader), skip);
+    if (!xt) fj_ins(k->e, "@!%s bra %s", R(k->wg_leader), skip);
     fj_reg_t map = fj_alloc(k->e, k->b_rd, 1), row = fj_alloc(k->e, k->b_r, 1), col = fj_alloc(k->e, k->b_r, 1);
     fj_ins(k->e, "mov.u64 %s, " FJ_FWD_PARAM_NAME, R(map));
     fj_ins(k->e, PTX_CVTA_PARAM, R(map), R(map));
@@ -890,9 +906,10 @@ static void store_o_sm90(fj_kctx *k)
     }
     for (int box = 0; box < p->o_boxes; box++) {
         fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->o_box_cols);
-        fj_ins(k->e, PTX_TMA_STORE_4D, R(map), R(col), R(row), R(k->h), R(seq), R(k->bk[BK_O_WG]), box * box_bytes);
+        fj_ins(k->e, "%s" PTX_TMA_STORE_4D, lp, R(map), R(col), R(row), R(k->h), R(seq), R(k->bk[BK_O_WG]),
+               box * box_bytes);
     }
-    fj_ins(k->e, PTX_BULK_COMMIT);
+    fj_ins(k->e, "%s" PTX_BULK_COMMIT, lp);
     if (p->o_stage == 2) {
         fj_comment(k->e, 1, "the store has read the V ring: O free for the producer");
         fj_ins(k->e, PTX_BULK_WAIT_READ, 0);

@@ -24,6 +24,12 @@ fajit_status fj_causal_sched_parse(const char *value, int *lpt);
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);
 
+/* The cross-tile overlap of the ping-pong consumers (build knob FJ_SM90_CROSS_TILE, 0 = off, the kernels before):
+ * a work tile's last PV goes in together with the next work tile's first S = QK^T, in one ping-pong turn, and this
+ * tile's epilogue runs while that S does (sm90_roles.c). For the rolled, overlapped ping-pong consumers of 16-bit
+ * kernels with their own O staging buffer, dense or varlen under lpt. */
+int fj_sm90_cross_tile(const fj_plan *p);
+
 /* Registers per thread ptxas gives a CTA of `threads` (.maxntid threads, .minnctapersm 1): 8-register steps under
  * 65536 / threads, at most 255. setmaxnreg moves registers inside that allocation (a per-CTA pool). */
 int fj_sm90_launch_regs(int threads);

@@ -764,10 +764,78 @@ static void consumer_loop_serial_rolled(fj_kctx *k, fj_ws_loop *l)
     fj_ins(e, "bra.uni %s", body);
 }
 
+/* What the cross-tile tail needs from role_consumers: the loop head's decode flags, the ping-pong pass predicate's
+ * inputs. */
+typedef struct xt_ctx {
+    int what;
+    fj_reg_t not_last_wg;
+    fj_reg_t waited; /* pred, lpt: the next round's Q was waited for by a tail that found no next tile to overlap */
+} xt_ctx;
+
+static void epilogue_body(fj_kctx *k, fj_ws_loop *l);
+static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x, int wait_q);
+
+/* Cross-tile overlap (fj_sm90_cross_tile), in the rolled loop's tail: V of this work tile's last KV tile is in stage
+ * rr->sp (its full barrier's parity vph) and the next KV tile of the ring, the next work tile's first, goes to stage
+ * l->ring. When the CTA has a next work tile with KV tiles: find and decode it and wait for its Q and first K (every
+ * spin loop before a wgmma is in flight), then issue this tile's last PV and the next tile's S = Q K^T in one
+ * ping-pong turn, wait for the PV only, run this tile's epilogue and the next tile's decode while the S runs
+ * (branch-free: a divergent branch under an MMA in flight makes ptxas serialize every wgmma, C7518), wait for it,
+ * set up the next tile (O, m, l, j) and join the body's softmax half as its first KV tile. Else fall through to the plain tail, the tile's state restored. */
+static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring_regs *rr, fj_reg_t vph,
+                    fj_reg_t first, const char *half, const xt_ctx *x)
+{
+    const fj_plan *p = k->p;
+    fj_emit *e = k->e;
+    char none[48], back[48];
+    fj_reg_t cur = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
+    fj_label_new(e, "xt_none", none, sizeof none);
+    fj_label_new(e, "xt_plain", back, sizeof back);
+    fj_comment(e, 1, "cross-tile: the next work tile's first S = Q K^T goes in with this tile's last PV, and this "
+                     "tile's epilogue runs under it");
+    fj_ins(e, "mov.u32 %s, %s", R(cur), R(l->tile));
+    fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
+    fj_ws_round_tile(k, l, NULL, x->what, none, NULL);
+    fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
+    fj_ins(e, "@%s bra.uni %s", R(pr), none);
+    fj_ws_wait_q(k, l);
+    p->backend->async->tile_start(k);
+    fj_ws_ring_point(k, l->ring, rr->bar_s, k->ring_desc_k);
+    fj_ws_stage_wait(k, fj_ws_stage_ring(rr->bar_s), FJ_BAR_K_FULL, k->phase);
+    fj_ws_stage_wait(k, fj_ws_stage_ring(rr->bar_sp), FJ_BAR_PV_FULL(p), vph);
+    turn_wait(k, tn);
+    fj_comment(e, 1, "this tile's last O += P V, then the next tile's S = Q K^T; wait for the PV only");
+    p->backend->mma_pv(k, FJ_SLOT_RING, FJ_KEYS_ALL);
+    p->backend->mma_qk(k, FJ_SLOT_RING);
+    turn_pass(k, tn, 0);
+    p->backend->async->mma_wait(k, 1);
+    fj_ws_stage_release(k, fj_ws_stage_ring(rr->bar_sp), FJ_BAR_PV_EMPTY(p));
+    fj_comment(e, 1, "this tile's epilogue (its round again), under the next tile's S");
+    fj_ins(e, "sub.u32 %s, %s, 1", R(l->round), R(l->round));
+    epilogue_body(k, l);
+    fj_comment(e, 1, "the next tile: its decode again, O = 0, then its first KV tile's softmax half");
+    fj_ws_tile_again(k, l);
+    fj_ws_decode_tile(k, l, x->what);
+    fj_comment(e, 2, "(the S waited for before O = 0: ptxas serializes every wgmma when an accumulator is set while one "
+                     "is in flight, C7515)");
+    p->backend->async->mma_wait(k, 0);
+    tile_begin(k, l, tn, x, 0);
+    fj_ins(e, "setp.eq.u32 %s, 0, 0", R(first));
+    fj_ins(e, "bra.uni %s", half);
+    fj_label(e, none);
+    fj_comment(e, 1, "no next work tile with KV tiles: this one's state again, then the plain tail%s",
+               p->lpt ? " (the loop head then skips its wait for the next round's Q: done here)" : "");
+    if (p->lpt) fj_ins(e, "setp.eq.u32 %s, 0, 0", R(x->waited));
+    fj_ins(e, "sub.u32 %s, %s, 1", R(l->round), R(l->round));
+    fj_ins(e, "mov.u32 %s, %s", R(l->tile), R(cur));
+    fj_ws_decode_tile(k, l, x->what);
+    fj_label(e, back);
+}
+
 /* consumer_loop_overlap, rolled: one body, one tail. The work tile's first KV tile issues S alone, waits for it and
  * joins the body at its softmax half (overlap_finish with `first` set: no V of tile j - 1 to free), so the softmax
  * is written once. */
-static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns *tn)
+static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
@@ -805,6 +873,7 @@ static void consumer_loop_overlap_rolled(fj_kctx *k, fj_ws_loop *l, const turns 
     fj_label(e, tail);
     fj_comment(e, 1, "last KV tile: its V is in stage sp; the ring goes on at stage ring");
     fj_ws_ring_point(k, rr.sp, rr.bar_sp, k->ring_desc_v);
+    if (fj_sm90_cross_tile(p)) xt_tail(k, l, tn, &rr, vph, first, half, x);
     overlap_last_pv(k, tn, fj_ws_stage_ring(rr.bar_sp), vph);
     fj_ins(e, "bra.uni %s", l->next_tile);
 }
@@ -849,21 +918,26 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     fj_label_new(e, "epilogue", epi, sizeof epi);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "kv_stage", l->stage_label[s], sizeof l->stage_label[s]);
     memcpy(l->next_tile, epi, sizeof epi);
-    fj_ws_tile_loop_head(k, l, top, what, "$L_consumer_exit");
+    char waited[48] = "";
+    fj_reg_t xt_waited = {-1, 0};
+    if (fj_sm90_cross_tile(p) && p->lpt) {
+        xt_waited = fj_alloc(e, k->b_p, 1);
+        fj_label_new(e, "tile_q_waited", waited, sizeof waited);
+        fj_ins(e, "setp.ne.u32 %s, 0, 0", R(xt_waited));
+    }
+    fj_ws_round_tile(k, l, top, what, "$L_consumer_exit", waited[0] ? waited : NULL);
+    if (xt_waited.bank >= 0) fj_ins(e, "setp.ne.u32 %s, 0, 0", R(xt_waited));
     fj_emit_mods_start(k, k->h, k->b);
     if (p->fp8) {
         fj_ws_decode_tile(k, l, FJ_WS_DECODE_HEADS);
         fj_fp8_emit_score_scale(k);
     }
-    if (p->pingpong) fj_ins(e, "or.pred %s, %s, !%s", R(tn.pass), R(not_last_wg), R(l->last));
-    p->backend->async->tile_start(k);
-    fj_emit_init_accumulators(k);
-    fj_ws_wait_q(k, l);
-    fj_ws_first_kv_tile(k, l);
+    xt_ctx x = {what, not_last_wg, xt_waited};
+    tile_begin(k, l, &tn, &x, 1);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
     k->kv_end = l->n_end, k->has_kv_end = 1;
-    if (p->roll_stages && p->overlap) consumer_loop_overlap_rolled(k, l, &tn);
+    if (p->roll_stages && p->overlap) consumer_loop_overlap_rolled(k, l, &tn, &x);
     else if (p->roll_stages) consumer_loop_serial_rolled(k, l);
     else if (p->overlap) consumer_loop_overlap(k, l, &tn);
     else consumer_loop_serial(k, l);
@@ -875,12 +949,8 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     fj_ins(e, "setp.le.and.s32 %s, %s, 0, %s", R(pr), R(l->n_end), R(k->leader));
     fj_ws_q_barriers(k, l->round, t);
     fj_emit_mbar_arrive_at(k, t, fj_ws_bar(p, FJ_BAR_Q_EMPTY, 0), pr);
-    fj_comment(e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
-    fj_ws_tile_again(k, l);
-    fj_ws_decode_tile(k, l, FJ_WS_DECODE_HEADS);
-    if (p->fp8) fj_fp8_emit_o_scale(k);
-    fj_emit_epilogue(k);
-    fj_ws_next_round(k, l, p->pingpong ? FJ_WS_TILE_LAST : 0);
+    epilogue_body(k, l);
+    if (xt_waited.bank >= 0) fj_ins(e, "@%s bra.uni %s", R(xt_waited), waited);
     fj_ins(e, "bra.uni %s", top);
     fj_label(e, "$L_consumer_exit");
     if (!fj_ws_sched_static(p) && p->pingpong) {
@@ -889,6 +959,31 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
     }
     p->backend->async->finish(k);
     fj_ins(e, "bra.uni $L_exit");
+}
+
+/* A work tile's start, after its decode: the ping-pong pass predicate, the Q descriptor, O = 0, m = -inf, l = 0, its
+ * Q (wait_q: a static schedule's wait; the cross-tile tail waited before its S), j = its first KV tile. */
+static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x, int wait_q)
+{
+    const fj_plan *p = k->p;
+    if (p->pingpong) fj_ins(k->e, "or.pred %s, %s, !%s", R(tn->pass), R(x->not_last_wg), R(l->last));
+    p->backend->async->tile_start(k);
+    fj_emit_init_accumulators(k);
+    if (wait_q) fj_ws_wait_q(k, l);
+    fj_ws_first_kv_tile(k, l);
+}
+
+/* A work tile's epilogue: its head and batch again (not kept live across the KV loop; cross-tile: its rows too, which
+ * the next tile's decode overwrote), O / l, LSE, O stored; then the next round. */
+static void epilogue_body(fj_kctx *k, fj_ws_loop *l)
+{
+    const fj_plan *p = k->p;
+    fj_comment(k->e, 1, "the work tile, its head and batch again (not kept live across the KV loop)");
+    fj_ws_tile_again(k, l);
+    fj_ws_decode_tile(k, l, FJ_WS_DECODE_HEADS | (fj_sm90_cross_tile(p) ? FJ_WS_DECODE_ROWS : 0));
+    if (p->fp8) fj_fp8_emit_o_scale(k);
+    fj_emit_epilogue(k);
+    fj_ws_next_round(k, l, p->pingpong ? FJ_WS_TILE_LAST : 0);
 }
 
 void fj_sm90_role_body(fj_kctx *k, fj_ws_loop *l, const fj_role *r)

@@ -337,7 +337,7 @@ void fj_ws_next_round(fj_kctx *k, fj_ws_loop *l, int what)
 /* ---- the dynamic longest-first schedule (LPT, sched.c) ----------------------------------------------------------
  * The producer takes the tile it claimed at the end of the last one (l->sched_next) past the empty runs; the other
  * roles wait for the round's Q (full) and read the tile the producer left in its slot (FJ_SCHED_NONE, >= n: none). */
-static void lpt_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int producer)
+static void lpt_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int producer, const char *waited)
 {
     if (producer) {
         fj_ins(k->e, "mov.u32 %s, %s", R(l->tile), R(l->sched_next));
@@ -348,6 +348,7 @@ static void lpt_schedule_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t n, int produce
     q_round(k, l);
     fj_comment(k->e, 1, "lpt: wait for this work tile's Q, then read which tile it is");
     fj_emit_mbar_wait_at(k, l->qbar, fj_ws_bar(k->p, FJ_BAR_Q_FULL, 0), l->qpar);
+    if (waited) fj_label(k->e, waited);
     fj_sched_emit_take(k, l->round, l->tile);
 }
 
@@ -400,12 +401,17 @@ void fj_ws_cta_has_tile(fj_kctx *k, fj_ws_loop *l, fj_reg_t t, fj_reg_t pr)
 /* The tile loop's head: label `top`, the next work tile, or `exit` when there is none. */
 void fj_ws_tile_loop_head(fj_kctx *k, fj_ws_loop *l, const char *top, int what, const char *exit)
 {
+    fj_ws_round_tile(k, l, top, what, exit, NULL);
+}
+
+void fj_ws_round_tile(fj_kctx *k, fj_ws_loop *l, const char *top, int what, const char *exit, const char *waited)
+{
     fj_reg_t pr = fj_alloc(k->e, k->b_p, 1), n = fj_alloc(k->e, k->b_r, 1);
     int producer = what & FJ_WS_TILE_PRODUCER;
-    fj_label(k->e, top);
+    if (top) fj_label(k->e, top);
     fj_ins(k->e, "ld.param.u32 %s, [" FJ_FWD_PARAM_NAME "+%d]", R(n), TMA_OFF(n_tiles));
     if (lpt(k->p))
-        lpt_schedule_tile(k, l, n, producer);
+        lpt_schedule_tile(k, l, n, producer, waited);
     else if (k->p->variant & FJ_VARIANT_VARLEN)
         varlen_schedule_tile(k, l, n, what & FJ_WS_TILE_LAST);
     else

@@ -56,6 +56,10 @@ void fj_ws_decode_tile(fj_kctx *k, fj_ws_loop *l, int what);
 /* The tile loop's head: label `top`, the next work tile (varlen: skipping those past their sequence's end), `exit`
  * when there is none, then fj_ws_decode_tile(what). */
 void fj_ws_tile_loop_head(fj_kctx *k, fj_ws_loop *l, const char *top, int what, const char *exit);
+/* The same, `top` NULL for no label: the tile of round l->round (lpt: its Q waited for) into l->tile and its decode,
+ * or a branch to `exit` when there is none (also the cross-tile overlap's look at the next work tile). waited (NULL:
+ * none): a label after lpt's wait for the round's Q, for a role that waited for it already. */
+void fj_ws_round_tile(fj_kctx *k, fj_ws_loop *l, const char *top, int what, const char *exit, const char *waited);
 /* The schedule's state before the first loop head (the varlen round; LPT, TILE_PRODUCER: the first tile's fetch). */
 void fj_ws_sched_start(fj_kctx *k, fj_ws_loop *l, int what);
 /* After the loop (its `exit`: the same as the loop head's): LPT, TILE_PRODUCER: no tile left, so the other roles are
