@@ -773,7 +773,7 @@ typedef struct xt_ctx {
 } xt_ctx;
 
 static void epilogue_body(fj_kctx *k, fj_ws_loop *l);
-static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x, int wait_q);
+static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x, int q_ready);
 
 /* Cross-tile overlap (fj_sm90_cross_tile), in the rolled loop's tail: V of this work tile's last KV tile is in stage
  * rr->sp (its full barrier's parity vph) and the next KV tile of the ring, the next work tile's first, goes to stage
@@ -781,16 +781,16 @@ static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx 
  * spin loop before a wgmma is in flight), then issue this tile's last PV and the next tile's S = Q K^T in one
  * ping-pong turn, wait for the PV only, run this tile's epilogue and the next tile's decode while the S runs
  * (branch-free: a divergent branch under an MMA in flight makes ptxas serialize every wgmma, C7518), wait for it,
- * set up the next tile (O, m, l, j) and join the body's softmax half as its first KV tile. Else fall through to the plain tail, the tile's state restored. */
+ * set up the next tile (O, m, l, j) and join the body's softmax half as its first KV tile. Else fall through to the
+ * plain tail, the tile's state restored. */
 static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring_regs *rr, fj_reg_t vph,
                     fj_reg_t first, const char *half, const xt_ctx *x)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
-    char none[48], back[48];
+    char none[48];
     fj_reg_t cur = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
     fj_label_new(e, "xt_none", none, sizeof none);
-    fj_label_new(e, "xt_plain", back, sizeof back);
     fj_comment(e, 1, "cross-tile: the next work tile's first S = Q K^T goes in with this tile's last PV, and this "
                      "tile's epilogue runs under it");
     fj_ins(e, "mov.u32 %s, %s", R(cur), R(l->tile));
@@ -819,7 +819,7 @@ static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring
     fj_comment(e, 2, "(the S waited for before O = 0: ptxas serializes every wgmma when an accumulator is set while one "
                      "is in flight, C7515)");
     p->backend->async->mma_wait(k, 0);
-    tile_begin(k, l, tn, x, 0);
+    tile_begin(k, l, tn, x, 1);
     fj_ins(e, "setp.eq.u32 %s, 0, 0", R(first));
     fj_ins(e, "bra.uni %s", half);
     fj_label(e, none);
@@ -829,7 +829,6 @@ static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring
     fj_ins(e, "sub.u32 %s, %s, 1", R(l->round), R(l->round));
     fj_ins(e, "mov.u32 %s, %s", R(l->tile), R(cur));
     fj_ws_decode_tile(k, l, x->what);
-    fj_label(e, back);
 }
 
 /* consumer_loop_overlap, rolled: one body, one tail. The work tile's first KV tile issues S alone, waits for it and
@@ -933,7 +932,7 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
         fj_fp8_emit_score_scale(k);
     }
     xt_ctx x = {what, not_last_wg, xt_waited};
-    tile_begin(k, l, &tn, &x, 1);
+    tile_begin(k, l, &tn, &x, 0);
     fj_ins(e, "setp.le.s32 %s, %s, 0", R(pr), R(l->n_end));
     fj_ins(e, "@%s bra.uni %s", R(pr), epi);
     k->kv_end = l->n_end, k->has_kv_end = 1;
@@ -962,14 +961,15 @@ static void role_consumers(fj_kctx *k, fj_ws_loop *l)
 }
 
 /* A work tile's start, after its decode: the ping-pong pass predicate, the Q descriptor, O = 0, m = -inf, l = 0, its
- * Q (wait_q: a static schedule's wait; the cross-tile tail waited before its S), j = its first KV tile. */
-static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x, int wait_q)
+ * Q (a static schedule's wait), j = its first KV tile. q_ready: the cross-tile tail set the Q descriptor and waited
+ * for Q before its S already. */
+static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x, int q_ready)
 {
     const fj_plan *p = k->p;
     if (p->pingpong) fj_ins(k->e, "or.pred %s, %s, !%s", R(tn->pass), R(x->not_last_wg), R(l->last));
-    p->backend->async->tile_start(k);
+    if (!q_ready) p->backend->async->tile_start(k);
     fj_emit_init_accumulators(k);
-    if (wait_q) fj_ws_wait_q(k, l);
+    if (!q_ready) fj_ws_wait_q(k, l);
     fj_ws_first_kv_tile(k, l);
 }
 
