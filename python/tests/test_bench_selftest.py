@@ -2,18 +2,13 @@
 (md, csv, json) on fake numbers, read back and checked by its --selftest; and a bad option exits 2 naming it.
 Skipped when the tests run outside a source tree (no bench/ next to python/).
 """
-import subprocess
-import sys
-from pathlib import Path
+from _bench_script import bench_script, run
 
-import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "decode_compare.py"
-pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason=f"{SCRIPT} not found (tests run outside the source tree)")
+SCRIPT, pytestmark = bench_script("decode_compare.py")
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
+    return run(SCRIPT, *args, timeout=120)
 
 
 def test_decode_compare_selftest(tmp_path):

@@ -1,20 +1,15 @@
 """test_tile_cost.py - bench/tile_cost.py without a GPU: its --selftest (the fit recovers a known per-work-tile cost),
 the fit on the repository's H200 grid (fajit's BF16 D128 line within bounds the session-10 analysis quotes), and a
 missing input is a usage error. Skipped outside a source tree."""
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from _bench_script import BENCH, bench_script, run
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "bench" / "tile_cost.py"
-GRID = ROOT / "bench" / "results" / "h200-sm90a-compare-tuned-2026-11-24.csv"
-pytestmark = pytest.mark.skipif(not SCRIPT.is_file(), reason=f"{SCRIPT} not found (tests run outside the source tree)")
+SCRIPT, pytestmark = bench_script("tile_cost.py")
+GRID = BENCH / "results" / "h200-sm90a-compare-tuned-2026-11-24.csv"
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
+    return run(SCRIPT, *args)
 
 
 def test_tile_cost_selftest():
