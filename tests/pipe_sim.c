@@ -4,11 +4,10 @@
  * at a time, the warps interleaved at random; this file runs the synchronizing instructions itself (PTX ISA sections
  * named):
  *   mbarrier.init / arrive / arrive.expect_tx / try_wait.parity    (mbarrier) pending arrivals, transaction bytes and a
- *       phase number per barrier; a phase completes when both reach 0; test_wait.parity: the same test, not waiting
+ *       phase number per barrier; a phase completes when both reach 0
  *   cp.async.bulk.tensor global -> shared                         (cp.async.bulk.tensor) a load completes its box's
  *       bytes on its mbarrier at a random later time
- *   bar.sync / bar.arrive (id, thread count)                      (bar, barrier) each warp counts 32 threads;
- *       bar.red.and.pred: a bar.sync whose predicate is the AND of every arriving warp's
+ *   bar.sync / bar.arrive (id, thread count)                      (bar, barrier) each warp counts 32 threads
  *   wgmma.mma_async / commit_group / wait_group                   (asynchronous warpgroup matrix instructions)
  *       descriptor operands read shared memory from the issue to the wait_group that retires their group
  *   st.shared; cp.async.bulk.tensor shared -> global, bulk commit_group / wait_group(.read): the O epilogue's staging
@@ -93,7 +92,6 @@ typedef struct tma_op {
 
 typedef struct nbar {
     int expected, arrived, gen, line;
-    int red, red_last;      /* bar.red.and.pred: the AND so far, and the last generation's */
     vclock acc, last;
 } nbar;
 
@@ -103,7 +101,6 @@ typedef struct warp {
     thread t, u;            /* lane 0, which the warp follows, and lane 31, in step with it while they agree */
     int lockstep, twin_pc;  /* lane 31 in step; else where it waits for lane 0 to come (-1: it has exited) */
     int state, wait_bar, wait_parity, wait_gen;
-    const operand *red_dst; /* waiting in a bar.red.and.pred: its destination predicate, set when released */
     vclock vc;
     int seen[MAX_BARS];     /* the last phase each mbarrier's wait passed on here (-2: none yet) */
     int committed, bulk_committed; /* wgmma groups, bulk (TMA store) groups committed */
@@ -282,28 +279,6 @@ static int do_wait(sim *s, warp *x, const insn *in)
     x->state = W_RUN;
     sim_set(&x->t, &in->a[0], 1, 1);
     x->t.pc++;
-    return 1;
-}
-
-/* test_wait.parity P: try_wait's test without the wait - true (acquiring what the phase collected, as a passed wait
- * does) when the barrier's current phase has the other parity, else false; the warp goes on either way. Not counted as
- * passing the phase: a wait on it after a true test passes again, as on the GPU. */
-static int do_test_wait(sim *s, warp *x, const insn *in)
-{
-    uint32_t addr = 0;
-    uint64_t par;
-    int i;
-    if (!mem_addr(s, x, &in->a[1], &addr)) return 0;
-    if (!sim_value(s->p, &x->t, s->w, &in->a[2], &par))
-        return fault(s, PIPE_MODEL, "line %d: a test_wait parity the simulator cannot work out", in->line);
-    mbar *b = bar_at(s, x, addr, &i);
-    if (!b) return 0;
-    int done = (b->phase & 1) != (int)(par & 1);
-    if (done && b->phase > 0) vc_join(&x->vc, &b->last);
-    sim_set(&x->t, &in->a[0], (uint64_t)done, 1);
-    if (x->lockstep) sim_set(&x->u, &in->a[0], (uint64_t)done, 1);
-    x->t.pc++;
-    if (x->lockstep) x->u.pc = x->t.pc;
     return 1;
 }
 
@@ -577,22 +552,16 @@ static void retire(sim *s, warp *x, int keep, int bulk)
 /* ---- named barriers ------------------------------------------------------------------------------------------ */
 static int do_bar(sim *s, warp *x, const insn *in)
 {
-    uint64_t id, count = (uint64_t)s->o->threads, v0 = 1, v31 = 1;
+    uint64_t id, count = (uint64_t)s->o->threads;
     int arrive = strncmp(in->op, "bar.arrive", 10) == 0, w = (int)(x - s->wp);
-    int red = strcmp(in->op, "bar.red.and.pred") == 0, o = red; /* bar.red: d, id, count, p */
-    if (red && (in->n != 4 || in->a[3].neg || !sim_value(s->p, &x->t, s->w, &in->a[3], &v0) ||
-                (x->lockstep && !sim_value(s->p, &x->u, s->w, &in->a[3], &v31))))
-        return fault(s, PIPE_MODEL, "line %d: a bar.red predicate the simulator cannot work out", in->line);
-    if (!sim_value(s->p, &x->t, s->w, &in->a[o], &id) ||
-        (in->n > o + 1 && !sim_value(s->p, &x->t, s->w, &in->a[o + 1], &count)))
+    if (!sim_value(s->p, &x->t, s->w, &in->a[0], &id) ||
+        (in->n > 1 && !sim_value(s->p, &x->t, s->w, &in->a[1], &count)))
         return fault(s, PIPE_MODEL, "line %d: a named barrier the simulator cannot work out", in->line);
     if (id >= PS_NBARS) return fault(s, PIPE_BARRIER, "line %d: named barrier %llu", in->line, (unsigned long long)id);
     nbar *b = &s->nb[id];
     if (b->arrived && b->expected != (int)count)
         return fault(s, PIPE_BARRIER, "line %d: warp %d gives named barrier %d a count of %d threads; line %d gave %d",
                      in->line, w, (int)id, (int)count, b->line, b->expected);
-    if (b->arrived == 0) b->red = 1;
-    if (red) b->red &= (v0 != 0) && (v31 != 0), x->red_dst = &in->a[0];
     b->expected = (int)count, b->line = in->line, b->arrived += 32;
     x->vc.c[w]++;
     vc_join(&b->acc, &x->vc);
@@ -603,7 +572,7 @@ static int do_bar(sim *s, warp *x, const insn *in)
         return fault(s, PIPE_BARRIER, "line %d: named barrier %d: %d threads arrive for %d", in->line, (int)id,
                      b->arrived, b->expected);
     if (b->arrived == b->expected) {
-        b->last = b->acc, b->gen++, b->arrived = 0, b->red_last = b->red;
+        b->last = b->acc, b->gen++, b->arrived = 0;
         memset(&b->acc, 0, sizeof b->acc);
     }
     return 1;
@@ -795,10 +764,7 @@ static int step_sync(sim *s, warp *x, const insn *in)
         for (int l = 0; l < n; l++)
             if (!do_tma_load(s, x, in)) return 0;
         x->t.pc++;
-    } else if (strncmp(op, "mbarrier.test_wait.parity", 25) == 0) {
-        return do_test_wait(s, x, in);
-    } else if (strncmp(op, "bar.sync", 8) == 0 || strncmp(op, "bar.arrive", 10) == 0 ||
-               strcmp(op, "bar.red.and.pred") == 0) {
+    } else if (strncmp(op, "bar.sync", 8) == 0 || strncmp(op, "bar.arrive", 10) == 0) {
         if (!do_bar(s, x, in)) return 0;
     } else if (strncmp(op, "wgmma.mma_async", 15) == 0) {
         if (!do_read(s, x, in, &in->a[1]) || !do_read(s, x, in, &in->a[2])) return 0;
@@ -974,11 +940,6 @@ static void wake(sim *s, warp *x)
     if (x->state == W_MBAR) x->state = W_RUN;
     if (x->state == W_NBAR) {
         vc_join(&x->vc, &s->nb[x->wait_bar].last);
-        if (x->red_dst) { /* bar.red.and.pred: every warp's answer, lane 31 too */
-            sim_set(&x->t, x->red_dst, (uint64_t)s->nb[x->wait_bar].red_last, 1);
-            if (x->lockstep) sim_set(&x->u, x->red_dst, (uint64_t)s->nb[x->wait_bar].red_last, 1);
-            x->red_dst = NULL;
-        }
         x->state = W_RUN;
         s->r->named_syncs++;
     }

@@ -9,8 +9,7 @@
  *     base + row * row_bytes + ((c ^ (row & m)) << 4)  ==  L ^ ((c & m) << 4) + immediate
  *     for every lane, pattern and chunk the sm_80 backend uses;
  *   - PTX text: byte-identical for the same config, different across verbosity, one entry;
- *   - FAJIT_SM90_LEAN: the sm_90a trims on by default, off with 0, never in sm_80 kernels;
- *   - which sm_90a kernels take the cross-tile tail by default (fj_sm90_cross_tile's rule).
+ *   - FAJIT_SM90_LEAN: the sm_90a trims on by default, off with 0, never in sm_80 kernels.
  * Run: ctest --test-dir build -R test_codegen
  */
 #include <setjmp.h>
@@ -24,7 +23,6 @@
 
 #include "codegen/codegen.h"
 #include "codegen/emit.h"
-#include "codegen/sm90.h"
 #include "fajit.h"
 
 /* ---- emitter ------------------------------------------------------------------------------------ */
@@ -370,45 +368,6 @@ static void test_sm90_lean_env(void **state)
     else unsetenv("FAJIT_SM90_LEAN");
 }
 
-/* The cross-tile tail (fj_sm90_cross_tile, FJ_SM90_CROSS_TILE 2): the default build gives it to the lpt kernels of head
- * dim <= 64 without softcap (H200: +0.6..1.1% there, -1.2..1.7% with softcap, -2..6% at head dim 128), and its PTX
- * says so; static, softcap and head dim 128 kernels keep the plain tail. */
-static int takes_cross_tile(const fajit_config *c)
-{
-    fj_plan plan;
-    fajit_status st = fj_plan_build(c, &plan);
-    if (st != FAJIT_OK) fail_msg("%s", fajit_errmsg());
-    char *t = NULL;
-    size_t lt = 0;
-    assert_int_equal(fajit_generate_ptx(c, 2, &t, &lt), FAJIT_OK);
-    int in_ptx = strstr(t, "cross-tile: the next work tile's first S") != NULL;
-    fajit_free(t);
-    assert_int_equal(in_ptx, fj_sm90_cross_tile(&plan));
-    return in_ptx;
-}
-
-static void test_sm90_cross_tile_rule(void **state)
-{
-    (void)state;
-    fajit_config c = sm90_config();
-    c.head_dim = 64, c.block_m = 192, c.warps = 16, c.causal = 1, c.sched = 1;
-    assert_true(takes_cross_tile(&c));
-    c.mods = FAJIT_MOD_SINKS;
-    assert_true(takes_cross_tile(&c));
-    c.mods = 0, c.sched = 0; /* causal static (sliding windows take it): too */
-    assert_true(takes_cross_tile(&c));
-    c.causal = 0; /* non-causal static: level on the H200, not taken */
-    assert_false(takes_cross_tile(&c));
-    c.causal = 1;
-    c.block_m = 128, c.warps = 12, c.sched = 1; /* the tile softcap's register budget allows */
-    assert_true(takes_cross_tile(&c));
-    c.mods = FAJIT_MOD_SOFTCAP;
-    assert_false(takes_cross_tile(&c));
-    c = sm90_config();
-    c.causal = 1, c.sched = 1;
-    assert_false(takes_cross_tile(&c));
-}
-
 /* ---- swizzle against brute force ------------------------------------------------------------- */
 static int phys_chunk(int row, int chunk, int m) { return chunk ^ (row & m); }
 
@@ -556,7 +515,6 @@ int main(void)
         cmocka_unit_test(test_sm90_rules),
         cmocka_unit_test(test_sm90_ptx),
         cmocka_unit_test(test_sm90_lean_env),
-        cmocka_unit_test(test_sm90_cross_tile_rule),
         cmocka_unit_test(test_swizzle_bijection_and_banks),
         cmocka_unit_test(test_swizzle_xor_addressing),
         cmocka_unit_test(test_ptx_deterministic),

@@ -16,7 +16,7 @@
 #include "roles.h"
 
 /* Bumped whenever generated code can change for the same config: part of every cache key. */
-#define FJ_CODEGEN_VERSION "fajit-codegen-14"
+#define FJ_CODEGEN_VERSION "fajit-codegen-13"
 
 /* Issue 23: whether a config's roll = 0 (the default) takes the rolled KV loop on the sm_90a path where it can (BF16 /
  * F16, 2+ stages, no attention or decode variant; else unrolled, as roll = -1; roll = 1 rolls those too). 1 since the H200 A/B of 2026-11-26 (bench/results/

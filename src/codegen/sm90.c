@@ -143,22 +143,15 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_SOFTCAP_POLY_MAX_D
 #define FJ_SOFTCAP_POLY_MAX_D 64 /* -DFJ_SOFTCAP_POLY_MAX_D=256: every head dim, for an A/B */
 #endif
-/* FJ_SM90_CROSS_TILE: 0 never, 1 every kernel that can take it (the A/B build), 2 (default) those of the rule below.
- * H200 (bench/results/h200-session14-2026-11-28.md): head dim 64 under lpt gains (causal +0.6..1.1% on average over 4
- * rounds, sinks + window 128 +6%, varlen level), but not with softcap (-1.2..1.7%); non-causal static kernels stay
- * level; head dim 128 loses 2-6% (window, varlen, softcap): its tail waits for the next tile's first K, which the
- * two-stage ring cannot load before this tile's last-but-one PV is done. */
 #ifndef FJ_SM90_CROSS_TILE
-#define FJ_SM90_CROSS_TILE 2
+#define FJ_SM90_CROSS_TILE 0
 #endif
 int fj_sm90_cross_tile(const fj_plan *p)
 {
     unsigned dense_or_varlen = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT;
-    int can = p->ws && p->pingpong && p->overlap && p->roll_stages && !p->fp8 && !p->o_rescale_late &&
-              !(p->cfg.mods & FAJIT_MOD_ALIBI) && /* (its slopes are set up per tile before the KV loop's body) */
-              p->o_stage == 1 && !(p->variant & ~dense_or_varlen) && (p->lpt || !(p->variant & FJ_VARIANT_VARLEN));
-    int rule = (p->lpt || p->cfg.causal) && p->cfg.head_dim <= 64 && !(p->cfg.mods & FAJIT_MOD_SOFTCAP);
-    return can && (FJ_SM90_CROSS_TILE == 1 || (FJ_SM90_CROSS_TILE == 2 && rule));
+    return FJ_SM90_CROSS_TILE && p->ws && p->pingpong && p->overlap && p->roll_stages && !p->fp8 && !p->o_rescale_late &&
+           !(p->cfg.mods & FAJIT_MOD_ALIBI) && /* (its slopes are set up per tile before the KV loop's body) */
+           p->o_stage == 1 && !(p->variant & ~dense_or_varlen) && (p->lpt || !(p->variant & FJ_VARIANT_VARLEN));
 }
 
 static int plan_cap_poly(const fajit_config *c)
@@ -711,8 +704,6 @@ static void o_stage_addresses(fj_kctx *k)
     fj_ins(k->e, "xor.b32 %s, %s, %s", R(k->bk[BK_O_LANE]), R(k->bk[BK_O_LANE]), R(x));
     fj_ins(k->e, "add.u32 %s, %s, %d", R(k->bk[BK_EPI_BAR]), R(k->wg), FJ_SM90_EPI_BAR0);
 }
-
-void fj_sm90_wg_bar(fj_kctx *k, fj_reg_t dst) { fj_ins(k->e, "add.u32 %s, %s, %d", R(dst), R(k->wg), FJ_SM90_EPI_BAR0); }
 
 /* The Q descriptor of this warpgroup's 64 rows in the work tile's Q buffer. */
 static void tile_start_sm90(fj_kctx *k)

@@ -24,14 +24,11 @@ fajit_status fj_causal_sched_parse(const char *value, int *lpt);
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);
 
-/* The cross-tile overlap of the ping-pong consumers (on by default for lpt kernels of head dim <= 64 without softcap; build knob
- * FJ_SM90_CROSS_TILE: 0 never, 1 wherever it can, 2 the default rule, sm90.c):
+/* The cross-tile overlap of the ping-pong consumers (build knob FJ_SM90_CROSS_TILE, 0 = off, the kernels before):
  * a work tile's last PV goes in together with the next work tile's first S = QK^T, in one ping-pong turn, and this
  * tile's epilogue runs while that S does (sm90_roles.c). For the rolled, overlapped ping-pong consumers of 16-bit
  * kernels with their own O staging buffer, dense or varlen under lpt. */
 int fj_sm90_cross_tile(const fj_plan *p);
-/* dst = the named barrier of the consumer warpgroup's own 128 threads (its epilogue's; free elsewhere). */
-void fj_sm90_wg_bar(fj_kctx *k, fj_reg_t dst);
 
 /* Registers per thread ptxas gives a CTA of `threads` (.maxntid threads, .minnctapersm 1): 8-register steps under
  * 65536 / threads, at most 255. setmaxnreg moves registers inside that allocation (a per-CTA pool). */

@@ -777,42 +777,22 @@ static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx 
 
 /* Cross-tile overlap (fj_sm90_cross_tile), in the rolled loop's tail: V of this work tile's last KV tile is in stage
  * rr->sp (its full barrier's parity vph) and the next KV tile of the ring, the next work tile's first, goes to stage
- * l->ring. First a look, not a wait: has the next round's Q and the ring's next K arrived (mbarrier.test_wait, the
- * warpgroup agreeing through bar.red.and on its own barrier)? If not, the plain tail: waiting for them here would
- * hold this tile's last PV, and with it the other ping-pong warpgroups, behind a load (an L2 miss when the next tile
- * reads another head's K: H200, up to -11%). If so: find and decode the next tile and wait for its Q and first K
- * (immediate now; every spin loop before a wgmma is in flight), then issue this tile's last PV and the next tile's
- * S = Q K^T in one ping-pong turn, wait for the PV only, run this tile's epilogue and the next tile's decode while the
- * S runs (branch-free: a divergent branch under an MMA in flight makes ptxas serialize every wgmma, C7518), take an
- * empty turn (the plain tail's turn for that S: each warpgroup looks on its own, so the turns must add up whichever
- * tail it took), wait for the S, set up the next tile (O, m, l, j) and join the body's softmax half as its first KV
- * tile. No next tile: the plain tail, the tile's state restored. */
+ * l->ring. When the CTA has a next work tile with KV tiles: find and decode it and wait for its Q and first K (every
+ * spin loop before a wgmma is in flight), then issue this tile's last PV and the next tile's S = Q K^T in one
+ * ping-pong turn, wait for the PV only, run this tile's epilogue and the next tile's decode while the S runs
+ * (branch-free: a divergent branch under an MMA in flight makes ptxas serialize every wgmma, C7518), wait for it,
+ * set up the next tile (O, m, l, j) and join the body's softmax half as its first KV tile. Else fall through to the
+ * plain tail, the tile's state restored. */
 static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring_regs *rr, fj_reg_t vph,
                     fj_reg_t first, const char *half, const xt_ctx *x)
 {
     const fj_plan *p = k->p;
     fj_emit *e = k->e;
     char none[48];
-    char plain[48];
-    fj_reg_t cur = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1), kin = fj_alloc(e, k->b_p, 1);
-    fj_reg_t qb = fj_alloc(e, k->b_r, 1), qpar = fj_alloc(e, k->b_r, 1);
+    fj_reg_t cur = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
     fj_label_new(e, "xt_none", none, sizeof none);
-    fj_label_new(e, "xt_plain", plain, sizeof plain);
     fj_comment(e, 1, "cross-tile: the next work tile's first S = Q K^T goes in with this tile's last PV, and this "
-                     "tile's epilogue runs under it - if its Q and first K are in already (a look, not a wait)");
-    fj_ins(e, "add.u32 %s, %s, 1", R(cur), R(l->round));
-    fj_ws_q_barriers(k, cur, qb);
-    if (p->q_bufs == 2) fj_ins(e, "shr.u32 %s, %s, 1", R(qpar), R(cur));
-    else fj_ins(e, "mov.u32 %s, %s", R(qpar), R(cur));
-    fj_ins(e, "and.b32 %s, %s, 1", R(qpar), R(qpar));
-    fj_ins(e, PTX_MBAR_TEST_WAIT_PARITY, R(pr), R(qb), fj_ws_bar(p, FJ_BAR_Q_FULL, 0), R(qpar));
-    fj_ws_ring_point(k, l->ring, rr->bar_s, k->ring_desc_k);
-    fj_ins(e, PTX_MBAR_TEST_WAIT_PARITY, R(kin), R(rr->bar_s), fj_ws_bar(p, FJ_BAR_K_FULL, 0), R(k->phase));
-    fj_ins(e, "and.pred %s, %s, %s", R(pr), R(pr), R(kin));
-    fj_comment(e, 2, "(the four warps looked at different moments: the warpgroup takes the path all of them saw)");
-    fj_sm90_wg_bar(k, qb);
-    fj_ins(e, "bar.red.and.pred %s, %s, 128, %s", R(pr), R(qb), R(pr));
-    fj_ins(e, "@!%s bra.uni %s", R(pr), plain);
+                     "tile's epilogue runs under it");
     fj_ins(e, "mov.u32 %s, %s", R(cur), R(l->tile));
     fj_ins(e, "add.u32 %s, %s, 1", R(l->round), R(l->round));
     fj_ws_round_tile(k, l, NULL, x->what, none, NULL);
@@ -836,10 +816,6 @@ static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring
     fj_comment(e, 1, "the next tile: its decode again, O = 0, then its first KV tile's softmax half");
     fj_ws_tile_again(k, l);
     fj_ws_decode_tile(k, l, x->what);
-    fj_comment(e, 1, "an empty ping-pong turn for the next tile's first S, issued above: a warpgroup that took the plain "
-                     "tail takes one there, so every warpgroup takes as many turns whichever tail it took");
-    turn_wait(k, tn);
-    turn_pass(k, tn, 0);
     fj_comment(e, 2, "(the S waited for before O = 0: ptxas serializes every wgmma when an accumulator is set while one "
                      "is in flight, C7515)");
     p->backend->async->mma_wait(k, 0);
@@ -853,7 +829,6 @@ static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring
     fj_ins(e, "sub.u32 %s, %s, 1", R(l->round), R(l->round));
     fj_ins(e, "mov.u32 %s, %s", R(l->tile), R(cur));
     fj_ws_decode_tile(k, l, x->what);
-    fj_label(e, plain);
 }
 
 /* consumer_loop_overlap, rolled: one body, one tail. The work tile's first KV tile issues S alone, waits for it and

@@ -21,8 +21,6 @@
 #define PTX_MBAR_ARRIVE "mbarrier.arrive.shared::cta.b64 _, [%s+%d]"
 /* true once the phase of the given parity has completed (a fresh barrier counts parity 1 as done) */
 #define PTX_MBAR_TRY_WAIT_PARITY "mbarrier.try_wait.parity.shared::cta.b64 %s, [%s+%d], %s"
-/* the same without waiting at all: a look at the barrier now */
-#define PTX_MBAR_TEST_WAIT_PARITY "mbarrier.test_wait.parity.shared::cta.b64 %s, [%s+%d], %s"
 /* makes mbarrier.init visible to the async proxy (TMA) and to the other threads after the barrier */
 #define PTX_FENCE_MBAR_INIT "fence.mbarrier_init.release.cluster"
 
