@@ -76,6 +76,17 @@ void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int r
     }
 }
 
+void fj_emit_tma_prefetch(fj_kctx *k, int tensor, fj_reg_t row, fj_reg_t head, fj_reg_t batch)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t map = fj_alloc(k->e, k->b_rd, 1), col = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(k->params), tmap_offset(tensor));
+    for (int box = 0; box < p->tma_boxes; box++) {
+        fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
+        fj_ins(k->e, PTX_TMA_PREFETCH_4D, R(map), R(col), R(row), R(head), R(batch));
+    }
+}
+
 void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
                       fj_reg_t bar, int bar_off)
 {

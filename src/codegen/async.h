@@ -65,5 +65,7 @@ void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int ro
  * (sm90_roles.c), whose box may hold fewer rows than the `rows` of the tile the boxes are laid out in. */
 void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
                        fj_reg_t batch, fj_reg_t bar, int bar_off);
+/* The boxes fj_emit_tma_boxes would load (row, head, batch), fetched into the L2 only: no shared memory, no barrier. */
+void fj_emit_tma_prefetch(fj_kctx *k, int tensor, fj_reg_t row, fj_reg_t head, fj_reg_t batch);
 
 #endif

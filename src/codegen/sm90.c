@@ -146,6 +146,14 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_SM90_CROSS_TILE
 #define FJ_SM90_CROSS_TILE 0
 #endif
+#ifndef FJ_SM90_KV_PREFETCH
+#define FJ_SM90_KV_PREFETCH 0
+#endif
+int fj_sm90_kv_prefetch(const fj_plan *p)
+{
+    unsigned dense_or_varlen = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT;
+    return FJ_SM90_KV_PREFETCH && p->ws && !p->fp8 && !(p->variant & ~dense_or_varlen);
+}
 int fj_sm90_cross_tile(const fj_plan *p)
 {
     unsigned dense_or_varlen = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT;

@@ -30,6 +30,12 @@ void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r
  * kernels with their own O staging buffer, dense or varlen under lpt. */
 int fj_sm90_cross_tile(const fj_plan *p);
 
+/* The producer's L2 prefetch of each work tile's first K and V tile (build knob FJ_SM90_KV_PREFETCH, 0 = off, the
+ * kernels before): issued as soon as the tile's Q load is, so that their TMA loads, which wait for a free stage of
+ * the ring, read the L2 instead of HBM at the tile boundary (where the cross-tile tail waits for them). 16-bit
+ * kernels, dense or varlen, not paged. Not GPU-measured (bench/results/h200-session14-2026-11-28.md). */
+int fj_sm90_kv_prefetch(const fj_plan *p);
+
 /* Registers per thread ptxas gives a CTA of `threads` (.maxntid threads, .minnctapersm 1): 8-register steps under
  * 65536 / threads, at most 255. setmaxnreg moves registers inside that allocation (a per-CTA pool). */
 int fj_sm90_launch_regs(int threads);

@@ -202,6 +202,21 @@ static void producer_kv(fj_kctx *k, fj_ws_loop *l, int tensor, int smem_off, fj_
     fj_emit_tma_tile(k, tensor, k->smem, smem_off, p->cfg.block_n, row, k->hkv, k->smem, bar_off);
 }
 
+/* fj_sm90_kv_prefetch: the work tile's first K and V tile (j) into the L2 now; their loads wait for a free stage. */
+static void producer_prefetch_first(fj_kctx *k)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), batch = k->b;
+    fj_comment(k->e, 1, "the tile's first K and V into the L2 while their stage is still in use (a prefetch: no smem)");
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(row), R(k->j), p->cfg.block_n);
+    if (p->variant & FJ_VARIANT_VARLEN_K) {
+        fj_ins(k->e, "add.s32 %s, %s, %s", R(row), R(row), R(k->kv_tma_delta));
+        batch = k->kv_tma_seq;
+    }
+    fj_emit_tma_prefetch(k, FJ_TMA_K, row, k->hkv, batch);
+    fj_emit_tma_prefetch(k, FJ_TMA_V, row, k->hkv, batch);
+}
+
 /* SEQLENS / PAGED: a V tile that reaches past the sequence's length (in k->seqlen_k) lands on the V-tail barrier
  * instead of V full[s]; then this thread zero-fills its rows past the length in every box (TMA loaded them as
  * stored, or - paged - left the stage's old rows where it loaded no page: a NaN there would reach O through
@@ -446,6 +461,7 @@ static void role_producer(fj_kctx *k, fj_ws_loop *l)
     }
     if (p->fp8_vt4) fj_label(e, skip);
     fj_ws_first_kv_tile(k, l);
+    if (fj_sm90_kv_prefetch(p)) producer_prefetch_first(k);
     fj_ws_ring_dispatch(k, l, l->stage_label);
     for (int s = 0; s < p->cfg.stages; s++) {
         fj_label(e, l->stage_label[s]);

@@ -28,6 +28,8 @@
 #define PTX_TMA_LOAD_4D                                                                                            \
     "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%s+%d], [%s, {%s, %s, %s, %s}], " \
     "[%s+%d]"
+/* the same box into the L2 only (no shared memory, no barrier): a hint that the copy above will soon want it */
+#define PTX_TMA_PREFETCH_4D "cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%s, {%s, %s, %s, %s}]"
 /* TMA store of one box from shared memory (rows past the tensor's end are not written), its bulk group */
 #define PTX_TMA_STORE_4D "cp.async.bulk.tensor.4d.global.shared::cta.tile.bulk_group [%s, {%s, %s, %s, %s}], [%s+%d]"
 #define PTX_BULK_COMMIT "cp.async.bulk.commit_group"
