@@ -62,8 +62,10 @@ static int tmap_offset(int tensor)
     }
 }
 
-void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
-                       fj_reg_t batch, fj_reg_t bar, int bar_off)
+/* The boxes of one tile: loaded into dst + smem_off completing on bar + bar_off, or (dst.bank < 0) prefetched into the
+ * L2 only. */
+static void tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                      fj_reg_t batch, fj_reg_t bar, int bar_off)
 {
     const fj_plan *p = k->p;
     int box_bytes = rows * p->cfg.swizzle; /* a box row is the swizzle span */
@@ -71,20 +73,23 @@ void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int r
     fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(k->params), tmap_offset(tensor));
     for (int box = 0; box < p->tma_boxes; box++) {
         fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
-        fj_ins(k->e, PTX_TMA_LOAD_4D, R(dst), smem_off + box * box_bytes, R(map), R(col), R(row), R(head), R(batch),
-               R(bar), bar_off);
+        if (dst.bank < 0) fj_ins(k->e, PTX_TMA_PREFETCH_4D, R(map), R(col), R(row), R(head), R(batch));
+        else
+            fj_ins(k->e, PTX_TMA_LOAD_4D, R(dst), smem_off + box * box_bytes, R(map), R(col), R(row), R(head),
+                   R(batch), R(bar), bar_off);
     }
+}
+
+void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                       fj_reg_t batch, fj_reg_t bar, int bar_off)
+{
+    tma_boxes(k, tensor, dst, smem_off, rows, row, head, batch, bar, bar_off);
 }
 
 void fj_emit_tma_prefetch(fj_kctx *k, int tensor, fj_reg_t row, fj_reg_t head, fj_reg_t batch)
 {
-    const fj_plan *p = k->p;
-    fj_reg_t map = fj_alloc(k->e, k->b_rd, 1), col = fj_alloc(k->e, k->b_r, 1);
-    fj_ins(k->e, "add.u64 %s, %s, %d", R(map), R(k->params), tmap_offset(tensor));
-    for (int box = 0; box < p->tma_boxes; box++) {
-        fj_ins(k->e, "mov.u32 %s, %d", R(col), box * p->tma_box_cols);
-        fj_ins(k->e, PTX_TMA_PREFETCH_4D, R(map), R(col), R(row), R(head), R(batch));
-    }
+    fj_reg_t none = {-1, 0};
+    tma_boxes(k, tensor, none, 0, 0, row, head, batch, none, 0);
 }
 
 void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,

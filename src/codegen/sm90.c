@@ -149,17 +149,18 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_SM90_KV_PREFETCH
 #define FJ_SM90_KV_PREFETCH 0
 #endif
-int fj_sm90_kv_prefetch(const fj_plan *p)
+/* no variant bits but varlen and lpt: a dense or varlen 16-bit forward's (no decode variants, no paging) */
+static int dense_or_varlen(const fj_plan *p)
 {
-    unsigned dense_or_varlen = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT;
-    return FJ_SM90_KV_PREFETCH && p->ws && !p->fp8 && !(p->variant & ~dense_or_varlen);
+    return !p->fp8 && !(p->variant & ~(unsigned)(FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT));
 }
+int fj_sm90_kv_prefetch(const fj_plan *p) { return FJ_SM90_KV_PREFETCH && p->ws && dense_or_varlen(p); }
 int fj_sm90_cross_tile(const fj_plan *p)
 {
-    unsigned dense_or_varlen = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT;
-    return FJ_SM90_CROSS_TILE && p->ws && p->pingpong && p->overlap && p->roll_stages && !p->fp8 && !p->o_rescale_late &&
+    return FJ_SM90_CROSS_TILE && p->ws && p->pingpong && p->overlap && p->roll_stages && dense_or_varlen(p) &&
+           !p->o_rescale_late &&
            !(p->cfg.mods & FAJIT_MOD_ALIBI) && /* (its slopes are set up per tile before the KV loop's body) */
-           p->o_stage == 1 && !(p->variant & ~dense_or_varlen) && (p->lpt || !(p->variant & FJ_VARIANT_VARLEN));
+           p->o_stage == 1 && (p->lpt || !(p->variant & FJ_VARIANT_VARLEN));
 }
 
 static int plan_cap_poly(const fajit_config *c)

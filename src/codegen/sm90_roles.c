@@ -185,6 +185,18 @@ static void producer_page_ahead(fj_kctx *k, fj_ws_loop *l, fj_reg_t row)
 
 /* K or V of the KV tile at `row` into smem_off, completing the barrier at bar_off: a whole tile's bytes and its
  * TMA boxes, or (PAGED) its pages' (producer_paged). */
+/* The TMA row and 4th coordinate of K / V tile rows from `row`: packed keys (VARLEN_K) shift the row into the
+ * sequence and take the sequence as the 4th coordinate (seqlen.h; the map clips at its end), the rest the batch. */
+static fj_reg_t kv_tma_row(fj_kctx *k, fj_reg_t row, fj_reg_t *batch)
+{
+    *batch = k->b;
+    if (!(k->p->variant & FJ_VARIANT_VARLEN_K)) return row;
+    fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
+    fj_ins(k->e, "add.s32 %s, %s, %s", R(r), R(row), R(k->kv_tma_delta));
+    *batch = k->kv_tma_seq;
+    return r;
+}
+
 static void producer_kv(fj_kctx *k, fj_ws_loop *l, int tensor, int smem_off, fj_reg_t row, int bar_off)
 {
     const fj_plan *p = k->p;
@@ -193,28 +205,19 @@ static void producer_kv(fj_kctx *k, fj_ws_loop *l, int tensor, int smem_off, fj_
         return;
     }
     fj_emit_mbar_expect_tx(k, bar_off, p->kv_tile_bytes);
-    if (p->variant & FJ_VARIANT_VARLEN_K) { /* packed keys: the map clips at the sequence's end (seqlen.h) */
-        fj_reg_t r = fj_alloc(k->e, k->b_r, 1);
-        fj_ins(k->e, "add.s32 %s, %s, %s", R(r), R(row), R(k->kv_tma_delta));
-        fj_emit_tma_boxes(k, tensor, k->smem, smem_off, p->cfg.block_n, r, k->hkv, k->kv_tma_seq, k->smem, bar_off);
-        return;
-    }
-    fj_emit_tma_tile(k, tensor, k->smem, smem_off, p->cfg.block_n, row, k->hkv, k->smem, bar_off);
+    fj_reg_t batch, r = kv_tma_row(k, row, &batch);
+    fj_emit_tma_boxes(k, tensor, k->smem, smem_off, p->cfg.block_n, r, k->hkv, batch, k->smem, bar_off);
 }
 
 /* fj_sm90_kv_prefetch: the work tile's first K and V tile (j) into the L2 now; their loads wait for a free stage. */
 static void producer_prefetch_first(fj_kctx *k)
 {
-    const fj_plan *p = k->p;
-    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), batch = k->b;
+    fj_reg_t row = fj_alloc(k->e, k->b_r, 1), batch;
     fj_comment(k->e, 1, "the tile's first K and V into the L2 while their stage is still in use (a prefetch: no smem)");
-    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(row), R(k->j), p->cfg.block_n);
-    if (p->variant & FJ_VARIANT_VARLEN_K) {
-        fj_ins(k->e, "add.s32 %s, %s, %s", R(row), R(row), R(k->kv_tma_delta));
-        batch = k->kv_tma_seq;
-    }
-    fj_emit_tma_prefetch(k, FJ_TMA_K, row, k->hkv, batch);
-    fj_emit_tma_prefetch(k, FJ_TMA_V, row, k->hkv, batch);
+    fj_ins(k->e, "mul.lo.u32 %s, %s, %d", R(row), R(k->j), k->p->cfg.block_n);
+    fj_reg_t r = kv_tma_row(k, row, &batch);
+    fj_emit_tma_prefetch(k, FJ_TMA_K, r, k->hkv, batch);
+    fj_emit_tma_prefetch(k, FJ_TMA_V, r, k->hkv, batch);
 }
 
 /* SEQLENS / PAGED: a V tile that reaches past the sequence's length (in k->seqlen_k) lands on the V-tail barrier
