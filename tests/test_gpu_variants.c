@@ -71,6 +71,11 @@ static const var_case k_cases[] = {
     {"chunk 128 Nq>Nk causal", FH, 1, 2, 2, 1000, 300, 128, 1, 0, 0, 0, 0.0f, 128},
     {"chunk 128 + win 200,0 causal", BF, 1, 2, 2, 1000, 1000, 64, 1, 1, 200, 0, 0.0f, 128},
     {"win 128,0 + sinks (gpt-oss)", BF, 1, 8, 1, 1000, 1000, 64, 1, 1, 128, 0, 0.0f, 0, 1},
+    /* more work tiles than an H100 / H200 has SMs, so each CTA runs several and the cross-tile tail (config
+     * cross_tile, the forward's choice for these two) carries state from one to the next: the window's range
+     * (session 15: a stale one skipped masks), the sinks, the lpt schedule's tiles */
+    {"win 128,0 + sinks, tiles > SMs", BF, 4, 16, 2, 2048, 2048, 64, 1, 1, 128, 0, 0.0f, 0, 1},
+    {"sinks causal GQA, tiles > SMs", FH, 2, 16, 2, 3000, 3000, 64, 1, 0, 0, 0, 0.0f, 0, 1},
     {"win 512,0 + cap 50 (gemma 2)", BF, 1, 4, 2, 1000, 1000, 256, 1, 1, 512, 0, 50.0f},
     {"win + cap f16", FH, 1, 2, 2, 1000, 1000, 128, 0, 1, 300, 20, 20.0f},
     {"all variants GQA", BF, 2, 4, 2, 1000, 1000, 128, 0, 1, 200, 50, 20.0f, 300, 1, 2},
