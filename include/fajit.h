@@ -183,6 +183,18 @@ typedef struct fajit_config {
      * keep their own schedule whatever sched
      * says. Canonical text: " lpt" after the schedule flags when 1. fagen's flag: --sched static|lpt. */
     int sched;
+    /* cross_tile (appended in 0.2; 0 = off unless fajit_config_fill picks it, so a zeroed config keeps its meaning and
+     * its text): sm_90a path, BF16 / F16, ping-pong with the overlap and the rolled loop, no ALiBi. 1 = a work tile's
+     * last O += P V goes to the tensor cores together with the CTA's next work tile's first S = Q K^T, and the tile's
+     * epilogue runs under that S (docs/ARCHITECTURE.md, "cross-tile"); -1 = off. Measured on the H200 (session 15):
+     * +0.1-2% for causal head_dim 64 with grouped-query heads, +4-5% with a window of 128 keys and sinks; 1-3% slower
+     * with longer windows or without the sinks, 1-2% slower non-causal, multi-head at 16k keys and softcap, level at
+     * head_dim 128. So fajit_config_fill picks 1 for causal head_dim <= 64 grouped-query shapes (heads_q >= 4 x
+     * heads_kv) without softcap, window or chunk; a call without a config also takes it for a causal window of at
+     * most 128 keys on the left with sinks (gpt-oss's local layers). Decode and varlen calls run without it whatever
+     * it says. Canonical text: " xt" after " lpt" when 1. fagen's flag: --cross-tile on|off; Python's keyword:
+     * cross_tile. */
+    int cross_tile;
 } fajit_config;
 
 /* fajit_config.mods bits. WINDOW and CHUNK bound each query row's keys (a local mask read from the kernel's

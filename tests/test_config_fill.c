@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/sm90.h"
 #include "fill_walk.h"
 #include "runtime/config_fill.h"
 #include "runtime/context.h"
@@ -266,7 +267,7 @@ static void test_sched_field(void **state)
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
     char text[FJ_CONFIG_TEXT_MAX], back[FJ_CONFIG_TEXT_MAX];
     fajit_config_format(&c, text, sizeof text);
-    assert_non_null(strstr(text, " lpt causal sink"));
+    assert_non_null(strstr(text, " lpt xt causal sink")); /* (and the cross-tile tail: test_cross_tile_field) */
     fajit_config parsed;
     assert_null(fj_tune_parse_config(text, &parsed));
     assert_int_equal(parsed.sched, 1);
@@ -316,13 +317,114 @@ static void test_sched_field(void **state)
     assert_int_equal(p.lpt, 0);
 }
 
+static int heuristic_cross_tile(fajit_arch arch, fajit_dtype dt, int d, int causal, int mods, int hq, int hkv, int n)
+{
+    fajit_shape shape = {1, hq, hkv, n, n};
+    fajit_config c = {.arch = arch, .dtype = dt, .head_dim = d, .causal = causal, .mods = mods};
+    fj_config_heuristic(&c, &c, &shape, 0);
+    if (c.cross_tile == 1) assert_int_equal(fajit_config_check(&c), FAJIT_OK); /* what it picks plans */
+    return c.cross_tile;
+}
+
+/* cross_tile (fajit.h): the heuristic's pick where it measured faster (config.c fit_cross_tile: causal head_dim <= 64
+ * with grouped-query heads), the text's " xt" read back, a given -1 kept, the plan's tail on for the plain kernel and
+ * off for a variant's, and each refusal naming the field and what is missing. */
+static void test_cross_tile_field(void **state)
+{
+    (void)state;
+    const fajit_arch S90 = FAJIT_ARCH_SM90A;
+    const fajit_dtype BF = FAJIT_DTYPE_BF16;
+    const int N4 = 4096, N8 = 8192, N16 = 16384;
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, 0, 32, 8, N4), 1);
+    assert_int_equal(heuristic_cross_tile(S90, FAJIT_DTYPE_F16, 64, 1, FAJIT_MOD_SINKS, 64, 8, N8), 1);
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, 0, 8, 1, N16), 1);                       /* MQA */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, 0, 32, 8, 2048), 1);                     /* static */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, 0, 32, 8, 1024), 0); /* short: no ping-pong, no tail */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, 0, 32, 32, N4), 0);                      /* multi-head */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, 0, 32, 16, N8), 0);                      /* group 2 */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 128, 1, 0, 32, 8, N8), 0);                      /* head_dim 128 */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 0, 0, 32, 8, N8), 0);                       /* non-causal */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, FAJIT_MOD_SOFTCAP, 32, 8, N8), 0);
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, FAJIT_MOD_WINDOW, 64, 8, N8), 0);        /* the runtime's */
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, FAJIT_MOD_CHUNK, 64, 8, N8), 0);
+    assert_int_equal(heuristic_cross_tile(S90, BF, 64, 1, FAJIT_MOD_ALIBI, 64, 8, N8), 0);
+    assert_int_equal(heuristic_cross_tile(S90, FAJIT_DTYPE_E4M3, 64, 1, 0, 64, 8, N8), 0);
+    assert_int_equal(heuristic_cross_tile(FAJIT_ARCH_SM80, BF, 64, 1, 0, 64, 8, N8), 0);
+    fajit_config none = {.arch = S90, .dtype = BF, .head_dim = 64, .causal = 1};
+    fj_config_heuristic(&none, &none, NULL, 0);
+    assert_int_equal(none.cross_tile, 0); /* no shape: no heads to weigh */
+    fajit_shape gqa = {1, 64, 8, N8, N8};
+    fajit_config off = {.arch = S90, .dtype = BF, .head_dim = 64, .causal = 1, .cross_tile = -1};
+    fj_config_heuristic(&off, &off, &gqa, 0);
+    assert_int_equal(off.cross_tile, -1); /* given: kept */
+    fajit_config nopp = {.arch = S90, .dtype = BF, .head_dim = 64, .causal = 1, .pingpong = -1};
+    fj_config_heuristic(&nopp, &nopp, &gqa, 0);
+    assert_int_equal(nopp.cross_tile, 0); /* it needs the ping-pong the caller turned off: not picked */
+    fajit_config c = {.arch = S90, .dtype = BF, .head_dim = 64, .causal = 1};
+    fj_config_heuristic(&c, &c, &gqa, 0);
+    assert_int_equal(c.cross_tile, 1);
+    char text[FJ_CONFIG_TEXT_MAX], back[FJ_CONFIG_TEXT_MAX];
+    fajit_config_format(&c, text, sizeof text);
+    assert_non_null(strstr(text, " pp lpt xt causal"));
+    fajit_config parsed;
+    assert_null(fj_tune_parse_config(text, &parsed));
+    assert_int_equal(parsed.cross_tile, 1);
+    assert_true(fj_config_same(&parsed, &c));
+    fajit_config_format(&parsed, back, sizeof back);
+    assert_string_equal(back, text);
+    fj_plan p;
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_int_equal(fj_sm90_cross_tile(&p), 1);
+    fajit_config vc = c;
+    vc.block_n = 64; /* (bc128 has no registers for varlen's) */
+    assert_int_equal(fj_plan_build_variant(&vc, FJ_VARIANT_VARLEN, &p), FAJIT_OK); /* a variant: a plain tail */
+    assert_int_equal(fj_sm90_cross_tile(&p), 0);
+    fj_plan_format(&p, back, sizeof back);
+    assert_null(strstr(back, " xt"));
+    fajit_config o = c;
+    o.cross_tile = -1; /* off, given: no word for it, the plain tail */
+    fajit_config_format(&o, text, sizeof text);
+    assert_null(strstr(text, " xt"));
+    assert_false(fj_config_same(&o, &c));
+    assert_int_equal(fj_plan_build(&o, &p), FAJIT_OK);
+    assert_int_equal(fj_sm90_cross_tile(&p), 0);
+    fajit_config bad = c;
+    bad.cross_tile = 2;
+    expect_sched_refused(bad, "cross_tile = 2: must be 1");
+    bad = c, bad.pingpong = -1;
+    expect_sched_refused(bad, "cross_tile = 1 with pingpong off");
+    bad = c, bad.overlap = -1, bad.pingpong = -1;
+    expect_sched_refused(bad, "cross_tile = 1 with pingpong off");
+    bad = c, bad.roll = -1;
+    expect_sched_refused(bad, "cross_tile = 1 with roll off");
+    bad = c, bad.sched = 0, bad.mods = FAJIT_MOD_ALIBI;
+    expect_sched_refused(bad, "cross_tile = 1 with ALiBi");
+    fajit_config f8 = {.arch = S90, .dtype = FAJIT_DTYPE_E4M3, .head_dim = 64, .causal = 1};
+    fj_config_heuristic(&f8, &f8, &gqa, 0);
+    f8.cross_tile = 1;
+    expect_sched_refused(f8, "cross_tile = 1 with dtype e4m3");
+    fajit_config s80 = {.arch = FAJIT_ARCH_SM80, .dtype = BF, .head_dim = 64, .causal = 1};
+    fj_config_heuristic(&s80, &s80, NULL, 0);
+    s80.cross_tile = 1;
+    expect_sched_refused(s80, "cross_tile = 1: the sm_80 path has no warp specialization");
+    fajit_config s100 = {.arch = FAJIT_ARCH_SM100A, .dtype = BF, .head_dim = 64, .causal = 1};
+    fj_config_heuristic(&s100, &s100, NULL, 0);
+    s100.cross_tile = 1;
+    expect_sched_refused(s100, "cross_tile = 1 on sm_100a");
+    /* given on where the heuristic would not pick it (multi-head, head_dim 128, non-causal): planned as asked */
+    fajit_config d128 = {.arch = S90, .dtype = BF, .head_dim = 128, .causal = 0, .cross_tile = 1};
+    fj_config_heuristic(&d128, &d128, NULL, 0);
+    assert_int_equal(fj_plan_build(&d128, &p), FAJIT_OK);
+    assert_int_equal(fj_sm90_cross_tile(&p), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readme_probes),        cmocka_unit_test(test_refusals_name_the_field),
         cmocka_unit_test(test_head_dim_required),    cmocka_unit_test(test_a100_defaults),
         cmocka_unit_test(test_h100_defaults_kept),   cmocka_unit_test(test_walk),
-        cmocka_unit_test(test_sched_field),
+        cmocka_unit_test(test_sched_field),          cmocka_unit_test(test_cross_tile_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

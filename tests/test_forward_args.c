@@ -161,7 +161,7 @@ static void test_config_must_match(void **state)
 {
     (void)state;
     fajit_attention_args a = valid_args();
-    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(fj_forward_validate(&a, &c), FAJIT_OK);
     c.dtype = FAJIT_DTYPE_F16;
     expect_invalid(&a, &c, "cfg->dtype = f16", "args->dtype = bf16", "must match");
@@ -359,6 +359,38 @@ static void test_window_schedule(void **state)
     assert_int_equal(fj_forward_fill(ctx, &sh, &a, &f), FAJIT_OK);
     assert_int_equal(f.sched, 0);
     assert_int_equal(f.stages, 3);
+    /* the cross-tile tail (forward.c window_cross_tile): a window of <= 128 keys on the left with sinks at head_dim
+     * <= 64 (H200: +4-5%), not a longer one (1024: -1..-3%), not without sinks, not at head_dim 128, not with
+     * softcap, nor when given off */
+    fajit_shape sh64 = {1, 64, 64, 8192, 8192};
+    a.heads_q = a.heads_kv = 64, a.seqlen_q = a.seqlen_k = 8192, a.head_dim = 64;
+    const int lefts[] = {128, 0, 129, 1024, -1}, picks[] = {1, 1, 0, 0, 0};
+    for (int i = 0; i < 5; i++) {
+        a.window_left = lefts[i];
+        f = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1,
+                           .mods = FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS};
+        assert_int_equal(fj_forward_fill(ctx, &sh64, &a, &f), FAJIT_OK);
+        if (f.cross_tile != picks[i]) fail_msg("window_left %d: cross_tile %d, want %d", lefts[i], f.cross_tile, picks[i]);
+    }
+    a.window_left = 128;
+    f = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1,
+                       .mods = FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS, .cross_tile = -1};
+    assert_int_equal(fj_forward_fill(ctx, &sh64, &a, &f), FAJIT_OK);
+    assert_int_equal(f.cross_tile, -1);
+    f = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1,
+                       .mods = FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS | FAJIT_MOD_SOFTCAP};
+    assert_int_equal(fj_forward_fill(ctx, &sh64, &a, &f), FAJIT_OK);
+    assert_int_equal(f.cross_tile, 0);
+    f = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 64, .causal = 1,
+                       .mods = FAJIT_MOD_WINDOW};
+    assert_int_equal(fj_forward_fill(ctx, &sh64, &a, &f), FAJIT_OK);
+    assert_int_equal(f.cross_tile, 0); /* no sinks */
+    a.head_dim = 128;
+    f = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1,
+                       .mods = FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS};
+    assert_int_equal(fj_forward_fill(ctx, &sh64, &a, &f), FAJIT_OK);
+    assert_int_equal(f.cross_tile, 0);
+    a.heads_q = a.heads_kv = 16, a.seqlen_q = a.seqlen_k = 32768;
     fajit_context_destroy(ctx);
     a.window_left = 4096;
     /* the window's length is part of the shape class, so each length keeps its own choice */

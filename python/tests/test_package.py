@@ -102,7 +102,7 @@ def test_config_sched():
     naming the keyword."""
     gqa = (1, 64, 8, 8192, 8192)
     c = fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=gqa)
-    assert c.sched == 1 and " lpt causal" in c.text
+    assert c.sched == 1 and " lpt xt causal" in c.text  # (xt: test_config_cross_tile)
     assert fajit.config(c.text).sched == 1
     assert fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 32, 32, 8192, 8192)).sched == 1
     assert fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 32, 32, 16384, 16384)).sched == 0
@@ -112,6 +112,25 @@ def test_config_sched():
         fajit.config(head_dim=64, arch="sm_90a", causal=True, sched="fast")
     with pytest.raises(ValueError, match="sched = 1"):
         fajit.config(head_dim=64, arch="sm_90a", causal=False, sched="lpt")
+
+def test_config_cross_tile():
+    """The cross-tile tail: the heuristic's pick for causal head_dim 64 with grouped-query heads (not multi-head, not
+    head_dim 128), the text's " xt" parsed back, cross_tile=False kept, a refusal naming the field."""
+    c = fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 64, 8, 8192, 8192))
+    assert c.cross_tile == 1 and " xt causal" in c.text
+    assert fajit.config(c.text).cross_tile == 1
+    assert fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 32, 32, 8192, 8192)).cross_tile == 0
+    assert fajit.config(head_dim=128, arch="sm_90a", causal=True, shape=(1, 64, 8, 8192, 8192)).cross_tile == 0
+    off = fajit.config(head_dim=64, arch="sm_90a", causal=True, shape=(1, 64, 8, 8192, 8192), cross_tile=False)
+    assert off.cross_tile == -1 and " xt" not in off.text
+    # False is off (-1), not "pick" (0), though False == 0 in Python: overlap=False read as pick before
+    plain = fajit.config(head_dim=64, arch="sm_90a", causal=True, overlap=False, pingpong=False)
+    assert plain.overlap == -1 and plain.pingpong == -1 and " ov" not in plain.text
+    with pytest.raises(ValueError, match="cross_tile"):
+        fajit.config(head_dim=64, arch="sm_90a", causal=True, cross_tile="yes")
+    with pytest.raises(ValueError, match="cross_tile = 1: the sm_80 path"):
+        fajit.config(head_dim=64, arch="sm_80", causal=True, cross_tile=True)
+
 
 # ---- errors ------------------------------------------------------------------------------------------
 def test_error_carries_status_and_message():

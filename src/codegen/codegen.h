@@ -269,6 +269,9 @@ fajit_dtype fj_config_kv_dtype(const fajit_config *c);
 /* Whether c's work tiles can take the lpt schedule (config sched = 1, FAJIT_CAUSAL_SCHED=lpt): causal, BF16 / F16 Q
  * and K/V, no window or chunk (whose tiles cost alike). The heuristic's rule and the sm_90a plan's share it. */
 int fj_config_lpt_can(const fajit_config *c);
+/* The cross-tile tail for a filled sm_90a config whose cross_tile is 0: set to 1 when c plans with it, else left 0.
+ * Returns 1 when set. (The heuristic's shape rule: fj_config_heuristic; a short window's: forward.c.) */
+int fj_config_try_cross_tile(fajit_config *c);
 fajit_dtype fj_config_out_dtype(const fajit_config *c);
 /* The canonical text's dtype word ("bf16", "e4m3,o=f16", "bf16,kv=e4m3") into c's dtype, kv_dtype, out_dtype
  * (0 where the word has no part for it). 0, or -1 when the word is not in that form. */

@@ -93,10 +93,11 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
                  c->mods & FAJIT_MOD_SOFTCAP ? " cap" : "", c->mods & FAJIT_MOD_SINKS ? " sink" : "",
                  c->mods & FAJIT_MOD_ALIBI ? " alibi" : "", c->mods & FAJIT_MOD_CHUNK ? " chunk" : "",
                  c->mods & ~FAJIT_MOD_ALL ? " mods?" : "");
-    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s%s%s %s%s", fj_arch_path_name(c->arch),
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s%s%s%s %s%s", fj_arch_path_name(c->arch),
                     dt, c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
                     c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->roll == 1 ? " roll" : "",
-                    c->sched == 1 ? " lpt" : "", c->causal ? "causal" : "noncausal", mods);
+                    c->sched == 1 ? " lpt" : "", c->cross_tile == 1 ? " xt" : "", c->causal ? "causal" : "noncausal",
+                    mods);
 }
 
 /* The variant words of the canonical text, in fajit_config_format's order. */
@@ -136,6 +137,7 @@ void fj_config_overlay(fajit_config *dst, const fajit_config *src)
     if (!dst->pingpong) dst->pingpong = src->pingpong;
     if (!dst->roll) dst->roll = src->roll;
     if (!dst->sched) dst->sched = src->sched;
+    if (!dst->cross_tile) dst->cross_tile = src->cross_tile;
 }
 
 static int flag_read(int v) { return v == 1; }
@@ -146,7 +148,8 @@ int fj_config_same(const fajit_config *a, const fajit_config *b)
            a->block_n == b->block_n && a->stages == b->stages && a->swizzle == b->swizzle && a->warps == b->warps &&
            a->causal == b->causal && (a->col_warps ? a->col_warps : 1) == (b->col_warps ? b->col_warps : 1) &&
            flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong) &&
-           flag_read(a->roll) == flag_read(b->roll) && flag_read(a->sched) == flag_read(b->sched) && a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
+           flag_read(a->roll) == flag_read(b->roll) && flag_read(a->sched) == flag_read(b->sched) &&
+           flag_read(a->cross_tile) == flag_read(b->cross_tile) && a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
            fj_config_out_dtype(a) == fj_config_out_dtype(b);
 }
 
@@ -402,6 +405,30 @@ static void fit_fp8_regs(fajit_config *c, int given_overlap, int given_pingpong)
     }
 }
 
+int fj_config_try_cross_tile(fajit_config *c)
+{
+    fj_plan p;
+    if (c->cross_tile || c->arch != FAJIT_ARCH_SM90A || !tiles_in_range(c)) return 0;
+    c->cross_tile = 1;
+    if (fj_plan_build(c, &p) == FAJIT_OK) return 1;
+    c->cross_tile = 0;
+    return 0;
+}
+
+/* The cross-tile tail where it measured faster (H200, session 15, fagen bench, 2 interleaved rounds, on / off;
+ * bench/results/h200-session15-2026-11-28.md): causal head_dim 64 with grouped-query heads, N 4k-16k: +0.1-2.0%
+ * (Hq/Hkv 4 and 8; sinks +1.1-1.8%); multi-head: +1.6% at N4k but -2.5% at N16k, non-causal -1-2%, softcap -1.5%,
+ * windows of 1024-4096 keys -13-16%, head_dim 128 level or slower. Only for a shape, and a 16-bit causal config
+ * without a window, chunk, softcap or ALiBi (a short window's rule, which needs the window's length: forward.c). */
+static void fit_cross_tile(fajit_config *c, const fajit_shape *shape)
+{
+    if (!shape || !c->causal || c->head_dim > 64 || !fj_config_lpt_can(c) ||
+        (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK | FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI)) || shape->heads_kv <= 0 ||
+        shape->heads_q % shape->heads_kv != 0 || shape->heads_q < 4 * shape->heads_kv)
+        return;
+    fj_config_try_cross_tile(c);
+}
+
 void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const fajit_shape *shape, int smem_limit)
 {
     if (cfg->head_dim == 0) cfg->head_dim = 128;
@@ -422,4 +449,5 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
     if (limit) fit_smem(cfg, given, limit);
     fit_fp8_regs(cfg, given_overlap, given_pingpong);
     fit_mods(cfg, given);
+    fit_cross_tile(cfg, shape);
 }

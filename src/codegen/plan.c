@@ -135,6 +135,9 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
     if (c->sched < -1 || c->sched > 1)
         return CFG_FAIL("sched = %d: must be 1 (lpt: the dynamic longest-first work-tile schedule), -1 or 0 (static)",
                         c->sched);
+    if (c->cross_tile < -1 || c->cross_tile > 1)
+        return CFG_FAIL("cross_tile = %d: must be 1 (a work tile's last PV beside the next one's first S), -1 or 0 (off)",
+                        c->cross_tile);
     p->overlap = c->overlap == 1;
     p->pingpong = c->pingpong == 1;
     if (c->mods & ~FAJIT_MOD_ALL)
@@ -395,7 +398,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     /* a decode or varlen variant's schedule is its own (its FJ_VARIANT_LPT bit, FAJIT_VARLEN_SCHED), whatever the
      * config's sched says (fajit.h): planned, and named, as sched 0 */
     fajit_config own = *cfg;
-    if (variant) own.sched = 0;
+    if (variant) own.sched = 0, own.cross_tile = 0; /* (cross_tile likewise: a plain kernel's tail) */
     fajit_status st = variant ? plan_core(&own, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */

@@ -156,10 +156,11 @@ static fajit_status tiles_sm80(fj_plan *p)
         return CFG_FAIL("swizzle = %d with col_warps = 2: each warp of a pair reads half a head_dim %d row (%d "
                         "16-byte chunks), which must be whole groups of %d swizzled chunks; use a smaller swizzle",
                         c->swizzle, c->head_dim, chunks / 2, p->swz_mask + 1);
-    if (p->overlap || p->pingpong || c->roll == 1 || c->sched == 1)
+    if (p->overlap || p->pingpong || c->roll == 1 || c->sched == 1 || c->cross_tile == 1)
         return CFG_FAIL("%s = 1: the sm_80 path has no warp specialization (every warp loads and computes); "
                         "use 0 or -1, or arch sm_90a",
-                        p->overlap ? "overlap" : p->pingpong ? "pingpong" : c->roll == 1 ? "roll" : "sched");
+                        p->overlap ? "overlap" : p->pingpong ? "pingpong" : c->roll == 1 ? "roll" :
+                        c->sched == 1 ? "sched" : "cross_tile");
     p->params_bytes = (int)sizeof(fj_fwd_params);
     p->params_align = 8;
     return FAJIT_OK;

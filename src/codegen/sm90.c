@@ -155,12 +155,25 @@ static int dense_or_varlen(const fj_plan *p)
     return !p->fp8 && !(p->variant & ~(unsigned)(FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT));
 }
 int fj_sm90_kv_prefetch(const fj_plan *p) { return FJ_SM90_KV_PREFETCH && p->ws && dense_or_varlen(p); }
+/* What the cross-tile tail needs of a plan, but the variant (a config's cross_tile = 1 is planned without one): NULL,
+ * or the first thing missing, in the config's words */
+static const char *cross_tile_missing(const fj_plan *p)
+{
+    return p->fp8                            ? "dtype e4m3"
+           : !p->ws || !p->pingpong           ? "pingpong off"
+           : !p->overlap                      ? "overlap off"
+           : !p->roll_stages                  ? "roll off (or one stage)"
+           : p->cfg.mods & FAJIT_MOD_ALIBI    ? "ALiBi (its slopes are set up per work tile before the KV loop)"
+           : p->o_stage != 1                  ? "O staged in the V ring (no smem for an O buffer of its own)"
+           : p->o_rescale_late                ? "the late O rescale (build knob FJ_SM90_O_RESCALE_LATE)"
+                                              : NULL;
+}
+/* the config's cross_tile = 1 (a plain kernel: fj_plan_build_variant plans variants with 0), or the build knob for
+ * every plan that can (varlen under lpt included) */
 int fj_sm90_cross_tile(const fj_plan *p)
 {
-    return FJ_SM90_CROSS_TILE && p->ws && p->pingpong && p->overlap && p->roll_stages && dense_or_varlen(p) &&
-           !p->o_rescale_late &&
-           !(p->cfg.mods & FAJIT_MOD_ALIBI) && /* (its slopes are set up per tile before the KV loop's body) */
-           p->o_stage == 1 && (p->lpt || !(p->variant & FJ_VARIANT_VARLEN));
+    return (p->cfg.cross_tile == 1 || FJ_SM90_CROSS_TILE) && !cross_tile_missing(p) && dense_or_varlen(p) &&
+           (p->lpt || !(p->variant & FJ_VARIANT_VARLEN));
 }
 
 static int plan_cap_poly(const fajit_config *c)
@@ -449,6 +462,11 @@ static fajit_status plan_sm90(fj_plan *p)
                         "consumer warpgroups (block_m)",
                         p->reg_total, p->reg_acc_o, p->reg_acc_s, p->reg_p, p->reg_misc, p->reg_limit, p->consumer_wgs,
                         p->consumer_wgs > 1 ? "s" : "");
+    const char *xt = c->cross_tile == 1 ? cross_tile_missing(p) : NULL;
+    if (xt)
+        return CFG_FAIL("cross_tile = 1 with %s: the cross-tile tail runs in the rolled, overlapped ping-pong "
+                        "consumers of BF16 / F16 kernels with an O buffer of their own; use 0 or -1",
+                        xt);
     return FAJIT_OK;
 }
 

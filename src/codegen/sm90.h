@@ -24,16 +24,17 @@ fajit_status fj_causal_sched_parse(const char *value, int *lpt);
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);
 
-/* The cross-tile overlap of the ping-pong consumers (build knob FJ_SM90_CROSS_TILE, 0 = off, the kernels before):
- * a work tile's last PV goes in together with the next work tile's first S = QK^T, in one ping-pong turn, and this
- * tile's epilogue runs while that S does (sm90_roles.c). For the rolled, overlapped ping-pong consumers of 16-bit
- * kernels with their own O staging buffer, dense or varlen under lpt. */
+/* The cross-tile overlap of the ping-pong consumers (the config's cross_tile = 1, text " xt"; the build knob
+ * FJ_SM90_CROSS_TILE=1 turns it on for every plan that can take it, varlen under lpt included): a work tile's last PV
+ * goes in together with the next work tile's first S = QK^T, in one ping-pong turn, and this tile's epilogue runs
+ * while that S does (sm90_roles.c). For the rolled, overlapped ping-pong consumers of 16-bit kernels with their own
+ * O staging buffer and no ALiBi; the plan refuses the config's 1 elsewhere (sm90.c cross_tile_missing). */
 int fj_sm90_cross_tile(const fj_plan *p);
 
 /* The producer's L2 prefetch of each work tile's first K and V tile (build knob FJ_SM90_KV_PREFETCH, 0 = off, the
  * kernels before): issued as soon as the tile's Q load is, so that their TMA loads, which wait for a free stage of
- * the ring, read the L2 instead of HBM at the tile boundary (where the cross-tile tail waits for them). 16-bit
- * kernels, dense or varlen, not paged. Not GPU-measured (bench/results/h200-session14-2026-11-28.md). */
+ * the ring, read the L2 instead of HBM at the tile boundary. 16-bit kernels, dense or varlen, not paged. Measured
+ * on the H200 (bench/results/h200-session15-2026-11-28.md): level alone, no change under the cross-tile tail. */
 int fj_sm90_kv_prefetch(const fj_plan *p);
 
 /* Registers per thread ptxas gives a CTA of `threads` (.maxntid threads, .minnctapersm 1): 8-register steps under

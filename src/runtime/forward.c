@@ -362,17 +362,34 @@ int fj_forward_window_lpt(const fajit_attention_args *a, const fajit_config *cfg
     return worst * 100 * (long)g > total * 104 && total - (long)t >= 8 * (long)t; /* mean KV tiles >= 8 */
 }
 
+/* A causal window of at most 128 keys on the left with sinks at head_dim <= 64 (gpt-oss's local layers) takes the
+ * cross-tile tail (config cross_tile): its work tiles are 2-3 KV tiles long and end in the sinks' epilogue, which
+ * the tail runs under the next tile's first S. Measured on the H200 (session 15, fagen bench, 2 interleaved rounds,
+ * bench/results/h200-session15-2026-11-28.md): window (128, 0) with sinks +4.4-5.4% (Hq64 / Hkv8) and +4.1-4.5%
+ * (multi-head); without sinks -0.4..-1.0%, windows of 1024 and 4096 keys -1..-3%: off there (the heuristic's rule
+ * for grouped-query causal attention without a window: config.c fit_cross_tile). */
+static int window_cross_tile(const fajit_attention_args *a, const fajit_config *cfg)
+{
+    fj_variant_args v;
+    fj_variant_read(a, &v);
+    return v.window && a->causal && cfg->arch == FAJIT_ARCH_SM90A && cfg->head_dim <= 64 && v.window_left >= 0 &&
+           v.window_left <= 128 && (cfg->mods & FAJIT_MOD_SINKS) &&
+           !(cfg->mods & (FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI | FAJIT_MOD_CHUNK));
+}
+
 fajit_status fj_forward_fill(fajit_context *ctx, const fajit_shape *shape, const fajit_attention_args *a,
                              fajit_config *cfg)
 {
     fajit_config first = *cfg;
     fajit_status st = fajit_config_fill(ctx, shape, &first);
-    if (st != FAJIT_OK || first.sched || !fj_forward_window_lpt(a, &first, ctx ? ctx->persistent_ctas : 0)) {
-        *cfg = first;
-        return st;
+    if (st == FAJIT_OK && !first.sched && fj_forward_window_lpt(a, &first, ctx ? ctx->persistent_ctas : 0)) {
+        first = *cfg;
+        first.sched = 1; /* a long window: the dynamic schedule, and the tiles the heuristic gives it */
+        st = fajit_config_fill(ctx, shape, &first);
     }
-    cfg->sched = 1; /* a long window: the dynamic schedule, and the tiles the heuristic gives it */
-    return fajit_config_fill(ctx, shape, cfg);
+    if (st == FAJIT_OK && !cfg->cross_tile && window_cross_tile(a, &first)) fj_config_try_cross_tile(&first);
+    *cfg = first;
+    return st;
 }
 
 unsigned fj_persistent_ctas(int max_ctas, unsigned tiles)

@@ -217,6 +217,10 @@ static int set_sched(const char *f, const char *t, fajit_config *c)
     static const choice k_sched_choices[] = {{"static", -1}, {"lpt", 1}, {NULL, 0}};
     return parse_choice(f, t, k_sched_choices, "static or lpt", &c->sched);
 }
+static int set_cross_tile(const char *f, const char *t, fajit_config *c)
+{
+    return parse_choice(f, t, k_on_off_choices, "on or off", &c->cross_tile);
+}
 static int set_causal(const char *f, const char *t, fajit_config *c)
 {
     (void)f;
@@ -308,6 +312,10 @@ static const config_flag k_config_flags[] = {
      "default: heuristic (lpt at Nq >= 4096 for grouped-query heads (Hq >= 4 Hkv), other heads up to Nq 8192, and "
      "chunked attention; with --window, fagen bench: lpt where static would leave the busiest SM > 4% over the mean "
      "and work tiles average >= 8 KV tiles)"},
+    {"--cross-tile", NULL, "on|off", set_cross_tile,
+     "sm_90a: a work tile's last PV goes in with the next work tile's first S, its epilogue under that S; default: "
+     "heuristic (on for causal head dim <= 64 with grouped-query heads, or with sinks and a window of <= 128 keys "
+     "on the left)"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
@@ -321,7 +329,7 @@ static const config_flag k_config_flags[] = {
 int fagen_config_has_tiles(const fajit_config *c)
 {
     return c->arch || c->block_m || c->block_n || c->stages || c->swizzle || c->warps || c->col_warps || c->overlap ||
-           c->pingpong || c->roll || c->sched;
+           c->pingpong || c->roll || c->sched || c->cross_tile;
 }
 
 void fagen_print_config_help(FILE *f)
