@@ -375,6 +375,10 @@ static void test_cross_tile_field(void **state)
     fj_plan p;
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
     assert_int_equal(fj_sm90_cross_tile(&p), 1);
+    char *why = NULL; /* fagen explain says so */
+    assert_int_equal(fajit_explain(&c, &why), FAJIT_OK);
+    assert_non_null(strstr(why, "cross-tile tail (cross_tile"));
+    fajit_free(why);
     fajit_config vc = c;
     vc.block_n = 64; /* (bc128 has no registers for varlen's) */
     assert_int_equal(fj_plan_build_variant(&vc, FJ_VARIANT_VARLEN, &p), FAJIT_OK); /* a variant: a plain tail */
@@ -388,6 +392,9 @@ static void test_cross_tile_field(void **state)
     assert_false(fj_config_same(&o, &c));
     assert_int_equal(fj_plan_build(&o, &p), FAJIT_OK);
     assert_int_equal(fj_sm90_cross_tile(&p), 0);
+    assert_int_equal(fajit_explain(&o, &why), FAJIT_OK);
+    assert_null(strstr(why, "cross-tile"));
+    fajit_free(why);
     fajit_config bad = c;
     bad.cross_tile = 2;
     expect_sched_refused(bad, "cross_tile = 2: must be 1");

@@ -650,6 +650,13 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                            "Q and the K/V ring, and the V ring holds fewer than %d rows; rows past seqlen are not "
                            "written)\n",
                       pf, c->block_m);
+    if (fj_sm90_cross_tile(p))
+        fj_buf_printf(out, "%scross-tile tail (cross_tile, text \" xt\"): when the CTA has a next work tile, its last KV tile's PV "
+                           "goes to the tensor cores in one ping-pong turn with the next work tile's first S = QK^T "
+                           "(after waiting for that tile's Q and first K), this tile's epilogue and the next tile's "
+                           "decode run under that S, and the next tile joins the KV loop at its softmax; else the plain "
+                           "tail\n",
+                      pf);
 }
 
 /* ---- thread geometry and descriptor bases ------------------------------------------------------ */
