@@ -418,8 +418,8 @@ int fj_config_try_cross_tile(fajit_config *c)
 /* The cross-tile tail where it measured faster (H200, session 15, fagen bench, 2 interleaved rounds, on / off;
  * bench/results/h200-session15-2026-11-28.md): causal head_dim 64 with grouped-query heads, N 4k-16k: +0.1-2.0%
  * (Hq/Hkv 4 and 8; sinks +1.1-1.8%); multi-head: +1.6% at N4k but -2.5% at N16k, non-causal -1-2%, softcap -1.5%,
- * windows of 1024-4096 keys -13-16%, head_dim 128 level or slower. Only for a shape, and a 16-bit causal config
- * without a window, chunk, softcap or ALiBi (a short window's rule, which needs the window's length: forward.c). */
+ * windows of 1024-4096 keys -1..-3%, head_dim 128 level. Only for a shape, and a 16-bit causal config without a
+ * window, chunk, softcap or ALiBi (a short window's rule, which needs the window's length: forward.c). */
 static void fit_cross_tile(fajit_config *c, const fajit_shape *shape)
 {
     if (!shape || !c->causal || c->head_dim > 64 || !fj_config_lpt_can(c) ||
