@@ -114,6 +114,8 @@ typedef struct fj_kctx {
                                          (set by the KV range, mask.c) */
     /* attention variants (plan.cfg.mods, mask.c) */
     fj_reg_t kv_mask_below;           /* s32, local: tiles below it need the per-element mask */
+    unsigned kv_range_made;           /* which of kv_first (1), kv_mask_below (2) the KV range has allocated: one
+                                         register each per kernel, written by every emission of the range (mask.c) */
     fj_reg_t alibi_nslope;            /* f32 (x frag.rows with PACK), ALIBI: -slope x score_unit of the rows */
     fj_reg_t alibi_tile;              /* f32, ALIBI folded (mask.h): the tile's bias share of the thread's scores,
                                          set by the score hook, read by the softmax */

@@ -46,12 +46,22 @@ static void div_block_n(fj_kctx *k, fj_reg_t dst, fj_reg_t src)
     else fj_ins(k->e, "div.s32 %s, %s, %d", R(dst), R(src), bc);
 }
 
+/* A register of the work tile's KV range (k->kv_first, bit 1; k->kv_mask_below, bit 2): allocated at the range's first
+ * emission and written again by every later one (each role's decode, the epilogue's, the sm_90a cross-tile tail's
+ * decode of the next tile), so code emitted before a later decode - the KV loop body before that tail - reads what
+ * the later decode wrote. */
+static fj_reg_t range_reg(fj_kctx *k, fj_reg_t *r, unsigned bit)
+{
+    if (!(k->kv_range_made & bit)) *r = fj_alloc(k->e, k->b_r, 1), k->kv_range_made |= bit;
+    return *r;
+}
+
 /* Split-KV: narrow [0, n_end) to split k->split's part [kv_first, n_end). */
 static void kv_range_split(fj_kctx *k, fj_reg_t n_end)
 {
     fj_emit *e = k->e;
     fj_reg_t per = fj_alloc(e, k->b_r, 1), n = fj_param_s32(k, DOFF(splits)), t = fj_alloc(e, k->b_r, 1);
-    k->kv_first = fj_alloc(e, k->b_r, 1);
+    range_reg(k, &k->kv_first, 1);
     fj_comment(e, 1, "split-KV: this CTA takes tiles [s * per, min(n_end, (s + 1) * per)), per = ceil(n_end / splits)");
     fj_comment(e, 2, "(a split past the end is empty: no iteration runs, its partial is O = 0, LSE = -inf)");
     fj_ins(e, "add.s32 %s, %s, %s", R(t), R(n_end), R(n));
@@ -211,8 +221,8 @@ static void kv_range_local(fj_kctx *k, fj_reg_t n_end, fj_reg_t mask_from)
         fj_ins(e, "add.s32 %s, %s, %s", R(alo), R(alo), R(k->m0));
         fj_ins(e, "add.s32 %s, %s, %d", R(ahi), R(alo), p->cfg.block_m - 1);
     }
-    k->kv_first = fj_alloc(e, k->b_r, 1);
-    k->kv_mask_below = fj_alloc(e, k->b_r, 1);
+    range_reg(k, &k->kv_first, 1);
+    range_reg(k, &k->kv_mask_below, 2);
     fj_comment(e, 1, "first tile: floor(lo(first row) / block_n); n_end: ceil((hi(last row) + 1) / block_n)");
     key_lo(k, alo, t);
     div_block_n(k, k->kv_first, t);

@@ -794,19 +794,6 @@ typedef struct xt_ctx {
 static void epilogue_body(fj_kctx *k, fj_ws_loop *l);
 static void tile_begin(fj_kctx *k, fj_ws_loop *l, const turns *tn, const xt_ctx *x, int q_ready);
 
-/* A local variant's range registers (k->kv_first, k->kv_mask_below) are allocated anew by every emission of the KV
- * range (mask.c kv_range_local), and the decodes in the cross-tile tail come after the loop body in the text: the
- * body reads those of the loop head's decode. So after the tail's last decode its values go into the body's
- * registers (`body`: k's range registers when the tail began), and k points at those again. */
-static void xt_keep_range(fj_kctx *k, const fj_reg_t body[2])
-{
-    if (!fj_mods_local(k->p)) return;
-    fj_comment(k->e, 1, "the local range into the registers the loop body reads");
-    fj_ins(k->e, "mov.s32 %s, %s", R(body[0]), R(k->kv_first));
-    fj_ins(k->e, "mov.s32 %s, %s", R(body[1]), R(k->kv_mask_below));
-    k->kv_first = body[0], k->kv_mask_below = body[1];
-}
-
 /* Cross-tile overlap (fj_sm90_cross_tile), in the rolled loop's tail: V of this work tile's last KV tile is in stage
  * rr->sp (its full barrier's parity vph) and the next KV tile of the ring, the next work tile's first, goes to stage
  * l->ring. When the CTA has a next work tile with KV tiles: find and decode it and wait for its Q and first K (every
@@ -822,7 +809,6 @@ static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring
     fj_emit *e = k->e;
     char none[48];
     fj_reg_t cur = fj_alloc(e, k->b_r, 1), pr = fj_alloc(e, k->b_p, 1);
-    const fj_reg_t body[2] = {k->kv_first, k->kv_mask_below};
     fj_label_new(e, "xt_none", none, sizeof none);
     fj_comment(e, 1, "cross-tile: the next work tile's first S = Q K^T goes in with this tile's last PV, and this "
                      "tile's epilogue runs under it");
@@ -849,7 +835,6 @@ static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring
     fj_comment(e, 1, "the next tile: its decode again, O = 0, then its first KV tile's softmax half");
     fj_ws_tile_again(k, l);
     fj_ws_decode_tile(k, l, x->what);
-    xt_keep_range(k, body);
     fj_comment(e, 2, "(the S waited for before O = 0: ptxas serializes every wgmma when an accumulator is set while one "
                      "is in flight, C7515)");
     p->backend->async->mma_wait(k, 0);
@@ -863,7 +848,6 @@ static void xt_tail(fj_kctx *k, fj_ws_loop *l, const turns *tn, const fj_ws_ring
     fj_ins(e, "sub.u32 %s, %s, 1", R(l->round), R(l->round));
     fj_ins(e, "mov.u32 %s, %s", R(l->tile), R(cur));
     fj_ws_decode_tile(k, l, x->what);
-    xt_keep_range(k, body);
 }
 
 /* consumer_loop_overlap, rolled: one body, one tail. The work tile's first KV tile issues S alone, waits for it and
