@@ -62,10 +62,10 @@ static int tmap_offset(int tensor)
     }
 }
 
-/* The boxes of one tile: loaded into dst + smem_off completing on bar + bar_off, or (dst.bank < 0) prefetched into the
- * L2 only. */
-static void tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
-                      fj_reg_t batch, fj_reg_t bar, int bar_off)
+/* The boxes of one tile: loaded into dst + smem_off completing on bar + bar_off, or (dst.bank < 0, from
+ * fj_emit_tma_prefetch) prefetched into the L2 only. */
+void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
+                       fj_reg_t batch, fj_reg_t bar, int bar_off)
 {
     const fj_plan *p = k->p;
     int box_bytes = rows * p->cfg.swizzle; /* a box row is the swizzle span */
@@ -80,16 +80,10 @@ static void tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int ro
     }
 }
 
-void fj_emit_tma_boxes(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
-                       fj_reg_t batch, fj_reg_t bar, int bar_off)
-{
-    tma_boxes(k, tensor, dst, smem_off, rows, row, head, batch, bar, bar_off);
-}
-
 void fj_emit_tma_prefetch(fj_kctx *k, int tensor, fj_reg_t row, fj_reg_t head, fj_reg_t batch)
 {
     fj_reg_t none = {-1, 0};
-    tma_boxes(k, tensor, none, 0, 0, row, head, batch, none, 0);
+    fj_emit_tma_boxes(k, tensor, none, 0, 0, row, head, batch, none, 0);
 }
 
 void fj_emit_tma_tile(fj_kctx *k, int tensor, fj_reg_t dst, int smem_off, int rows, fj_reg_t row, fj_reg_t head,
