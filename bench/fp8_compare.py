@@ -15,6 +15,11 @@ fajit / FA3 (the issue's rule: <= 1.1). fajit also against a stated bound: rel L
 inputs (input rounding included) when they are quantized plainly and after fajit.fp8_quantize(hadamard=True), and the
 cost of that quantization (median of 10, CUDA events) next to the attention's time.
 
+Attention variants (--window L,R, --softcap C, --sinks, --chunk C; fajit.h's definitions): both systems get them
+where they take them (FA3: window_size, softcap; a peer that refuses one is n/a with its reason; FA3 takes no sinks
+or chunk here), the reference applies them, and TFLOP/s counts the (query, key) pairs the mask keeps. --plain also
+times fajit without the variant in the same rounds (fajit_plain, its own pair count): what the variant costs.
+
 Usage (GPU machine, repository root, libfajit built into ./build; FA3 from ../shared/bench/peer-wheels.sh):
     PYTHONPATH=python/src:/tmp/peers-site FAJIT_LIB=build/libfajit.so python3 bench/fp8_compare.py --out DIR
     ... --dims 128 --n 4096 --reps 30 --outliers
@@ -48,9 +53,22 @@ def parse_args(argv=None):
     p.add_argument("--lse", action="store_true", help="also the LSE's max error of both systems over the same slice "
                    "(one more untimed call each, return_lse / FA3's softmax_lse, against float64 logsumexp)")
     p.add_argument("--out", help="directory for fp8-<gpu>.md and .json")
+    p.add_argument("--window", help="a sliding window L,R (-1: unbounded side)")
+    p.add_argument("--softcap", type=float, default=0.0, help="softcap c > 0")
+    p.add_argument("--sinks", action="store_true", help="a float32 sink logit per head (N(0, 1) + 1)")
+    p.add_argument("--chunk", type=int, default=0, help="attention_chunk")
+    p.add_argument("--plain", action="store_true", help="also time fajit without the variant (fajit_plain)")
     compare.add_timing_options(p, reps=60, min_reps=10, warmup=10)
     a = p.parse_args(argv)
     compare.check_timing_options(p, a, min_reps=10)
+    try:
+        a.window = tuple(int(x) for x in a.window.split(",")) if a.window else None
+        assert a.window is None or (len(a.window) == 2 and min(a.window) >= -1)
+    except (ValueError, AssertionError):
+        p.error(f"--window {a.window!r}: expected L,R with each >= -1")
+    if a.softcap < 0 or a.chunk < 0:
+        p.error("--softcap and --chunk must be >= 0")
+    a.variant = bool(a.window or a.softcap or a.sinks or a.chunk)
     a.dims = [int(x) for x in a.dims.split(",") if x]
     a.n = [int(x) for x in a.n.split(",") if x]
     a.masks = [m == "causal" for m in a.masks.split(",") if m]
@@ -129,9 +147,13 @@ class Fp8Bench(compare.Bench):
             kf = k[0, :, h].double() * kd[0, h].double()
             vf = v[0, :, h].double() * vd[0, h].double()
             sc = (qf @ kf.T) / math.sqrt(D)
-            if causal:
-                sc = sc.masked_fill(torch.arange(N, device=DEVICE)[None, :] > rows[:, None], float("-inf"))
-            ref = torch.softmax(sc, -1) @ vf
+            if self.a.softcap:
+                sc = self.a.softcap * torch.tanh(sc / self.a.softcap)
+            sc = sc.masked_fill(~self.visible(rows, N, causal), float("-inf"))
+            if self.sinks is not None:
+                sc = torch.cat([sc, self.sinks[h].double().expand(len(rows), 1)], dim=-1)
+            ref = torch.softmax(sc, -1)
+            ref = (ref[:, :-1] if self.sinks is not None else ref) @ vf
             lref = torch.logsumexp(sc, -1)
             for name, l in (lses or {}).items():
                 d = (l[0, h, rows].double() - lref).abs()
@@ -148,22 +170,63 @@ class Fp8Bench(compare.Bench):
                     e.append((d.pow(2).sum() / ref.pow(2).sum().clamp(min=1e-300)).sqrt().item())
         return {n: (e[0], math.sqrt(e[1] / max(e[2], 1)), (e[3] if len(e) > 3 else None)) for n, e in errs.items()}
 
+    def visible(self, rows, N, causal):
+        """[len(rows), N] bool: the keys each query row sees (fajit.h's rule, Nq = Nk)."""
+        torch, a = self.torch, self.a
+        j = torch.arange(N, device=rows.device)[None, :]
+        i = rows[:, None]
+        ok = torch.ones(len(rows), N, dtype=torch.bool, device=rows.device)
+        if causal:
+            ok &= j <= i
+        if a.window:
+            if a.window[0] >= 0:
+                ok &= j >= i - a.window[0]
+            if a.window[1] >= 0 and not causal:
+                ok &= j <= i + a.window[1]
+        if a.chunk:
+            ok &= torch.div(j, a.chunk, rounding_mode="floor") == torch.div(i, a.chunk, rounding_mode="floor")
+        return ok
+
+    def pairs(self, N, causal):
+        """(query, key) pairs the mask keeps, summed over the rows (in blocks of rows)."""
+        torch = self.torch
+        total = 0
+        for r0 in range(0, N, 1024):
+            rows = torch.arange(r0, min(N, r0 + 1024), device=DEVICE)
+            total += int(self.visible(rows, N, causal).sum().item())
+        return total
+
+    def variant_kw(self, fa3=False):
+        a, kw = self.a, {}
+        if a.window:
+            kw["window_size"] = a.window
+        if a.softcap:
+            kw["softcap"] = a.softcap
+        if not fa3:
+            if a.sinks:
+                kw["learnable_sink"] = self.sinks
+            if a.chunk:
+                kw["attention_chunk"] = a.chunk
+        return kw
+
     def case(self, N, D, causal):
         torch, fajit, a = self.torch, self.fajit, self.a
         B, H = TOKENS // N, WIDTH // D
         one = 3 * B * N * H * D
         sets = [self.make_set(B, N, H, D) for _ in range(max(2, math.ceil(compare.ROTATE_BYTES / one)))]
+        self.sinks = torch.randn(H, device=DEVICE).float() + 1.0 if a.sinks else None
+        kw = self.variant_kw()
         systems = {"fajit": [(lambda s=s: fajit.attention(s[0], s[1], s[2], causal=causal, layout="bnhd", out=s[6],
-                                                         q_descale=s[3], k_descale=s[4], v_descale=s[5]))
+                                                         q_descale=s[3], k_descale=s[4], v_descale=s[5], **kw))
                              for s in sets]}
         row = dict(B=B, N=N, H=H, D=D, causal=causal, outliers=a.outliers)
-        if self.fa3 is not None:
-            f = self.fa3
+        if self.fa3 is not None and not (a.sinks or a.chunk):
+            f, fkw = self.fa3, self.variant_kw(fa3=True)
             systems["fa3"] = [(lambda s=s: f(s[0], s[1], s[2], causal=causal, q_descale=s[3], k_descale=s[4],
-                                             v_descale=s[5])) for s in sets]
+                                             v_descale=s[5], **fkw)) for s in sets]
         else:
-            row["fa3_error"] = self.fa3_error
-        work = 4.0 * B * H * D * (N * (N + 1) // 2 if causal else N * N)
+            row["fa3_error"] = self.fa3_error or "FA3 takes no sinks / attention_chunk here"
+        work = 4.0 * B * H * D * (self.pairs(N, causal) if a.variant else (N * (N + 1) // 2 if causal else N * N))
         ok, outs = {}, {}
         s0 = sets[0]
         for name, calls in systems.items():
@@ -183,10 +246,10 @@ class Fp8Bench(compare.Bench):
         if a.lse and outs:
             try:
                 lses["fajit"] = fajit.attention(s0[0], s0[1], s0[2], causal=causal, layout="bnhd", return_lse=True,
-                                                q_descale=s0[3], k_descale=s0[4], v_descale=s0[5])[1]
+                                                q_descale=s0[3], k_descale=s0[4], v_descale=s0[5], **kw)[1]
                 if "fa3" in outs:  # flash_attn_func returns (out, softmax_lse [B, H, N]) with return_attn_probs
                     r = self.fa3(s0[0], s0[1], s0[2], causal=causal, q_descale=s0[3], k_descale=s0[4],
-                                 v_descale=s0[5], return_attn_probs=True)
+                                 v_descale=s0[5], return_attn_probs=True, **self.variant_kw(fa3=True))
                     if isinstance(r, (tuple, list)) and len(r) > 1:
                         lses["fa3"] = r[1]
                 torch.cuda.synchronize()
@@ -205,17 +268,24 @@ class Fp8Bench(compare.Bench):
                 row["kernel"] = fajit.last_forward()
                 row["check"] = "ok" if row.get("fajit_rel_l2", math.inf) <= TOL else "FAIL"
             del outs
+        if a.plain and a.variant:
+            ok["fajit_plain"] = ([(lambda s=s: fajit.attention(s[0], s[1], s[2], causal=causal, layout="bnhd",
+                                                              out=s[6], q_descale=s[3], k_descale=s[4],
+                                                              v_descale=s[5])) for s in sets],
+                                 __import__("contextlib").nullcontext)
+            systems["fajit_plain"] = None
         self.time_systems(ok, row)
+        plain_work = 4.0 * B * H * D * (N * (N + 1) // 2 if causal else N * N)
         for name in systems:
             if name + "_ms" in row:
-                row[name + "_tflops"] = work / row[name + "_ms"] / 1e9
+                row[name + "_tflops"] = (plain_work if name == "fajit_plain" else work) / row[name + "_ms"] / 1e9
         row.pop("times", None)
         if a.hadamard:
             self.hadamard_errors(B, N, H, D, causal, row)
         log("  " + "  ".join(f"{s} {row[s + '_ms']:.3f} ms {row[s + '_tflops']:.0f} TFLOP/s" for s in systems
                              if s + "_ms" in row) +
             "  err max/RMS " + "  ".join(f"{s} {row.get(s + '_max_err', math.nan):.2e}/{row.get(s + '_rms_err', math.nan):.2e}"
-                                          for s in systems) + f"  check {row.get('check', '-')}" +
+                                          for s in systems if s != "fajit_plain") + f"  check {row.get('check', '-')}" +
             ("  LSE max err " + "  ".join(f"{s} {row.get(s + '_lse_err', math.nan):.2e}" for s in systems)
              if a.lse else "") +
             f"\n  fajit kernel: {row.get('kernel', '-')}")
@@ -278,6 +348,8 @@ def markdown(env, rows):
             speed.append(ratio)
         emax = r["fajit_max_err"] / r["fa3_max_err"] if r.get("fa3_max_err") else None
         erms = r["fajit_rms_err"] / r["fa3_rms_err"] if r.get("fa3_rms_err") else None
+        if r.get("fajit_plain_tflops"):
+            r["check"] = f"{r.get('check', '-')}; plain {r['fajit_plain_tflops']:.0f}"
         lines.append(f"| {r['D']} | {r['N']} | {'causal' if r['causal'] else 'noncausal'} | {fmt(f)} | {fmt(p)} | "
                      f"{fmt(ratio, '{:.3f}')} | {fmt(r.get('fajit_max_err'), '{:.2e}')} / "
                      f"{fmt(r.get('fa3_max_err'), '{:.2e}')} ({fmt(emax, '{:.2f}')}x) | "
@@ -309,6 +381,9 @@ def main(argv=None):
     bench = Fp8Bench(a, fajit)
     env = compare.peer_env(torch, fajit, argv, fa3=bench.fa3_version or f"not loaded ({bench.fa3_error})",
                            outliers=a.outliers)
+    if a.variant:
+        env["variant"] = ", ".join(f"{k}={v}" for k, v in (("window", a.window), ("softcap", a.softcap),
+                                                          ("sinks", a.sinks), ("chunk", a.chunk)) if v)
     rows, bad = [], 0
     for D in a.dims:
         for N in a.n:

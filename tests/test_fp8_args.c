@@ -89,9 +89,16 @@ static void test_plan_rules(void **state)
                                     "64 bytes", "use 64"));
     c.swizzle = 64;
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
-    c.mods = FAJIT_MOD_SOFTCAP;
-    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "mods = 2 with dtype e4m3",
-                                    "no attention variants", NULL));
+    c.mods = FAJIT_MOD_ALIBI; /* the variants but ALiBi are built for FP8 */
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "mods = 8 with dtype e4m3",
+                                    "ALiBi has no FP8 kernel", NULL));
+    c.mods = FAJIT_MOD_SOFTCAP; /* br192's three consumer warpgroups have no registers left for the cap */
+    assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "registers", "lower block_m",
+                                    NULL));
+    c.block_m = 128, c.warps = 12;
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    c.mods = FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS | FAJIT_MOD_CHUNK;
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK);
     c = sm90(FAJIT_DTYPE_BF16, 128);
     c.kv_dtype = FAJIT_DTYPE_E4M3;
     assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the sm_90a path",
@@ -137,9 +144,13 @@ static void test_args_valid_and_unsupported(void **state)
     assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "dtype = e4m3 with seqlens_k",
                                     "none of these yet", NULL));
     a = fp8_args();
-    a.softcap = 30.0f;
-    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "attention variant",
-                                    "none yet", NULL));
+    a.softcap = 30.0f, a.window = 1, a.window_left = 100, a.window_right = -1, a.attention_chunk = 64;
+    a.sinks = 0x7f0000a00100ull;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK); /* window, softcap, sinks, chunk: built */
+    a = fp8_args();
+    a.alibi_slopes = 0x7f0000a00100ull;
+    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "dtype = e4m3 with alibi_slopes",
+                                    "no ALiBi", NULL));
     a = fj_test_args(FAJIT_DTYPE_BF16, 2, 8, 2, 1, 300, 128); /* an FP8 K/V cache under bf16 queries: built */
     a.kv_dtype = FAJIT_DTYPE_E4M3, a.k_descale = 0x7f0000900100ull;
     a.k_stride[2] = a.v_stride[2] = 128, a.k_stride[1] = a.v_stride[1] = 128 * 300, a.k_stride[0] = a.v_stride[0] = 2 * 128 * 300;
@@ -359,9 +370,14 @@ static void test_knobs_env(void **state)
     assert_int_equal(p.consumer_regs, 232);
 #endif
     const unsigned poff = FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u;
-    assert_int_equal(fj_fp8_knobs_default(128),
+    assert_int_equal(fj_fp8_knobs_default(128, 0),
                      FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || FJ_FP8_VT4_D128 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
-    assert_int_equal(fj_fp8_knobs_default(64), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
+    assert_int_equal(fj_fp8_knobs_default(64, 0), FJ_FP8_KNOB_VT | (FJ_FP8_VT4 ? FJ_FP8_KNOB_VT4 : 0u) | poff);
+    assert_int_equal(fj_fp8_knobs_default(128, 1), fj_fp8_knobs_default(128, 0)); /* local: only D256 differs */
+#if FJ_FP8_D256_FA3
+    /* a window or chunk at D256: FA3's register split with the three-warp transpose (the lean vt4 spills there) */
+    assert_int_equal(fj_fp8_knobs_default(256, 1), FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE | poff);
+#endif
     assert_int_equal(p.p_offset, FJ_FP8_POFF ? 8 : 0);
     assert_int_equal(p.fp8_vt4, FJ_FP8_VT4 || (FJ_FP8_D256_FA3 && FJ_FP8_VT4_D256));
     setenv("FAJIT_FP8_KNOBS", "regs,vt4", 1); /* vt4: the 4-warp transpose (transpose_warps counts warp 0) */

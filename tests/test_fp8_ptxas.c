@@ -159,6 +159,43 @@ static void test_knobs(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* The attention variants on the FP8 kernels (fajit_config_fill's tile for each): window, softcap, sinks, chunk and the
+ * combinations models use, D 64 / 128 / 256, causal and not. ALiBi is refused, naming it (FAJIT_ERR_UNSUPPORTED). */
+static void test_variants(void **state)
+{
+    (void)state;
+    static const unsigned mods[] = {FAJIT_MOD_WINDOW, FAJIT_MOD_SOFTCAP, FAJIT_MOD_SINKS, FAJIT_MOD_CHUNK,
+                                    FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS, FAJIT_MOD_WINDOW | FAJIT_MOD_SOFTCAP,
+                                    FAJIT_MOD_SOFTCAP | FAJIT_MOD_SINKS};
+    int failures = 0, n = 0;
+    for (int d = 64; d <= 256; d *= 2)
+        for (int causal = 0; causal < 2; causal++) {
+            for (size_t m = 0; m < sizeof mods / sizeof mods[0]; m++) {
+                fajit_shape shape = {1, 2048 / d, 2048 / d, 8192, 8192};
+                fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d,
+                                  .causal = causal, .mods = mods[m]};
+                if (fajit_config_fill(NULL, &shape, &c) != FAJIT_OK) {
+                    printf("FAIL fill d%d causal %d mods %u: %s\n", d, causal, mods[m], fajit_errmsg());
+                    failures++;
+                    continue;
+                }
+                failures += !assembles_clean(&c);
+                n++;
+            }
+            fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal,
+                              .mods = FAJIT_MOD_ALIBI};
+            fajit_status st = fajit_config_fill(NULL, NULL, &c);
+            if (st == FAJIT_OK) st = fajit_config_check(&c);
+            if (st != FAJIT_ERR_UNSUPPORTED || !strstr(fajit_errmsg(), "ALiBi")) {
+                printf("FAIL d%d causal %d: ALiBi with e4m3 gave %s: %s\n", d, causal, fajit_status_name(st),
+                       fajit_errmsg());
+                failures++;
+            }
+        }
+    printf("%d FP8 variant kernels assembled, %d failures\n", n, failures);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     g_ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
@@ -169,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_tune_space),
         cmocka_unit_test(test_knobs),
+        cmocka_unit_test(test_variants),
     };
     int rc = cmocka_run_group_tests_name("fp8_ptxas", tests, NULL, NULL);
     fj_test_remove_dir(g_dir);

@@ -20,9 +20,14 @@
  *   (H100, bench/fp8_compare.py --lse --outliers, D128 N4k: 2.89e-1 both; bench/results/h100-session6-2026-11-27.md).
  * Shapes: Nq 1, 17, 1000; Nq != Nk both ways (causal rows with no key); D 64, 128, 256; GQA and MQA; BHND and BNHD;
  * O in f16 once; no descale pointers once. Each case prints its max and RMS error and the worst ratio to the bound.
+ * Attention variants (fajit.h's definitions, the reference on the dequantized inputs): sliding windows (bottom-right
+ * aligned, causal or not, rows with no key), softcap (tanh.approx: the score error d grows by c x 2^-10), sinks
+ * (float32 per query head in the denominator; a row with no key has O = 0 and LSE = sink), chunks, and the
+ * combinations models use (window + sinks, window + softcap); one window case with more work tiles than SMs.
  * Without libcuda, a device, or on a GPU other than sm_90: prints "SKIP: <reason>" and exits 77.
  *
  *   ctest --test-dir build -R test_gpu_fp8 --output-on-failure   (or run build/tests/test_gpu_fp8)
+ *   FAJIT_TEST_FP8_ONLY=window build/tests/test_gpu_fp8            (only the cases whose name has that text)
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -39,12 +44,19 @@
 #include "runtime/half.h"
 #include "test_support.h"
 
+/* the case table below leaves trailing fields (the variants) to their zero defaults */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 static fajit_context *g_ctx;
 
 typedef struct fp8_case {
     const char *name;
     int b, hq, hkv, nq, nk, d, causal;
     int bnhd, outliers, out_f16, no_descale;
+    int win, win_left, win_right; /* a sliding window (fajit.h: window_left / window_right, -1 unbounded) */
+    float softcap;                /* > 0: s = c tanh(s / c) */
+    int sinks;                    /* one float32 sink logit a query head */
+    int chunk;                    /* attention_chunk */
 } fp8_case;
 
 static const fp8_case k_cases[] = {
@@ -61,6 +73,20 @@ static const fp8_case k_cases[] = {
     {"d128 no descales N17 Nk1000", 1, 2, 2, 17, 1000, 128, 0, 0, 0, 0, 1},
     {"d64 N1 Nk1", 1, 2, 2, 1, 1, 64, 0, 0, 0, 0, 0},
     {"d128 N4096 causal", 1, 2, 2, 4096, 4096, 128, 1, 0, 0, 0, 0},
+    /* attention variants (b hq hkv nq nk d causal bnhd outliers f16 nodesc | win L R | softcap | sinks | chunk) */
+    {"d128 causal window (128,0)", 1, 4, 4, 1000, 1000, 128, 1, 0, 0, 0, 0, 1, 128, 0},
+    {"d64 window (100,20) Nq<Nk GQA BNHD", 2, 8, 2, 300, 1000, 64, 0, 1, 0, 0, 0, 1, 100, 20},
+    {"d64 window (50,-1) Nq>Nk (rows with no key)", 1, 4, 4, 1000, 300, 64, 1, 0, 0, 0, 0, 1, 50, -1},
+    {"d256 causal window (256,0) BNHD", 1, 2, 2, 1000, 1000, 256, 1, 1, 0, 0, 0, 1, 256, 0},
+    {"d128 causal softcap 30", 1, 4, 4, 1000, 1000, 128, 1, 0, 0, 0, 0, 0, 0, 0, 30.0f},
+    {"d256 softcap 50 GQA", 1, 4, 2, 1000, 1000, 256, 0, 0, 0, 0, 0, 0, 0, 0, 50.0f},
+    {"d64 softcap 10 sinks N17 GQA O f16", 2, 8, 2, 17, 17, 64, 0, 0, 0, 1, 0, 0, 0, 0, 10.0f, 1},
+    {"d128 causal sinks Nq>Nk (rows: LSE = sink)", 1, 4, 4, 1000, 300, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 1},
+    {"d64 causal window (128,0) + sinks GQA", 1, 8, 2, 1000, 1000, 64, 1, 0, 0, 0, 0, 1, 128, 0, 0.0f, 1},
+    {"d128 causal window (512,0) + softcap 50", 1, 4, 4, 1000, 1000, 128, 1, 1, 0, 0, 0, 1, 512, 0, 50.0f},
+    {"d128 causal chunk 256", 1, 4, 4, 1000, 1000, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 256},
+    {"d256 chunk 300 (not causal) Nq<Nk", 1, 2, 2, 500, 1000, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 300},
+    {"d128 causal window (64,0) + sinks, tiles > SMs", 2, 8, 8, 4096, 4096, 128, 1, 0, 0, 0, 0, 1, 64, 0, 0.0f, 1},
 };
 
 /* ---- inputs --------------------------------------------------------------------------------------------------- */
@@ -117,6 +143,24 @@ static void tensor_make(const fp8_case *c, int h, int n, int per_kv, int outlier
 
 static void tensor_free(fp8_tensor *t) { free(t->codes), free(t->deq), free(t->descale); }
 
+/* The keys row i sees: [*lo, *hi] (empty when *hi < *lo), fajit.h's rule with a = i + Nk - Nq. */
+static void row_keys(const fp8_case *c, int i, int *lo, int *hi)
+{
+    long a = (long)i + c->nk - c->nq, l = 0, h = c->nk - 1;
+    if (c->causal && a < h) h = a;
+    if (c->win) {
+        if (c->win_left >= 0 && a - c->win_left > l) l = a - c->win_left;
+        if (!c->causal && c->win_right >= 0 && a + c->win_right < h) h = a + c->win_right;
+    }
+    if (c->chunk > 0) {
+        if (a < 0) h = -1;
+        long c0 = a / c->chunk * c->chunk;
+        if (c0 > l) l = c0;
+        if (c0 + c->chunk - 1 < h) h = c0 + c->chunk - 1;
+    }
+    *lo = (int)l, *hi = (int)h;
+}
+
 /* ---- reference and check of one row --------------------------------------------------------------------------- */
 typedef struct row_check {
     double max_err, sum_sq, worst_ratio, lse_worst;
@@ -125,22 +169,24 @@ typedef struct row_check {
 } row_check;
 
 static void check_row(const fp8_case *c, const double *q, const double *k, const double *v, double scale, int i,
-                      const float *o, float lse, row_check *rc)
+                      double sink, const float *o, float lse, row_check *rc)
 {
-    int nk = c->nk, d = c->d, last = c->causal ? i + nk - c->nq : nk - 1;
-    if (last >= nk) last = nk - 1;
-    if (last < 0) { /* no key: O = 0, LSE = -inf */
+    int d = c->d, first, last;
+    row_keys(c, i, &first, &last);
+    if (last < first) { /* no key: O = 0, LSE = -inf (or the sink) */
         for (int x = 0; x < d; x++) {
             if (o[x] != 0.0f) rc->nan |= o[x] != o[x], rc->worst_ratio = INFINITY;
         }
-        if (!(isinf(lse) && lse < 0)) rc->lse_worst = INFINITY;
+        if (c->sinks) rc->lse_worst = fmax(rc->lse_worst, fabs((double)lse - sink) / (1e-4 + 1e-5 * fabs(sink)));
+        else if (!(isinf(lse) && lse < 0)) rc->lse_worst = INFINITY;
+        if (lse != lse) rc->lse_worst = INFINITY;
         return;
     }
     double *s = malloc((size_t)(last + 1) * sizeof *s), *h = malloc((size_t)(last + 1) * sizeof *h);
     double mx = -INFINITY, dot_abs = 0;
     assert_non_null(s);
     assert_non_null(h);
-    for (int j = 0; j <= last; j++) {
+    for (int j = first; j <= last; j++) {
         double acc = 0, aabs = 0, step_max = 0;
         h[j] = 0;
         for (int x = 0; x < d; x++) {
@@ -150,16 +196,19 @@ static void check_row(const fp8_case *c, const double *q, const double *k, const
         }
         h[j] *= 0x1p-8 * scale;
         s[j] = acc * scale;
+        if (c->softcap > 0) s[j] = c->softcap * tanh(s[j] / c->softcap);
         mx = fmax(mx, s[j]);
         dot_abs = fmax(dot_abs, aabs * scale);
     }
-    double l = 0, lse_hw = 0;
-    for (int j = 0; j <= last; j++) s[j] = exp(s[j] - mx), l += s[j], lse_hw += s[j] * h[j];
+    if (c->sinks) mx = fmax(mx, sink);
+    double l = c->sinks ? exp(sink - mx) : 0, lse_hw = 0;
+    for (int j = first; j <= last; j++) s[j] = exp(s[j] - mx), l += s[j], lse_hw += s[j] * h[j];
     lse_hw /= l;
-    double delta = 0x1p-12 * dot_abs;
+    /* the score error: the FP8 tensor cores' accumulation, and softcap's tanh.approx (about 2^-11 of c, doubled) */
+    double delta = 0x1p-12 * dot_abs + (c->softcap > 0 ? 0x1p-10 * c->softcap : 0.0);
     for (int x = 0; x < d; x++) {
         double ref = 0, pv = 0, av = 0;
-        for (int j = 0; j <= last; j++) {
+        for (int j = first; j <= last; j++) {
             double vj = v[(size_t)j * d + x];
             ref += s[j] * vj, pv += s[j] * fabs(vj), av += fabs(vj);
         }
@@ -199,7 +248,12 @@ static int run_case(const fp8_case *c)
     a.out_dtype = c->out_f16 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
     if (c->bnhd) fajit_args_set_bnhd_strides(&a);
     else fajit_args_set_bhnd_strides(&a);
-    fj_CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, dl = 0, dd[3] = {0, 0, 0};
+    fj_CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, dl = 0, dd[3] = {0, 0, 0}, dsink = 0;
+    float *sinks = malloc((size_t)c->hq * sizeof *sinks);
+    assert_non_null(sinks);
+    for (int h = 0; h < c->hq; h++) sinks[h] = (float)(normal() + 1.0); /* near a row's typical max score */
+    a.window = c->win, a.window_left = c->win ? c->win_left : 0, a.window_right = c->win ? c->win_right : 0;
+    a.softcap = c->softcap, a.attention_chunk = c->chunk;
     assert_int_equal(fj_context_push(g_ctx), FAJIT_OK);
     assert_int_equal(cu->cuMemAlloc(&dq, nq_el), 0);
     assert_int_equal(cu->cuMemAlloc(&dk, nk_el), 0);
@@ -219,6 +273,11 @@ static int run_case(const fp8_case *c)
         }
         a.q_descale = dd[0], a.k_descale = dd[1], a.v_descale = dd[2], a.descale_batch_stride = c->hkv;
     }
+    if (c->sinks) {
+        assert_int_equal(cu->cuMemAlloc(&dsink, (size_t)c->hq * sizeof *sinks), 0);
+        assert_int_equal(cu->cuMemcpyHtoD(dsink, sinks, (size_t)c->hq * sizeof *sinks), 0);
+        a.sinks = dsink;
+    }
     a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl;
     int failed = 0;
     fajit_status st = fajit_attention_forward(g_ctx, &a, NULL);
@@ -233,6 +292,7 @@ static int run_case(const fp8_case *c)
     char text[256];
     snprintf(text, sizeof text, "%s", fajit_last_forward());
     cu->cuMemFree(dq), cu->cuMemFree(dk), cu->cuMemFree(dv), cu->cuMemFree(dO), cu->cuMemFree(dl);
+    if (dsink) cu->cuMemFree(dsink);
     for (int t = 0; t < 3; t++)
         if (dd[t]) cu->cuMemFree(dd[t]);
     fj_context_pop(g_ctx);
@@ -251,7 +311,7 @@ static int run_case(const fp8_case *c)
                         orow[x] = fj_half_to_f32(c->out_f16 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, o[at + x]);
                     const double *qr = q.deq + (((size_t)b * c->hq + h) * c->nq + i) * c->d;
                     size_t kv0 = ((size_t)b * c->hkv + h / g) * c->nk * c->d;
-                    check_row(c, qr, k.deq + kv0, v.deq + kv0, scale, i, orow,
+                    check_row(c, qr, k.deq + kv0, v.deq + kv0, scale, i, (double)sinks[h], orow,
                               lse[((size_t)b * c->hq + h) * c->nq + i], &rc);
                 }
         free(orow);
@@ -261,16 +321,18 @@ static int run_case(const fp8_case *c)
                rc.worst_ratio, rc.lse_worst, rc.nan ? ", NaN in O" : "", text);
     }
     tensor_free(&q), tensor_free(&k), tensor_free(&v);
-    free(o), free(lse);
+    free(o), free(lse), free(sinks);
     return failed;
 }
 
 static void test_fp8_cases(void **state)
 {
     (void)state;
-    int failures = 0;
-    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++) failures += run_case(&k_cases[i]);
-    printf("%d of %zu FP8 cases failed\n", failures, sizeof k_cases / sizeof k_cases[0]);
+    int failures = 0, ran = 0;
+    const char *only = getenv("FAJIT_TEST_FP8_ONLY"); /* a substring of the cases' names (compute-sanitizer runs) */
+    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
+        if (!only || strstr(k_cases[i].name, only)) failures += run_case(&k_cases[i]), ran++;
+    printf("%d of %d FP8 cases failed%s%s\n", failures, ran, only ? ", FAJIT_TEST_FP8_ONLY=" : "", only ? only : "");
     assert_int_equal(failures, 0);
 }
 

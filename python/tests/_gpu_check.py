@@ -29,9 +29,10 @@ def rel_l2(got, ref):
     return (got.double() - ref).norm().item() / max(ref.norm().item(), 1e-30)
 
 
-def check_against(case, o, lse, ref_o, ref_lse, note="", kernel=""):
+def check_against(case, o, lse, ref_o, ref_lse, note="", kernel="", tol=None, tol_lse=None):
     """Assert the pass rule for O [B, H, N, D] and LSE [B, H, N] against float64 ref_o / ref_lse; `note`
-    follows the relative L2 in the report line, `kernel` (fajit.last_forward()) ends it."""
+    follows the relative L2 in the report line, `kernel` (fajit.last_forward()) ends it. tol / tol_lse: other
+    bounds than the 16-bit rule's (FP8 inputs: the caller states its own)."""
     assert torch.isfinite(o).all(), f"{case}: {(~torch.isfinite(o)).sum().item()} NaN/Inf/unwritten outputs"
     assert not torch.isnan(lse).any() and not (lse == math.inf).any(), f"{case}: NaN or +inf in LSE"
     empty = torch.isinf(ref_lse)
@@ -42,9 +43,10 @@ def check_against(case, o, lse, ref_o, ref_lse, note="", kernel=""):
     row_rel = (diff.norm(dim=-1) / ref_o.flatten(0, 2).norm(dim=-1).clamp_min(1e-30))[~empty.flatten()]
     worst = row_rel.max().item() if row_rel.numel() else 0.0
     lse_err = (lse[~empty].double() - ref_lse[~empty]).abs().max().item() if (~empty).any() else 0.0
-    tol = TOL[o.dtype]
+    tol = tol if tol is not None else TOL[o.dtype]
+    tol_lse = tol_lse if tol_lse is not None else TOL_LSE
     report(f"{case}: rel L2 {rel:.3e}{note}, worst row {worst:.3e}, LSE {lse_err:.2e}, empty rows {int(empty.sum())}, "
            f"kernel: {kernel}")
     assert rel <= tol, f"{case}: rel L2 {rel:.3e} > {tol}"
     assert worst <= ROW_FACTOR * tol, f"{case}: worst row rel {worst:.3e} > {ROW_FACTOR * tol}"
-    assert lse_err <= TOL_LSE, f"{case}: LSE error {lse_err:.3e} > {TOL_LSE}"
+    assert lse_err <= tol_lse, f"{case}: LSE error {lse_err:.3e} > {tol_lse}"

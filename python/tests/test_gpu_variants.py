@@ -95,6 +95,53 @@ def test_variant_against_float64(case):
     check_against(name, o, lse, ref_o, ref_lse, kernel=fajit.last_forward())
 
 
+# FP8 (e4m3 q, k, v with FlashAttention-3's descales; sm_90 only) with the variants it takes: against the float64
+# reference on the dequantized inputs. Tolerance: P is rounded to e4m3 (3 mantissa bits) before PV, so O carries
+# about 2-3% relative L2 on these shapes (bench/results: fajit and FA3 FP8 alike): rel L2 <= 5e-2, worst row 4x, LSE
+# (the tensor cores' short FP8 accumulation moves every score) <= 5e-2; a wrong mask or scale is off by O(1).
+FP8_CASES = [
+    (2, 4, 4, 1000, 1000, 128, True, dict(window=(128, 0))),
+    (1, 8, 2, 300, 1000, 64, False, dict(window=(100, 20))),
+    (1, 4, 4, 1000, 1000, 128, True, dict(softcap=30.0)),
+    (1, 8, 2, 1000, 1000, 64, True, dict(window=(127, 0), sinks=1)),         # gpt-oss
+    (1, 4, 4, 1000, 300, 128, True, dict(sinks=1)),                          # rows with no key: LSE = sink
+    (1, 4, 2, 1000, 1000, 256, True, dict(softcap=50.0, window=(512, 0))),   # Gemma 2
+    (1, 4, 4, 1000, 1000, 128, True, dict(chunk=256)),
+]
+
+
+def _fp8_name(c):
+    b, hq, hkv, nq, nk, d, causal, v = c
+    return f"e4m3-B{b}-H{hq}x{hkv}-N{nq}x{nk}-D{d}-{'causal' if causal else 'full'}-" + ",".join(
+        f"{k}={x}" for k, x in v.items())
+
+
+@pytest.mark.parametrize("case", FP8_CASES, ids=_fp8_name)
+def test_fp8_variant_against_float64(case):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the FP8 kernels are sm_90a's (H100 / H200); this GPU is sm_%d%d" % torch.cuda.get_device_capability())
+    b, hq, hkv, nq, nk, d, causal, v = case
+    name = _fp8_name(case)
+    g = torch.Generator(device="cuda").manual_seed(_seed(name))
+    q, k, vv = _randn((b, hq, nq, d), BF16, g), _randn((b, hkv, nk, d), BF16, g), _randn((b, hkv, nk, d), BF16, g)
+    _, sinks = _variant_tensors(v, b, hq, g)
+    window, softcap, chunk = v.get("window", (-1, -1)), v.get("softcap", 0.0), v.get("chunk", 0)
+    q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, vv)
+
+    def deq(x8, ds):  # [B, H, N, D] e4m3 x its [B, Hkv] descale, each head its KV head's
+        heads = x8.shape[1]
+        return x8.double() * ds.double().repeat_interleave(heads // ds.shape[1], dim=1)[:, :, None, None]
+
+    o = torch.full((b, hq, nq, d), float("nan"), device="cuda", dtype=BF16)
+    _, lse = fajit.attention(q8, k8, v8, causal=True if causal else False, return_lse=True, out=o, q_descale=qd,
+                             k_descale=kd, v_descale=vd, window_size=window, softcap=softcap, learnable_sink=sinks,
+                             attention_chunk=chunk)
+    torch.cuda.synchronize()
+    ref_o, ref_lse = ref.attention(deq(q8, qd), deq(k8, kd), deq(v8, vd), causal, None, window, softcap, None, sinks,
+                                   chunk)
+    check_against(name, o, lse, ref_o, ref_lse, kernel=fajit.last_forward(), tol=5e-2, tol_lse=5e-2)
+
+
 def test_sinks_in_model_dtype_and_sinks_keyword():
     # gpt-oss keeps its sinks in bf16 and transformers calls the argument s_aux: both spellings, both dtypes
     g = torch.Generator(device="cuda").manual_seed(1)

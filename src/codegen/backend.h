@@ -91,6 +91,8 @@ typedef struct fj_kctx {
     fj_reg_t score_scale;             /* f32, FP8 (plan.fp8): the work tile's scale_log2 x q_descale x k_descale, which
                                          the softmax uses instead of the parameter (fp8_ws.c) */
     fj_reg_t o_scale;                 /* f32, FP8 epilogue: v_descale, O's factor beside 1/l */
+    fj_reg_t cap_scale;               /* f32, FP8 with softcap: the work tile's cap_scale x q_descale x k_descale (the
+                                         tanh's argument is the true score; fj_cap_scale), else unset */
     fj_reg_t rescale_pred;            /* pred: the last rebase moved a reference max (O needs corr) */
     fj_reg_t tile_mx;                 /* f32 x frag.rows, with tile_mx_ready: the tile's row maxima (unscaled),
                                          found by fj_emit_scores ahead of the softcap's tanh (softmax.c) */

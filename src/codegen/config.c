@@ -288,7 +288,9 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->block_m)
         c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : short_causal ? 128 : d->block_m;
     if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);
-    if (c->head_dim == 128 && (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI | FAJIT_MOD_CHUNK))) {
+    /* (FP8 variants keep the FP8 tile of their head dim: the sweeps below are 16-bit kernels') */
+    if (c->head_dim == 128 && c->dtype != FAJIT_DTYPE_E4M3 &&
+        (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI | FAJIT_MOD_CHUNK))) {
         /* D=128 variants (fagen bench, 2026-11-26): softcap doubles the MUFU work of a score and runs best at
          * bc128 (H200: 546 TFLOP/s causal N8k against 528 at bc176), ALiBi too (H100: 615 against 603); a window
          * or a chunk restarts the KV stream at every row block and runs best at bc128 with 3 stages (H200: 648
@@ -369,6 +371,7 @@ static void fit_mods(fajit_config *c, const fajit_config *given)
 {
     fj_plan p;
     if (!c->mods || (c->arch != FAJIT_ARCH_SM80 && c->arch != FAJIT_ARCH_SM90A)) return;
+    if (c->dtype == FAJIT_DTYPE_E4M3 && (c->mods & FAJIT_MOD_ALIBI)) return; /* no tile holds it: the check says why */
     while (tiles_in_range(c) && fj_plan_build(c, &p) != FAJIT_OK) {
         int rows16 = 16 * c->warps / (c->col_warps > 0 ? c->col_warps : 1);
         if (c->arch == FAJIT_ARCH_SM90A && !given->block_m && !given->warps && c->block_m > 128) {

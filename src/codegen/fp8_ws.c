@@ -26,6 +26,7 @@
 #include "async.h"
 #include "fp8_layout.h"
 #include "kernel_abi.h"
+#include "mask.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
 #include "base/env_word.h"
@@ -45,18 +46,18 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
                                            {"none", 0, NULL},
                                            {NULL, 0, NULL}};
 
-unsigned fj_fp8_knobs_default(int head_dim)
+unsigned fj_fp8_knobs_default(int head_dim, int local)
 {
-    if (FJ_FP8_D256_FA3 && FJ_FP8_VT4_D256 && head_dim == 256) /* FA3's set with the lean vt4 (fp8_ws.h) */
+    if (FJ_FP8_D256_FA3 && FJ_FP8_VT4_D256 && head_dim == 256 && !local) /* FA3's set with the lean vt4 (fp8_ws.h) */
         return FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT4 | FJ_FP8_KNOB_OSTAGE | (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u);
     return FJ_FP8_KNOB_VT | (FJ_FP8_VT4 || (FJ_FP8_VT4_D128 && head_dim == 128) ? FJ_FP8_KNOB_VT4 : 0u) |
            (FJ_FP8_D256_FA3 && head_dim == 256 ? FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_OSTAGE : 0u) |
            (FJ_FP8_POFF ? FJ_FP8_KNOB_POFF : 0u);
 }
 
-fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits)
+fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, int local, unsigned *bits)
 {
-    return fj_env_list_parse("FAJIT_FP8_KNOBS", value, k_knob_words, fj_fp8_knobs_default(head_dim),
+    return fj_env_list_parse("FAJIT_FP8_KNOBS", value, k_knob_words, fj_fp8_knobs_default(head_dim, local),
                              FJ_FP8_D256_FA3 ? "vt, poff; vt4 at head dim 128; regs, vt4, ostage, poff at head dim 256" : "vt, poff, vt4 at head dim 128", bits);
 }
 
@@ -64,7 +65,7 @@ int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)
 {
     char words[64];
     if (size) buf[0] = '\0';
-    if (p->fp8_knobs == fj_fp8_knobs_default(p->cfg.head_dim)) return 0;
+    if (p->fp8_knobs == fj_fp8_knobs_default(p->cfg.head_dim, fj_mods_local(p))) return 0;
     fj_env_list_format(k_knob_words, p->fp8_knobs, words, sizeof words);
     return snprintf(buf, size, " fp8knobs=%s", words);
 }
@@ -112,11 +113,13 @@ fajit_status fj_fp8_tiles(fj_plan *p)
         return CFG_FAIL("swizzle = %d with dtype e4m3: a row of head_dim %d is %d bytes, and the swizzle span (the TMA "
                         "box row) must divide it; use %d",
                         c->swizzle, c->head_dim, c->head_dim, c->head_dim >= 128 ? 128 : 64);
-    if (c->mods)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: the FP8 kernels have no attention variants "
-                                              "yet (window, softcap, sinks, ALiBi, chunk)", c->mods);
+    if (c->mods & FAJIT_MOD_ALIBI)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "mods = %d with dtype e4m3: ALiBi has no FP8 kernel (its bias is in "
+                                              "the true score's units, which the e4m3 scores reach only through "
+                                              "q / k_descale; FlashAttention-3 has no FP8 ALiBi either); window, "
+                                              "softcap, sinks and chunk do", c->mods);
     p->fp8 = 1;
-    fajit_status st = fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), c->head_dim, &p->fp8_knobs);
+    fajit_status st = fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), c->head_dim, fj_mods_local(p), &p->fp8_knobs);
     if (st != FAJIT_OK || !(p->fp8_knobs & FJ_FP8_KNOB_VT4)) return st;
     if (!vt4_split_ok(c->head_dim, c->block_n, c->swizzle))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "FAJIT_FP8_KNOBS vt4 with head_dim %d, block_n (--bc) %d, swizzle %d: the "
@@ -447,6 +450,15 @@ void fj_fp8_emit_score_scale(fj_kctx *k)
     load_descale(k, p->fp8_off + (int)offsetof(fj_fwd_params_fp8, k_descale), idx, kd);
     fj_reg_t sc = fj_param_f32(k, FJ_PARAM_OFF(scale_log2));
     fj_ins(k->e, "mul.f32 %s, %s, %s", R(qd), R(qd), R(kd));
+    if (p->cfg.mods & FAJIT_MOD_SOFTCAP) {
+        /* softcap: tanh takes the true score, S x q_descale x k_descale x scale / c; the softmax's scale_log2 is then
+         * c x log2 e (the runtime's), with no descale left in it */
+        fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale));
+        fj_comment(k->e, 2, "(softcap: the descales go into the tanh's argument, cap_scale x q_descale x k_descale)");
+        fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->cap_scale), R(cs), R(qd));
+        fj_ins(k->e, "mov.f32 %s, %s", R(k->score_scale), R(sc));
+        return;
+    }
     fj_ins(k->e, "mul.f32 %s, %s, %s", R(k->score_scale), R(sc), R(qd));
 }
 

@@ -74,10 +74,13 @@
 #ifndef FJ_FP8_POFF
 #define FJ_FP8_POFF 1
 #endif
-unsigned fj_fp8_knobs_default(int head_dim);
-/* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim); "none" or
- * set but empty: 0). Planning passes the variable; the runtime checks it when a context is made. */
-fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, unsigned *bits);
+/* local: the config has a window or a chunk (a KV range that starts past key 0). At head dim 256 the lean vt4
+ * producer (24 registers) then spills 12 bytes (ptxas 13.0: the range's registers), so those kernels keep
+ * FlashAttention-3's register split with the three-warp transpose (regs, vt, ostage, poff), which holds it. */
+unsigned fj_fp8_knobs_default(int head_dim, int local);
+/* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim, local); "none"
+ * or set but empty: 0). Planning passes the variable; the runtime checks it when a context is made. */
+fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, int local, unsigned *bits);
 /* " fp8knobs=..." when an FP8 plan's knobs are not its head dim's default, else "" (for sm_90a's env_words). */
 int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size);
 

@@ -424,10 +424,15 @@ void fj_emit_mask(fj_kctx *k)
 
 /* ---- score modifications ---------------------------------------------------------------------- */
 
+fj_reg_t fj_cap_scale(fj_kctx *k)
+{
+    return k->p->fp8 ? k->cap_scale : fj_param_f32(k, MOFF(cap_scale));
+}
+
 /* S = tanh(S x softmax_scale / c): the cap; the softmax's scale_log2 = c x log2(e) puts the c back. */
 static void hook_softcap(fj_kctx *k)
 {
-    fj_reg_t cs = fj_param_f32(k, MOFF(cap_scale));
+    fj_reg_t cs = fj_cap_scale(k);
     fj_comment(k->e, 1, "softcap: S = tanh(S * scale / c) (c x log2 e is the softmax's scale: s = c tanh(s / c))");
     for (int r = 0; r < k->frag.rows; r++)
         for (int v = 0; v < k->frag.s_vals; v++) {
@@ -440,7 +445,7 @@ static void hook_softcap(fj_kctx *k)
 /* b = A1 cs, A3 cs^3, A5 cs^5 (soft_tanh.h), cs = cap_scale: 5 multiplies a tile. */
 void fj_emit_softcap_poly_coefs(fj_kctx *k, fj_reg_t b)
 {
-    fj_reg_t cs = fj_param_f32(k, MOFF(cap_scale)), c2 = fj_alloc(k->e, k->b_f, 1);
+    fj_reg_t cs = fj_cap_scale(k), c2 = fj_alloc(k->e, k->b_f, 1);
     fj_comment(k->e, 2, "the polynomial's coefficients folded with cs = scale / c: A1 cs, A3 cs^3, A5 cs^5 (soft_tanh.h)");
     fj_ins(k->e, "mul.f32 %s, %s, %s", R(c2), R(cs), R(cs));
     fj_ins(k->e, "mul.f32 %s, %s, 0f%08X", R(fj_at(b, 0)), R(cs), fj_soft_tanh_coef[0]);
@@ -462,7 +467,7 @@ void fj_emit_softcap_poly_value(fj_kctx *k, fj_reg_t b, fj_reg_t x)
 void fj_emit_softcap_poly(fj_kctx *k, fj_reg_t b)
 {
     int share = k->p->cap_poly_share;
-    fj_reg_t cs = share < 8 ? fj_param_f32(k, MOFF(cap_scale)) : (fj_reg_t){-1, 0};
+    fj_reg_t cs = share < 8 ? fj_cap_scale(k) : (fj_reg_t){-1, 0};
     fj_comment(k->e, 1, "softcap on the FMA units: S = S (b1 + b3 S^2 + b5 S^4) = tanh(S * scale / c) to 1.8e-5 (soft_tanh.h)");
     if (share < 8) fj_comment(k->e, 2, "(%d of every 8 scores; the others tanh.approx)", share);
     for (int r = 0; r < k->frag.rows; r++)
@@ -730,6 +735,10 @@ void fj_emit_sink_fold(fj_kctx *k, int r, fj_reg_t corr)
     fj_ins(e, "sub.f32 %s, %s, %s", R(corr), R(m), R(muse));
     fj_ins(e, "ex2.approx.ftz.f32 %s, %s", R(corr), R(corr));
     fj_ins(e, "sub.f32 %s, %s, %s", R(t), R(s2), R(muse));
+    if (p->p_offset) { /* l sums P scaled by 2^p_offset (FP8, softmax.c): the sink's term too */
+        fj_comment(e, 2, "(the sink's term times 2^%d, as every P of l: FP8's P offset)", p->p_offset);
+        fj_ins(e, "add.f32 %s, %s, 0f%08X", R(t), R(t), f32_bits((float)p->p_offset));
+    }
     fj_ins(e, "ex2.approx.ftz.f32 %s, %s", R(t), R(t));
     fj_ins(e, "fma.rn.f32 %s, %s, %s, %s", R(l), R(l), R(corr), R(t));
     fj_ins(e, "mov.f32 %s, %s", R(m), R(mnew));

@@ -31,6 +31,9 @@ void fj_emit_mask_skip(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *
 void fj_emit_mask(fj_kctx *k);
 /* Score modifications of every tile, before the mask: softcap, ALiBi (comments only for a plain kernel). */
 void fj_emit_score_hook(fj_kctx *k);
+/* Softcap's factor on a raw score before its tanh: the parameter cap_scale = softmax_scale / c, or for FP8 the work
+ * tile's register of it times q_descale x k_descale (fp8_ws.c: the e4m3 scores are the true ones over the descales) */
+fj_reg_t fj_cap_scale(fj_kctx *k);
 /* Softcap's tanh on the FMA units (soft_tanh.h), for tiles whose scores all satisfy |s| x cap_scale <= its bound (the
  * caller's vote): b[0..2] = the polynomial's coefficients folded with cap_scale (once a tile); then x = tanh(x x
  * cap_scale) for one register, or for every score of the tile. */

@@ -574,13 +574,13 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                       pf, p->producer_regs, p->consumer_regs, 128 * p->consumer_wgs,
                       128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs);
     if (p->fp8) {
-        unsigned kn = p->fp8_knobs, def = fj_fp8_knobs_default(c->head_dim);
+        unsigned kn = p->fp8_knobs, def = fj_fp8_knobs_default(c->head_dim, fj_mods_local(p));
         char words[40] = "";
         snprintf(words, sizeof words, "%s%s%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "",
                  kn & FJ_FP8_KNOB_VT ? " vt" : "", kn & FJ_FP8_KNOB_OSTAGE ? " ostage" : "",
                  kn & FJ_FP8_KNOB_VT4 ? " vt4" : "", kn & FJ_FP8_KNOB_POFF ? " poff" : "");
         fj_buf_printf(out, "%sFP8 knobs (fp8_ws.h):%s (%s)\n", pf, kn ? words : " none",
-                      kn == def ? (c->head_dim == 256 && FJ_FP8_D256_FA3 ? "the D256 default: FlashAttention-3's "
+                      kn == def ? (c->head_dim == 256 && FJ_FP8_D256_FA3 && (kn & FJ_FP8_KNOB_VT4) ? "the D256 default: FlashAttention-3's "
                                                                            "register split, the V transpose on four "
                                                                            "warps (lean at 24 registers), O staged in "
                                                                            "the V ring, P against m - 8"

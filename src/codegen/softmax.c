@@ -178,7 +178,7 @@ void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *com
     }
     fj_label(k->e, nomask);
     if (early) {
-        fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale));
+        fj_reg_t cs = fj_cap_scale(k);
         fj_comment(k->e, 1, "unmasked tile: cap the raw row max like the scores");
         for (int r = 0; r < k->frag.rows; r++) {
             fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)), R(cs));
@@ -459,7 +459,7 @@ static void softcap_poly_tile(fj_kctx *k, const char *done)
     char mufu[48];
     int idx[FJ_MAX_ROW_VALS];
     int exact = k->p->cap_poly == 2, rows = k->frag.rows;
-    fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale)), lo = exact ? fj_alloc(k->e, k->b_f, rows) : k->tile_mx;
+    fj_reg_t cs = fj_cap_scale(k), lo = exact ? fj_alloc(k->e, k->b_f, rows) : k->tile_mx;
     fj_reg_t ok = fj_alloc(k->e, k->b_p, 1), g = fj_alloc(k->e, k->b_f, 1), b = fj_alloc(k->e, k->b_f, 3);
     uint32_t bound_bits = FJ_SOFT_TANH_BOUND_BITS;
     float bound;
@@ -517,7 +517,7 @@ void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from)
     fj_comment(k->e, 1, "unmasked tile, one block: the row max of the raw scores, capped (tanh is increasing: max c tanh(s / c)");
     fj_comment(k->e, 1, "= c tanh(max s / c)); the scores capped; rebase, exponentials");
     tile_row_max_raw(k, idx, NULL, k->tile_mx);
-    fj_reg_t cs = fj_param_f32(k, FJ_MODS_OFF(k, cap_scale));
+    fj_reg_t cs = fj_cap_scale(k);
     for (int r = 0; r < k->frag.rows; r++) {
         fj_ins(k->e, "mul.f32 %s, %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)), R(cs));
         fj_ins(k->e, "tanh.approx.f32 %s, %s", R(fj_at(k->tile_mx, r)), R(fj_at(k->tile_mx, r)));

@@ -686,6 +686,7 @@ void fj_emit_fwd_ws_kernel(fj_kctx *k)
     k->rescale_pred = fj_alloc(e, k->b_p, 1);
     k->wg_leader = fj_alloc(e, k->b_p, 1);
     if (p->fp8) k->score_scale = fj_alloc(e, k->b_f, 1), k->o_scale = fj_alloc(e, k->b_f, 1);
+    if (p->fp8 && (p->cfg.mods & FAJIT_MOD_SOFTCAP)) k->cap_scale = fj_alloc(e, k->b_f, 1);
     if (t->tmem_cols) k->tmem = fj_alloc(e, k->b_r, 1);
     l.ring = fj_alloc(e, k->b_r, 1);
     l.tile = fj_alloc(e, k->b_r, 1);

@@ -46,7 +46,7 @@ static fajit_status check_read_later(void)
     fajit_status st = fj_sm90_lean_parse(getenv("FAJIT_SM90_LEAN"), &bits);
     if (st == FAJIT_OK) st = fj_kv_order_parse(getenv("FAJIT_KV_ORDER"), &order);
     if (st == FAJIT_OK) st = fj_causal_sched_parse(getenv("FAJIT_CAUSAL_SCHED"), &order);
-    if (st == FAJIT_OK) st = fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), 128, &bits);
+    if (st == FAJIT_OK) st = fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), 128, 0, &bits);
     if (st == FAJIT_OK) st = fj_ptxas_opts_read(&po);
     return st;
 }

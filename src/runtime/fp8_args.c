@@ -107,9 +107,9 @@ fajit_status fj_fp8_unsupported(const fajit_attention_args *a)
         (n >= FAJIT_ATTENTION_ARGS_SIZE_3 && (a->cu_seqlens_q || a->cu_seqlens_k)))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with seqlens_k, num_splits >= 2, a block table or "
                                               "cu_seqlens: the FP8 kernels take none of these yet");
-    if (fj_variant_mods(a))
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with an attention variant (window, softcap, sinks, "
-                                              "alibi_slopes, attention_chunk): the FP8 kernels have none yet");
+    if (fj_variant_mods(a) & FAJIT_MOD_ALIBI)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with alibi_slopes: the FP8 kernels have no ALiBi "
+                                              "(window, softcap, sinks and attention_chunk they take)");
     return FAJIT_OK;
 }
 

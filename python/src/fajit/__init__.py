@@ -98,7 +98,7 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     float16 / bfloat16 queries are an FP8 K/V cache. q_descale, k_descale, v_descale: float32 CUDA tensors
     [B, Hkv] (or [Hkv]: one row for every batch) that dequantize them: the scores use
     scale * q_descale * k_descale and O is multiplied by v_descale; None = 1.0. FP8 queries take no decode argument
-    and no attention variant yet; the FP8 K/V cache (k, v alone in e4m3) takes seqlens_k, split-KV, GQA packing and
+    and no ALiBi (window, softcap, sinks and attention_chunk they take); the FP8 K/V cache (k, v alone in e4m3) takes seqlens_k, split-KV, GQA packing and
     paged K/V in whole tiles of a page, not varlen batches. What is not supported raises the library's
     FAJIT_ERR_UNSUPPORTED.
 
