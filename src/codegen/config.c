@@ -282,6 +282,13 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
             if (k_sm90_fp8_defaults[i].head_dim == c->head_dim) d = &k_sm90_fp8_defaults[i];
         if (!c->swizzle) c->swizzle = c->head_dim >= 128 ? 128 : 64; /* a row is head_dim bytes */
     }
+    if (c->dtype == FAJIT_DTYPE_E4M3 && c->head_dim == 256 && (c->mods & FAJIT_MOD_SOFTCAP)) {
+        /* FP8 softcap at D256: bc96 holds the overlap, which bc128 cannot (H200, session 16, fp8_compare --configs,
+         * causal softcap 50, N4k / N16k TFLOP/s: bc128 without it 770 / 863, bc96 ov 837 / 896, bc64 ov 834 / 882,
+         * bc64 ov pp 828 / 872) */
+        if (!c->block_n) c->block_n = 96;
+        if (!c->pingpong) c->pingpong = -1;
+    }
     int n = shape ? (shape->seqlen_q > shape->seqlen_k ? shape->seqlen_q : shape->seqlen_k) : 0;
     int short_causal = c->head_dim == 64 && c->causal && n > 0 && n <= FJ_SM90_SEQLEN_SHORT;
     if (!c->col_warps) c->col_warps = 1;
@@ -393,13 +400,21 @@ static void fit_mods(fajit_config *c, const fajit_config *given)
  * (ptxas: 4 bytes of spill), so it runs with the overlap alone, FlashAttention-3's causal schedule too. A
  * FAJIT_FP8_KNOBS without regs (232 registers) holds no overlap at D256: br128 bc128 without it, the default before
  * 2026-11-27. given_*: the caller's fields as given (callers may pass cfg itself as given). */
-static void fit_fp8_regs(fajit_config *c, int given_overlap, int given_pingpong)
+static void fit_fp8_regs(fajit_config *c, int given_overlap, int given_pingpong, int given_rows)
 {
     fj_plan p;
     if (c->dtype != FAJIT_DTYPE_E4M3 || c->arch != FAJIT_ARCH_SM90A) return;
     fajit_config first = *c;
     while (tiles_in_range(c) && fj_plan_build(c, &p) == FAJIT_ERR_INVALID_CONFIG) {
-        if (!given_pingpong && c->pingpong == 1) c->pingpong = -1;
+        /* an attention variant's registers (window bounds, softcap) on three consumer warpgroups: two keep the
+         * overlap, without ping-pong (H200, session 16, bench/fp8_compare.py --configs, D64 causal N16k, TFLOP/s
+         * br128 ov / br128 ov pp / br192 without the overlap: window (128, 0) + sinks 132 / 121 / 117, softcap 50
+         * 367 / 329 / 359, window (4096, 0) 483 / 420 / 456) */
+        if (c->mods && !given_rows && c->block_m > 128) {
+            c->block_m = 128, c->warps = 12;
+            if (!given_pingpong) c->pingpong = -1;
+        }
+        else if (!given_pingpong && c->pingpong == 1) c->pingpong = -1;
         else if (!given_overlap && c->pingpong != 1 && c->overlap == 1) c->overlap = -1;
         else {
             *c = first; /* refused for another reason: the check reports it on the heuristic's schedule */
@@ -438,6 +453,7 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
     if (cfg->dtype == FAJIT_DTYPE_AUTO) cfg->dtype = FAJIT_DTYPE_BF16;
     if (!given_small(cfg)) return; /* fajit_config_check names the field */
     int given_overlap = given ? given->overlap : 0, given_pingpong = given ? given->pingpong : 0; /* (may be cfg) */
+    int given_rows = given ? given->block_m || given->warps : 0;
     if (cfg->arch == FAJIT_ARCH_SM80) {
         fill_sm80(cfg, shape);
         if (!cfg->overlap) cfg->overlap = -1;
@@ -450,7 +466,7 @@ void fj_config_heuristic(fajit_config *cfg, const fajit_config *given, const faj
     const fj_arch_info *target = fj_arch_of_path(cfg->arch);
     int limit = smem_limit ? smem_limit : target ? target->smem_per_block : 0;
     if (limit) fit_smem(cfg, given, limit);
-    fit_fp8_regs(cfg, given_overlap, given_pingpong);
+    fit_fp8_regs(cfg, given_overlap, given_pingpong, given_rows);
     fit_mods(cfg, given);
     fit_cross_tile(cfg, shape);
 }
