@@ -58,6 +58,8 @@ def parse_args(argv=None):
     p.add_argument("--sinks", action="store_true", help="a float32 sink logit per head (N(0, 1) + 1)")
     p.add_argument("--chunk", type=int, default=0, help="attention_chunk")
     p.add_argument("--plain", action="store_true", help="also time fajit without the variant (fajit_plain)")
+    p.add_argument("--configs", default="", help="'|'-separated config texts: fajit with each, the variant's work "
+                   "(systems cfg1, cfg2, ...: tile sweeps in the same rounds)")
     compare.add_timing_options(p, reps=60, min_reps=10, warmup=10)
     a = p.parse_args(argv)
     compare.check_timing_options(p, a, min_reps=10)
@@ -268,6 +270,12 @@ class Fp8Bench(compare.Bench):
                 row["kernel"] = fajit.last_forward()
                 row["check"] = "ok" if row.get("fajit_rel_l2", math.inf) <= TOL else "FAIL"
             del outs
+        for i, text in enumerate(x for x in a.configs.split("|") if x.strip()):
+            ok[f"cfg{i + 1}"] = ([(lambda s=s, t=text.strip(): fajit.attention(
+                s[0], s[1], s[2], causal=causal, layout="bnhd", out=s[6], q_descale=s[3], k_descale=s[4],
+                v_descale=s[5], config=t, **kw)) for s in sets], __import__("contextlib").nullcontext)
+            systems[f"cfg{i + 1}"] = None
+            row[f"cfg{i + 1}"] = text.strip()
         if a.plain and a.variant:
             ok["fajit_plain"] = ([(lambda s=s: fajit.attention(s[0], s[1], s[2], causal=causal, layout="bnhd",
                                                               out=s[6], q_descale=s[3], k_descale=s[4],
