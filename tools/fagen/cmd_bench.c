@@ -413,7 +413,9 @@ static fajit_status bench_sets_make(const fj_cuda_api *cu, const bench_shape *s,
          * dominate, P would be nearly all zeros and the MMAs would run cooler and faster than on real data */
         for (int t = 0; t < 3 && rc == 0; t++) {
             uint64_t seed = 0x2545f4914f6cdd1dull + 7919u * (uint64_t)(4 * i + t);
-            if (t && s->kv8) /* e4m3 bytes of N(0, 1) values */
+            /* e4m3 bytes of N(0, 1) values: an FP8 K/V cache's K and V, and all three with --dtype e4m3 (16-bit
+             * patterns read as e4m3 would hold NaN bytes, 0x7F / 0xFF, in about one element in 128) */
+            if ((t && s->kv8) || s->dtype == FAJIT_DTYPE_E4M3)
                 bench_fill_e4m3((uint8_t *)host, bytes[t], seed);
             else
                 fj_half_fill_normal(s->dtype, host, bytes[t] / 2, seed);
