@@ -99,6 +99,17 @@ static void test_plan_rules(void **state)
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
     c.mods = FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS | FAJIT_MOD_CHUNK;
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
+    { /* varlen batches plan on the FP8 kernel (static schedule); the other decode variants are refused, named */
+        fj_plan p;
+        c.mods = 0;
+        assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K, &p), FAJIT_OK);
+        assert_true(p.fp8 && (p.variant & FJ_VARIANT_VARLEN));
+        assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K |
+                                                                      FJ_VARIANT_LPT, &p),
+                                        FAJIT_ERR_UNSUPPORTED, "with dtype e4m3", "static schedule", NULL));
+        assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS, &p), FAJIT_ERR_UNSUPPORTED,
+                                        "with dtype e4m3", "seqlens_k", NULL));
+    }
     c = sm90(FAJIT_DTYPE_BF16, 128);
     c.kv_dtype = FAJIT_DTYPE_E4M3;
     assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_UNSUPPORTED, "kv_dtype e4m3 on the sm_90a path",
@@ -147,6 +158,14 @@ static void test_args_valid_and_unsupported(void **state)
     a.softcap = 30.0f, a.window = 1, a.window_left = 100, a.window_right = -1, a.attention_chunk = 64;
     a.sinks = 0x7f0000a00100ull;
     assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK); /* window, softcap, sinks, chunk: built */
+    a = fp8_args();
+    a.cu_seqlens_q = 0x7f0000a00200ull, a.cu_seqlens_k = 0x7f0000a00300ull; /* varlen batches: built */
+    a.q_stride[1] = a.o_stride[1] = a.k_stride[1] = a.v_stride[1] = a.head_dim;
+    a.q_stride[2] = a.o_stride[2] = (int64_t)a.heads_q * a.head_dim, a.k_stride[2] = a.v_stride[2] = (int64_t)a.heads_kv * a.head_dim;
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    a.cu_seqlens_k = 0; /* packed queries against batched K / V: not for FP8 */
+    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "cu_seqlens_q but no "
+                                    "cu_seqlens_k", NULL, NULL));
     a = fp8_args();
     a.alibi_slopes = 0x7f0000a00100ull;
     assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "dtype = e4m3 with alibi_slopes",

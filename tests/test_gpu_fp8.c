@@ -336,6 +336,151 @@ static void test_fp8_cases(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* ---- varlen batches (cu_seqlens_q / cu_seqlens_k) ------------------------------------------------------------
+ * Sequences packed along the token dim: q / o [total_q, Hq, D], k / v [total_k, Hkv, D], descales [sequence][Hkv]
+ * (FlashAttention-3's varlen FP8 takes one row per sequence). Each sequence's tensors are made and quantized as a
+ * batch-1 case of its own lengths, then packed; the reference is that case's check_row, O / LSE rows read from the
+ * packed outputs (LSE [Hq, total_q]). Rows of no sequence stay poisoned: every row of O is checked, so a stray
+ * write into another sequence's rows fails there. */
+typedef struct fp8_varlen_case {
+    const char *name;
+    int hq, hkv, d, causal, n;
+    int lq[8], lk[8];
+    int win, win_left, win_right; /* optional window */
+    float softcap;
+} fp8_varlen_case;
+
+static const fp8_varlen_case k_varlen[] = {
+    {"varlen d128 0,17,1000,1,300", 4, 2, 128, 0, 5, {0, 17, 1000, 1, 300}, {0, 17, 1000, 1, 300}},
+    {"varlen d128 causal Nq != Nk", 4, 4, 128, 1, 4, {17, 300, 1, 640}, {1000, 300, 5, 129}},
+    {"varlen d64 causal GQA", 8, 2, 64, 1, 3, {1000, 33, 257}, {1000, 33, 257}},
+    {"varlen d256 causal", 2, 2, 256, 1, 3, {300, 1, 700}, {300, 1, 700}},
+    {"varlen d128 causal window (64,0) + softcap 30", 4, 2, 128, 1, 3, {1000, 17, 300}, {1000, 17, 300}, 1, 64, 0,
+     30.0f},
+};
+
+static int run_varlen(const fp8_varlen_case *v)
+{
+    const fj_cuda_api *cu = g_ctx->cu;
+    int d = v->d, tq = 0, tk = 0, mq = 1, mk = 1;
+    int cq[9] = {0}, ck[9] = {0};
+    for (int s = 0; s < v->n; s++) {
+        cq[s + 1] = tq += v->lq[s], ck[s + 1] = tk += v->lk[s];
+        mq = v->lq[s] > mq ? v->lq[s] : mq, mk = v->lk[s] > mk ? v->lk[s] : mk;
+    }
+    fp8_tensor q[8], k[8], vv[8];
+    fp8_case cs[8];
+    uint8_t *hq = calloc((size_t)tq * v->hq * d + 1, 1), *hk = calloc((size_t)tk * v->hkv * d + 1, 1);
+    uint8_t *hv = calloc((size_t)tk * v->hkv * d + 1, 1);
+    float *ds[3];
+    for (int t = 0; t < 3; t++) ds[t] = calloc((size_t)v->n * v->hkv, sizeof(float));
+    size_t o_el = (size_t)tq * v->hq * d;
+    uint16_t *o = malloc(o_el * 2 + 2);
+    float *lse = malloc((size_t)v->hq * tq * sizeof(float) + 4);
+    assert_true(hq && hk && hv && ds[0] && ds[1] && ds[2] && o && lse);
+    for (int s = 0; s < v->n; s++) {
+        cs[s] = (fp8_case){v->name, 1, v->hq, v->hkv, v->lq[s], v->lk[s], d, v->causal, 0, 0, 0, 0,
+                           v->win, v->win_left, v->win_right, v->softcap, 0, 0};
+        tensor_make(&cs[s], v->hq, v->lq[s], v->hq / v->hkv, 0, &q[s]);
+        tensor_make(&cs[s], v->hkv, v->lk[s], 1, 0, &k[s]);
+        tensor_make(&cs[s], v->hkv, v->lk[s], 1, 0, &vv[s]);
+        for (int h = 0; h < v->hkv; h++) /* (an empty sequence's amax is 0: descale 0, nothing reads it) */
+            ds[0][s * v->hkv + h] = q[s].descale[h], ds[1][s * v->hkv + h] = k[s].descale[h],
+            ds[2][s * v->hkv + h] = vv[s].descale[h];
+        for (int h = 0; h < v->hq; h++) /* [1][H][N][D] -> packed [total][H][D] */
+            for (int r = 0; r < v->lq[s]; r++)
+                memcpy(hq + ((size_t)(cq[s] + r) * v->hq + h) * d, q[s].codes + ((size_t)h * v->lq[s] + r) * d, (size_t)d);
+        for (int h = 0; h < v->hkv; h++)
+            for (int r = 0; r < v->lk[s]; r++) {
+                memcpy(hk + ((size_t)(ck[s] + r) * v->hkv + h) * d, k[s].codes + ((size_t)h * v->lk[s] + r) * d, (size_t)d);
+                memcpy(hv + ((size_t)(ck[s] + r) * v->hkv + h) * d, vv[s].codes + ((size_t)h * v->lk[s] + r) * d, (size_t)d);
+            }
+    }
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = FAJIT_DTYPE_E4M3, a.batch = v->n, a.heads_q = v->hq, a.heads_kv = v->hkv, a.head_dim = d;
+    a.seqlen_q = mq, a.seqlen_k = mk, a.causal = v->causal;
+    a.window = v->win, a.window_left = v->win ? v->win_left : 0, a.window_right = v->win ? v->win_right : 0;
+    a.softcap = v->softcap;
+    a.q_stride[1] = a.o_stride[1] = d, a.q_stride[2] = a.o_stride[2] = (int64_t)v->hq * d;
+    a.k_stride[1] = a.v_stride[1] = d, a.k_stride[2] = a.v_stride[2] = (int64_t)v->hkv * d;
+    fj_CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, dl = 0, dcq = 0, dck = 0, dd[3] = {0, 0, 0};
+    size_t ds_bytes = (size_t)v->n * v->hkv * sizeof(float);
+    assert_int_equal(fj_context_push(g_ctx), FAJIT_OK);
+    assert_int_equal(cu->cuMemAlloc(&dq, (size_t)tq * v->hq * d + 16), 0);
+    assert_int_equal(cu->cuMemAlloc(&dk, (size_t)tk * v->hkv * d + 16), 0);
+    assert_int_equal(cu->cuMemAlloc(&dv, (size_t)tk * v->hkv * d + 16), 0);
+    assert_int_equal(cu->cuMemAlloc(&dO, o_el * 2 + 16), 0);
+    assert_int_equal(cu->cuMemAlloc(&dl, (size_t)v->hq * tq * 4 + 16), 0);
+    assert_int_equal(cu->cuMemAlloc(&dcq, 4 * 9), 0);
+    assert_int_equal(cu->cuMemAlloc(&dck, 4 * 9), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dq, hq, (size_t)tq * v->hq * d), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dk, hk, (size_t)tk * v->hkv * d), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dv, hv, (size_t)tk * v->hkv * d), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dcq, cq, 4 * (size_t)(v->n + 1)), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dck, ck, 4 * (size_t)(v->n + 1)), 0);
+    assert_int_equal(cu->cuMemsetD8(dO, 0xff, o_el * 2 + 16), 0);
+    assert_int_equal(cu->cuMemsetD8(dl, 0xff, (size_t)v->hq * tq * 4 + 16), 0);
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(cu->cuMemAlloc(&dd[t], ds_bytes), 0);
+        assert_int_equal(cu->cuMemcpyHtoD(dd[t], ds[t], ds_bytes), 0);
+    }
+    a.q_descale = dd[0], a.k_descale = dd[1], a.v_descale = dd[2], a.descale_batch_stride = v->hkv;
+    a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl, a.cu_seqlens_q = dcq, a.cu_seqlens_k = dck;
+    int failed = 0;
+    fajit_status st = fajit_attention_forward(g_ctx, &a, NULL);
+    if (st != FAJIT_OK) {
+        printf("FAIL %-42s fajit_attention_forward: %s: %s\n", v->name, fajit_status_name(st), fajit_errmsg());
+        failed = 1;
+    } else if (cu->cuCtxSynchronize() != 0 || cu->cuMemcpyDtoH(o, dO, o_el * 2) != 0 ||
+               cu->cuMemcpyDtoH(lse, dl, (size_t)v->hq * tq * 4) != 0) {
+        printf("FAIL %-42s the run or its download failed\n", v->name);
+        failed = 1;
+    }
+    char text[256];
+    snprintf(text, sizeof text, "%s", fajit_last_forward());
+    fj_CUdeviceptr all[] = {dq, dk, dv, dO, dl, dcq, dck, dd[0], dd[1], dd[2]};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cu->cuMemFree(all[i]);
+    fj_context_pop(g_ctx);
+    if (!failed) {
+        row_check rc = {0, 0, 0, 0, 0, 0};
+        double scale = 1.0 / sqrt((double)d);
+        float *orow = malloc((size_t)d * sizeof *orow);
+        assert_non_null(orow);
+        int g = v->hq / v->hkv;
+        for (int s = 0; s < v->n; s++)
+            for (int h = 0; h < v->hq; h++)
+                for (int i = 0; i < v->lq[s]; i++) {
+                    size_t at = ((size_t)(cq[s] + i) * v->hq + h) * d;
+                    for (int x = 0; x < d; x++) orow[x] = fj_half_to_f32(FAJIT_DTYPE_BF16, o[at + x]);
+                    const double *qr = q[s].deq + ((size_t)h * v->lq[s] + i) * d;
+                    size_t kv0 = (size_t)(h / g) * v->lk[s] * d;
+                    check_row(&cs[s], qr, k[s].deq + kv0, vv[s].deq + kv0, scale, i, 0.0, orow,
+                              lse[(size_t)h * tq + cq[s] + i], &rc);
+                }
+        free(orow);
+        failed = rc.nan || !(rc.worst_ratio <= 1.0) || !(rc.lse_worst <= 1.0);
+        printf("%s %-42s max err %.3e, RMS %.3e, worst err / bound %.3f, worst LSE err / bound %.3f%s  [%s]\n",
+               failed ? "FAIL" : "ok  ", v->name, rc.max_err, rc.n ? sqrt(rc.sum_sq / (double)rc.n) : 0.0,
+               rc.worst_ratio, rc.lse_worst, rc.nan ? ", NaN in O" : "", text);
+    }
+    for (int s = 0; s < v->n; s++) tensor_free(&q[s]), tensor_free(&k[s]), tensor_free(&vv[s]);
+    for (int t = 0; t < 3; t++) free(ds[t]);
+    free(hq), free(hk), free(hv), free(o), free(lse);
+    return failed;
+}
+
+static void test_fp8_varlen(void **state)
+{
+    (void)state;
+    int failures = 0, ran = 0;
+    const char *only = getenv("FAJIT_TEST_FP8_ONLY");
+    for (size_t i = 0; i < sizeof k_varlen / sizeof k_varlen[0]; i++)
+        if (!only || strstr(k_varlen[i].name, only)) failures += run_varlen(&k_varlen[i]), ran++;
+    printf("%d of %d FP8 varlen cases failed\n", failures, ran);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -346,7 +491,7 @@ int main(void)
         fj_test_skip_all("the FP8 kernels need an sm_90 GPU (H100 / H200); this one is %s", sm);
     }
     printf("device: %s (%s)\n", g_ctx->device_name, fajit_context_sm(g_ctx));
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fp8_cases)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fp8_cases), cmocka_unit_test(test_fp8_varlen)};
     int rc = cmocka_run_group_tests_name("gpu_fp8", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);
     return rc;

@@ -402,9 +402,10 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     fajit_status st = variant ? plan_core(&own, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */
-    if (p->fp8)
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take no decode "
-                                              "variant yet (seqlens_k, split-KV, paged K/V, varlen)", variant);
+    if (p->fp8 && (variant & ~(unsigned)(FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take varlen batches "
+                                              "(cu_seqlens) on the static schedule, and no other decode variant yet "
+                                              "(seqlens_k, split-KV, paged K/V, GQA packing, lpt)", variant);
     if (p->roles.tmem_cols) return sm100_variant_fail(p, variant);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "
@@ -413,7 +414,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
                                               "does (fajit_attention_forward falls back to it)",
                        variant & FJ_VARIANT_GATHER ? " gather" : "", variant & FJ_VARIANT_AHEAD ? " ahead" : "",
                        p->arch->name);
-    if (p->kv8 && (variant & (FJ_VARIANT_GATHER | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)))
+    if (p->kv8 && !p->fp8 && (variant & (FJ_VARIANT_GATHER | FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s with kv_dtype e4m3: the FP8 K/V cache kernels take "
                                               "seqlens_k, split-KV, GQA packing and paged K/V in whole tiles of a page "
                                               "(block_n dividing page_size), not gathered segments or varlen batches yet",

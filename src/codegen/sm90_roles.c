@@ -503,6 +503,7 @@ static void role_transposer(fj_kctx *k, fj_ws_loop *l)
     fj_ins(e, "mov.u32 %s, 0", R(l->round));
     fj_ins(e, "mov.u32 %s, 0", R(l->ring));
     fj_ins(e, "mov.u32 %s, 0", R(k->phase));
+    fj_ws_sched_start(k, l, FJ_WS_DECODE_ROWS); /* (varlen: the schedule's first round, as the loader's) */
     fj_label_new(e, "vt_tile", top, sizeof top);
     fj_label_new(e, "vt_next", next, sizeof next);
     for (int s = 0; s < p->cfg.stages; s++) fj_label_new(e, "vt_stage", stage[s], sizeof stage[s]);

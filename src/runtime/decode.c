@@ -221,7 +221,7 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
-    if (a->dtype == FAJIT_DTYPE_E4M3) return 0; /* FP8 takes no decode feature (fp8_args.c refuses them) */
+    if (a->dtype == FAJIT_DTYPE_E4M3) return d.cu_seqlens_q != 0; /* FP8: varlen batches only (fp8_args.c) */
     return kv8_knob(ctx, a) || kv8_direct_auto(ctx, a) || a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
            fj_decode_packs(ctx, a) || d.block_table != 0 || d.cu_seqlens_q != 0;
 }
@@ -515,7 +515,8 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     fj_decode_args d;
     fj_decode_read(a, &d);
     fj_plan p;
-    if (!ws_mode_takes(ctx, a, packed, why, size)) return 0;
+    int fp8 = a->dtype == FAJIT_DTYPE_E4M3; /* FP8 varlen: the sm_90a kernel's only, static schedule (plan.c) */
+    if (!fp8 && !ws_mode_takes(ctx, a, packed, why, size)) return 0;
     long long rows = (long long)a->heads_q / a->heads_kv * a->seqlen_q;
     if (packed && rows > k->plan.cfg.block_m)
         return snprintf(why, size, "GQA packing of group %d x seqlen_q %d = %lld rows runs on sm_90a only within one "
@@ -526,7 +527,7 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     /* the sm_90a kernel's only (it has the persistent loop), and not with seqused_k, pages or d256 (plan.c) */
-    if (vl && ctx->varlen_lpt && !a->seqlens_k && !page && a->head_dim <= 192) v |= FJ_VARIANT_LPT;
+    if (vl && ctx->varlen_lpt && !a->seqlens_k && !page && a->head_dim <= 192 && !fp8) v |= FJ_VARIANT_LPT;
     c->cfg = k->plan.cfg;
     while (c->cfg.block_n >= 16 &&
            (!fj_ws_page_fits(page, c->cfg.block_n) || fj_plan_build_variant(&c->cfg, v, &p) != FAJIT_OK))
@@ -656,9 +657,22 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     fj_decode_read(a, &d);
     int knob = kv8_knob(ctx, a), direct = kv8_direct_auto(ctx, a);
     int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table || d.cu_seqlens_q || knob;
-    if (a->num_splits == 0 && !knob && !direct && !split_considered(ctx, a, packed)) return FAJIT_OK;
     decode_choice ch;
     char why[256] = "";
+    if (a->dtype == FAJIT_DTYPE_E4M3) { /* FP8 varlen (fj_decode_wanted): the sm_90a variant or a clear refusal */
+        int ran = 0;
+        fajit_status st = FAJIT_OK;
+        if (!k->plan.ws || !ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why))
+            return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens: no FP8 varlen kernel for %s%s%s",
+                           k->config_text, why[0] ? ": " : "", why);
+        st = run_variant_ws(ctx, &ch, a, &ran, why, sizeof why);
+        if (st == FAJIT_OK && !ran)
+            st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens: %s (FP8 has no sm_80 kernel to "
+                                                "fall back to)", why);
+        *handled = 1;
+        return st;
+    }
+    if (a->num_splits == 0 && !knob && !direct && !split_considered(ctx, a, packed)) return FAJIT_OK;
     if (k->plan.ws && ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why)) {
         if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel */
         int ran = 0;

@@ -103,10 +103,13 @@ fajit_status fj_fp8_validate(const fajit_attention_args *a)
 fajit_status fj_fp8_unsupported(const fajit_attention_args *a)
 {
     size_t n = fj_args_size(a);
-    if (a->seqlens_k || a->num_splits >= 2 || (n >= FAJIT_ATTENTION_ARGS_SIZE_2 && a->block_table) ||
-        (n >= FAJIT_ATTENTION_ARGS_SIZE_3 && (a->cu_seqlens_q || a->cu_seqlens_k)))
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with seqlens_k, num_splits >= 2, a block table or "
-                                              "cu_seqlens: the FP8 kernels take none of these yet");
+    if (a->seqlens_k || a->num_splits >= 2 || (n >= FAJIT_ATTENTION_ARGS_SIZE_2 && a->block_table))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with seqlens_k, num_splits >= 2 or a block table: the "
+                                              "FP8 kernels take none of these yet (varlen batches, cu_seqlens, they take)");
+    if (n >= FAJIT_ATTENTION_ARGS_SIZE_3 && a->cu_seqlens_q && !a->cu_seqlens_k)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens_q but no cu_seqlens_k: FP8 varlen "
+                                              "batches pack both queries and keys (packed queries against batched K / V "
+                                              "are not built for FP8)");
     if (fj_variant_mods(a) & FAJIT_MOD_ALIBI)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with alibi_slopes: the FP8 kernels have no ALiBi "
                                               "(window, softcap, sinks and attention_chunk they take)");
