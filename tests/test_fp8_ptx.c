@@ -9,7 +9,9 @@
  * i = 0, 1, .. at keys 32 (i % (block_n / 32)) + 16 kw, head dims 64 (i / (block_n / 32)) + 32 dw (fp8_ws.c's
  * "vt4 block split"), and lane 0 of warp 0 issues the K / V TMA boxes a tile ahead: K(j) then V(j) of each KV tile
  * walked, into stage (walk index % stages), box c (head-dim bytes c x swizzle..) at c x block_n x swizzle in the
- * stage; no other thread loads. Also: every config assembles its plan's registers and smem as the plan says
+ * stage; no other thread loads. Varlen (cu_seqlens) tiles too: the transposers walk the varlen schedule from its first
+ * round as the loader does (a schedule register left unset reads cu_seqlens at an unknown address: caught here, checked
+ * by removing the transposer's fj_ws_sched_start). Also: every config assembles its plan's registers and smem as the plan says
  * (ptxas is the ptxas label's job). And P's pack comes before the wait that precedes its PV
  * (test_p_packed_before_waits).
  * Run: ctest --test-dir build -R test_fp8_ptx
@@ -30,16 +32,18 @@
 
 typedef struct fp8_tile {
     int d, block_m, block_n, stages, swizzle, causal;
-    int no_pp; /* 1: ping-pong off (the register model refuses D256 bc128 causal with it) */
+    int no_pp;  /* 1: ping-pong off (the register model refuses D256 bc128 causal with it) */
+    int varlen; /* 1: the varlen variant (cu_seqlens_q / _k; one sequence of the work tile's rows and keys) */
 } fp8_tile;
 
 static const fp8_tile k_tiles[] = {
-    {128, 128, 128, 2, 128, 0, 0}, /* d128 (its default tile is bc192, in k_vt4_tiles) */
-    {128, 128, 192, 2, 128, 1, 0}, /* Vt in 64-byte boxes */
-    {256, 128, 64, 2, 128, 0, 0},  /* d256: two V boxes a row */
-    {256, 128, 96, 2, 128, 1, 0},  /* Vt in 32-byte boxes */
-    {64, 192, 128, 2, 64, 0, 0},   /* the d64 default: 64-byte V rows */
-    {64, 128, 160, 3, 64, 1, 0},   /* three stages, Vt in 32-byte boxes */
+    {128, 128, 128, 2, 128, 0, 0, 0}, /* d128 (its default tile is bc192, in k_vt4_tiles) */
+    {128, 128, 192, 2, 128, 1, 0, 0}, /* Vt in 64-byte boxes */
+    {256, 128, 64, 2, 128, 0, 0, 0},  /* d256: two V boxes a row */
+    {256, 128, 96, 2, 128, 1, 0, 0},  /* Vt in 32-byte boxes */
+    {64, 192, 128, 2, 64, 0, 0, 0},   /* the d64 default: 64-byte V rows */
+    {64, 128, 160, 3, 64, 1, 0, 0},   /* three stages, Vt in 32-byte boxes */
+    {128, 128, 128, 2, 128, 0, 0, 1}, /* varlen (the three-warp form), as in k_vt4_tiles */
 };
 
 /* The blocks (kg, dg) a transposing warp visits, in order, into v[] (their count returned): form vt, warp tw of 1-3
@@ -93,7 +97,9 @@ static void run_tile(const fp8_tile *tc, int vt4, int lean)
                         .pingpong = tc->no_pp ? -1 : 1, .causal = tc->causal};
     fj_plan pl;
     char what[200];
-    if (fj_plan_build(&cfg, &pl) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+    unsigned variant = tc->varlen ? FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K : 0;
+    if ((variant ? fj_plan_build_variant(&cfg, variant, &pl) : fj_plan_build(&cfg, &pl)) != FAJIT_OK)
+        fail_msg("plan: %s", fajit_errmsg());
     fj_plan_format(&pl, what, sizeof what);
     if (pl.fp8_vt4 != vt4) fail_msg("%s: plan.fp8_vt4 %d, want %d (FAJIT_FP8_KNOBS)", what, pl.fp8_vt4, vt4);
     if (fj_fp8_vt4_lean(&pl) != lean)
@@ -116,7 +122,15 @@ static void run_tile(const fp8_tile *tc, int vt4, int lean)
     a.q = BASE_Q, a.k = BASE_K, a.v = BASE_V, a.o = BASE_O;
     fajit_args_set_bhnd_strides(&a);
     wd->batch = 1, wd->hkv = 1, wd->group = 1, wd->splits = 1, wd->dim = d, wd->cta_b = -1;
+    if (tc->varlen) { /* one packed sequence [total, 1, D] of the same rows and keys; its tiles are the batch's */
+        int64_t s[3] = {0, d, d};
+        memcpy(a.q_stride, s, sizeof s), memcpy(a.o_stride, s, sizeof s);
+        memcpy(a.k_stride, s, sizeof s), memcpy(a.v_stride, s, sizeof s);
+        wd->varlen = wd->varlen_k = 1, wd->cap_q = a.seqlen_q, wd->cap_k = a.seqlen_k, wd->total_q = a.seqlen_q;
+        wd->cu_q[1] = a.seqlen_q, wd->cu_k[1] = a.seqlen_k;
+    }
     fj_forward_params(&a, &pl, &wd->prm.base);
+    if (tc->varlen) wd->prm.cu_seqlens_q = BASE_CUQ, wd->prm.cu_seqlens_k = BASE_CUK, wd->prm.batch = 1;
     unsigned tiles = ws_setup(wd, &pl, &a);
     wd->cap = 1 << 16;
     uint64_t *ld = calloc((size_t)wd->cap, 8), *st = calloc((size_t)wd->cap, 8);
@@ -124,6 +138,12 @@ static void run_tile(const fp8_tile *tc, int vt4, int lean)
     int(*blk)[2] = calloc((size_t)(bn / 16) * (size_t)(d / 32), sizeof *blk);
     assert_true(ld && st && cs && cg && blk);
     wd->smem_ld = ld, wd->smem_st = st, wd->smem_cp = cs, wd->gmem_cp = cg;
+    uint64_t *vl_rec[5] = {NULL, NULL, NULL, NULL, NULL}; /* varlen: the interpreter records boxes by rows (ptx_sim.c) */
+    if (tc->varlen) {
+        for (int i = 0; i < 5; i++) assert_non_null(vl_rec[i] = calloc((size_t)wd->cap, 8));
+        wd->q_reads = vl_rec[0], wd->k_reads = vl_rec[1], wd->v_reads = vl_rec[2], wd->o_writes = vl_rec[3];
+        wd->lse_writes = vl_rec[4];
+    }
     thread t = {.val = calloc((size_t)p.n_regs, 8), .known = calloc((size_t)p.n_regs, 1)};
     assert_true(t.val && t.known);
     /* causal: the CTA's one work tile is the last query block (all KV tiles); tiles beyond 1 belong to other CTAs */
@@ -131,9 +151,10 @@ static void run_tile(const fp8_tile *tc, int vt4, int lean)
     int wv = pl.vt_swizzle, checked = 0;
     for (unsigned tid = vt4 ? 0 : 32; tid < 128; tid++) {
         wd->n_ld = wd->n_st = wd->n_cp = wd->n_gcp = 0;
+        wd->n_q = wd->n_k = wd->n_v = wd->n_o = wd->n_lse = 0;
         t.tid = tid;
         if (!run_thread(&p, &t, wd)) fail_msg("%s: transposer thread %u: %s", what, tid, wd->why);
-        if (tid == 0) check_loads(wd, &pl, n_kv, what);
+        if (tid == 0 && !tc->varlen) check_loads(wd, &pl, n_kv, what); /* (varlen boxes: test_varlen_reads' model) */
         else if (wd->n_cp) fail_msg("%s: thread %u issued %d K / V boxes (only thread 0 loads)", what, tid, wd->n_cp);
         int lane = (int)tid % 32, n_wb = warp_blocks(vt4, (int)tid / 32, bn, d, blk), i = 0;
         for (int j = 0; j < n_kv; j++) {
@@ -160,9 +181,10 @@ static void run_tile(const fp8_tile *tc, int vt4, int lean)
             fail_msg("%s: thread %u: %d ldmatrix / %d stmatrix, want %d", what, tid, wd->n_ld, wd->n_st, i);
     }
     printf("%s: %d transposer block addresses as fp8_layout.c says (%d KV tiles, %s)%s%s\n", what, checked, n_kv,
-           vt4 ? "warps 0-3" : "warps 1-3", vt4 ? "; thread 0's K / V boxes in order" : "",
+           vt4 ? "warps 0-3" : "warps 1-3", vt4 && !tc->varlen ? "; thread 0's K / V boxes in order" : "",
            lean ? "; the lean form (24-register producer)" : "");
     free(ld), free(st), free(cs), free(cg), free(blk), free(t.val), free(t.known), free(wd);
+    for (int i = 0; i < 5; i++) free(vl_rec[i]);
     free(p.v);
 }
 
@@ -202,16 +224,21 @@ typedef struct vt4_tile {
 } vt4_tile;
 
 static const vt4_tile k_vt4_tiles[] = {
-    {{128, 128, 192, 2, 128, 0, 0}, NULL, 0},     /* the d128 default (fagen explain --dtype e4m3 --headdim 128) */
-    {{128, 128, 192, 2, 128, 1, 0}, NULL, 0},     /* its causal form: KV tiles walked from the diagonal's */
-    {{128, 128, 128, 2, 128, 0, 0}, "vt4", 0},    /* two 32-key block rows a warp */
-    {{64, 192, 128, 2, 64, 0, 0}, "vt4", 0},      /* the d64 default's tile: 64-byte V rows, one 64-dim column */
-    {{64, 192, 128, 2, 64, 0, 0}, "regs,vt4", 0}, /* three consumer warpgroups: the producer keeps 32, not lean */
-    {{256, 128, 128, 2, 128, 0, 0}, "regs,vt4,ostage", 1},    /* the d256 default's tile, O staged in the V ring */
-    {{256, 128, 128, 2, 128, 1, 1}, "regs,vt4,ostage", 1}, /* its causal form (no ping-pong) */
-    {{128, 128, 192, 2, 128, 0, 0}, "regs,vt4", 1},           /* D128 with FA3's registers: Vt in 64-byte boxes */
-    {{128, 128, 224, 2, 128, 1, 0}, "regs,vt4", 1},           /* FA3's D128 tile, 7 32-key block rows */
-    {{256, 128, 64, 1, 128, 0, 0}, "regs,vt4", 1},            /* one stage: a single ring exit */
+    {{128, 128, 192, 2, 128, 0, 0, 0}, NULL, 0},     /* the d128 default (fagen explain --dtype e4m3 --headdim 128) */
+    {{128, 128, 192, 2, 128, 1, 0, 0}, NULL, 0},     /* its causal form: KV tiles walked from the diagonal's */
+    {{128, 128, 128, 2, 128, 0, 0, 0}, "vt4", 0},    /* two 32-key block rows a warp */
+    {{64, 192, 128, 2, 64, 0, 0, 0}, "vt4", 0},      /* the d64 default's tile: 64-byte V rows, one 64-dim column */
+    {{64, 192, 128, 2, 64, 0, 0, 0}, "regs,vt4", 0}, /* three consumer warpgroups: the producer keeps 32, not lean */
+    {{256, 128, 128, 2, 128, 0, 0, 0}, "regs,vt4,ostage", 1},    /* the d256 default's tile, O staged in the V ring */
+    {{256, 128, 128, 2, 128, 1, 1, 0}, "regs,vt4,ostage", 1}, /* its causal form (no ping-pong) */
+    {{128, 128, 192, 2, 128, 0, 0, 0}, "regs,vt4", 1},           /* D128 with FA3's registers: Vt in 64-byte boxes */
+    {{128, 128, 224, 2, 128, 1, 0, 0}, "regs,vt4", 1},           /* FA3's D128 tile, 7 32-key block rows */
+    {{256, 128, 64, 1, 128, 0, 0, 0}, "regs,vt4", 1},            /* one stage: a single ring exit */
+    /* varlen: the transposers walk the varlen schedule as the loader does (session 16: their schedule register was
+     * never set, a GPU hang; here an unknown value the interpreter stops on). Rows of 128 bytes only: the
+     * interpreter's varlen boxes count 128-byte rows (ptx_sim.c record_box_varlen) */
+    {{128, 128, 192, 2, 128, 1, 0, 1}, NULL, 0},
+    {{256, 128, 96, 2, 128, 1, 1, 1}, "regs,vt4,ostage", 1},
 };
 
 static void test_transpose_addresses_vt4(void **state)
