@@ -5,7 +5,7 @@
 # 192 256 x causal or not, each at verbosity 0 and 2) and of every config line of the tuned-winner files given
 # (bench/results/*tuned-v1*.txt). "What the GPU measured at REV still stands" rests on this. No GPU needed.
 # --wide adds every kernel family (issue 24): the tuned winners of bench/results/*tuned-v1*.txt, the decode
-# variants (--variant, both paths), FP8 (--dtype e4m3; --kv-dtype e4m3 decode), the attention variants
+# variants (--variant, both paths), FP8 (--dtype e4m3, with the attention variants and --varlen; --kv-dtype e4m3 decode), the attention variants
 # (--window/--softcap/--sinks/--alibi/--chunk, alone, together and with decode variants) and a tile grid (stages,
 # warps, overlap / ping-pong, warp pairs); a config both fagens refuse (the same exit status) counts as identical.
 #   usage: scripts/plain-ptx-diff.sh 0c0f362 bench/results/h200-tuned-v1-codegen12-2026-11-24.txt
@@ -105,7 +105,7 @@ wide_configs() {
     for d in 64 128 256; do for c in "" --causal; do for v in 0 2; do
         echo "--arch sm_90a --dtype e4m3 --headdim $d $c -v $v"
         echo "--arch sm_90a --dtype e4m3 --out-dtype f16 --headdim $d $c -v $v"
-        for m in "--window 128,0" "--softcap 30" --sinks --alibi "--chunk 256"; do
+        for m in "--window 128,0" "--softcap 30" --sinks --alibi "--chunk 256" --varlen "--window 64,0 --softcap 30 --varlen"; do
             echo "--arch sm_90a --dtype e4m3 --headdim $d $c $m -v $v"
         done
     done; done; done
