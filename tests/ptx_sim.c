@@ -607,19 +607,21 @@ static void record_box_varlen(world *w, uint64_t off, const uint64_t c[4], uint6
         why(w, "TMA load through map +%llu", (unsigned long long)off);
         return;
     }
-    int rows = q ? w->q_box_bytes / 128 : w->block_n, cap = q ? w->cap_q : w->cap_k, packed = q || w->varlen_k;
+    /* box rows of 128 bytes of 16-bit elements, or (FP8) fp8_span bytes of 1-byte elements */
+    int rb = w->fp8_span ? w->fp8_span : 128, eb = w->fp8_span ? 1 : 2;
+    int rows = q ? w->q_box_bytes / rb : w->block_n, cap = q ? w->cap_q : w->cap_k, packed = q || w->varlen_k;
     int col = (int)c[0], head = (int)c[2];
     int64_t i0 = (int32_t)c[1], seq = (int32_t)c[3];
-    *bar_slot(w, bar) -= (int64_t)rows * 128;
+    *bar_slot(w, bar) -= (int64_t)rows * rb;
     const int64_t *st = q ? w->prm.base.q_stride : v ? w->prm.base.v_stride : w->prm.base.k_stride;
     uint64_t base = q ? BASE_Q : v ? BASE_V : BASE_K;
     for (int r = 0; r < rows; r++) {
         int64_t i = i0 + r;
         if (i < 0 || i >= cap || seq < 0) continue; /* out of bounds: zero-filled, nothing read */
         int64_t e = packed ? (i + seq - cap) * st[2] + head * st[1] : seq * st[0] + head * st[1] + i * st[2];
-        for (int ch = col / 8; ch < col / 8 + 8; ch++) {
-            if (q) push(w, &w->q_reads, &w->n_q, base + (uint64_t)(2 * e + 16 * ch));
-            else record_copy(w, base + (uint64_t)(2 * e + 16 * ch));
+        for (int ch = col * eb / 16; ch < (col * eb + rb) / 16; ch++) {
+            if (q) push(w, &w->q_reads, &w->n_q, base + (uint64_t)(eb * e + 16 * ch));
+            else record_copy(w, base + (uint64_t)(eb * e + 16 * ch));
         }
     }
 }

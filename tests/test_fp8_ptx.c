@@ -235,10 +235,10 @@ static const vt4_tile k_vt4_tiles[] = {
     {{128, 128, 224, 2, 128, 1, 0, 0}, "regs,vt4", 1},           /* FA3's D128 tile, 7 32-key block rows */
     {{256, 128, 64, 1, 128, 0, 0, 0}, "regs,vt4", 1},            /* one stage: a single ring exit */
     /* varlen: the transposers walk the varlen schedule as the loader does (session 16: their schedule register was
-     * never set, a GPU hang; here an unknown value the interpreter stops on). Rows of 128 bytes only: the
-     * interpreter's varlen boxes count 128-byte rows (ptx_sim.c record_box_varlen) */
+     * never set, a GPU hang; here an unknown value the interpreter stops on) */
     {{128, 128, 192, 2, 128, 1, 0, 1}, NULL, 0},
     {{256, 128, 96, 2, 128, 1, 1, 1}, "regs,vt4,ostage", 1},
+    {{64, 128, 128, 2, 64, 0, 0, 1}, "vt4", 0}, /* 64-byte rows */
 };
 
 static void test_transpose_addresses_vt4(void **state)
