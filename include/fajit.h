@@ -501,7 +501,10 @@ typedef struct fajit_attention_args {
      * The descales are device pointers to float32 [batch][heads_kv] (4-byte aligned; 0 = every factor 1.0):
      * q_descale[b * descale_batch_stride + h / g] for query head h (g = heads_q / heads_kv), k_descale and
      * v_descale at [b * descale_batch_stride + kv head]. The scores become softmax_scale * q_descale * k_descale *
-     * (q . k) and O is multiplied by v_descale: FlashAttention-3's q_descale / k_descale / v_descale. */
+     * (q . k) and O is multiplied by v_descale: FlashAttention-3's q_descale / k_descale / v_descale.
+     * dtype = E4M3 takes the attention variants but alibi_slopes (softcap caps the true, descaled score) and varlen
+     * batches (cu_seqlens_q with cu_seqlens_k; b is then the sequence); not seqlens_k, num_splits >= 2 or a block
+     * table (FAJIT_ERR_UNSUPPORTED naming them). */
     fajit_dtype kv_dtype;   /* 0 = dtype; FAJIT_DTYPE_E4M3 with dtype F16 / BF16: FP8 K/V cache */
     fajit_dtype out_dtype;  /* dtype of O with dtype E4M3: 0 = BF16, FAJIT_DTYPE_BF16 or FAJIT_DTYPE_F16; else 0 or dtype */
     uint64_t q_descale, k_descale, v_descale;
