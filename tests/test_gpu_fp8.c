@@ -228,6 +228,35 @@ static void check_row(const fp8_case *c, const double *q, const double *k, const
     free(s), free(h);
 }
 
+/* The forward on the args, then O and LSE downloaded: 0, or 1 with a FAIL line. text gets fajit_last_forward(). */
+static int forward_fetch(const char *name, const fajit_attention_args *a, void *o, size_t o_bytes, float *lse,
+                         size_t lse_bytes, char *text, size_t size)
+{
+    const fj_cuda_api *cu = g_ctx->cu;
+    int failed = 0;
+    fajit_status st = fajit_attention_forward(g_ctx, a, NULL);
+    if (st != FAJIT_OK) {
+        printf("FAIL %-42s fajit_attention_forward: %s: %s\n", name, fajit_status_name(st), fajit_errmsg());
+        failed = 1;
+    } else if (cu->cuCtxSynchronize() != 0 || cu->cuMemcpyDtoH(o, a->o, o_bytes) != 0 ||
+               cu->cuMemcpyDtoH(lse, a->lse, lse_bytes) != 0) {
+        printf("FAIL %-42s the run or its download failed\n", name);
+        failed = 1;
+    }
+    snprintf(text, size, "%s", fajit_last_forward());
+    return failed;
+}
+
+/* The verdict of a case's rows (every ratio to its bound <= 1, no NaN) and its one line: 1 when it failed. */
+static int report(const char *name, const row_check *rc, const char *text)
+{
+    int failed = rc->nan || !(rc->worst_ratio <= 1.0) || !(rc->lse_worst <= 1.0);
+    printf("%s %-42s max err %.3e, RMS %.3e, worst err / bound %.3f, worst LSE err / bound %.3f%s  [%s]\n",
+           failed ? "FAIL" : "ok  ", name, rc->max_err, rc->n ? sqrt(rc->sum_sq / (double)rc->n) : 0.0, rc->worst_ratio,
+           rc->lse_worst, rc->nan ? ", NaN in O" : "", text);
+    return failed;
+}
+
 /* ---- one case ------------------------------------------------------------------------------------------------- */
 static int run_case(const fp8_case *c)
 {
@@ -279,18 +308,8 @@ static int run_case(const fp8_case *c)
         a.sinks = dsink;
     }
     a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl;
-    int failed = 0;
-    fajit_status st = fajit_attention_forward(g_ctx, &a, NULL);
-    if (st != FAJIT_OK) {
-        printf("FAIL %-42s fajit_attention_forward: %s: %s\n", c->name, fajit_status_name(st), fajit_errmsg());
-        failed = 1;
-    } else if (cu->cuCtxSynchronize() != 0 || cu->cuMemcpyDtoH(o, dO, nq_el * 2) != 0 ||
-               cu->cuMemcpyDtoH(lse, dl, lse_n * 4) != 0) {
-        printf("FAIL %-42s the run or its download failed\n", c->name);
-        failed = 1;
-    }
     char text[256];
-    snprintf(text, sizeof text, "%s", fajit_last_forward());
+    int failed = forward_fetch(c->name, &a, o, nq_el * 2, lse, lse_n * 4, text, sizeof text);
     cu->cuMemFree(dq), cu->cuMemFree(dk), cu->cuMemFree(dv), cu->cuMemFree(dO), cu->cuMemFree(dl);
     if (dsink) cu->cuMemFree(dsink);
     for (int t = 0; t < 3; t++)
@@ -315,10 +334,7 @@ static int run_case(const fp8_case *c)
                               lse[((size_t)b * c->hq + h) * c->nq + i], &rc);
                 }
         free(orow);
-        failed = rc.nan || !(rc.worst_ratio <= 1.0) || !(rc.lse_worst <= 1.0);
-        printf("%s %-42s max err %.3e, RMS %.3e, worst err / bound %.3f, worst LSE err / bound %.3f%s  [%s]\n",
-               failed ? "FAIL" : "ok  ", c->name, rc.max_err, rc.n ? sqrt(rc.sum_sq / (double)rc.n) : 0.0,
-               rc.worst_ratio, rc.lse_worst, rc.nan ? ", NaN in O" : "", text);
+        failed = report(c->name, &rc, text);
     }
     tensor_free(&q), tensor_free(&k), tensor_free(&v);
     free(o), free(lse), free(sinks);
@@ -427,18 +443,8 @@ static int run_varlen(const fp8_varlen_case *v)
     }
     a.q_descale = dd[0], a.k_descale = dd[1], a.v_descale = dd[2], a.descale_batch_stride = v->hkv;
     a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl, a.cu_seqlens_q = dcq, a.cu_seqlens_k = dck;
-    int failed = 0;
-    fajit_status st = fajit_attention_forward(g_ctx, &a, NULL);
-    if (st != FAJIT_OK) {
-        printf("FAIL %-42s fajit_attention_forward: %s: %s\n", v->name, fajit_status_name(st), fajit_errmsg());
-        failed = 1;
-    } else if (cu->cuCtxSynchronize() != 0 || cu->cuMemcpyDtoH(o, dO, o_el * 2) != 0 ||
-               cu->cuMemcpyDtoH(lse, dl, (size_t)v->hq * tq * 4) != 0) {
-        printf("FAIL %-42s the run or its download failed\n", v->name);
-        failed = 1;
-    }
     char text[256];
-    snprintf(text, sizeof text, "%s", fajit_last_forward());
+    int failed = forward_fetch(v->name, &a, o, o_el * 2, lse, (size_t)v->hq * tq * 4, text, sizeof text);
     fj_CUdeviceptr all[] = {dq, dk, dv, dO, dl, dcq, dck, dd[0], dd[1], dd[2]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) cu->cuMemFree(all[i]);
     fj_context_pop(g_ctx);
@@ -459,10 +465,7 @@ static int run_varlen(const fp8_varlen_case *v)
                               lse[(size_t)h * tq + cq[s] + i], &rc);
                 }
         free(orow);
-        failed = rc.nan || !(rc.worst_ratio <= 1.0) || !(rc.lse_worst <= 1.0);
-        printf("%s %-42s max err %.3e, RMS %.3e, worst err / bound %.3f, worst LSE err / bound %.3f%s  [%s]\n",
-               failed ? "FAIL" : "ok  ", v->name, rc.max_err, rc.n ? sqrt(rc.sum_sq / (double)rc.n) : 0.0,
-               rc.worst_ratio, rc.lse_worst, rc.nan ? ", NaN in O" : "", text);
+        failed = report(v->name, &rc, text);
     }
     for (int s = 0; s < v->n; s++) tensor_free(&q[s]), tensor_free(&k[s]), tensor_free(&vv[s]);
     for (int t = 0; t < 3; t++) free(ds[t]);

@@ -661,11 +661,10 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     char why[256] = "";
     if (a->dtype == FAJIT_DTYPE_E4M3) { /* FP8 varlen (fj_decode_wanted): the sm_90a variant or a clear refusal */
         int ran = 0;
-        fajit_status st = FAJIT_OK;
         if (!k->plan.ws || !ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why))
             return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens: no FP8 varlen kernel for %s%s%s",
                            k->config_text, why[0] ? ": " : "", why);
-        st = run_variant_ws(ctx, &ch, a, &ran, why, sizeof why);
+        fajit_status st = run_variant_ws(ctx, &ch, a, &ran, why, sizeof why);
         if (st == FAJIT_OK && !ran)
             st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens: %s (FP8 has no sm_80 kernel to "
                                                 "fall back to)", why);
