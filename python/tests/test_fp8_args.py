@@ -1,7 +1,9 @@
-"""test_fp8_args.py - the FP8 arguments of fajit.attention without a GPU: float8_e4m3fn tensors and the q_descale /
-k_descale / v_descale keywords (FlashAttention-3's names): their checks (TypeError / ValueError naming the argument),
-the fake implementation's output dtype, the fajit_attention_args fields the launch writes (CPU tensors, the library's
-forward replaced by a recorder, as in test_variant_args.py), and FP8 configs' canonical text. Skipped without torch or without torch.float8_e4m3fn.
+"""test_fp8_args.py - the FP8 arguments of fajit.attention and fajit.varlen_attention without a GPU: float8_e4m3fn
+tensors and the q_descale / k_descale / v_descale keywords (FlashAttention-3's names): their checks (TypeError /
+ValueError naming the argument), the fake implementations' output dtype, the fajit_attention_args fields the launch
+writes (CPU tensors, the library's forward replaced by a recorder, as in test_variant_args.py), what the library
+answers to FP8 varlen args (a context without a device), and FP8 configs' canonical text. Skipped without torch or
+without torch.float8_e4m3fn.
 """
 import pytest
 
@@ -9,7 +11,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: fajit.atten
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 
 import fajit  # noqa: E402
-from fajit import _fp8, _lib, _torch  # noqa: E402
+from fajit import _fp8, _lib, _torch, _variants, _varlen  # noqa: E402
 
 if not _fp8.HAVE_FP8:
     pytest.skip("no torch.float8_e4m3fn or no FP8 fields (SIZE_4) in this fajit.h", allow_module_level=True)
@@ -144,3 +146,125 @@ def test_fp8_quantize_and_hadamard():
     assert errs[1] < errs[0]  # incoherent processing helps on outlier channels
     q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), layout="bnhd")
     assert q8.shape == (2, 64, 8, 128) and qd.shape == (2, 2)
+
+
+# ---- fajit.varlen_attention with e4m3 q, k, v (descale row b = sequence b) -------------------------------------------
+def _packed(tq=300, tk=250, hq=8, hkv=2, d=128, b=3, dtype=E4M3, kv_dtype=None, device="cuda"):
+    q = torch.empty(tq, hq, d, dtype=dtype, device=device)
+    k = torch.empty(tk, hkv, d, dtype=kv_dtype or dtype, device=device)
+    cu = torch.zeros(b + 1, dtype=torch.int32, device=device)
+    return q, k, torch.empty_like(k), cu, cu.clone()
+
+
+def test_fp8_varlen_fake_output_dtype():
+    with FakeTensorMode():
+        q, k, v, cu_q, cu_k = _packed()
+        ds = torch.empty(3, 2, device="cuda")
+        o, lse = fajit.varlen_attention(q, k, v, cu_q, cu_k, 120, 100, causal=True, return_lse=True, q_descale=ds,
+                                        k_descale=ds, v_descale=ds, window_size=(100, 0), softcap=30.0)
+        assert o.dtype == torch.bfloat16 and o.shape == q.shape and lse.shape == (8, 300)
+        out = torch.empty(q.shape, dtype=torch.float16, device="cuda")
+        o, lse = fajit.varlen_attention(q, k, v, cu_q, cu_k, 120, 100, out=out, return_lse=True,
+                                        k_descale=ds[0], learnable_sink=torch.empty(8, device="cuda"))
+        assert o is out and lse.shape == (8, 300)
+        assert fajit.varlen_attention(q, k, v, cu_q, cu_k, 120, 100).dtype == torch.bfloat16  # no descales: 1.0
+
+
+def test_fp8_varlen_checks():
+    f = fajit.varlen_attention
+    with FakeTensorMode():
+        q, k, v, cu_q, cu_k = _packed()
+        ds = torch.empty(3, 2, device="cuda")
+        with pytest.raises(TypeError, match="k: dtype torch.bfloat16: e4m3 queries need e4m3 k and v"):
+            f(q, k.to(torch.bfloat16), v.to(torch.bfloat16), cu_q, cu_k, 10, 10)
+        qb, k8, v8, _, _ = _packed(dtype=torch.bfloat16, kv_dtype=E4M3)  # an FP8 K/V cache: fajit.attention's only
+        with pytest.raises(TypeError, match="k: dtype torch.float8_e4m3fn under torch.bfloat16 queries: an FP8 K/V"):
+            f(qb, k8, v8, cu_q, cu_k, 10, 10)
+        with pytest.raises(TypeError, match="out: dtype torch.float8_e4m3fn: O must be torch.bfloat16 or"):
+            f(q, k, v, cu_q, cu_k, 10, 10, out=torch.empty_like(q))
+        with pytest.raises(ValueError, match=r"q_descale: shape \(4, 2\): must be \[B, Hkv\] = \[3, 2\]"):
+            f(q, k, v, cu_q, cu_k, 10, 10, q_descale=torch.empty(4, 2, device="cuda"))  # [B + 1, Hkv]
+        with pytest.raises(TypeError, match="v_descale: dtype torch.float16: must be torch.float32"):
+            f(q, k, v, cu_q, cu_k, 10, 10, v_descale=ds.half())
+        qh, kh, vh, _, _ = _packed(dtype=torch.bfloat16)
+        with pytest.raises(ValueError, match="k_descale: a descale applies to e4m3 tensors only"):
+            f(qh, kh, vh, cu_q, cu_k, 10, 10, k_descale=ds)
+        used = torch.empty(3, dtype=torch.int32, device="cuda")
+        with pytest.raises(ValueError, match="seqused_k: the FP8 kernels take no per-sequence key counts"):
+            f(q, k, v, cu_q, cu_k, 10, 10, seqused_k=used)
+        with pytest.raises(ValueError, match="num_splits: 2: the FP8 kernels do not split the keys"):
+            f(q, k, v, cu_q, cu_k, 10, 10, num_splits=2)
+        pool = torch.empty(20, 16, 2, 128, dtype=E4M3, device="cuda")
+        table = torch.empty(3, 4, dtype=torch.int32, device="cuda")
+        with pytest.raises(ValueError, match="block_table: the FP8 kernels take no paged K/V"):
+            f(q, pool, pool, cu_q, None, 10, 10, block_table=table, seqused_k=used)
+        assert f(q, k, v, cu_q, cu_k, 10, 10, num_splits=1).shape == q.shape  # 1 = no split: taken
+
+
+def _varlen_launch(q, k, v, cu_q, cu_k, max_q, max_k, out=None, causal=True, descales=None, **variant):
+    """What fajit.varlen_attention's op does on a GPU, on CPU tensors: the entry point's checks, then _forward (the op
+    has no CPU kernel)."""
+    batch, hq, splits, fp8 = _varlen.check(q, k, v, cu_q, cu_k, max_q, max_k, None, None, out, None,
+                                           **(descales or {}))
+    var = _variants.check(q, batch, hq, **variant)
+    o = out if out is not None else torch.empty(q.shape, dtype=_fp8.out_dtype(q.dtype))
+    _varlen._forward(q, k, v, o, None, cu_q, cu_k, max_q, max_k, causal, 0.1, "", None, None, splits, var, fp8)
+    return o, fp8
+
+
+def _cpu_packed(b=3, hkv=2):
+    q = torch.zeros(300, 8, 128).to(E4M3)
+    k = torch.zeros(250, hkv, 128).to(E4M3)
+    cu_q = torch.tensor([0, 100, 100, 300][:b + 1], dtype=torch.int32)
+    cu_k = torch.tensor([0, 50, 60, 250][:b + 1], dtype=torch.int32)
+    return q, k, torch.zeros_like(k), cu_q, cu_k
+
+
+def test_fp8_varlen_fields(rec):
+    q, k, v, cu_q, cu_k = _cpu_packed()
+    qd, kd, vd = torch.ones(3, 2), torch.ones(3, 2), torch.ones(3, 2)
+    sinks = torch.zeros(8)
+    o, fp8 = _varlen_launch(q, k, v, cu_q, cu_k, 200, 190, descales=dict(q_descale=qd, k_descale=kd, v_descale=vd),
+                            window_size=(100, 0), softcap=30.0, sinks=sinks)
+    a = rec.launches[-1]
+    assert o.dtype == torch.bfloat16 and o.shape == q.shape
+    assert (a.dtype, a.kv_dtype, a.out_dtype) == (DT["FAJIT_DTYPE_E4M3"], 0, DT["FAJIT_DTYPE_BF16"])
+    # descale row b is sequence b: [B, Hkv] with B = 3 sequences, so Hkv elements between rows
+    assert (a.q_descale, a.k_descale, a.v_descale) == (qd.data_ptr(), kd.data_ptr(), vd.data_ptr())
+    assert a.descale_batch_stride == 2
+    assert (a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_k, a.head_dim) == (3, 8, 2, 200, 190, 128)
+    assert (a.cu_seqlens_q, a.cu_seqlens_k, a.seqlens_k, a.block_table, a.num_splits) == (cu_q.data_ptr(),
+                                                                                          cu_k.data_ptr(), 0, 0, 0)
+    assert tuple(a.q_stride)[1:] == (128, 1024) and tuple(a.k_stride)[1:] == (128, 256)
+    assert (a.window, a.window_left, a.window_right, a.softcap, a.sinks) == (1, 100, 0, 30.0, sinks.data_ptr())
+    out = torch.empty(300, 8, 128, dtype=torch.float16)
+    _varlen_launch(q, k, v, cu_q, cu_k, 200, 190, out=out, descales=dict(k_descale=kd[0], v_descale=vd[:1]))
+    a = rec.launches[-1]  # [Hkv] and [1, Hkv]: one row for every sequence
+    assert (a.o, a.out_dtype, a.q_descale, a.descale_batch_stride) == (out.data_ptr(), DT["FAJIT_DTYPE_F16"], 0, 0)
+    assert (a.k_descale, a.v_descale) == (kd.data_ptr(), vd.data_ptr())
+    _varlen_launch(q, k, v, cu_q, cu_k, 200, 190, descales=dict(q_descale=qd, v_descale=vd[0]))
+    a = rec.launches[-1]  # one [B, Hkv] descale: the [Hkv] one is broadcast to it (a copy), one stride for all
+    assert (a.q_descale, a.k_descale, a.descale_batch_stride) == (qd.data_ptr(), 0, 2)
+    assert a.v_descale not in (0, vd.data_ptr())
+    qb = torch.zeros(300, 8, 128, dtype=torch.bfloat16)  # 16-bit varlen: every FP8 field 0
+    _varlen_launch(qb, qb[:250, :2], qb[:250, :2], cu_q, cu_k, 200, 190)
+    a = rec.launches[-1]
+    assert (a.dtype, a.kv_dtype, a.out_dtype, a.q_descale, a.k_descale, a.v_descale, a.descale_batch_stride) == \
+        (DT["FAJIT_DTYPE_BF16"], 0, 0, 0, 0, 0, 0)
+
+
+def test_fp8_varlen_args_reach_the_library(monkeypatch):
+    # the library itself (a context without a device) takes the FP8 varlen fields as written (it stops at the missing
+    # device) and refuses ALiBi with e4m3 naming alibi_slopes, as it does for fajit.attention (Python leaves that to it)
+    ctx = _lib.context(-1)
+    monkeypatch.setattr(_torch, "_DEVICE_TYPE", "cpu")
+    monkeypatch.setattr(_lib, "context", lambda device: ctx)
+    monkeypatch.setattr(_torch, "_raw_stream", lambda device: 0)
+    q, k, v, cu_q, cu_k = _cpu_packed()
+    ds = dict(q_descale=torch.ones(3, 2), k_descale=torch.ones(3, 2), v_descale=torch.ones(2))
+    with pytest.raises(fajit.FajitError) as e:
+        _varlen_launch(q, k, v, cu_q, cu_k, 200, 190, descales=ds, window_size=(100, 0), softcap=30.0)
+    assert e.value.status_name == "FAJIT_ERR_NO_DEVICE", e.value
+    with pytest.raises(fajit.FajitError) as e:
+        _varlen_launch(q, k, v, cu_q, cu_k, 200, 190, descales=ds, alibi_slopes=torch.zeros(3, 8))
+    assert e.value.status_name == "FAJIT_ERR_UNSUPPORTED" and "alibi_slopes" in e.value.message, e.value

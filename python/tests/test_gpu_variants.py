@@ -7,7 +7,8 @@ Check, per case (the rule of _gpu_check.py, the C GPU tests' tolerances): O and 
 buffers, every element is compared with the reference computed on the GPU from the same rounded inputs: no
 NaN/Inf, relative L2 of O <= 1e-2 (bf16) / 2e-3 (f16), worst row <= 4x that, |LSE - ref| <= 1e-3, rows that see no
 key exactly O = 0 (and LSE = -inf, or the sink logit with sinks). Varlen outputs are compared as one
-[1, Hq, total, D] batch.
+[1, Hq, total, D] batch. FP8 (e4m3) cases, through fajit.attention and fajit.varlen_attention, are checked on the
+dequantized inputs with their own bound (stated above FP8_CASES).
 """
 import math
 import zlib
@@ -195,9 +196,9 @@ def _packed(lens_q, lens_k, hq, hkv, d, dtype, g):
     return q, k, v, _cu(lens_q), _cu(lens_k)
 
 
-def _check_varlen(name, o, lse, ref_o, ref_lse):
+def _check_varlen(name, o, lse, ref_o, ref_lse, **tols):
     check_against(name, o.transpose(0, 1)[None], lse[None], ref_o.transpose(0, 1)[None], ref_lse[None],
-                  kernel=fajit.last_forward())
+                  kernel=fajit.last_forward(), **tols)
 
 
 # (name, dtype, lens_q, lens_k, Hq, Hkv, D, causal, variant)
@@ -230,6 +231,54 @@ def test_varlen_against_float64(case):
     torch.cuda.synchronize()
     ref_o, ref_lse = ref.varlen(q, k, vv, cu_q, cu_k, causal, None, window, softcap, alibi, sinks, chunk)
     _check_varlen(f"varlen {name}", o, lse, ref_o, ref_lse)
+
+
+# FP8 varlen (e4m3 q, k, v packed; descales [B, Hkv] with row b for sequence b; sm_90 only): against the float64
+# reference on the dequantized inputs, per sequence. Tolerance: test_fp8_variant_against_float64's (rel L2 <= 5e-2,
+# worst row 4x, LSE <= 5e-2). (name, lens_q, lens_k, Hq, Hkv, D, causal, variant)
+FP8_VARLEN = [
+    ("e4m3 d128 full", [1000, 17, 0, 1], [300, 1000, 5, 17], 8, 2, 128, False, {}),
+    ("e4m3 d64 causal", [17, 1000, 1, 0, 300], [1000, 600, 1, 17, 300], 8, 2, 64, True, {}),  # 1000 > 600: no-key rows
+    ("e4m3 d128 causal window+softcap", [1000, 1, 17, 0], [1000, 17, 1000, 1], 8, 2, 128, True,
+     dict(window=(100, 0), softcap=30.0)),
+]
+
+
+def _fp8_packed(x, lens, hkv):
+    """x [total, H, D] -> (e4m3 codes, float32 descales [B, hkv], the dequantized float64 copy): descale = amax / 448
+    per (sequence, KV head's group of heads), 1.0 for an empty sequence."""
+    _, h, d = x.shape
+    ds = torch.ones(len(lens), hkv, device=x.device)
+    start = 0
+    for b, n in enumerate(lens):
+        if n:
+            amax = x[start:start + n].float().view(n, hkv, h // hkv, d).abs().amax(dim=(0, 2, 3))
+            ds[b] = amax.clamp_min(1e-12) / 448.0
+        start += n
+    seq = torch.repeat_interleave(torch.arange(len(lens), device=x.device), torch.tensor(lens, device=x.device))
+    scale = ds[seq].repeat_interleave(h // hkv, dim=1)[:, :, None]  # [total, H, 1]: each token's sequence, each head's
+    codes = (x.float() / scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+    return codes, ds, codes.double() * scale.double()
+
+
+@pytest.mark.parametrize("case", FP8_VARLEN, ids=lambda c: c[0])
+def test_fp8_varlen_against_float64(case):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the FP8 kernels are sm_90a's (H100 / H200); this GPU is sm_%d%d" %
+                    torch.cuda.get_device_capability())
+    name, lens_q, lens_k, hq, hkv, d, causal, v = case
+    g = torch.Generator(device="cuda").manual_seed(_seed(name))
+    q, k, vv, cu_q, cu_k = _packed(lens_q, lens_k, hq, hkv, d, torch.float32, g)
+    (q8, qd, qr), (k8, kd, kr), (v8, vd, vr) = _fp8_packed(q, lens_q, hkv), _fp8_packed(k, lens_k, hkv), \
+        _fp8_packed(vv, lens_k, hkv)
+    window, softcap = v.get("window", (-1, -1)), v.get("softcap", 0.0)
+    o = torch.full((sum(lens_q), hq, d), float("nan"), device="cuda", dtype=BF16)
+    _, lse = fajit.varlen_attention(q8, k8, v8, cu_q, cu_k, max(lens_q), max(lens_k), causal=causal, out=o,
+                                    return_lse=True, q_descale=qd, k_descale=kd, v_descale=vd, window_size=window,
+                                    softcap=softcap)
+    torch.cuda.synchronize()
+    ref_o, ref_lse = ref.varlen(qr, kr, vr, cu_q, cu_k, causal, None, window, softcap)
+    _check_varlen(f"varlen {name}", o, lse, ref_o, ref_lse, tol=5e-2, tol_lse=5e-2)
 
 
 def test_varlen_seqused_k_and_new_output():

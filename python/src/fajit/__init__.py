@@ -118,16 +118,18 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
                      softmax_scale=None, window_size=(-1, -1), softcap=0.0, alibi_slopes=None, learnable_sink=None,
                      sinks=None, attention_chunk=0, seqused_k=None, block_table=None, num_splits=None,
-                     return_lse=False, out=None, config=None, scale=None):
+                     return_lse=False, out=None, config=None, scale=None, q_descale=None, k_descale=None,
+                     v_descale=None):
     """Forward attention over sequences packed along one token dim, without padding (FlashAttention's
     flash_attn_varlen_func keywords).
 
-    q: [total_q, Hq, D]; k, v: [total_k, Hkv, D] (Hq a multiple of Hkv), float16 or bfloat16 CUDA tensors with
-    a contiguous last dim (any token and head strides). cu_seqlens_q / cu_seqlens_k: int32 CUDA tensors [B + 1]
-    (contiguous): sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 of q, its keys rows
-    cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1 of k and v. max_seqlen_q / max_seqlen_k: Python ints, the longest
-    sequence's query / key count (they size the grid; fajit never reads the lengths on the host, so a call is
-    free of host synchronization, traceable by torch.compile and capturable in a CUDA graph).
+    q: [total_q, Hq, D]; k, v: [total_k, Hkv, D] (Hq a multiple of Hkv), float16 or bfloat16 CUDA tensors (or all
+    three float8_e4m3fn: FP8, below) with a contiguous last dim (any token and head strides). cu_seqlens_q /
+    cu_seqlens_k: int32 CUDA tensors [B + 1] (contiguous): sequence b's queries are rows cu_seqlens_q[b] ..
+    cu_seqlens_q[b+1] - 1 of q, its keys rows cu_seqlens_k[b] .. cu_seqlens_k[b+1] - 1 of k and v.
+    max_seqlen_q / max_seqlen_k: Python ints, the longest sequence's query / key count (they size the grid; fajit
+    never reads the lengths on the host, so a call is free of host synchronization, traceable by torch.compile and
+    capturable in a CUDA graph).
     Not checked, as that would read the tensors: cu_seqlens must start at 0 and not decrease, their last entries
     must not pass total_q / total_k, and no sequence may be longer than max_seqlen_q / max_seqlen_k (a longer
     one is computed only in part). Rows of q past cu_seqlens_q[B] are not written.
@@ -141,6 +143,15 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
       which holds their own keys already). max_seqlen_k <= max_pages x page_size.
     num_splits: as in fajit.attention. return_lse: also return the LSE, float32 [Hq, total_q]. out: a tensor
     shaped like q to write O into. config: as in fajit.attention.
+
+    FP8 (FlashAttention-3's FP8 varlen forward; sm_90a, head dims 64, 128, 256): q, k and v of dtype
+    torch.float8_e4m3fn give O in bfloat16 (or out='s dtype, bfloat16 or float16). q_descale, k_descale, v_descale:
+    float32 CUDA tensors [B, Hkv], row b for sequence b (B = len(cu_seqlens_q) - 1), or [Hkv] / [1, Hkv] for every
+    sequence, that dequantize them as in fajit.attention; None = 1.0. FP8 varlen takes packed queries and keys
+    (cu_seqlens_q and cu_seqlens_k), GQA, causal, window_size, softcap, learnable_sink / sinks and attention_chunk;
+    it takes no block_table, seqused_k or num_splits >= 2 (ValueError naming the argument), and no alibi_slopes (the
+    library's FAJIT_ERR_UNSUPPORTED, as in fajit.attention). e4m3 k and v under float16 / bfloat16 queries (an FP8
+    K/V cache) are not taken by varlen batches (TypeError naming k): fajit.attention takes them.
     A torch custom op (fajit::varlen_attention, fajit::varlen_attention_out with out=). Returns O [total_q, Hq,
     D], or (O, LSE) with return_lse.
     """
@@ -149,7 +160,7 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return _varlen.varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
                                     softmax_scale, window_size, softcap, alibi_slopes, learnable_sink, sinks,
                                     attention_chunk, seqused_k, block_table, num_splits, return_lse, out, config,
-                                    scale)
+                                    scale, q_descale, k_descale, v_descale)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

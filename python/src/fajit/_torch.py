@@ -61,7 +61,8 @@ def _dims(t, name, layout):
 
 
 def _check_tensor(t, name, q):
-    """dtype (one fajit takes; the pairs' rules are _fp8.check_dtypes'), device, a contiguous last dim."""
+    """dtype (one fajit takes; the pairs' rules are _fp8.check_dtypes'), device, a contiguous last dim (any rank:
+    _varlen's packed tensors too)."""
     if not F8.supported(t.dtype):
         raise TypeError(f"{name}: dtype {t.dtype} is not supported (torch.float16 or torch.bfloat16" +
                         (", or torch.float8_e4m3fn)" if F8.HAVE_FP8 else ")"))
@@ -69,7 +70,7 @@ def _check_tensor(t, name, q):
         raise ValueError(f"{name}: on {t.device}; fajit runs on CUDA tensors")
     if t.device != q.device:
         raise ValueError(f"{name}: on {t.device}, q on {q.device}")
-    if t.stride(3) != 1:
+    if t.stride(-1) != 1:
         raise ValueError(f"{name}: the last dim must be contiguous (stride 1); got strides {tuple(t.stride())}")
 
 
