@@ -12,7 +12,9 @@
 #             interleaved (base w2 w2est base w2 w2est), two rounds, each build with its own disk cache
 #   BUILDS="base w2est w2estlag" picks others (w2lag / w2estlag: + FJ_RESCALE_WEIGHT_LAG=1, the test reads l one KV
 #   tile old); late / latew2 / latew2est: + FJ_SM90_O_RESCALE_LATE=1, the O rescale under the next S GEMM
-#   (plan.o_rescale_late; latew3: tau 1/8 on sm_80, 1/4 on sm_90a; w3est: that against the estimated final l, no late; late has the same arithmetic as base, so ACC="w2 ..." may leave it out of the accuracy runs);
+#   (plan.o_rescale_late; latew3: tau 1/8 on sm_80, 1/4 on sm_90a; w3est: that against the estimated final l, no late;
+#   w3held: w3est with T held in a register, recomputed only after a tile that moved m (plan.rescale_weight_held);
+#   late has the same arithmetic as base, so ACC="w2 ..." may leave it out of the accuracy runs);
 #   DIMS, LENS, MASKS ("nc --causal"), ROUNDS narrow the speed cells; ARCHS ("sm_90a sm_80") adds the sm_80 path;
 #   FP8=1 adds the e4m3 cells (D64 / D128 / D256, N4k, causal and not; sm_90a). Round r starts the builds at the
 #   r-th (base late w2 / late w2 base / ...): no build is always timed first in a cell
@@ -31,7 +33,8 @@ declare -A flags=([base]="" [w2]="$w" [w2est]="$w -DFJ_RESCALE_WEIGHT_EST=1" [w2
                   [w2estlag]="$w -DFJ_RESCALE_WEIGHT_EST=1 -DFJ_RESCALE_WEIGHT_LAG=1" [late]="$late"
                   [latew2]="$late $w" [latew2est]="$late $w -DFJ_RESCALE_WEIGHT_EST=1"
                   [latew3]="$late -DFJ_SM80_RESCALE_WEIGHT_LOG2=-3 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2"
-                  [w3est]="-DFJ_SM80_RESCALE_WEIGHT_LOG2=-3 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2 -DFJ_RESCALE_WEIGHT_EST=1")
+                  [w3est]="-DFJ_SM80_RESCALE_WEIGHT_LOG2=-3 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2 -DFJ_RESCALE_WEIGHT_EST=1"
+                  [w3held]="-DFJ_SM80_RESCALE_WEIGHT_LOG2=-3 -DFJ_SM90_RESCALE_WEIGHT_LOG2=-2 -DFJ_RESCALE_WEIGHT_EST=1 -DFJ_RESCALE_WEIGHT_HELD=1")
 read -r -a names <<<"${BUILDS:-base w2 w2est}"
 specs=()
 for b in "${names[@]}"; do
@@ -52,6 +55,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | s
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?'); seeds $seeds"
 echo "== accuracy: bench/accuracy_ratio.py (max|O - O_fp64| / SDPA flash's; bound mean <= 1.05, max <= 1.3)"
 read -r -a acc_names <<<"${ACC:-${names[*]}}"
+[ "${ACC:-}" = - ] && acc_names=() # ACC=-: speed only
 for b in "${acc_names[@]}"; do
     FAJIT_CACHE_DIR="$out/cache-$b" timeout 150 python3 bench/accuracy_ratio.py --lib "$out/build-$b/libfajit.so" \
         --seeds "$seeds" >"$out/acc-$b.log" 2>&1

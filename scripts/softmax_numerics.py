@@ -84,7 +84,7 @@ class Arith:
     """One variant of the kernel arithmetic."""
 
     def __init__(self, desc, slack=None, fma=True, l_from="p32", block_n=64, vote_rows=32, tau=None,
-                 thread_rows=4, round_out=True, est=False):
+                 thread_rows=4, round_out=True, est=False, stale=False, after=False):
         self.desc = desc
         self.slack = slack              # None: eager; a number: lazy, m moves when mx > m + slack
         self.fma = fma                  # P = 2^fma(S, c, -m) (fajit, FA2 as built by its repo) or
@@ -97,6 +97,9 @@ class Arith:
         self.round_out = round_out      # False: return the fp32 O, before the bf16 store
         self.est = est                  # weight test against an estimate of the row's final l: the lane's
         #                                 l * 2^(floor log2 J - floor log2 j), J tiles in all, j done
+        self.stale = stale              # weight test whose threshold is recomputed only when the warp rebases
+        #                                 (from the rescaled l before the tile's P) and kept in a register
+        self.after = after              # with stale: T from l after the tile's P (the rebasing warps, at the tile's end)
         self.fired = 0                  # (tile, warp) steps that rescaled O, of ...
         self.steps = 0
 
@@ -124,7 +127,9 @@ class Arith:
             if self.slack is None:
                 move = mx > m
             else:
-                if self.tau is not None:
+                if self.tau is not None and self.stale:
+                    pass                                                          # thr set at the last rebase
+                elif self.tau is not None:
                     # weight test, per lane (g, t): T = clamp(floor(log2 min l) + log2 tau, 0, slack) over
                     # the lane's rows, from l before this tile's P; floor(log2) is l's exponent field
                     lmin = lt.reshape(groups, vr // 8, 8, 4).min(axis=1)          # (groups, g, t)
@@ -148,6 +153,15 @@ class Arith:
             lt = f32(lt.astype(np.float64) * c[:, None])
             o = f32(o.astype(np.float64) * c[:, None])
             m = mnew
+            if self.slack is not None and self.tau is not None and self.stale and not self.after:
+                # the rebasing warps' lanes recompute T from l (rescaled, before this tile's P), for the next tiles
+                lmin = lt.reshape(groups, vr // 8, 8, 4).min(axis=1)
+                lg = floor_log2(lmin) + np.log2(self.tau)
+                if self.est:
+                    jt = j0 // self.block_n
+                    lg = lg + (np.floor(np.log2(ntiles)) - (np.floor(np.log2(jt)) if jt > 0 else -1.0))
+                new = np.clip(lg, 0.0, self.slack).astype(np.float32)
+                thr = np.where(mv[:, None, None], new, thr)
             mu = np.where(m == -np.inf, np.float32(0), m).astype(np.float64)[:, None]
             if self.fma:
                 x = f32(s.astype(np.float64) * sc - mu)
@@ -167,6 +181,14 @@ class Arith:
                 dlt = np.where(np.isfinite(dlt), dlt, np.float32(0))
                 lt = f32(lt.astype(np.float64) + 0.25 * dlt.astype(np.float64)[:, None])
             o = f32(o.astype(np.float64) + p16.astype(np.float64) @ v64[j0:j0 + self.block_n])
+            if self.slack is not None and self.tau is not None and self.stale and self.after:
+                lmin = lt.reshape(groups, vr // 8, 8, 4).min(axis=1)
+                lg = floor_log2(lmin) + np.log2(self.tau)
+                if self.est:
+                    jt = j0 // self.block_n + 1                                   # tiles done after this one
+                    lg = lg + (np.floor(np.log2(ntiles)) - np.floor(np.log2(jt)))
+                new = np.clip(lg, 0.0, self.slack).astype(np.float32)
+                thr = np.where(mv[:, None, None], new, thr)
         l = f32(f32(lt[:, 0].astype(np.float64) + lt[:, 1]).astype(np.float64)
                 + f32(lt[:, 2].astype(np.float64) + lt[:, 3]))
         inv = f32(1.0 / l.astype(np.float64))
@@ -192,6 +214,16 @@ def variants(tau):
         "est80": Arith(f"sm_80 + weight test tau {tau:g} against l * J / j", slack=8.0, tau=tau, est=True, **sm80),
         "est90": Arith(f"sm_90a + weight test tau {tau:g} against l * J / j", slack=8.0, tau=tau, est=True, **sm90),
     }
+    for t in (0.125, 0.25, 0.5, 1.0):
+        out[f"st80_t{t:g}"] = Arith(f"sm_80 weight tau {t:g} vs l*J/j, T set at rebases", slack=8.0, tau=t, est=True,
+                                    stale=True, **sm80)
+        out[f"st90_t{t:g}"] = Arith(f"sm_90a weight tau {t:g} vs l*J/j, T set at rebases", slack=8.0, tau=t, est=True,
+                                    stale=True, **sm90)
+    for t in (0.125, 0.25, 0.5, 1.0):
+        out[f"sa80_t{t:g}"] = Arith(f"sm_80 weight tau {t:g} vs l*J/j, T set after rebasing tiles", slack=8.0, tau=t,
+                                    est=True, stale=True, after=True, **sm80)
+        out[f"sa90_t{t:g}"] = Arith(f"sm_90a weight tau {t:g} vs l*J/j, T set after rebasing tiles", slack=8.0, tau=t,
+                                    est=True, stale=True, after=True, **sm90)
     for t in (0.5, 1.0, 2.0, 4.0):
         out[f"fix80_t{t:g}"] = Arith(f"sm_80 + weight test tau {t:g}", slack=8.0, tau=t, **sm80)
         out[f"fix90_t{t:g}"] = Arith(f"sm_90a + weight test tau {t:g}", slack=8.0, tau=t, **sm90)

@@ -87,6 +87,8 @@ typedef struct fj_kctx {
     int o_zero;                       /* O is known to be 0 here (a work tile's first KV tile): the
                                          rebase skips O *= c */
     fj_reg_t corr;                    /* f32 x frag.rows: the rescale factors of the last rebase */
+    fj_reg_t weight_t;                /* f32: the weight test's held threshold T (plan.rescale_weight_held), else unset */
+    fj_reg_t weight_any;              /* pred: this tile's vote rebased (plan.rescale_weight_held), else unset */
     fj_reg_t row_l_lag;               /* f32 x frag.rows: l one KV tile ago (plan.rescale_weight_lag), else unset */
     fj_reg_t score_scale;             /* f32, FP8 (plan.fp8): the work tile's scale_log2 x q_descale x k_descale, which
                                          the softmax uses instead of the parameter (fp8_ws.c) */
@@ -325,7 +327,13 @@ void fj_emit_softmax_split(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from);
 void fj_emit_softmax_rebase(fj_kctx *k);  /* tile row max; new reference max and O, l rescale when the plan says */
 void fj_emit_softmax_exp(fj_kctx *k);     /* P = exp2(S*scale - m), l += rowsum(P) */
 void fj_emit_softmax_rescale_o(fj_kctx *k); /* with defer_o_rescale: O *= corr where the rebase moved m */
+/* plan.rescale_weight_held: after a tile's softmax (its row sums in l), behind a branch on the tile's vote
+ * (deferred: rescale_pred, else weight_any), the weight test's threshold for the next tiles. Placed by the skeleton
+ * at the end of the tile's step, where the branch splits no block ptxas interleaves (a first KV tile, o_zero,
+ * sets it in fj_emit_softmax_exp). Nothing without the knob. */
+void fj_emit_softmax_weight_update(fj_kctx *k, int deferred);
 int fj_weight_lag(const fj_plan *p);          /* the weight test reads l one KV tile old (plan.rescale_weight_lag) */
+int fj_weight_held(const fj_plan *p);         /* the weight test's T is held in a register (plan.rescale_weight_held) */
 void fj_emit_normalize(fj_kctx *k);       /* epilogue: quad-reduce l, O *= 1/l, write LSE */
 /* x = 2^x for value v (0-based) of a row: on the FMA units (soft_exp2.h) when plan.soft_exp2 of every 8 values
  * picks v (spread evenly), else ex2.approx.ftz on the MUFU. A row sum of such values adds with .ftz (the software

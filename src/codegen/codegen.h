@@ -56,6 +56,9 @@ typedef struct fj_plan {
     int rescale_weight_est;      /* with the weight test: weigh the new max against an estimate of the row's final
                                     l, the lane's l x 2^(floor log2 J - floor log2 j) (J KV tiles in the work
                                     tile, j done), not the partial l: fewer rebases in the first tiles (softmax.c) */
+    int rescale_weight_held;     /* with the weight test: its threshold T is a register, set from l at the end of a tile
+                                    whose vote rebased (not recomputed on every tile), so a tile that moves no max
+                                    pays the slack test's instructions only (softmax.c) */
     int rescale_weight_lag;      /* with the weight test: weigh it against l as it was one KV tile earlier (a copy
                                     kept beside l), so the vote does not wait for the last tile's row sums */
     int o_rescale_late;          /* overlapped sm_90a schedule: the O rescale a tile's softmax asks for is done in the

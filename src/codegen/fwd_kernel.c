@@ -483,6 +483,7 @@ static void emit_iteration(fj_kctx *k, int slot, int buf, fj_reg_t j, fj_reg_t n
         fj_comment(e, 1, "O += P V");
         p->backend->pack_p(k);
         p->backend->mma_pv(k, slot, FJ_KEYS_ALL);
+        fj_emit_softmax_weight_update(k, 0);
     }
     if (p->variant & FJ_VARIANT_AHEAD) {
         fj_ins(e, "add.s32 %s, %s, %d", R(ahead), R(j), stages);

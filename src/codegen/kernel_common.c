@@ -41,6 +41,7 @@ void fj_emit_alloc_banks(fj_kctx *k)
     k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
     k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
     if (fj_weight_lag(p)) k->row_l_lag = fj_alloc(e, k->b_row_l, k->frag.rows);
+    if (fj_weight_held(p)) k->weight_t = fj_alloc(e, k->b_row_l, 1), k->weight_any = fj_alloc(e, k->b_p, 1);
     k->frag_p = fj_alloc(e, k->b_frag_p, p->m_frags * p->k_steps_pv * 4);
     if (p->q_in_regs) k->frag_q = fj_alloc(e, k->b_frag_q, p->m_frags * p->k_steps_qk * 4);
     k->tid = fj_alloc(e, k->b_r, 1);
@@ -183,6 +184,7 @@ void fj_emit_init_accumulators(fj_kctx *k)
         fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l, r)));
         if (fj_weight_lag(p)) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(fj_at(k->row_l_lag, r)));
     }
+    if (fj_weight_held(p)) fj_ins(e, "mov.f32 %s, " PTX_F32_ZERO, R(k->weight_t)); /* m = -inf rebases anyway */
 }
 
 /* The CTA's (first) query head: %ctaid.y, or with GQA packing %ctaid.y x group (the KV head's first). */

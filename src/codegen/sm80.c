@@ -105,7 +105,8 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 #define FJ_SM80_RESCALE_SLACK 8 /* log2 of how far P may exceed 1 before O is rescaled (softmax.c) */
 /* ... or a new max would weigh more than ~2^this of the lane's l (softmax.c). 0 = off: -2 (~1/4) brought the ratio
  * to FA2's error to FA3's range on an H200 but cost 2-3.5% at N <= 4096 (bench/results/h200-accuracy-ab-2026-11-26.md),
- * and the issue asks for no loss of speed: off until a cheaper form is found. */
+ * and the issue asks for no loss of speed: off until a cheaper form is found (the held form, FJ_RESCALE_WEIGHT_HELD,
+ * costs 1-4% on sm_90a at N <= 4096: softmax.c). */
 #ifndef FJ_SM80_RESCALE_WEIGHT_LOG2 /* a build knob for A/B runs (bench/acc_ab.sh) */
 #define FJ_SM80_RESCALE_WEIGHT_LOG2 0
 #endif
@@ -113,6 +114,11 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
  * softmax.c): about half the extra rebases. Both paths; a build knob (bench/acc_ab.sh), off until measured. */
 #ifndef FJ_RESCALE_WEIGHT_EST
 #define FJ_RESCALE_WEIGHT_EST 0
+#endif
+/* 1: the weight test's threshold is held in a register, recomputed only after a tile that moved m
+ * (plan.rescale_weight_held, softmax.c). Both paths; a build knob (bench/acc_ab.sh). */
+#ifndef FJ_RESCALE_WEIGHT_HELD
+#define FJ_RESCALE_WEIGHT_HELD 0
 #endif
 /* 1: the weight test reads l as it was one KV tile earlier (plan.rescale_weight_lag, softmax.c). Both paths; a build
  * knob for the A/B of whether the test's cost is the vote waiting for the previous tile's row sums. */
@@ -269,6 +275,7 @@ static fajit_status plan_sm80(fj_plan *p)
     p->rescale_weight_log2 = p->col_warps == 1 ? FJ_SM80_RESCALE_WEIGHT_LOG2 : 0;
     p->rescale_weight_est = FJ_RESCALE_WEIGHT_EST;
     p->rescale_weight_lag = FJ_RESCALE_WEIGHT_LAG;
+    p->rescale_weight_held = FJ_RESCALE_WEIGHT_HELD;
     /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
      * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room, but not with
      * warp pairs, whose tile flow (fwd_kernel.c) branches between the row maxima and the exponentials. */

@@ -100,6 +100,9 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_RESCALE_WEIGHT_EST /* plan.rescale_weight_est: see sm80.c */
 #define FJ_RESCALE_WEIGHT_EST 0
 #endif
+#ifndef FJ_RESCALE_WEIGHT_HELD /* plan.rescale_weight_held: see sm80.c */
+#define FJ_RESCALE_WEIGHT_HELD 0
+#endif
 #ifndef FJ_RESCALE_WEIGHT_LAG /* plan.rescale_weight_lag: see sm80.c */
 #define FJ_RESCALE_WEIGHT_LAG 0
 #endif
@@ -443,6 +446,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->rescale_weight_log2 = FJ_SM90_RESCALE_WEIGHT_LOG2;
     p->rescale_weight_est = FJ_RESCALE_WEIGHT_EST;
     p->rescale_weight_lag = FJ_RESCALE_WEIGHT_LAG;
+    p->rescale_weight_held = FJ_RESCALE_WEIGHT_HELD;
     p->o_rescale_late = FJ_SM90_O_RESCALE_LATE;
     p->soft_exp2 = plan_soft_exp2(c);
     p->cap_poly = plan_cap_poly(c);

@@ -603,6 +603,7 @@ static void serial_step(fj_kctx *k, fj_ws_loop *l, fj_ws_stage st)
     p->backend->mma_pv(k, st.slot, FJ_KEYS_ALL);
     p->backend->async->mma_wait(k, 0);
     fj_ws_stage_release(k, st, FJ_BAR_PV_EMPTY(p));
+    fj_emit_softmax_weight_update(k, 0);
     fj_ws_kv_next(k);
 }
 
@@ -674,6 +675,7 @@ static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage
     k->defer_o_rescale = 0;
     if (early.bank >= 0) fj_fp8_emit_pack_p_take(k, early);
     else p->backend->pack_p(k);
+    fj_emit_softmax_weight_update(k, 1);
     fj_ws_kv_next(k);
 }
 

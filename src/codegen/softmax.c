@@ -35,6 +35,12 @@
  * mean 1.03 max 1.18; scripts/softmax_numerics.py est80 / est90). Counting the tile's largest P rounded in l
  * does not help: the error is the near-max P's position in their binade, not one dominant key (fajit*_l16,
  * corr*: ratio unchanged).
+ * plan.rescale_weight_held keeps T in a register, recomputed (from l with the tile's row sums) only at the end of a
+ * tile whose vote moved m, behind that vote's branch: a tile that moves nothing issues what the slack test issues
+ * (2 sub + max + setp against 2 add + 2 setp). Emulated (sa90 / sa80) the accuracy and the rebases of the per-tile
+ * test; on an H200 (bench/results/h200-session17-2026-11-28.md) the ratio to FA2 fell from mean 1.47 / max 2.56 to
+ * 1.02 / 1.16 (sm_90a) and 1.00 / 1.09 (sm_80), but the added rebases (at Nk 1024 43% of steps against 12%) cost
+ * 1-4% at N 1024 and 0-2% at N 4096 on sm_90a, 2-5% on sm_80 (where D128's extra register also spills): off.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -192,25 +198,17 @@ void fj_emit_scores(fj_kctx *k, fj_reg_t pr, fj_reg_t mask_from, const char *com
 static void scale_o(fj_kctx *k, fj_reg_t corr);
 
 static int weight_test(const fj_plan *p) { return p->rescale_slack > 0 && p->rescale_weight_log2 < 0; }
-int fj_weight_lag(const fj_plan *p) { return weight_test(p) && p->rescale_weight_lag; }
+int fj_weight_lag(const fj_plan *p) { return weight_test(p) && p->rescale_weight_lag && !p->rescale_weight_held; }
+int fj_weight_held(const fj_plan *p) { return weight_test(p) && p->rescale_weight_held; }
 
-/* moved = some row of the thread needs a new reference max: max_r (mx_r - m_r) > T, the weight test's
- * T = clamp(floor(log2 min_r l_r) + rescale_weight_log2, 0, slack) (top of this file). floor(log2 l) is
- * l's exponent field, made a float by or-ing it into 2^23's significand (l >= 0; l = 0 gives -127).
- * A row still at m = -inf gives +inf (any key seen) or NaN, which max.f32 drops (nothing seen). */
-static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
+/* t = the weight test's T = clamp(floor(log2 min_r l_r) + rescale_weight_log2 [+ the estimate's shift], 0, slack)
+ * (top of this file), from rl (row_l, or row_l_lag). floor(log2 l) is l's exponent field, made a float by or-ing it
+ * into 2^23's significand (l >= 0; l = 0 gives -127). done: 0 = the tiles before k->j were summed into l (the vote
+ * ahead of this tile's P), 1 = tile k->j's too (the held threshold, set after the tile's row sums). */
+static void weight_threshold(fj_kctx *k, fj_reg_t rl, fj_reg_t t, int done)
 {
     const fj_plan *p = k->p;
-    fj_reg_t d = fj_alloc(k->e, k->b_f, 1), t = fj_alloc(k->e, k->b_f, 1), e = fj_alloc(k->e, k->b_r, 1);
-    fj_comment(k->e, 1, "lazy rescale with the weight test: move m when some row's max passes m + T, T = 0..%d "
-                        "grows with log2 l (top of softmax.c)", p->rescale_slack);
-    for (int r = 0; r < k->frag.rows; r++) {
-        fj_reg_t dst = r ? t : d;
-        fj_ins(k->e, "sub.f32 %s, %s, %s", R(dst), R(fj_at(mx, r)), R(fj_at(k->row_m, r)));
-        if (r) fj_ins(k->e, "max.f32 %s, %s, %s", R(d), R(d), R(t));
-    }
-    fj_reg_t rl = fj_weight_lag(p) ? k->row_l_lag : k->row_l, l = fj_at(rl, 0);
-    if (fj_weight_lag(p)) fj_comment(k->e, 2, "(l as it was one KV tile ago: the vote need not wait for the last row sums)");
+    fj_reg_t e = fj_alloc(k->e, k->b_r, 1), l = fj_at(rl, 0);
     for (int r = 1; r < k->frag.rows; r++) {
         fj_ins(k->e, "min.f32 %s, %s, %s", R(t), R(l), R(fj_at(rl, r)));
         l = t;
@@ -220,13 +218,14 @@ static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
         fj_reg_t a = fj_alloc(k->e, k->b_r, 1), b = fj_alloc(k->e, k->b_r, 1);
         int first = fj_kv_has_first(p);
         fj_comment(k->e, 2, "against the row's final l, estimated l x 2^(floor log2 J - floor log2 j): J tiles, j done");
-        if (first) {
+        if (p->kv_desc) /* walked from kv_end - 1 down: kv_end - j tiles with this one */
+            fj_ins(k->e, "sub.s32 %s, %s, %s", R(a), R(k->kv_end), R(k->j));
+        else if (first)
             fj_ins(k->e, "sub.s32 %s, %s, %s", R(a), R(k->j), R(k->kv_first));
-            fj_ins(k->e, "sub.s32 %s, %s, %s", R(b), R(k->kv_end), R(k->kv_first));
-            fj_ins(k->e, "bfind.u32 %s, %s", R(a), R(a));
-        } else {
-            fj_ins(k->e, "bfind.u32 %s, %s", R(a), R(k->j));
-        }
+        if (p->kv_desc ? !done : done)
+            fj_ins(k->e, "add.s32 %s, %s, %d", R(a), R(p->kv_desc || first ? a : k->j), p->kv_desc ? -1 : 1);
+        fj_ins(k->e, "bfind.u32 %s, %s", R(a), R(p->kv_desc || first || done ? a : k->j));
+        if (first) fj_ins(k->e, "sub.s32 %s, %s, %s", R(b), R(k->kv_end), R(k->kv_first));
         fj_ins(k->e, "bfind.u32 %s, %s", R(b), R(first ? b : k->kv_end));
         fj_comment(k->e, 2, "(j = 0 gives bfind = -1: a larger T, and m = -inf rebases anyway; 0 <= J - j < 2^23)");
         fj_ins(k->e, "sub.s32 %s, %s, %s", R(b), R(b), R(a));
@@ -236,6 +235,29 @@ static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
     fj_ins(k->e, "sub.f32 %s, %s, 0f%08X", R(t), R(e), 0x4B000000u + (uint32_t)(127 - p->rescale_weight_log2));
     fj_ins(k->e, "max.f32 %s, %s, " PTX_F32_ZERO, R(t), R(t));
     fj_ins(k->e, "min.f32 %s, %s, 0f%08X", R(t), R(t), f32_bits((float)p->rescale_slack));
+}
+
+/* moved = some row of the thread needs a new reference max: max_r (mx_r - m_r) > T, the weight test's T
+ * (weight_threshold: from l before this tile, or the held register). A row still at m = -inf gives +inf (any key
+ * seen) or NaN, which max.f32 drops (nothing seen). */
+static void weight_vote_pred(fj_kctx *k, fj_reg_t mx, fj_reg_t moved)
+{
+    const fj_plan *p = k->p;
+    fj_reg_t d = fj_alloc(k->e, k->b_f, 1), t = fj_alloc(k->e, k->b_f, 1);
+    fj_comment(k->e, 1, "lazy rescale with the weight test: move m when some row's max passes m + T, T = 0..%d "
+                        "grows with log2 l (top of softmax.c)", p->rescale_slack);
+    for (int r = 0; r < k->frag.rows; r++) {
+        fj_reg_t dst = r ? t : d;
+        fj_ins(k->e, "sub.f32 %s, %s, %s", R(dst), R(fj_at(mx, r)), R(fj_at(k->row_m, r)));
+        if (r) fj_ins(k->e, "max.f32 %s, %s, %s", R(d), R(d), R(t));
+    }
+    if (fj_weight_held(p)) {
+        fj_comment(k->e, 2, "(T as the last tile that moved m left it: set after that tile's row sums, below)");
+        fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(moved), R(d), R(k->weight_t));
+        return;
+    }
+    if (fj_weight_lag(p)) fj_comment(k->e, 2, "(l as it was one KV tile ago: the vote need not wait for the last row sums)");
+    weight_threshold(k, fj_weight_lag(p) ? k->row_l_lag : k->row_l, t, 0);
     fj_ins(k->e, "setp.gt.f32 %s, %s, %s", R(moved), R(d), R(t));
 }
 
@@ -371,7 +393,7 @@ static void softmax_rebase(fj_kctx *k, int guarded)
     } else {
         char skip[48];
         fj_reg_t lim = fj_alloc(k->e, k->b_f, 1), up = fj_alloc(k->e, k->b_p, 1);
-        fj_reg_t any = k->defer_o_rescale ? k->rescale_pred : fj_alloc(k->e, k->b_p, 1);
+        fj_reg_t any = k->defer_o_rescale ? k->rescale_pred : fj_weight_held(p) ? k->weight_any : fj_alloc(k->e, k->b_p, 1);
         fj_reg_t moved = fj_alloc(k->e, k->b_p, 1);
         if (p->rescale_slack > 0) {
             fj_comment(k->e, 1, "lazy rescale: m is a reference max, moved only when a row's max passes m + %d", p->rescale_slack);
@@ -425,6 +447,21 @@ void fj_emit_softmax_exp(fj_kctx *k)
     int idx[FJ_MAX_ROW_VALS];
     if (!row_vals_fit(k)) return;
     exponentiate_rows(k, idx, k->p->fp8_off ? k->score_scale : fj_param_f32(k, FJ_PARAM_OFF(scale_log2)));
+    if (fj_weight_held(k->p) && k->o_zero) { /* a work tile's first KV tile: every row with a key rebased */
+        fj_comment(k->e, 1, "the weight test's T from l with this tile's row sums, kept until m moves again");
+        weight_threshold(k, k->row_l, k->weight_t, 1);
+    }
+}
+
+void fj_emit_softmax_weight_update(fj_kctx *k, int deferred)
+{
+    if (!fj_weight_held(k->p) || !row_vals_fit(k)) return;
+    char skip[48];
+    fj_label_new(k->e, "weight_held", skip, sizeof skip);
+    fj_comment(k->e, 1, "if this tile moved m: the weight test's T from l with the tile's row sums, kept until m moves again");
+    fj_ins(k->e, "@!%s bra.uni %s", R(deferred ? k->rescale_pred : k->weight_any), skip);
+    weight_threshold(k, k->row_l, k->weight_t, 1);
+    fj_label(k->e, skip);
 }
 
 /* Softcap's tile in two copies (sm_90a consumers). With fj_emit_scores' order the tile is three blocks: the tanh, the
