@@ -18,6 +18,44 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 
 
+def inputs(torch, n, layout, seed, heads, d):
+    """Q, K, V ~ N(0, 1) in BF16, [1, H, N, D]: contiguous, or strided views of [1, N, H, 2D] buffers (the first D
+    columns: head stride 2D, row stride 2 H D)."""
+    g = torch.Generator(device="cuda").manual_seed(1000 * n + seed + (7 if layout == "strided" else 0))
+    if layout == "contiguous":
+        return tuple(torch.randn(1, heads, n, d, device="cuda", generator=g).to(torch.bfloat16) for _ in range(3))
+    return tuple(torch.randn(1, n, heads, 2 * d, device="cuda", generator=g).to(torch.bfloat16)[..., :d].transpose(1, 2)
+                 for _ in range(3))
+
+
+def ratios(fajit, n, layout, seeds, heads=8, d=128, causal=False, fa3=None):
+    """{system: [max|O - O_fp64| / max|O_sdpa_flash - O_fp64| per seed]} for fajit's default path ("fajit"), its sm_80
+    path ("fajit_sm80") and FlashAttention-3 ("fa3", when given its flash_attn_func)."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    cfg80 = fajit.config(head_dim=d, dtype="bf16", arch="sm_80", causal=causal, shape=(1, heads, heads, n, n), device=0)
+    out = {"fa3": [], "fajit": [], "fajit_sm80": []} if fa3 is not None else {"fajit": [], "fajit_sm80": []}
+    for seed in range(seeds):
+        q, k, v = inputs(torch, n, layout, seed, heads, d)
+        qd, kd, vd = q.double(), k.double(), v.double()
+        s = (qd @ kd.transpose(-1, -2)) / d ** 0.5
+        if causal:
+            s = s.masked_fill(torch.ones(n, n, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
+        ref = torch.softmax(s, -1) @ vd
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            o2 = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        e2 = (o2.double() - ref).abs().max().item()
+        outs = {"fajit": fajit.attention(q, k, v, causal=causal),
+                "fajit_sm80": fajit.attention(q, k, v, causal=causal, config=cfg80)}
+        if fa3 is not None:
+            outs["fa3"] = fa3(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal).transpose(1, 2)
+        for name, o in outs.items():
+            e = (o.double() - ref).abs().max().item()
+            out[name].append(e / e2 if e2 > 0 else float("inf"))
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", type=int, default=12)
@@ -28,8 +66,6 @@ def main(argv=None):
     p.add_argument("--lib")
     a = p.parse_args(argv)
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     fajit = compare.load_fajit(a.lib)
     try:
         import fa3_fwd_interface
@@ -41,44 +77,14 @@ def main(argv=None):
     dev = torch.cuda.get_device_properties(0).name
     print(f"device {dev}; torch {torch.__version__}; fajit {fajit.__version__}; seeds {a.seeds}; "
           f"BF16 D{a.headdim} H{a.heads} {'causal' if a.causal else 'non-causal'}")
-    H, D = a.heads, a.headdim
-    cfg80 = None
     worst = {}
     for n in [int(x) for x in a.seqlens.split(",")]:
         for layout in ("contiguous", "strided"):
-            ratios = {"fa3": [], "fajit": [], "fajit_sm80": []}
-            for seed in range(a.seeds):
-                g = torch.Generator(device="cuda").manual_seed(1000 * n + seed + (7 if layout == "strided" else 0))
-                if layout == "contiguous":
-                    q, k, v = (torch.randn(1, H, n, D, device="cuda", generator=g).to(torch.bfloat16) for _ in range(3))
-                else:  # [B, N, H, 2D] buffers, the first D columns: head stride 2D, row stride 2 H D
-                    q, k, v = (torch.randn(1, n, H, 2 * D, device="cuda", generator=g).to(torch.bfloat16)
-                               [..., :D].transpose(1, 2) for _ in range(3))
-                qd, kd, vd = q.double(), k.double(), v.double()
-                s = (qd @ kd.transpose(-1, -2)) / D ** 0.5
-                if a.causal:
-                    s = s.masked_fill(torch.ones(n, n, device="cuda", dtype=torch.bool).triu(1), float("-inf"))
-                ref = torch.softmax(s, -1) @ vd
-                with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                    o2 = F.scaled_dot_product_attention(q, k, v, is_causal=a.causal)
-                e2 = (o2.double() - ref).abs().max().item()
-                outs = {}
-                if fa3 is not None:
-                    outs["fa3"] = fa3(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                      causal=a.causal).transpose(1, 2)
-                outs["fajit"] = fajit.attention(q, k, v, causal=a.causal)
-                if cfg80 is None:
-                    cfg80 = fajit.config(head_dim=D, dtype="bf16", arch="sm_80", causal=a.causal,
-                                         shape=(1, H, H, n, n), device=0)
-                outs["fajit_sm80"] = fajit.attention(q, k, v, causal=a.causal, config=cfg80)
-                for name, o in outs.items():
-                    e = (o.double() - ref).abs().max().item()
-                    ratios[name].append(e / e2 if e2 > 0 else float("inf"))
-            for name, r in ratios.items():
-                if r:
-                    print(f"N{n} {layout:10} {name:10} mean {statistics.mean(r):.3f} max {max(r):.3f}  "
-                          f"({' '.join(f'{x:.2f}' for x in r)})")
-                    worst[name] = max(worst.get(name, 0.0), max(r))
+            rs = ratios(fajit, n, layout, a.seeds, a.heads, a.headdim, a.causal, fa3)
+            for name, r in rs.items():
+                print(f"N{n} {layout:10} {name:10} mean {statistics.mean(r):.3f} max {max(r):.3f}  "
+                      f"({' '.join(f'{x:.2f}' for x in r)})")
+                worst[name] = max(worst.get(name, 0.0), max(r))
     print("worst:", ", ".join(f"{k} {v:.3f}" for k, v in worst.items()))
     return 0
 
