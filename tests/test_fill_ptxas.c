@@ -3,7 +3,7 @@
  * no warnings (issue 21 items 6 and 9).
  *
  * Part 1, item 9: on an A100 (a fake sm_80 context) the fill of the default grid (both dtypes x the five
- * head dims x causal / not) assembles with `ptxas -arch=sm_80`.
+ * head dims x causal / not) assembles with `ptxas -arch=sm_80 -c` (nvJitLink's mode: test_support.h).
  * Part 2, item 6: the distinct configs of test_config_fill's walk (fill_walk.c: each field alone and in
  * pairs, on both paths, an A100, an H100 and the sm_80 decode variants). Assembling all of them would
  * take too long on a 2-core machine (1454 configs, 454 of them within FILL_EDGE registers of their plan's
@@ -105,7 +105,8 @@ static void run_jobs(const int *which, int n)
         size_t len = 0;
         assert_int_equal(fj_plan_build_variant(&j->cfg, j->variant, &plan), FAJIT_OK);
         assert_int_equal(fj_generate_ptx_plan(&plan, 0, &ptx, &len), FAJIT_OK);
-        unsigned long long h = fnv(fnv(g.version_hash, ptx, len), j->arch, strlen(j->arch));
+        const char *mode = fj_test_ptxas_mode(j->arch); /* the runtime's compile (test_support.h) */
+        unsigned long long h = fnv(fnv(fnv(g.version_hash, ptx, len), j->arch, strlen(j->arch)), mode, strlen(mode));
         slot *s = !slots[0].pid ? &slots[0] : !slots[1].pid ? &slots[1] : NULL;
         if (!s) { /* both busy: wait for the older */
             s = &slots[0];
@@ -128,7 +129,7 @@ static void run_jobs(const int *which, int n)
         assert_int_equal(fwrite(ptx, 1, len, f), len);
         assert_int_equal(fclose(f), 0);
         fajit_free(ptx);
-        char *argv[] = {g.ptxas, arch_flag, "-v", ptx_path, "-o", cubin, NULL};
+        char *argv[] = {g.ptxas, arch_flag, (char *)mode, "-v", ptx_path, "-o", cubin, NULL};
         s->pid = fj_test_spawn(argv, s->log, s->log);
         assert_true(s->pid > 0);
         s->job = which[k];

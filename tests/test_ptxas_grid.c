@@ -116,7 +116,7 @@ static int assemble(const char *canon, const char *const *archs, int n_archs)
         snprintf(cubin[a], sizeof cubin[a], "%s/k_%s.cubin", g.dir, archs[a]);
         snprintf(log[a], sizeof log[a], "%s/k_%s.log", g.dir, archs[a]);
         snprintf(arch_flag[a], sizeof arch_flag[a], "-arch=%s", archs[a]);
-        char *argv[] = {g.ptxas, arch_flag[a], "-v", ptx, "-o", cubin[a], NULL};
+        char *argv[] = {g.ptxas, arch_flag[a], (char *)fj_test_ptxas_mode(archs[a]), "-v", ptx, "-o", cubin[a], NULL};
         pid[a] = fj_test_spawn(argv, log[a], log[a]);
     }
     for (int a = 0; a < n_archs; a++) {

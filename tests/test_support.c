@@ -144,6 +144,12 @@ fj_ptxas_report fj_test_ptxas_log(const char *log)
     return rep;
 }
 
+const char *fj_test_ptxas_mode(const char *arch)
+{
+    size_t n = arch ? strlen(arch) : 0;
+    return n && arch[n - 1] == 'a' ? "-O3" : "-c";
+}
+
 int fj_test_ptxas(const char *ptxas, const char *dir, const char *ptx, size_t len, const char *arch,
                   fj_ptxas_report *rep, char **log_text)
 {
@@ -158,7 +164,7 @@ int fj_test_ptxas(const char *ptxas, const char *dir, const char *ptx, size_t le
     if (!f) return -1;
     size_t wrote = fwrite(ptx, 1, len, f);
     if (fclose(f) != 0 || wrote != len) return -1;
-    char *argv[] = {(char *)ptxas, flag, "-v", src, "-o", out, NULL};
+    char *argv[] = {(char *)ptxas, flag, (char *)fj_test_ptxas_mode(arch), "-v", src, "-o", out, NULL};
     int code = fj_test_run(argv, log, log);
     char *text = fj_test_read_file(log, NULL);
     *rep = fj_test_ptxas_log(text ? text : "");

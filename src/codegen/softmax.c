@@ -128,7 +128,9 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
  * while the MUFU works through them, instead of waiting for all of them; the tile's two remaining tanh.approx
  * (one a row) follow. A tile that needs the per-element mask takes the max of the capped, masked scores as
  * before (a masked -inf has no raw counterpart). Off with ALiBi (its bias joins after the cap), warp pairs
- * (the pair's exchange runs once a tile) and FP8 (its scale is computed in the kernel). tanh.approx.f32 is
+ * (the pair's exchange runs once a tile), FP8 (its scale is computed in the kernel) and on the sm_80 path, where
+ * ptxas 13.0 (-arch=sm_80) keeps the raw and the capped scores live at once: the heuristic's softcap tiles spilled
+ * 328 bytes (D64 br128 bc64 w4) and 192 (D128 br64 bc64 w4) with it, 0 without (229 / 201 registers). tanh.approx.f32 is
  * monotone to within its error: the max taken this way may sit an ulp under the capped scores' own, so a P
  * may be 2^(an ulp) > 1, which the lazy rescale's P <= 2^slack already allows. */
 #ifndef FJ_SOFTCAP_EARLY_MAX
@@ -138,6 +140,7 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
 int fj_softmax_early_max(const fj_plan *p)
 {
     return FJ_SOFTCAP_EARLY_MAX && (p->cfg.mods & (FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI)) == FAJIT_MOD_SOFTCAP && p->col_warps <= 1 &&
+           p->cfg.arch == FAJIT_ARCH_SM90A &&
            !p->fp8_off && !p->fp8;
 }
 
