@@ -42,6 +42,9 @@ Candidates for a cheaper fix (issue 21 item 10; 12 seeds x 8 heads, ratio mean /
   tau 1             1.155 / 1.619  0.200        1.168 / 1.619  0.223
   tau 4             1.290 / 1.834  0.090        1.241 / 1.771  0.087
   tau 1/4 vs l*J/j  1.026 / 1.176  0.239        1.006 / 1.098  0.341   (est*: the estimated final l)
+  (6 seeds x 4 heads, ratio to fa2_fma:) held T (T recomputed only after a tile that moved m, as
+  plan.rescale_weight_held), vs l*J/j:  sa90_t0.25 1.058 / 1.176  0.261   sa80_t0.125 1.022 / 1.085  0.720
+  held T set at the rebase, before the tile's sums:  st90_t0.25 1.088 / 1.179  0.326 (worse: not built)
 No key dominates these rows (largest weight ~5%): the error is the near-max P's position in their bf16 binade
 (just under 2^0 with the eager rule, anywhere with the lazy one), so rounding only the largest P's share of l
 changes nothing; only moving m to the new max does.
