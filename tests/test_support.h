@@ -54,15 +54,15 @@ typedef struct fj_ptxas_report {
 } fj_ptxas_report;
 fj_ptxas_report fj_test_ptxas_log(const char *log);
 
-/* Write ptx (len bytes) to dir/k.ptx and run `ptxas -arch=<arch> -v` on it into dir/k.cubin. Returns ptxas's
- * exit status (-1 when the file could not be written or ptxas not started); *rep gets what its log says and
- * *log_text (when not NULL) the log itself, for the caller to print and free. */
 /* ptxas's mode flag for a kernel assembled for arch as the runtime compiles it: "-c" (relocatable) for the targets the
  * runtime links with nvJitLink, whose ptxas works so (sm_80, sm_86, sm_90 ...: the sm_80 path), "-O3" (whole program, the
  * default) for the "a" targets, whose warp-specialized kernels NVRTC compiles as a whole program (setmaxnreg). The
  * two can differ: softcap's early max on the sm_80 path assembled with 198 registers whole-program and spilled 204
  * bytes at 255 under nvJitLink (ptxas 13.0, session 17). */
 const char *fj_test_ptxas_mode(const char *arch);
+/* Write ptx (len bytes) to dir/k.ptx and run `ptxas -arch=<arch> <fj_test_ptxas_mode(arch)> -v` on it into
+ * dir/k.cubin. Returns ptxas's exit status (-1 when the file could not be written or ptxas not started); *rep gets
+ * what its log says and *log_text (when not NULL) the log itself, for the caller to print and free. */
 int fj_test_ptxas(const char *ptxas, const char *dir, const char *ptx, size_t len, const char *arch,
                   fj_ptxas_report *rep, char **log_text);
 

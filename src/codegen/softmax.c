@@ -129,8 +129,9 @@ static void tile_row_max(fj_kctx *k, int *idx, fj_reg_t scale, fj_reg_t mx)
  * (one a row) follow. A tile that needs the per-element mask takes the max of the capped, masked scores as
  * before (a masked -inf has no raw counterpart). Off with ALiBi (its bias joins after the cap), warp pairs
  * (the pair's exchange runs once a tile), FP8 (its scale is computed in the kernel) and on the sm_80 path, where
- * ptxas 13.0 (-arch=sm_80) keeps the raw and the capped scores live at once: the heuristic's softcap tiles spilled
- * 328 bytes (D64 br128 bc64 w4) and 192 (D128 br64 bc64 w4) with it, 0 without (229 / 201 registers). tanh.approx.f32 is
+ * the runtime's compile for an sm_80 GPU (nvJitLink, whose ptxas 13.0 works as `ptxas -c`) keeps the raw and the
+ * capped scores live at once: the heuristic's softcap tiles spilled 328 bytes (D64 br128 bc64 w4) and 192 (D128
+ * br64 bc64 w4) with it, 0 without (229 / 201 registers). tanh.approx.f32 is
  * monotone to within its error: the max taken this way may sit an ulp under the capped scores' own, so a P
  * may be 2^(an ulp) > 1, which the lazy rescale's P <= 2^slack already allows. */
 #ifndef FJ_SOFTCAP_EARLY_MAX
@@ -221,13 +222,17 @@ static void weight_threshold(fj_kctx *k, fj_reg_t rl, fj_reg_t t, int done)
         fj_reg_t a = fj_alloc(k->e, k->b_r, 1), b = fj_alloc(k->e, k->b_r, 1);
         int first = fj_kv_has_first(p);
         fj_comment(k->e, 2, "against the row's final l, estimated l x 2^(floor log2 J - floor log2 j): J tiles, j done");
-        if (p->kv_desc) /* walked from kv_end - 1 down: kv_end - j tiles with this one */
+        fj_reg_t n = k->j; /* tiles before this one (ascending from 0), adjusted below */
+        int adj = done;
+        if (p->kv_desc) { /* walked from kv_end - 1 down: kv_end - j tiles with this one */
             fj_ins(k->e, "sub.s32 %s, %s, %s", R(a), R(k->kv_end), R(k->j));
-        else if (first)
+            n = a, adj = done - 1;
+        } else if (first) {
             fj_ins(k->e, "sub.s32 %s, %s, %s", R(a), R(k->j), R(k->kv_first));
-        if (p->kv_desc ? !done : done)
-            fj_ins(k->e, "add.s32 %s, %s, %d", R(a), R(p->kv_desc || first ? a : k->j), p->kv_desc ? -1 : 1);
-        fj_ins(k->e, "bfind.u32 %s, %s", R(a), R(p->kv_desc || first || done ? a : k->j));
+            n = a;
+        }
+        if (adj) fj_ins(k->e, "add.s32 %s, %s, %d", R(a), R(n), adj), n = a;
+        fj_ins(k->e, "bfind.u32 %s, %s", R(a), R(n));
         if (first) fj_ins(k->e, "sub.s32 %s, %s, %s", R(b), R(k->kv_end), R(k->kv_first));
         fj_ins(k->e, "bfind.u32 %s, %s", R(b), R(first ? b : k->kv_end));
         fj_comment(k->e, 2, "(j = 0 gives bfind = -1: a larger T, and m = -inf rebases anyway; 0 <= J - j < 2^23)");
