@@ -287,6 +287,82 @@ static void test_variant_plans(void **state)
     assert_non_null(strstr(text, "sm_90a bf16 d128 br128 bc128 s2 sw128 w12 ov pp noncausal seqlens split"));
 }
 
+/* PTX text of plan p (verbosity 1), or fails the test. The caller frees it. */
+static char *plan_ptx(const fj_plan *p)
+{
+    char *ptx = NULL;
+    size_t len = 0;
+    if (fj_generate_ptx_plan(p, 1, &ptx, &len) != FAJIT_OK) fail_msg("generate: %s", fajit_errmsg());
+    return ptx;
+}
+
+/* Offset of the first line holding `what` as an instruction (not a comment), or -1. */
+static long first_ins(const char *text, const char *what)
+{
+    long n = (long)strlen(text), w = (long)strlen(what);
+    for (long i = 0; i + w <= n; i++) {
+        if (strncmp(text + i, what, (size_t)w) != 0) continue;
+        long b = i;
+        while (b > 0 && text[b - 1] != '\n') b--;
+        while (text[b] == ' ' || text[b] == '\t') b++;
+        if (text[b] != '/' || text[b + 1] != '/') return i;
+    }
+    return -1;
+}
+
+/* Programmatic dependent launch (fj_plan_for_target): for a target with griddepcontrol (sm_90 and later rows) the
+ * split kernel lets its dependents launch before its first load and the combine kernel waits before its first
+ * load of a partial, on both paths; an sm_80 target, the plain kernels and a plan without a target get neither
+ * (their PTX byte-identical to the untargeted plan's). */
+static void test_griddep(void **state)
+{
+    (void)state;
+    const fj_arch_info *sm80 = fj_arch_find("sm_80"), *sm90 = fj_arch_find("sm_90"), *sm90a = fj_arch_find("sm_90a");
+    fajit_config c = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 64,
+                      .block_n = 64, .stages = 2, .swizzle = 128, .warps = 4};
+    fajit_config w = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .block_m = 128,
+                      .block_n = 128, .stages = 2, .swizzle = 128, .warps = 12, .overlap = 1, .pingpong = 1};
+    struct { const fajit_config *cfg; unsigned v; const fj_arch_info *target; int griddep; const char *ins; } k[] = {
+        {&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, sm90, 1, "griddepcontrol.launch_dependents"},
+        {&c, FJ_VARIANT_COMBINE, sm90, 1, "griddepcontrol.wait"},
+        {&w, FJ_VARIANT_SPLIT | FJ_VARIANT_SEQLENS, sm90a, 1, "griddepcontrol.launch_dependents"},
+        {&c, FJ_VARIANT_SPLIT, sm80, 0, NULL},
+        {&c, FJ_VARIANT_COMBINE, sm80, 0, NULL},
+        {&c, FJ_VARIANT_SEQLENS, sm90, 0, NULL},
+        {&c, 0, sm90, 0, NULL},
+        {&w, 0, sm90a, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        fj_plan p, bare;
+        assert_int_equal(fj_plan_build_variant(k[i].cfg, k[i].v, &p), FAJIT_OK);
+        bare = p;
+        char *untargeted = plan_ptx(&bare);
+        fj_plan_for_target(&p, k[i].target);
+        assert_int_equal(p.griddep, k[i].griddep);
+        char *ptx = plan_ptx(&p);
+        assert_int_equal(first_ins(untargeted, "griddepcontrol"), -1);
+        if (!k[i].griddep) {
+            assert_int_equal(first_ins(ptx, "griddepcontrol"), -1);
+            assert_string_equal(ptx, untargeted);
+        } else {
+            long at = first_ins(ptx, k[i].ins), load = first_ins(ptx, k[i].v & FJ_VARIANT_COMBINE ? "ld.global" : "ld.");
+            char target[32];
+            snprintf(target, sizeof target, ".target %s", k[i].target->name);
+            assert_non_null(strstr(ptx, target)); /* the sm_80 path's PTX takes the device's row */
+            assert_true(at >= 0);
+            assert_true(load > at); /* before any load of a parameter, a partial or a tile */
+            assert_int_equal(first_ins(ptx, k[i].v & FJ_VARIANT_COMBINE ? "griddepcontrol.launch" : "griddepcontrol.wait"),
+                             -1);
+        }
+        fajit_free(ptx);
+        fajit_free(untargeted);
+    }
+    fj_plan p;
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_COMBINE, &p), FAJIT_OK);
+    fj_plan_for_target(&p, NULL);
+    assert_int_equal(p.griddep, 0);
+}
+
 /* Bad decode fields are reported by the public call before the missing device. */
 static void test_public_call_without_device(void **state)
 {
@@ -387,7 +463,7 @@ int main(void)
         cmocka_unit_test(test_seqlens_and_splits), cmocka_unit_test(test_workspace_rules),
         cmocka_unit_test(test_paged_rules),
         cmocka_unit_test(test_split_heuristic),   cmocka_unit_test(test_auto_sm90),
-        cmocka_unit_test(test_variant_plans),
+        cmocka_unit_test(test_variant_plans),     cmocka_unit_test(test_griddep),
         cmocka_unit_test(test_public_call_without_device), cmocka_unit_test(test_paged_tensor_maps),
     };
     return cmocka_run_group_tests_name("decode_args", tests, NULL, NULL);

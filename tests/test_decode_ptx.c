@@ -116,6 +116,37 @@ static int check_variant(const fajit_config *c, unsigned v, int *gathers, int *a
     return failures;
 }
 
+/* The kernels of a split-KV call planned for an sm_90 device (fj_plan_for_target: programmatic dependent launch,
+ * griddepcontrol in the split kernel and the combine kernel, .target sm_90) assemble for it with no spill. */
+static void test_griddep_kernels(void **state)
+{
+    (void)state;
+    const fj_arch_info *sm90 = fj_arch_find("sm_90");
+    const fajit_config cfgs[] = {{.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128},
+                                 T80(64, 64, 2, 128, 4, 1), T80(16, 64, 3, 128, 2, 2)};
+    const unsigned variants[] = {FJ_VARIANT_COMBINE, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                 FJ_VARIANT_SPLIT | FJ_VARIANT_SEQLENS | FJ_VARIANT_PACK};
+    int failures = 0;
+    for (size_t i = 0; i < 3; i++) {
+        fajit_config c = cfgs[i];
+        if (!c.head_dim) c.head_dim = 128;
+        fj_plan p;
+        char *ptx, text[160];
+        size_t len;
+        if (fj_plan_build_variant(&c, variants[i], &p) != FAJIT_OK) fail_msg("plan: %s", fajit_errmsg());
+        fj_plan_for_target(&p, sm90);
+        assert_int_equal(p.griddep, 1);
+        fj_plan_format(&p, text, sizeof text);
+        if (fj_generate_ptx_plan(&p, 0, &ptx, &len) != FAJIT_OK) fail_msg("%s: %s", text, fajit_errmsg());
+        assert_non_null(strstr(ptx, "griddepcontrol."));
+        int spill = assemble(ptx, len, "sm_90", text);
+        printf("%s %-58s sm_90 (griddep) spill %d\n", spill == 0 ? "PASS" : "FAIL", text, spill);
+        failures += spill != 0;
+        fajit_free(ptx);
+    }
+    assert_int_equal(failures, 0);
+}
+
 static void test_forward_variants(void **state)
 {
     (void)state;
@@ -337,6 +368,7 @@ int main(void)
     assert_non_null(g_dir);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_combine),
+        cmocka_unit_test(test_griddep_kernels),
         cmocka_unit_test(test_forward_variants),
         cmocka_unit_test(test_plain_untouched),
         cmocka_unit_test(test_kv8),

@@ -29,6 +29,7 @@ static const char *const k_vars[] = {
     "FAJIT_JIT",             "FAJIT_SM100A_LAUNCH", "FAJIT_KV8_WIDEN",    "FAJIT_KV8_DIRECT",
     "FAJIT_KV8_TILE",        "FAJIT_SM90_LEAN",    "FAJIT_KV_ORDER",      "FAJIT_FP8_KNOBS",
     "FAJIT_PTXAS_OPTS",      "FAJIT_CACHE",        "FAJIT_CACHE_VERIFY", "FAJIT_CAUSAL_SCHED",
+    "FAJIT_PDL",
 };
 
 static int unset_all(void **state)
@@ -72,6 +73,7 @@ static void test_refused(void **state)
         {"FAJIT_VARLEN_SCHED", "rr", "static (the static"},
         {"FAJIT_PREBUILT", "off", "0 (skip them)"},
         {"FAJIT_JIT", "synch", "sync (compile"},
+        {"FAJIT_PDL", "on", "0 (it starts after"},
         {"FAJIT_SM100A_LAUNCH", "yes", "0 (never"},
         {"FAJIT_KV8_WIDEN", "fp16", "intk (K only)"},
         {"FAJIT_KV8_DIRECT", "auto", "or unset (kv8direct where"},
@@ -134,6 +136,7 @@ static void test_accepted(void **state)
     assert_int_equal(d->sm100a_launch, 1);
     assert_int_equal(d->kv8_widen, 0);
     assert_int_equal(d->kv8_direct, -1);
+    assert_int_equal(d->pdl, 1);
     fajit_context_destroy(d);
     EXPECT("FAJIT_PERSISTENT_CTAS", "3", persistent_ctas, 3);
     EXPECT("FAJIT_PERSISTENT_CTAS", "", persistent_ctas, 0);
@@ -155,6 +158,8 @@ static void test_accepted(void **state)
     EXPECT("FAJIT_JIT", "sync", jit_mode, FJ_JIT_SYNC);
     EXPECT("FAJIT_JIT", "async", jit_mode, FJ_JIT_ASYNC);
     EXPECT("FAJIT_SM100A_LAUNCH", "0", sm100a_launch, 0);
+    EXPECT("FAJIT_PDL", "0", pdl, 0);
+    EXPECT("FAJIT_PDL", "1", pdl, 1);
     EXPECT("FAJIT_KV8_WIDEN", "intk", kv8_widen, FJ_VARIANT_KV8_INT_K);
     EXPECT("FAJIT_KV8_DIRECT", "1", kv8_direct, 1);
     EXPECT("FAJIT_KV8_DIRECT", "1", kv8_widen, FJ_VARIANT_KV8_DIRECT);

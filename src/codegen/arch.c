@@ -8,7 +8,7 @@
 #include <string.h>
 
 #define CAPS_AMPERE (FJ_CAP_MMA_SYNC | FJ_CAP_CP_ASYNC | FJ_CAP_LDMATRIX)
-#define CAPS_HOPPER (CAPS_AMPERE | FJ_CAP_STMATRIX | FJ_CAP_TMA | FJ_CAP_CVT_E4M3)
+#define CAPS_HOPPER (CAPS_AMPERE | FJ_CAP_STMATRIX | FJ_CAP_TMA | FJ_CAP_CVT_E4M3 | FJ_CAP_GRIDDEP)
 
 static const fj_arch_info k_arch_table[] = {
     /* name      sm   ISA     smem/block  caps                                              path */
@@ -20,7 +20,7 @@ static const fj_arch_info k_arch_table[] = {
     {"sm_90a", 90, 8, 0, 232448, CAPS_HOPPER | FJ_CAP_WGMMA | FJ_CAP_SETMAXNREG, FAJIT_ARCH_SM90A},
     {"sm_100", 100, 8, 6, 232448, CAPS_HOPPER, FAJIT_ARCH_AUTO},
     {"sm_100a", 100, 8, 6, 232448, CAPS_HOPPER | FJ_CAP_SETMAXNREG | FJ_CAP_TCGEN05, FAJIT_ARCH_SM100A},
-    {"sm_120", 120, 8, 7, 101376, CAPS_AMPERE | FJ_CAP_STMATRIX | FJ_CAP_CVT_E4M3, FAJIT_ARCH_AUTO},
+    {"sm_120", 120, 8, 7, 101376, CAPS_AMPERE | FJ_CAP_STMATRIX | FJ_CAP_CVT_E4M3 | FJ_CAP_GRIDDEP, FAJIT_ARCH_AUTO},
 };
 
 const fj_arch_info *fj_arch_table(int *n)

@@ -20,8 +20,10 @@ enum fj_cap {
     FJ_CAP_WGMMA = 1u << 5,      /* wgmma.mma_async (sm_90a only) */
     FJ_CAP_SETMAXNREG = 1u << 6, /* setmaxnreg (sm_90a, sm_100a) */
     FJ_CAP_TCGEN05 = 1u << 7,    /* tcgen05.* and tensor memory (sm_100a, sm_103a) */
-    FJ_CAP_CVT_E4M3 = 1u << 8    /* cvt.rn.f16x2.e4m3x2 at the row's PTX ISA (sm_90+; sm_89 has it from ISA 8.1 only,
+    FJ_CAP_CVT_E4M3 = 1u << 8,   /* cvt.rn.f16x2.e4m3x2 at the row's PTX ISA (sm_90+; sm_89 has it from ISA 8.1 only,
                                   * its row writes 7.8) */
+    FJ_CAP_GRIDDEP = 1u << 9     /* griddepcontrol.launch_dependents / .wait: programmatic dependent launch (PTX ISA
+                                  * 7.8, sm_90+) */
 };
 
 typedef struct fj_arch_info {

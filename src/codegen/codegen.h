@@ -165,6 +165,12 @@ typedef struct fj_plan {
      * fagen cubin's --sm): K / V widen with one cvt a pair, exact (no 2^-8 unit), and arch is that target's row
      * (its .target and PTX ISA). fagen ptx / explain, with no target, show the integer widening. */
     int kv8_cvt;
+    /* Programmatic dependent launch (fj_plan_for_target, where the target has griddepcontrol): a SPLIT kernel lets the
+     * combine kernel launch as soon as its own CTAs have started (griddepcontrol.launch_dependents, first in the
+     * body: generate.c); the COMBINE kernel waits for the split kernel's grid and its memory before it reads a
+     * partial (griddepcontrol.wait: combine.c). The runtime launches the combine with the programmatic
+     * serialization attribute only when its plan has this (decode.c); launched without it, wait returns at once. */
+    int griddep;
     /* kv8 with decode variant KV8_DIRECT (kv8_frag.c): the e4m3 ring holds [rows][head_dim] swizzled tiles and the
      * MMA fragments are built from them in registers (ldmatrix of byte pairs + conversion); no 16-bit K / V tile */
     int kv8_direct;
@@ -255,6 +261,10 @@ const char *fj_plan_entry(const fj_plan *plan);
 
 /* An FP8 K/V cache plan compiled for target (a device row): the cvt widening where the target has it (kv8_cvt). */
 void fj_kv8_for_target(fj_plan *p, const fj_arch_info *target);
+/* A plan compiled for target (a device row; the runtime's device, fagen cubin's --sm): fj_kv8_for_target, and for
+ * the split and combine kernels programmatic dependent launch where the target has it (griddep; the sm_80 path's
+ * PTX then takes the target's row as its .target, as kv8_cvt does). NULL target: the plan as built. */
+void fj_plan_for_target(fj_plan *p, const fj_arch_info *target);
 
 /* Fill the smem map of p (row_bytes, q/k/v offsets, kv_tile_bytes, smem_bytes) from p->cfg, unchecked
  * (the config's arch path decides the layout; an unknown path leaves smem_bytes 0). The one place the

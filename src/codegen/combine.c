@@ -326,6 +326,11 @@ void fj_emit_combine_kernel(fj_emit *e, const fj_plan *p)
     fj_reg_t bhi[3];
     row_indices(c, bhi);
     fj_reg_t part_lse = param_u64(c, DOFF(part_lse)), part_o = param_u64(c, DOFF(part_o));
+    if (p->griddep) {
+        fj_comment(e, 1, "launched early (programmatic dependent launch): wait for the split kernel's grid to end and "
+                         "its partials to be visible");
+        fj_ins(e, "griddepcontrol.wait");
+    }
     combine_online(c, part_o, part_lse);
     combine_warps(c);
     fj_ins(e, "@!%s bra.uni $L_combine_exit", R(ok));

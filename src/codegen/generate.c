@@ -36,6 +36,11 @@ fajit_status fj_generate_ptx_plan(const fj_plan *p, int verbosity, char **out, s
     memset(&k, 0, sizeof k);
     k.e = &e;
     k.p = p;
+    if (p->griddep && (p->variant & FJ_VARIANT_SPLIT)) {
+        fj_comment(&e, 1, "programmatic dependent launch: the combine kernel may start once every CTA of this grid has "
+                          "(it waits for this grid's end and memory before it reads a partial)");
+        fj_ins(&e, "griddepcontrol.launch_dependents");
+    }
     if (p->variant & FJ_VARIANT_COMBINE) fj_emit_combine_kernel(&e, p);
     else if (p->backend->async) fj_emit_fwd_ws_kernel(&k); /* the warp-specialized frame (sm_90a, sm_100a) */
     else fj_emit_fwd_kernel(&k);

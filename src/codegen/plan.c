@@ -493,6 +493,14 @@ const char *fj_plan_entry(const fj_plan *p)
     return p->variant & FJ_VARIANT_COMBINE ? FJ_COMBINE_KERNEL_NAME : FJ_FWD_KERNEL_NAME;
 }
 
+void fj_plan_for_target(fj_plan *p, const fj_arch_info *target)
+{
+    fj_kv8_for_target(p, target);
+    if (!target || !(target->caps & FJ_CAP_GRIDDEP) || !(p->variant & (FJ_VARIANT_SPLIT | FJ_VARIANT_COMBINE))) return;
+    if (!(p->arch->caps & FJ_CAP_GRIDDEP)) p->arch = target; /* the sm_80 path's portable PTX: the device's row */
+    p->griddep = 1;
+}
+
 fajit_status fj_plan_check_target(const fj_plan *p, const fj_arch_info *target)
 {
     if (!p->min_target_sm || target->sm >= p->min_target_sm) return FAJIT_OK;

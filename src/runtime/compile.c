@@ -365,7 +365,7 @@ fajit_status fj_compile_cubin_variant(const fajit_config *cfg, unsigned variant,
     fajit_status st = fj_plan_build_variant(cfg, variant, &plan);
     if (st == FAJIT_OK) st = fj_compile_check_target(plan.arch, target);
     if (st == FAJIT_OK) st = fj_plan_check_target(&plan, target);
-    if (st == FAJIT_OK) fj_kv8_for_target(&plan, target); /* an FP8 K/V cache: cvt where the target has it */
+    if (st == FAJIT_OK) fj_plan_for_target(&plan, target); /* FP8 K/V cvt, griddepcontrol: where the target has them */
     if (st == FAJIT_OK) st = fj_generate_ptx_plan(&plan, 0, &ptx, &ptx_len);
     if (st == FAJIT_OK) st = fj_compile_kernel(&plan, ptx, ptx_len, target->name, cubin_out, size_out, log_out);
     free(ptx);

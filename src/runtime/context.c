@@ -155,6 +155,7 @@ static fajit_status context_read_env(fajit_context *ctx)
     ctx->page_div = e.page_div;
     ctx->decode_sm90 = e.decode_sm90;
     ctx->varlen_lpt = e.varlen_lpt;
+    ctx->pdl = e.pdl;
     ctx->kv8_widen = e.kv8_widen;
     ctx->kv8_direct = e.kv8_direct;
     ctx->sm100a_launch = e.sm100a_launch;

@@ -89,6 +89,9 @@ struct fajit_context {
     int decode_sm90;           /* which path's decode variants an sm_90a device runs (decode.c): -1 (default) the
                                   sm_90a kernel's where fj_decode_auto_sm90 says, 1 ($FAJIT_DECODE_SM90=1) the
                                   sm_90a kernel's whenever they take the call, 0 ($FAJIT_DECODE_SM90=0) sm_80's */
+    int pdl;                   /* split-KV's combine kernel goes in by programmatic dependent launch where its plan
+                                  has griddep and the driver has cuLaunchKernelEx (decode.c): 1 (default), 0 with
+                                  $FAJIT_PDL=0 (a stream-ordered launch, as before) */
     int varlen_lpt;            /* varlen calls on the sm_90a kernel take the dynamic longest-first schedule (variant LPT,
                                   sched.c): 1 (default, since the H100 A/B of 2026-11-26, bench/varlen_ab.sh; or
                                   $FAJIT_VARLEN_SCHED=lpt), 0 with $FAJIT_VARLEN_SCHED=static (static round-robin) */

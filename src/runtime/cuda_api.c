@@ -204,6 +204,8 @@ static void cuda_load_once(void)
         memcpy(&g_cuda_api.cuTensorMapEncodeTiled, &sym, sizeof sym);
         sym = dlsym(g_cuda.handle, "cuStreamIsCapturing");
         memcpy(&g_cuda_api.cuStreamIsCapturing, &sym, sizeof sym);
+        sym = dlsym(g_cuda.handle, "cuLaunchKernelEx");
+        memcpy(&g_cuda_api.cuLaunchKernelEx, &sym, sizeof sym);
     }
 }
 
@@ -356,6 +358,14 @@ SAME_VALUE(FJ_CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_SWIZZLE_128B);
 SAME_VALUE(FJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 SAME_VALUE(FJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 _Static_assert(sizeof(CUtensorMap) == 128, "CUtensorMap is 128 bytes (FJ_TMAP_BYTES)");
+SAME_VALUE(FJ_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+_Static_assert(sizeof(fj_CUlaunchAttribute) == sizeof(CUlaunchAttribute), "CUlaunchAttribute");
+_Static_assert(offsetof(fj_CUlaunchAttribute, value) == offsetof(CUlaunchAttribute, value), "CUlaunchAttribute.value");
+_Static_assert(sizeof(fj_CUlaunchConfig) == sizeof(CUlaunchConfig), "CUlaunchConfig");
+_Static_assert(offsetof(fj_CUlaunchConfig, smem_bytes) == offsetof(CUlaunchConfig, sharedMemBytes), "sharedMemBytes");
+_Static_assert(offsetof(fj_CUlaunchConfig, stream) == offsetof(CUlaunchConfig, hStream), "hStream");
+_Static_assert(offsetof(fj_CUlaunchConfig, attrs) == offsetof(CUlaunchConfig, attrs), "attrs");
+_Static_assert(offsetof(fj_CUlaunchConfig, n_attrs) == offsetof(CUlaunchConfig, numAttrs), "numAttrs");
 SAME_VALUE(FJ_CUDA_SUCCESS, CUDA_SUCCESS);
 SAME_VALUE(FJ_CUDA_ERROR_STUB_LIBRARY, CUDA_ERROR_STUB_LIBRARY);
 SAME_VALUE(FJ_CUDA_ERROR_NO_DEVICE, CUDA_ERROR_NO_DEVICE);

@@ -27,6 +27,23 @@ typedef struct fj_CUstream_st *fj_CUstream;
 typedef struct fj_CUevent_st *fj_CUevent;
 typedef uint64_t fj_CUdeviceptr;
 
+/* cuLaunchKernelEx's config and attribute (CUlaunchConfig, CUlaunchAttribute: the attribute's id, padded to 8
+ * bytes, then a 64-byte value union; layouts checked against cuda.h in cuda_api.c) */
+typedef struct fj_CUlaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        char pad[64];
+        int programmatic_stream_serialization_allowed; /* CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION */
+    } value;
+} fj_CUlaunchAttribute;
+typedef struct fj_CUlaunchConfig {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, smem_bytes;
+    fj_CUstream stream;
+    fj_CUlaunchAttribute *attrs;
+    unsigned n_attrs;
+} fj_CUlaunchConfig;
+
 typedef struct fj_cuda_api {
     fj_CUresult (*cuInit)(unsigned flags);
     fj_CUresult (*cuDriverGetVersion)(int *version);
@@ -72,6 +89,9 @@ typedef struct fj_cuda_api {
     /* Optional (CUDA 10.0 and later): NULL when the driver lacks it, and then no stream is taken for one
      * capturing a CUDA graph. *status: FJ_CU_STREAM_CAPTURE_STATUS_* */
     fj_CUresult (*cuStreamIsCapturing)(fj_CUstream stream, int *status);
+    /* Optional (CUDA 11.8 and later): NULL when the driver lacks it; the combine kernel of split-KV then waits for
+     * the split kernel as any stream-ordered launch (no programmatic dependent launch: decode.c). */
+    fj_CUresult (*cuLaunchKernelEx)(const fj_CUlaunchConfig *config, fj_CUfunction f, void **params, void **extra);
 } fj_cuda_api;
 
 /* Load libcuda.so.1 once; on failure returns FAJIT_ERR_LIBRARY_MISSING with the dlerror text. */
@@ -103,6 +123,9 @@ enum {
     FJ_CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3,
     FJ_CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0
 };
+
+/* cuLaunchKernelEx's attribute ids used (checked against cuda.h in cuda_api.c). */
+enum { FJ_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 };
 
 /* cuStreamIsCapturing's statuses (checked against cuda.h in cuda_api.c). */
 enum {

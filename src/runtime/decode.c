@@ -319,16 +319,34 @@ fajit_status fj_decode_check_workspace(const fajit_attention_args *a, int splits
 /* ---------------------------------------------------------------------------------------------------
  * Launch
  * ------------------------------------------------------------------------------------------------- */
+/* A kernel of the call on its stream. The combine kernel of a split (its plan has griddep: the target's
+ * griddepcontrol, fj_plan_for_target) goes in by programmatic dependent launch where the context allows it
+ * ($FAJIT_PDL) and the driver has cuLaunchKernelEx: it may start while the split kernel runs (which lets it, first
+ * thing) and waits in griddepcontrol.wait for that grid's end and memory before it reads a partial, so the gap
+ * between the two kernels and its own start-up overlap the split kernel's tail. */
 static fajit_status launch(fajit_context *ctx, fajit_kernel *k, const unsigned grid[3], void *params, void *stream)
 {
     void *kernel_params[1] = {params};
     fajit_status st = fj_context_push(ctx);
     if (st != FAJIT_OK) return st;
-    fj_CUresult rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
-                                             (unsigned)k->plan.smem_bytes, (fj_CUstream)stream, kernel_params, NULL);
+    fj_CUresult rc;
+    const char *call = "cuLaunchKernel";
+    if (ctx->pdl && k->plan.griddep && (k->plan.variant & FJ_VARIANT_COMBINE) && ctx->cu->cuLaunchKernelEx) {
+        fj_CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = FJ_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmatic_stream_serialization_allowed = 1;
+        fj_CUlaunchConfig lc = {grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
+                                (unsigned)k->plan.smem_bytes, (fj_CUstream)stream, &attr, 1};
+        call = "cuLaunchKernelEx";
+        rc = ctx->cu->cuLaunchKernelEx(&lc, k->function, kernel_params, NULL);
+    } else {
+        rc = ctx->cu->cuLaunchKernel(k->function, grid[0], grid[1], grid[2], (unsigned)k->plan.threads, 1, 1,
+                                     (unsigned)k->plan.smem_bytes, (fj_CUstream)stream, kernel_params, NULL);
+    }
     fj_context_pop(ctx);
     if (rc == FJ_CUDA_SUCCESS) return FAJIT_OK;
-    fj_cuda_fail(rc, "cuLaunchKernel");
+    fj_cuda_fail(rc, call);
     return fj_fail_context(FAJIT_ERR_CUDA, "kernel \"%s\", grid (%u, %u, %u), block %d, smem %d B", k->config_text,
                            grid[0], grid[1], grid[2], k->plan.threads, k->plan.smem_bytes);
 }

@@ -28,6 +28,8 @@ static const fj_env_word k_decode_sm90[] = {{"1", 1, "the sm_90a kernel's decode
 static const fj_env_word k_varlen_sched[] = {{"lpt", 1, "the dynamic longest-first schedule"},
                                              {"static", 0, "the static round-robin"}, END};
 static const fj_env_word k_prebuilt[] = {{"1", 1, "ask the prebuilt kernels"}, {"0", 0, "skip them"}, END};
+static const fj_env_word k_pdl[] = {{"1", 1, "split-KV's combine kernel starts while the split kernel runs"},
+                                    {"0", 0, "it starts after the split kernel ends"}, END};
 static const fj_env_word k_jit[] = {{"async", 0, "a stand-in runs while the chosen config compiles"},
                                     {"sync", 1, "compile the chosen config before the call"}, END};
 
@@ -68,6 +70,7 @@ fajit_status fj_env_read(fj_env *e)
     if (st == FAJIT_OK) st = word("FAJIT_VARLEN_SCHED", k_varlen_sched, 1, "lpt", &e->varlen_lpt);
     if (st == FAJIT_OK) st = word("FAJIT_PREBUILT", k_prebuilt, 1, "1", &e->prebuilt);
     if (st == FAJIT_OK) st = word("FAJIT_JIT", k_jit, 0, "async", &e->jit_sync);
+    if (st == FAJIT_OK) st = word("FAJIT_PDL", k_pdl, 1, "1", &e->pdl);
     if (st == FAJIT_OK) st = fj_sm100a_launch_parse(getenv("FAJIT_SM100A_LAUNCH"), &e->sm100a_launch);
     if (st == FAJIT_OK)
         st = fj_kv8_knobs_parse(getenv("FAJIT_KV8_WIDEN"), getenv("FAJIT_KV8_DIRECT"), getenv("FAJIT_KV8_TILE"), &kv8);

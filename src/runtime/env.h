@@ -27,6 +27,7 @@ typedef struct fj_env {
     int sm100a_launch;   /* FAJIT_SM100A_LAUNCH: 1 (unset) or 0 (sm100a_launch.h) */
     int prebuilt;        /* FAJIT_PREBUILT: 1 (unset) or 0 */
     int jit_sync;        /* FAJIT_JIT: 0 (unset or async) or 1 (sync) */
+    int pdl;             /* FAJIT_PDL: 1 (unset) or 0 */
 } fj_env;
 
 /* Read and check every variable above, and the code generator's and the compiler's knobs. FAJIT_OK, or

@@ -140,7 +140,7 @@ static fajit_status store_create(fajit_context *ctx, const fj_plan *plan, const 
     fajit_kernel *k = calloc(1, sizeof *k);
     if (!k) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_kernel: out of host memory");
     k->plan = *plan;
-    fj_kv8_for_target(&k->plan, target); /* an FP8 K/V cache: cvt where the device has it */
+    fj_plan_for_target(&k->plan, target); /* FP8 K/V cvt, griddepcontrol: where the device has them */
     snprintf(k->config_text, sizeof k->config_text, "%s", text);
     snprintf(k->target, sizeof k->target, "%s", target->name);
     fj_kernel_req req = {.ctx = ctx, .plan = &k->plan, .text = k->config_text, .target = k->target,

@@ -126,7 +126,7 @@ static fajit_status warm_prepare_one(const fj_warm_request *rq, int i, warm_item
     if (st == FAJIT_OK && fj_plan_format(&it->plan, it->text, sizeof it->text) >= (int)sizeof it->text)
         st = fj_fail(FAJIT_ERR_INTERNAL, "warm.c: canonical config text longer than %zu", sizeof it->text - 1);
     if (st == FAJIT_OK) st = warm_target(rq, &it->plan, &it->target);
-    if (st == FAJIT_OK) fj_kv8_for_target(&it->plan, it->target); /* as store_create (kernel_store.c) does */
+    if (st == FAJIT_OK) fj_plan_for_target(&it->plan, it->target); /* as store_create (kernel_store.c) does */
     it->prepared = st == FAJIT_OK;
     it->status = st;
     if (st != FAJIT_OK) snprintf(it->note, sizeof it->note, "%s", fajit_errmsg());

@@ -55,6 +55,9 @@ static void gen_one(gen_job *j)
     char key[512];
     double t0 = now_s();
     fajit_status st = fj_plan_build_variant(&j->item.cfg, j->item.variant, &plan);
+    /* as the runtime's store (kernel_store.c store_create) plans a kernel for its device: the cubin served for a
+     * text and target is the one the runtime would compile (FP8 K/V cvt widening, griddepcontrol) */
+    if (st == FAJIT_OK) fj_plan_for_target(&plan, fj_arch_find(j->item.target));
     if (st == FAJIT_OK) fj_plan_format(&plan, j->text, sizeof j->text);
     if (st == FAJIT_OK) st = fj_generate_ptx_plan(&plan, 0, &ptx, &ptx_len);
     if (st == FAJIT_OK) st = fj_compile_kernel(&plan, ptx, ptx_len, j->item.target, &cubin, &size, NULL);
