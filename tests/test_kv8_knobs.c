@@ -72,24 +72,27 @@ static fajit_config decode_config(fajit_dtype dt, int d, int hq, int hkv, int nq
     return c;
 }
 
-/* Rows 1 .. 32 take br16 w2 cw2 / br32 w4 cw2, bc64 s3; more rows, or bf16 K/V, the table's tile. */
+/* Rows 1 .. 32 take br16 w2 cw2 / br32 w4 cw2 - at head dim 128 br16 with bc32 s4, else bc64 s3; more rows, or bf16
+ * K/V, the table's tile. */
 static void test_decode_tile(void **state)
 {
     (void)state;
     static const struct {
-        int hq, hkv, nq, block_m, warps, col_warps, stages;
-    } want[] = {{32, 32, 1, 16, 2, 2, 3}, {32, 8, 1, 16, 2, 2, 3}, {8, 1, 1, 16, 2, 2, 3},  {8, 1, 2, 16, 2, 2, 3},
-                {32, 8, 4, 16, 2, 2, 3},  {8, 1, 3, 32, 4, 2, 3},  {32, 1, 1, 32, 4, 2, 3}, {32, 8, 16, 64, 4, 1, 4},
-                {32, 32, 33, 64, 4, 1, 4}, {32, 32, 16, 16, 2, 2, 3}, {32, 1, 200, 128, 4, 1, 4}};
+        int d, hq, hkv, nq, block_m, warps, col_warps, block_n, stages;
+    } want[] = {{128, 32, 32, 1, 16, 2, 2, 32, 4},  {128, 32, 8, 1, 16, 2, 2, 32, 4},  {128, 8, 1, 1, 16, 2, 2, 32, 4},
+                {128, 8, 1, 2, 16, 2, 2, 32, 4},    {128, 32, 8, 4, 16, 2, 2, 32, 4},  {128, 8, 1, 3, 32, 4, 2, 64, 3},
+                {128, 32, 1, 1, 32, 4, 2, 64, 3},   {128, 32, 8, 16, 64, 4, 1, 64, 4}, {128, 32, 32, 33, 64, 4, 1, 64, 4},
+                {128, 32, 32, 16, 16, 2, 2, 32, 4}, {128, 32, 1, 200, 128, 4, 1, 64, 4}, {64, 32, 8, 1, 16, 2, 2, 64, 3},
+                {256, 32, 8, 1, 16, 2, 2, 64, 3}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
-        fajit_config c = decode_config(FAJIT_DTYPE_BF16, 128, want[i].hq, want[i].hkv, want[i].nq);
-        print_message("H%d/%d Nq%d: br%d w%d cw%d s%d\n", want[i].hq, want[i].hkv, want[i].nq, c.block_m, c.warps,
-                      c.col_warps, c.stages);
+        fajit_config c = decode_config(FAJIT_DTYPE_BF16, want[i].d, want[i].hq, want[i].hkv, want[i].nq);
+        print_message("d%d H%d/%d Nq%d: br%d w%d cw%d bc%d s%d\n", want[i].d, want[i].hq, want[i].hkv, want[i].nq,
+                      c.block_m, c.warps, c.col_warps, c.block_n, c.stages);
         assert_int_equal(c.block_m, want[i].block_m);
         assert_int_equal(c.warps, want[i].warps);
         assert_int_equal(c.col_warps, want[i].col_warps);
         assert_int_equal(c.stages, want[i].stages);
-        assert_int_equal(c.block_n, 64);
+        assert_int_equal(c.block_n, want[i].block_n);
     }
     /* 16-bit K/V: the table's tile */
     fajit_config b = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128};

@@ -197,8 +197,12 @@ int fj_config_kv8_decode_tile(fajit_config *c, const fajit_shape *shape)
     t.block_m = rows <= 16 ? 16 : 32;
     t.warps = rows <= 16 ? 2 : 4;
     t.col_warps = 2;
-    if (!t.block_n) t.block_n = 64;
-    if (!t.stages) t.stages = FJ_KV8_DECODE_STAGES;
+    /* one 16-row fragment at head dim 128: 32-key tiles, 4 stages (H200, session 18 call 7, fagen bench, 2 rounds, Nq
+     * 1, time against bc64 s3, whose per-call times were bimodal: B1 H32/32 32k -9%, B1 H32/8 128k -11%, B1 H8/1 512k
+     * -4%, B8 H32/8 8k -2%, B64 H32/8 2k +1.5%); other head dims unmeasured: bc64 s3 */
+    int narrow = t.block_m == 16 && t.head_dim == 128;
+    if (!t.block_n) t.block_n = narrow ? 32 : 64;
+    if (!t.stages) t.stages = narrow && t.block_n == 32 ? 4 : FJ_KV8_DECODE_STAGES;
     if (!t.swizzle) t.swizzle = t.head_dim / 16 % 8 == 0 ? 128 : t.head_dim / 16 % 4 == 0 ? 64 : 32; /* fill_sm80's */
     if (!t.overlap) t.overlap = -1;
     if (!t.pingpong) t.pingpong = -1;
