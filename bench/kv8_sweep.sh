@@ -11,11 +11,14 @@
 # bits, splits). A "## <label>" line opens each run; BF16 runs first, in the middle and last, so drift shows. Kernels go
 # to a fresh cache directory (no tuned winners, nothing stale).
 # Candidates (test_kv8_knobs plans every default tile):
-#   e4m3-default         the library's choice: the tile by rows (br16 w2 cw2 bc64 s3 up to 16 rows a KV head's CTA,
-#                        br32 w4 cw2 up to 32; config.c) with kv8direct (D 64/128/256)
+#   e4m3-default         the library's choice: the tile by rows (br16 w2 cw2 up to 16 rows a KV head's CTA - bc32 s4
+#                        at D128 since session 18, bc64 s3 at other head dims -, br32 w4 cw2 bc64 s3 up to 32;
+#                        config.c) with kv8direct (D 64/128/256)
 #   e4m3-widen           the same tile, FAJIT_KV8_DIRECT=0: K / V widened (cvt) into a 16-bit tile
-#   e4m3-br64-old        the default before (br64 bc64 s4 w4), kv8direct off, for contrast
-#   direct-br16cw2-bc128-s2 / -bc64-s4   the neighbours of the default tile
+#   e4m3-br64-old        the default before session 5 (br64 bc64 s4 w4), kv8direct off, for contrast
+#   direct-br16cw2-bc64-s3  the D128 default before session 18 (per-call times bimodal on the H200)
+#   direct-br16cw2-bc32-s3 / direct-br16w1-bc32-s4 / direct-br16w1-bc16-s4   the default's neighbours: fewer stages,
+#                        one warp (no key split between a warp pair), 16-key tiles
 # SASS per 16 KB of e4m3 K + V (d128, sm_90a, per CTA; nvdisasm of fagen cubin, the KV loop body): default br64
 # 2828 warp-instr, 320 F2FP, 193 KB smem traffic; br32cw2 1984 / 288 / 139 KB; rows br16 cw2 1184 / 272 / 101 KB;
 # rows-direct 1110 / 272 / 37 KB; direct br64 3624 / 1088 / 81 KB. Budget at 4.8 TB/s: ~890 SM cycles per 16 KB;
@@ -37,8 +40,10 @@ CANDIDATES=(
     "e4m3-default|-|$E"
     "e4m3-widen|$W|$E"
     "e4m3-br64-old|$W|$E --br 64 --bc 64 --stages 4 --warps 4 --col-warps 1"
-    "direct-br16cw2-bc128-s2|-|$E --br 16 --bc 128 --stages 2 --warps 2 --col-warps 2"
-    "direct-br16cw2-bc64-s4|-|$E --br 16 --bc 64 --stages 4 --warps 2 --col-warps 2"
+    "direct-br16cw2-bc64-s3|-|$E --br 16 --bc 64 --stages 3 --warps 2 --col-warps 2"
+    "direct-br16cw2-bc32-s3|-|$E --br 16 --bc 32 --stages 3 --warps 2 --col-warps 2"
+    "direct-br16w1-bc32-s4|-|$E --br 16 --bc 32 --stages 4 --warps 1 --col-warps 1"
+    "direct-br16w1-bc16-s4|-|$E --br 16 --bc 16 --stages 4 --warps 1 --col-warps 1"
 )
 
 with_env() { # env assignments (or -), command...

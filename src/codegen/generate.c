@@ -38,7 +38,7 @@ fajit_status fj_generate_ptx_plan(const fj_plan *p, int verbosity, char **out, s
     k.p = p;
     if (p->griddep && (p->variant & FJ_VARIANT_SPLIT)) {
         fj_comment(&e, 1, "programmatic dependent launch: the combine kernel may start once every CTA of this grid has "
-                          "(it waits for this grid's end and memory before it reads a partial)");
+                          "run this (it waits for this grid's end and memory before it reads a partial)");
         fj_ins(&e, "griddepcontrol.launch_dependents");
     }
     if (p->variant & FJ_VARIANT_COMBINE) fj_emit_combine_kernel(&e, p);
