@@ -15,10 +15,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "codegen/codegen.h"
 #include "fajit.h"
 #include "runtime/config_fill.h"
 #include "runtime/context.h"
 #include "runtime/disk_cache.h"
+#include "runtime/hash.h"
 #include "runtime/kernel_store.h"
 #include "runtime/policy.h"
 #include "runtime/prebuilt.h"
@@ -178,6 +180,37 @@ static void test_linked_blob_damaged(void **state)
     assert_int_equal(c.bad, 1);
     fj_prebuilt_set_blob(NULL, 0);
     free(copy);
+}
+
+/* Each kernel of the blob was compiled from the PTX the runtime generates for its config and target: the store plans
+ * a kernel (fj_plan_build_variant), fits the plan to the device's row (fj_plan_for_target: FP8 K/V cvt, split-KV's
+ * griddepcontrol) and generates its PTX; the entry's source hash must be that PTX's. (Until 2026-11-29 the generator
+ * skipped the fitting, so a prebuilt FP8 K/V kernel for sm_90 ran another widening than the same text compiled.) */
+static void test_blob_is_runtime_ptx(void **state)
+{
+    (void)state;
+    if (!linked_blob_or_skip()) skip();
+    static fj_prebuilt_item items[1024];
+    int n = fj_prebuilt_set(items, 1024), checked = 0, bad = 0;
+    assert_true(n > 0 && n < 1024);
+    for (int i = 0; i < n; i++) {
+        fj_plan p;
+        char text[256], *ptx = NULL;
+        size_t len = 0;
+        const char *why = "";
+        if (fj_plan_build_variant(&items[i].cfg, items[i].variant, &p) != FAJIT_OK) continue; /* not in the blob */
+        fj_plan_format(&p, text, sizeof text);
+        fj_plan_for_target(&p, fj_arch_find(items[i].target));
+        assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
+        if (!fj_prebuilt_source_is(text, items[i].target, fj_source_hash(ptx, len), &why)) {
+            if (bad++ < 5) print_message("\"%s\" for %s: %s\n", text, items[i].target, why[0] ? why : "not in the blob");
+        }
+        checked++;
+        fajit_free(ptx);
+    }
+    print_message("%d of %d prebuilt kernels from the runtime's PTX\n", checked - bad, checked);
+    assert_true(checked > 0);
+    assert_int_equal(bad, 0);
 }
 
 /* The config the runtime picks with nothing tuned is in the blob, for each dtype, head dim, mask and a few
@@ -361,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_blob_lookup),
         cmocka_unit_test(test_linked_blob),
         cmocka_unit_test(test_linked_blob_damaged),
+        cmocka_unit_test(test_blob_is_runtime_ptx),
         cmocka_unit_test(test_set_covers_defaults),
         cmocka_unit_test(test_set_has_decode),
         cmocka_unit_test(test_policy_decide),

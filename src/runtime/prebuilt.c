@@ -78,8 +78,9 @@ static int entry_next(const unsigned char *blob, size_t len, size_t *off, entry_
     return 1;
 }
 
-int fj_prebuilt_find(const char *config_text, const char *target, const unsigned char **cubin, size_t *size,
-                     const char **why)
+/* fj_prebuilt_find, the entry's source hash checked against `source` when it is not 0 */
+static int find_entry(const char *config_text, const char *target, uint64_t source, const unsigned char **cubin,
+                      size_t *size, const char **why)
 {
     const unsigned char *blob;
     size_t len, off = 0, key_len;
@@ -93,8 +94,8 @@ int fj_prebuilt_find(const char *config_text, const char *target, const unsigned
     while (entry_next(blob, len, &off, &e)) {
         if (e.key_len != key_len || memcmp(e.key, key, key_len) != 0) continue;
         size_t payload_off = 0, payload_len = 0;
-        const char *bad = fj_disk_cache_entry_decode(blob + e.start, e.len, key, FJ_PREBUILT_KIND, 0, &payload_off,
-                                                     &payload_len);
+        const char *bad = fj_disk_cache_entry_decode(blob + e.start, e.len, key, FJ_PREBUILT_KIND, source,
+                                                     &payload_off, &payload_len);
         if (bad) {
             if (why) *why = bad;
             return 0;
@@ -104,6 +105,19 @@ int fj_prebuilt_find(const char *config_text, const char *target, const unsigned
         return 1;
     }
     return 0;
+}
+
+int fj_prebuilt_find(const char *config_text, const char *target, const unsigned char **cubin, size_t *size,
+                     const char **why)
+{
+    return find_entry(config_text, target, 0, cubin, size, why);
+}
+
+int fj_prebuilt_source_is(const char *config_text, const char *target, uint64_t source, const char **why)
+{
+    const unsigned char *cubin;
+    size_t size;
+    return find_entry(config_text, target, source, &cubin, &size, why);
 }
 
 /* "config: <text>\ntarget: <sm>\n" out of a key, into the two buffers; 0 when the key is not a prebuilt one. */

@@ -13,6 +13,7 @@
 #define FJ_PREBUILT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "fajit.h"
 
@@ -33,6 +34,11 @@ void fj_prebuilt_set_blob(const unsigned char *data, size_t len);
  * damaged entry: *why, when not NULL, says what was wrong; "" for a plain miss). */
 int fj_prebuilt_find(const char *config_text, const char *target, const unsigned char **cubin, size_t *size,
                      const char **why);
+
+/* 1 when the entry of (config text, target) is there, valid, and was compiled from PTX of source hash `source`
+ * (hash.h fj_source_hash; tests: the blob holds what the runtime's own plan for that target generates); else 0,
+ * *why saying why when the entry is there. */
+int fj_prebuilt_source_is(const char *config_text, const char *target, uint64_t source, const char **why);
 
 /* Call fn(config_text, target, arg) for each entry of the current blob (their key texts only; the payloads are
  * not checked here). Stops when fn returns nonzero and returns that; 0 after the last. */
