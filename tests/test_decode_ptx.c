@@ -122,14 +122,14 @@ static void test_griddep_kernels(void **state)
 {
     (void)state;
     const fj_arch_info *sm90 = fj_arch_find("sm_90");
-    const fajit_config cfgs[] = {{.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128},
+    const fajit_config cfgs[] = {{.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16},
                                  T80(64, 64, 2, 128, 4, 1), T80(16, 64, 3, 128, 2, 2)};
     const unsigned variants[] = {FJ_VARIANT_COMBINE, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
                                  FJ_VARIANT_SPLIT | FJ_VARIANT_SEQLENS | FJ_VARIANT_PACK};
     int failures = 0;
     for (size_t i = 0; i < 3; i++) {
         fajit_config c = cfgs[i];
-        if (!c.head_dim) c.head_dim = 128;
+        c.head_dim = 128;
         fj_plan p;
         char *ptx, text[160];
         size_t len;

@@ -509,7 +509,7 @@ static fajit_status bench_loop(fajit_context *ctx, const bench_sets *sets, const
     fj_CUevent *ev = calloc(2 * (size_t)reps, sizeof *ev);
     fajit_status st = ev ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: %d events", 2 * reps);
     spin_kernel spin = {NULL, NULL};
-    double host_ms = 0.0; /* the host's time to enqueue one call (the warm-up's mean) */
+    double host_ms = 0.0; /* the host's time to enqueue one call: the settling calls' mean, else the warm-up's */
     fj_CUresult rc = 0;
     if (st == FAJIT_OK) st = spin_load(cu, &spin);
     for (int i = 0; st == FAJIT_OK && rc == 0 && i < 2 * reps; i++) rc = cu->cuEventCreate(&ev[i], 0);
