@@ -221,7 +221,17 @@ static void test_split_heuristic(void **state)
     assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 132);
     a.kv_dtype = FAJIT_DTYPE_E4M3;
     assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 264);
+    /* the FP8 K/V cache's br16 tile (two warps a CTA) with packed GQA heads: four CTAs an SM; unpacked two */
+    a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 131072; /* 8 CTAs */
+    assert_int_equal(fj_decode_splits(&a, 1, 16, 32, 132), 66);
+    assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 33);
+    a.batch = 8, a.seqlen_k = 8192; /* 64 CTAs */
+    assert_int_equal(fj_decode_splits(&a, 1, 16, 32, 132), 8);
+    a.batch = 1, a.heads_kv = 32, a.seqlen_k = 32768; /* 32 CTAs, unpacked */
+    assert_int_equal(fj_decode_splits(&a, 0, 16, 32, 132), 8);
     a.kv_dtype = 0;
+    a.heads_q = 8, a.heads_kv = 1, a.seqlen_k = 512 * 1024;
+    assert_int_equal(fj_decode_splits(&a, 1, 16, 32, 132), 132); /* 16-bit K/V: two an SM, one split an SM */
     a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 131072; /* GQA 4: packed, 8 CTAs (one per KV head) instead of 32 */
     int unpacked = fj_decode_splits(&a, 0, 64, 64, 132), packed = fj_decode_splits(&a, 1, 64, 64, 132);
     printf("B1 Hq32 Hkv8 Nk128k on 132 SMs: %d splits, packed %d\n", unpacked, packed);

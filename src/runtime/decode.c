@@ -269,11 +269,19 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
      * cache's CTA (kv8.c: 3 x 16 KB of e4m3 loads in flight) takes two an SM: it needs the second one's loads */
     fj_fp8_args f8;
     fj_fp8_read(a, &f8);
-    long long per_sm = f8.kv_dtype_given == FAJIT_DTYPE_E4M3 ? 2 : 1;
+    int kv8 = f8.kv_dtype_given == FAJIT_DTYPE_E4M3;
+    long long per_sm = kv8 ? 2 : 1;
     if (max_s > per_sm * sm_count) max_s = per_sm * sm_count;
     if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
     if (max_s > INT32_MAX / rows) max_s = INT32_MAX / rows;
-    long long s0 = (2LL * sm_count + ctas - 1) / ctas;
+    /* about two CTAs an SM; four for an FP8 K/V cache's one-fragment tile with packed GQA heads (br16: two warps
+     * a CTA, so the same eight warps an SM). H200, bnhd, Nq 1 D128, fagen bench, 2 rounds
+     * (bench/results/h200-session19-2026-11-29.md): B1 Hq32 Hkv8 128k 66 splits 0.0751 / 0.0751 ms against 33's
+     * 0.0771 / 0.0776, B8 Hq32 Hkv8 8k 8 splits 0.0426 / 0.0424 against 4's 0.0429 / 0.0430; twice that (132, 16)
+     * was 3-8% slower than either. Unpacked heads keep two: B1 Hq32 Hkv32 32k at 16 splits ran 0.0755 / 0.0790
+     * against 8's 0.0780 / 0.0782 (and 6% slower under bench/kv8_compare.py) */
+    long long target = kv8 && packed && block_m <= 16 ? 4 : 2;
+    long long s0 = (target * sm_count + ctas - 1) / ctas;
     if (s0 > max_s) s0 = max_s;
     int best = 1;
     double best_eff = 0.0;
