@@ -221,14 +221,15 @@ static void test_split_heuristic(void **state)
     assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 132);
     a.kv_dtype = FAJIT_DTYPE_E4M3;
     assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 264);
-    /* the FP8 K/V cache's br16 tile (two warps a CTA) with packed GQA heads: four CTAs an SM; unpacked two */
+    /* the FP8 K/V cache's br16 tile (two warps a CTA): four CTAs an SM, packed or not */
     a.heads_q = 32, a.heads_kv = 8, a.seqlen_k = 131072; /* 8 CTAs */
     assert_int_equal(fj_decode_splits(&a, 1, 16, 32, 132), 66);
     assert_int_equal(fj_decode_splits(&a, 1, 64, 64, 132), 33);
     a.batch = 8, a.seqlen_k = 8192; /* 64 CTAs */
     assert_int_equal(fj_decode_splits(&a, 1, 16, 32, 132), 8);
     a.batch = 1, a.heads_kv = 32, a.seqlen_k = 32768; /* 32 CTAs, unpacked */
-    assert_int_equal(fj_decode_splits(&a, 0, 16, 32, 132), 8);
+    assert_int_equal(fj_decode_splits(&a, 0, 16, 32, 132), 16);
+    assert_int_equal(fj_decode_splits(&a, 0, 64, 64, 132), 8);
     a.kv_dtype = 0;
     a.heads_q = 8, a.heads_kv = 1, a.seqlen_k = 512 * 1024;
     assert_int_equal(fj_decode_splits(&a, 1, 16, 32, 132), 132); /* 16-bit K/V: two an SM, one split an SM */

@@ -266,7 +266,8 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
     if (max_s > FJ_SPLIT_AUTO_MAX_SPLITS) max_s = FJ_SPLIT_AUTO_MAX_SPLITS;
     /* at most one split per SM for a row block: on the H200, B1 Hq8 Hkv1 Nk512k ran 4.5% slower at 264 splits
      * (two CTAs per SM) than at 128 and 3.7-4.6% slower than at 132 (fagen tune --grid decode). An FP8 K/V
-     * cache's CTA (kv8.c: 3 x 16 KB of e4m3 loads in flight) takes two an SM: it needs the second one's loads */
+     * cache's CTA (kv8.c: a third of the bytes a 16-bit tile's has in flight) takes two an SM: it needs the
+     * second one's loads (B1 Hq8 Hkv1 512k: 264 splits 0.0454 ms, 132 0.0749, 528 0.0536; session 19) */
     fj_fp8_args f8;
     fj_fp8_read(a, &f8);
     int kv8 = f8.kv_dtype_given == FAJIT_DTYPE_E4M3;
@@ -274,13 +275,13 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
     if (max_s > per_sm * sm_count) max_s = per_sm * sm_count;
     if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
     if (max_s > INT32_MAX / rows) max_s = INT32_MAX / rows;
-    /* about two CTAs an SM; four for an FP8 K/V cache's one-fragment tile with packed GQA heads (br16: two warps
-     * a CTA, so the same eight warps an SM). H200, bnhd, Nq 1 D128, fagen bench, 2 rounds
-     * (bench/results/h200-session19-2026-11-29.md): B1 Hq32 Hkv8 128k 66 splits 0.0751 / 0.0751 ms against 33's
-     * 0.0771 / 0.0776, B8 Hq32 Hkv8 8k 8 splits 0.0426 / 0.0424 against 4's 0.0429 / 0.0430; twice that (132, 16)
-     * was 3-8% slower than either. Unpacked heads keep two: B1 Hq32 Hkv32 32k at 16 splits ran 0.0755 / 0.0790
-     * against 8's 0.0780 / 0.0782 (and 6% slower under bench/kv8_compare.py) */
-    long long target = kv8 && packed && block_m <= 16 ? 4 : 2;
+    /* about two CTAs an SM; four for an FP8 K/V cache's one-fragment tile (br16: two warps a CTA, so the same
+     * eight warps an SM). H200, bnhd, Nq 1 D128, fagen bench, 2-3 rounds (bench/results/h200-session19-2026-11-29.md):
+     * GQA-packed B1 Hq32 Hkv8 128k 66 splits 0.0751 / 0.0751 ms against 33's 0.0771 / 0.0776, B8 Hq32 Hkv8 8k 8 splits
+     * 0.0426 / 0.0424 against 4's 0.0429 / 0.0430; MHA B1 H16 64k 33 against 16 -4.7%, B1 H32 8k 16 against 8 -2.5%,
+     * B2 H32 16k 8 against 4 -0.5%, B1 H32 32k 16 against 8 level in median but bimodal (0.0755 / 0.0781 / 0.0806
+     * against 0.078); eight an SM (132, 16, 66 splits) was 3-8% slower than either */
+    long long target = kv8 && block_m <= 16 ? 4 : 2;
     long long s0 = (target * sm_count + ctas - 1) / ctas;
     if (s0 > max_s) s0 = max_s;
     int best = 1;
