@@ -174,6 +174,10 @@ typedef struct fj_plan {
     /* kv8 with decode variant KV8_DIRECT (kv8_frag.c): the e4m3 ring holds [rows][head_dim] swizzled tiles and the
      * MMA fragments are built from them in registers (ldmatrix of byte pairs + conversion); no 16-bit K / V tile */
     int kv8_direct;
+    /* kv8direct: S = QK^T accumulated in this many independent chains (kv8_frag.c: even k-steps into S, odd ones into
+     * a second set added at the end). 2 on the one-fragment decode tiles, where a warp's S tile is the critical path
+     * between two KV tiles (one warp a scheduler: nothing else to issue while its MMAs wait on each other); else 1 */
+    int qk_chains;
     int fp8_off;
     int bar_off, n_bars;         /* mbarriers, 8 B each (async.h): Q full[2], Q empty[2], then per stage K full,
                                     V full, K empty, V empty */

@@ -103,6 +103,24 @@ fajit_status fj_kv8_direct_plan(fj_plan *p)
     return FAJIT_OK;
 }
 
+/* A second S chain where it costs few registers (n_frags_s <= 4: up to 16) and the budget, with everything else the
+ * plan holds (the decode variant's registers included: plan.c calls this last), has them. */
+void fj_kv8_direct_chains(fj_plan *p)
+{
+    int chain = 4 * p->m_frags * p->n_frags_s;
+    p->qk_chains = 1;
+#ifndef FJ_KV8_QK_ONE_CHAIN /* build knob for the A/B (bench/ab_builds.sh): one chain, as before session 19 */
+    if (p->kv8_direct && p->m_frags == 1 && p->n_frags_s <= 4 && p->k_steps_qk >= 4 &&
+        p->reg_total + chain + p->reg_headroom <= p->reg_limit) {
+        p->qk_chains = 2;
+        p->reg_misc += chain;
+        p->reg_total += chain;
+    }
+#else
+    (void)chain;
+#endif
+}
+
 /* ---- setup ------------------------------------------------------------------------------------------------ */
 /* out = smem + kv8_off + row x head_dim + (((cb + hc) ^ swz(row)) << 4) for row / cb registers, hc a constant. */
 static void lane_base(fj_kctx *k, fj_reg_t out, fj_reg_t row, fj_reg_t cb, int hc)
@@ -257,8 +275,12 @@ void fj_kv8d_mma_qk(fj_kctx *k, int slot)
     fj_reg_t raw = fj_alloc(k->e, k->b_frag_b, 4), bf = fj_alloc(k->e, k->b_frag_b, 8);
     fj_reg_t qf = p->q_in_regs ? k->frag_q : fj_alloc(k->e, k->b_frag_q, 8 * p->m_frags);
     fj_reg_t unit = fj_kv8_unit_regs(k);
-    fj_comment(k->e, 1, "S = Q K^T from the e4m3 K tile: ldmatrix.x4 (b16 = byte pairs) + %s, two k-steps a load",
-               cvt ? "cvt" : "integer widening");
+    int chains = p->qk_chains == 2, n_acc = 4 * p->m_frags * p->n_frags_s;
+    fj_reg_t odd = chains ? fj_alloc(k->e, k->b_f, n_acc) : k->acc_s; /* the odd k-steps' chain */
+    fj_comment(k->e, 1, "S = Q K^T from the e4m3 K tile: ldmatrix.x4 (b16 = byte pairs) + %s, two k-steps a load%s",
+               cvt ? "cvt" : "integer widening",
+               chains ? "; even k-steps into S, odd ones into a second set added at the end (two MMA chains of half "
+                        "the depth)" : "");
     for (int kp = 0; kp < p->k_steps_qk / 2; kp++) {
         int c = 2 * kp, lo = c & m8;
         if (!p->q_in_regs)
@@ -282,10 +304,13 @@ void fj_kv8d_mma_qk(fj_kctx *k, int slot)
                         int ks = c + s;
                         fj_reg_t q = p->q_in_regs ? fj_at(qf, (mf * p->k_steps_qk + ks) * 4) : fj_at(qf, mf * 8 + 4 * s);
                         fj_reg_t b = fj_at(bf, 2 * (2 * h + s));
-                        mma(k, fj_at(k->acc_s, (mf * p->n_frags_s + 2 * np + h) * 4), q, b, fj_at(b, 1), ks == 0);
+                        fj_reg_t acc = chains && s ? odd : k->acc_s;
+                        mma(k, fj_at(acc, (mf * p->n_frags_s + 2 * np + h) * 4), q, b, fj_at(b, 1), ks < 1 + chains);
                     }
         }
     }
+    for (int i = 0; chains && i < n_acc; i++)
+        fj_ins(k->e, "add.f32 %s, %s, %s", R(fj_at(k->acc_s, i)), R(fj_at(k->acc_s, i)), R(fj_at(odd, i)));
 }
 
 /* One B fragment of V (2 registers into b) for the even (odd = 0) or odd head dims of a chunk, from the

@@ -43,6 +43,10 @@ int fj_kv8_direct_dim(int head_dim);
  * tile). */
 fajit_status fj_kv8_direct_plan(fj_plan *p);
 
+/* After the decode variant's registers are counted (plan.c): plan.qk_chains, 2 where a second S accumulator set fits
+ * (the one-fragment decode tiles), else 1. */
+void fj_kv8_direct_chains(fj_plan *p);
+
 /* Kernel: the copy destinations and lane bases (after fj_kv8_setup_copy's r0 / c0), a copy's shared address
  * (register + immediate) for pass i, chunk j of tensor which (1 K, 2 V) in stage slot, Q's A fragments of fragment
  * mf and k-step ks into dst (4 registers, permuted dims), S = QK^T and O += PV from stage slot. */

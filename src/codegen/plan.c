@@ -464,6 +464,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         return CFG_FAIL("registers: about %d per thread with the decode variant's %d (split range, per-tile length and "
                         "page arithmetic) exceed %d; lower block_n or block_m",
                         p->reg_total, extra, p->reg_limit);
+    fj_kv8_direct_chains(p);
     return FAJIT_OK;
 }
 
