@@ -5,7 +5,8 @@
 # 192 256 x causal or not, each at verbosity 0 and 2) and of every config line of the tuned-winner files given
 # (bench/results/*tuned-v1*.txt). "What the GPU measured at REV still stands" rests on this. No GPU needed.
 # --wide adds every kernel family (issue 24): the tuned winners of bench/results/*tuned-v1*.txt, the decode
-# variants (--variant, both paths), FP8 (--dtype e4m3, with the attention variants and --varlen; --kv-dtype e4m3 decode), the attention variants
+# variants (--variant, both paths), FP8 (--dtype e4m3, with the attention variants and --varlen; --kv-dtype e4m3 decode,
+# kv8direct on the FP8 K/V decode tiles), the attention variants
 # (--window/--softcap/--sinks/--alibi/--chunk, alone, together and with decode variants) and a tile grid (stages,
 # warps, overlap / ping-pong, warp pairs); a config both fagens refuse (the same exit status) counts as identical.
 #   usage: scripts/plain-ptx-diff.sh 0c0f362 bench/results/h200-tuned-v1-codegen12-2026-11-24.txt
@@ -115,6 +116,15 @@ wide_configs() {
             echo "--arch $a --dtype $dt --kv-dtype e4m3 --headdim $d $c --variant $v -v 0"
         done
     done; done; done; done
+    # the FP8 K/V decode kernels that run: kv8direct on the tiles by rows (config.c fj_config_kv8_decode_tile)
+    for dt in bf16 f16; do for d in 64 128 256; do for c in "" --causal; do
+        for t in "--br 16 --warps 2 --col-warps 2 --bc 32 --stages 4" "--br 16 --warps 2 --col-warps 2 --bc 64 --stages 3" \
+            "--br 32 --warps 4 --col-warps 2 --bc 64 --stages 3"; do
+            for v in split+packgqa+kv8direct seqlens+paged+packgqa+kv8direct packgqa+kv8direct; do
+                echo "--arch sm_80 --dtype $dt --kv-dtype e4m3 --headdim $d $c $t --variant $v -v 0"
+            done
+        done
+    done; done; done
     for a in sm_80 sm_90a; do for dt in bf16 f16; do for d in 64 128 256; do for c in "" --causal; do
         for m in "--window 256,0" "--window 64,64" "--softcap 30" --sinks --alibi "--chunk 512" \
             "--window 256,0 --softcap 30 --sinks --alibi" "--softcap 50 --alibi" "--chunk 256 --sinks"; do

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -151,7 +153,38 @@ static void test_decode_tile_plans(void **state)
                                           v, fajit_errmsg());
                         assert_int_equal(st, FAJIT_OK);
                         assert_int_equal(p.kv8_direct, direct);
+                        /* S in two MMA chains on the kv8direct tiles at d64 / d128 (d256's registers hold one) */
+                        assert_int_equal(p.qk_chains, direct && dims[di] <= 128 ? 2 : 1);
                     }
+}
+
+/* The two chains in the kernel: per KV tile, the odd k-steps' MMAs start from zero into a second set, which is added
+ * into S once (4 x n_frags_s adds), and S's own chain starts from zero at k-step 0 only. */
+static void test_two_chains_ptx(void **state)
+{
+    (void)state;
+    fajit_config c = decode_config(FAJIT_DTYPE_BF16, 128, 32, 8, 1);
+    fj_plan p;
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_KV8_DIRECT, &p), FAJIT_OK);
+    assert_int_equal(p.qk_chains, 2);
+    char *ptx = NULL;
+    size_t len = 0;
+    assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
+    int adds = 0, zero_c = 0;
+    for (const char *q = ptx; (q = strstr(q, "add.f32 %acc_s")) != NULL; q++) adds++;
+    for (const char *q = ptx; (q = strstr(q, "mma.sync")) != NULL; q++) { /* C = {x, x, x, x}: one register, zero */
+        const char *end = strchr(q, ';'), *cg = end;
+        while (cg > q && *cg != '{') cg--;
+        char r[4][32];
+        if (end && sscanf(cg, "{%31[^,], %31[^,], %31[^,], %31[^}]}", r[0], r[1], r[2], r[3]) == 4 &&
+            !strcmp(r[0], r[1]) && !strcmp(r[0], r[2]) && !strcmp(r[0], r[3]))
+            zero_c++;
+    }
+    int per_tile = 4 * p.n_frags_s, tiles = p.cfg.stages; /* the loop is unrolled by stages */
+    print_message("two chains: %d adds into S, %d MMAs from a zero C over %d unrolled tiles\n", adds, zero_c, tiles);
+    assert_int_equal(adds, per_tile * tiles);
+    assert_int_equal(zero_c, 2 * p.n_frags_s * tiles);
+    free(ptx);
 }
 
 int main(void)
@@ -161,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_parse_refused),
         cmocka_unit_test(test_decode_tile),
         cmocka_unit_test(test_decode_tile_plans),
+        cmocka_unit_test(test_two_chains_ptx),
     };
     return cmocka_run_group_tests_name("kv8_knobs", tests, NULL, NULL);
 }
