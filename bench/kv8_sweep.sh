@@ -6,7 +6,8 @@
 #   bench/kv8_sweep.sh [BUILD_DIR]        (default build; needs BUILD_DIR/tools/fagen/fagen and a GPU)
 #   e.g. OUT=/tmp/o bench/run_gpu.sh build && bench/kv8_sweep.sh build 2>&1 | tee kv8-sweep.log
 #
-# Each bench line is a whole `fagen bench --grid decode --seqlen 1 --settle-ms 300` line, printed as it comes: shape,
+# Each bench line is a whole `fagen bench --grid decode --seqlen 1 --layout bnhd --settle-ms 300` line (K / V laid out
+# [B, N, Hkv, D] as a cache is; the B64 row runs 13% slower in bhnd, session 19), printed as it comes: shape,
 # median ms, min ms, GB/s of K + V (e4m3 rows count one byte an element), TFLOP/s, and the kernel(s) run (tile, variant
 # bits, splits). A "## <label>" line opens each run; BF16 runs first, in the middle and last, so drift shows. Kernels go
 # to a fresh cache directory (no tuned winners, nothing stale).
@@ -57,7 +58,7 @@ bench() { # label, env, flags...
     local label=$1 envset=$2
     shift 2
     echo "## $label${envset:+ [$envset]}" | sed 's/ \[-\]//' | tee -a "$LOG"
-    with_env "$envset" timeout 90 "$FAGEN" bench --grid decode --seqlen 1 --settle-ms 300 "$@" 2>&1 |
+    with_env "$envset" timeout 90 "$FAGEN" bench --grid decode --seqlen 1 --layout bnhd --settle-ms 300 "$@" 2>&1 |
         grep -v '^fagen bench on\|^tuned winners' | tee -a "$LOG"
 }
 
