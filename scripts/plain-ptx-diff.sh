@@ -109,6 +109,9 @@ wide_configs() {
         for m in "--window 128,0" "--softcap 30" --sinks --alibi "--chunk 256" --varlen "--window 64,0 --softcap 30 --varlen"; do
             echo "--arch sm_90a --dtype e4m3 --headdim $d $c $m -v $v"
         done
+        for dv in split packgqa seqlens paged seqlens+split+packgqa+paged; do # (assembled only: session 19)
+            echo "--arch sm_90a --dtype e4m3 --headdim $d $c --variant $dv -v $v"
+        done
     done; done; done
     for a in sm_80 sm_90a; do for dt in bf16 f16; do for d in 64 128 256; do for c in "" --causal; do
         echo "--arch $a --dtype $dt --kv-dtype e4m3 --headdim $d $c -v 0"

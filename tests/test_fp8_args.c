@@ -99,7 +99,8 @@ static void test_plan_rules(void **state)
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
     c.mods = FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS | FAJIT_MOD_CHUNK;
     assert_int_equal(fajit_config_check(&c), FAJIT_OK);
-    { /* varlen batches plan on the FP8 kernel (static schedule); the other decode variants are refused, named */
+    { /* varlen batches plan on the FP8 kernel (static schedule), and the frame's decode variants (seqlens_k, split,
+       * packing, paged; test_fp8_ptxas assembles them); lpt, gathered pages and read-ahead are refused, named */
         fj_plan p;
         c.mods = 0;
         assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K, &p), FAJIT_OK);
@@ -107,8 +108,10 @@ static void test_plan_rules(void **state)
         assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K |
                                                                       FJ_VARIANT_LPT, &p),
                                         FAJIT_ERR_UNSUPPORTED, "with dtype e4m3", "static schedule", NULL));
-        assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS, &p), FAJIT_ERR_UNSUPPORTED,
-                                        "with dtype e4m3", "seqlens_k", NULL));
+        assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS, &p), FAJIT_OK);
+        assert_true(p.fp8 && p.vtail_bar);
+        assert_true(fj_test_status_says(fj_plan_build_variant(&c, FJ_VARIANT_PAGED | FJ_VARIANT_GATHER, &p),
+                                        FAJIT_ERR_UNSUPPORTED, "with dtype e4m3", "gathered pages", NULL));
     }
     c = sm90(FAJIT_DTYPE_BF16, 128);
     c.kv_dtype = FAJIT_DTYPE_E4M3;

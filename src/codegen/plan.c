@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "fp8_ws.h"
 #include "kv8_frag.h"
 #include "base/error.h"
 #include "sched.h"
@@ -402,10 +403,21 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     fajit_status st = variant ? plan_core(&own, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */
-    if (p->fp8 && (variant & ~(unsigned)(FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K)))
+    /* FP8 (e4m3 Q, K, V): the shared frame's decode variants (seqlens_k, split-KV, GQA packing, paged K/V) plan and
+     * assemble (test_fp8_ptxas); not yet run on a GPU, and the runtime does not route FP8 calls to them (fp8_args.c) */
+    const unsigned fp8_ok = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT |
+                            FJ_VARIANT_PACK | FJ_VARIANT_PAGED;
+    if (p->fp8 && (variant & ~fp8_ok))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant 0x%x with dtype e4m3: the FP8 kernels take varlen batches "
-                                              "(cu_seqlens) on the static schedule, and no other decode variant yet "
-                                              "(seqlens_k, split-KV, paged K/V, GQA packing, lpt)", variant);
+                                              "(cu_seqlens) on the static schedule, seqlens_k, split-KV, GQA packing and "
+                                              "paged K/V, and no other decode variant (lpt, gathered pages, pages read "
+                                              "ahead)", variant);
+    if (p->fp8 && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED)) && fj_fp8_vt4_lean(p))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s with dtype e4m3 at head_dim %d: the lean vt4 producer "
+                                              "(24 registers) spills 8-36 bytes with the V-tail fill (ptxas 13.0); FP8 "
+                                              "seqlens_k / paged K/V take head_dim 64 and 128",
+                       variant & FJ_VARIANT_SEQLENS ? " seqlens" : "", variant & FJ_VARIANT_PAGED ? " paged" : "",
+                       p->cfg.head_dim);
     if (p->roles.tmem_cols) return sm100_variant_fail(p, variant);
     if (p->ws && (variant & ~(unsigned)FJ_VARIANT_WS_OK))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s: the %s kernel does not take them yet (it takes "

@@ -260,6 +260,21 @@ static void producer_v_tail(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t row, cons
     fj_label(e, whole);
 }
 
+/* V of the tile at key `row` into stage s, completing V full[s]: through producer_v_tail when the variant has a V
+ * tail (seqlens / paged: a sequence's last, partial tile zero-filled past its length), else the plain V load. Every
+ * V load of a producer goes through here (producer_tile, producer_tile_vt4). */
+static void producer_v(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t row)
+{
+    const fj_plan *p = k->p;
+    char done[48] = "";
+    if (p->vtail_bar) {
+        fj_label_new(k->e, "v_done", done, sizeof done);
+        producer_v_tail(k, l, s, row, done);
+    }
+    producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+    if (p->vtail_bar) fj_label(k->e, done);
+}
+
 /* Tile j (register) into stage s: wait until the consumers freed it (parity `empty_parity`), then K and V. */
 static void producer_tile(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_parity)
 {
@@ -272,13 +287,7 @@ static void producer_tile(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_parit
     fj_comment(k->e, 2, "V(j) -> stage %d likewise (V full[%d])", s, s);
     if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
     fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
-    char done[48] = "";
-    if (p->vtail_bar) {
-        fj_label_new(k->e, "v_done", done, sizeof done);
-        producer_v_tail(k, l, s, row, done);
-    }
-    producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
-    if (p->vtail_bar) fj_label(k->e, done);
+    producer_v(k, l, s, row);
     if (p->variant & FJ_VARIANT_PAGED) producer_page_ahead(k, l, row);
 }
 
@@ -385,14 +394,14 @@ static void producer_tile_vt4(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_p
     if (v_ahead) {
         if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
-        producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+        producer_v(k, l, s, row);
     }
     fj_label(e, not_first);
     if (!v_ahead) {
         fj_comment(e, 2, "V(j) -> stage %d (one stage: its V empty waits for this warp's transpose of V(j - 1))", s);
         if (fj_ws_o_staged(p) == 2) producer_wait_o_free(k, l, l->round);
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, s), empty_parity);
-        producer_kv(k, l, FJ_TMA_V, p->v_off + s * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, s));
+        producer_v(k, l, s, row);
     }
     fj_ws_kv_not_last(k, l, t, pr);
     fj_ins(e, "@!%s bra %s", R(pr), last);
@@ -405,7 +414,7 @@ static void producer_tile_vt4(fj_kctx *k, fj_ws_loop *l, int s, fj_reg_t empty_p
     producer_kv(k, l, FJ_TMA_K, p->k_off + n * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_K_FULL, n));
     if (v_ahead) {
         fj_emit_mbar_wait(k, fj_ws_bar(p, FJ_BAR_V_EMPTY, n), par);
-        producer_kv(k, l, FJ_TMA_V, p->v_off + n * p->kv_tile_bytes, row, fj_ws_bar(p, FJ_BAR_V_FULL, n));
+        producer_v(k, l, n, row);
     }
     fj_label(e, last);
 }
