@@ -203,12 +203,13 @@ static void test_variants(void **state)
     assert_int_equal(failures, 0);
 }
 
-/* The decode variants on the FP8 kernels (the heuristic's tile, D 64 / 128 / 256, causal and not): seqlens_k, split-KV,
- * GQA packing, paged K/V and their combinations plan and assemble clean; with seqlens_k or paged K/V the producer
- * zero-fills a sequence's last V tile past its length (the v_zero loop: the vt4 producer too, which loaded V without
- * it until session 19); D256's lean vt4 producer refuses seqlens_k / paged, naming the head dim; D256 split / packing
- * plan on a narrower K / V tile (bc96) than the plain kernel's. Assembled only: the
- * runtime does not route FP8 calls to these kernels yet (fp8_args.c). */
+/* The decode variants on the FP8 kernels, D 64 / 128 / 256, causal and not: seqlens_k, split-KV, GQA packing, paged
+ * K/V and their combinations plan and assemble clean on the heuristic's two-consumer tile (w12, for more than 64 rows
+ * a KV head) and on the decode tile (br64 w8, up to 64 rows; the runtime's default there, config.c); with seqlens_k
+ * or paged K/V the producer zero-fills a sequence's last V tile past its length (the v_zero loop: the vt4 producer
+ * too, which loaded V without it until session 19); on w12 D256's lean vt4 producer refuses seqlens_k / paged, naming
+ * the head dim, and D256 split / packing plan on a narrower K / V tile (bc96) than the plain kernel's. Run on the GPU
+ * by test_gpu_fp8 (test_fp8_decode). */
 static void test_decode_variants(void **state)
 {
     (void)state;
@@ -219,7 +220,7 @@ static void test_decode_variants(void **state)
     for (int d = 64; d <= 256; d *= 2)
         for (int causal = 0; causal < 2; causal++)
             for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
-                fajit_shape shape = {4, 32, 8, 1, 8192};
+                fajit_shape shape = {4, 32, 8, 64, 8192}; /* 256 rows a KV head: the two-consumer tile (w12) */
                 fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal};
                 assert_int_equal(fajit_config_fill(NULL, &shape, &c), FAJIT_OK);
                 int tail = (vs[i] & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED)) != 0;
@@ -254,6 +255,29 @@ static void test_decode_variants(void **state)
                 failures += !ptx_assembles_clean(text, ptx, len);
                 n++;
             }
+    /* the decode tile (br64 w8: one consumer warpgroup, no setmaxnreg, so the producer's registers are not the lean
+     * 24): every variant at every head dim, D256 seqlens / paged too */
+    for (int d = 64; d <= 256; d *= 2)
+        for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+            fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .block_m = 64,
+                              .warps = 8, .causal = (int)(i % 2)};
+            fajit_shape shape = {4, 32, 8, 1, 8192};
+            assert_int_equal(fajit_config_fill(NULL, &shape, &c), FAJIT_OK);
+            fj_plan p;
+            char text[192], *ptx = NULL;
+            size_t len = 0;
+            snprintf(text, sizeof text, "br64 w8 d%d bc%d variant 0x%x", d, c.block_n, vs[i]);
+            fajit_status st = fj_plan_build_variant(&c, vs[i], &p);
+            if (st == FAJIT_OK) st = fj_generate_ptx_plan(&p, 0, &ptx, &len);
+            if (st != FAJIT_OK || p.producer_regs != 0) {
+                printf("FAIL %s: %s\n", text, st ? fajit_errmsg() : "the producer has a setmaxnreg budget");
+                failures++;
+                if (ptx) fajit_free(ptx);
+                continue;
+            }
+            failures += !ptx_assembles_clean(text, ptx, len);
+            n++;
+        }
     printf("%d FP8 decode-variant kernels assembled, %d failures\n", n, failures);
     assert_int_equal(failures, 0);
 }

@@ -296,6 +296,16 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     int n = shape ? (shape->seqlen_q > shape->seqlen_k ? shape->seqlen_q : shape->seqlen_k) : 0;
     int short_causal = c->head_dim == 64 && c->causal && n > 0 && n <= FJ_SM90_SEQLEN_SHORT;
     if (!c->col_warps) c->col_warps = 1;
+    /* FP8 decode: a KV head's rows (Nq x the GQA group, packed) fit one consumer warpgroup's 64. One warpgroup, no
+     * setmaxnreg: the transposing producer keeps its registers, so its V-tail fill fits at every head dim, and the
+     * softmax of the rows no query fills is not computed twice. H200, session 20, bench/kv8_compare.py, Nq 1 D128,
+     * the decode table's five rows: br64 bc192 w8 0.545-0.610 of fajit's BF16 decode time, br128 bc192 w12 (the
+     * prefill tile) 0.637-0.770 */
+    long long fp8_rows = c->dtype == FAJIT_DTYPE_E4M3 && shape && shape->heads_kv > 0 &&
+                                 shape->heads_q % shape->heads_kv == 0
+                             ? (long long)shape->seqlen_q * (shape->heads_q / shape->heads_kv)
+                             : 0;
+    if (!c->block_m && !c->warps && fp8_rows > 0 && fp8_rows <= 64) c->block_m = 64;
     if (!c->block_m)
         c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : short_causal ? 128 : d->block_m;
     if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);

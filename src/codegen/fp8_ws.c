@@ -206,7 +206,7 @@ void fj_fp8_emit_pack_p_take(fj_kctx *k, fj_reg_t t)
 }
 
 /* ---- the V transpose ------------------------------------------------------------------------------------------ */
-int fj_fp8_vt4_lean(const fj_plan *p) { return p->fp8_vt4 && p->producer_regs < 32; }
+int fj_fp8_vt4_lean(const fj_plan *p) { return p->fp8_vt4 && p->producer_regs > 0 && p->producer_regs < 32; }
 
 /* dst = 16 x the chunk XOR of a row (TMA / wgmma swizzle of span w, fp8_layout.c) whose index mod 8 comes from
  * `row8` (a register holding row mod 8 x w / 128 ... as bits): x = (row x w / 128) & (w / 16 - 1). */

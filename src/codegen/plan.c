@@ -403,8 +403,8 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     fajit_status st = variant ? plan_core(&own, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */
-    /* FP8 (e4m3 Q, K, V): the shared frame's decode variants (seqlens_k, split-KV, GQA packing, paged K/V) plan and
-     * assemble (test_fp8_ptxas); not yet run on a GPU, and the runtime does not route FP8 calls to them (fp8_args.c) */
+    /* FP8 (e4m3 Q, K, V): the shared frame's decode variants (seqlens_k, split-KV, GQA packing, paged K/V); the runtime
+     * runs them for e4m3 queries (decode.c fp8_run; test_gpu_fp8 test_fp8_decode) */
     const unsigned fp8_ok = FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT |
                             FJ_VARIANT_PACK | FJ_VARIANT_PAGED;
     if (p->fp8 && (variant & ~fp8_ok))
@@ -415,7 +415,8 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if (p->fp8 && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED)) && fj_fp8_vt4_lean(p))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "decode variant%s%s with dtype e4m3 at head_dim %d: the lean vt4 producer "
                                               "(24 registers) spills 8-36 bytes with the V-tail fill (ptxas 13.0); FP8 "
-                                              "seqlens_k / paged K/V take head_dim 64 and 128",
+                                              "seqlens_k / paged K/V take head_dim 64 and 128 on any tile, 256 on one "
+                                              "consumer warpgroup (block_m 64, warps 8: the decode tile up to 64 rows)",
                        variant & FJ_VARIANT_SEQLENS ? " seqlens" : "", variant & FJ_VARIANT_PAGED ? " paged" : "",
                        p->cfg.head_dim);
     if (p->roles.tmem_cols) return sm100_variant_fail(p, variant);
