@@ -29,8 +29,8 @@
  *  - Any Nq, Nk >= 1: tails are masked inside the kernel; nothing needs padding.
  *  - Decode / long context (fields appended to fajit_attention_args, set up by fajit_attention_args_init):
  *    per-sequence KV lengths (seqlens_k: sequence b sees keys [0, seqlens_k[b]), causal bottom-right per
- *    sequence), split-KV (num_splits, workspace) and paged K/V (block_table). They run on the sm_80
- *    path's kernels for now.
+ *    sequence), split-KV (num_splits, workspace) and paged K/V (block_table). They run on the sm_80 or
+ *    the sm_90a path's kernels as the runtime picks per call (e4m3 queries: the sm_90a FP8 kernel).
  *  - Varlen batches (cu_seqlens_q / cu_seqlens_k, FlashAttention's varlen API): sequences packed along one token
  *    dim, with paged K/V for chunked prefill; both paths (see the fields).
  */
@@ -502,9 +502,11 @@ typedef struct fajit_attention_args {
      * q_descale[b * descale_batch_stride + h / g] for query head h (g = heads_q / heads_kv), k_descale and
      * v_descale at [b * descale_batch_stride + kv head]. The scores become softmax_scale * q_descale * k_descale *
      * (q . k) and O is multiplied by v_descale: FlashAttention-3's q_descale / k_descale / v_descale.
-     * dtype = E4M3 takes the attention variants but alibi_slopes (softcap caps the true, descaled score) and varlen
-     * batches (cu_seqlens_q with cu_seqlens_k; b is then the sequence); not seqlens_k, num_splits >= 2 or a block
-     * table (FAJIT_ERR_UNSUPPORTED naming them). */
+     * dtype = E4M3 takes the attention variants but alibi_slopes (softcap caps the true, descaled score), varlen
+     * batches (cu_seqlens_q with cu_seqlens_k; b is then the sequence; not with seqlens_k or a block table) and the
+     * decode features of batched K/V: seqlens_k, split-KV, GQA packing and paged K/V (FlashAttention-3's FP8 kvcache
+     * inputs), on the sm_90a FP8 kernel (a one-consumer tile, block_m 64, for up to 64 rows a KV head; head_dim 256
+     * takes seqlens_k / a block table on that tile only). What it does not take: FAJIT_ERR_UNSUPPORTED naming it. */
     fajit_dtype kv_dtype;   /* 0 = dtype; FAJIT_DTYPE_E4M3 with dtype F16 / BF16: FP8 K/V cache */
     fajit_dtype out_dtype;  /* dtype of O with dtype E4M3: 0 = BF16, FAJIT_DTYPE_BF16 or FAJIT_DTYPE_F16; else 0 or dtype */
     uint64_t q_descale, k_descale, v_descale;

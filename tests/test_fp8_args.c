@@ -154,9 +154,17 @@ static void test_args_valid_and_unsupported(void **state)
     (void)state;
     fajit_attention_args a = fp8_args();
     assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
-    a.seqlens_k = 0x7f0000a00000ull;
-    assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "dtype = e4m3 with seqlens_k",
-                                    "none of these yet", NULL));
+    a.seqlens_k = 0x7f0000a00000ull, a.num_splits = 3; /* the decode variants: built (sm_90a, decode.c) */
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    fajit_attention_args p = a;
+    p.block_table = 0x7f0000b00000ull, p.max_pages = 5, p.page_size = 64;
+    assert_int_equal(fj_forward_validate(&p, NULL), FAJIT_OK);
+    a.head_dim = 256, p.head_dim = 256; /* D256 too (its decode tile, br64 w8, has no lean producer: plan.c) */
+    fajit_args_set_bhnd_strides(&a);
+    assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    p.k_stride[2] = p.v_stride[2] = 256, p.q_stride[2] = p.o_stride[2] = 256, p.q_stride[1] = p.o_stride[1] = 256 * 100;
+    p.q_stride[0] = p.o_stride[0] = 8 * 256 * 100;
+    assert_int_equal(fj_forward_validate(&p, NULL), FAJIT_OK);
     a = fp8_args();
     a.softcap = 30.0f, a.window = 1, a.window_left = 100, a.window_right = -1, a.attention_chunk = 64;
     a.sinks = 0x7f0000a00100ull;
@@ -166,6 +174,14 @@ static void test_args_valid_and_unsupported(void **state)
     a.q_stride[1] = a.o_stride[1] = a.k_stride[1] = a.v_stride[1] = a.head_dim;
     a.q_stride[2] = a.o_stride[2] = (int64_t)a.heads_q * a.head_dim, a.k_stride[2] = a.v_stride[2] = (int64_t)a.heads_kv * a.head_dim;
     assert_int_equal(fj_forward_validate(&a, NULL), FAJIT_OK);
+    fajit_attention_args t = a; /* paged varlen batches: not for FP8 */
+    t.cu_seqlens_k = 0, t.block_table = 0x7f0000b00000ull, t.max_pages = 5, t.page_size = 64, t.seqlen_k = 300;
+    assert_true(fj_test_status_says(fj_forward_validate(&t, NULL), FAJIT_ERR_UNSUPPORTED, "cu_seqlens_q and a block "
+                                    "table", "not built for FP8", NULL));
+    t = a; /* seqused_k of varlen batches: not for FP8 */
+    t.seqlens_k = 0x7f0000a00400ull;
+    assert_true(fj_test_status_says(fj_forward_validate(&t, NULL), FAJIT_ERR_UNSUPPORTED, "cu_seqlens_q and seqlens_k",
+                                    "whole key range", NULL));
     a.cu_seqlens_k = 0; /* packed queries against batched K / V: not for FP8 */
     assert_true(fj_test_status_says(fj_forward_validate(&a, NULL), FAJIT_ERR_UNSUPPORTED, "cu_seqlens_q but no "
                                     "cu_seqlens_k", NULL, NULL));

@@ -484,6 +484,211 @@ static void test_fp8_varlen(void **state)
     assert_int_equal(failures, 0);
 }
 
+/* ---- decode: seqlens_k, split-KV, GQA packing, paged K/V ----------------------------------------------------
+ * A KV cache as engines keep it: Q / O [B, Nq, Hq, D], K / V [B, Nk, Hkv, D] (or pools of pages [pages, page,
+ * Hkv, D] behind a shuffled block table), e4m3 with descales [B][Hkv] as above. With lens, sequence b's length is by
+ * b % 5: 1, a multiple of 64, Nk, random in [1, Nk], and for b % 5 = 4 by b / 5 % 3: 0, past Nk, -7 (the kernel clamps
+ * to [0, Nk]); every K / V byte past a sequence's length is 0x7f (an e4m3 NaN), and paged, the table entries of pages
+ * wholly past it name a spare page of NaN bytes: no output may depend on them. The reference is check_row on each
+ * sequence's clamped length. want: text fajit_last_forward must hold (the kernel that ran). */
+typedef struct fp8_dec_case {
+    const char *name;
+    int b, hq, hkv, nq, nk, d, causal;
+    int lens, splits, page, out_f16, own_ws;
+    int win, win_left, win_right, sinks;
+    const char *want;
+} fp8_dec_case;
+
+static const fp8_dec_case k_decode[] = {
+    /* name                                  b  hq hkv nq nk   d  causal lens splits page f16 ws | win L R sinks | want */
+    {"dec d128 Nq1 GQA4 lens", 5, 8, 2, 1, 1000, 128, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, "br64 bc192 s2 sw128 w8"},
+    {"dec d128 Nq16 GQA4 lens splits2 (64 rows packed)", 3, 8, 2, 16, 1000, 128, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0,
+     "w8 ov causal seqlens split packgqa"},
+    {"dec d128 Nq1 GQA8 lens splits7 O f16", 5, 16, 2, 1, 4099, 128, 0, 1, 7, 0, 1, 0, 0, 0, 0, 0, "7 splits"},
+    {"dec d128 Nq1 MQA Nk17 splits2", 2, 8, 1, 1, 17, 128, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, "2 splits"},
+    {"dec d64 Nq4 causal GQA4 lens", 5, 8, 2, 4, 1000, 64, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, "seqlens"},
+    {"dec d128 Nq16 causal MHA splits3", 2, 4, 4, 16, 4099, 128, 1, 0, 3, 0, 0, 1, 0, 0, 0, 0, "3 splits"},
+    {"dec d128 Nq16 GQA16 unpacked (rows > block)", 2, 32, 2, 16, 1000, 128, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, "2 splits"},
+    {"dec paged p16 d128 Nq1 GQA4 lens", 5, 8, 2, 1, 1000, 128, 0, 1, 0, 16, 0, 0, 0, 0, 0, 0, "paged"},
+    {"dec paged p64 d64 Nq1 MQA causal lens splits3", 5, 8, 1, 1, 4099, 64, 1, 1, 3, 64, 0, 0, 0, 0, 0, 0, "paged"},
+    {"dec paged p256 d128 Nq4 GQA8 lens", 3, 16, 2, 4, 4099, 128, 1, 1, 0, 256, 1, 1, 0, 0, 0, 0, "paged"},
+    {"dec d256 Nq1 GQA4 splits5", 3, 8, 2, 1, 1000, 256, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, "5 splits"},
+    {"dec d256 Nq1 MQA heuristic splits", 1, 8, 1, 1, 4099, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "splits"},
+    {"dec paged p64 d256 Nq1 GQA4 lens", 5, 8, 2, 1, 1000, 256, 1, 1, 0, 64, 0, 0, 0, 0, 0, 0, "paged"},
+    {"dec d128 Nq1 GQA4 window (128,0) + sinks lens splits3", 5, 8, 2, 1, 1000, 128, 1, 1, 3, 0, 0, 0, 1, 128, 0, 1,
+     "3 splits"},
+    {"dec d128 Nq1 GQA4 Nk32k lens heuristic splits", 4, 32, 8, 1, 32768, 128, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, "splits"},
+};
+
+static int dec_len(int b, int nk)
+{
+    g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+    int r = (int)(g_rng >> 33);
+    switch (b % 5) {
+    case 0: return 1;
+    case 1: return nk >= 64 ? nk / 64 / 2 * 64 + 64 : nk;
+    case 2: return nk;
+    case 3: return 1 + r % nk;
+    default: return (b / 5) % 3 == 0 ? 0 : (b / 5) % 3 == 1 ? nk + 1 + r % 1000 : -7;
+    }
+}
+
+static int run_decode(const fp8_dec_case *c)
+{
+    const fj_cuda_api *cu = g_ctx->cu;
+    fp8_case base = {c->name, c->b, c->hq, c->hkv, c->nq, c->nk, c->d, c->causal, 1, 0, c->out_f16, 0,
+                     c->win, c->win_left, c->win_right, 0.0f, c->sinks, 0};
+    fp8_tensor q, k, v;
+    tensor_make(&base, c->hq, c->nq, c->hq / c->hkv, 0, &q); /* codes [B, N, H, D] */
+    tensor_make(&base, c->hkv, c->nk, 1, 0, &k);
+    tensor_make(&base, c->hkv, c->nk, 1, 0, &v);
+    int d = c->d, *len = malloc((size_t)c->b * sizeof *len), *clamped = malloc((size_t)c->b * sizeof *clamped);
+    assert_true(len && clamped);
+    size_t row = (size_t)c->hkv * d; /* bytes of one key's row of every KV head */
+    for (int b = 0; b < c->b; b++) {
+        len[b] = c->lens ? dec_len(b, c->nk) : c->nk;
+        clamped[b] = len[b] < 0 ? 0 : len[b] > c->nk ? c->nk : len[b];
+        for (int r = clamped[b]; r < c->nk; r++) /* an unfilled cache: e4m3 NaN bytes past the length */
+            memset(k.codes + ((size_t)b * c->nk + r) * row, 0x7f, row), memset(v.codes + ((size_t)b * c->nk + r) * row, 0x7f, row);
+    }
+    /* paged: sequence b's page p is pool page perm[b * max_pages + p]; pages wholly past its length name a spare */
+    int max_pages = c->page ? (c->nk + c->page - 1) / c->page : 0, pool_pages = c->b * max_pages + 2;
+    int *table = NULL;
+    uint8_t *pk = NULL, *pv = NULL;
+    size_t page_bytes = (size_t)c->page * row, kv_bytes = (size_t)c->b * c->nk * row;
+    if (c->page) {
+        int n = c->b * max_pages, *perm = malloc((size_t)n * sizeof *perm);
+        table = malloc((size_t)n * sizeof *table);
+        pk = malloc((size_t)pool_pages * page_bytes), pv = malloc((size_t)pool_pages * page_bytes);
+        assert_true(perm && table && pk && pv);
+        memset(pk, 0x7f, (size_t)pool_pages * page_bytes), memset(pv, 0x7f, (size_t)pool_pages * page_bytes);
+        for (int i = 0; i < n; i++) perm[i] = i;
+        for (int i = n - 1; i > 0; i--) {
+            g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+            int j = (int)((g_rng >> 33) % (uint64_t)(i + 1)), t = perm[i];
+            perm[i] = perm[j], perm[j] = t;
+        }
+        for (int b = 0; b < c->b; b++)
+            for (int pg = 0; pg < max_pages; pg++) {
+                int at = perm[b * max_pages + pg], rows = c->nk - pg * c->page < c->page ? c->nk - pg * c->page : c->page;
+                table[b * max_pages + pg] = pg * c->page >= clamped[b] ? n + pg % 2 : at;
+                memcpy(pk + (size_t)at * page_bytes, k.codes + ((size_t)b * c->nk + (size_t)pg * c->page) * row, (size_t)rows * row);
+                memcpy(pv + (size_t)at * page_bytes, v.codes + ((size_t)b * c->nk + (size_t)pg * c->page) * row, (size_t)rows * row);
+            }
+        kv_bytes = (size_t)pool_pages * page_bytes;
+        free(perm);
+    }
+    size_t nq_el = (size_t)c->b * c->hq * c->nq * d, lse_n = (size_t)c->b * c->hq * c->nq;
+    size_t ds_bytes = (size_t)c->b * c->hkv * sizeof(float);
+    uint16_t *o = malloc(nq_el * 2);
+    float *lse = malloc(lse_n * sizeof *lse), *sinks = malloc((size_t)c->hq * sizeof *sinks);
+    assert_true(o && lse && sinks);
+    for (int h = 0; h < c->hq; h++) sinks[h] = (float)(normal() + 1.0);
+    fajit_attention_args a;
+    fajit_attention_args_init(&a);
+    a.dtype = FAJIT_DTYPE_E4M3, a.batch = c->b, a.heads_q = c->hq, a.heads_kv = c->hkv;
+    a.seqlen_q = c->nq, a.seqlen_k = c->nk, a.head_dim = d, a.causal = c->causal;
+    a.out_dtype = c->out_f16 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
+    a.window = c->win, a.window_left = c->win ? c->win_left : 0, a.window_right = c->win ? c->win_right : 0;
+    fajit_args_set_bnhd_strides(&a);
+    a.num_splits = c->splits;
+    fj_CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, dl = 0, dd[3] = {0, 0, 0}, dsink = 0, dlen = 0, dtab = 0, dws = 0;
+    assert_int_equal(fj_context_push(g_ctx), FAJIT_OK);
+    assert_int_equal(cu->cuMemAlloc(&dq, nq_el), 0);
+    assert_int_equal(cu->cuMemAlloc(&dk, kv_bytes), 0);
+    assert_int_equal(cu->cuMemAlloc(&dv, kv_bytes), 0);
+    assert_int_equal(cu->cuMemAlloc(&dO, nq_el * 2), 0);
+    assert_int_equal(cu->cuMemAlloc(&dl, lse_n * 4), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dq, q.codes, nq_el), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dk, c->page ? pk : k.codes, kv_bytes), 0);
+    assert_int_equal(cu->cuMemcpyHtoD(dv, c->page ? pv : v.codes, kv_bytes), 0);
+    assert_int_equal(cu->cuMemsetD8(dO, 0xff, nq_el * 2), 0);
+    assert_int_equal(cu->cuMemsetD8(dl, 0xff, lse_n * 4), 0);
+    const float *src[3] = {q.descale, k.descale, v.descale};
+    for (int t = 0; t < 3; t++) {
+        assert_int_equal(cu->cuMemAlloc(&dd[t], ds_bytes), 0);
+        assert_int_equal(cu->cuMemcpyHtoD(dd[t], src[t], ds_bytes), 0);
+    }
+    a.q_descale = dd[0], a.k_descale = dd[1], a.v_descale = dd[2], a.descale_batch_stride = c->hkv;
+    if (c->sinks) {
+        assert_int_equal(cu->cuMemAlloc(&dsink, (size_t)c->hq * sizeof *sinks), 0);
+        assert_int_equal(cu->cuMemcpyHtoD(dsink, sinks, (size_t)c->hq * sizeof *sinks), 0);
+        a.sinks = dsink;
+    }
+    if (c->lens) {
+        assert_int_equal(cu->cuMemAlloc(&dlen, (size_t)c->b * 4), 0);
+        assert_int_equal(cu->cuMemcpyHtoD(dlen, len, (size_t)c->b * 4), 0);
+        a.seqlens_k = dlen;
+    }
+    if (c->page) {
+        assert_int_equal(cu->cuMemAlloc(&dtab, (size_t)c->b * max_pages * 4), 0);
+        assert_int_equal(cu->cuMemcpyHtoD(dtab, table, (size_t)c->b * max_pages * 4), 0);
+        a.block_table = dtab, a.max_pages = max_pages, a.page_size = c->page;
+        a.k_stride[0] = a.v_stride[0] = (int64_t)c->page * c->hkv * d; /* [pages, page, Hkv, D] */
+    }
+    a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl;
+    int failed = 0;
+    if (c->own_ws) { /* the caller's workspace, of the size the library asks for */
+        size_t bytes = 0;
+        fajit_status st = fajit_attention_workspace_size(g_ctx, &a, NULL, &bytes);
+        if (st != FAJIT_OK || (c->splits >= 2 && bytes == 0)) {
+            printf("FAIL %-42s fajit_attention_workspace_size: %s, %zu bytes: %s\n", c->name, fajit_status_name(st),
+                   bytes, fajit_errmsg());
+            failed = 1;
+        } else if (bytes) {
+            assert_int_equal(cu->cuMemAlloc(&dws, bytes), 0);
+            a.workspace = dws, a.workspace_bytes = bytes;
+        }
+    }
+    char text[256];
+    if (!failed) failed = forward_fetch(c->name, &a, o, nq_el * 2, lse, lse_n * 4, text, sizeof text);
+    fj_CUdeviceptr all[] = {dq, dk, dv, dO, dl, dd[0], dd[1], dd[2], dsink, dlen, dtab, dws};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i]) cu->cuMemFree(all[i]);
+    fj_context_pop(g_ctx);
+    if (!failed && (!strstr(text, "sm_90a decode variant") || !strstr(text, c->want) || !strstr(text, "e4m3"))) {
+        printf("FAIL %-42s ran \"%s\": expected the sm_90a FP8 decode variant with \"%s\"\n", c->name, text, c->want);
+        failed = 1;
+    }
+    if (!failed) {
+        row_check rc = {0, 0, 0, 0, 0, 0};
+        double scale = 1.0 / sqrt((double)d);
+        float *orow = malloc((size_t)d * sizeof *orow);
+        assert_non_null(orow);
+        int g = c->hq / c->hkv;
+        for (int b = 0; b < c->b; b++) {
+            fp8_case cb = base; /* sequence b: its clamped length (bottom-right causal on it) */
+            cb.nk = clamped[b];
+            for (int h = 0; h < c->hq; h++)
+                for (int i = 0; i < c->nq; i++) {
+                    size_t at = (((size_t)b * c->nq + i) * c->hq + h) * d;
+                    for (int x = 0; x < d; x++)
+                        orow[x] = fj_half_to_f32(c->out_f16 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, o[at + x]);
+                    const double *qr = q.deq + (((size_t)b * c->hq + h) * c->nq + i) * d;
+                    size_t kv0 = ((size_t)b * c->hkv + h / g) * c->nk * d;
+                    check_row(&cb, qr, k.deq + kv0, v.deq + kv0, scale, i, (double)sinks[h], orow,
+                              lse[((size_t)b * c->hq + h) * c->nq + i], &rc);
+                }
+        }
+        free(orow);
+        failed = report(c->name, &rc, text);
+    }
+    tensor_free(&q), tensor_free(&k), tensor_free(&v);
+    free(o), free(lse), free(sinks), free(len), free(clamped), free(table), free(pk), free(pv);
+    return failed;
+}
+
+static void test_fp8_decode(void **state)
+{
+    (void)state;
+    int failures = 0, ran = 0;
+    const char *only = getenv("FAJIT_TEST_FP8_ONLY");
+    for (size_t i = 0; i < sizeof k_decode / sizeof k_decode[0]; i++)
+        if (!only || strstr(k_decode[i].name, only)) failures += run_decode(&k_decode[i]), ran++;
+    printf("%d of %d FP8 decode cases failed\n", failures, ran);
+    assert_int_equal(failures, 0);
+}
+
 int main(void)
 {
     if (!(g_ctx = fj_test_gpu_context())) return 1;
@@ -494,7 +699,8 @@ int main(void)
         fj_test_skip_all("the FP8 kernels need an sm_90 GPU (H100 / H200); this one is %s", sm);
     }
     printf("device: %s (%s)\n", g_ctx->device_name, fajit_context_sm(g_ctx));
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fp8_cases), cmocka_unit_test(test_fp8_varlen)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_fp8_cases), cmocka_unit_test(test_fp8_varlen),
+                                       cmocka_unit_test(test_fp8_decode)};
     int rc = cmocka_run_group_tests_name("gpu_fp8", tests, NULL, NULL);
     fajit_context_destroy(g_ctx);
     return rc;

@@ -196,3 +196,54 @@ def test_decode_opcheck():
     o, lse = torch.empty_like(q), torch.empty(2, 8, 4, device="cuda")
     torch.library.opcheck(torch.ops.fajit.attention_out.default,
                           (q, k, v, o, lse, False, 0.125, False, "", lens, None, 0))
+
+
+# e4m3 q, k, v (FlashAttention-3's FP8 kvcache inputs; sm_90 only) with seqlens_k, split-KV and paged K/V: the sm_90a
+# FP8 kernel's decode variants, against the float64 reference on the dequantized inputs, rows past each length and
+# pages the table does not reach NaN. Tolerance as the FP8 variants' (test_gpu_variants.py: P rounded to e4m3):
+# rel L2 <= 5e-2, worst row 4x, LSE <= 5e-2.
+FP8_CASES = [  # (B, Hq, Hkv, Nq, Nk, D, causal, lens, page, splits, layout)
+    (3, 8, 2, 1, 1000, 128, False, [1, 517, 1000], 0, 3, "bnhd"),
+    (3, 16, 2, 4, 1000, 64, True, [5, 1000, 0], 64, None, "bnhd"),
+    (2, 8, 8, 16, 3000, 128, True, [2999, 16], 0, None, "bhnd"),
+]
+
+
+def _fp8_name(c):
+    b, hq, hkv, nq, nk, d, causal, lens, page, splits, layout = c
+    return (f"e4m3-B{b}-H{hq}x{hkv}-Nq{nq}-Nk{nk}-D{d}-{'causal' if causal else 'full'}-lens{'-'.join(map(str, lens))}"
+            f"-{'page' + str(page) if page else 'contig'}-splits{splits}-{layout}")
+
+
+@pytest.mark.parametrize("case", FP8_CASES, ids=_fp8_name)
+def test_fp8_decode_against_float64(case):
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the FP8 kernels are sm_90a's (H100 / H200); this GPU is sm_%d%d" % torch.cuda.get_device_capability())
+    b, hq, hkv, nq, nk, d, causal, lens, page, splits, layout = case
+    seed = zlib.crc32(_fp8_name(case).encode()) % 1000
+    q, k, v = _inputs(torch.bfloat16, b, hq, hkv, nq, nk, d, seed)
+    q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, v)  # [B, H, N, D] codes, [B, Hkv] descales
+
+    def deq(x8, ds):
+        return x8.double() * ds.double().repeat_interleave(x8.shape[1] // ds.shape[1], dim=1)[:, :, None, None]
+    kw = dict(seqlens_k=torch.tensor(lens, dtype=torch.int32, device="cuda"), num_splits=splits)
+    if page:  # pools of NaN past each length and in the spare pages (float32, then back to e4m3: NaN stays NaN)
+        kp, vp, kw["block_table"] = _paged(k8.float(), v8.float(), lens, page, layout, seed, poison=True)
+        kk, vv = kp.to(k8.dtype), vp.to(v8.dtype)
+    else:
+        kk, vv = k8.float(), v8.float()
+        for i, n in enumerate(lens):
+            kk[i, :, n:], vv[i, :, n:] = float("nan"), float("nan")
+        kk, vv = kk.to(k8.dtype), vv.to(v8.dtype)
+        if layout == "bnhd":
+            kk, vv = kk.transpose(1, 2).contiguous(), vv.transpose(1, 2).contiguous()
+    qq = q8 if layout == "bhnd" else q8.transpose(1, 2).contiguous()
+    o = torch.full(qq.shape, float("nan"), device="cuda", dtype=torch.bfloat16)
+    _, lse = fajit.attention(qq, kk, vv, causal=causal, layout=layout, out=o, return_lse=True, q_descale=qd,
+                             k_descale=kd, v_descale=vd, **kw)
+    torch.cuda.synchronize()
+    kernel = fajit.last_forward()
+    assert "sm_90a e4m3" in kernel and "decode variant" in kernel, kernel
+    ref_o, ref_lse = _reference(deq(q8, qd), deq(k8, kd), deq(v8, vd), lens, causal, 1.0 / math.sqrt(d))
+    check_against(_fp8_name(case), o if layout == "bhnd" else o.transpose(1, 2), lse, ref_o, ref_lse, kernel=kernel,
+                  tol=5e-2, tol_lse=5e-2)

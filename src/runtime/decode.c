@@ -221,7 +221,6 @@ int fj_decode_wanted(const fajit_context *ctx, const fajit_attention_args *a)
 {
     fj_decode_args d;
     fj_decode_read(a, &d);
-    if (a->dtype == FAJIT_DTYPE_E4M3) return d.cu_seqlens_q != 0; /* FP8: varlen batches only (fp8_args.c) */
     return kv8_knob(ctx, a) || kv8_direct_auto(ctx, a) || a->seqlens_k != 0 || a->num_splits >= 2 || (a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q) ||
            fj_decode_packs(ctx, a) || d.block_table != 0 || d.cu_seqlens_q != 0;
 }
@@ -268,9 +267,7 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
      * (two CTAs per SM) than at 128 and 3.7-4.6% slower than at 132 (fagen tune --grid decode). An FP8 K/V
      * cache's CTA (kv8.c: a third of the bytes a 16-bit tile's has in flight) takes two an SM: it needs the
      * second one's loads (B1 Hq8 Hkv1 512k: 264 splits 0.0454 ms, 132 0.0749, 528 0.0536; session 19) */
-    fj_fp8_args f8;
-    fj_fp8_read(a, &f8);
-    int kv8 = f8.kv_dtype_given == FAJIT_DTYPE_E4M3;
+    int kv8 = kv8_cache(a), fp8 = a->dtype == FAJIT_DTYPE_E4M3;
     long long per_sm = kv8 ? 2 : 1;
     if (max_s > per_sm * sm_count) max_s = per_sm * sm_count;
     if (max_s > FJ_GRID_Z_MAX / a->batch) max_s = FJ_GRID_Z_MAX / a->batch;
@@ -282,6 +279,8 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
      * B2 H32 16k 8 against 4 -0.5%, B1 H32 32k 16 against 8 level in median but bimodal (0.0755 / 0.0781 / 0.0806
      * against 0.078); eight an SM (132, 16, 66 splits) was 3-8% slower than either */
     long long target = kv8 && block_m <= 16 ? 4 : 2;
+    /* e4m3 queries: the sm_90a FP8 kernel, one persistent CTA an SM (its smem), so one work tile an SM */
+    if (fp8) target = 1;
     long long s0 = (target * sm_count + ctas - 1) / ctas;
     if (s0 > max_s) s0 = max_s;
     int best = 1;
@@ -486,7 +485,9 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
 static fajit_status variant_kernels(fajit_context *ctx, const decode_choice *ch, const fajit_attention_args *a,
                                     fajit_kernel **kv, fajit_kernel **kc)
 {
-    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = a->dtype, .head_dim = a->head_dim};
+    fj_fp8_args f;
+    fj_fp8_read(a, &f); /* the combine writes O: e4m3 queries' O is out_dtype (bf16 / f16) */
+    fajit_config cc = {.arch = FAJIT_ARCH_SM80, .dtype = f.out_dtype, .head_dim = a->head_dim};
     fajit_status st = fj_policy_get(ctx, &ch->cfg, ch->variant, a->stream, kv);
     if (st == FAJIT_OK && ch->splits > 1) st = fj_policy_get(ctx, &cc, FJ_VARIANT_COMBINE, a->stream, kc);
     return st;
@@ -542,9 +543,11 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     fj_decode_args d;
     fj_decode_read(a, &d);
     fj_plan p;
-    int fp8 = a->dtype == FAJIT_DTYPE_E4M3; /* FP8 varlen: the sm_90a kernel's only, static schedule (plan.c) */
+    int fp8 = a->dtype == FAJIT_DTYPE_E4M3; /* FP8: the sm_90a kernel's variants only (no lpt: plan.c) */
     if (!fp8 && !ws_mode_takes(ctx, a, packed, why, size)) return 0;
     long long rows = (long long)a->heads_q / a->heads_kv * a->seqlen_q;
+    if (packed && rows > k->plan.cfg.block_m && fp8)
+        packed = 0; /* FP8 has no sm_80 kernel to pack them: query heads of their own */
     if (packed && rows > k->plan.cfg.block_m)
         return snprintf(why, size, "GQA packing of group %d x seqlen_q %d = %lld rows runs on sm_90a only within one "
                                    "row block (block_m %d) so far", a->heads_q / a->heads_kv, a->seqlen_q, rows,
@@ -562,8 +565,9 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     if (c->cfg.block_n < 16 && page)
         return snprintf(why, size, "page_size %d: no block_n dividing it or divided by it plans with the sm_90a decode "
                                    "variant", page), 0;
-    if (c->cfg.block_n < 16)
-        return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant", k->config_text), 0;
+    if (c->cfg.block_n < 16) /* (the plan's rule, as the last block_n broke it) */
+        return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant: %s", k->config_text,
+                        fajit_errmsg()), 0;
     choose_splits(ctx, a, packed, tuned, v, c);
     return 1;
 }
@@ -676,6 +680,28 @@ static fajit_status run_variant(fajit_context *ctx, const decode_choice *ch, con
     return FAJIT_OK;
 }
 
+/* e4m3 queries (fj_decode_wanted): the sm_90a FP8 kernel's decode variant (ws_choose; GQA packing that does not fit
+ * one row block runs unpacked), the plain kernel where the choice has no variant bit, or a clear refusal - FP8 has
+ * no sm_80 kernel to fall back to. */
+static fajit_status fp8_run(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, int packed,
+                            int *handled)
+{
+    decode_choice ch;
+    char why[256] = "";
+    if (!k->plan.ws || !ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why))
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with decode features (seqlens_k, num_splits, a block "
+                                              "table, cu_seqlens or GQA packing): no FP8 kernel for %s%s%s",
+                       k->config_text, why[0] ? ": " : "", why);
+    if (ch.variant == 0) return FAJIT_OK; /* nothing to add: the plain kernel */
+    int ran = 0;
+    fajit_status st = run_variant_ws(ctx, &ch, a, &ran, why, sizeof why);
+    if (st == FAJIT_OK && !ran)
+        st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with decode features: %s (FP8 has no sm_80 kernel to "
+                                            "fall back to)", why);
+    *handled = 1;
+    return st;
+}
+
 fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_attention_args *a, int given, int *handled)
 {
     fajit_kernel *k80 = NULL;
@@ -686,19 +712,8 @@ fajit_status fj_decode_run(fajit_context *ctx, fajit_kernel *k, const fajit_atte
     int packed = fj_decode_packs(ctx, a), special = a->seqlens_k || packed || d.block_table || d.cu_seqlens_q || knob;
     decode_choice ch;
     char why[256] = "";
-    if (a->dtype == FAJIT_DTYPE_E4M3) { /* FP8 varlen (fj_decode_wanted): the sm_90a variant or a clear refusal */
-        int ran = 0;
-        if (!k->plan.ws || !ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why))
-            return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens: no FP8 varlen kernel for %s%s%s",
-                           k->config_text, why[0] ? ": " : "", why);
-        fajit_status st = run_variant_ws(ctx, &ch, a, &ran, why, sizeof why);
-        if (st == FAJIT_OK && !ran)
-            st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens: %s (FP8 has no sm_80 kernel to "
-                                                "fall back to)", why);
-        *handled = 1;
-        return st;
-    }
     if (a->num_splits == 0 && !knob && !direct && !split_considered(ctx, a, packed)) return FAJIT_OK;
+    if (a->dtype == FAJIT_DTYPE_E4M3) return fp8_run(ctx, k, a, packed, handled);
     if (k->plan.ws && ws_choose(ctx, k, a, packed, 1, &ch, why, sizeof why)) {
         if (!special && ch.splits <= 1) return FAJIT_OK; /* the plain kernel */
         int ran = 0;

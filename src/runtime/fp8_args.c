@@ -103,10 +103,17 @@ fajit_status fj_fp8_validate(const fajit_attention_args *a)
 fajit_status fj_fp8_unsupported(const fajit_attention_args *a)
 {
     size_t n = fj_args_size(a);
-    if (a->seqlens_k || a->num_splits >= 2 || (n >= FAJIT_ATTENTION_ARGS_SIZE_2 && a->block_table))
-        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with seqlens_k, num_splits >= 2 or a block table: the "
-                                              "FP8 kernels take none of these yet (varlen batches, cu_seqlens, they take)");
-    if (n >= FAJIT_ATTENTION_ARGS_SIZE_3 && a->cu_seqlens_q && !a->cu_seqlens_k)
+    uint64_t table = n >= FAJIT_ATTENTION_ARGS_SIZE_2 ? a->block_table : 0;
+    uint64_t cu_q = n >= FAJIT_ATTENTION_ARGS_SIZE_3 ? a->cu_seqlens_q : 0;
+    if (cu_q && a->seqlens_k)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens_q and seqlens_k (seqused_k): FP8 "
+                                              "varlen batches use each sequence's whole key range (seqlens_k is taken "
+                                              "by batched FP8 K/V: decode)");
+    if (cu_q && table)
+        return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens_q and a block table: paged varlen "
+                                              "batches (chunked prefill) are not built for FP8 (varlen batches with "
+                                              "packed K/V, and paged K/V with seqlens_k, are)");
+    if (cu_q && !a->cu_seqlens_k)
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 with cu_seqlens_q but no cu_seqlens_k: FP8 varlen "
                                               "batches pack both queries and keys (packed queries against batched K / V "
                                               "are not built for FP8)");

@@ -97,9 +97,10 @@ def attention(q, k, v, *, causal=False, scale=None, layout="bhnd", return_lse=Fa
     torch.float8_e4m3fn give O in bfloat16 (or out='s dtype, bfloat16 or float16); k and v alone in e4m3 with
     float16 / bfloat16 queries are an FP8 K/V cache. q_descale, k_descale, v_descale: float32 CUDA tensors
     [B, Hkv] (or [Hkv]: one row for every batch) that dequantize them: the scores use
-    scale * q_descale * k_descale and O is multiplied by v_descale; None = 1.0. FP8 queries take no decode argument
-    and no ALiBi (window, softcap, sinks and attention_chunk they take); the FP8 K/V cache (k, v alone in e4m3) takes seqlens_k, split-KV, GQA packing and
-    paged K/V in whole tiles of a page, not varlen batches. What is not supported raises the library's
+    scale * q_descale * k_descale and O is multiplied by v_descale; None = 1.0. FP8 queries take seqlens_k, num_splits and
+    block_table (FlashAttention-3's FP8 kvcache inputs: the sm_90a FP8 kernel's decode variants) and no ALiBi (window,
+    softcap, sinks and attention_chunk they take); the FP8 K/V cache (k, v alone in e4m3) takes seqlens_k, split-KV,
+    GQA packing and paged K/V in whole tiles of a page, not varlen batches. What is not supported raises the library's
     FAJIT_ERR_UNSUPPORTED.
 
     Runs asynchronously on torch's current stream. A torch custom op (fajit::attention, or
