@@ -257,16 +257,57 @@ static int report(const char *name, const row_check *rc, const char *text)
     return failed;
 }
 
+/* ---- device buffers ------------------------------------------------------------------------------------------- */
+/* A case's device allocations: put copies host bytes up (host NULL: 0xFF bytes, NaN where nothing writes), put_free
+ * frees them all. */
+typedef struct fp8_dev {
+    fj_CUdeviceptr p[16];
+    int n;
+} fp8_dev;
+
+static fj_CUdeviceptr put(fp8_dev *d, const void *host, size_t bytes)
+{
+    const fj_cuda_api *cu = g_ctx->cu;
+    fj_CUdeviceptr x = 0;
+    assert_true(d->n < 16);
+    assert_int_equal(cu->cuMemAlloc(&x, bytes), 0);
+    if (host) assert_int_equal(cu->cuMemcpyHtoD(x, host, bytes), 0);
+    else assert_int_equal(cu->cuMemsetD8(x, 0xff, bytes), 0);
+    return d->p[d->n++] = x;
+}
+
+static void put_free(fp8_dev *d)
+{
+    for (int i = 0; i < d->n; i++) g_ctx->cu->cuMemFree(d->p[i]);
+    d->n = 0;
+}
+
+/* What every batched case puts up, into a's pointers: q's codes, k / v (kv_bytes each: the cache or its page pools),
+ * O and LSE poisoned, the q / k / v descales ([B][Hkv], batch stride Hkv) unless ds is NULL, the sinks ([Hq]) unless
+ * NULL. */
+static void case_inputs(fp8_dev *d, fajit_attention_args *a, const uint8_t *q, const void *k, const void *v,
+                        size_t kv_bytes, const float *const ds[3], const float *sinks)
+{
+    size_t nq_el = (size_t)a->batch * a->heads_q * a->seqlen_q * a->head_dim;
+    size_t lse_n = (size_t)a->batch * a->heads_q * a->seqlen_q, ds_bytes = (size_t)a->batch * a->heads_kv * 4;
+    a->q = put(d, q, nq_el), a->k = put(d, k, kv_bytes), a->v = put(d, v, kv_bytes);
+    a->o = put(d, NULL, nq_el * 2), a->lse = put(d, NULL, lse_n * 4);
+    if (ds) {
+        a->q_descale = put(d, ds[0], ds_bytes), a->k_descale = put(d, ds[1], ds_bytes);
+        a->v_descale = put(d, ds[2], ds_bytes), a->descale_batch_stride = a->heads_kv;
+    }
+    if (sinks) a->sinks = put(d, sinks, (size_t)a->heads_q * sizeof *sinks);
+}
+
 /* ---- one case ------------------------------------------------------------------------------------------------- */
 static int run_case(const fp8_case *c)
 {
-    const fj_cuda_api *cu = g_ctx->cu;
     fp8_tensor q, k, v;
     tensor_make(c, c->hq, c->nq, c->hq / c->hkv, c->outliers, &q);
     tensor_make(c, c->hkv, c->nk, 1, c->outliers, &k);
     tensor_make(c, c->hkv, c->nk, 1, 0, &v);
     size_t nq_el = (size_t)c->b * c->hq * c->nq * c->d, nk_el = (size_t)c->b * c->hkv * c->nk * c->d;
-    size_t lse_n = (size_t)c->b * c->hq * c->nq, ds_bytes = (size_t)c->b * c->hkv * sizeof(float);
+    size_t lse_n = (size_t)c->b * c->hq * c->nq;
     uint16_t *o = malloc(nq_el * 2);
     float *lse = malloc(lse_n * sizeof *lse);
     assert_true(o && lse);
@@ -277,43 +318,18 @@ static int run_case(const fp8_case *c)
     a.out_dtype = c->out_f16 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16;
     if (c->bnhd) fajit_args_set_bnhd_strides(&a);
     else fajit_args_set_bhnd_strides(&a);
-    fj_CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, dl = 0, dd[3] = {0, 0, 0}, dsink = 0;
     float *sinks = malloc((size_t)c->hq * sizeof *sinks);
     assert_non_null(sinks);
     for (int h = 0; h < c->hq; h++) sinks[h] = (float)(normal() + 1.0); /* near a row's typical max score */
     a.window = c->win, a.window_left = c->win ? c->win_left : 0, a.window_right = c->win ? c->win_right : 0;
     a.softcap = c->softcap, a.attention_chunk = c->chunk;
     assert_int_equal(fj_context_push(g_ctx), FAJIT_OK);
-    assert_int_equal(cu->cuMemAlloc(&dq, nq_el), 0);
-    assert_int_equal(cu->cuMemAlloc(&dk, nk_el), 0);
-    assert_int_equal(cu->cuMemAlloc(&dv, nk_el), 0);
-    assert_int_equal(cu->cuMemAlloc(&dO, nq_el * 2), 0);
-    assert_int_equal(cu->cuMemAlloc(&dl, lse_n * 4), 0);
-    assert_int_equal(cu->cuMemcpyHtoD(dq, q.codes, nq_el), 0);
-    assert_int_equal(cu->cuMemcpyHtoD(dk, k.codes, nk_el), 0);
-    assert_int_equal(cu->cuMemcpyHtoD(dv, v.codes, nk_el), 0);
-    assert_int_equal(cu->cuMemsetD8(dO, 0xff, nq_el * 2), 0); /* NaN where not written */
-    assert_int_equal(cu->cuMemsetD8(dl, 0xff, lse_n * 4), 0);
-    if (!c->no_descale) {
-        const float *src[3] = {q.descale, k.descale, v.descale};
-        for (int t = 0; t < 3; t++) {
-            assert_int_equal(cu->cuMemAlloc(&dd[t], ds_bytes), 0);
-            assert_int_equal(cu->cuMemcpyHtoD(dd[t], src[t], ds_bytes), 0);
-        }
-        a.q_descale = dd[0], a.k_descale = dd[1], a.v_descale = dd[2], a.descale_batch_stride = c->hkv;
-    }
-    if (c->sinks) {
-        assert_int_equal(cu->cuMemAlloc(&dsink, (size_t)c->hq * sizeof *sinks), 0);
-        assert_int_equal(cu->cuMemcpyHtoD(dsink, sinks, (size_t)c->hq * sizeof *sinks), 0);
-        a.sinks = dsink;
-    }
-    a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl;
+    fp8_dev dev = {{0}, 0};
+    const float *const ds[3] = {q.descale, k.descale, v.descale};
+    case_inputs(&dev, &a, q.codes, k.codes, v.codes, nk_el, c->no_descale ? NULL : ds, c->sinks ? sinks : NULL);
     char text[256];
     int failed = forward_fetch(c->name, &a, o, nq_el * 2, lse, lse_n * 4, text, sizeof text);
-    cu->cuMemFree(dq), cu->cuMemFree(dk), cu->cuMemFree(dv), cu->cuMemFree(dO), cu->cuMemFree(dl);
-    if (dsink) cu->cuMemFree(dsink);
-    for (int t = 0; t < 3; t++)
-        if (dd[t]) cu->cuMemFree(dd[t]);
+    put_free(&dev);
     fj_context_pop(g_ctx);
     if (!failed) {
         row_check rc = {0, 0, 0, 0, 0, 0};
@@ -341,15 +357,26 @@ static int run_case(const fp8_case *c)
     return failed;
 }
 
+/* The cases of a table whose entries start with their name (FAJIT_TEST_FP8_ONLY: only those whose name has that
+ * text, for compute-sanitizer runs), each by run: the failures, with one line of counts. */
+static int run_table(const void *table, size_t n, size_t size, int (*run)(const void *), const char *what)
+{
+    int failures = 0, ran = 0;
+    const char *only = getenv("FAJIT_TEST_FP8_ONLY");
+    for (size_t i = 0; i < n; i++) {
+        const void *c = (const char *)table + i * size;
+        if (!only || strstr(*(const char *const *)c, only)) failures += run(c), ran++;
+    }
+    printf("%d of %d FP8 %s failed%s%s\n", failures, ran, what, only ? ", FAJIT_TEST_FP8_ONLY=" : "", only ? only : "");
+    return failures;
+}
+
+static int run_case_any(const void *c) { return run_case(c); }
+
 static void test_fp8_cases(void **state)
 {
     (void)state;
-    int failures = 0, ran = 0;
-    const char *only = getenv("FAJIT_TEST_FP8_ONLY"); /* a substring of the cases' names (compute-sanitizer runs) */
-    for (size_t i = 0; i < sizeof k_cases / sizeof k_cases[0]; i++)
-        if (!only || strstr(k_cases[i].name, only)) failures += run_case(&k_cases[i]), ran++;
-    printf("%d of %d FP8 cases failed%s%s\n", failures, ran, only ? ", FAJIT_TEST_FP8_ONLY=" : "", only ? only : "");
-    assert_int_equal(failures, 0);
+    assert_int_equal(run_table(k_cases, sizeof k_cases / sizeof k_cases[0], sizeof k_cases[0], run_case_any, "cases"), 0);
 }
 
 /* ---- varlen batches (cu_seqlens_q / cu_seqlens_k) ------------------------------------------------------------
@@ -473,15 +500,13 @@ static int run_varlen(const fp8_varlen_case *v)
     return failed;
 }
 
+static int run_varlen_any(const void *v) { return run_varlen(v); }
+
 static void test_fp8_varlen(void **state)
 {
     (void)state;
-    int failures = 0, ran = 0;
-    const char *only = getenv("FAJIT_TEST_FP8_ONLY");
-    for (size_t i = 0; i < sizeof k_varlen / sizeof k_varlen[0]; i++)
-        if (!only || strstr(k_varlen[i].name, only)) failures += run_varlen(&k_varlen[i]), ran++;
-    printf("%d of %d FP8 varlen cases failed\n", failures, ran);
-    assert_int_equal(failures, 0);
+    assert_int_equal(run_table(k_varlen, sizeof k_varlen / sizeof k_varlen[0], sizeof k_varlen[0], run_varlen_any,
+                               "varlen cases"), 0);
 }
 
 /* ---- decode: seqlens_k, split-KV, GQA packing, paged K/V ----------------------------------------------------
@@ -535,7 +560,6 @@ static int dec_len(int b, int nk)
 
 static int run_decode(const fp8_dec_case *c)
 {
-    const fj_cuda_api *cu = g_ctx->cu;
     fp8_case base = {c->name, c->b, c->hq, c->hkv, c->nq, c->nk, c->d, c->causal, 1, 0, c->out_f16, 0,
                      c->win, c->win_left, c->win_right, 0.0f, c->sinks, 0};
     fp8_tensor q, k, v;
@@ -579,7 +603,6 @@ static int run_decode(const fp8_dec_case *c)
         free(perm);
     }
     size_t nq_el = (size_t)c->b * c->hq * c->nq * d, lse_n = (size_t)c->b * c->hq * c->nq;
-    size_t ds_bytes = (size_t)c->b * c->hkv * sizeof(float);
     uint16_t *o = malloc(nq_el * 2);
     float *lse = malloc(lse_n * sizeof *lse), *sinks = malloc((size_t)c->hq * sizeof *sinks);
     assert_true(o && lse && sinks);
@@ -592,41 +615,15 @@ static int run_decode(const fp8_dec_case *c)
     a.window = c->win, a.window_left = c->win ? c->win_left : 0, a.window_right = c->win ? c->win_right : 0;
     fajit_args_set_bnhd_strides(&a);
     a.num_splits = c->splits;
-    fj_CUdeviceptr dq = 0, dk = 0, dv = 0, dO = 0, dl = 0, dd[3] = {0, 0, 0}, dsink = 0, dlen = 0, dtab = 0, dws = 0;
     assert_int_equal(fj_context_push(g_ctx), FAJIT_OK);
-    assert_int_equal(cu->cuMemAlloc(&dq, nq_el), 0);
-    assert_int_equal(cu->cuMemAlloc(&dk, kv_bytes), 0);
-    assert_int_equal(cu->cuMemAlloc(&dv, kv_bytes), 0);
-    assert_int_equal(cu->cuMemAlloc(&dO, nq_el * 2), 0);
-    assert_int_equal(cu->cuMemAlloc(&dl, lse_n * 4), 0);
-    assert_int_equal(cu->cuMemcpyHtoD(dq, q.codes, nq_el), 0);
-    assert_int_equal(cu->cuMemcpyHtoD(dk, c->page ? pk : k.codes, kv_bytes), 0);
-    assert_int_equal(cu->cuMemcpyHtoD(dv, c->page ? pv : v.codes, kv_bytes), 0);
-    assert_int_equal(cu->cuMemsetD8(dO, 0xff, nq_el * 2), 0);
-    assert_int_equal(cu->cuMemsetD8(dl, 0xff, lse_n * 4), 0);
-    const float *src[3] = {q.descale, k.descale, v.descale};
-    for (int t = 0; t < 3; t++) {
-        assert_int_equal(cu->cuMemAlloc(&dd[t], ds_bytes), 0);
-        assert_int_equal(cu->cuMemcpyHtoD(dd[t], src[t], ds_bytes), 0);
-    }
-    a.q_descale = dd[0], a.k_descale = dd[1], a.v_descale = dd[2], a.descale_batch_stride = c->hkv;
-    if (c->sinks) {
-        assert_int_equal(cu->cuMemAlloc(&dsink, (size_t)c->hq * sizeof *sinks), 0);
-        assert_int_equal(cu->cuMemcpyHtoD(dsink, sinks, (size_t)c->hq * sizeof *sinks), 0);
-        a.sinks = dsink;
-    }
-    if (c->lens) {
-        assert_int_equal(cu->cuMemAlloc(&dlen, (size_t)c->b * 4), 0);
-        assert_int_equal(cu->cuMemcpyHtoD(dlen, len, (size_t)c->b * 4), 0);
-        a.seqlens_k = dlen;
-    }
+    fp8_dev dev = {{0}, 0};
+    const float *const ds[3] = {q.descale, k.descale, v.descale};
+    case_inputs(&dev, &a, q.codes, c->page ? pk : k.codes, c->page ? pv : v.codes, kv_bytes, ds, c->sinks ? sinks : NULL);
+    if (c->lens) a.seqlens_k = put(&dev, len, (size_t)c->b * 4);
     if (c->page) {
-        assert_int_equal(cu->cuMemAlloc(&dtab, (size_t)c->b * max_pages * 4), 0);
-        assert_int_equal(cu->cuMemcpyHtoD(dtab, table, (size_t)c->b * max_pages * 4), 0);
-        a.block_table = dtab, a.max_pages = max_pages, a.page_size = c->page;
+        a.block_table = put(&dev, table, (size_t)c->b * max_pages * 4), a.max_pages = max_pages, a.page_size = c->page;
         a.k_stride[0] = a.v_stride[0] = (int64_t)c->page * c->hkv * d; /* [pages, page, Hkv, D] */
     }
-    a.q = dq, a.k = dk, a.v = dv, a.o = dO, a.lse = dl;
     int failed = 0;
     if (c->own_ws) { /* the caller's workspace, of the size the library asks for */
         size_t bytes = 0;
@@ -636,15 +633,12 @@ static int run_decode(const fp8_dec_case *c)
                    bytes, fajit_errmsg());
             failed = 1;
         } else if (bytes) {
-            assert_int_equal(cu->cuMemAlloc(&dws, bytes), 0);
-            a.workspace = dws, a.workspace_bytes = bytes;
+            a.workspace = put(&dev, NULL, bytes), a.workspace_bytes = bytes;
         }
     }
     char text[256];
     if (!failed) failed = forward_fetch(c->name, &a, o, nq_el * 2, lse, lse_n * 4, text, sizeof text);
-    fj_CUdeviceptr all[] = {dq, dk, dv, dO, dl, dd[0], dd[1], dd[2], dsink, dlen, dtab, dws};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (all[i]) cu->cuMemFree(all[i]);
+    put_free(&dev);
     fj_context_pop(g_ctx);
     if (!failed && (!strstr(text, "sm_90a decode variant") || !strstr(text, c->want) || !strstr(text, "e4m3"))) {
         printf("FAIL %-42s ran \"%s\": expected the sm_90a FP8 decode variant with \"%s\"\n", c->name, text, c->want);
@@ -678,15 +672,13 @@ static int run_decode(const fp8_dec_case *c)
     return failed;
 }
 
+static int run_decode_any(const void *c) { return run_decode(c); }
+
 static void test_fp8_decode(void **state)
 {
     (void)state;
-    int failures = 0, ran = 0;
-    const char *only = getenv("FAJIT_TEST_FP8_ONLY");
-    for (size_t i = 0; i < sizeof k_decode / sizeof k_decode[0]; i++)
-        if (!only || strstr(k_decode[i].name, only)) failures += run_decode(&k_decode[i]), ran++;
-    printf("%d of %d FP8 decode cases failed\n", failures, ran);
-    assert_int_equal(failures, 0);
+    assert_int_equal(run_table(k_decode, sizeof k_decode / sizeof k_decode[0], sizeof k_decode[0], run_decode_any,
+                               "decode cases"), 0);
 }
 
 int main(void)
