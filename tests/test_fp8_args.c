@@ -22,6 +22,8 @@
 #include "codegen/kernel_abi.h"
 #include "codegen/fp8_ws.h"
 #include "codegen/kv8.h"
+#include "codegen/emit.h"
+#include "runtime/compile.h"
 #include "runtime/forward.h"
 #include "runtime/half.h"
 #include "test_support.h"
@@ -445,6 +447,78 @@ static void test_knobs_env(void **state)
     assert_int_equal(p.consumer_regs, 232);
 }
 
+/* Two CTAs an SM (knob occ2, fp8_ws.h): in the default set of a one-consumer tile at head dim 64 / 128 that fits half an
+ * SM's smem - the D128 decode tile br64 bc64 s3 - with .minnctapersm 2 in the PTX and the whole-program wrapper's
+ * __launch_bounds__, a 40 / 216 split of the 256 x 128 launch pool, the persistent grid twice the SMs; not at D256,
+ * not where the tile does not fit (br64 bc192 s2 runs one), refused on a two-consumer tile or at D256 when named. */
+static void test_occ2(void **state)
+{
+    (void)state;
+    unsetenv("FAJIT_FP8_KNOBS");
+    fajit_shape decode = {8, 32, 8, 1, 8192};
+    fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = 128};
+    assert_int_equal(fajit_config_fill(NULL, &decode, &c), FAJIT_OK);
+    assert_int_equal(c.block_m, 64);
+    assert_int_equal(c.block_n, 64);
+    assert_int_equal(c.stages, 3);
+    fj_plan p;
+    assert_int_equal(fj_plan_build_variant(&c, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK | FJ_VARIANT_PAGED,
+                                           &p), FAJIT_OK);
+    assert_int_equal(p.min_ctas, 2);
+    assert_true(p.fp8_knobs & FJ_FP8_KNOB_OCC2);
+    assert_int_equal(p.fp8_knobs, fj_fp8_plan_knobs_default(&p));
+    assert_int_equal(p.producer_regs, 40);
+    assert_int_equal(p.consumer_regs, 216);
+    assert_true(p.smem_bytes <= FJ_SM90_SMEM_PER_SM / 2 - 1024);
+    assert_int_equal(fj_plan_smem_limit(&p), FJ_SM90_SMEM_PER_SM / 2 - 1024);
+    char text[256];
+    fj_plan_format(&p, text, sizeof text);
+    assert_null(strstr(text, "fp8knobs")); /* the default: the text does not name it */
+    char *ptx = NULL;
+    size_t len = 0;
+    assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
+    assert_non_null(strstr(ptx, ".maxntid 256, 1, 1\n.minnctapersm 2\n"));
+    fj_buf src;
+    fj_buf_init(&src);
+    assert_int_equal(fj_compile_whole_source(&p, ptx, len, &src), FAJIT_OK);
+    assert_non_null(strstr(src.data, "__launch_bounds__(256, 2)"));
+    fj_buf_free(&src);
+    fajit_free(ptx);
+    fajit_attention_args a = fj_test_args(FAJIT_DTYPE_E4M3, 8, 32, 8, 1, 8192, 128);
+    unsigned grid[3];
+    fj_forward_grid(&a, &p, 132, grid);
+    assert_int_equal(grid[0], 256); /* 256 work tiles (8 x 32 heads, one row block): under the cap of 2 x 132 */
+    assert_int_equal(fj_plan_max_ctas(&p, 132), 264);
+    assert_int_equal(fj_plan_max_ctas(&p, 0), 0);
+    /* a tile that does not fit two: one CTA an SM, no occ2 */
+    fajit_config wide = c;
+    wide.block_n = 192, wide.stages = 2;
+    assert_int_equal(fj_plan_build(&wide, &p), FAJIT_OK);
+    assert_true(p.min_ctas < 2 && !(p.fp8_knobs & FJ_FP8_KNOB_OCC2) && p.producer_regs == 0);
+    assert_int_equal(fj_generate_ptx_plan(&p, 0, &ptx, &len), FAJIT_OK);
+    assert_non_null(strstr(ptx, ".minnctapersm 1\n"));
+    fajit_free(ptx);
+    /* head dim 256: one CTA an SM (ptxas cannot fit it in a 128-register launch) */
+    fajit_config d256 = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = 256};
+    assert_int_equal(fajit_config_fill(NULL, &decode, &d256), FAJIT_OK);
+    assert_int_equal(fj_plan_build(&d256, &p), FAJIT_OK);
+    assert_true(p.min_ctas < 2 && !(p.fp8_knobs & FJ_FP8_KNOB_OCC2));
+    setenv("FAJIT_FP8_KNOBS", "vt,poff,occ2", 1);
+    assert_true(fj_test_status_says(fj_plan_build(&d256, &p), FAJIT_ERR_UNSUPPORTED, "occ2 with head_dim 256",
+                                    "64 and 128", NULL));
+    fajit_config two = sm90(FAJIT_DTYPE_E4M3, 128);
+    assert_true(fj_test_status_says(fj_plan_build(&two, &p), FAJIT_ERR_INVALID_CONFIG, "occ2 with block_m (--br) = 128",
+                                    "one-consumer tile", NULL));
+    assert_true(fj_test_status_says(fj_plan_build(&wide, &p), FAJIT_ERR_INVALID_CONFIG, "smem", "each of two CTAs",
+                                    NULL));
+    setenv("FAJIT_FP8_KNOBS", "vt,vt4,poff", 1); /* named without occ2: one CTA, and the text says so */
+    assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+    assert_true(p.min_ctas < 2);
+    fj_plan_format(&p, text, sizeof text);
+    assert_non_null(strstr(text, "fp8knobs=vt,vt4,poff"));
+    unsetenv("FAJIT_FP8_KNOBS");
+}
+
 /* The heuristic's FP8 tiles (config.c, issue 22's cells): D64 br192 bc128 ov pp, D128 br128 bc192 ov pp, D256
  * FlashAttention-3's br128 bc128 ov with ping-pong (causal: without, the register model refuses its 4 registers),
  * O staged in the V ring; FAJIT_FP8_KNOBS without regs gives D256 its earlier tile back (no overlap); a given
@@ -505,6 +579,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_e4m3_host_f32),
         cmocka_unit_test(test_config_text),
+        cmocka_unit_test(test_occ2),
         cmocka_unit_test(test_config_parse_dtype),
         cmocka_unit_test(test_plan_rules),
         cmocka_unit_test(test_args_valid_and_unsupported),

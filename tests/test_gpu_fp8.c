@@ -526,7 +526,7 @@ typedef struct fp8_dec_case {
 
 static const fp8_dec_case k_decode[] = {
     /* name                                  b  hq hkv nq nk   d  causal lens splits page f16 ws | win L R sinks | want */
-    {"dec d128 Nq1 GQA4 lens", 5, 8, 2, 1, 1000, 128, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, "br64 bc192 s2 sw128 w8"},
+    {"dec d128 Nq1 GQA4 lens", 5, 8, 2, 1, 1000, 128, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, "br64 bc64 s3 sw128 w8"},
     {"dec d128 Nq16 GQA4 lens splits2 (64 rows packed)", 3, 8, 2, 16, 1000, 128, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0,
      "w8 ov causal seqlens split packgqa"},
     {"dec d128 Nq1 GQA8 lens splits7 O f16", 5, 16, 2, 1, 4099, 128, 0, 1, 7, 0, 1, 0, 0, 0, 0, 0, "7 splits"},

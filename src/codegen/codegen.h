@@ -107,6 +107,9 @@ typedef struct fj_plan {
      * loads), warpgroups 1..consumer_wgs own 64 query rows each. */
     int consumer_wgs;
     int producer_regs, consumer_regs; /* setmaxnreg budgets (registers per thread) */
+    int min_ctas;                /* CTAs an SM the kernel is built for: 0 / 1 = one (.minnctapersm 1, the arch's smem);
+                                    2 = two (FP8 knob occ2: .minnctapersm 2, a 128-register launch, half an SM's smem,
+                                    the persistent grid twice the SMs) */
     int overlap, pingpong;       /* 1 / 0: the config's schedule flags, resolved */
     int whole_program;           /* the PTX uses setmaxnreg, which only a whole-program compile keeps
                                     (runtime/compile.c: NVRTC; nvJitLink and the driver's linker drop it) */
@@ -274,6 +277,10 @@ void fj_plan_for_target(fj_plan *p, const fj_arch_info *target);
  * (the config's arch path decides the layout; an unknown path leaves smem_bytes 0). The one place the
  * layout is defined; the heuristic sizes configs with it too. */
 void fj_plan_smem_map(fj_plan *p);
+/* The smem a CTA of the plan may use: the arch path's most, or with min_ctas 2 half of an sm_90 SM's
+ * (FJ_SM90_SMEM_PER_SM) less the 1 KiB the hardware keeps for each CTA. */
+#define FJ_SM90_SMEM_PER_SM 233472
+int fj_plan_smem_limit(const fj_plan *p);
 
 /* Fill the zero fields of dst from src (the tile and schedule fields; arch, dtype, head_dim, causal are
  * left alone). The one place a partial config is completed from another (tuned winners, fagen flags). */

@@ -9,6 +9,7 @@
 
 #include "codegen.h"
 #include "base/error.h"
+#include "fp8_ws.h"
 #include "sm100.h"
 
 fajit_status fajit_config_check(const fajit_config *cfg)
@@ -305,7 +306,14 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
                                  shape->heads_q % shape->heads_kv == 0
                              ? (long long)shape->seqlen_q * (shape->heads_q / shape->heads_kv)
                              : 0;
-    if (!c->block_m && !c->warps && fp8_rows > 0 && fp8_rows <= 64) c->block_m = 64;
+    if (!c->block_m && !c->warps && fp8_rows > 0 && fp8_rows <= 64) {
+        c->block_m = 64;
+        /* two CTAs an SM at head dim 64 / 128 (occ2 joins the default knobs of a one-consumer tile that fits half an
+         * SM's smem, fp8_ws.h): bc64 s3 (H200, session 20: 1-11% faster than bc192 s2 at one CTA on four of the five
+         * decode rows, 512k 1.5% slower; bc96 s2 and bc128 s2 between). Head dim 64's bc128 s2 fits two as it is
+         * (not timed); 256 runs one (fp8_ws.c) */
+        if (FJ_FP8_OCC2_DECODE && c->head_dim == 128 && !c->block_n && !c->stages) c->block_n = 64, c->stages = 3;
+    }
     if (!c->block_m)
         c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : short_causal ? 128 : d->block_m;
     if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);

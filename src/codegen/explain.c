@@ -36,7 +36,10 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
     /* an "a" path runs on its own GPUs only: no later ones to name. The PTX header (pf "// ") keeps its
      * words, so that generated PTX stays byte-identical (scripts/plain-ptx-diff.sh). */
     int later = fj_arch_path_smem_max(c->arch);
-    if (later > p->arch->smem_per_block || pf[0])
+    if (p->min_ctas > 1)
+        fj_buf_printf(out, "%ssmem map (%d B total; %d CTAs an SM: each up to %d B):\n", pf, p->smem_bytes, p->min_ctas,
+                      fj_plan_smem_limit(p));
+    else if (later > p->arch->smem_per_block || pf[0])
         fj_buf_printf(out, "%ssmem map (%d B total; %s GPUs give a CTA up to %d B, up to %d B on later GPUs):\n", pf,
                       p->smem_bytes, p->arch->name, p->arch->smem_per_block, later);
     else

@@ -42,6 +42,7 @@ static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
                                            {"ostage", FJ_FP8_KNOB_OSTAGE, NULL},
                                            {"vt4", FJ_FP8_KNOB_VT4, NULL},
                                            {"poff", FJ_FP8_KNOB_POFF, NULL},
+                                           {"occ2", FJ_FP8_KNOB_OCC2, NULL},
                                            {"all", FJ_FP8_KNOB_REGS | FJ_FP8_KNOB_VT | FJ_FP8_KNOB_OSTAGE, NULL},
                                            {"none", 0, NULL},
                                            {NULL, 0, NULL}};
@@ -61,11 +62,31 @@ fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, int local, unsi
                              FJ_FP8_D256_FA3 ? "vt, poff; vt4 at head dim 128; regs, vt4, ostage, poff at head dim 256" : "vt, poff, vt4 at head dim 128", bits);
 }
 
+/* Whether p's tile, with its knobs and occ2, fits half an SM's smem (a V-tail barrier's 8 bytes spared) and
+ * block_n <= 128 (ptxas 13.0 refuses D64 br64 bc224 s2 under the 128-register launch bound: "Insufficient registers
+ * (128)"; the tune space's br64 tiles up to bc128 assemble). */
+static int occ2_fits(const fj_plan *p)
+{
+    if (p->cfg.block_n > 128) return 0;
+    fj_plan t = *p;
+    t.min_ctas = 2;
+    t.fp8_knobs |= FJ_FP8_KNOB_OCC2;
+    fj_fp8_smem_map(&t);
+    return t.smem_bytes + 8 <= fj_plan_smem_limit(&t);
+}
+
+unsigned fj_fp8_plan_knobs_default(const fj_plan *p)
+{
+    unsigned def = fj_fp8_knobs_default(p->cfg.head_dim, fj_mods_local(p));
+    int occ2 = FJ_FP8_OCC2_DECODE && p->consumer_wgs == 1 && p->cfg.head_dim <= 128 && occ2_fits(p);
+    return def | (occ2 ? FJ_FP8_KNOB_OCC2 : 0u);
+}
+
 int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)
 {
     char words[64];
     if (size) buf[0] = '\0';
-    if (p->fp8_knobs == fj_fp8_knobs_default(p->cfg.head_dim, fj_mods_local(p))) return 0;
+    if (p->fp8_knobs == fj_fp8_plan_knobs_default(p)) return 0;
     fj_env_list_format(k_knob_words, p->fp8_knobs, words, sizeof words);
     return snprintf(buf, size, " fp8knobs=%s", words);
 }
@@ -119,8 +140,21 @@ fajit_status fj_fp8_tiles(fj_plan *p)
                                               "q / k_descale; FlashAttention-3 has no FP8 ALiBi either); window, "
                                               "softcap, sinks and chunk do", c->mods);
     p->fp8 = 1;
-    fajit_status st = fj_fp8_knobs_parse(getenv("FAJIT_FP8_KNOBS"), c->head_dim, fj_mods_local(p), &p->fp8_knobs);
-    if (st != FAJIT_OK || !(p->fp8_knobs & FJ_FP8_KNOB_VT4)) return st;
+    const char *env = getenv("FAJIT_FP8_KNOBS");
+    fajit_status st = fj_fp8_knobs_parse(env, c->head_dim, fj_mods_local(p), &p->fp8_knobs);
+    if (st != FAJIT_OK) return st;
+    if (!env) p->fp8_knobs = fj_fp8_plan_knobs_default(p); /* occ2 where the one-consumer tile fits it */
+    if (p->fp8_knobs & FJ_FP8_KNOB_OCC2) {
+        if (p->consumer_wgs != 1)
+            return CFG_FAIL("FAJIT_FP8_KNOBS occ2 with block_m (--br) = %d: two CTAs an SM take a one-consumer tile "
+                            "(block_m 64, warps 8)", c->block_m);
+        if (c->head_dim > 128) /* ptxas 13.0: "Insufficient registers (128)" under the two-CTA launch bound */
+            return fj_fail(FAJIT_ERR_UNSUPPORTED, "FAJIT_FP8_KNOBS occ2 with head_dim %d: two CTAs an SM take head_dim "
+                                                  "64 and 128 (ptxas cannot fit head_dim 256 in a 128-register launch)",
+                           c->head_dim);
+        p->min_ctas = 2;
+    }
+    if (!(p->fp8_knobs & FJ_FP8_KNOB_VT4)) return FAJIT_OK;
     if (!vt4_split_ok(c->head_dim, c->block_n, c->swizzle))
         return fj_fail(FAJIT_ERR_UNSUPPORTED, "FAJIT_FP8_KNOBS vt4 with head_dim %d, block_n (--bc) %d, swizzle %d: the "
                                               "4-warp transpose needs an even number of 16-key and of 32-dim block "
@@ -132,7 +166,7 @@ fajit_status fj_fp8_tiles(fj_plan *p)
 void fj_fp8_smem_map(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
-    int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), d = c->head_dim, bn = c->block_n;
+    int limit = fj_plan_smem_limit(p), d = c->head_dim, bn = c->block_n;
     p->fp8 = 1;
     p->fp8_vt4 = (p->fp8_knobs & FJ_FP8_KNOB_VT4) != 0;
     p->p_offset = p->fp8_knobs & FJ_FP8_KNOB_POFF ? 8 : 0;

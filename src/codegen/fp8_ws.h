@@ -36,6 +36,19 @@
 #define FJ_FP8_KNOB_OSTAGE 4u
 #define FJ_FP8_KNOB_VT4 8u
 #define FJ_FP8_KNOB_POFF 16u
+/*   occ2  two CTAs an SM (plan.min_ctas 2) for a one-consumer tile (block_m 64, warps 8): .minnctapersm 2 (a 128-register
+ *         launch), producer 40 / consumers 216 by setmaxnreg, smem within half an SM's (a decode tile: bc96 s2, bc64
+ *         s3, bc128 s2 without an O buffer), the persistent grid twice the SMs - the consumer warps of two CTAs take
+ *         turns on each scheduler. Head dims 64 and 128. */
+#define FJ_FP8_KNOB_OCC2 32u
+/* FJ_FP8_OCC2_DECODE 1 (the default): occ2 is in the default set of a one-consumer tile (block_m 64, the heuristic's
+ * FP8 decode tile, config.c) at head dim 64 / 128 that fits it. H200, session 20, bench/kv8_compare.py, two machines, three runs
+ * (bench/results/h200-session20-2026-11-29.md): br64 bc64 s3 with occ2 against br64 bc192 s2 without it, the decode
+ * rows' e4m3-Q times 32k -1.1 / -2.0%, 128k -2.7 / -3.5%, B8 8k -0.5 / -1.9%, B64 2k -3.2 / -6.8 / -11%, 512k +1.4 /
+ * +1.6%. 0: one CTA an SM (br64 bc192 s2). */
+#ifndef FJ_FP8_OCC2_DECODE
+#define FJ_FP8_OCC2_DECODE 1
+#endif
 /* The knobs of a head_dim kernel when FAJIT_FP8_KNOBS is unset: vt everywhere (H100 A/B of 2026-11-26: +1-13%,
  * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
  * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,
@@ -78,6 +91,10 @@
  * producer (24 registers) then spills 12 bytes (ptxas 13.0: the range's registers), so those kernels keep
  * FlashAttention-3's register split with the three-warp transpose (regs, vt, ostage, poff), which holds it. */
 unsigned fj_fp8_knobs_default(int head_dim, int local);
+/* A plan's default set: fj_fp8_knobs_default, and occ2 on the one-consumer tile (block_m 64) at head dim 64 / 128 when
+ * its smem fits two CTAs an SM (bc64 s3, bc96 s2, ...; bc192 s2 does not and runs one) and FJ_FP8_OCC2_DECODE is 1
+ * (the default). */
+unsigned fj_fp8_plan_knobs_default(const fj_plan *p);
 /* *bits = the knobs FAJIT_FP8_KNOBS's value names (value NULL = unset: fj_fp8_knobs_default(head_dim, local); "none"
  * or set but empty: 0). Planning passes the variable; the runtime checks it when a context is made. */
 fajit_status fj_fp8_knobs_parse(const char *value, int head_dim, int local, unsigned *bits);

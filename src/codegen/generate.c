@@ -48,7 +48,8 @@ fajit_status fj_generate_ptx_plan(const fj_plan *p, int verbosity, char **out, s
     fj_buf mod;
     fj_buf_init(&mod);
     module_header(p, verbosity, &mod);
-    fj_buf_printf(&mod, PTX_ENTRY_OPEN, fj_plan_entry(p), p->params_align, p->params_bytes, p->threads);
+    fj_buf_printf(&mod, PTX_ENTRY_OPEN, fj_plan_entry(p), p->params_align, p->params_bytes, p->threads,
+                  p->min_ctas > 1 ? p->min_ctas : 1);
     fj_emit_declare_banks(&e, &mod);
     fj_buf_puts(&mod, e.body.data ? e.body.data : "");
     fj_buf_puts(&mod, PTX_ENTRY_CLOSE);

@@ -195,16 +195,29 @@ void fj_plan_smem_map(fj_plan *p)
     if (b) b->smem_map(p);
 }
 
+int fj_plan_smem_limit(const fj_plan *p)
+{
+    int arch = fj_arch_path_smem_max(p->cfg.arch);
+    /* two CTAs share an SM's 228 KiB, less 1 KiB the hardware keeps for each (sm_90) */
+    return p->min_ctas > 1 ? (FJ_SM90_SMEM_PER_SM / p->min_ctas - 1024 < arch ? FJ_SM90_SMEM_PER_SM / p->min_ctas - 1024
+                                                                              : arch)
+                           : arch;
+}
+
 static fajit_status map_smem(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
     fj_plan_smem_map(p);
-    int limit = fj_arch_path_smem_max(c->arch);
+    int limit = fj_plan_smem_limit(p);
     if (p->smem_bytes > limit) {
         char extra[64] = "";
         if (p->xchg_warp_bytes)
             snprintf(extra, sizeof extra, " + warp-pair exchange %d x %d", c->warps, p->xchg_warp_bytes);
         if (p->n_bars) snprintf(extra, sizeof extra, " + %d mbarriers x 8", p->n_bars);
+        if (p->min_ctas > 1)
+            return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d%s) exceeds %d B, the most each of two CTAs on an SM "
+                            "has (FP8 knob occ2, fp8_ws.h); lower stages or block_n",
+                            p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, extra, limit);
         return CFG_FAIL("smem %d B (Q %d + K,V %d stages x 2 x %d%s) exceeds %d B, the most any GPU running %s code "
                         "has; lower stages, block_n or block_m",
                         p->smem_bytes, p->q_bytes, c->stages, p->kv_tile_bytes, extra, limit, p->arch->name);
@@ -241,9 +254,9 @@ static fajit_status plan_lpt_slots(fj_plan *p)
 {
     p->sched_off = (p->smem_bytes + 15) / 16 * 16;
     p->smem_bytes = p->sched_off + FJ_SCHED_SLOT_BYTES * FJ_SCHED_SLOTS;
-    if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
+    if (p->smem_bytes > fj_plan_smem_limit(p))
         return CFG_FAIL("smem %d B with the lpt schedule's %d work-tile slots exceeds %d B; lower stages or block_n",
-                        p->smem_bytes, FJ_SCHED_SLOTS, fj_arch_path_smem_max(p->cfg.arch));
+                        p->smem_bytes, FJ_SCHED_SLOTS, fj_plan_smem_limit(p));
     return FAJIT_OK;
 }
 
@@ -461,9 +474,9 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
     if (p->ws && (variant & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) { /* sm90_roles.c: the V tail's zero fill */
         p->vtail_bar = p->smem_bytes;
         p->smem_bytes += 8;
-        if (p->smem_bytes > fj_arch_path_smem_max(p->cfg.arch))
+        if (p->smem_bytes > fj_plan_smem_limit(p))
             return CFG_FAIL("smem %d B with the seqlens_k / paged variant's V-tail mbarrier exceeds %d B; lower stages or "
-                            "block_n", p->smem_bytes, fj_arch_path_smem_max(p->cfg.arch));
+                            "block_n", p->smem_bytes, fj_plan_smem_limit(p));
     }
     if ((variant & FJ_VARIANT_LPT) && (st = plan_lpt_slots(p)) != FAJIT_OK) return st;
     if (p->backend->async) p->backend->async->roles(p); /* again: the V-tail ring */

@@ -71,6 +71,8 @@ static const int k_reg_split_fp8[4][2] = {{0, 0}, {0, 0}, {40, 232}, {40, 152}};
  * transposers fit 24 (ptxas -v: 0 spills, D64-D256; at 24 ptxas keeps one ldmatrix in flight). fj_sm90_reg_pool_ok
  * checks every split against the pool. */
 static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 160}};
+#define FJ_SM90_OCC2_PRODUCER_REGS 40
+#define FJ_SM90_OCC2_CONSUMER_REGS 216
 #define FJ_SM90_REG_FP8 4 /* FP8 consumers: the tile's descaled softmax scale, the byte-pair temporaries of P */
 /* FP8 with FJ_FP8_KNOB_REGS, two consumer warpgroups (240 registers): misc 32 in all. ptxas -v (13.0, 2026-11-27):
  * D256 br128 bc128 ov (pp or not) and D128 br128 bc224 ov pp, FlashAttention-3's FP8 tiles, assemble with no spill
@@ -199,16 +201,23 @@ static int plan_soft_exp2(const fajit_config *c)
     return c->dtype == FAJIT_DTYPE_E4M3 ? 0 : FJ_SOFT_EXP2_SHARE;
 }
 
-int fj_sm90_launch_regs(int threads)
+int fj_sm90_launch_regs_ctas(int threads, int ctas)
 {
-    int r = 65536 / threads / 8 * 8;
+    int r = 65536 / (threads * (ctas > 1 ? ctas : 1)) / 8 * 8;
     return r > 255 ? 255 : r;
+}
+
+int fj_sm90_launch_regs(int threads) { return fj_sm90_launch_regs_ctas(threads, 1); }
+
+static int reg_pool_ok_ctas(int consumer_wgs, int producer_regs, int consumer_regs, int ctas)
+{
+    int threads = 128 * (consumer_wgs + 1);
+    return 128 * producer_regs + 128 * consumer_wgs * consumer_regs <= threads * fj_sm90_launch_regs_ctas(threads, ctas);
 }
 
 int fj_sm90_reg_pool_ok(int consumer_wgs, int producer_regs, int consumer_regs)
 {
-    int threads = 128 * (consumer_wgs + 1);
-    return 128 * producer_regs + 128 * consumer_wgs * consumer_regs <= threads * fj_sm90_launch_regs(threads);
+    return reg_pool_ok_ctas(consumer_wgs, producer_regs, consumer_regs, 1);
 }
 
 static int swizzle_mode(int swizzle) { return swizzle == 128 ? 1 : swizzle == 64 ? 2 : 3; }
@@ -417,11 +426,13 @@ static fajit_status plan_sm90(fj_plan *p)
                                                                : k_reg_split_fp8;
     p->producer_regs = split[p->consumer_wgs][0];
     p->consumer_regs = split[p->consumer_wgs][1];
-    if (p->consumer_regs && !fj_sm90_reg_pool_ok(p->consumer_wgs, p->producer_regs, p->consumer_regs))
+    if (p->min_ctas == 2) /* FP8 occ2, one consumer warpgroup: 128 x 40 + 128 x 216 = the 256 x 128 launch pool */
+        p->producer_regs = FJ_SM90_OCC2_PRODUCER_REGS, p->consumer_regs = FJ_SM90_OCC2_CONSUMER_REGS;
+    if (p->consumer_regs && !reg_pool_ok_ctas(p->consumer_wgs, p->producer_regs, p->consumer_regs, p->min_ctas))
         return fj_fail(FAJIT_ERR_INTERNAL, "sm90.c: register split %d / %d with %d consumer warpgroups exceeds the CTA's "
                                            "launch allocation (%d per thread): setmaxnreg.inc would wait forever",
                        p->producer_regs, p->consumer_regs, p->consumer_wgs,
-                       fj_sm90_launch_regs(128 * (p->consumer_wgs + 1)));
+                       fj_sm90_launch_regs_ctas(128 * (p->consumer_wgs + 1), p->min_ctas));
     if (p->fp8) { /* k = 32 a wgmma: 32 bytes of a row either way */
         p->k_steps_qk = c->head_dim / 32;
         p->k_steps_pv = c->block_n / 32;
@@ -580,15 +591,19 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   p->consumer_wgs, p->consumer_regs ? "; setmaxnreg.inc to theirs" : "");
     if (p->consumer_regs)
         fj_buf_printf(out, "%sregister split (setmaxnreg): producer %d x 128 threads + consumers %d x %d threads = %d of "
-                           "65536\n",
+                           "%d%s\n",
                       pf, p->producer_regs, p->consumer_regs, 128 * p->consumer_wgs,
-                      128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs);
+                      128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs,
+                      65536 / (p->min_ctas > 1 ? p->min_ctas : 1),
+                      p->min_ctas > 1 ? " (two CTAs an SM: .minnctapersm 2, a 128-register launch; the persistent grid "
+                                        "twice the SMs)" : "");
     if (p->fp8) {
-        unsigned kn = p->fp8_knobs, def = fj_fp8_knobs_default(c->head_dim, fj_mods_local(p));
-        char words[40] = "";
-        snprintf(words, sizeof words, "%s%s%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "",
+        unsigned kn = p->fp8_knobs, def = fj_fp8_plan_knobs_default(p);
+        char words[48] = "";
+        snprintf(words, sizeof words, "%s%s%s%s%s%s", kn & FJ_FP8_KNOB_REGS ? " regs" : "",
                  kn & FJ_FP8_KNOB_VT ? " vt" : "", kn & FJ_FP8_KNOB_OSTAGE ? " ostage" : "",
-                 kn & FJ_FP8_KNOB_VT4 ? " vt4" : "", kn & FJ_FP8_KNOB_POFF ? " poff" : "");
+                 kn & FJ_FP8_KNOB_VT4 ? " vt4" : "", kn & FJ_FP8_KNOB_POFF ? " poff" : "",
+                 kn & FJ_FP8_KNOB_OCC2 ? " occ2" : "");
         fj_buf_printf(out, "%sFP8 knobs (fp8_ws.h):%s (%s)\n", pf, kn ? words : " none",
                       kn == def ? (c->head_dim == 256 && FJ_FP8_D256_FA3 && (kn & FJ_FP8_KNOB_VT4) ? "the D256 default: FlashAttention-3's "
                                                                            "register split, the V transpose on four "

@@ -40,6 +40,8 @@ int fj_sm90_kv_prefetch(const fj_plan *p);
 /* Registers per thread ptxas gives a CTA of `threads` (.maxntid threads, .minnctapersm 1): 8-register steps under
  * 65536 / threads, at most 255. setmaxnreg moves registers inside that allocation (a per-CTA pool). */
 int fj_sm90_launch_regs(int threads);
+/* ... of `ctas` CTAs an SM (.minnctapersm ctas; plan.min_ctas) */
+int fj_sm90_launch_regs_ctas(int threads, int ctas);
 /* Whether a split (producer warpgroup at producer_regs, consumer_wgs warpgroups at consumer_regs) fits the pool;
  * one that does not leaves setmaxnreg.inc waiting forever. */
 int fj_sm90_reg_pool_ok(int consumer_wgs, int producer_regs, int consumer_regs);

@@ -17,7 +17,7 @@
  * as NVVM names an extern "C" kernel's first parameter (FJ_FWD_PARAM_NAME): entry name, alignment, size */
 /* .minnctapersm 1: without it ptxas caps registers for occupancy (128 at 128 threads) and spills; with
  * .maxntid it also gives setmaxnreg the register count at entry it needs */
-#define PTX_ENTRY_OPEN ".visible .entry %s(\n\t.param .align %d .b8 fajit_fwd_param_0[%d]\n)\n.maxntid %d, 1, 1\n.minnctapersm 1\n{\n"
+#define PTX_ENTRY_OPEN ".visible .entry %s(\n\t.param .align %d .b8 fajit_fwd_param_0[%d]\n)\n.maxntid %d, 1, 1\n.minnctapersm %d\n{\n"
 #define PTX_ENTRY_CLOSE "}\n"
 
 #define PTX_LD_PARAM_U64 "ld.param.u64 %s, [fajit_fwd_param_0+%d]"

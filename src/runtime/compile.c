@@ -282,11 +282,12 @@ fajit_status fj_compile_whole_source(const fj_plan *plan, const char *ptx, size_
                   "// fajit whole-program wrapper: the PTX body of %s as one inline-asm statement\n"
                   "struct __align__(%d) fj_params_t { unsigned char bytes[%d]; };\n"
                   "extern \"C\" __shared__ __align__(1024) unsigned char fj_smem[];\n"
-                  "extern \"C\" __global__ void __launch_bounds__(%d, 1) %s(const __grid_constant__ fj_params_t p)\n"
+                  "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(const __grid_constant__ fj_params_t p)\n"
                   "{\n"
                   "    asm volatile(\"\" ::\"l\"(fj_smem)); /* keeps fj_smem declared for the body */\n"
                   "    asm volatile(\"{\\n\"\n\"",
-                  FJ_FWD_KERNEL_NAME, plan->params_align, plan->params_bytes, plan->threads, FJ_FWD_KERNEL_NAME);
+                  FJ_FWD_KERNEL_NAME, plan->params_align, plan->params_bytes, plan->threads,
+                  plan->min_ctas > 1 ? plan->min_ctas : 1, FJ_FWD_KERNEL_NAME);
     for (size_t i = 0; i < n; i++) {
         char c = body[i];
         if (c == '\n') fj_buf_puts(src, "\\n\"\n\"");

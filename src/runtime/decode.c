@@ -431,6 +431,7 @@ typedef struct decode_choice {
     fajit_config cfg;
     int splits;
     int tuned; /* the splits are a tuned winner's (fagen tune --grid decode) */
+    int min_ctas; /* the variant kernel's CTAs an SM (plan.min_ctas: FP8 occ2 builds two), 0 / 1 = one */
 } decode_choice;
 
 /* The splits of choice c on its tile (tuned: fj_decode_splits_for, the tuned winner first; else
@@ -446,6 +447,8 @@ static void choose_splits(fajit_context *ctx, const fajit_attention_args *a, int
     }
     c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
                       : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
+    if (c->min_ctas > 1 && !c->tuned) /* a kernel of two CTAs an SM: the heuristic counts twice the SMs' slots */
+        c->splits = fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count * c->min_ctas);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
 }
 
@@ -466,6 +469,7 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
+    c->min_ctas = 0;
     if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN / _DIRECT=1: decode variant bits */
     if (page && !vl && !k80->plan.kv8 && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
         v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
@@ -568,6 +572,7 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     if (c->cfg.block_n < 16) /* (the plan's rule, as the last block_n broke it) */
         return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant: %s", k->config_text,
                         fajit_errmsg()), 0;
+    c->min_ctas = p.min_ctas;
     choose_splits(ctx, a, packed, tuned, v, c);
     return 1;
 }
@@ -626,7 +631,7 @@ static fajit_status run_variant_ws(fajit_context *ctx, const decode_choice *ch, 
     p.dec.rows = (uint32_t)a->batch * (uint32_t)a->heads_q * (uint32_t)a->seqlen_q;
     if (ch->variant & FJ_VARIANT_LPT) st = fj_lpt_counter(ctx, a, &p.tma);
     if (st != FAJIT_OK) return st;
-    unsigned grid[3] = {fj_persistent_ctas(ctx->persistent_ctas, p.tma.n_tiles), 1, 1};
+    unsigned grid[3] = {fj_persistent_ctas(fj_plan_max_ctas(&kv->plan, ctx->persistent_ctas), p.tma.n_tiles), 1, 1};
     *ran = 1;
     fj_param_block blk;
     st = launch(ctx, kv, grid, fj_variant_params(&kv->plan, a, &p, sizeof p, &blk), a->stream);

@@ -392,6 +392,12 @@ fajit_status fj_forward_fill(fajit_context *ctx, const fajit_shape *shape, const
     return st;
 }
 
+int fj_plan_max_ctas(const fj_plan *plan, int max_ctas)
+{
+    return plan->min_ctas > 1 && max_ctas > 0 && max_ctas <= INT32_MAX / plan->min_ctas ? max_ctas * plan->min_ctas
+                                                                                        : max_ctas;
+}
+
 unsigned fj_persistent_ctas(int max_ctas, unsigned tiles)
 {
     return max_ctas > 0 && tiles > (unsigned)max_ctas ? (unsigned)max_ctas : tiles;
@@ -402,7 +408,7 @@ void fj_forward_grid(const fajit_attention_args *a, const fj_plan *plan, int max
     unsigned bm = (unsigned)plan->cfg.block_m, mblocks = ((unsigned)a->seqlen_q + bm - 1) / bm;
     if (plan->ws) { /* persistent: at most max_ctas CTAs (0 = no cap), each looping over work tiles */
         unsigned tiles = mblocks * (unsigned)a->heads_q * (unsigned)a->batch;
-        grid[0] = fj_persistent_ctas(max_ctas, tiles);
+        grid[0] = fj_persistent_ctas(fj_plan_max_ctas(plan, max_ctas), tiles);
         /* a local variant's tiles cost alike (the window's), the causal balance check does not apply */
         int local = (plan->cfg.mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_CHUNK)) != 0;
         /* the dynamic schedule (plan.lpt) balances as it goes: no one-CTA-per-tile fallback */

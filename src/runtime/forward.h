@@ -39,6 +39,9 @@ void fj_forward_params(const fajit_attention_args *args, const fj_plan *plan, fj
 void fj_forward_grid(const fajit_attention_args *args, const fj_plan *plan, int max_ctas, unsigned grid[3]);
 /* CTAs of a persistent launch over `tiles` work tiles: at most max_ctas (0 = no cap). */
 unsigned fj_persistent_ctas(int max_ctas, unsigned tiles);
+/* The persistent CTAs of a plan built for plan->min_ctas CTAs an SM: max_ctas (one an SM) times that; 0 stays 0 (no
+ * cap). */
+int fj_plan_max_ctas(const fj_plan *plan, int max_ctas);
 /* 1 when a causal sliding window's call should take the dynamic schedule (sched = 1) with cfg's tiles on
  * max_ctas CTAs: the static one would leave its heaviest CTA over 4% above the mean and a work tile averages
  * 8 KV tiles or more (forward.c has the measurements). 0 for every other call and config. */
