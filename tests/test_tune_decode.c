@@ -192,7 +192,7 @@ static void test_decode_file_merge_and_bad_line(void **state)
     /* and the split choice of a fresh context reads the good line */
     fajit_context_destroy(ctx);
     ctx = fake_context(root, GPU);
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, NULL), 77);
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, 1, NULL), 77);
     fajit_context_destroy(ctx);
     fj_test_remove_dir(root);
     free(path);
@@ -272,7 +272,7 @@ static void test_winner_used_by_split_choice(void **state)
     fajit_attention_args a = shape(1, 32, 8, 1, 131072, 0), big = shape(64, 32, 8, 1, 2048, 0);
     int heuristic = fj_decode_splits(&a, 1, 64, 64, SMS);
     int from_tune = -1;
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, &from_tune), heuristic); /* no file yet */
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, 1, &from_tune), heuristic); /* no file yet */
     assert_int_equal(from_tune, 0);
     fajit_attention_args full = shape(64, 32, 32, 1, 2048, 0); /* MHA, B x Hq = 2048 CTAs: the plain kernel */
     fj_tune_record recs[3] = {decode_record(ctx, &a, 1, heuristic + 5, 64, 64),
@@ -280,33 +280,33 @@ static void test_winner_used_by_split_choice(void **state)
     assert_null(fj_tune_file_merge(path, recs, 3, NULL, 0));
     fajit_context_destroy(ctx);
     ctx = fake_context(root, GPU);
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, &from_tune), heuristic + 5);
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, 1, &from_tune), heuristic + 5);
     assert_int_equal(from_tune, 1);
     fajit_attention_args near = a;
     near.seqlen_k = 100000; /* the same Nk bucket */
-    assert_int_equal(fj_decode_splits_for(ctx, &near, 1, 64, 64, NULL), heuristic + 5);
+    assert_int_equal(fj_decode_splits_for(ctx, &near, 1, 64, 64, 1, NULL), heuristic + 5);
     /* another tile, another class, unpacked, a forced count: not the winner */
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 128, NULL), fj_decode_splits(&a, 1, 64, 128, SMS));
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 128, 1, NULL), fj_decode_splits(&a, 1, 64, 128, SMS));
     fajit_attention_args other = a;
     other.seqlen_k = 32768;
-    assert_int_equal(fj_decode_splits_for(ctx, &other, 1, 64, 64, NULL), fj_decode_splits(&other, 1, 64, 64, SMS));
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 0, 64, 64, NULL), fj_decode_splits(&a, 0, 64, 64, SMS));
+    assert_int_equal(fj_decode_splits_for(ctx, &other, 1, 64, 64, 1, NULL), fj_decode_splits(&other, 1, 64, 64, SMS));
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 0, 64, 64, 1, NULL), fj_decode_splits(&a, 0, 64, 64, SMS));
     fajit_attention_args forced = a;
     forced.num_splits = 3;
-    assert_int_equal(fj_decode_splits_for(ctx, &forced, 1, 64, 64, &from_tune), 3);
+    assert_int_equal(fj_decode_splits_for(ctx, &forced, 1, 64, 64, 1, &from_tune), 3);
     assert_int_equal(from_tune, 0);
     /* a winner the call cannot run (64 x 1024 splits exceed the grid's z): the heuristic */
-    assert_int_equal(fj_decode_splits_for(ctx, &big, 1, 64, 64, NULL), fj_decode_splits(&big, 1, 64, 64, SMS));
+    assert_int_equal(fj_decode_splits_for(ctx, &big, 1, 64, 64, 1, NULL), fj_decode_splits(&big, 1, 64, 64, SMS));
     /* a call that does not look at splitting (no decode feature, B x Hq fills the SMs) keeps its plain kernel */
-    assert_int_equal(fj_decode_splits_for(ctx, &full, 0, 64, 64, NULL), 1);
+    assert_int_equal(fj_decode_splits_for(ctx, &full, 0, 64, 64, 1, NULL), 1);
     ctx->sm_count = 4096; /* on a GPU with SMs to spare the same call looks, and takes the winner */
-    assert_int_equal(fj_decode_splits_for(ctx, &full, 0, 64, 64, NULL), 2);
+    assert_int_equal(fj_decode_splits_for(ctx, &full, 0, 64, 64, 1, NULL), 2);
     ctx->sm_count = SMS;
     fajit_context_destroy(ctx);
     /* another GPU's context does not use it; neither does one without a disk cache */
     ctx = fake_context(root, "Another GPU");
     ctx->sm_count = SMS;
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, NULL), heuristic);
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, 1, NULL), heuristic);
     fajit_context_destroy(ctx);
     fajit_context_options o = fajit_context_options_default();
     o.device = -1;
@@ -314,12 +314,12 @@ static void test_winner_used_by_split_choice(void **state)
     assert_int_equal(fajit_context_create(&o, &ctx), FAJIT_OK);
     fj_context_set_identity(ctx, "sm_90", GPU, DRIVER, 232448);
     ctx->sm_count = SMS;
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, NULL), heuristic);
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, 1, NULL), heuristic);
     /* a winner filed in the context (fagen tune --no-save) is used too */
     fj_tune_table_put(ctx, &recs[0]);
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, NULL), heuristic + 5);
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, 64, 64, 1, NULL), heuristic + 5);
     fajit_context_destroy(ctx);
-    assert_int_equal(fj_decode_splits_for(NULL, &a, 1, 64, 64, NULL), 1); /* no context: no SMs known */
+    assert_int_equal(fj_decode_splits_for(NULL, &a, 1, 64, 64, 1, NULL), 1); /* no context: no SMs known */
     fj_test_remove_dir(root);
     free(path);
     free(root);

@@ -257,13 +257,13 @@ static void test_decode_tune(void **state)
     assert_int_equal(res.saved, 1);
     assert_int_equal(res.key.packed, 1);
     /* the split choice (this context, then a new one reading the file), the forward and the workspace */
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, res.tile_m, res.tile_n, NULL), res.splits);
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, res.tile_m, res.tile_n, 1, NULL), res.splits);
     size_t bytes = 1;
     assert_int_equal(fajit_attention_workspace_size(ctx, &a, NULL, &bytes), FAJIT_OK);
     assert_int_equal(bytes, fj_decode_workspace_bytes(&a, res.splits, NULL));
     fajit_context_destroy(ctx);
     ctx = context_new();
-    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, res.tile_m, res.tile_n, NULL), res.splits);
+    assert_int_equal(fj_decode_splits_for(ctx, &a, 1, res.tile_m, res.tile_n, 1, NULL), res.splits);
     char ran[512], want[32];
     decode_forward(ctx, a, ran, sizeof ran);
     print_message("forward with num_splits = 0 ran: %s\n", ran);

@@ -281,6 +281,8 @@ void fj_plan_smem_map(fj_plan *p);
  * (FJ_SM90_SMEM_PER_SM) less the 1 KiB the hardware keeps for each CTA. */
 #define FJ_SM90_SMEM_PER_SM 233472
 int fj_plan_smem_limit(const fj_plan *p);
+/* The CTAs an SM the plan is built for: plan.min_ctas, 1 when 0. */
+static inline int fj_plan_ctas_per_sm(const fj_plan *p) { return p->min_ctas > 1 ? p->min_ctas : 1; }
 
 /* Fill the zero fields of dst from src (the tile and schedule fields; arch, dtype, head_dim, causal are
  * left alone). The one place a partial config is completed from another (tuned winners, fagen flags). */

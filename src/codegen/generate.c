@@ -49,7 +49,7 @@ fajit_status fj_generate_ptx_plan(const fj_plan *p, int verbosity, char **out, s
     fj_buf_init(&mod);
     module_header(p, verbosity, &mod);
     fj_buf_printf(&mod, PTX_ENTRY_OPEN, fj_plan_entry(p), p->params_align, p->params_bytes, p->threads,
-                  p->min_ctas > 1 ? p->min_ctas : 1);
+                  fj_plan_ctas_per_sm(p));
     fj_emit_declare_banks(&e, &mod);
     fj_buf_puts(&mod, e.body.data ? e.body.data : "");
     fj_buf_puts(&mod, PTX_ENTRY_CLOSE);

@@ -197,11 +197,10 @@ void fj_plan_smem_map(fj_plan *p)
 
 int fj_plan_smem_limit(const fj_plan *p)
 {
-    int arch = fj_arch_path_smem_max(p->cfg.arch);
-    /* two CTAs share an SM's 228 KiB, less 1 KiB the hardware keeps for each (sm_90) */
-    return p->min_ctas > 1 ? (FJ_SM90_SMEM_PER_SM / p->min_ctas - 1024 < arch ? FJ_SM90_SMEM_PER_SM / p->min_ctas - 1024
-                                                                              : arch)
-                           : arch;
+    int arch = fj_arch_path_smem_max(p->cfg.arch), ctas = fj_plan_ctas_per_sm(p);
+    if (ctas == 1) return arch;
+    int share = FJ_SM90_SMEM_PER_SM / ctas - 1024; /* the CTAs share an SM's 228 KiB, less 1 KiB the hardware keeps for each */
+    return share < arch ? share : arch;
 }
 
 static fajit_status map_smem(fj_plan *p)

@@ -594,7 +594,7 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                            "%d%s\n",
                       pf, p->producer_regs, p->consumer_regs, 128 * p->consumer_wgs,
                       128 * p->producer_regs + 128 * p->consumer_wgs * p->consumer_regs,
-                      65536 / (p->min_ctas > 1 ? p->min_ctas : 1),
+                      65536 / fj_plan_ctas_per_sm(p),
                       p->min_ctas > 1 ? " (two CTAs an SM: .minnctapersm 2, a 128-register launch; the persistent grid "
                                         "twice the SMs)" : "");
     if (p->fp8) {

@@ -287,7 +287,7 @@ fajit_status fj_compile_whole_source(const fj_plan *plan, const char *ptx, size_
                   "    asm volatile(\"\" ::\"l\"(fj_smem)); /* keeps fj_smem declared for the body */\n"
                   "    asm volatile(\"{\\n\"\n\"",
                   FJ_FWD_KERNEL_NAME, plan->params_align, plan->params_bytes, plan->threads,
-                  plan->min_ctas > 1 ? plan->min_ctas : 1, FJ_FWD_KERNEL_NAME);
+                  fj_plan_ctas_per_sm(plan), FJ_FWD_KERNEL_NAME);
     for (size_t i = 0; i < n; i++) {
         char c = body[i];
         if (c == '\n') fj_buf_puts(src, "\\n\"\n\"");

@@ -294,14 +294,14 @@ int fj_decode_splits(const fajit_attention_args *a, int packed, int block_m, int
 }
 
 int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *a, int packed, int block_m, int block_n,
-                         int *from_tune)
+                         int ctas_per_sm, int *from_tune)
 {
     int tuned = 0, found = a->num_splits == 0 && a->seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q &&
                            split_considered(ctx, a, packed) &&
                            fj_tune_decode_find(ctx, a, packed, block_m, block_n, &tuned) &&
                            fj_decode_split_fits(a, tuned);
     if (from_tune) *from_tune = found;
-    return found ? tuned : fj_decode_splits(a, packed, block_m, block_n, ctx ? ctx->sm_count : 0);
+    return found ? tuned : fj_decode_splits(a, packed, block_m, block_n, ctx ? ctx->sm_count * ctas_per_sm : 0);
 }
 
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -431,7 +431,7 @@ typedef struct decode_choice {
     fajit_config cfg;
     int splits;
     int tuned; /* the splits are a tuned winner's (fagen tune --grid decode) */
-    int min_ctas; /* the variant kernel's CTAs an SM (plan.min_ctas: FP8 occ2 builds two), 0 / 1 = one */
+    int ctas_per_sm; /* the variant kernel's (fj_plan_ctas_per_sm: 2 for FP8 occ2), which the split heuristic counts */
 } decode_choice;
 
 /* The splits of choice c on its tile (tuned: fj_decode_splits_for, the tuned winner first; else
@@ -445,10 +445,8 @@ static void choose_splits(fajit_context *ctx, const fajit_attention_args *a, int
         c->variant = v & ~(unsigned)FJ_VARIANT_SPLIT;
         return;
     }
-    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, &c->tuned)
-                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count);
-    if (c->min_ctas > 1 && !c->tuned) /* a kernel of two CTAs an SM: the heuristic counts twice the SMs' slots */
-        c->splits = fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count * c->min_ctas);
+    c->splits = tuned ? fj_decode_splits_for(ctx, a, packed, c->cfg.block_m, c->cfg.block_n, c->ctas_per_sm, &c->tuned)
+                      : fj_decode_splits(a, packed, c->cfg.block_m, c->cfg.block_n, ctx->sm_count * c->ctas_per_sm);
     c->variant = c->splits > 1 ? v : v & ~(unsigned)FJ_VARIANT_SPLIT;
 }
 
@@ -469,7 +467,7 @@ static fajit_status decode_choose(fajit_context *ctx, const fajit_kernel *k80, c
     unsigned v = (a->seqlens_k ? FJ_VARIANT_SEQLENS : 0) | (vl ? vl : FJ_VARIANT_SPLIT) | (packed ? FJ_VARIANT_PACK : 0) |
                  (page ? FJ_VARIANT_PAGED : 0);
     c->cfg = k80->plan.cfg;
-    c->min_ctas = 0;
+    c->ctas_per_sm = 1;
     if (k80->plan.kv8) v |= ctx->kv8_widen; /* $FAJIT_KV8_WIDEN / _DIRECT=1: decode variant bits */
     if (page && !vl && !k80->plan.kv8 && (ctx->paged_gather == 2 || (ctx->paged_gather == 1 && page % c->cfg.block_n)))
         v |= FJ_VARIANT_GATHER; /* (varlen: whole tiles of a page, block_n dividing it) */
@@ -572,7 +570,7 @@ static int ws_choose(fajit_context *ctx, const fajit_kernel *k, const fajit_atte
     if (c->cfg.block_n < 16) /* (the plan's rule, as the last block_n broke it) */
         return snprintf(why, size, "no block_n of %s plans with the sm_90a decode variant: %s", k->config_text,
                         fajit_errmsg()), 0;
-    c->min_ctas = p.min_ctas;
+    c->ctas_per_sm = fj_plan_ctas_per_sm(&p);
     choose_splits(ctx, a, packed, tuned, v, c);
     return 1;
 }

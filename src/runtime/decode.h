@@ -86,10 +86,11 @@ int fj_decode_split_fits(const fajit_attention_args *args, int splits);
 /* The splits a call runs with on ctx: num_splits when forced; else, when seqlen_q <= FJ_SPLIT_AUTO_MAX_SEQLEN_Q,
  * the call looks at splitting at all (a decode feature, or B x Hq below 80% of the SMs: fj_decode_run) and
  * ctx's tuned table holds a decode winner for the call's class timed on this tile (tune.h:
- * fj_tune_decode_find) that fits the call, that winner; else fj_decode_splits on ctx's SM count. *from_tune (may be
+ * fj_tune_decode_find) that fits the call, that winner; else fj_decode_splits on ctx's SM count x ctas_per_sm (the
+ * kernel's CTAs an SM, plan.min_ctas; 1 for most). *from_tune (may be
  * NULL) says which: 1 the tuned winner. fajit_last_forward() then reads "(N splits, tuned)". */
 int fj_decode_splits_for(fajit_context *ctx, const fajit_attention_args *args, int packed, int block_m,
-                         int block_n, int *from_tune);
+                         int block_n, int ctas_per_sm, int *from_tune);
 
 /* What a call with num_splits = 0 runs without a tuned winner (fagen tune's baseline): the heuristic's splits,
  * the decode tile and whether it packs GQA heads. Needs a device; compiles the kernels the choice needs. */

@@ -394,8 +394,8 @@ fajit_status fj_forward_fill(fajit_context *ctx, const fajit_shape *shape, const
 
 int fj_plan_max_ctas(const fj_plan *plan, int max_ctas)
 {
-    return plan->min_ctas > 1 && max_ctas > 0 && max_ctas <= INT32_MAX / plan->min_ctas ? max_ctas * plan->min_ctas
-                                                                                        : max_ctas;
+    int ctas = fj_plan_ctas_per_sm(plan);
+    return max_ctas > 0 && max_ctas <= INT32_MAX / ctas ? max_ctas * ctas : max_ctas;
 }
 
 unsigned fj_persistent_ctas(int max_ctas, unsigned tiles)
