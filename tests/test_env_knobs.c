@@ -243,6 +243,7 @@ static void test_ptx_knobs_keyed(void **state)
     fajit_config alibi = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 1, FAJIT_MOD_ALIBI);
     fajit_config fp8 = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_E4M3, 0, 0);
     fajit_config s80 = filled(FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 1, 0);
+    fajit_config fp8c = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_E4M3, 1, 0);
     expect_key("FAJIT_SM90_LEAN", "all", &plain, 0, "", "");
     expect_key("FAJIT_SM90_LEAN", "wgu", &plain, 0, "", "");
     expect_key("FAJIT_SM90_LEAN", "0", &plain, 0, "", " sm90lean=none");
@@ -255,17 +256,21 @@ static void test_ptx_knobs_keyed(void **state)
     expect_key("FAJIT_KV_ORDER", "desc", &plain, 0, "", " kvorder=desc");
     expect_key("FAJIT_KV_ORDER", "desc", &plain, FJ_VARIANT_SEQLENS, " seqlens", " kvorder=desc");
     expect_key("FAJIT_KV_ORDER", "desc", &fp8, 0, "", ""); /* FP8 kernels stay ascending */
-    expect_key("FAJIT_FP8_KNOBS", "vt,vt4,poff", &fp8, 0, "", "");  /* D128's default */
-    expect_key("FAJIT_FP8_KNOBS", "vt,vt4", &fp8, 0, "", " fp8knobs=vt,vt4"); /* D128's default before poff */
-    expect_key("FAJIT_FP8_KNOBS", "vt", &fp8, 0, "", " fp8knobs=vt"); /* D128's earlier default */
-    expect_key("FAJIT_FP8_KNOBS", "", &fp8, 0, "", " fp8knobs=none");
-    expect_key("FAJIT_FP8_KNOBS", "vt,regs", &fp8, 0, "", " fp8knobs=regs,vt");
+    expect_key("FAJIT_FP8_KNOBS", "vt,vt4,poff", &fp8c, 0, "", "");  /* D128's default on bc192 */
+    expect_key("FAJIT_FP8_KNOBS", "vt,vt4", &fp8c, 0, "", " fp8knobs=vt,vt4"); /* D128's default before poff */
+    expect_key("FAJIT_FP8_KNOBS", "vt", &fp8c, 0, "", " fp8knobs=vt"); /* D128's earlier default */
+    expect_key("FAJIT_FP8_KNOBS", "", &fp8c, 0, "", " fp8knobs=none");
+    expect_key("FAJIT_FP8_KNOBS", "vt,regs", &fp8c, 0, "", " fp8knobs=regs,vt");
+    fajit_config fp8w = fp8; /* FlashAttention-3's D128 tile: regs in its default set (FJ_FP8_REGS_WIDE) */
+    fp8w.block_n = 224;
+    expect_key("FAJIT_FP8_KNOBS", "regs,vt,vt4,poff", &fp8w, 0, "", "");
+    expect_key("FAJIT_FP8_KNOBS", "vt,regs,poff", &fp8w, FJ_VARIANT_SEQLENS, " seqlens", ""); /* ... with the V tail */
+    expect_key("FAJIT_FP8_KNOBS", "regs,vt,vt4,poff", &fp8w, FJ_VARIANT_SPLIT, " split", "");
     expect_key("FAJIT_FP8_KNOBS", "regs", &plain, 0, "", ""); /* 16-bit kernels read no FP8 knob */
     /* the causal schedule: causal 16-bit sm_90a kernels (windows and chunks too); a decode variant keeps its own */
     fajit_config nc = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 0, 0);
     fajit_config win = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 1, FAJIT_MOD_WINDOW);
     fajit_config sinks = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 1, FAJIT_MOD_SINKS);
-    fajit_config fp8c = filled(FAJIT_ARCH_SM90A, FAJIT_DTYPE_E4M3, 1, 0);
     expect_key("FAJIT_CAUSAL_SCHED", "static", &plain, 0, "", "");
     expect_key("FAJIT_CAUSAL_SCHED", "lpt", &plain, 0, "", " causalsched=lpt");
     expect_key("FAJIT_CAUSAL_SCHED", "lpt", &sinks, 0, "", " causalsched=lpt");

@@ -41,7 +41,7 @@ static const fp8_tile k_tiles[] = {
     {128, 128, 192, 2, 128, 1, 0, 0}, /* Vt in 64-byte boxes */
     {256, 128, 64, 2, 128, 0, 0, 0},  /* d256: two V boxes a row */
     {256, 128, 96, 2, 128, 1, 0, 0},  /* Vt in 32-byte boxes */
-    {64, 192, 128, 2, 64, 0, 0, 0},   /* the d64 default: 64-byte V rows */
+    {64, 192, 128, 2, 64, 0, 0, 0},   /* the d64 default before session 21: 64-byte V rows */
     {64, 128, 160, 3, 64, 1, 0, 0},   /* three stages, Vt in 32-byte boxes */
     {128, 128, 128, 2, 128, 0, 0, 1}, /* varlen (the three-warp form), as in k_vt4_tiles */
 };
@@ -214,6 +214,8 @@ static void test_transpose_addresses(void **state)
         run_tile(&k_tiles[i], 0, 0);
     }
     unsetenv("FAJIT_FP8_KNOBS");
+    /* the d64 default (knobs unset: regs, vt, poff): br192 bc160 on three consumer warpgroups, Vt in 32-byte boxes */
+    for (int causal = 0; causal < 2; causal++) run_tile(&(fp8_tile){64, 192, 160, 2, 64, causal, 0, 0}, 0, 0);
 }
 
 /* The four-warp form (knob vt4): D128's default (knobs unset), then FAJIT_FP8_KNOBS as each tile says. */
@@ -226,8 +228,9 @@ typedef struct vt4_tile {
 static const vt4_tile k_vt4_tiles[] = {
     {{128, 128, 192, 2, 128, 0, 0, 0}, NULL, 0},     /* the d128 default (fagen explain --dtype e4m3 --headdim 128) */
     {{128, 128, 192, 2, 128, 1, 0, 0}, NULL, 0},     /* its causal form: KV tiles walked from the diagonal's */
+    {{128, 128, 224, 2, 128, 0, 0, 0}, NULL, 1},     /* bc224: regs by default (FJ_FP8_REGS_WIDE), the lean form */
     {{128, 128, 128, 2, 128, 0, 0, 0}, "vt4", 0},    /* two 32-key block rows a warp */
-    {{64, 192, 128, 2, 64, 0, 0, 0}, "vt4", 0},      /* the d64 default's tile: 64-byte V rows, one 64-dim column */
+    {{64, 192, 128, 2, 64, 0, 0, 0}, "vt4", 0},      /* the d64 tile before session 21: one 64-dim column */
     {{64, 192, 128, 2, 64, 0, 0, 0}, "regs,vt4", 0}, /* three consumer warpgroups: the producer keeps 32, not lean */
     {{256, 128, 128, 2, 128, 0, 0, 0}, "regs,vt4,ostage", 1},    /* the d256 default's tile, O staged in the V ring */
     {{256, 128, 128, 2, 128, 1, 1, 0}, "regs,vt4,ostage", 1}, /* its causal form (no ping-pong) */

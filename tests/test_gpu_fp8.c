@@ -73,6 +73,9 @@ static const fp8_case k_cases[] = {
     {"d128 no descales N17 Nk1000", 1, 2, 2, 17, 1000, 128, 0, 0, 0, 0, 1},
     {"d64 N1 Nk1", 1, 2, 2, 1, 1, 64, 0, 0, 0, 0, 0},
     {"d128 N4096 causal", 1, 2, 2, 4096, 4096, 128, 1, 0, 0, 0, 0},
+    /* head dim 64's default tile, br192 bc160 under FlashAttention-3's register split (FJ_FP8_REGS_WIDE) */
+    {"d64 N1000 GQA", 2, 8, 2, 1000, 1000, 64, 0, 0, 0, 0, 0},
+    {"d64 causal N2048 Nk2100 BNHD", 1, 4, 4, 2048, 2100, 64, 1, 1, 0, 0, 0},
     /* attention variants (b hq hkv nq nk d causal bnhd outliers f16 nodesc | win L R | softcap | sinks | chunk) */
     {"d128 causal window (128,0)", 1, 4, 4, 1000, 1000, 128, 1, 0, 0, 0, 0, 1, 128, 0},
     {"d64 window (100,20) Nq<Nk GQA BNHD", 2, 8, 2, 300, 1000, 64, 0, 1, 0, 0, 0, 1, 100, 20},
@@ -397,6 +400,7 @@ static const fp8_varlen_case k_varlen[] = {
     {"varlen d128 0,17,1000,1,300", 4, 2, 128, 0, 5, {0, 17, 1000, 1, 300}, {0, 17, 1000, 1, 300}},
     {"varlen d128 causal Nq != Nk", 4, 4, 128, 1, 4, {17, 300, 1, 640}, {1000, 300, 5, 129}},
     {"varlen d64 causal GQA", 8, 2, 64, 1, 3, {1000, 33, 257}, {1000, 33, 257}},
+    {"varlen d64 0,17,1000,1,2049", 4, 2, 64, 0, 5, {0, 17, 1000, 1, 2049}, {0, 17, 1000, 1, 2049}},
     {"varlen d256 causal", 2, 2, 256, 1, 3, {300, 1, 700}, {300, 1, 700}},
     {"varlen d128 causal window (64,0) + softcap 30", 4, 2, 128, 1, 3, {1000, 17, 300}, {1000, 17, 300}, 1, 64, 0,
      30.0f},
@@ -543,6 +547,9 @@ static const fp8_dec_case k_decode[] = {
     {"dec d128 Nq1 GQA4 window (128,0) + sinks lens splits3", 5, 8, 2, 1, 1000, 128, 1, 1, 3, 0, 0, 0, 1, 128, 0, 1,
      "3 splits"},
     {"dec d128 Nq1 GQA4 Nk32k lens heuristic splits", 4, 32, 8, 1, 32768, 128, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, "splits"},
+    /* prefill-sized queries on the wide tile (FJ_FP8_REGS_WIDE): D64 br192 bc160 narrows to a block_n that fits the
+     * pages */
+    {"dec paged p64 d64 Nq200 GQA2 lens", 2, 4, 2, 200, 1000, 64, 0, 1, 0, 64, 0, 0, 0, 0, 0, 0, "br192"},
 };
 
 static int dec_len(int b, int nk)

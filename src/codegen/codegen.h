@@ -204,6 +204,8 @@ typedef struct fj_plan {
                                     (sched.c) instead of the static round-robin: the LPT variant (varlen), or a plain
                                     causal sm_90a plan under FAJIT_CAUSAL_SCHED=lpt (sm90.c plan_causal_sched) */
     unsigned variant;            /* FJ_VARIANT_* bits: decode features of this kernel (0 = the plain kernel) */
+    unsigned variant_wanted;     /* the bits fj_plan_build_variant adds once the plan is built (variant is 0 until
+                                    then), for the one default that depends on them: the FP8 knobs (fp8_ws.c) */
     int params_bytes;            /* size of the kernel's parameter block (kernel_abi.h) */
     int params_align;            /* its alignment: 8, or 64 when it carries tensor maps */
     int mods_off;                /* attention variants (cfg.mods): offset of the fj_fwd_params_mods block, after the

@@ -317,6 +317,11 @@ static void fill_sm90(fajit_config *c, const fajit_shape *shape)
     if (!c->block_m)
         c->block_m = c->warps >= 8 && c->warps % 4 == 0 ? 64 * (c->warps / 4 - 1) : short_causal ? 128 : d->block_m;
     if (!c->warps) c->warps = 4 * (c->block_m / 64 + 1);
+    /* FP8 prefill at head dim 64 without an attention variant: FlashAttention-3's br192 bc160 under its register
+     * split (knob regs joins the tile's default set: fp8_ws.h FJ_FP8_REGS_WIDE, with the measurements) */
+    if (FJ_FP8_REGS_WIDE && c->dtype == FAJIT_DTYPE_E4M3 && !c->mods && !c->block_n && c->head_dim == 64 &&
+        c->block_m == 192)
+        c->block_n = 160;
     /* (FP8 variants keep the FP8 tile of their head dim: the sweeps below are 16-bit kernels') */
     if (c->head_dim == 128 && c->dtype != FAJIT_DTYPE_E4M3 &&
         (c->mods & (FAJIT_MOD_WINDOW | FAJIT_MOD_SOFTCAP | FAJIT_MOD_ALIBI | FAJIT_MOD_CHUNK))) {

@@ -75,11 +75,26 @@ static int occ2_fits(const fj_plan *p)
     return t.smem_bytes + 8 <= fj_plan_smem_limit(&t);
 }
 
+/* FlashAttention-3's register split where a plain tile is wider than 40 producer registers leave room for
+ * (fp8_ws.h FJ_FP8_REGS_WIDE) */
+static int regs_wide(const fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    if (!FJ_FP8_REGS_WIDE || fj_mods_local(p)) return 0;
+    return (c->head_dim == 64 && p->consumer_wgs == 3 && c->block_n > 128) ||
+           (c->head_dim == 128 && p->consumer_wgs == 2 && c->block_n > 192);
+}
+
 unsigned fj_fp8_plan_knobs_default(const fj_plan *p)
 {
     unsigned def = fj_fp8_knobs_default(p->cfg.head_dim, fj_mods_local(p));
     int occ2 = FJ_FP8_OCC2_DECODE && p->consumer_wgs == 1 && p->cfg.head_dim <= 128 && occ2_fits(p);
-    return def | (occ2 ? FJ_FP8_KNOB_OCC2 : 0u);
+    if (!regs_wide(p)) return def | (occ2 ? FJ_FP8_KNOB_OCC2 : 0u);
+    def |= FJ_FP8_KNOB_REGS;
+    /* the lean vt4 form (two consumer warpgroups: 24 producer registers) does not hold the V-tail fill of seqlens_k /
+     * paged K/V (plan.c); the three-warp vt form does (ptxas 13.0, D128 bc224: 0 spills) */
+    if (p->consumer_wgs == 2 && (p->variant_wanted & (FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED))) def &= ~FJ_FP8_KNOB_VT4;
+    return def;
 }
 
 int fj_fp8_knobs_words(const fj_plan *p, char *buf, size_t size)

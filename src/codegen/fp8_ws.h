@@ -49,6 +49,18 @@
 #ifndef FJ_FP8_OCC2_DECODE
 #define FJ_FP8_OCC2_DECODE 1
 #endif
+/* FJ_FP8_REGS_WIDE 1 (the default): regs joins the default set of a tile wider than 40 producer registers leave the
+ * consumers room for - head dim 64 on three consumer warpgroups past block_n 128 (32 / 160), head dim 128 on two past
+ * block_n 192 (24 / 240, the lean vt4 form; the three-warp vt form where seqlens_k / paged K/V need the V-tail fill) -
+ * in a kernel without a window or chunk. The heuristic's D64 tile is then br192 bc160 (config.c), FlashAttention-3's:
+ * H200, session 21, bench/fp8_compare.py --configs, each against br192 bc128 in the same rounds (TFLOP/s, N4k / N16k),
+ * two machines: non-causal 607 / 668 against 593 / 644 and 607 / 668 against 599 / 652, causal 514 / 613 against
+ * 510 / 592 and 519 / 617 against 513 / 598. D128 keeps bc192: FA3's bc224 under regs read 847 / 872 against bc192
+ * under regs 813 / 863 on one machine, but 821 / 859 against bc192 with its own 40 / 232 split 845 / 865 on another
+ * (non-causal; causal 720 / 841 against 737 / 850). 0: the earlier D64 tile and knobs. */
+#ifndef FJ_FP8_REGS_WIDE
+#define FJ_FP8_REGS_WIDE 1
+#endif
 /* The knobs of a head_dim kernel when FAJIT_FP8_KNOBS is unset: vt everywhere (H100 A/B of 2026-11-26: +1-13%,
  * bench/results/h100-session3-ab-2026-11-26.md); regs and ostage too at head dim 256, where they let the heuristic
  * take FlashAttention-3's tiles (bc128 with the overlap, O staged in the V ring: H100, bench/fp8_ab2.sh, 2026-11-27,

@@ -225,10 +225,11 @@ static fajit_status map_smem(fj_plan *p)
 }
 
 /* The plan of cfg before a decode variant or the schedule's slots (fj_plan_build, fj_plan_build_variant). */
-static fajit_status plan_core(const fajit_config *cfg, fj_plan *p)
+static fajit_status plan_core(const fajit_config *cfg, unsigned variant, fj_plan *p)
 {
     memset(p, 0, sizeof *p);
     p->cfg = *cfg;
+    p->variant_wanted = variant;
     fajit_status st;
     if ((st = check_arch(cfg, p)) != FAJIT_OK) return st;
     if ((st = check_shape(cfg, p)) != FAJIT_OK) return st;
@@ -262,7 +263,7 @@ static fajit_status plan_lpt_slots(fj_plan *p)
 fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *p)
 {
     if (!cfg || !p) return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "config: NULL pointer");
-    fajit_status st = plan_core(cfg, p);
+    fajit_status st = plan_core(cfg, 0, p);
     if (st != FAJIT_OK || !p->lpt) return st;
     if ((st = plan_lpt_slots(p)) != FAJIT_OK) return st;
     if (p->backend->async) p->backend->async->roles(p); /* again: after the slots */
@@ -412,7 +413,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
      * config's sched says (fajit.h): planned, and named, as sched 0 */
     fajit_config own = *cfg;
     if (variant) own.sched = 0, own.cross_tile = 0; /* (cross_tile likewise: a plain kernel's tail) */
-    fajit_status st = variant ? plan_core(&own, p) : fj_plan_build(cfg, p);
+    fajit_status st = variant ? plan_core(&own, variant, p) : fj_plan_build(cfg, p);
     if (st != FAJIT_OK || !variant) return st;
     p->lpt = (variant & FJ_VARIANT_LPT) != 0; /* a decode variant's schedule is its own bit's, not FAJIT_CAUSAL_SCHED's */
     /* FP8 (e4m3 Q, K, V): the shared frame's decode variants (seqlens_k, split-KV, GQA packing, paged K/V); the runtime

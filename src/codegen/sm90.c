@@ -76,10 +76,13 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #define FJ_SM90_REG_FP8 4 /* FP8 consumers: the tile's descaled softmax scale, the byte-pair temporaries of P */
 /* FP8 with FJ_FP8_KNOB_REGS, two consumer warpgroups (240 registers): misc 32 in all. ptxas -v (13.0, 2026-11-27):
  * D256 br128 bc128 ov (pp or not) and D128 br128 bc224 ov pp, FlashAttention-3's FP8 tiles, assemble with no spill
- * at 240 (O + S + P = 208 and 204); at 232 they spill 96 and 32 bytes. Three warpgroups keep 32 + FP8's 4: D64 br192
- * bc160 ov spills 4 bytes at 160. Causal with ping-pong takes 4 more: D256 bc128 ov pp causal spills 4 bytes at 240
- * (D128 bc224 ov pp causal, 240 with them, none). */
+ * at 240 (O + S + P = 208 and 204); at 232 they spill 96 and 32 bytes. Causal with ping-pong takes 4 more: D256 bc128
+ * ov pp causal spills 4 bytes at 240 (D128 bc224 ov pp causal, 240 with them, none). */
 #define FJ_SM90_REG_MISC_FP8_LEAN 32
+/* ... and three consumer warpgroups under regs (160 registers, the producer 32): misc 28. ptxas -v (13.0,
+ * 2026-11-29): D64 br192 bc160 ov, with and without ping-pong, causal or not, assemble with no spill at 160 (O + S + P =
+ * 132). Until then three warpgroups kept 32 + FP8's 4 from a 4-byte spill of D64 bc160 ov measured on 2026-11-27. */
+#define FJ_SM90_REG_MISC_FP8_LEAN_3WG 28
 #define FJ_SM90_REG_LIMIT_1WG 255
 /* Registers besides O, S and (with overlap) P's A fragments: addresses, descriptors, the persistent
  * schedule's and the ring's state, row statistics, the mask and softmax temporaries. Calibrated with
@@ -474,6 +477,9 @@ static fajit_status plan_sm90(fj_plan *p)
     if (p->fp8 && (p->fp8_knobs & FJ_FP8_KNOB_REGS) && p->consumer_wgs == 2)
         p->reg_misc = FJ_SM90_REG_MISC_FP8_LEAN + (c->causal && p->pingpong ? FJ_SM90_REG_FP8 : 0) +
                       ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
+    else if (p->fp8 && (p->fp8_knobs & FJ_FP8_KNOB_REGS) && p->consumer_wgs == 3)
+        p->reg_misc = FJ_SM90_REG_MISC_FP8_LEAN_3WG +
+                      ((c->causal && c->stages >= 3) || c->stages == 4 ? FJ_SM90_REG_CAUSAL_DEEP : 0);
     /* without overlap P's registers are written as S's die (the repack reads each S pair once) */
     if (!p->overlap) p->reg_p = 0;
     p->reg_total = p->reg_acc_o + p->reg_acc_s + p->reg_p + p->reg_misc;
@@ -609,7 +615,10 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                                                                            "register split, the V transpose on four "
                                                                            "warps (lean at 24 registers), O staged in "
                                                                            "the V ring, P against m - 8"
-                                                                         : "the default")
+                                                                         : c->head_dim != 256 && (kn & FJ_FP8_KNOB_REGS)
+                                                                             ? "the default: FlashAttention-3's register "
+                                                                               "split for a tile this wide"
+                                                                             : "the default")
                                 : "FAJIT_FP8_KNOBS, not the default");
     }
     if (p->fp8)
