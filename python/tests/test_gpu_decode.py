@@ -209,6 +209,16 @@ FP8_CASES = [  # (B, Hq, Hkv, Nq, Nk, D, causal, lens, page, splits, layout)
 ]
 
 
+def _deq(x8, ds):
+    """float64 values of e4m3 codes [B, H, N, D] under descales [B, Hkv] (head h takes row h // (H / Hkv))."""
+    return x8.double() * ds.double().repeat_interleave(x8.shape[1] // ds.shape[1], dim=1)[:, :, None, None]
+
+
+def _skip_unless_sm90():
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the FP8 kernels are sm_90a's (H100 / H200); this GPU is sm_%d%d" % torch.cuda.get_device_capability())
+
+
 def _fp8_name(c):
     b, hq, hkv, nq, nk, d, causal, lens, page, splits, layout = c
     return (f"e4m3-B{b}-H{hq}x{hkv}-Nq{nq}-Nk{nk}-D{d}-{'causal' if causal else 'full'}-lens{'-'.join(map(str, lens))}"
@@ -217,15 +227,12 @@ def _fp8_name(c):
 
 @pytest.mark.parametrize("case", FP8_CASES, ids=_fp8_name)
 def test_fp8_decode_against_float64(case):
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the FP8 kernels are sm_90a's (H100 / H200); this GPU is sm_%d%d" % torch.cuda.get_device_capability())
+    _skip_unless_sm90()
     b, hq, hkv, nq, nk, d, causal, lens, page, splits, layout = case
     seed = zlib.crc32(_fp8_name(case).encode()) % 1000
     q, k, v = _inputs(torch.bfloat16, b, hq, hkv, nq, nk, d, seed)
     q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, v)  # [B, H, N, D] codes, [B, Hkv] descales
-
-    def deq(x8, ds):
-        return x8.double() * ds.double().repeat_interleave(x8.shape[1] // ds.shape[1], dim=1)[:, :, None, None]
+    deq = _deq
     kw = dict(seqlens_k=torch.tensor(lens, dtype=torch.int32, device="cuda"), num_splits=splits)
     if page:  # pools of NaN past each length and in the spare pages (float32, then back to e4m3: NaN stays NaN)
         kp, vp, kw["block_table"] = _paged(k8.float(), v8.float(), lens, page, layout, seed, poison=True)
@@ -247,3 +254,46 @@ def test_fp8_decode_against_float64(case):
     ref_o, ref_lse = _reference(deq(q8, qd), deq(k8, kd), deq(v8, vd), lens, causal, 1.0 / math.sqrt(d))
     check_against(_fp8_name(case), o if layout == "bhnd" else o.transpose(1, 2), lse, ref_o, ref_lse, kernel=kernel,
                   tol=5e-2, tol_lse=5e-2)
+
+
+def test_fp8_decode_cuda_graph_replay_with_new_lengths():
+    # e4m3 q, k, v with descales and seqlens_k, the split count the heuristic gives: captured once, replayed with new
+    # lengths written into the same tensor (the kernel reads them on the GPU)
+    _skip_unless_sm90()
+    b, hq, hkv, nk, d = 4, 32, 8, 8192, 128
+    q, k, v = _inputs(torch.bfloat16, b, hq, hkv, 1, nk, d, seed=25)
+    q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, v)
+    lens = torch.tensor([nk, 1, 4000, 17], dtype=torch.int32, device="cuda")
+    o = torch.empty(q.shape, device="cuda", dtype=torch.bfloat16)
+    kw = dict(seqlens_k=lens, out=o, q_descale=qd, k_descale=kd, v_descale=vd)
+    fajit.attention(q8, k8, v8, **kw)  # warm-up: kernels loaded, workspace size known
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        _, lse = fajit.attention(q8, k8, v8, return_lse=True, **kw)
+    kernel = fajit.last_forward()
+    assert "sm_90a e4m3" in kernel and "split" in kernel, kernel
+    for new in ([3, 8192, 100, 5000], [1, 1, 1, 1]):
+        lens.copy_(torch.tensor(new, dtype=torch.int32))
+        o.fill_(float("nan")), lse.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        ref_o, ref_lse = _reference(_deq(q8, qd), _deq(k8, kd), _deq(v8, vd), new, False, 1.0 / math.sqrt(d))
+        check_against(f"FP8 CUDA graph replay, lens {new}", o, lse, ref_o, ref_lse, kernel=kernel, tol=5e-2,
+                      tol_lse=5e-2)
+
+
+def test_fp8_decode_torch_compile_fullgraph():
+    _skip_unless_sm90()
+    q, k, v = _inputs(torch.bfloat16, 2, 16, 2, 4, 2048, 128, seed=26)
+    q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, v)
+    lens = torch.tensor([7, 2000], dtype=torch.int32, device="cuda")
+
+    def f(q8, k8, v8, lens, qd, kd, vd):
+        return fajit.attention(q8, k8, v8, causal=True, seqlens_k=lens, num_splits=4, q_descale=qd, k_descale=kd,
+                               v_descale=vd) * 2.0
+    eager = f(q8, k8, v8, lens, qd, kd, vd)
+    explained = torch._dynamo.explain(f)(q8, k8, v8, lens, qd, kd, vd)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained
+    out = torch.compile(f, fullgraph=True)(q8, k8, v8, lens, qd, kd, vd)
+    assert out.dtype == torch.bfloat16 and torch.equal(out, eager)
