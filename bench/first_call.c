@@ -3,8 +3,11 @@
  * a tuned winner that was not compiled yet takes over from its stand-in. One run per process: the driver
  * script bench/first_call.sh starts one for each case with the caches it says, and prints the table.
  *
- *   build/bench_first_call [--headdim D] [--causal 0|1] [--dtype bf16|f16] [--n N] [--batch B] [--heads H]
- *                          [--tuned]
+ *   build/bench_first_call [--headdim D] [--causal 0|1] [--dtype bf16|f16|e4m3] [--n N] [--nq N] [--batch B]
+ *                          [--heads H] [--heads-kv H] [--tuned]
+ *
+ * --nq: seqlen_q when it is not --n (a decode step: --nq 1); --heads-kv: K/V heads (default --heads). e4m3: Q, K, V
+ * of e4m3 bytes (descales 1), O bf16 - FlashAttention-3's FP8 inputs, on the sm_90a FP8 kernel.
  *
  * The context is made first and timed apart (in Python it exists before the call: torch's context). The call
  * is timed to its return and to the end of its kernel (cuCtxSynchronize). --tuned files a tuned winner for the
@@ -70,7 +73,7 @@ static int put_winner(fajit_context *ctx, const fajit_attention_args *a, char *t
 
 int main(int argc, char **argv)
 {
-    int d = 128, causal = 0, n = 4096, batch = 4, heads = 16, tuned = 0;
+    int d = 128, causal = 0, n = 4096, nq = 0, batch = 4, heads = 16, heads_kv = 0, tuned = 0;
     fajit_dtype dtype = FAJIT_DTYPE_BF16;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "0";
@@ -78,9 +81,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--causal") == 0) causal = atoi(v), i++;
         else if (strcmp(argv[i], "--n") == 0) n = atoi(v), i++;
         else if (strcmp(argv[i], "--batch") == 0) batch = atoi(v), i++;
+        else if (strcmp(argv[i], "--nq") == 0) nq = atoi(v), i++;
         else if (strcmp(argv[i], "--heads") == 0) heads = atoi(v), i++;
+        else if (strcmp(argv[i], "--heads-kv") == 0) heads_kv = atoi(v), i++;
         else if (strcmp(argv[i], "--dtype") == 0)
-            dtype = strcmp(v, "f16") == 0 ? FAJIT_DTYPE_F16 : FAJIT_DTYPE_BF16, i++;
+            dtype = strcmp(v, "f16") == 0    ? FAJIT_DTYPE_F16
+                    : strcmp(v, "e4m3") == 0 ? FAJIT_DTYPE_E4M3
+                                             : FAJIT_DTYPE_BF16,
+            i++;
         else if (strcmp(argv[i], "--tuned") == 0) tuned = 1;
         else return fprintf(stderr, "first_call: unknown argument %s (see the comment at the top)\n", argv[i]), 2;
     }
@@ -90,10 +98,11 @@ int main(int argc, char **argv)
     double ctx_ms = now_ms() - t0;
     fajit_attention_args a;
     fajit_attention_args_init(&a);
-    a.dtype = dtype, a.batch = batch, a.heads_q = heads, a.heads_kv = heads, a.seqlen_q = n, a.seqlen_k = n;
+    a.dtype = dtype, a.batch = batch, a.heads_q = heads, a.heads_kv = heads_kv ? heads_kv : heads;
+    a.seqlen_q = nq ? nq : n, a.seqlen_k = n;
     a.head_dim = d, a.causal = causal;
     fajit_args_set_bhnd_strides(&a);
-    size_t bytes = (size_t)batch * heads * n * d * 2;
+    size_t bytes = (size_t)batch * heads * n * d * 2; /* (the largest tensor at 2 bytes an element) */
     fj_CUdeviceptr buf[4];
     if (fj_context_push(ctx) != FAJIT_OK) return die("push");
     for (int i = 0; i < 4; i++)
@@ -132,9 +141,10 @@ int main(int argc, char **argv)
             fj_context_pop(ctx);
         }
     }
-    printf("RESULT d=%d causal=%d dtype=%s n=%d mode=%s ctx_ms=%.1f return_ms=%.2f sync_ms=%.2f source=%s "
+    printf("RESULT d=%d causal=%d dtype=%s n=%d nq=%d mode=%s ctx_ms=%.1f return_ms=%.2f sync_ms=%.2f source=%s "
            "winner_serves_ms=%.0f standin_calls=%d ran=\"%s\"\n",
-           d, causal, dtype == FAJIT_DTYPE_F16 ? "f16" : "bf16", n, tuned ? "tuned" : "default", ctx_ms, ret_ms,
+           d, causal, dtype == FAJIT_DTYPE_F16 ? "f16" : dtype == FAJIT_DTYPE_E4M3 ? "e4m3" : "bf16", n, a.seqlen_q,
+           tuned ? "tuned" : "default", ctx_ms, ret_ms,
            sync_ms, source_name(src), serve_ms, standin_calls, ran);
     fj_context_push(ctx);
     for (int i = 0; i < 4; i++) ctx->cu->cuMemFree(buf[i]);

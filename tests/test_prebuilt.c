@@ -242,6 +242,22 @@ static void test_set_covers_defaults(void **state)
                             fail_msg("not prebuilt for %s: \"%s\" (N %d)", target, text, seqlens[s]);
                     }
             }
+        /* e4m3 Q, K, V on the sm_90 GPU: the forward's tiles, and a decode step's (Nq 1, GQA 4) */
+        for (int d = 64; d <= 256 && g == 0; d *= 2)
+            for (int causal = 0; causal <= 1; causal++)
+                for (size_t s = 0; s <= sizeof seqlens / sizeof seqlens[0]; s++) {
+                    int n = s < sizeof seqlens / sizeof seqlens[0] ? seqlens[s] : 4096;
+                    fajit_shape shape = {2, 16, 16, n, n};
+                    if (s == sizeof seqlens / sizeof seqlens[0]) shape = (fajit_shape){8, 32, 8, 1, 4096};
+                    fajit_config cfg = {.dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal};
+                    char text[256];
+                    const unsigned char *cubin;
+                    size_t size;
+                    assert_int_equal(fj_config_fill_default(ctx, &shape, &cfg), FAJIT_OK);
+                    fajit_config_format(&cfg, text, sizeof text);
+                    if (!fj_prebuilt_find(text, "sm_90a", &cubin, &size, NULL))
+                        fail_msg("not prebuilt for sm_90a: \"%s\" (Nq %d)", text, shape.seqlen_q);
+                }
         fajit_context_destroy(ctx);
     }
 }
@@ -251,7 +267,7 @@ static int count_decode(const char *text, const char *target, void *arg)
 {
     int *n = arg;
     (void)target;
-    if (strstr(text, " seqlens split packgqa")) n[strstr(text, ",kv=e4m3") ? 1 : 0]++;
+    if (strstr(text, " seqlens split packgqa")) n[strstr(text, ",kv=e4m3") ? 1 : strstr(text, " e4m3 ") ? 3 : 0]++;
     if (strstr(text, " combine")) n[2]++;
     return 0;
 }
@@ -260,10 +276,12 @@ static void test_set_has_decode(void **state)
 {
     (void)state;
     if (!linked_blob_or_skip()) skip();
-    int n[3] = {0, 0, 0};
+    int n[4] = {0, 0, 0, 0};
     fj_prebuilt_each(count_decode, n);
-    print_message("split decode variants: %d (16-bit K/V), %d (e4m3 K/V); combine kernels %d\n", n[0], n[1], n[2]);
+    print_message("split decode variants: %d (16-bit K/V), %d (e4m3 K/V), %d (e4m3 Q, K, V); combine kernels %d\n",
+                  n[0], n[1], n[3], n[2]);
     assert_true(n[0] >= 24 && n[1] >= 24); /* 2 dtypes x 3 head dims x 2 masks x 2 targets */
+    assert_int_equal(n[3], 6);             /* 3 head dims x 2 masks, sm_90a */
     assert_int_equal(n[2], 20);            /* 2 dtypes x 5 head dims x 2 targets */
 }
 

@@ -9,6 +9,8 @@
  *   decode   the sm_80 path's variants of a decode step with GQA packing, with and without per-sequence lengths
  *            and split-KV (head dims 64, 128, 256; 16-bit and FP8 e4m3 K/V caches), and the combine kernel of
  *            every dtype and head dim
+ *   FP8      (sm_90 only) e4m3 Q, K, V: the forward's configs as above (head dims 64, 128, 256), and a decode step's
+ *            sm_90a FP8 kernel with its variants (GQA packing, with and without per-sequence lengths and split-KV)
  *
  * The set is made by the same policy code the runtime runs (a context given the GPU's identity, no device), so
  * a config the runtime picks is in it by construction; test_prebuilt checks a sample.
@@ -88,6 +90,20 @@ static void set_decode(set_out *o, fajit_context *ctx, fajit_dtype dtype, int d,
     }
 }
 
+/* A decode step with e4m3 queries (FlashAttention-3's FP8 kvcache inputs): the sm_90a FP8 kernel the forward loads
+ * for the shape (its decode tile), then the variants decode.c's fp8_run takes on it (ws_choose: no block_n change
+ * without pages). */
+static void set_decode_fp8(set_out *o, fajit_context *ctx, int d, int causal)
+{
+    static const unsigned variants[] = {0, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                        FJ_VARIANT_SEQLENS | FJ_VARIANT_PACK, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                        FJ_VARIANT_PACK};
+    fajit_shape shape = {8, 32, 8, 1, 4096};
+    fajit_config cfg = {.dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal};
+    if (fj_config_fill_default(ctx, &shape, &cfg) != FAJIT_OK) return; /* (no FP8 kernel on this GPU) */
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) set_add(o, ctx, &cfg, variants[v]);
+}
+
 int fj_prebuilt_set(fj_prebuilt_item *items, int max)
 {
     set_out o = {items, max, 0};
@@ -108,6 +124,11 @@ int fj_prebuilt_set(fj_prebuilt_item *items, int max)
                     for (int kv8 = 0; kv8 <= 1; kv8++)
                         set_decode(&o, ctx, dtype, k_decode_head_dims[h], causal, kv8 ? FAJIT_DTYPE_E4M3 : 0);
         }
+        for (size_t h = 0; h < sizeof k_decode_head_dims / sizeof k_decode_head_dims[0]; h++)
+            for (int causal = 0; causal <= 1; causal++) {
+                set_forward(&o, ctx, FAJIT_DTYPE_E4M3, k_decode_head_dims[h], causal);
+                set_decode_fp8(&o, ctx, k_decode_head_dims[h], causal);
+            }
         fajit_context_destroy(ctx);
     }
     return o.n;
