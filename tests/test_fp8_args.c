@@ -509,7 +509,18 @@ static void test_occ2(void **state)
     fajit_config two = sm90(FAJIT_DTYPE_E4M3, 128);
     assert_true(fj_test_status_says(fj_plan_build(&two, &p), FAJIT_ERR_INVALID_CONFIG, "occ2 with block_m (--br) = 128",
                                     "one-consumer tile", NULL));
-    assert_true(fj_test_status_says(fj_plan_build(&wide, &p), FAJIT_ERR_INVALID_CONFIG, "smem", "each of two CTAs",
+    assert_true(fj_test_status_says(fj_plan_build(&wide, &p), FAJIT_ERR_INVALID_CONFIG, "block_n (--bc) 192",
+                                    "O, S and P take 184 registers", "head_dim 64: block_n <= 192"));
+    fajit_config deep = c; /* bc128 s3: its registers fit, its smem does not */
+    deep.block_n = 128, deep.stages = 3;
+    assert_true(fj_test_status_says(fj_plan_build(&deep, &p), FAJIT_ERR_INVALID_CONFIG, "smem", "each of two CTAs",
+                                    NULL));
+    fajit_config d64 = c; /* head dim 64: ptxas fits bc192 under two CTAs' launch bound, not bc224 */
+    d64.head_dim = 64, d64.swizzle = 64, d64.block_n = 192, d64.stages = 2;
+    assert_int_equal(fj_plan_build(&d64, &p), FAJIT_OK);
+    assert_int_equal(p.min_ctas, 2);
+    d64.block_n = 224;
+    assert_true(fj_test_status_says(fj_plan_build(&d64, &p), FAJIT_ERR_INVALID_CONFIG, "O, S and P take 172", NULL,
                                     NULL));
     setenv("FAJIT_FP8_KNOBS", "vt,vt4,poff", 1); /* named without occ2: one CTA, and the text says so */
     assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);

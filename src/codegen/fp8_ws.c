@@ -35,6 +35,10 @@
 #define R(reg) fj_r(k->e, reg)
 #define CFG_FAIL(...) fj_fail(FAJIT_ERR_INVALID_CONFIG, __VA_ARGS__)
 #define FJ_FP8_TRANSPOSE_WARPS 3
+/* occ2: O + S + P accumulator registers a consumer thread that ptxas 13.0 assembles under the 128-register launch
+ * bound (2026-11-29, br64 w8 s2: D64 bc192 = 152 and D128 bc128 = 144 assemble with no spill; D64 bc224 = 172 and
+ * bc256 fail with "Insufficient registers") */
+#define FJ_FP8_OCC2_ACC_MAX 152
 
 /* ---- plan ----------------------------------------------------------------------------------------------------- */
 static const fj_env_word k_knob_words[] = {{"regs", FJ_FP8_KNOB_REGS, NULL},
@@ -167,6 +171,12 @@ fajit_status fj_fp8_tiles(fj_plan *p)
             return fj_fail(FAJIT_ERR_UNSUPPORTED, "FAJIT_FP8_KNOBS occ2 with head_dim %d: two CTAs an SM take head_dim "
                                                   "64 and 128 (ptxas cannot fit head_dim 256 in a 128-register launch)",
                            c->head_dim);
+        int acc = c->head_dim / 2 + c->block_n / 2 + c->block_n / 8; /* O + S + P accumulators a consumer thread */
+        if (acc > FJ_FP8_OCC2_ACC_MAX)
+            return CFG_FAIL("FAJIT_FP8_KNOBS occ2 with head_dim %d, block_n (--bc) %d: O, S and P take %d registers a "
+                            "consumer thread, past the %d that ptxas 13.0 fits beside the rest under two CTAs' "
+                            "128-register launch (head_dim 64: block_n <= 192; 128: <= 128)",
+                            c->head_dim, c->block_n, acc, FJ_FP8_OCC2_ACC_MAX);
         p->min_ctas = 2;
     }
     if (!(p->fp8_knobs & FJ_FP8_KNOB_VT4)) return FAJIT_OK;
