@@ -27,6 +27,7 @@
 #include "fp8_layout.h"
 #include "kernel_abi.h"
 #include "mask.h"
+#include "sm90.h"
 #include "ptx_templates/common.h"
 #include "ptx_templates/sm90.h"
 #include "base/env_word.h"
@@ -171,7 +172,7 @@ fajit_status fj_fp8_tiles(fj_plan *p)
             return fj_fail(FAJIT_ERR_UNSUPPORTED, "FAJIT_FP8_KNOBS occ2 with head_dim %d: two CTAs an SM take head_dim "
                                                   "64 and 128 (ptxas cannot fit head_dim 256 in a 128-register launch)",
                            c->head_dim);
-        int acc = c->head_dim / 2 + c->block_n / 2 + c->block_n / 8; /* O + S + P accumulators a consumer thread */
+        int acc = fj_sm90_acc_o_regs(c) + fj_sm90_acc_s_regs(c) + fj_sm90_p_regs(c); /* a consumer thread's */
         if (acc > FJ_FP8_OCC2_ACC_MAX)
             return CFG_FAIL("FAJIT_FP8_KNOBS occ2 with head_dim %d, block_n (--bc) %d: O, S and P take %d registers a "
                             "consumer thread, past the %d that ptxas 13.0 fits beside the rest under two CTAs' "

@@ -204,6 +204,11 @@ static int plan_soft_exp2(const fajit_config *c)
     return c->dtype == FAJIT_DTYPE_E4M3 ? 0 : FJ_SOFT_EXP2_SHARE;
 }
 
+int fj_sm90_acc_o_regs(const fajit_config *c) { return c->head_dim / 2; }
+int fj_sm90_acc_s_regs(const fajit_config *c) { return c->block_n / 2; }
+/* P as 16- or 8-bit A fragments: 64 x block_n over 128 threads */
+int fj_sm90_p_regs(const fajit_config *c) { return c->block_n / (c->dtype == FAJIT_DTYPE_E4M3 ? 8 : 4); }
+
 int fj_sm90_launch_regs_ctas(int threads, int ctas)
 {
     int r = 65536 / (threads * (ctas > 1 ? ctas : 1)) / 8 * 8;
@@ -451,9 +456,9 @@ static fajit_status plan_sm90(fj_plan *p)
     if (c->roll == 0 && FJ_SM90_ROLL_DEFAULT && c->dtype != FAJIT_DTYPE_E4M3 && c->stages >= 2)
         p->roll_stages = 1;
     p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
-    p->reg_acc_o = c->head_dim / 2;
-    p->reg_acc_s = c->block_n / 2;
-    p->reg_p = c->block_n / (p->fp8 ? 8 : 4); /* P as 16- or 8-bit A fragments: 64 x block_n over 128 threads */
+    p->reg_acc_o = fj_sm90_acc_o_regs(c);
+    p->reg_acc_s = fj_sm90_acc_s_regs(c);
+    p->reg_p = fj_sm90_p_regs(c);
     p->reg_q = 0;
     p->q_in_regs = 0;
     p->pipeline_qk = 0;

@@ -42,6 +42,11 @@ int fj_sm90_kv_prefetch(const fj_plan *p);
 int fj_sm90_launch_regs(int threads);
 /* ... of `ctas` CTAs an SM (.minnctapersm ctas; plan.min_ctas) */
 int fj_sm90_launch_regs_ctas(int threads, int ctas);
+/* A consumer thread's accumulator registers, as the register model counts them (plan.reg_acc_o, reg_acc_s, reg_p with
+ * the overlap): O head_dim / 2, S block_n / 2, P's A fragments block_n / 4 (16-bit) or / 8 (e4m3). */
+int fj_sm90_acc_o_regs(const fajit_config *c);
+int fj_sm90_acc_s_regs(const fajit_config *c);
+int fj_sm90_p_regs(const fajit_config *c);
 /* Whether a split (producer warpgroup at producer_regs, consumer_wgs warpgroups at consumer_regs) fits the pool;
  * one that does not leaves setmaxnreg.inc waiting forever. */
 int fj_sm90_reg_pool_ok(int consumer_wgs, int producer_regs, int consumer_regs);
