@@ -213,14 +213,32 @@ static void test_blob_is_runtime_ptx(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The config ctx's default path picks for (dtype, d, causal) and shape is in the blob for its target (sm_90a, or the
+ * context's own sm name on the sm_80 path). */
+static void expect_prebuilt(fajit_context *ctx, const char *sm, fajit_dtype dtype, int d, int causal,
+                            const fajit_shape *shape)
+{
+    fajit_config cfg = {.dtype = dtype, .head_dim = d, .causal = causal};
+    char text[256];
+    const unsigned char *cubin;
+    size_t size;
+    assert_int_equal(fj_config_fill_default(ctx, shape, &cfg), FAJIT_OK);
+    fajit_config_format(&cfg, text, sizeof text);
+    const char *target = cfg.arch == FAJIT_ARCH_SM90A ? "sm_90a" : sm;
+    if (!fj_prebuilt_find(text, target, &cubin, &size, NULL))
+        fail_msg("not prebuilt for %s: \"%s\" (Nq %d, Nk %d)", target, text, shape->seqlen_q, shape->seqlen_k);
+}
+
 /* The config the runtime picks with nothing tuned is in the blob, for each dtype, head dim, mask and a few
- * sequence lengths, on an sm_90 GPU (sm_90a) and an sm_80 GPU (sm_80). */
+ * sequence lengths, on an sm_90 GPU (sm_90a) and an sm_80 GPU (sm_80); e4m3 Q, K, V on the sm_90 GPU: the forward's
+ * tiles and a decode step's (Nq 1, GQA 4). */
 static void test_set_covers_defaults(void **state)
 {
     (void)state;
     if (!linked_blob_or_skip()) skip();
     static const char *const gpus[] = {"sm_90", "sm_80"};
     static const int seqlens[] = {128, 1024, 2048, 8192, 32768};
+    const fajit_shape decode = {8, 32, 8, 1, 4096};
     for (int g = 0; g < 2; g++) {
         fajit_context *ctx = fj_test_fake_context(NULL, "fake GPU", 13000);
         assert_non_null(ctx);
@@ -231,33 +249,17 @@ static void test_set_covers_defaults(void **state)
                 for (int causal = 0; causal <= 1; causal++)
                     for (size_t s = 0; s < sizeof seqlens / sizeof seqlens[0]; s++) {
                         fajit_shape shape = {2, 16, 16, seqlens[s], seqlens[s]};
-                        fajit_config cfg = {.dtype = (fajit_dtype)t, .head_dim = d, .causal = causal};
-                        char text[256];
-                        const unsigned char *cubin;
-                        size_t size;
-                        assert_int_equal(fj_config_fill_default(ctx, &shape, &cfg), FAJIT_OK);
-                        fajit_config_format(&cfg, text, sizeof text);
-                        const char *target = cfg.arch == FAJIT_ARCH_SM90A ? "sm_90a" : gpus[g];
-                        if (!fj_prebuilt_find(text, target, &cubin, &size, NULL))
-                            fail_msg("not prebuilt for %s: \"%s\" (N %d)", target, text, seqlens[s]);
+                        expect_prebuilt(ctx, gpus[g], (fajit_dtype)t, d, causal, &shape);
                     }
             }
-        /* e4m3 Q, K, V on the sm_90 GPU: the forward's tiles, and a decode step's (Nq 1, GQA 4) */
         for (int d = 64; d <= 256 && g == 0; d *= 2)
-            for (int causal = 0; causal <= 1; causal++)
-                for (size_t s = 0; s <= sizeof seqlens / sizeof seqlens[0]; s++) {
-                    int n = s < sizeof seqlens / sizeof seqlens[0] ? seqlens[s] : 4096;
-                    fajit_shape shape = {2, 16, 16, n, n};
-                    if (s == sizeof seqlens / sizeof seqlens[0]) shape = (fajit_shape){8, 32, 8, 1, 4096};
-                    fajit_config cfg = {.dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal};
-                    char text[256];
-                    const unsigned char *cubin;
-                    size_t size;
-                    assert_int_equal(fj_config_fill_default(ctx, &shape, &cfg), FAJIT_OK);
-                    fajit_config_format(&cfg, text, sizeof text);
-                    if (!fj_prebuilt_find(text, "sm_90a", &cubin, &size, NULL))
-                        fail_msg("not prebuilt for sm_90a: \"%s\" (Nq %d)", text, shape.seqlen_q);
+            for (int causal = 0; causal <= 1; causal++) {
+                for (size_t s = 0; s < sizeof seqlens / sizeof seqlens[0]; s++) {
+                    fajit_shape shape = {2, 16, 16, seqlens[s], seqlens[s]};
+                    expect_prebuilt(ctx, gpus[g], FAJIT_DTYPE_E4M3, d, causal, &shape);
                 }
+                expect_prebuilt(ctx, gpus[g], FAJIT_DTYPE_E4M3, d, causal, &decode);
+            }
         fajit_context_destroy(ctx);
     }
 }

@@ -232,7 +232,6 @@ def test_fp8_decode_against_float64(case):
     seed = zlib.crc32(_fp8_name(case).encode()) % 1000
     q, k, v = _inputs(torch.bfloat16, b, hq, hkv, nq, nk, d, seed)
     q8, k8, v8, qd, kd, vd = fajit.fp8_quantize(q, k, v)  # [B, H, N, D] codes, [B, Hkv] descales
-    deq = _deq
     kw = dict(seqlens_k=torch.tensor(lens, dtype=torch.int32, device="cuda"), num_splits=splits)
     if page:  # pools of NaN past each length and in the spare pages (float32, then back to e4m3: NaN stays NaN)
         kp, vp, kw["block_table"] = _paged(k8.float(), v8.float(), lens, page, layout, seed, poison=True)
@@ -251,7 +250,7 @@ def test_fp8_decode_against_float64(case):
     torch.cuda.synchronize()
     kernel = fajit.last_forward()
     assert "sm_90a e4m3" in kernel and "decode variant" in kernel, kernel
-    ref_o, ref_lse = _reference(deq(q8, qd), deq(k8, kd), deq(v8, vd), lens, causal, 1.0 / math.sqrt(d))
+    ref_o, ref_lse = _reference(_deq(q8, qd), _deq(k8, kd), _deq(v8, vd), lens, causal, 1.0 / math.sqrt(d))
     check_against(_fp8_name(case), o if layout == "bhnd" else o.transpose(1, 2), lse, ref_o, ref_lse, kernel=kernel,
                   tol=5e-2, tol_lse=5e-2)
 
