@@ -84,11 +84,12 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--nq") == 0) nq = atoi(v), i++;
         else if (strcmp(argv[i], "--heads") == 0) heads = atoi(v), i++;
         else if (strcmp(argv[i], "--heads-kv") == 0) heads_kv = atoi(v), i++;
-        else if (strcmp(argv[i], "--dtype") == 0)
-            dtype = strcmp(v, "f16") == 0    ? FAJIT_DTYPE_F16
-                    : strcmp(v, "e4m3") == 0 ? FAJIT_DTYPE_E4M3
-                                             : FAJIT_DTYPE_BF16,
+        else if (strcmp(argv[i], "--dtype") == 0) {
+            if (strcmp(v, "f16") && strcmp(v, "bf16") && strcmp(v, "e4m3"))
+                return fprintf(stderr, "first_call: --dtype %s: f16, bf16 or e4m3\n", v), 2;
+            dtype = strcmp(v, "f16") == 0 ? FAJIT_DTYPE_F16 : strcmp(v, "e4m3") == 0 ? FAJIT_DTYPE_E4M3 : FAJIT_DTYPE_BF16;
             i++;
+        }
         else if (strcmp(argv[i], "--tuned") == 0) tuned = 1;
         else return fprintf(stderr, "first_call: unknown argument %s (see the comment at the top)\n", argv[i]), 2;
     }
