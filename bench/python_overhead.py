@@ -74,35 +74,45 @@ def _time_rows(rows, rounds=20, calls=200):
 _EAGER = _torch._EAGER
 
 
-def shape_options(p):
-    """The call's options (also python_overhead_host.py's)."""
+def shape_options(p, fp8=False):
+    """The call's options (also python_overhead_host.py's, which has no FP8 rows)."""
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--seqlen", type=int, default=128)
     p.add_argument("--headdim", type=int, default=64)
-    p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
+    p.add_argument("--dtype", choices=("bf16", "f16", "e4m3") if fp8 else ("bf16", "f16"), default="bf16",
+                   help="e4m3: float8_e4m3fn q, k, v with float32 [B, H] descales (FlashAttention-3's keywords), "
+                        "O bfloat16" if fp8 else None)
     p.add_argument("--no-causal", dest="causal", action="store_false")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    shape_options(p)
+    shape_options(p, fp8=True)
     p.add_argument("--out", help="also write the table (markdown) to this file")
     a = p.parse_args(argv)
     if not torch.cuda.is_available():
         print("SKIP: no CUDA GPU")
         return 77
-    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
+    fp8 = a.dtype == "e4m3"
+    dt = torch.float16 if a.dtype == "f16" else torch.bfloat16
     q, k, v = (torch.randn(a.batch, a.heads, a.seqlen, a.headdim, device="cuda", dtype=dt) for _ in range(3))
     o = torch.empty_like(q)
     scale = a.headdim ** -0.5
+    ds = {}  # FP8: the descales, as keywords
+    if fp8:
+        q, k, v, qd, kd, vd = fajit.fp8_quantize(q, k, v)
+        ds = {"q_descale": qd, "k_descale": kd, "v_descale": vd}
 
-    fajit.attention(q, k, v, causal=a.causal, out=o)  # context, kernel, config choice
+    fajit.attention(q, k, v, causal=a.causal, out=o, **ds)  # context, kernel, config choice
     ctx = _lib.context(q.device.index)
     args = _lib.Args_c()
     if "struct_size" in dict(_lib.Args_c._fields_):
         args.struct_size = ctypes.sizeof(_lib.Args_c)
-    args.dtype = _lib.DTYPE["FAJIT_DTYPE_BF16" if a.dtype == "bf16" else "FAJIT_DTYPE_F16"]
+    args.dtype = _lib.DTYPE[{"bf16": "FAJIT_DTYPE_BF16", "f16": "FAJIT_DTYPE_F16", "e4m3": "FAJIT_DTYPE_E4M3"}[a.dtype]]
+    if fp8:
+        args.q_descale, args.k_descale, args.v_descale = qd.data_ptr(), kd.data_ptr(), vd.data_ptr()
+        args.descale_batch_stride = a.heads if a.batch > 1 else 0
     args.batch, args.heads_q, args.heads_kv = a.batch, a.heads, a.heads
     args.seqlen_q, args.seqlen_k, args.head_dim = a.seqlen, a.seqlen, a.headdim
     args.q, args.k, args.v, args.o = q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr()
@@ -117,18 +127,23 @@ def main(argv=None):
             raise _lib.error(st)
 
     shape, dev, c = q.shape, q.device, a.causal
+    f8 = _torch.F8.check(q, k, v, o, a.batch, a.heads, **ds)  # the op's trailing arguments (FP8 only)
+    extra = (-1, -1, 0.0, None, None, 0) + _torch.F8.op_args(f8) if fp8 else ()  # no variant, then the descales
     rows = [  # (name, call, fast path on)
         ("C, prepared args (ctypes)", c_call, _EAGER),
-        ("torch.empty of O", lambda: torch.empty(shape, dtype=dt, device=dev), _EAGER),
-        ("fajit.attention(out=o), eager", lambda: fajit.attention(q, k, v, causal=c, out=o), _EAGER),
-        ("fajit.attention(q, k, v), eager", lambda: fajit.attention(q, k, v, causal=c), _EAGER),
-        ("fajit._torch._forward", lambda: _torch._forward(q, k, v, o, None, c, scale, False, ""), _EAGER),
-        ("torch.ops.fajit.attention_out", lambda: torch.ops.fajit.attention_out(q, k, v, o, None, c, scale, False, ""),
-         _EAGER),
-        ("torch.ops.fajit.attention", lambda: torch.ops.fajit.attention(q, k, v, c, scale, False, False, ""), _EAGER),
-        ("fajit.attention(out=o), no plan", lambda: fajit.attention(q, k, v, causal=c, out=o), False),
-        ("torch SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c), _EAGER),
+        ("torch.empty of O", lambda: torch.empty(shape, dtype=o.dtype, device=dev), _EAGER),
+        ("fajit.attention(out=o), eager", lambda: fajit.attention(q, k, v, causal=c, out=o, **ds), _EAGER),
+        ("fajit.attention(q, k, v), eager", lambda: fajit.attention(q, k, v, causal=c, **ds), _EAGER),
+        ("fajit._torch._forward", lambda: _torch._forward(q, k, v, o, None, c, scale, False, "", fp8=f8), _EAGER),
+        ("torch.ops.fajit.attention_out", lambda: torch.ops.fajit.attention_out(q, k, v, o, None, c, scale, False, "",
+                                                                                None, None, 0, *extra), _EAGER),
+        ("torch.ops.fajit.attention", lambda: torch.ops.fajit.attention(q, k, v, c, scale, False, False, "", None,
+                                                                        None, 0, *extra), _EAGER),
+        ("fajit.attention(out=o), no plan", lambda: fajit.attention(q, k, v, causal=c, out=o, **ds), False),
     ]
+    if not fp8:
+        rows.append(("torch SDPA", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=c),
+                     _EAGER))
     _torch._local.plans.clear()
     res = _time_rows(rows)
     base = res[0][1]

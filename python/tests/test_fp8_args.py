@@ -83,7 +83,7 @@ def rec(monkeypatch):
 
 def _launch(q, k, v, out=None, **descales):
     """What fajit.attention's op does on a GPU, on CPU tensors: the checks, then _forward (the op itself has no
-    CPU kernel, and FP8 calls have no eager plan yet)."""
+    CPU kernel; fajit.attention's eager plan is checked against it in test_fp8_eager_plan)."""
     b, hq, hkv, nq, nk, d = _torch.check_args(q, k, v, out, "bhnd")
     fp8 = _fp8.check(q, k, v, out, b, hkv, **descales)
     o = out if out is not None else torch.empty(q.shape, dtype=_fp8.out_dtype(q.dtype))
@@ -113,6 +113,41 @@ def test_fp8_fields(rec):
     fajit.attention(qb, qb[:, :2], qb[:, :2])  # plain (through the eager plan): every FP8 field 0
     a = rec.launches[-1]
     assert (a.kv_dtype, a.out_dtype, a.q_descale, a.k_descale, a.v_descale) == (0,) * 5
+
+
+def test_fp8_eager_plan(rec):
+    # a repeated FP8 signature takes the eager plan (no checks, no dispatcher): the args the op's launch writes, with
+    # each call's own descale pointers; descales the checks would copy, or that require grad, take the op instead
+    q, k, v = (torch.zeros(2, h, n, 128).to(E4M3) for h, n in ((8, 100), (2, 77), (2, 77)))
+    qd, kd, vd = torch.ones(2, 2), torch.ones(2, 2), torch.ones(2, 2)
+    o = fajit.attention(q, k, v, causal=True, scale=0.1, q_descale=qd, k_descale=kd, v_descale=vd)
+    assert len(_torch._local.plans) == 1 and o.dtype == torch.bfloat16 and o.shape == q.shape
+    _launch(q, k, v, out=o, q_descale=qd, k_descale=kd, v_descale=vd)  # the op's args for the same call
+    assert bytes(rec.launches[-2]) == bytes(rec.launches[-1])
+    qd2, kd2, vd2 = torch.full((2, 2), 2.0), torch.full((2, 2), 3.0), torch.full((2, 2), 4.0)
+    out = torch.empty(2, 8, 100, 128, dtype=torch.float16)
+    for _ in range(2):  # the first call makes the out= signature's plan, the second takes it
+        assert fajit.attention(q, k, v, causal=True, scale=0.1, out=out, q_descale=qd2, k_descale=kd2,
+                               v_descale=vd2) is out
+    assert len(_torch._local.plans) == 2
+    a = rec.launches[-1]
+    assert (a.o, a.q_descale, a.k_descale, a.v_descale, a.descale_batch_stride, a.out_dtype) == (
+        out.data_ptr(), qd2.data_ptr(), kd2.data_ptr(), vd2.data_ptr(), 2, DT["FAJIT_DTYPE_F16"])
+    _launch(q, k, v, out=out, q_descale=qd2, k_descale=kd2, v_descale=vd2)
+    assert bytes(a) == bytes(rec.launches[-1])
+    qb = torch.zeros(2, 8, 100, 128, dtype=torch.bfloat16)  # an FP8 K/V cache under bf16 queries, [Hkv] descales
+    for _ in range(2):
+        ob = fajit.attention(qb, k, v, causal=True, scale=0.1, k_descale=kd[0], v_descale=vd[1])
+    assert len(_torch._local.plans) == 3 and ob.dtype == torch.bfloat16
+    a = rec.launches[-1]
+    assert (a.kv_dtype, a.q_descale, a.k_descale, a.v_descale, a.descale_batch_stride) == (
+        DT["FAJIT_DTYPE_E4M3"], 0, kd[0].data_ptr(), vd[1].data_ptr(), 0)
+    # what takes the op: a [Hkv] descale beside [B, Hkv] ones (broadcast into a copy), a non-contiguous one, grad
+    for ds in ((qd, kd, vd[0]), (qd, kd, torch.ones(2, 2).t()), (qd, kd, torch.ones(2, 2, requires_grad=True))):
+        key = _torch._descale_key(*ds)
+        plannable = key is not False and _torch._fp8_plannable(_fp8.check(q, k, v, None, 2, 2, *ds), *ds)
+        assert not plannable, f"a plan for descales {[tuple(t.shape) for t in ds]}"
+    assert _torch._fp8_plannable(_fp8.check(q, k, v, None, 2, 2, qd, kd, vd), qd, kd, vd)
 
 
 def test_fp8_config_text():

@@ -430,6 +430,19 @@ def _variant_key(window_size, softcap, alibi_slopes, learnable_sink, sinks, atte
     return (window_size, softcap, attention_chunk, al, sk)
 
 
+def _descale_key(q_descale, k_descale, v_descale):
+    """The descales' part of the key (FP8 calls): None when none is given, False when the call takes the checks and
+    the op (a descale that is not a plain float32 torch.Tensor, or one that requires grad)."""
+    if q_descale is None and k_descale is None and v_descale is None:
+        return None
+    out = []
+    for t in (q_descale, k_descale, v_descale):
+        if t is not None and (type(t) is not _Tensor or t.dtype != torch.float32 or t.requires_grad):
+            return False
+        out.append(_tensor_key(t))
+    return tuple(out)
+
+
 def _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size, num_splits,
          variant=None):
     """Everything fajit.attention's checks and launch read, as a dict key: each tensor's shape, strides,
@@ -473,21 +486,24 @@ def _have_data(*tensors):
         return False
 
 
-def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, num_splits, variant=V.PLAIN):
+def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, num_splits, variant=V.PLAIN,
+          fp8=None):
     """The launch of every call with this (checked) call's signature: run(q, k, v, out, seqlens_k,
-    block_table, alibi_slopes, sinks) returns what fajit.attention returns, or None when a tensor has no data
-    pointer (the caller takes the op). None when the call needs no kernel (no rows, no keys: the op does those)
-    or a tensor has no data pointer."""
+    block_table, alibi_slopes, sinks, q_descale, k_descale, v_descale) returns what fajit.attention returns, or
+    None when a tensor has no data pointer (the caller takes the op). None when the call needs no kernel (no rows,
+    no keys: the op does those) or a tensor has no data pointer. fp8: the call's checked Fp8, whose descales must be
+    the caller's own tensors (views of them, no copy: _fp8_plannable), as the run reads their pointers per call."""
     rows, keys = _rows_keys(q, k, bnhd, block_table)
     if rows == 0 or keys == 0 or not _have_data(q, k, v, out, seqlens_k, block_table, variant.alibi_slopes,
                                                 variant.sinks):
         return None
-    device, shape, dtype = q.device, q.shape, q.dtype
+    device, shape, dtype = q.device, q.shape, F8.out_dtype(q.dtype)
     dev, lse_shape = device.index, _lse_shape(q, bnhd)
     ctx = _lib.context(dev)
     o = out if out is not None else torch.empty(shape, dtype=dtype, device=device)  # a sample for the args
     a = _args(q, k, v, o, causal, scale, bnhd, seqlens_k, block_table, num_splits)
     V.set_fields(a, variant)
+    F8.set_fields(a, q.dtype, fp8)
     lse = torch.empty(lse_shape, dtype=torch.float32, device=device) if return_lse else None
     a.lse = lse.data_ptr() if return_lse else 0
     cfg = ctypes.byref(_checked_config(text)) if text else None
@@ -499,8 +515,10 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
         _raw_stream, torch.empty, torch.float32, torch.uint8
     bump, has_out, has_lens, has_table = _bump, out is not None, seqlens_k is not None, block_table is not None
     has_alibi, has_sinks = variant.alibi_slopes is not None, variant.sinks is not None
+    has_qd, has_kd, has_vd = (fp8 is not None and t is not None for t in F8.op_args(fp8))
 
-    def run(q, k, v, out, seqlens_k, block_table, alibi_slopes=None, sinks=None):
+    def run(q, k, v, out, seqlens_k, block_table, alibi_slopes=None, sinks=None, q_descale=None, k_descale=None,
+            v_descale=None):
         nonlocal gen, ws
         if ctx.generation != gen:  # fajit.tune filed a winner: the tile, so the split count, may differ now
             gen, a.workspace, a.workspace_bytes = ctx.generation, 0, 0
@@ -513,9 +531,12 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
             pt = block_table.data_ptr() if has_table else 1
             pa = alibi_slopes.data_ptr() if has_alibi else 1
             ps = sinks.data_ptr() if has_sinks else 1
+            pqd = q_descale.data_ptr() if has_qd else 1
+            pkd = k_descale.data_ptr() if has_kd else 1
+            pvd = v_descale.data_ptr() if has_vd else 1
         except RuntimeError:
             return None
-        if not (pq and pk and pv and po and pl and pt and pa and ps):
+        if not (pq and pk and pv and po and pl and pt and pa and ps and pqd and pkd and pvd):
             return None
         if has_out:
             o = out
@@ -536,6 +557,12 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
             a.alibi_slopes = pa
         if has_sinks:
             a.sinks = ps
+        if has_qd:
+            a.q_descale = pqd
+        if has_kd:
+            a.k_descale = pkd
+        if has_vd:
+            a.v_descale = pvd
         a.q, a.k, a.v, a.o, a.stream = pq, pk, pv, po, stream(dev)
         status = fwd(handle, ref, cfg)
         if status:
@@ -544,6 +571,20 @@ def _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_
             bump((out,))
         return (o, lse) if return_lse else o
     return run
+
+
+def _fp8_plannable(fp8, q_descale, k_descale, v_descale):
+    """Whether a checked FP8 call (fp8 None: not FP8) can have a plan: its checked descales are the caller's
+    tensors seen through a view (the same first element), not copies that F8.check made (a [Hkv] descale broadcast
+    beside [B, Hkv] ones, a non-contiguous one): the plan passes the given tensors' pointers on every call."""
+    if fp8 is None:
+        return True
+    for given, checked in zip((q_descale, k_descale, v_descale), F8.op_args(fp8)):
+        if (given is None) != (checked is None):
+            return False
+        if given is not None and (not given.is_contiguous() or given.data_ptr() != checked.data_ptr()):
+            return False
+    return True
 
 
 # ---- Python entry points ------------------------------------------------------------------------------------
@@ -558,12 +599,14 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
             and softmax_scale != 0:  # FlashAttention's name of scale
         scale, softmax_scale = softmax_scale, None
     if _EAGER and not _is_compiling() and not _dispatch_modes() and not _function_modes() and not _transforms() \
-            and not _profiling() and softmax_scale is None and q_descale is None and k_descale is None and \
-            v_descale is None:
+            and not _profiling() and softmax_scale is None:
         vkey = _variant_key(window_size, softcap, alibi_slopes, learnable_sink, sinks, attention_chunk)
-        if vkey is not False:
+        dkey = _descale_key(q_descale, k_descale, v_descale)
+        if vkey is not False and dkey is not False:
             key = _key(q, k, v, causal, scale, layout, return_lse, out, config, seqlens_k, block_table, page_size,
                        num_splits, vkey)
+            if key is not None and dkey is not None:
+                key += (dkey,)
         if key is not None:
             try:
                 plan = _local.plans.get(key)
@@ -571,7 +614,7 @@ def attention(q, k, v, causal=False, scale=None, layout="bhnd", return_lse=False
                 plan = key = None
             if plan is not None:
                 result = plan(q, k, v, out, seqlens_k, block_table, alibi_slopes,
-                              learnable_sink if learnable_sink is not None else sinks)
+                              learnable_sink if learnable_sink is not None else sinks, q_descale, k_descale, v_descale)
                 if result is not None:
                     return result
                 key = None  # a tensor without a data pointer: the dispatcher's business
@@ -594,14 +637,15 @@ def _checked(key, q, k, v, causal, scale, layout, return_lse, out, config, seqle
     sink_name = "sinks" if learnable_sink is None and sinks is not None else "learnable_sink"
     variant = V.check(q, b, hq, window_size, softcap, alibi_slopes, V.pick("learnable_sink", learnable_sink, "sinks",
                                                                            sinks), attention_chunk, sink_name)
-    if key is not None and fp8 is None:  # FP8 calls take the op (no eager plan for them yet)
-        plan = _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, splits, variant)
+    if key is not None and _fp8_plannable(fp8, q_descale, k_descale, v_descale):
+        plan = _plan(q, k, v, out, causal, scale, bnhd, return_lse, text, seqlens_k, block_table, splits, variant, fp8)
         if plan is not None:
             plans = _local.plans
             if len(plans) >= _MAX_PLANS:
                 del plans[next(iter(plans))]
             plans[key] = plan
-            result = plan(q, k, v, out, seqlens_k, block_table, variant.alibi_slopes, variant.sinks)
+            result = plan(q, k, v, out, seqlens_k, block_table, variant.alibi_slopes, variant.sinks, q_descale,
+                          k_descale, v_descale)
             if result is not None:
                 return result
     extra = () if variant is V.PLAIN and fp8 is None else V.op_args(variant)  # the ops' schema as before if plain
