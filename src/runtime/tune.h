@@ -64,6 +64,10 @@ void fj_tune_table_put(fajit_context *ctx, const fj_tune_record *rec);
  */
 int fj_tune_fill(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg);
 
+/* The config fajit_tune starts from and compares against (its "heuristic"): cfg's zero fields (dtype, head_dim and
+ * causal set) filled by the built-in table for ctx's device, never from a tuned winner. */
+fajit_status fj_tune_heuristic(fajit_context *ctx, const fajit_shape *shape, fajit_config *cfg);
+
 /*
  * The search space in try order: `first` (the heuristic's config), then the sm_80 tiles ordered by
  * distance from it. Configs that fail fj_plan_build or fj_context_target(ctx) are left out and counted
@@ -128,6 +132,24 @@ double fj_attention_flops(int64_t batch, int64_t heads_q, int64_t seqlen_q, int6
 /* Sort v[0..n) ascending (n >= 1) and return its median. */
 double fj_sort_median(double *v, int n);
 
+/* The timing loop of fajit_tune and fagen bench (tune_time.c): reps calls, each between two CUDA events. */
+typedef struct fj_timer {
+    fj_CUevent *events; /* 2 * reps */
+    int reps;
+    fj_CUmodule spin_mod; /* the queue-ahead kernel's module */
+    fj_CUfunction spin;
+} fj_timer;
+
+/* Create the events and load the queue-ahead kernel; the context must be current. */
+fajit_status fj_timer_open(fajit_context *ctx, int reps, fj_timer *t);
+void fj_timer_close(fajit_context *ctx, fj_timer *t);
+/* warmup calls (timed as a block), then untimed ones until settle_ms of GPU time has run (at most settle_max), then
+ * the queue-ahead kernel (it holds the stream for twice the timed calls' host enqueue time, so each call's events
+ * bracket GPU work only), then t->reps calls between events rotating over sets[0 .. n_sets): ms[i] in milliseconds.
+ * The context must be current. */
+fajit_status fj_timer_run(fajit_context *ctx, fj_timer *t, const fajit_attention_args *sets, int n_sets,
+                          const fajit_config *cfg, int warmup, double settle_ms, long settle_max, double *ms);
+
 typedef struct fj_tune_bench {
     fajit_context *ctx;
     int n_sets;
@@ -135,7 +157,7 @@ typedef struct fj_tune_bench {
     fj_CUdeviceptr mem[FJ_TUNE_MAX_SETS][4]; /* q, k, v, o */
     size_t o_bytes;
     int reps;
-    fj_CUevent *events;   /* 2 * reps */
+    fj_timer timer;
     double *ms;           /* reps */
     size_t slice_elems;   /* elements compared at each end of O */
     uint16_t *ref, *got;  /* 2 * slice_elems each: the reference output, this candidate's */

@@ -9,9 +9,10 @@
  * Check: O of set 0 is poisoned with 0xFF bytes (NaN in f16 and bf16), the candidate runs once, and
  * 256 KiB at each end of O (the first rows of the first head, the last rows of the last head: the
  * shortest and the longest causal rows) are compared with the first candidate that passed.
- * Timing: warm-up calls, then more until FJ_TUNE_SETTLE_MS of the candidate's own GPU time has run
- * (clocks settle to its power draw: measured on an H100, a window right after another kernel read up
- * to 11% off), then each call between two CUDA events on the legacy default stream, the median kept. TFLOP/s = 4 * B * Hq * Nq * Nk * D / t, half for causal with
+ * Timing (fj_timer_run, also fagen bench's): warm-up calls, then more until FJ_TUNE_SETTLE_MS of the candidate's own
+ * GPU time has run (clocks settle to its power draw: measured on an H100, a window right after another kernel read up
+ * to 11% off), then the queue-ahead kernel and each call between two CUDA events on the legacy default stream, the
+ * median kept. TFLOP/s = 4 * B * Hq * Nq * Nk * D / t, half for causal with
  * Nq == Nk, else the exact count of visible (query, key) pairs.
  */
 #include <math.h>
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "checked.h"
 #include "base/error.h"
@@ -154,11 +156,10 @@ static fajit_status sets_make(fj_tune_bench *b, const fajit_attention_args *a)
 
 static fajit_status host_alloc(fj_tune_bench *b)
 {
-    b->events = calloc(2 * (size_t)b->reps, sizeof *b->events);
     b->ms = calloc((size_t)b->reps, sizeof *b->ms);
     b->ref = calloc(2 * b->slice_elems, sizeof *b->ref);
     b->got = calloc(2 * b->slice_elems, sizeof *b->got);
-    if (b->events && b->ms && b->ref && b->got) return FAJIT_OK;
+    if (b->ms && b->ref && b->got) return FAJIT_OK;
     return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: host memory for %d timed calls", b->reps);
 }
 
@@ -180,10 +181,7 @@ fajit_status fj_tune_bench_open(fajit_context *ctx, const fajit_attention_args *
         return st;
     }
     st = sets_make(b, a);
-    fj_CUresult rc = FJ_CUDA_SUCCESS;
-    for (int i = 0; st == FAJIT_OK && rc == FJ_CUDA_SUCCESS && i < 2 * reps; i++)
-        rc = ctx->cu->cuEventCreate(&b->events[i], 0);
-    if (st == FAJIT_OK && rc != FJ_CUDA_SUCCESS) st = fj_cuda_fail(rc, "cuEventCreate");
+    if (st == FAJIT_OK) st = fj_timer_open(ctx, reps, &b->timer);
     fj_context_pop(ctx);
     if (st != FAJIT_OK) fj_tune_bench_close(b);
     return st;
@@ -195,11 +193,9 @@ void fj_tune_bench_close(fj_tune_bench *b)
         for (int i = 0; i < b->n_sets; i++)
             for (int t = 0; t < 4; t++)
                 if (b->mem[i][t]) b->ctx->cu->cuMemFree(b->mem[i][t]);
-        for (int i = 0; b->events && i < 2 * b->reps; i++)
-            if (b->events[i]) b->ctx->cu->cuEventDestroy(b->events[i]);
+        fj_timer_close(b->ctx, &b->timer);
         fj_context_pop(b->ctx);
     }
-    free(b->events);
     free(b->ms);
     free(b->ref);
     free(b->got);
@@ -258,43 +254,93 @@ fajit_status fj_tune_bench_check(fj_tune_bench *b, const fajit_config *cfg, doub
     return FAJIT_OK;
 }
 
-/* The calls and events; the context is current. */
-static fajit_status time_calls(fj_tune_bench *b, const fajit_config *cfg, int warmup)
+/* The queue-ahead kernel: one thread sleeping until %globaltimer has advanced by its parameter (ns). Launched before
+ * the timed calls, it holds the stream while the host enqueues them, so each call's events bracket GPU work only:
+ * without it a call shorter than the library's host path (a decode step: tens of microseconds) is timed with the
+ * host's enqueue in it (the GPU idles between the start event and the launch). The driver compiles it (JIT). */
+static const char k_spin_ptx[] = ".version 6.3\n.target sm_70\n.address_size 64\n"
+                                 ".visible .entry fj_queue_ahead(.param .u64 ns)\n{\n"
+                                 "  .reg .u64 %t, %end;\n  .reg .pred %p;\n"
+                                 "  ld.param.u64 %end, [ns];\n  mov.u64 %t, %globaltimer;\n  add.u64 %end, %end, %t;\n"
+                                 "spin:\n  nanosleep.u32 2000;\n  mov.u64 %t, %globaltimer;\n"
+                                 "  setp.lt.u64 %p, %t, %end;\n  @%p bra spin;\n  ret;\n}\n";
+
+static double now_ms(void)
 {
-    const fj_cuda_api *cu = b->ctx->cu;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+fajit_status fj_timer_open(fajit_context *ctx, int reps, fj_timer *t)
+{
+    const fj_cuda_api *cu = ctx->cu;
+    memset(t, 0, sizeof *t);
+    t->events = calloc(2 * (size_t)reps, sizeof *t->events);
+    if (!t->events) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "timing: %d CUDA events", 2 * reps);
+    t->reps = reps;
+    fj_CUresult rc = cu->cuModuleLoadData(&t->spin_mod, k_spin_ptx);
+    if (rc == FJ_CUDA_SUCCESS) rc = cu->cuModuleGetFunction(&t->spin, t->spin_mod, "fj_queue_ahead");
+    for (int i = 0; rc == FJ_CUDA_SUCCESS && i < 2 * reps; i++) rc = cu->cuEventCreate(&t->events[i], 0);
+    if (rc == FJ_CUDA_SUCCESS) return FAJIT_OK;
+    fj_timer_close(ctx, t);
+    return fj_cuda_fail(rc, "timing: the queue-ahead kernel or the CUDA events");
+}
+
+void fj_timer_close(fajit_context *ctx, fj_timer *t)
+{
+    for (int i = 0; t->events && i < 2 * t->reps; i++)
+        if (t->events[i]) ctx->cu->cuEventDestroy(t->events[i]);
+    if (t->spin_mod) ctx->cu->cuModuleUnload(t->spin_mod);
+    free(t->events);
+    memset(t, 0, sizeof *t);
+}
+
+fajit_status fj_timer_run(fajit_context *ctx, fj_timer *t, const fajit_attention_args *sets, int n_sets,
+                          const fajit_config *cfg, int warmup, double settle_ms, long settle_max, double *ms)
+{
+    const fj_cuda_api *cu = ctx->cu;
+    fj_CUevent *ev = t->events;
+    int reps = t->reps;
     fajit_status st = FAJIT_OK;
-    fj_CUresult rc = FJ_CUDA_SUCCESS;
-    /* warm-up, timed as one block; then more calls until FJ_TUNE_SETTLE_MS of this config's own work
-     * has run, so the timed calls see the clocks its power draw settles to (short windows right after
-     * another config read a boosted or a depressed clock) */
-    rc = cu->cuEventRecord(b->events[0], NULL);
+    fj_CUresult rc = cu->cuEventRecord(ev[0], NULL);
+    double host_ms = 0.0; /* the host's time to enqueue one call: the settling calls' mean, else the warm-up's */
+    double t0 = now_ms();
     for (int i = 0; rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && i < warmup; i++)
-        st = fajit_attention_forward(b->ctx, &b->args[i % b->n_sets], cfg);
-    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventRecord(b->events[1], NULL);
-    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventSynchronize(b->events[1]);
-    float warm_ms = 0;
-    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventElapsedTime(&warm_ms, b->events[0], b->events[1]);
-    int more = 0;
-    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && warmup > 0 && warm_ms < FJ_TUNE_SETTLE_MS) {
+        st = fajit_attention_forward(ctx, &sets[i % n_sets], cfg);
+    if (warmup > 0) host_ms = (now_ms() - t0) / warmup;
+    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventRecord(ev[1], NULL);
+    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventSynchronize(ev[1]);
+    long more = 0;
+    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && warmup > 0 && settle_ms > 0) {
+        float warm_ms = 0;
+        rc = cu->cuEventElapsedTime(&warm_ms, ev[0], ev[1]);
         double per_call = warm_ms / warmup > 1e-3 ? warm_ms / warmup : 1e-3;
-        more = (int)ceil((FJ_TUNE_SETTLE_MS - warm_ms) / per_call);
-        if (more > FJ_TUNE_SETTLE_MAX_CALLS) more = FJ_TUNE_SETTLE_MAX_CALLS;
+        if (warm_ms < settle_ms) more = (long)ceil((settle_ms - warm_ms) / per_call);
+        if (more > settle_max) more = settle_max;
     }
-    for (int i = 0; rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && i < more; i++)
-        st = fajit_attention_forward(b->ctx, &b->args[(warmup + i) % b->n_sets], cfg);
-    warmup += more;
-    for (int i = 0; st == FAJIT_OK && rc == FJ_CUDA_SUCCESS && i < b->reps; i++) {
-        rc = cu->cuEventRecord(b->events[2 * i], NULL);
-        if (rc == FJ_CUDA_SUCCESS) st = fajit_attention_forward(b->ctx, &b->args[(warmup + i) % b->n_sets], cfg);
-        if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventRecord(b->events[2 * i + 1], NULL);
+    t0 = now_ms();
+    for (long i = 0; rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && i < more; i++)
+        st = fajit_attention_forward(ctx, &sets[(warmup + i) % n_sets], cfg);
+    if (more > 0) host_ms = (now_ms() - t0) / (double)more; /* steady state: no first-call compile in it */
+    long first = warmup + more;
+    /* the queue-ahead kernel covers twice the timed calls' enqueue (at least 1 ms, at most 2 s) */
+    double cover = 2.0 * host_ms * reps;
+    unsigned long long ns = (unsigned long long)((cover < 1.0 ? 1.0 : cover > 2000.0 ? 2000.0 : cover) * 1e6);
+    void *params[1] = {&ns};
+    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuLaunchKernel(t->spin, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+    for (int i = 0; rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && i < reps; i++) {
+        rc = cu->cuEventRecord(ev[2 * i], NULL);
+        if (rc == FJ_CUDA_SUCCESS) st = fajit_attention_forward(ctx, &sets[(first + i) % n_sets], cfg);
+        if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventRecord(ev[2 * i + 1], NULL);
     }
-    if (st == FAJIT_OK && rc == FJ_CUDA_SUCCESS) rc = cu->cuEventSynchronize(b->events[2 * b->reps - 1]);
-    for (int i = 0; st == FAJIT_OK && rc == FJ_CUDA_SUCCESS && i < b->reps; i++) {
-        float t = 0;
-        rc = cu->cuEventElapsedTime(&t, b->events[2 * i], b->events[2 * i + 1]);
-        b->ms[i] = t;
+    if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventSynchronize(ev[2 * reps - 1]);
+    for (int i = 0; rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && i < reps; i++) {
+        float ms_i = 0;
+        rc = cu->cuEventElapsedTime(&ms_i, ev[2 * i], ev[2 * i + 1]);
+        ms[i] = ms_i;
     }
-    if (st == FAJIT_OK && rc != FJ_CUDA_SUCCESS) st = fj_cuda_fail(rc, "fajit_tune: CUDA events");
+    if (st == FAJIT_OK && rc != FJ_CUDA_SUCCESS) st = fj_cuda_fail(rc, "timing: CUDA events");
     return st;
 }
 
@@ -302,7 +348,8 @@ fajit_status fj_tune_bench_time(fj_tune_bench *b, const fajit_config *cfg, int w
 {
     fajit_status st = fj_context_push(b->ctx);
     if (st != FAJIT_OK) return st;
-    st = time_calls(b, cfg, warmup);
+    st = fj_timer_run(b->ctx, &b->timer, b->args, b->n_sets, cfg, warmup, FJ_TUNE_SETTLE_MS, FJ_TUNE_SETTLE_MAX_CALLS,
+                      b->ms);
     fj_context_pop(b->ctx);
     if (st != FAJIT_OK) return st;
     *median_ms = fj_sort_median(b->ms, b->reps);

@@ -470,89 +470,18 @@ static fajit_status bench_config(fajit_context *ctx, const bench_cli *o, const b
     return FAJIT_OK;
 }
 
-/* The queue-ahead kernel: one thread sleeping until %globaltimer has advanced by its parameter (ns). Launched before
- * the timed calls, it holds the stream while the host enqueues them, so each call's events bracket GPU work only:
- * without it a call shorter than the library's host path (a decode step: tens of microseconds) is timed with the
- * host's enqueue in it (the GPU idles between the start event and the launch). The driver compiles it (JIT). */
-static const char k_spin_ptx[] = ".version 6.3\n.target sm_70\n.address_size 64\n"
-                                 ".visible .entry fagen_spin(.param .u64 ns)\n{\n"
-                                 "  .reg .u64 %t, %end;\n  .reg .pred %p;\n"
-                                 "  ld.param.u64 %end, [ns];\n  mov.u64 %t, %globaltimer;\n  add.u64 %end, %end, %t;\n"
-                                 "spin:\n  nanosleep.u32 2000;\n  mov.u64 %t, %globaltimer;\n"
-                                 "  setp.lt.u64 %p, %t, %end;\n  @%p bra spin;\n  ret;\n}\n";
-
-typedef struct spin_kernel {
-    fj_CUmodule mod;
-    fj_CUfunction fn;
-} spin_kernel;
-
-static fajit_status spin_load(const fj_cuda_api *cu, spin_kernel *s)
-{
-    fj_CUresult rc = cu->cuModuleLoadData(&s->mod, k_spin_ptx);
-    if (rc == 0) rc = cu->cuModuleGetFunction(&s->fn, s->mod, "fagen_spin");
-    return rc == 0 ? FAJIT_OK : fj_cuda_fail(rc, "bench: the queue-ahead kernel");
-}
-
-static fajit_status spin_run(const fj_cuda_api *cu, const spin_kernel *s, double ms)
-{
-    unsigned long long ns = (unsigned long long)(ms * 1e6);
-    void *params[1] = {&ns};
-    fj_CUresult rc = cu->cuLaunchKernel(s->fn, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
-    return rc == 0 ? FAJIT_OK : fj_cuda_fail(rc, "bench: the queue-ahead kernel");
-}
-
-/* reps timed calls, each between two events; *ms receives the per-call times. Context is current. */
+/* reps timed calls, each between two events, behind the queue-ahead kernel (fj_timer_run, tune_time.c: fajit_tune's
+ * loop); *ms receives the per-call times. Context is current. */
 static fajit_status bench_loop(fajit_context *ctx, const bench_sets *sets, const fajit_config *cfg, int warmup,
                                int settle_ms, int reps, double *ms)
 {
-    const fj_cuda_api *cu = ctx->cu;
-    fj_CUevent *ev = calloc(2 * (size_t)reps, sizeof *ev);
-    fajit_status st = ev ? FAJIT_OK : fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "bench: %d events", 2 * reps);
-    spin_kernel spin = {NULL, NULL};
-    double host_ms = 0.0; /* the host's time to enqueue one call: the settling calls' mean, else the warm-up's */
-    fj_CUresult rc = 0;
-    if (st == FAJIT_OK) st = spin_load(cu, &spin);
-    for (int i = 0; st == FAJIT_OK && rc == 0 && i < 2 * reps; i++) rc = cu->cuEventCreate(&ev[i], 0);
-    /* warm-up, timed as a whole (events 0 and 1), then enough untimed calls to fill settle_ms of GPU time: a
-     * short burst runs at boost clocks that a long run under the power cap does not keep (H200, D128 causal B2 N8k:
-     * 0.80 ms a call after 10 calls, 0.92 ms in a harness that settles first) */
-    if (st == FAJIT_OK && rc == 0) rc = cu->cuEventRecord(ev[0], NULL);
-    double t0 = now_ms();
-    for (int i = 0; st == FAJIT_OK && rc == 0 && i < warmup; i++)
-        st = fajit_attention_forward(ctx, &sets->args[i % sets->n], cfg);
-    if (warmup > 0) host_ms = (now_ms() - t0) / warmup;
-    if (st == FAJIT_OK && rc == 0) rc = cu->cuEventRecord(ev[1], NULL);
-    if (st == FAJIT_OK && rc == 0) rc = cu->cuEventSynchronize(ev[1]);
-    if (st == FAJIT_OK && rc == 0 && warmup > 0 && settle_ms > 0) {
-        float t = 0;
-        rc = cu->cuEventElapsedTime(&t, ev[0], ev[1]);
-        double per = t > 0 ? t / warmup : 1.0;
-        long more = (long)ceil(settle_ms / per);
-        if (more > 100000) more = 100000;
-        t0 = now_ms();
-        for (long i = 0; st == FAJIT_OK && i < more; i++)
-            st = fajit_attention_forward(ctx, &sets->args[(warmup + i) % sets->n], cfg);
-        if (more > 0) host_ms = (now_ms() - t0) / (double)more; /* steady state: no first-call compile in it */
-    }
-    /* the spin covers twice the timed calls' enqueue (at least 1 ms, at most 2 s) */
-    double cover = 2.0 * host_ms * reps;
-    if (st == FAJIT_OK && rc == 0) st = spin_run(cu, &spin, cover < 1.0 ? 1.0 : cover > 2000.0 ? 2000.0 : cover);
-    for (int i = 0; st == FAJIT_OK && rc == 0 && i < reps; i++) {
-        rc = cu->cuEventRecord(ev[2 * i], NULL);
-        if (rc == 0) st = fajit_attention_forward(ctx, &sets->args[(warmup + i) % sets->n], cfg);
-        if (rc == 0 && st == FAJIT_OK) rc = cu->cuEventRecord(ev[2 * i + 1], NULL);
-    }
-    if (st == FAJIT_OK && rc == 0) rc = cu->cuEventSynchronize(ev[2 * reps - 1]);
-    for (int i = 0; st == FAJIT_OK && rc == 0 && i < reps; i++) {
-        float t = 0;
-        rc = cu->cuEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]);
-        ms[i] = t;
-    }
-    if (st == FAJIT_OK && rc != 0) st = fj_cuda_fail(rc, "bench: CUDA events");
-    for (int i = 0; ev && i < 2 * reps; i++)
-        if (ev[i]) cu->cuEventDestroy(ev[i]);
-    if (spin.mod) cu->cuModuleUnload(spin.mod);
-    free(ev);
+    /* warm-up, then enough untimed calls to fill settle_ms of GPU time: a short burst runs at boost clocks that a
+     * long run under the power cap does not keep (H200, D128 causal B2 N8k: 0.80 ms a call after 10 calls, 0.92 ms
+     * in a harness that settles first) */
+    fj_timer t;
+    fajit_status st = fj_timer_open(ctx, reps, &t);
+    if (st == FAJIT_OK) st = fj_timer_run(ctx, &t, sets->args, sets->n, cfg, warmup, settle_ms, 100000, ms);
+    if (t.events) fj_timer_close(ctx, &t);
     return st;
 }
 
