@@ -27,6 +27,7 @@
 #include "codegen/codegen.h"
 #include "fajit.h"
 #include "runtime/context.h"
+#include "runtime/config_fill.h"
 #include "runtime/tune.h"
 #include "runtime/tune_file.h"
 #include "test_support.h"
@@ -420,6 +421,36 @@ static void test_fill_sm90a(void **state)
     free(root);
 }
 
+/* fajit_tune's starting config comes from the device's own path and the built-in table, not from a winner: a copy
+ * of the context that lacked the compute capability once gave sm_80 configs on sm_90 GPUs, so every tune on an H100
+ * or H200 searched the sm_80 space (test_tune_gpu test_tiny_tune caught it on the H200) */
+static void test_heuristic_path(void **state)
+{
+    (void)state;
+    const char *w90 = "sm_90a bf16 d64 br64 bc64 s3 sw128 w8 noncausal";
+    char *root = cache_with(line_of(GPU, DRIVER, FJ_CODEGEN_VERSION, 1024, w90));
+    fajit_context *ctx = fake_context(root, GPU, DRIVER);
+    fajit_shape shape = {2, 4, 4, 1024, 1024};
+    fajit_config h = {0}, d = {0}, f = {0};
+    h.dtype = d.dtype = f.dtype = FAJIT_DTYPE_BF16;
+    h.head_dim = d.head_dim = f.head_dim = 64;
+    assert_int_equal(fj_tune_heuristic(ctx, &shape, &h), FAJIT_OK);
+    assert_int_equal(h.arch, FAJIT_ARCH_SM90A);
+    assert_int_equal(fj_config_fill_default(ctx, &shape, &d), FAJIT_OK);
+    assert_memory_equal(&h, &d, sizeof h);
+    assert_int_equal(fajit_config_fill(ctx, &shape, &f), FAJIT_OK); /* the fill takes the winner, the heuristic not */
+    assert_config_text(&f, w90);
+    assert_memory_not_equal(&h, &f, sizeof h);
+    fj_context_set_identity(ctx, "sm_89", GPU, DRIVER, 101376);
+    memset(&h, 0, sizeof h);
+    h.head_dim = 64;
+    assert_int_equal(fj_tune_heuristic(ctx, &shape, &h), FAJIT_OK);
+    assert_int_equal(h.arch, FAJIT_ARCH_SM80);
+    fajit_context_destroy(ctx);
+    fj_test_remove_dir(root);
+    free(root);
+}
+
 static void test_other_identity_ignored(void **state)
 {
     (void)state;
@@ -583,6 +614,7 @@ int main(void)
         cmocka_unit_test(test_merge_concurrent),
         cmocka_unit_test(test_fill_prefers_winner),
         cmocka_unit_test(test_fill_sm90a),
+        cmocka_unit_test(test_heuristic_path),
         cmocka_unit_test(test_other_identity_ignored),
         cmocka_unit_test(test_bad_sources_never_fail),
         cmocka_unit_test(test_seqlen_class),

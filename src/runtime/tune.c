@@ -25,6 +25,7 @@
 
 #include "codegen/codegen.h"
 #include "base/error.h"
+#include "config_fill.h"
 #include "forward.h"
 #include "warm.h"
 
@@ -355,18 +356,12 @@ static fajit_status tune_shape(const fajit_shape *in, int head_dim, fajit_shape 
 
 /* The heuristic's config on this device, without tuned winners: fajit_config_fill with a context that
  * has only the device's sm name and shared-memory limit (no identity, so no table is consulted). */
-static fajit_status heuristic_config(const fajit_context *ctx, const fajit_shape *shape, fajit_config *c)
+fajit_status fj_tune_heuristic(fajit_context *ctx, const fajit_shape *shape, fajit_config *c)
 {
-    fajit_context *view = calloc(1, sizeof *view);
-    if (!view) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: out of host memory");
-    pthread_mutex_init(&view->lock, NULL);
-    memcpy(view->sm, ctx->sm, sizeof view->sm);
-    view->arch = ctx->arch;
-    view->smem_optin = ctx->smem_optin;
-    fajit_status st = fajit_config_fill(view, shape, c);
-    pthread_mutex_destroy(&view->lock);
-    free(view);
-    return st;
+    /* the built-in table on ctx itself (its compute capability picks the path), never a tuned winner: a context
+     * copy that carried only some of the device's identity once made every tune on an H100 / H200 search the sm_80
+     * space (fj_best_path reads the compute capability, which the copy lacked) */
+    return fj_config_fill_default(ctx, shape, c);
 }
 
 /* ---------------------------------------------------------------------------------------------------
@@ -598,7 +593,7 @@ static fajit_status tune_prepare(tune_run *r, const fajit_shape *shape, fajit_dt
     heuristic->dtype = dtype;
     heuristic->head_dim = head_dim;
     heuristic->causal = causal;
-    if ((st = heuristic_config(r->ctx, &r->shape, heuristic)) != FAJIT_OK)
+    if ((st = fj_tune_heuristic(r->ctx, &r->shape, heuristic)) != FAJIT_OK)
         return fj_fail_context(st, "fajit_tune: the heuristic's config");
     r->cands = calloc(FJ_TUNE_SPACE_MAX, sizeof *r->cands);
     r->first_ms = calloc(FJ_TUNE_SPACE_MAX, sizeof *r->first_ms);
