@@ -17,6 +17,9 @@
 #     compare      python3 bench/compare.py --out $OUT (the full grid vs FA2 and cuDNN; torch, matplotlib)
 #     check-full   fagen check (the whole grid)
 #   and, only when named:
+#     gpu-tests      every gpu-labelled test (ctest -L gpu in $BUILD: forward, variants, decode, FP8, varlen, runtime,
+#                    store, tune, warm, pipeline bugs, accuracy; about 9 minutes on an H200 with a warm build): run it
+#                    whenever device time allows - two GPU tests had gone stale unseen for days (session 22)
 #     install        scripts/check-install.sh: cmake --install $BUILD into a prefix, examples/ built against it
 #                    (find_package, shared and static; pkg-config) and run: each runs one forward on the GPU
 #                    checked against a CPU reference (needs the build stage)
@@ -103,6 +106,11 @@ do_tests() {
     "$BUILD"/tests/test_tune_gpu || rc=1
     "$BUILD"/tests/test_store_gpu || rc=1
     return $rc
+}
+
+do_gpu_tests() {
+    cmocka_setup
+    (cd "$BUILD" && ctest -L gpu --timeout 500 --output-on-failure)
 }
 
 do_paged_ab() {
@@ -277,6 +285,7 @@ for s in "${stages[@]}"; do
     case "$s" in
     build) run_stage build 300 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_build); do_build" ;;
     tests) run_stage tests 420 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_tests); do_tests" ;;
+    gpu-tests) run_stage gpu-tests 590 env BUILD="$BUILD" bash -c "$(declare -f cmocka_setup do_gpu_tests); do_gpu_tests" ;;
     check-quick) run_stage check-quick 300 "$FAGEN" check --quick ;;
     latency) run_stage latency 120 "$FAGEN" bench --latency ;;
     first-call) run_stage first-call 300 bench/first_call.sh "$BUILD" ;;
