@@ -195,6 +195,16 @@ typedef struct fajit_config {
      * it says. Canonical text: " xt" after " lpt" when 1. fagen's flag: --cross-tile on|off; Python's keyword:
      * cross_tile. */
     int cross_tile;
+    /* accurate (appended in 0.2; 0 = off, so a zeroed config keeps its meaning and its text): sm_80 and sm_90a paths,
+     * BF16 / F16 queries and K/V, no warp pairs (col_warps 1). 1 = the online softmax also moves its reference max when
+     * a new row max would weigh more than about 1/4 (sm_80: 1/8) of the row's estimated final sum, so the row's
+     * largest weights sit just under 1, where bf16 / f16 round P most finely, as FlashAttention's eager rescale puts
+     * them: max error against a float64 reference 1.00-1.02x FlashAttention-2's (mean of 12 seeds; 1.09-1.16x on the
+     * worst), where the default's lazy rescale gives 1.1-1.5x (2.6x on single seeds). It costs 1-4% of speed at
+     * N <= 4096 and nothing measurable above (H200, session 17: bench/results/h200-session17-2026-11-28.md), so
+     * fajit_config_fill and calls without a config never pick it; -1 = off. Canonical text: " acc" after " xt" when
+     * 1. fagen's flag: --accurate on|off; Python's keyword: accurate. */
+    int accurate;
 } fajit_config;
 
 /* fajit_config.mods bits. WINDOW and CHUNK bound each query row's keys (a local mask read from the kernel's

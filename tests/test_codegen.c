@@ -80,7 +80,7 @@ static void test_emit_sticky_error(void **state)
 /* ---- config rules ------------------------------------------------------------------------------- */
 static fajit_config base_config(void)
 {
-    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     return c;
 }
 
@@ -241,7 +241,7 @@ static void test_warp_pairs(void **state)
 /* ---- the sm_90a path ------------------------------------------------------------------------------ */
 static fajit_config sm90_config(void)
 {
-    fajit_config c = {FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 128, 128, 128, 2, 128, 12, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+    fajit_config c = {FAJIT_ARCH_SM90A, FAJIT_DTYPE_BF16, 128, 128, 128, 2, 128, 12, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0};
     return c;
 }
 

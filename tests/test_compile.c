@@ -112,7 +112,7 @@ static void test_unknown_target(void **state)
     assert_int_equal(fj_compile_ptx(k_ptx, strlen(k_ptx), "sm_81", &cubin, &size, NULL), FAJIT_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fajit_errmsg(), "sm = \"sm_81\""));
     assert_non_null(strstr(fajit_errmsg(), "sm_80, sm_86"));
-    fajit_config cfg = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    fajit_config cfg = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(fajit_compile_cubin(&cfg, "compute_80", &cubin, &size, NULL), FAJIT_ERR_INVALID_ARGUMENT);
     assert_non_null(strstr(fajit_errmsg(), "valid targets are"));
     assert_int_equal(fajit_compile_cubin(NULL, "sm_80", &cubin, &size, NULL), FAJIT_ERR_INVALID_ARGUMENT);

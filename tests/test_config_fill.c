@@ -425,6 +425,67 @@ static void test_cross_tile_field(void **state)
     assert_int_equal(fj_sm90_cross_tile(&p), 1);
 }
 
+/* accurate (fajit.h): off unless given (the heuristic and fill never pick it), the text's " acc" read back, the plan's
+ * weight test on both 16-bit paths (sm_80 1/8, sm_90a 1/4 of the estimated final l, threshold held: the build knobs'
+ * w3held form that session 17 measured), refused where it was not built or measured, naming the rule */
+static void test_accurate_field(void **state)
+{
+    (void)state;
+    fajit_shape shape = {1, 16, 16, 4096, 4096};
+    fj_plan p;
+    char text[160], back[160];
+    for (int arch = 0; arch < 2; arch++) {
+        fajit_config c = {.arch = arch ? FAJIT_ARCH_SM90A : FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16,
+                          .head_dim = 128, .causal = 1};
+        fj_config_heuristic(&c, &c, &shape, 0);
+        assert_int_equal(c.accurate, 0); /* never the heuristic's */
+        assert_int_equal(fj_plan_build(&c, &p), FAJIT_OK);
+        assert_int_equal(p.rescale_weight_log2, 0);
+        fajit_config a = {.arch = c.arch, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .causal = 1, .accurate = 1};
+        assert_int_equal(fajit_config_fill(NULL, &shape, &a), FAJIT_OK);
+        assert_int_equal(a.accurate, 1);
+        assert_false(fj_config_same(&a, &c));
+        assert_int_equal(fj_plan_build(&a, &p), FAJIT_OK);
+        assert_int_equal(p.rescale_weight_log2, arch ? -2 : -3);
+        assert_int_equal(p.rescale_weight_est, 1);
+        assert_int_equal(p.rescale_weight_held, 1);
+        fajit_config_format(&a, text, sizeof text);
+        assert_non_null(strstr(text, " acc causal"));
+        fajit_config parsed;
+        assert_null(fj_tune_parse_config(text, &parsed));
+        assert_int_equal(parsed.accurate, 1);
+        fajit_config_format(&parsed, back, sizeof back);
+        assert_string_equal(back, text);
+        fajit_config off = c;
+        off.accurate = -1; /* off, given: the default's kernel and text */
+        fajit_config_format(&off, back, sizeof back);
+        fajit_config_format(&c, text, sizeof text);
+        assert_string_equal(back, text);
+        assert_true(fj_config_same(&off, &c));
+        if (!arch) { /* sm_80's D128 tile sits within FJ_SM80_REG_ACCURATE of the limit (ptxas spilled it): another */
+            assert_true(a.block_m != c.block_m || a.block_n != c.block_n || a.stages != c.stages);
+            c.accurate = 1;
+            expect_sched_refused(c, "registers");
+        }
+    }
+    fajit_config given = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_F16, .head_dim = 64, .accurate = 1};
+    assert_int_equal(fajit_config_fill(NULL, &shape, &given), FAJIT_OK); /* kept by the fill */
+    assert_int_equal(given.accurate, 1);
+    assert_int_equal(fajit_config_check(&given), FAJIT_OK);
+    fajit_config bad = given;
+    bad.accurate = 2;
+    expect_sched_refused(bad, "accurate = 2: must be 1");
+    bad = given, bad.dtype = FAJIT_DTYPE_E4M3;
+    expect_sched_refused(bad, "accurate = 1 with e4m3 Q, K, V");
+    fajit_config pair = {.arch = FAJIT_ARCH_SM80, .dtype = FAJIT_DTYPE_BF16, .head_dim = 256, .block_m = 128,
+                         .block_n = 64, .stages = 2, .swizzle = 64, .warps = 8, .col_warps = 2, .accurate = 1};
+    expect_sched_refused(pair, "accurate = 1 with col_warps = 2");
+    fajit_config b = {.arch = FAJIT_ARCH_SM100A, .dtype = FAJIT_DTYPE_BF16, .head_dim = 128, .accurate = 1};
+    fajit_status st = fajit_config_fill(NULL, &shape, &b);
+    assert_int_equal(st, FAJIT_ERR_INVALID_CONFIG);
+    if (!strstr(fajit_errmsg(), "accurate")) fail_msg("message \"%s\" does not name accurate", fajit_errmsg());
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -432,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_head_dim_required),    cmocka_unit_test(test_a100_defaults),
         cmocka_unit_test(test_h100_defaults_kept),   cmocka_unit_test(test_walk),
         cmocka_unit_test(test_sched_field),          cmocka_unit_test(test_cross_tile_field),
+        cmocka_unit_test(test_accurate_field),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

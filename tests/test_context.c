@@ -82,7 +82,7 @@ static void test_codegen_only(void **state)
     (void)state;
     fajit_context *ctx = NULL;
     fajit_kernel *k = (fajit_kernel *)&k;
-    fajit_config cfg = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    fajit_config cfg = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     fajit_kernel_info info;
     fajit_context_options o = fajit_context_options_default();
     o.device = -1;
@@ -107,7 +107,7 @@ static void test_choices(void **state)
 {
     (void)state;
     fajit_context *ctx = NULL;
-    fajit_config a = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, b = a, got;
+    fajit_config a = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, b = a, got;
     fajit_kernel *fake = (fajit_kernel *)&a;
     fajit_context_options o = fajit_context_options_default();
     o.device = -1;

@@ -161,7 +161,7 @@ static void test_config_must_match(void **state)
 {
     (void)state;
     fajit_attention_args a = valid_args();
-    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+    fajit_config c = {FAJIT_ARCH_SM80, FAJIT_DTYPE_BF16, 128, 64, 64, 2, 128, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     assert_int_equal(fj_forward_validate(&a, &c), FAJIT_OK);
     c.dtype = FAJIT_DTYPE_F16;
     expect_invalid(&a, &c, "cfg->dtype = f16", "args->dtype = bf16", "must match");

@@ -132,7 +132,7 @@ static void test_plan_rules(void **state)
                                     "with dtype bf16", "e4m3 inputs only"));
     c.out_dtype = 0, c.kv_dtype = FAJIT_DTYPE_F16;
     assert_true(fj_test_status_says(fajit_config_check(&c), FAJIT_ERR_INVALID_CONFIG, "kv_dtype = 1", "e4m3", NULL));
-    fajit_config s = {FAJIT_ARCH_SM80, FAJIT_DTYPE_E4M3, 128, 64, 64, 2, 128, 4, 0, 1, -1, -1, 0, 0, 0, 0, 0, 0};
+    fajit_config s = {FAJIT_ARCH_SM80, FAJIT_DTYPE_E4M3, 128, 64, 64, 2, 128, 4, 0, 1, -1, -1, 0, 0, 0, 0, 0, 0, 0};
     assert_true(fj_test_status_says(fajit_config_check(&s), FAJIT_ERR_INVALID_CONFIG, "dtype = e4m3 on the sm_80 path",
                                     "sm_90a only", NULL));
 }

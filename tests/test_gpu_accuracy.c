@@ -13,7 +13,9 @@
  * rounding per tile: its error (~2^-23) is far below bf16's 2^-9, which sets this metric (SDPA itself is
  * not callable from C; scripts/softmax_numerics.py checks the emulation's choices). Per path, N and
  * layout it prints every seed's ratio and asserts mean <= 1.6 and max <= 2.8: today's default kernels (the
- * weight test is off, plan.rescale_weight_log2 = 0), a guard against getting worse. The goal, FlashAttention-3's
+ * weight test is off, plan.rescale_weight_log2 = 0), a guard against getting worse; and, with config accurate = 1
+ * (the weight test with a held threshold, fajit.h) on the tile the fill gives it, FlashAttention-3's spread
+ * against FA2: mean <= 1.05, max <= 1.3. The goal, FlashAttention-3's
  * spread against FA2 (mean <= 1.05, max <= 1.3), was met on an H200 with the weight test on (rescale_weight_log2
  * -2) at a 2-3.5% speed cost, so it is not the default yet (bench/results/h200-accuracy-ab-2026-11-26.md). Both paths: sm_80 forced, and the GPU's best when it is
  * sm_90a. Without libcuda or a device, prints "SKIP: <reason>" and exits 77. FJ_ACCURACY_BOUND=goal asserts the
@@ -187,14 +189,15 @@ static void relayout(const uint16_t *src, uint16_t *dst, int n, int bnhd)
         }
 }
 
-/* max|O_fajit - O_fp64| with the path's default config; -1 on a failure (printed). */
-static double fajit_error(const acc_problem *p, fajit_arch arch, int bnhd, char *cfg_text, size_t cfg_len)
+/* max|O_fajit - O_fp64| with the path's default config (accurate: with config accurate = 1, the fill's tile for it);
+ * -1 on a failure (printed). */
+static double fajit_error(const acc_problem *p, fajit_arch arch, int bnhd, int accurate, char *cfg_text, size_t cfg_len)
 {
     const fj_cuda_api *cu = g_ctx->cu;
     size_t elems = (size_t)ACC_HEADS * p->n * ACC_D, bytes = 2 * elems;
     fajit_shape shape = {1, ACC_HEADS, ACC_HEADS, p->n, p->n};
-    fajit_config cfg;
-    if (fj_test_path_config(g_ctx, arch, &shape, FAJIT_DTYPE_BF16, ACC_D, 0, &cfg) != FAJIT_OK) {
+    fajit_config cfg = {.arch = arch, .dtype = FAJIT_DTYPE_BF16, .head_dim = ACC_D, .accurate = accurate};
+    if (fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
         printf("FAIL fajit_config_fill: %s\n", fajit_errmsg());
         return -1;
     }
@@ -239,7 +242,7 @@ static double fajit_error(const acc_problem *p, fajit_arch arch, int bnhd, char 
 /* ---- the test ---------------------------------------------------------------------------------------- */
 
 #define ACC_MAX_SEEDS 64
-#define ACC_RUNS 8 /* paths x N x layouts */
+#define ACC_RUNS 16 /* configs (default, accurate) x paths x N x layouts */
 
 static void test_ratio_to_fa2(void **state)
 {
@@ -263,30 +266,34 @@ static void test_ratio_to_fa2(void **state)
             acc_problem p;
             problem_make(&p, sizes[ni], 1000 * (uint64_t)sizes[ni] + (uint64_t)s);
             printf("N %d seed %2d: FA2 arithmetic (CPU) max err %.3e; ratios", p.n, s, p.fa2_err);
-            for (int pi = 0; pi < n_paths; pi++)
-                for (int bnhd = 0; bnhd < 2; bnhd++) {
-                    int run = (pi * 2 + ni) * 2 + bnhd;
-                    double e = fajit_error(&p, paths[pi], bnhd, cfg_text[run], sizeof cfg_text[run]);
-                    ratio[run][s] = e < 0 ? INFINITY : e / p.fa2_err;
-                    printf(" %s/%s %.3f", pi ? "sm_90a" : "sm_80", bnhd ? "bnhd" : "bhnd", ratio[run][s]);
-                }
+            for (int acc = 0; acc < 2; acc++)
+                for (int pi = 0; pi < n_paths; pi++)
+                    for (int bnhd = 0; bnhd < 2; bnhd++) {
+                        int run = ((acc * 2 + pi) * 2 + ni) * 2 + bnhd;
+                        double e = fajit_error(&p, paths[pi], bnhd, acc, cfg_text[run], sizeof cfg_text[run]);
+                        ratio[run][s] = e < 0 ? INFINITY : e / p.fa2_err;
+                        printf(" %s%s/%s %.3f", acc ? "acc " : "", pi ? "sm_90a" : "sm_80", bnhd ? "bnhd" : "bhnd",
+                               ratio[run][s]);
+                    }
             printf("\n");
             fflush(stdout);
             problem_free(&p);
         }
-    for (int pi = 0; pi < n_paths; pi++)
-        for (int ni = 0; ni < 2; ni++)
-            for (int bnhd = 0; bnhd < 2; bnhd++) {
-                int run = (pi * 2 + ni) * 2 + bnhd;
-                double sum = 0, mx = 0;
-                for (int s = 0; s < seeds; s++) sum += ratio[run][s], mx = fmax(mx, ratio[run][s]);
-                double mean = sum / seeds;
-                int pass = mean <= mean_max && mx <= ratio_max;
-                printf("%s %-6s N %d %s: ratio to FA2's arithmetic over %d seeds: mean %.3f (<= %.2f), max %.3f (<= %.2f) [%s]\n",
-                       pass ? "PASS" : "FAIL", pi ? "sm_90a" : "sm_80", sizes[ni], bnhd ? "bnhd" : "bhnd", seeds, mean,
-                       mean_max, mx, ratio_max, cfg_text[run]);
-                failures += !pass;
-            }
+    for (int acc = 0; acc < 2; acc++)
+        for (int pi = 0; pi < n_paths; pi++)
+            for (int ni = 0; ni < 2; ni++)
+                for (int bnhd = 0; bnhd < 2; bnhd++) {
+                    int run = ((acc * 2 + pi) * 2 + ni) * 2 + bnhd;
+                    double sum = 0, mx = 0;
+                    for (int s = 0; s < seeds; s++) sum += ratio[run][s], mx = fmax(mx, ratio[run][s]);
+                    double mean = sum / seeds;
+                    double mean_bound = acc ? ACC_GOAL_MEAN_MAX : mean_max, max_bound = acc ? ACC_GOAL_RATIO_MAX : ratio_max;
+                    int pass = mean <= mean_bound && mx <= max_bound;
+                    printf("%s %-6s N %d %s: ratio to FA2's arithmetic over %d seeds: mean %.3f (<= %.2f), max %.3f (<= %.2f) "
+                           "[%s]\n", pass ? "PASS" : "FAIL", pi ? "sm_90a" : "sm_80", sizes[ni], bnhd ? "bnhd" : "bhnd",
+                           seeds, mean, mean_bound, mx, max_bound, cfg_text[run]);
+                    failures += !pass;
+                }
     fflush(stdout);
     assert_int_equal(failures, 0);
 }

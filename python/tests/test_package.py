@@ -132,6 +132,26 @@ def test_config_cross_tile():
         fajit.config(head_dim=64, arch="sm_80", causal=True, cross_tile=True)
 
 
+
+def test_config_accurate():
+    """The accurate softmax (fajit.h accurate): off unless asked, " acc" in the text and parsed back, its PTX the weight
+    test's (a held threshold: no new instruction names, so the kernel differs from the default's), refusals naming
+    the field on sm_100a and with e4m3."""
+    base = fajit.config(head_dim=128, arch="sm_90a", causal=True)
+    assert base.accurate == 0 and " acc" not in base.text
+    for arch in ("sm_80", "sm_90a"):
+        c = fajit.config(head_dim=128, arch=arch, causal=True, accurate=True)
+        assert c.accurate == 1 and " acc causal" in c.text
+        again = fajit.config(c.text)
+        assert again == c and again.accurate == 1
+        assert fajit.ptx(c) != fajit.ptx(fajit.config(c.text.replace(" acc", "")))
+    off = fajit.config(head_dim=128, arch="sm_90a", causal=True, accurate=False)
+    assert off.accurate == -1 and off.text == base.text
+    with pytest.raises(ValueError, match="accurate = 1 on sm_100a"):
+        fajit.config(head_dim=128, arch="sm_100a", accurate=True)
+    with pytest.raises(ValueError, match="accurate = 1 with e4m3"):
+        fajit.config(head_dim=128, arch="sm_90a", dtype="e4m3", accurate=True)
+
 # ---- errors ------------------------------------------------------------------------------------------
 def test_error_carries_status_and_message():
     with pytest.raises(fajit.FajitError) as e:

@@ -94,10 +94,11 @@ int fajit_config_format(const fajit_config *c, char *buf, size_t size)
                  c->mods & FAJIT_MOD_SOFTCAP ? " cap" : "", c->mods & FAJIT_MOD_SINKS ? " sink" : "",
                  c->mods & FAJIT_MOD_ALIBI ? " alibi" : "", c->mods & FAJIT_MOD_CHUNK ? " chunk" : "",
                  c->mods & ~FAJIT_MOD_ALL ? " mods?" : "");
-    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s%s%s%s %s%s", fj_arch_path_name(c->arch),
+    return snprintf(buf, size, "%s %s d%d br%d bc%d s%d sw%s w%d%s%s%s%s%s%s%s %s%s", fj_arch_path_name(c->arch),
                     dt, c->head_dim, c->block_m, c->block_n, c->stages, sw, c->warps, cw,
                     c->overlap == 1 ? " ov" : "", c->pingpong == 1 ? " pp" : "", c->roll == 1 ? " roll" : "",
-                    c->sched == 1 ? " lpt" : "", c->cross_tile == 1 ? " xt" : "", c->causal ? "causal" : "noncausal",
+                    c->sched == 1 ? " lpt" : "", c->cross_tile == 1 ? " xt" : "", c->accurate == 1 ? " acc" : "",
+                    c->causal ? "causal" : "noncausal",
                     mods);
 }
 
@@ -139,6 +140,7 @@ void fj_config_overlay(fajit_config *dst, const fajit_config *src)
     if (!dst->roll) dst->roll = src->roll;
     if (!dst->sched) dst->sched = src->sched;
     if (!dst->cross_tile) dst->cross_tile = src->cross_tile;
+    if (!dst->accurate) dst->accurate = src->accurate;
 }
 
 static int flag_read(int v) { return v == 1; }
@@ -150,7 +152,8 @@ int fj_config_same(const fajit_config *a, const fajit_config *b)
            a->causal == b->causal && (a->col_warps ? a->col_warps : 1) == (b->col_warps ? b->col_warps : 1) &&
            flag_read(a->overlap) == flag_read(b->overlap) && flag_read(a->pingpong) == flag_read(b->pingpong) &&
            flag_read(a->roll) == flag_read(b->roll) && flag_read(a->sched) == flag_read(b->sched) &&
-           flag_read(a->cross_tile) == flag_read(b->cross_tile) && a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
+           flag_read(a->cross_tile) == flag_read(b->cross_tile) && flag_read(a->accurate) == flag_read(b->accurate) &&
+           a->mods == b->mods && fj_config_kv_dtype(a) == fj_config_kv_dtype(b) &&
            fj_config_out_dtype(a) == fj_config_out_dtype(b);
 }
 

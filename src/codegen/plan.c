@@ -139,6 +139,13 @@ static fajit_status check_shape(const fajit_config *c, fj_plan *p)
     if (c->cross_tile < -1 || c->cross_tile > 1)
         return CFG_FAIL("cross_tile = %d: must be 1 (a work tile's last PV beside the next one's first S), -1 or 0 (off)",
                         c->cross_tile);
+    if (c->accurate < -1 || c->accurate > 1)
+        return CFG_FAIL("accurate = %d: must be 1 (the reference max follows a heavy new row max), -1 or 0 (off)",
+                        c->accurate);
+    if (c->accurate == 1 && (c->dtype == FAJIT_DTYPE_E4M3 || fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3))
+        return CFG_FAIL("accurate = 1 with e4m3 %s: the accurate softmax is measured for 16-bit P only (FP8 rounds P "
+                        "to e4m3, whose error it does not address); use 0",
+                        c->dtype == FAJIT_DTYPE_E4M3 ? "Q, K, V" : "K / V");
     p->overlap = c->overlap == 1;
     p->pingpong = c->pingpong == 1;
     if (c->mods & ~FAJIT_MOD_ALL)

@@ -96,6 +96,8 @@ static fajit_status tiles_sm100(fj_plan *p)
                         "is the sm_90a kernel's); use 0 or -1");
     if (c->cross_tile == 1)
         return CFG_FAIL("cross_tile = 1 on sm_100a: the cross-tile tail is the sm_90a ping-pong consumers'; use 0 or -1");
+    if (c->accurate == 1)
+        return CFG_FAIL("accurate = 1 on sm_100a: its softmax has no weight test yet (sm_80 and sm_90a have); use 0 or -1");
     if (c->col_warps != 0 && c->col_warps != 1)
         return CFG_FAIL("col_warps = %d: the sm_100a path has no warp pairs (a softmax thread owns a row); use 0 or 1",
                         c->col_warps);

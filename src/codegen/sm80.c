@@ -120,6 +120,14 @@ static const int k_pass_bytes_off[3] = {FJ_PARAM_OFF(q_pass_bytes), FJ_PARAM_OFF
 #ifndef FJ_RESCALE_WEIGHT_HELD
 #define FJ_RESCALE_WEIGHT_HELD 0
 #endif
+/* config accurate = 1 (fajit.h): the weight test at 1/8 of the estimated final l, its threshold held in a register -
+ * the build knobs' w3held form (bench/acc_ab.sh), measured on the H200 in session 17 (sm_80 ratio to FA2 mean
+ * 0.98-1.00, max 1.03-1.09; h200-session17-2026-11-28.md) */
+#define FJ_SM80_ACCURATE_WEIGHT_LOG2 (-3)
+/* ... and its registers in the estimate: the held threshold, the estimate's tile count and shift. ptxas 13.0 spilled
+ * the D128 br128 bc64 s2 tile (estimate 239 + headroom 8) by 12 bytes for sm_80 / sm_86 and 76 for sm_90 with it on
+ * (0 without): so a tile within 9 registers of that edge is refused with accurate = 1, and the fill takes another */
+#define FJ_SM80_REG_ACCURATE 9
 /* 1: the weight test reads l as it was one KV tile earlier (plan.rescale_weight_lag, softmax.c). Both paths; a build
  * knob for the A/B of whether the test's cost is the vote waiting for the previous tile's row sums. */
 #ifndef FJ_RESCALE_WEIGHT_LAG
@@ -276,6 +284,14 @@ static fajit_status plan_sm80(fj_plan *p)
     p->rescale_weight_est = FJ_RESCALE_WEIGHT_EST;
     p->rescale_weight_lag = FJ_RESCALE_WEIGHT_LAG;
     p->rescale_weight_held = FJ_RESCALE_WEIGHT_HELD;
+    if (c->accurate == 1) {
+        if (p->col_warps > 1)
+            return CFG_FAIL("accurate = 1 with col_warps = %d: the weight test reads a row's sum in one warp, and a warp "
+                            "pair holds it in two; use col_warps 1", p->col_warps);
+        p->rescale_weight_log2 = FJ_SM80_ACCURATE_WEIGHT_LOG2;
+        p->rescale_weight_est = p->rescale_weight_held = 1;
+        p->reg_misc += FJ_SM80_REG_ACCURATE;
+    }
     /* Software pipelining of S = QK^T across iterations needs a second S register set and a tile of
      * K in smem one iteration ahead of V (stages >= 3); taken whenever the budget has room, but not with
      * warp pairs, whose tile flow (fwd_kernel.c) branches between the row maxima and the exponentials. */

@@ -108,6 +108,9 @@ static const int k_reg_split_fp8_lean[4][2] = {{0, 0}, {0, 0}, {24, 240}, {32, 1
 #ifndef FJ_SM90_RESCALE_WEIGHT_LOG2 /* a build knob for A/B runs (bench/acc_ab.sh) */
 #define FJ_SM90_RESCALE_WEIGHT_LOG2 0 /* off: see FJ_SM80_RESCALE_WEIGHT_LOG2 (sm80.c) */
 #endif
+/* config accurate = 1 (fajit.h): the weight test at 1/4 of the estimated final l, its threshold held in a register
+ * (sm80.c FJ_SM80_ACCURATE_WEIGHT_LOG2; sm_90a ratio to FA2 mean 1.00-1.02, max 1.11-1.16 in session 17) */
+#define FJ_SM90_ACCURATE_WEIGHT_LOG2 (-2)
 #ifndef FJ_RESCALE_WEIGHT_EST /* plan.rescale_weight_est: see sm80.c */
 #define FJ_RESCALE_WEIGHT_EST 0
 #endif
@@ -472,6 +475,10 @@ static fajit_status plan_sm90(fj_plan *p)
     p->rescale_weight_est = FJ_RESCALE_WEIGHT_EST;
     p->rescale_weight_lag = FJ_RESCALE_WEIGHT_LAG;
     p->rescale_weight_held = FJ_RESCALE_WEIGHT_HELD;
+    if (c->accurate == 1) {
+        p->rescale_weight_log2 = FJ_SM90_ACCURATE_WEIGHT_LOG2;
+        p->rescale_weight_est = p->rescale_weight_held = 1;
+    }
     p->o_rescale_late = FJ_SM90_O_RESCALE_LATE;
     p->soft_exp2 = plan_soft_exp2(c);
     p->cap_poly = plan_cap_poly(c);

@@ -73,6 +73,7 @@ static const fill_field k_fields[] = {
     {"roll", "--roll", offsetof(fajit_config, roll)},
     {"sched", "--sched", offsetof(fajit_config, sched)},
     {"cross_tile", "--cross-tile", offsetof(fajit_config, cross_tile)},
+    {"accurate", "--accurate", offsetof(fajit_config, accurate)},
 };
 #define N_FIELDS ((int)(sizeof k_fields / sizeof k_fields[0]))
 
@@ -105,7 +106,7 @@ static int field_text(const fajit_config *c, int f, char *buf, size_t size)
     if (f == 0) return snprintf(buf, size, "%s = %s", name, fj_arch_path_name((fajit_arch)v));
     if (strcmp(d->name, "swizzle") == 0 && v == FAJIT_SWIZZLE_NONE) return snprintf(buf, size, "%s = none", name);
     if ((strcmp(d->name, "overlap") == 0 || strcmp(d->name, "pingpong") == 0 || strcmp(d->name, "roll") == 0 ||
-         strcmp(d->name, "cross_tile") == 0) &&
+         strcmp(d->name, "cross_tile") == 0 || strcmp(d->name, "accurate") == 0) &&
         (v == 1 || v == -1))
         return snprintf(buf, size, "%s = %d (%s)", name, v, v == 1 ? "on" : "off");
     if (strcmp(d->name, "sched") == 0 && (v == 1 || v == -1))
@@ -203,7 +204,8 @@ static value_list values_of(const fajit_config *given, int f, fajit_arch path)
     } else if (strcmp(name, "col_warps") == 0) {
         l.v[l.n++] = 1;
         if (!sm90) l.v[l.n++] = 2;
-    } else if (strcmp(name, "roll") == 0 || strcmp(name, "sched") == 0 || strcmp(name, "cross_tile") == 0) {
+    } else if (strcmp(name, "roll") == 0 || strcmp(name, "sched") == 0 || strcmp(name, "cross_tile") == 0 ||
+               strcmp(name, "accurate") == 0) {
         /* not searched: the default unless given */
         l.v[l.n++] = 0;
     } else { /* overlap, pingpong */

@@ -104,6 +104,7 @@ const char *fj_tune_parse_config(const char *text, fajit_config *c)
     if (strncmp(text + n, "roll ", 5) == 0) c->roll = 1, n += 5; /* written only when 1 (absent: 0, the default) */
     if (strncmp(text + n, "lpt ", 4) == 0) c->sched = 1, n += 4;  /* likewise */
     if (strncmp(text + n, "xt ", 3) == 0) c->cross_tile = 1, n += 3; /* likewise */
+    if (strncmp(text + n, "acc ", 4) == 0) c->accurate = 1, n += 4;  /* likewise */
     if (sscanf(text + n, "%15s %n", mask, &m) != 1 || fj_config_parse_mods(text + n + m, &c->mods) != 0)
         return "config is not in canonical form (sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal [win cap sink alibi "
                "chunk])";

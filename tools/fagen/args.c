@@ -221,6 +221,10 @@ static int set_cross_tile(const char *f, const char *t, fajit_config *c)
 {
     return parse_choice(f, t, k_on_off_choices, "on or off", &c->cross_tile);
 }
+static int set_accurate(const char *f, const char *t, fajit_config *c)
+{
+    return parse_choice(f, t, k_on_off_choices, "on or off", &c->accurate);
+}
 static int set_causal(const char *f, const char *t, fajit_config *c)
 {
     (void)f;
@@ -316,6 +320,9 @@ static const config_flag k_config_flags[] = {
      "sm_90a: a work tile's last PV goes in with the next work tile's first S, its epilogue under that S; default: "
      "heuristic (on for causal head dim <= 64 with grouped-query heads, or with sinks and a window of <= 128 keys "
      "on the left)"},
+    {"--accurate", NULL, "on|off", set_accurate,
+     "sm_80 / sm_90a, 16-bit: the softmax's reference max also follows a new row max heavy in the row's sum "
+     "(FlashAttention-3's accuracy, 1-4% slower at N <= 4096); default: off"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},
@@ -329,7 +336,7 @@ static const config_flag k_config_flags[] = {
 int fagen_config_has_tiles(const fajit_config *c)
 {
     return c->arch || c->block_m || c->block_n || c->stages || c->swizzle || c->warps || c->col_warps || c->overlap ||
-           c->pingpong || c->roll || c->sched || c->cross_tile;
+           c->pingpong || c->roll || c->sched || c->cross_tile || c->accurate;
 }
 
 void fagen_print_config_help(FILE *f)

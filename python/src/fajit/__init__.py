@@ -176,7 +176,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, block_m=None, block_n=None, stages=None,
            swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None, roll=None, sched=None,
-           cross_tile=None, shape=None, device=None, fill=True):
+           cross_tile=None, accurate=None, shape=None, device=None, fill=True):
     """A checked kernel config (fajit.Config; str() is its canonical text).
 
     spec: a canonical text ("sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal") or a Config: parsed and
@@ -186,7 +186,9 @@ def config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, blo
     False; roll: the sm_90a KV loop written once for every stage, a faster compile), sched ("lpt" or "static":
     the sm_90a causal work-tile schedule; None: the heuristic's, lpt at Nq >= 4096 for grouped-query shapes, other
     shapes up to Nq 8192 and chunked attention), cross_tile (True / False: a work tile's last PV beside the next
-    one's first S; None: the heuristic's, on for causal head_dim <= 64 with grouped-query heads); what is left None is chosen by fajit_config_fill (fill=True) for `shape` (a dict or tuple of
+    one's first S; None: the heuristic's, on for causal head_dim <= 64 with grouped-query heads), accurate (True: the
+    softmax's reference max also follows a new row max heavy in the row's sum - FlashAttention-3's accuracy, 1-4%
+    slower at N <= 4096; sm_80 / sm_90a, 16-bit; None / False: off); what is left None is chosen by fajit_config_fill (fill=True) for `shape` (a dict or tuple of
     batch, heads_q, heads_kv, seqlen_q, seqlen_k) on `device` (None: no GPU is touched; an int or
     "cuda:N": that GPU's path and its tuned winners). fill=False only checks (every field must be set).
     Raises FajitInputError (a ValueError) with the rule that was broken, e.g. the shared-memory arithmetic.
@@ -194,7 +196,7 @@ def config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, blo
     return _config.make_config(spec, head_dim=head_dim, dtype=dtype, arch=arch, causal=causal, block_m=block_m,
                                block_n=block_n, stages=stages, swizzle=swizzle, warps=warps, col_warps=col_warps,
                                overlap=overlap, pingpong=pingpong, roll=roll, sched=sched, cross_tile=cross_tile,
-                               shape=shape, device=device, fill=fill)
+                               accurate=accurate, shape=shape, device=device, fill=fill)
 
 
 def ptx(spec=None, *, verbosity=0, **fields):

@@ -19,9 +19,10 @@ _DTYPE_ALIASES = {"f16": "f16", "fp16": "f16", "float16": "f16", "half": "f16", 
 if "FAJIT_DTYPE_E4M3" in DTYPE:
     _DTYPE_ALIASES.update({"e4m3": "e4m3", "fp8": "e4m3", "float8_e4m3fn": "e4m3", "torch.float8_e4m3fn": "e4m3"})
 # canonical text, as fajit_config_format writes it: "sm_80 bf16 d128 br64 bc64 s2 sw128 w4 noncausal"
-# ("cw2" after the warps when col_warps > 1; "ov" / "pp" / "roll" / "lpt" / "xt" when the sm_90a schedule flags are on)
+# ("cw2" after the warps when col_warps > 1; "ov" / "pp" / "roll" / "lpt" / "xt" when the sm_90a schedule flags are on,
+# "acc" when the accurate softmax is)
 _TEXT = re.compile(r"^\s*(sm_\w+)\s+(f16|bf16|e4m3)((?:,kv=e4m3)?(?:,o=(?:f16|bf16))?)\s+d(\d+)\s+br(\d+)\s+bc(\d+)\s+s(\d+)\s+sw(none|\d+)"
-                   r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?(\s+roll)?(\s+lpt)?(\s+xt)?\s+(causal|noncausal)"
+                   r"\s+w(\d+)(?:\s+cw(\d+))?(\s+ov)?(\s+pp)?(\s+roll)?(\s+lpt)?(\s+xt)?(\s+acc)?\s+(causal|noncausal)"
                    r"((?:\s+(?:win|cap|sink|alibi|chunk))*)\s*$")
 # the attention variants' words after the mask, in fajit_config_format's order, and their FAJIT_MOD_* bits
 _MOD_WORDS = {"win": 1, "cap": 2, "sink": 4, "alibi": 8, "chunk": 16}
@@ -82,7 +83,7 @@ def _parse_text(text):
     arch = {v: k for k, v in ARCH_NAMES.items()}.get(m.group(1)) if m else None
     if not m or arch is None:
         raise ValueError(f"config {text!r}: expected the canonical form '<sm_80|sm_90a|sm_100a> <f16|bf16|e4m3>[,kv=e4m3][,o=<f16|bf16>] d<D> "
-                         "br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] [roll] [lpt] [xt] <causal|noncausal> "
+                         "br<N> bc<N> s<N> sw<none|N> w<N> [cw<N>] [ov] [pp] [roll] [lpt] [xt] [acc] <causal|noncausal> "
                          "[win] [cap] [sink] [alibi] [chunk]'")
     c = Config_c()
     names = {v: k for k, v in DTYPE_NAMES.items()}
@@ -98,8 +99,9 @@ def _parse_text(text):
     c.roll = 1 if m.group(13) else 0  # written only when 1 (absent: 0, the default)
     c.sched = 1 if m.group(14) else 0  # likewise (fajit.h: sched, the lpt schedule)
     c.cross_tile = 1 if m.group(15) else 0  # likewise (fajit.h: cross_tile)
-    c.causal = int(m.group(16) == "causal")
-    words = m.group(17).split()
+    c.accurate = 1 if m.group(16) else 0  # likewise (fajit.h: accurate)
+    c.causal = int(m.group(17) == "causal")
+    words = m.group(18).split()
     if len(set(words)) != len(words):
         raise ValueError(f"config {text!r}: a variant word is repeated")
     c.mods = sum(_MOD_WORDS[w] for w in words)
@@ -191,7 +193,7 @@ def _sched(value):
 
 def _fields_c(*, head_dim=None, dtype=None, arch=None, causal=False, block_m=None, block_n=None, stages=None,
               swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None, roll=None, sched=None,
-              cross_tile=None):
+              cross_tile=None, accurate=None):
     """A fajit_config of these fields, the others 0 (neither filled nor checked)."""
     if head_dim is None:
         raise ValueError("head_dim: required (64, 96, 128, 192 or 256), or pass a config's canonical text")
@@ -204,18 +206,19 @@ def _fields_c(*, head_dim=None, dtype=None, arch=None, causal=False, block_m=Non
     c.roll = _tri(roll, "roll")
     c.sched = _sched(sched)
     c.cross_tile = _tri(cross_tile, "cross_tile")
+    c.accurate = _tri(accurate, "accurate")
     return c
 
 
 def make_config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, block_m=None, block_n=None,
                 stages=None, swizzle=None, warps=None, col_warps=None, overlap=None, pingpong=None, roll=None,
-                sched=None, cross_tile=None, shape=None, device=None, fill=True):
+                sched=None, cross_tile=None, accurate=None, shape=None, device=None, fill=True):
     """The Config these arguments describe, filled (fill=True) or only checked; see fajit.config."""
     if spec is not None:
         given = [n for n, x in (("head_dim", head_dim), ("dtype", dtype), ("arch", arch), ("block_m", block_m),
                                 ("block_n", block_n), ("stages", stages), ("swizzle", swizzle), ("warps", warps),
                                 ("col_warps", col_warps), ("overlap", overlap), ("pingpong", pingpong),
-                                ("roll", roll), ("sched", sched), ("cross_tile", cross_tile), ("shape", shape), ("device", device)) if x is not None] + (["causal"] if causal else [])
+                                ("roll", roll), ("sched", sched), ("cross_tile", cross_tile), ("accurate", accurate), ("shape", shape), ("device", device)) if x is not None] + (["causal"] if causal else [])
         if given:
             raise TypeError(f"config given as {spec!r}: the fields {', '.join(given)} must not be given with it")
         c = spec._c if isinstance(spec, Config) else _parse_text(spec) if isinstance(spec, str) else None
@@ -226,7 +229,7 @@ def make_config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False
         return Config(c)
     c = _fields_c(head_dim=head_dim, dtype=dtype, arch=arch, causal=causal, block_m=block_m, block_n=block_n,
                   stages=stages, swizzle=swizzle, warps=warps, col_warps=col_warps, overlap=overlap, pingpong=pingpong,
-                  roll=roll, sched=sched, cross_tile=cross_tile)
+                  roll=roll, sched=sched, cross_tile=cross_tile, accurate=accurate)
     if fill:
         dev = device_index(device)
         ctx = _lib.context(dev).handle if dev >= 0 else None
