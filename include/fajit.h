@@ -202,8 +202,10 @@ typedef struct fajit_config {
      * them: max error against a float64 reference 1.00-1.02x FlashAttention-2's (mean of 12 seeds; 1.09-1.16x on the
      * worst), where the default's lazy rescale gives 1.1-1.5x (2.6x on single seeds). It costs 1-4% of speed at
      * N <= 4096 and nothing measurable above (H200, session 17: bench/results/h200-session17-2026-11-28.md), so
-     * fajit_config_fill and calls without a config never pick it; -1 = off. Canonical text: " acc" after " xt" when
-     * 1. fagen's flag: --accurate on|off; Python's keyword: accurate. */
+     * fajit_config_fill and calls without a config never pick it; -1 = off. A call given such a config keeps it where
+     * the runtime runs an sm_80 kernel in its place (tensors TMA cannot describe, the decode features' sm_80
+     * kernels). Canonical text: " acc" after " xt" when 1. fagen's flag: --accurate on|off; Python's keyword:
+     * accurate. */
     int accurate;
 } fajit_config;
 

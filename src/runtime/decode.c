@@ -365,7 +365,7 @@ static fajit_status sm80_base(fajit_context *ctx, fajit_kernel *k, const fajit_a
 {
     *out = k;
     if (!k->plan.ws) return FAJIT_OK;
-    fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, out);
+    fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, k->plan.cfg.accurate, out); /* (keeps accurate) */
     return st == FAJIT_OK ? st : fj_fail_context(st, "decode variant: the sm_80 path's kernel");
 }
 
@@ -412,6 +412,7 @@ static fajit_status variant_config(const fajit_attention_args *a, unsigned varia
         if (!any_n && page_size % bn) continue;
         for (int frags = 0; frags <= 2; frags++) {
             fajit_config c = heuristic_sm80(a, 64, bn);
+            c.accurate = cfg->accurate; /* the given config's softmax, on the narrower tile */
             if (frags) c.warps = c.block_m / (16 * frags);
             if (fj_plan_build_variant(&c, variant, &p) != FAJIT_OK) continue;
             *cfg = c;
@@ -740,7 +741,7 @@ static fajit_status choice_for(fajit_context *ctx, const fajit_attention_args *a
     fajit_kernel *k = NULL, *k80 = NULL;
     fajit_status st = fj_context_require_device(ctx, who);
     if (st == FAJIT_OK)
-        st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, a, FAJIT_ARCH_AUTO, &k);
+        st = cfg ? fajit_kernel_get(ctx, cfg, &k, NULL) : fj_forward_choose(ctx, a, FAJIT_ARCH_AUTO, 0, &k);
     char why[256];
     if (st == FAJIT_OK && k->plan.ws && ws_choose(ctx, k, a, fj_decode_packs(ctx, a), tuned, ch, why, sizeof why))
         return FAJIT_OK; /* the sm_90a variant's splits (if TMA then refuses the tensors, the sm_80 one's may differ) */

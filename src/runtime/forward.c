@@ -554,7 +554,7 @@ static fajit_status forward_run(fajit_context *ctx, fajit_kernel *k, const fajit
         return fj_fail(FAJIT_ERR_INVALID_ARGUMENT, "%s: the FP8 kernel's tensor maps cannot describe the tensors: %s",
                        k->config_text, why);
     fajit_kernel *fallback = NULL;
-    fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, &fallback);
+    fajit_status st = fj_forward_choose(ctx, a, FAJIT_ARCH_SM80, k->plan.cfg.accurate, &fallback);
     if (st != FAJIT_OK) return fj_fail_context(st, "falling back from %s (%s) to the sm_80 path", k->config_text, why);
     fj_forward_params(a, &fallback->plan, &params.base);
     char text[FJ_CONFIG_TEXT_MAX + 320];
@@ -579,7 +579,7 @@ fajit_status fajit_attention_forward(fajit_context *ctx, const fajit_attention_a
         st = fj_fail(FAJIT_ERR_UNSUPPORTED, "args->dtype = e4m3 on a %s device: the FP8 kernels are sm_90a's (H100, "
                                             "H200); other GPUs have no FP8 path yet", fajit_context_sm(ctx));
     if (st == FAJIT_OK) /* the policy (policy.c): a given config's kernel, or the choice for the shape class */
-        st = cfg ? fj_policy_get(ctx, cfg, 0, args->stream, &k) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, &k);
+        st = cfg ? fj_policy_get(ctx, cfg, 0, args->stream, &k) : fj_forward_choose(ctx, args, FAJIT_ARCH_AUTO, 0, &k);
     int handled = 0;
     if (st == FAJIT_OK && fj_decode_wanted(ctx, args)) st = fj_decode_run(ctx, k, args, cfg != NULL, &handled);
     if (st == FAJIT_OK && !handled) st = forward_run(ctx, k, args);

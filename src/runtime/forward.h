@@ -66,9 +66,11 @@ int fj_forward_class(const fajit_attention_args *args, char *key, size_t size, f
 
 /* The kernel for args without a given config on `path` (AUTO: the device's best): the choice cached for
  * the shape class and path, else fajit_config_fill and the kernel store - with a stand-in while the chosen
- * config compiles in the background, and nothing compiled in a CUDA-graph capture (policy.c). */
+ * config compiles in the background, and nothing compiled in a CUDA-graph capture (policy.c). accurate = 1: a config
+ * with the accurate softmax (fajit.h), for the sm_80 kernel that stands in for a given config that has it (the TMA
+ * fallback, the decode features' sm_80 kernels); 0: the library's own choice. */
 struct fajit_kernel;
-fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *args, fajit_arch path,
+fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *args, fajit_arch path, int accurate,
                                fajit_kernel **kernel_out);
 
 /* Set the calling thread's fajit_last_forward() text ("; while <config> compiles" appended when a stand-in ran

@@ -207,17 +207,19 @@ static fajit_status refuse_in_capture(const fajit_config *cfg, const char *key, 
                    text, key, stream);
 }
 
-fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_arch path, fajit_kernel **k)
+fajit_status fj_forward_choose(fajit_context *ctx, const fajit_attention_args *a, fajit_arch path, int accurate,
+                               fajit_kernel **k)
 {
     char key[FJ_CHOICE_KEY_MAX];
     fajit_shape shape;
     fajit_cache_source source = FAJIT_SOURCE_MEMORY;
     int n = fj_forward_class(a, key, sizeof key, &shape);
     if (path != FAJIT_ARCH_AUTO && n >= 0 && (size_t)n < sizeof key)
-        snprintf(key + n, sizeof key - (size_t)n, " %s", fj_arch_path_name(path));
+        n += snprintf(key + n, sizeof key - (size_t)n, " %s", fj_arch_path_name(path));
+    if (accurate == 1 && n >= 0 && (size_t)n < sizeof key) snprintf(key + n, sizeof key - (size_t)n, " acc");
     if (choose_remembered(ctx, key, a->stream, k)) return FAJIT_OK;
     fajit_config cfg = {.arch = path, .dtype = a->dtype, .head_dim = a->head_dim, .causal = a->causal,
-                        .mods = fj_variant_mods(a)};
+                        .mods = fj_variant_mods(a), .accurate = accurate == 1};
     fj_fp8_args f;
     fj_fp8_read(a, &f);
     cfg.kv_dtype = f.kv_dtype_given;
