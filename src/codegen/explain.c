@@ -125,6 +125,11 @@ void fj_plan_describe(const fj_plan *p, fj_buf *out, const char *pf)
                   p->rescale_slack < 0   ? "every tile"
                   : p->rescale_slack > 0 ? "lazy - only when a row max passes the reference max by more than 2^slack (warp vote)"
                                          : "skipped by warp vote when no row max moved");
+    if (p->rescale_weight_log2 < 0)
+        fj_buf_printf(out, "%saccuracy: the reference max also moves when a new row max would weigh more than 2^%d of "
+                           "the row's %s sum (so the largest P sit just under 1, where bf16 / f16 round them finest)%s\n",
+                      pf, p->rescale_weight_log2, p->rescale_weight_est ? "estimated final" : "partial",
+                      p->rescale_weight_held ? "; its threshold held in a register, set after a tile that moved it" : "");
     if (p->variant & FJ_VARIANT_VARLEN)
         fj_buf_printf(out, "%svarlen: queries%s packed by cu_seqlens (seqlen.c); %s\n", pf,
                       p->variant & FJ_VARIANT_VARLEN_K ? " and keys" : "",
