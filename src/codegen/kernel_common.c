@@ -35,9 +35,9 @@ void fj_emit_alloc_banks(fj_kctx *k)
     k->b_frag_p = fj_bank(e, "frag_p", "b32");
     k->b_frag_b = fj_bank(e, "frag_kv", "b32");
     k->acc_o = fj_alloc(e, k->b_acc_o, p->m_frags * p->n_frags_o * 4);
-    k->acc_s = fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4);
+    k->acc_s = fj_alloc(e, k->b_acc_s, fj_plan_acc_s_count(p));
     k->acc_s_set[0] = k->acc_s;
-    k->acc_s_set[1] = p->pipeline_qk ? fj_alloc(e, k->b_acc_s, p->m_frags * p->n_frags_s * 4) : k->acc_s;
+    k->acc_s_set[1] = p->pipeline_qk ? fj_alloc(e, k->b_acc_s, fj_plan_acc_s_count(p)) : k->acc_s;
     k->row_m = fj_alloc(e, k->b_row_m, k->frag.rows);
     k->row_l = fj_alloc(e, k->b_row_l, k->frag.rows);
     if (fj_weight_lag(p)) k->row_l_lag = fj_alloc(e, k->b_row_l, k->frag.rows);

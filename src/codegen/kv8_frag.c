@@ -107,7 +107,7 @@ fajit_status fj_kv8_direct_plan(fj_plan *p)
  * plan holds (the decode variant's registers included: plan.c calls this last), has them. */
 void fj_kv8_direct_chains(fj_plan *p)
 {
-    int chain = 4 * p->m_frags * p->n_frags_s;
+    int chain = fj_plan_acc_s_count(p);
     p->qk_chains = 1;
 #ifndef FJ_KV8_QK_ONE_CHAIN /* build knob for the A/B (bench/ab_builds.sh): one chain, as before session 19 */
     if (p->kv8_direct && p->m_frags == 1 && p->n_frags_s <= 4 && p->k_steps_qk >= 4 &&
@@ -275,7 +275,7 @@ void fj_kv8d_mma_qk(fj_kctx *k, int slot)
     fj_reg_t raw = fj_alloc(k->e, k->b_frag_b, 4), bf = fj_alloc(k->e, k->b_frag_b, 8);
     fj_reg_t qf = p->q_in_regs ? k->frag_q : fj_alloc(k->e, k->b_frag_q, 8 * p->m_frags);
     fj_reg_t unit = fj_kv8_unit_regs(k);
-    int chains = p->qk_chains == 2, n_acc = 4 * p->m_frags * p->n_frags_s;
+    int chains = p->qk_chains == 2, n_acc = fj_plan_acc_s_count(p);
     fj_reg_t odd = chains ? fj_alloc(k->e, k->b_f, n_acc) : k->acc_s; /* the odd k-steps' chain */
     fj_comment(k->e, 1, "S = Q K^T from the e4m3 K tile: ldmatrix.x4 (b16 = byte pairs) + %s, two k-steps a load%s",
                cvt ? "cvt" : "integer widening",
