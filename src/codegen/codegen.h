@@ -212,11 +212,11 @@ typedef struct fj_plan {
                                     kernel's own block (kernel_abi.h); 0 for a plain kernel */
 } fj_plan;
 
-/* Check cfg and derive its plan. On failure the thread's message says which rule failed. */
 /* Registers of one S accumulator set in the m16n8 C layout (four f32 per fragment): the sm_80 kernels' S, and the
  * count the FP8 K/V decode's second QK chain doubles (kernel_common.c, kv8_frag.c). */
 static inline int fj_plan_acc_s_count(const fj_plan *p) { return 4 * p->m_frags * p->n_frags_s; }
 
+/* Check cfg and derive its plan. On failure the thread's message says which rule failed. */
 fajit_status fj_plan_build(const fajit_config *cfg, fj_plan *plan);
 
 /* Decode variants of a kernel (fj_plan.variant; the runtime picks them from the forward's arguments):

@@ -354,13 +354,10 @@ static fajit_status tune_shape(const fajit_shape *in, int head_dim, fajit_shape 
     return st == FAJIT_OK ? FAJIT_OK : fj_fail_context(st, "fajit_tune: shape");
 }
 
-/* The heuristic's config on this device, without tuned winners: fajit_config_fill with a context that
- * has only the device's sm name and shared-memory limit (no identity, so no table is consulted). */
+/* tune.h. The fill on ctx itself, so its compute capability picks the path: a context copy that carried only some of
+ * the device's identity once made every tune on an H100 / H200 search the sm_80 space. */
 fajit_status fj_tune_heuristic(fajit_context *ctx, const fajit_shape *shape, fajit_config *c)
 {
-    /* the built-in table on ctx itself (its compute capability picks the path), never a tuned winner: a context
-     * copy that carried only some of the device's identity once made every tune on an H100 / H200 search the sm_80
-     * space (fj_best_path reads the compute capability, which the copy lacked) */
     return fj_config_fill_default(ctx, shape, c);
 }
 
@@ -380,13 +377,6 @@ typedef struct tune_run {
     fajit_status first_fail;
     char first_msg[512];
 } tune_run;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 void fj_tune_note(const fajit_tune_options *o, int total, int index, const fajit_config *cfg, double rate,
                   const char *fmt, ...)
@@ -530,7 +520,7 @@ static fajit_status run_all(tune_run *r, fj_tune_bench *b)
 {
     precompile_all(r);
     for (int i = 0; i < r->n; i++) {
-        double spent = now_s() - r->t0;
+        double spent = fj_now_ms() / 1e3 - r->t0;
         if (r->o.time_budget_s > 0 && spent > r->o.time_budget_s && r->res.timed > 0) {
             note(r, -1, NULL, -1.0, "time budget of %.1f s spent after %d of %d candidates", r->o.time_budget_s, i,
                  r->n);
@@ -649,12 +639,12 @@ fajit_status fajit_tune(fajit_context *ctx, const fajit_shape *shape, fajit_dtyp
     if (st != FAJIT_OK) return st;
     if (!(r = calloc(1, sizeof *r))) return fj_fail(FAJIT_ERR_OUT_OF_MEMORY, "fajit_tune: out of host memory");
     r->ctx = ctx;
-    r->t0 = now_s();
+    r->t0 = fj_now_ms() / 1e3;
     r->o = o;
     st = tune_prepare(r, shape, dtype, head_dim, causal, &heuristic);
     if (st == FAJIT_OK) st = tune_measure(r, dtype, head_dim, causal);
     if (st == FAJIT_OK) winner_keep(r, dtype, head_dim, causal);
-    r->res.seconds = now_s() - r->t0;
+    r->res.seconds = fj_now_ms() / 1e3 - r->t0;
     if (st == FAJIT_OK && best_out) *best_out = r->res.best;
     if (result_out) *result_out = r->res;
     free(r->cands);

@@ -131,6 +131,8 @@ double fj_attention_flops(int64_t batch, int64_t heads_q, int64_t seqlen_q, int6
 
 /* Sort v[0..n) ascending (n >= 1) and return its median. */
 double fj_sort_median(double *v, int n);
+/* The monotonic clock in milliseconds (host timing of the tuner, fagen bench and fagen tune). */
+double fj_now_ms(void);
 
 /* The timing loop of fajit_tune and fagen bench (tune_time.c): reps calls, each between two CUDA events. */
 typedef struct fj_timer {

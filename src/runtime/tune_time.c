@@ -265,7 +265,7 @@ static const char k_spin_ptx[] = ".version 6.3\n.target sm_70\n.address_size 64\
                                  "spin:\n  nanosleep.u32 2000;\n  mov.u64 %t, %globaltimer;\n"
                                  "  setp.lt.u64 %p, %t, %end;\n  @%p bra spin;\n  ret;\n}\n";
 
-static double now_ms(void)
+double fj_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -305,10 +305,10 @@ fajit_status fj_timer_run(fajit_context *ctx, fj_timer *t, const fajit_attention
     fajit_status st = FAJIT_OK;
     fj_CUresult rc = cu->cuEventRecord(ev[0], NULL);
     double host_ms = 0.0; /* the host's time to enqueue one call: the settling calls' mean, else the warm-up's */
-    double t0 = now_ms();
+    double t0 = fj_now_ms();
     for (int i = 0; rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && i < warmup; i++)
         st = fajit_attention_forward(ctx, &sets[i % n_sets], cfg);
-    if (warmup > 0) host_ms = (now_ms() - t0) / warmup;
+    if (warmup > 0) host_ms = (fj_now_ms() - t0) / warmup;
     if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventRecord(ev[1], NULL);
     if (rc == FJ_CUDA_SUCCESS && st == FAJIT_OK) rc = cu->cuEventSynchronize(ev[1]);
     long more = 0;
@@ -319,10 +319,10 @@ fajit_status fj_timer_run(fajit_context *ctx, fj_timer *t, const fajit_attention
         if (warm_ms < settle_ms) more = (long)ceil((settle_ms - warm_ms) / per_call);
         if (more > settle_max) more = settle_max;
     }
-    t0 = now_ms();
+    t0 = fj_now_ms();
     for (long i = 0; rc == FJ_CUDA_SUCCESS && st == FAJIT_OK && i < more; i++)
         st = fajit_attention_forward(ctx, &sets[(warmup + i) % n_sets], cfg);
-    if (more > 0) host_ms = (now_ms() - t0) / (double)more; /* steady state: no first-call compile in it */
+    if (more > 0) host_ms = (fj_now_ms() - t0) / (double)more; /* steady state: no first-call compile in it */
     long first = warmup + more;
     /* the queue-ahead kernel covers twice the timed calls' enqueue (at least 1 ms, at most 2 s) */
     double cover = 2.0 * host_ms * reps;

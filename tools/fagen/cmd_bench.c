@@ -84,12 +84,6 @@ typedef struct bench_result {
     char ran[448]; /* fajit_last_forward() after the timed calls */
 } bench_result;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 
 /* ---- flags ------------------------------------------------------------------------------------ */
@@ -479,9 +473,10 @@ static fajit_status bench_loop(fajit_context *ctx, const bench_sets *sets, const
      * long run under the power cap does not keep (H200, D128 causal B2 N8k: 0.80 ms a call after 10 calls, 0.92 ms
      * in a harness that settles first) */
     fj_timer t;
-    fajit_status st = fj_timer_open(ctx, reps, &t);
-    if (st == FAJIT_OK) st = fj_timer_run(ctx, &t, sets->args, sets->n, cfg, warmup, settle_ms, 100000, ms);
-    if (t.events) fj_timer_close(ctx, &t);
+    fajit_status st = fj_timer_open(ctx, reps, &t); /* (a failed open leaves t closed) */
+    if (st != FAJIT_OK) return st;
+    st = fj_timer_run(ctx, &t, sets->args, sets->n, cfg, warmup, settle_ms, 100000, ms);
+    fj_timer_close(ctx, &t);
     return st;
 }
 
@@ -612,9 +607,9 @@ static fajit_status lat_context(const bench_cli *o, const char *dir, fajit_conte
     opt.device = o->device;
     opt.disk_cache = 1;
     opt.cache_dir = dir;
-    double t0 = now_ms();
+    double t0 = fj_now_ms();
     fajit_status st = fajit_context_create(&opt, ctx);
-    *ms = now_ms() - t0;
+    *ms = fj_now_ms() - t0;
     return st;
 }
 
@@ -622,9 +617,9 @@ static fajit_status lat_get(fajit_context *ctx, const fajit_config *cfg, const c
 {
     fajit_kernel *k;
     fajit_cache_source src = FAJIT_SOURCE_COMPILED;
-    double t0 = now_ms();
+    double t0 = fj_now_ms();
     fajit_status st = fajit_kernel_get(ctx, cfg, &k, &src);
-    double ms = now_ms() - t0;
+    double ms = fj_now_ms() - t0;
     if (st == FAJIT_OK) printf("  %-58s %10.3f ms  (%s)\n", what, ms, source_name(src));
     return st;
 }
@@ -635,9 +630,9 @@ static fajit_status lat_ptx(const fajit_config *cfg)
     size_t len = 0;
     for (int i = 0; i < 21; i++) {
         char *ptx = NULL;
-        double t0 = now_ms();
+        double t0 = fj_now_ms();
         fajit_status st = fajit_generate_ptx(cfg, 0, &ptx, &len);
-        times[i] = now_ms() - t0;
+        times[i] = fj_now_ms() - t0;
         fajit_free(ptx);
         if (st != FAJIT_OK) return st;
     }

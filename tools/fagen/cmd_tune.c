@@ -43,13 +43,6 @@ typedef struct tune_class {
     int ok;
 } tune_class;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static const char *dtype_text(fajit_dtype d)
 {
     return d == FAJIT_DTYPE_F16 ? "f16" : d == FAJIT_DTYPE_E4M3 ? "e4m3" : "bf16";
@@ -415,14 +408,14 @@ int fagen_cmd_tune(int argc, char **argv)
                               : file[0]  ? file
                                          : "(none: the disk cache is off)");
     fflush(stdout);
-    double t0 = now_s();
+    double t0 = fj_now_ms() / 1e3;
     int saved_any = 0;
     for (int i = 0; i < n; i++) {
         int r = o.grid_decode ? tune_one_decode(ctx, &o, &cls[i], i, n) : tune_one(ctx, &o, &cls[i], i, n);
         if (r != FAGEN_EXIT_OK) rc = FAGEN_EXIT_FAIL;
         saved_any |= cls[i].res.saved | cls[i].dres.saved;
     }
-    print_summary(ctx, cls, n, o.grid_decode, now_s() - t0, saved_any);
+    print_summary(ctx, cls, n, o.grid_decode, fj_now_ms() / 1e3 - t0, saved_any);
     fajit_context_destroy(ctx);
     free(cls);
     return rc;
