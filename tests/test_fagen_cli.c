@@ -216,6 +216,8 @@ static const bad_case k_bad_cases[] = {
     {{"warm", "--sm", "sm_91", "--headdim", "64"}, {"--sm sm_91", "not a known GPU", "sm_90a"}},
     {{"warm", "--sm", "sm_80", "--br", "1024"}, {"configs[0]", "block_m (--br) = 1024"}},
     {{"warm", "--bogus"}, {"--bogus", "unknown flag for 'warm'"}},
+    {{"ptx", "--accurate", "maybe"}, {"--accurate maybe", "must be on or off"}},
+    {{"ptx", "--arch", "sm_100a", "--accurate", "on"}, {"accurate = 1 on sm_100a"}},
 };
 
 static void test_bad_flags(void **state)
