@@ -288,7 +288,12 @@ static void test_variant_plans(void **state)
     /* seqlens_k, split-KV, GQA packing and paged K/V plan on sm_90a: the tensor-map block + the decode fields */
     assert_int_equal(fj_plan_build(&w, &p0), FAJIT_OK);
     assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PAGED, &p1), FAJIT_OK);
-    assert_int_equal(p1.vtail_bar, p0.smem_bytes); /* paged: the V tail's zero fill, with or without seqlens_k */
+    /* paged: the V tail's zero fill, with or without seqlens_k, after the plan's smem; a split's epilogue stores from
+     * registers, so the plain kernel's O staging buffer is not planned */
+    assert_int_equal(p1.vtail_bar + 8, p1.smem_bytes);
+    assert_int_equal(p0.o_stage, 1);
+    assert_int_equal(p1.o_stage, 0);
+    assert_int_equal(p1.vtail_bar, p0.smem_bytes - p0.o_bytes);
     assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, &p1), FAJIT_OK);
     assert_int_equal(fj_plan_build_variant(&w, FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT, &p1), FAJIT_OK);
     assert_int_equal(p1.params_bytes, (int)sizeof(fj_fwd_params_tma_decode));

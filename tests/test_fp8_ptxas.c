@@ -280,6 +280,34 @@ static void test_decode_variants(void **state)
             failures += !ptx_assembles_clean(text, ptx, len);
             n++;
         }
+    /* split and packed tiles store O from registers, so no O staging buffer is planned for them: at D128 br64 w8 the
+     * default decode tile (bc64 s3, whose plain kernel stages O) is 16 KB smaller, and it and the wider tiles (bc64 s4,
+     * bc128 s2, whose plain kernels already drop the buffer to keep occ2) plan two CTAs an SM */
+    static const int wide[][2] = {{64, 3}, {64, 4}, {128, 2}};
+    for (size_t t = 0; t < sizeof wide / sizeof wide[0]; t++)
+        for (size_t i = 0; i < 2; i++) {
+            unsigned v = i ? FJ_VARIANT_SPLIT | FJ_VARIANT_PACK : FJ_VARIANT_SPLIT;
+            fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = 128, .block_m = 64,
+                              .block_n = wide[t][0], .stages = wide[t][1], .swizzle = 128, .warps = 8, .overlap = 1};
+            fj_plan p0, p;
+            char text[192], *ptx = NULL;
+            size_t len = 0;
+            snprintf(text, sizeof text, "br64 w8 d128 bc%d s%d variant 0x%x", wide[t][0], wide[t][1], v);
+            assert_int_equal(fj_plan_build(&c, &p0), FAJIT_OK);
+            fajit_status st = fj_plan_build_variant(&c, v, &p);
+            if (st == FAJIT_OK) st = fj_generate_ptx_plan(&p, 0, &ptx, &len);
+            if (st != FAJIT_OK || p.min_ctas != 2 || p.o_stage != 0 || (t == 0 && p0.o_stage != 1) ||
+                p.smem_bytes != p0.smem_bytes - (p0.o_stage == 1 ? p0.o_bytes : 0)) {
+                printf("FAIL %s: %s (plain: O staged %d, smem %d B; variant: %d CTAs an SM, O staged %d, smem %d B)\n",
+                       text, st ? fajit_errmsg() : "smem map", p0.o_stage, p0.smem_bytes, p.min_ctas, p.o_stage,
+                       p.smem_bytes);
+                failures++;
+                if (ptx) fajit_free(ptx);
+                continue;
+            }
+            failures += !ptx_assembles_clean(text, ptx, len);
+            n++;
+        }
     printf("%d FP8 decode-variant kernels assembled, %d failures\n", n, failures);
     assert_int_equal(failures, 0);
 }

@@ -209,11 +209,14 @@ void fj_fp8_smem_map(fj_plan *p)
      * swizzle pattern (1024 bytes at the 128-byte span) */
     int bars = fj_ws_bar_count(c->stages, 0) + 2 * c->stages;
     int base = p->q_bytes + 3 * c->stages * p->kv_tile_bytes + 8 * bars;
-    p->o_stage = base + p->o_bytes <= limit ? 1 : 0; /* not in the V ring: the transposers own it */
+    /* a split's or a packed tile's epilogue stores O from registers (fj_ws_o_staged): no staging buffer is planned
+     * (16 KB at D128 br64; before 2026-11-29 the decode tile's smem held one it never used) */
+    int staged = !(p->variant_wanted & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK));
+    p->o_stage = staged && base + p->o_bytes <= limit ? 1 : 0; /* not in the V ring: the transposers own it */
     /* FJ_FP8_KNOB_OSTAGE: no own buffer fits (D256), so O is staged in the V ring (FlashAttention-3 stages O in V's
      * smem): only the transposers read V, and a consumer warpgroup's epilogue comes after its wait on the work tile's
      * last VT full, so every V of the tile has been read; the producer loads the next tile's first V after O free */
-    if (!p->o_stage && (p->fp8_knobs & FJ_FP8_KNOB_OSTAGE) && c->stages * p->kv_tile_bytes >= p->o_bytes &&
+    if (staged && !p->o_stage && (p->fp8_knobs & FJ_FP8_KNOB_OSTAGE) && c->stages * p->kv_tile_bytes >= p->o_bytes &&
         base + 8 <= limit)
         p->o_stage = 2, bars++;
     p->q_bufs = base + 8 * (p->o_stage == 2) + (p->o_stage == 1 ? p->o_bytes : 0) + p->q_bytes <= limit ? 2 : 1;

@@ -409,7 +409,9 @@ static void smem_map_sm90(fj_plan *p)
      * TMA stores have read it (the O free barrier). */
     int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), ring = 2 * c->stages * p->kv_tile_bytes;
     int base = p->q_bytes + ring + 8 * fj_ws_bar_count(c->stages, 0);
-    p->o_stage = base + p->q_bytes <= limit                                        ? 1
+    /* a split's or a packed tile's epilogue stores O from registers (fj_ws_o_staged): no staging buffer */
+    p->o_stage = p->variant_wanted & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK)           ? 0
+                 : base + p->q_bytes <= limit                                        ? 1
                  : c->stages * p->kv_tile_bytes >= p->q_bytes && base + 8 <= limit ? 2
                                                                                    : 0;
     p->n_bars = fj_ws_bar_count(c->stages, p->o_stage);
@@ -669,7 +671,12 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   p->q_bufs == 2 ? "second round" : "round",
                   p->q_bufs == 2 ? "(round / 2) & 1" : "round & 1", p->kv_tile_bytes, 4 * p->consumer_wgs, c->stages,
                   c->stages, c->stages, c->stages);
-    if (p->o_stage == 2)
+    if (p->variant_wanted & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK))
+        fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O stored from registers (a split's fp32 partials, a "
+                           "packed tile's rows of several heads: no TMA box fits them, so no staging buffer is "
+                           "planned)\n",
+                      pf);
+    else if (p->o_stage == 2)
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row; no staging buffer fits beside Q and the K/V ring, so O is "
                            "staged in the V ring: %s, write O there in the TMA box layout, and thread 0 of each issues one TMA store "
                            "(%d-row box; rows past seqlen are not written), waits until it has read the ring and "
