@@ -91,6 +91,49 @@ static void test_defaults(void **state)
     assert_int_equal(defaults_assemble(), 0);
 }
 
+/* The rolled consumer loop (config roll = 1, opt-in for e4m3): every default of issue 22's cells, and the decode tile
+ * with split + GQA packing, plan with the Vt barriers on the K / V block's stride (vt_bar_stride 32; 16 unrolled),
+ * generate about half the PTX of the unrolled kernel (one consumer body for every stage) and assemble clean. The
+ * barrier protocol itself is test_pipe_sim's (test_fp8_rolled). */
+static void test_rolled(void **state)
+{
+    (void)state;
+    int failures = 0, n = 0;
+    for (int d = 64; d <= 256; d *= 2)
+        for (int causal = 0; causal < 2; causal++)
+            for (int decode = 0; decode < 2; decode++) {
+                fajit_shape shape = {decode ? 8 : 4, 32, 8, decode ? 1 : 4096, decode ? 8192 : 4096};
+                fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = d, .causal = causal};
+                unsigned v = decode ? FJ_VARIANT_SPLIT | FJ_VARIANT_PACK : 0;
+                assert_int_equal(fajit_config_fill(NULL, &shape, &c), FAJIT_OK);
+                fajit_config r = c;
+                r.roll = 1;
+                c.roll = -1;
+                fj_plan pu, pr;
+                char text[192], *ptx_u = NULL, *ptx_r = NULL;
+                size_t len_u = 0, len_r = 0;
+                fajit_config_format(&r, text, sizeof text);
+                fajit_status st = fj_plan_build_variant(&c, v, &pu);
+                if (st == FAJIT_OK) st = fj_plan_build_variant(&r, v, &pr);
+                if (st == FAJIT_OK) st = fj_generate_ptx_plan(&pu, 0, &ptx_u, &len_u);
+                if (st == FAJIT_OK) st = fj_generate_ptx_plan(&pr, 0, &ptx_r, &len_r);
+                if (st != FAJIT_OK || !pr.roll_stages || pr.vt_bar_stride != 32 || pu.vt_bar_stride != 16 ||
+                    (c.stages >= 2 && 10 * len_r > 7 * len_u)) {
+                    printf("FAIL %s variant 0x%x: %s (vt_bar_stride %d / %d, PTX %zu / %zu bytes rolled / unrolled)\n",
+                           text, v, st ? fajit_errmsg() : "plan", pr.vt_bar_stride, pu.vt_bar_stride, len_r, len_u);
+                    failures++;
+                } else {
+                    failures += !ptx_assembles_clean(text, ptx_r, len_r); /* (frees the PTX) */
+                    ptx_r = NULL;
+                    n++;
+                }
+                fajit_free(ptx_u);
+                fajit_free(ptx_r);
+            }
+    printf("%d rolled FP8 kernels assembled, %d failures\n", n, failures);
+    assert_int_equal(failures, 0);
+}
+
 static void test_tune_space(void **state)
 {
     (void)state;
@@ -320,6 +363,7 @@ int main(void)
     assert_non_null(g_dir);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_rolled),
         cmocka_unit_test(test_tune_space),
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_variants),

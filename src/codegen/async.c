@@ -25,7 +25,8 @@ int fj_ws_bar(const fj_plan *p, int which, int index)
 {
     if (which == FJ_BAR_Q_FULL || which == FJ_BAR_Q_EMPTY) return p->bar_off + 8 * (2 * which + index);
     if (which == FJ_BAR_O_FREE) return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * p->cfg.stages);
-    if (which == FJ_BAR_VT_FULL || which == FJ_BAR_VT_EMPTY) return p->vt_bar + 16 * index + 8 * (which == FJ_BAR_VT_EMPTY);
+    if (which == FJ_BAR_VT_FULL || which == FJ_BAR_VT_EMPTY)
+        return p->vt_bar + p->vt_bar_stride * index + 8 * (which == FJ_BAR_VT_EMPTY);
     return p->bar_off + 8 * (4 + FJ_WS_BARS_PER_STAGE * index + (which - FJ_BAR_K_FULL));
 }
 

@@ -140,10 +140,12 @@ typedef struct fj_plan {
     /* FP8 (cfg.dtype e4m3, sm_90a; fp8_ws.c): Q, K, V are 1-byte elements (row_bytes = head_dim, tma_box_cols =
      * swizzle); wgmma k = 32; V is transposed by the producer's warps 1..transpose_warps (fp8_vt4: 0..3) into the Vt ring at
      * vt_off (stages tiles of [head_dim][block_n] bytes, K-major, boxes of vt_swizzle bytes), with VT full[s] at
-     * vt_bar + 16 s (count 32 x transpose_warps) and VT empty[s] at vt_bar + 16 s + 8 (count consumer warps);
-     * V empty[s] then counts the transposing threads (they free the TMA-loaded V). */
+     * vt_bar + vt_bar_stride s (count 32 x transpose_warps) and VT empty[s] 8 bytes after it (count consumer warps);
+     * V empty[s] then counts the transposing threads (they free the TMA-loaded V). vt_bar_stride is 16, or with the
+     * rolled consumer loop (config roll = 1) the K / V barrier block's 8 x FJ_WS_BARS_PER_STAGE, so that one
+     * register offset (stage x that stride, fj_ws_ring_point) reaches a stage's K, V and Vt barriers alike. */
     int fp8;
-    int vt_off, vt_swizzle, vt_bar, transpose_warps;
+    int vt_off, vt_swizzle, vt_bar, vt_bar_stride, transpose_warps;
     int fp8_vt4;                 /* FJ_FP8_KNOB_VT4: warps 0-3 transpose (transpose_warps 4; warp 0 loads first, the
                                     transposer role is warps 1-3), straight code, two ldmatrix in flight */
     unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at

@@ -370,9 +370,6 @@ static fajit_status tiles_sm90(fj_plan *p)
         return CFG_FAIL("pingpong = 1 with overlap = %d: a warpgroup's turn issues S(j) and PV(j-1) together, which "
                         "is the overlapped schedule; use overlap = 1",
                         c->overlap);
-    if (c->roll == 1 && c->dtype == FAJIT_DTYPE_E4M3)
-        return CFG_FAIL("roll = 1 with dtype e4m3: the FP8 kernels' KV loop is written per stage only (its V waits are "
-                        "the transposed Vt's); use roll = 0 or -1");
     if (c->roll == 1 && c->stages < 2)
         return CFG_FAIL("roll = 1 with stages = %d: one stage is one loop body already; use roll = 0 or -1, or stages "
                         ">= 2",
@@ -453,7 +450,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->whole_program = p->consumer_regs > 0;
     fajit_status st = fj_sm90_lean_parse(getenv("FAJIT_SM90_LEAN"), &p->lean);
     if (st != FAJIT_OK || (st = plan_kv_order(p)) != FAJIT_OK || (st = plan_causal_sched(p)) != FAJIT_OK) return st;
-    p->roll_stages = c->roll == 1; /* (the check refuses it with FP8 and with one stage) */
+    p->roll_stages = c->roll == 1; /* (the check refuses it with one stage) */
     /* the default takes the rolled loop for 16-bit kernels with 2+ stages, the attention variants (mods) included:
      * on an H100 (bench/results/h100-session5-2026-11-27.md) rolled = unrolled within noise or faster for softcap,
      * sinks, ALiBi, window, chunk and varlen, and `fagen check --roll on` passes them. fj_plan_build_variant turns it
@@ -572,7 +569,7 @@ void fj_sm90_roles(fj_plan *p)
              fj_ws_bar(p, FJ_BAR_V_FULL, 0), fj_ws_bar(p, FJ_BAR_V_EMPTY, 0));
     t->n_rings++;
     if (p->fp8) {
-        g = fj_ring_add(t, "Vt", p->cfg.stages, 16);
+        g = fj_ring_add(t, "Vt", p->cfg.stages, p->vt_bar_stride);
         snprintf(g->note, sizeof g->note,
                  "FP8: per stage VT full (%d arrivals: every thread of the %d transposing producer warps, after its "
                  "stmatrix and a proxy fence) and VT empty (%d arrivals: lane 0 of every consumer warp); V empty above "
@@ -819,11 +816,22 @@ static fj_reg_t desc_at(fj_kctx *k, fj_reg_t base, int off)
     return d;
 }
 
+/* The descriptor base of a K or V stage: the tile's own (an immediate stage, slot >= 0), or with FJ_SLOT_RING
+ * (the rolled loop) the base plus the stage's offset held in `ring` (stage x kv_tile_bytes / 16). */
+static fj_reg_t stage_base(fj_kctx *k, fj_reg_t base, int slot, fj_reg_t ring)
+{
+    if (slot != FJ_SLOT_RING) return base;
+    fj_reg_t d = fj_alloc(k->e, k->b_rd, 1);
+    fj_ins(k->e, "add.s64 %s, %s, %s", R(d), R(base), R(ring));
+    return d;
+}
+
 /* FP8 S = Q K^T: wgmma k32 steps of 32 bytes along the rows of Q and K (both K-major, boxes of the swizzle span). */
 static void mma_qk_fp8(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
-    int w = p->cfg.swizzle, bc = p->cfg.block_n, tile = p->k_off + slot * p->kv_tile_bytes;
+    int w = p->cfg.swizzle, bc = p->cfg.block_n, tile = p->k_off + (slot == FJ_SLOT_RING ? 0 : slot) * p->kv_tile_bytes;
+    fj_reg_t kbase = stage_base(k, k->bk[BK_DESC_K], slot, k->ring_desc_k);
     fj_buf acc;
     fj_buf_init(&acc);
     reg_list(k, k->acc_s, bc / 2, &acc);
@@ -831,7 +839,7 @@ static void mma_qk_fp8(fj_kctx *k, int slot)
     for (int ks = 0; ks < p->k_steps_qk; ks++) {
         int col = 32 * ks, box = col / w, inner = col % w;
         fj_reg_t da = desc_at(k, k->bk[BK_DESC_Q], box * p->cfg.block_m * w + inner);
-        fj_reg_t db = desc_at(k, k->bk[BK_DESC_K], tile + box * bc * w + inner);
+        fj_reg_t db = desc_at(k, kbase, tile + box * bc * w + inner);
         fj_ins(k->e, PTX_WGMMA_SS_E4M3, bc, acc.data ? acc.data : "", R(da), R(db), ks ? 1 : 0);
     }
     fj_ins(k->e, PTX_WGMMA_COMMIT);
@@ -843,7 +851,8 @@ static void mma_qk_fp8(fj_kctx *k, int slot)
 static void mma_pv_fp8(fj_kctx *k, int slot)
 {
     const fj_plan *p = k->p;
-    int wv = p->vt_swizzle, d = p->cfg.head_dim, tile = p->vt_off + slot * p->kv_tile_bytes;
+    int wv = p->vt_swizzle, d = p->cfg.head_dim, tile = p->vt_off + (slot == FJ_SLOT_RING ? 0 : slot) * p->kv_tile_bytes;
+    fj_reg_t vbase = stage_base(k, k->bk[BK_DESC_V], slot, k->ring_desc_v); /* (Vt's tiles: the K / V tiles' size) */
     fj_buf acc;
     fj_buf_init(&acc);
     reg_list(k, k->acc_o, d / 2, &acc);
@@ -851,22 +860,12 @@ static void mma_pv_fp8(fj_kctx *k, int slot)
     for (int ks = 0; ks < p->k_steps_pv; ks++) {
         int key = 32 * ks, box = key / wv, inner = key % wv;
         fj_reg_t a = fj_at(k->frag_p, 4 * ks);
-        fj_reg_t db = desc_at(k, k->bk[BK_DESC_V], tile + box * d * wv + inner);
+        fj_reg_t db = desc_at(k, vbase, tile + box * d * wv + inner);
         fj_ins(k->e, PTX_WGMMA_RS_E4M3, d, acc.data ? acc.data : "", R(a), R(fj_at(a, 1)), R(fj_at(a, 2)),
                R(fj_at(a, 3)), R(db));
     }
     fj_ins(k->e, PTX_WGMMA_COMMIT);
     fj_buf_free(&acc);
-}
-
-/* The descriptor base of a K or V stage: the tile's own (an immediate stage, slot >= 0), or with FJ_SLOT_RING
- * (the rolled loop) the base plus the stage's offset held in `ring` (stage x kv_tile_bytes / 16). */
-static fj_reg_t stage_base(fj_kctx *k, fj_reg_t base, int slot, fj_reg_t ring)
-{
-    if (slot != FJ_SLOT_RING) return base;
-    fj_reg_t d = fj_alloc(k->e, k->b_rd, 1);
-    fj_ins(k->e, "add.s64 %s, %s, %s", R(d), R(base), R(ring));
-    return d;
 }
 
 static void mma_qk_sm90(fj_kctx *k, int slot)

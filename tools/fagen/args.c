@@ -310,7 +310,7 @@ static const config_flag k_config_flags[] = {
      "sm_90a: consumer warpgroups take turns issuing their GEMMs (default: heuristic)"},
     {"--roll", NULL, "on|off", set_roll,
      "sm_90a: one consumer KV loop body for every K/V stage (on: about half the PTX, a faster compile) or one per "
-     "stage (off); without the flag: on where it can"},
+     "stage (off); without the flag: on where it can (16-bit; e4m3: off, on only when asked)"},
     {"--sched", NULL, "static|lpt", set_sched,
      "sm_90a causal: work tiles handed out by a fixed round-robin (static) or a global counter, longest first (lpt); "
      "default: heuristic (lpt at Nq >= 4096 for grouped-query heads (Hq >= 4 Hkv), other heads up to Nq 8192, and "
