@@ -662,7 +662,7 @@ unsigned ws_setup(world *w, const fj_plan *pl, const fajit_attention_args *a)
     w->kv_tile_bytes = pl->kv_tile_bytes, w->k_off = pl->k_off, w->v_off = pl->v_off;
     w->q_box_bytes = (w->packed ? w->group * a->seqlen_q : pl->cfg.block_m) * 128;
     w->fp8_span = pl->fp8 ? pl->cfg.swizzle : 0;
-    if (pl->fp8) w->q_box_bytes = pl->cfg.block_m * pl->cfg.swizzle;
+    if (pl->fp8) w->q_box_bytes = (w->packed ? w->group * a->seqlen_q : pl->cfg.block_m) * pl->cfg.swizzle;
     else assert_int_equal(pl->cfg.swizzle, 128);
     return t->n_tiles;
 }

@@ -127,6 +127,9 @@ static world *make_world(const sim_case *c, const fj_plan *pl, pipe_opts *o)
                      .k_map_off = offsetof(fj_fwd_params_tma, tmap_k), .v_map_off = offsetof(fj_fwd_params_tma, tmap_v),
                      .q_box_bytes = w->q_box_bytes, .kv_box_bytes = w->box * 128, /* ws_setup: 128-byte swizzle */
                      .o_box_bytes = 64 * 128};
+    if (pl->fp8) /* rows of head_dim bytes in boxes of the swizzle span; V transposed into the Vt ring */
+        o->kv_box_bytes = w->box * pl->cfg.swizzle, o->vt_off = pl->vt_off, o->vt_bytes = pl->kv_tile_bytes,
+        o->vt_stages = pl->cfg.stages;
     return w;
 }
 
@@ -496,6 +499,15 @@ static void test_decode(void **state)
         expect_clean(&(sim_case){.dim = 64, .block_n = 64, .stages = 3, .variant = variants[i], .seqlen_q = 40,
                                  .seqlen_k = 1000});
     }
+    /* FP8 (e4m3 Q / K / V) on the decode tile (br64, one consumer warpgroup): split, GQA packing (Q's box: group x Nq
+     * rows), seqlens_k, paged K/V, Nq 1 and 4 */
+    static const unsigned fp8_variants[] = {FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                            FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK,
+                                            FJ_VARIANT_PAGED | FJ_VARIANT_SEQLENS, FJ_VARIANT_SPLIT};
+    for (size_t i = 0; i < sizeof fp8_variants / sizeof *fp8_variants; i++)
+        for (int d = 64; d <= 128; d *= 2)
+            expect_clean(&(sim_case){.dim = d, .block_m = 64, .block_n = 64, .stages = 3, .overlap = 1, .fp8 = "-",
+                                     .variant = fp8_variants[i], .seqlen_q = i == 3 ? 4 : 1, .seqlen_k = 1000});
 }
 
 /* The attention variants on the sm_90a kernel: windows (causal, two-sided, left only) move the KV range's start,
@@ -552,8 +564,7 @@ static void test_rolled(void **state)
 /* The FP8 kernels' rolled consumer loop (config roll = 1 with dtype e4m3: one body for every stage; the Vt ring's
  * barriers then stride with the K / V block, codegen.h vt_bar_stride; the producer and the transposers stay one body a
  * stage): every FP8 default of D 64 / 128 / 256, causal and not, with the knob sets of test_fp8, FlashAttention-3's
- * tiles, 3 stages, vt4, O in the V ring, the lengths' edges. (Not the decode variants: this simulator's decode world,
- * ws_setup, models 16-bit boxes only - an FP8 split / packed kernel deadlocks there rolled or not.) */
+ * tiles, 3 stages, vt4, O in the V ring, the lengths' edges, and the decode tile's split / packed / paged variants. */
 static void test_fp8_rolled(void **state)
 {
     (void)state;
@@ -575,6 +586,10 @@ static void test_fp8_rolled(void **state)
         {.dim = 128, .fp8 = "-", .seqlen_q = 300, .seqlen_k = 100, .roll = 1},
         {.dim = 256, .causal = 1, .fp8 = "regs,vt,ostage", .seqlen_q = 301, .seqlen_k = 999, .roll = 1},
         {.dim = 64, .causal = 1, .fp8 = "vt4", .seqlen_q = 571, .seqlen_k = 777, .roll = 1},
+        {.dim = 128, .block_m = 64, .block_n = 64, .stages = 3, .overlap = 1, .fp8 = "-",
+         .variant = FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, .seqlen_q = 1, .seqlen_k = 3000, .roll = 1},
+        {.dim = 128, .block_m = 64, .block_n = 64, .stages = 3, .overlap = 1, .fp8 = "-",
+         .variant = FJ_VARIANT_PAGED | FJ_VARIANT_SEQLENS, .seqlen_q = 1, .seqlen_k = 1000, .roll = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
 }
