@@ -23,7 +23,8 @@
  * Attention variants (fajit.h's definitions, the reference on the dequantized inputs): sliding windows (bottom-right
  * aligned, causal or not, rows with no key), softcap (tanh.approx: the score error d grows by c x 2^-10), sinks
  * (float32 per query head in the denominator; a row with no key has O = 0 and LSE = sink), chunks, and the
- * combinations models use (window + sinks, window + softcap); one window case with more work tiles than SMs.
+ * combinations models use (window + sinks, window + softcap); one window case with more work tiles than SMs. The
+ * "roll" cases run the library's config with the rolled consumer loop (config roll = 1, opt-in for FP8).
  * Without libcuda, a device, or on a GPU other than sm_90: prints "SKIP: <reason>" and exits 77.
  *
  *   ctest --test-dir build -R test_gpu_fp8 --output-on-failure   (or run build/tests/test_gpu_fp8)
@@ -57,6 +58,7 @@ typedef struct fp8_case {
     float softcap;                /* > 0: s = c tanh(s / c) */
     int sinks;                    /* one float32 sink logit a query head */
     int chunk;                    /* attention_chunk */
+    int roll;                     /* 1: the library's config for the call with roll = 1 (the rolled consumer loop) */
 } fp8_case;
 
 static const fp8_case k_cases[] = {
@@ -90,6 +92,14 @@ static const fp8_case k_cases[] = {
     {"d128 causal chunk 256", 1, 4, 4, 1000, 1000, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 256},
     {"d256 chunk 300 (not causal) Nq<Nk", 1, 2, 2, 500, 1000, 256, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 300},
     {"d128 causal window (64,0) + sinks, tiles > SMs", 2, 8, 8, 4096, 4096, 128, 1, 0, 0, 0, 0, 1, 64, 0, 0.0f, 1},
+    /* the rolled consumer loop (config roll = 1, opt-in for FP8 since 2026-11-29): the defaults' tiles, odd lengths,
+     * rows with no key, GQA, a window with sinks, more work tiles than SMs (the ring across work tiles) */
+    {"roll d128 N1000", 1, 4, 4, 1000, 1000, 128, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 1},
+    {"roll d64 causal Nq>Nk (rows with no key) GQA", 1, 4, 2, 1000, 300, 64, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 1},
+    {"roll d256 causal N1000 BNHD", 1, 2, 2, 1000, 1000, 256, 1, 1, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 1},
+    {"roll d128 causal Nq<Nk N17 GQA", 2, 8, 2, 17, 1000, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 1},
+    {"roll d64 causal window (128,0) + sinks", 1, 8, 2, 1000, 1000, 64, 1, 0, 0, 0, 0, 1, 128, 0, 0.0f, 1, 0, 1},
+    {"roll d128 causal N4096, tiles > SMs", 2, 8, 8, 4096, 4096, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 1},
 };
 
 /* ---- inputs --------------------------------------------------------------------------------------------------- */
@@ -231,13 +241,14 @@ static void check_row(const fp8_case *c, const double *q, const double *k, const
     free(s), free(h);
 }
 
-/* The forward on the args, then O and LSE downloaded: 0, or 1 with a FAIL line. text gets fajit_last_forward(). */
-static int forward_fetch(const char *name, const fajit_attention_args *a, void *o, size_t o_bytes, float *lse,
-                         size_t lse_bytes, char *text, size_t size)
+/* The forward on the args with config cfg (NULL: the library's choice), then O and LSE downloaded: 0, or 1 with a
+ * FAIL line. text gets fajit_last_forward(). */
+static int forward_fetch_cfg(const char *name, const fajit_attention_args *a, const fajit_config *cfg, void *o,
+                             size_t o_bytes, float *lse, size_t lse_bytes, char *text, size_t size)
 {
     const fj_cuda_api *cu = g_ctx->cu;
     int failed = 0;
-    fajit_status st = fajit_attention_forward(g_ctx, a, NULL);
+    fajit_status st = fajit_attention_forward(g_ctx, a, cfg);
     if (st != FAJIT_OK) {
         printf("FAIL %-42s fajit_attention_forward: %s: %s\n", name, fajit_status_name(st), fajit_errmsg());
         failed = 1;
@@ -248,6 +259,13 @@ static int forward_fetch(const char *name, const fajit_attention_args *a, void *
     }
     snprintf(text, size, "%s", fajit_last_forward());
     return failed;
+}
+
+/* The same with the library's choice. */
+static int forward_fetch(const char *name, const fajit_attention_args *a, void *o, size_t o_bytes, float *lse,
+                         size_t lse_bytes, char *text, size_t size)
+{
+    return forward_fetch_cfg(name, a, NULL, o, o_bytes, lse, lse_bytes, text, size);
 }
 
 /* The verdict of a case's rows (every ratio to its bound <= 1, no NaN) and its one line: 1 when it failed. */
@@ -331,7 +349,19 @@ static int run_case(const fp8_case *c)
     const float *const ds[3] = {q.descale, k.descale, v.descale};
     case_inputs(&dev, &a, q.codes, k.codes, v.codes, nk_el, c->no_descale ? NULL : ds, c->sinks ? sinks : NULL);
     char text[256];
-    int failed = forward_fetch(c->name, &a, o, nq_el * 2, lse, lse_n * 4, text, sizeof text);
+    /* roll: the library's config for the shape (its variants' mods), with the rolled consumer loop */
+    fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .out_dtype = a.out_dtype, .head_dim = c->d,
+                        .causal = c->causal, .roll = 1,
+                        .mods = (c->win ? FAJIT_MOD_WINDOW : 0) | (c->softcap > 0.0f ? FAJIT_MOD_SOFTCAP : 0) |
+                                (c->sinks ? FAJIT_MOD_SINKS : 0) | (c->chunk ? FAJIT_MOD_CHUNK : 0)};
+    fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
+    int failed = 0;
+    if (c->roll && fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
+        printf("FAIL %-42s fajit_config_fill: %s\n", c->name, fajit_errmsg());
+        failed = 1;
+    } else {
+        failed = forward_fetch_cfg(c->name, &a, c->roll ? &cfg : NULL, o, nq_el * 2, lse, lse_n * 4, text, sizeof text);
+    }
     put_free(&dev);
     fj_context_pop(g_ctx);
     if (!failed) {
