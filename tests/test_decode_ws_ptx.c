@@ -145,8 +145,13 @@ static void test_ws_split_structure(void **state)
      * the producer (16-byte stores), fenced for wgmma, then V full by a plain arrive */
     char init[96];
     snprintf(init, sizeof init, "+%d], 1;", split.vtail_bar);
-    assert_int_equal(split.vtail_bar, plain.smem_bytes);
-    assert_int_equal(split.smem_bytes, plain.smem_bytes + 8);
+    /* (a split stores O from registers: the plain kernel's O staging is not planned - its own buffer, or here, with O
+     * in the V ring, the O free barrier - so the split's smem is the plain kernel's less that, plus the V tail's
+     * barrier) */
+    assert_int_equal(plain.o_stage, 2);
+    assert_int_equal(split.o_stage, 0);
+    assert_int_equal(split.vtail_bar, plain.smem_bytes - 8);
+    assert_int_equal(split.smem_bytes, split.vtail_bar + 8);
     assert_non_null(strstr(b, init));
     assert_non_null(strstr(b, "st.shared.v4.b32"));
     assert_null(strstr(a, "st.shared.v4.b32"));
