@@ -590,6 +590,10 @@ static void test_fp8_rolled(void **state)
          .variant = FJ_VARIANT_SEQLENS | FJ_VARIANT_SPLIT | FJ_VARIANT_PACK, .seqlen_q = 1, .seqlen_k = 3000, .roll = 1},
         {.dim = 128, .block_m = 64, .block_n = 64, .stages = 3, .overlap = 1, .fp8 = "-",
          .variant = FJ_VARIANT_PAGED | FJ_VARIANT_SEQLENS, .seqlen_q = 1, .seqlen_k = 1000, .roll = 1},
+        /* the lean vt4 producer (regs with two consumer warpgroups; its ring stage set past the KV loop) */
+        {.dim = 128, .block_m = 128, .block_n = 128, .stages = 3, .overlap = 1, .pingpong = 1, .fp8 = "regs,vt4",
+         .roll = 1},
+        {.dim = 128, .causal = 1, .fp8 = "regs,vt4", .seqlen_q = 333, .seqlen_k = 1001, .roll = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) expect_clean(&cases[i]);
 }
