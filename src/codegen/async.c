@@ -14,10 +14,9 @@
 
 #define R(reg) fj_r(k->e, reg)
 
-int fj_ws_o_staged(const fj_plan *p)
-{
-    return p->variant & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK) ? 0 : p->o_stage;
-}
+int fj_ws_o_in_regs(const fj_plan *p) { return (p->variant_wanted & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK)) != 0; }
+
+int fj_ws_o_staged(const fj_plan *p) { return fj_ws_o_in_regs(p) ? 0 : p->o_stage; }
 
 int fj_ws_bar_count(int stages, int o_stage) { return 4 + FJ_WS_BARS_PER_STAGE * stages + (o_stage == 2); }
 

@@ -37,8 +37,11 @@ enum fj_ws_bar {
 int fj_ws_bar(const fj_plan *p, int which, int index);
 /* Barriers a plan needs: 4 + 4 * stages, and O free when O is staged in the V ring (o_stage 2). */
 int fj_ws_bar_count(int stages, int o_stage);
+/* 1 for the decode variants that write split partials or GQA-packed rows (plan.variant_wanted, so the smem maps can
+ * ask before the variant is set): O leaves by st.global from registers (no TMA box fits those), no staging planned. */
+int fj_ws_o_in_regs(const fj_plan *p);
 /* How a work tile's O leaves: plan.o_stage (1 own buffer, 2 the V ring: a TMA store), or 0 - st.global from
- * registers - for the decode variants that write split partials or GQA-packed rows (no TMA box fits those). */
+ * registers (fj_ws_o_in_regs, or no staging fits). */
 int fj_ws_o_staged(const fj_plan *p);
 
 /* Spin until the phase of parity `parity` (a u32 register holding 0 or 1) of the barrier at byte offset

@@ -212,9 +212,9 @@ void fj_fp8_smem_map(fj_plan *p)
     p->vt_bar_stride = c->roll == 1 ? 8 * FJ_WS_BARS_PER_STAGE : 16;
     int bars = fj_ws_bar_count(c->stages, 0) + p->vt_bar_stride / 8 * c->stages;
     int base = p->q_bytes + 3 * c->stages * p->kv_tile_bytes + 8 * bars;
-    /* a split's or a packed tile's epilogue stores O from registers (fj_ws_o_staged): no staging buffer is planned
+    /* a split's or a packed tile's epilogue stores O from registers (fj_ws_o_in_regs): no staging buffer is planned
      * (16 KB at D128 br64; before 2026-11-29 the decode tile's smem held one it never used) */
-    int staged = !(p->variant_wanted & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK));
+    int staged = !fj_ws_o_in_regs(p);
     p->o_stage = staged && base + p->o_bytes <= limit ? 1 : 0; /* not in the V ring: the transposers own it */
     /* FJ_FP8_KNOB_OSTAGE: no own buffer fits (D256), so O is staged in the V ring (FlashAttention-3 stages O in V's
      * smem): only the transposers read V, and a consumer warpgroup's epilogue comes after its wait on the work tile's

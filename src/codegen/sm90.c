@@ -406,8 +406,8 @@ static void smem_map_sm90(fj_plan *p)
      * TMA stores have read it (the O free barrier). */
     int limit = fj_arch_path_smem_max(FAJIT_ARCH_SM90A), ring = 2 * c->stages * p->kv_tile_bytes;
     int base = p->q_bytes + ring + 8 * fj_ws_bar_count(c->stages, 0);
-    /* a split's or a packed tile's epilogue stores O from registers (fj_ws_o_staged): no staging buffer */
-    p->o_stage = p->variant_wanted & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK)           ? 0
+    /* a split's or a packed tile's epilogue stores O from registers: no staging buffer */
+    p->o_stage = fj_ws_o_in_regs(p)                                                 ? 0
                  : base + p->q_bytes <= limit                                        ? 1
                  : c->stages * p->kv_tile_bytes >= p->q_bytes && base + 8 <= limit ? 2
                                                                                    : 0;
@@ -668,7 +668,7 @@ static void describe_sm90(const fj_plan *p, fj_buf *out, const char *pf)
                   p->q_bufs == 2 ? "second round" : "round",
                   p->q_bufs == 2 ? "(round / 2) & 1" : "round & 1", p->kv_tile_bytes, 4 * p->consumer_wgs, c->stages,
                   c->stages, c->stages, c->stages);
-    if (p->variant_wanted & (FJ_VARIANT_SPLIT | FJ_VARIANT_PACK))
+    if (fj_ws_o_in_regs(p))
         fj_buf_printf(out, "%sepilogue: O x 1/l and LSE per row, O stored from registers (a split's fp32 partials, a "
                            "packed tile's rows of several heads: no TMA box fits them, so no staging buffer is "
                            "planned)\n",

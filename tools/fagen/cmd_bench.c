@@ -84,8 +84,6 @@ typedef struct bench_result {
     char ran[448]; /* fajit_last_forward() after the timed calls */
 } bench_result;
 
-
-
 /* ---- flags ------------------------------------------------------------------------------------ */
 
 static void bench_usage(FILE *f)
