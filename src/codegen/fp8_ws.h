@@ -130,7 +130,9 @@ void fj_fp8_emit_pack_p(fj_kctx *k);
  * numerics cannot change. bench/results/fp8-p-convert-forms-2026-11-27.md has the forms tried. Measured on an H100
  * (2026-11-27, two rounds, bench/results/h100-session7-2026-11-27.md): slower at D64 (-13% N4k, -7% causal) and D128
  * (-4% / -1.5%), +1-4% at D256 non-causal, even at D256 causal, despite the 4-5% fewer instructions: so plan.fp8_p_early
- * is set at D256 only (FJ_FP8_P_EARLY_D256 1); FJ_FP8_P_EARLY 1 sets it at every head dim (a build knob for A/B runs). */
+ * is set at D256 only (FJ_FP8_P_EARLY_D256 1); FJ_FP8_P_EARLY 1 sets it at every head dim (a build knob for A/B runs).
+ * The rolled loop (config roll = 1) never packs early: there ptxas 13.0 gave the early P the registers the PV in flight
+ * read (session 24; test_sass_hazard); its speed packed after the wait, with the shipped knobs, is not measured yet. */
 #ifndef FJ_FP8_P_EARLY
 #define FJ_FP8_P_EARLY 0
 #endif
