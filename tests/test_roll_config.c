@@ -2,7 +2,7 @@
  * test_roll_config.c - unit tests of the config's roll field (fajit.h; issue 23's rolled sm_90a KV loop), without a
  * GPU or ptxas: the canonical text gains " roll" only when it is 1 and reads back (tune files), fj_config_same and
  * fj_config_overlay see it, roll 0 and -1 write the same PTX as a config from before the field, roll 1 a different
- * and shorter one (FP8 too, where roll 0 stays unrolled), and the check refuses what the rolled loop does not take
+ * and shorter one (FP8 too, where roll 0 stays unrolled but for FJ_FP8_ROLL_D128), and the check refuses what the rolled loop does not take
  * (values outside -1..1, the sm_80 path, one stage), naming the field, the value and the rule. Run: ctest --test-dir build -R test_roll_config
  */
 #include <setjmp.h>
@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/sm90.h"
 #include "fajit.h"
 #include "runtime/tune_file.h"
 #include "test_support.h"
@@ -84,7 +85,7 @@ static void test_refusals(void **state)
     c = d128(0);
     c.roll = 1;
     c.dtype = FAJIT_DTYPE_E4M3, c.block_n = 192;
-    assert_int_equal(fajit_config_check(&c), FAJIT_OK); /* FP8 takes it since 2026-11-29 (opt-in) */
+    assert_int_equal(fajit_config_check(&c), FAJIT_OK); /* FP8 takes it since 2026-11-29 */
     fajit_config s = {0};
     s.arch = FAJIT_ARCH_SM80, s.dtype = FAJIT_DTYPE_BF16, s.head_dim = 128, s.block_m = 128, s.block_n = 64;
     s.stages = 2, s.swizzle = 128, s.warps = 4, s.col_warps = 1, s.roll = 1;
@@ -115,16 +116,23 @@ static void three_rolls(fajit_config c, char *p[3], size_t n[3])
 static void test_ptx(void **state)
 {
     (void)state;
-    for (int k = 0; k < 3; k++) {
-        /* BF16 non-causal and causal; then FP8 causal, whose roll 0 stays the unrolled loop (opt-in until a GPU has
-         * run it) */
+    for (int k = 0; k < 5; k++) {
+        /* BF16 non-causal and causal; FP8 D128 causal, whose roll 0 is the rolled loop with the build knob
+         * FJ_FP8_ROLL_D128 (sm90.h; off by default); FP8 D64 and D256 (the defaults' tiles), whose roll 0 stays
+         * unrolled either way */
         fajit_config c = d128(k > 0);
-        int fp8 = k == 2;
-        if (fp8) c.dtype = FAJIT_DTYPE_E4M3, c.block_n = 192;
+        int rolled0 = k < 2 || (k == 2 && FJ_FP8_ROLL_D128);
+        if (k == 2) c.dtype = FAJIT_DTYPE_E4M3, c.block_n = 192;
+        if (k >= 3) {
+            fajit_shape shape = {4, k == 3 ? 32 : 8, k == 3 ? 32 : 8, 4096, 4096};
+            c = (fajit_config){.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .head_dim = k == 3 ? 64 : 256,
+                               .causal = 1};
+            assert_int_equal(fajit_config_fill(NULL, &shape, &c), FAJIT_OK);
+        }
         char *p[3];
         size_t n[3];
         three_rolls(c, p, n);
-        if (FJ_SM90_ROLL_DEFAULT && !fp8) { /* roll 0 is the rolled loop: the PTX of roll 1 but for the header's text */
+        if (FJ_SM90_ROLL_DEFAULT && rolled0) { /* roll 0 is the rolled loop: the PTX of roll 1 but for the header's text */
             const char *b0 = strstr(p[0], ".version"), *b1 = strstr(p[2], ".version");
             assert_true(b0 && b1);
             assert_string_equal(b0, b1);

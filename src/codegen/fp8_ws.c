@@ -209,7 +209,7 @@ void fj_fp8_smem_map(fj_plan *p)
      * swizzle pattern (1024 bytes at the 128-byte span) */
     /* the Vt ring's barriers: full and empty a stage, 16 bytes apart, or the K / V block's stride for the rolled
      * consumer loop (codegen.h vt_bar_stride) */
-    p->vt_bar_stride = c->roll == 1 ? 8 * FJ_WS_BARS_PER_STAGE : 16;
+    p->vt_bar_stride = fj_sm90_rolled(p) ? 8 * FJ_WS_BARS_PER_STAGE : 16;
     int bars = fj_ws_bar_count(c->stages, 0) + p->vt_bar_stride / 8 * c->stages;
     int base = p->q_bytes + 3 * c->stages * p->kv_tile_bytes + 8 * bars;
     /* a split's or a packed tile's epilogue stores O from registers (fj_ws_o_in_regs): no staging buffer is planned

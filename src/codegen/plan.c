@@ -472,9 +472,7 @@ fajit_status fj_plan_build_variant(const fajit_config *cfg, unsigned variant, fj
         if ((st = fj_kv8_direct_plan(p)) != FAJIT_OK) return st;
     }
     p->variant = variant;
-    /* the rolled default (sm90.c) stays for a varlen batch (measured, test_gpu_varlen), not for the decode variants */
-    if (p->cfg.roll == 0 && (variant & ~(unsigned)(FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT)))
-        p->roll_stages = 0;
+    /* (the rolled default for a variant is sm90.c fj_sm90_rolled's, from plan.variant_wanted) */
     p->params_bytes = (int)(p->ws ? sizeof(fj_fwd_params_tma_decode) : sizeof(fj_fwd_params_decode));
     plan_mods_params(p);
     plan_fp8_params(p);

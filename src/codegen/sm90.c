@@ -423,6 +423,19 @@ static void smem_map_sm90(fj_plan *p)
     p->o_bytes = p->q_bytes;
 }
 
+int fj_sm90_rolled(const fj_plan *p)
+{
+    const fajit_config *c = &p->cfg;
+    if (c->roll) return c->roll == 1;
+    if (!FJ_SM90_ROLL_DEFAULT || c->stages < 2) return 0;
+    unsigned v = p->variant_wanted;
+    if (c->dtype == FAJIT_DTYPE_E4M3) return FJ_FP8_ROLL_D128 && c->head_dim == 128 && !c->mods && !v;
+    /* 16-bit: the attention variants (mods) included: on an H100 (bench/results/h100-session5-2026-11-27.md) rolled =
+     * unrolled within noise or faster for softcap, sinks, ALiBi, window, chunk and varlen, and `fagen check --roll on`
+     * passes them; not the decode variants (seqlens_k, split-KV, paging, GQA packing: not GPU-measured rolled) */
+    return !(v & ~(unsigned)(FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K | FJ_VARIANT_LPT));
+}
+
 static fajit_status plan_sm90(fj_plan *p)
 {
     const fajit_config *c = &p->cfg;
@@ -450,13 +463,7 @@ static fajit_status plan_sm90(fj_plan *p)
     p->whole_program = p->consumer_regs > 0;
     fajit_status st = fj_sm90_lean_parse(getenv("FAJIT_SM90_LEAN"), &p->lean);
     if (st != FAJIT_OK || (st = plan_kv_order(p)) != FAJIT_OK || (st = plan_causal_sched(p)) != FAJIT_OK) return st;
-    p->roll_stages = c->roll == 1; /* (the check refuses it with one stage) */
-    /* the default takes the rolled loop for 16-bit kernels with 2+ stages, the attention variants (mods) included:
-     * on an H100 (bench/results/h100-session5-2026-11-27.md) rolled = unrolled within noise or faster for softcap,
-     * sinks, ALiBi, window, chunk and varlen, and `fagen check --roll on` passes them. fj_plan_build_variant turns it
-     * off again for the decode variants (seqlens_k, split-KV, paging, GQA packing: not GPU-measured rolled) */
-    if (c->roll == 0 && FJ_SM90_ROLL_DEFAULT && c->dtype != FAJIT_DTYPE_E4M3 && c->stages >= 2)
-        p->roll_stages = 1;
+    p->roll_stages = fj_sm90_rolled(p); /* (the check refuses roll = 1 with one stage) */
     p->reg_limit = p->consumer_regs ? p->consumer_regs : FJ_SM90_REG_LIMIT_1WG;
     p->reg_acc_o = fj_sm90_acc_o_regs(c);
     p->reg_acc_s = fj_sm90_acc_s_regs(c);

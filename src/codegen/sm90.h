@@ -24,6 +24,22 @@ fajit_status fj_causal_sched_parse(const char *value, int *lpt);
 struct fj_ws_loop;
 void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r);
 
+/* FJ_FP8_ROLL_D128 1: e4m3 head dim 128 plain prefill (no attention or decode variant) takes the rolled loop when roll
+ * = 0. 0 (the default): FP8 rolls only with roll = 1. On the H200 (session 24, bench/results/h200-session24-2026-11-29.md,
+ * fp8_compare.py) roll = 1 ran 1.06x / 1.07x the default at D128 N 4k (non-causal / causal) and 1.00x / 1.03x at 16k in
+ * two calls; but with this knob at 1 the package's default (config None) then timed like the unrolled kernel
+ * (824 / 743 / 883 / 860 TFLOP/s), which the identical PTX does not explain: left off until a run shows which kernel
+ * that call served (.carry/s24/c6.sh's question). */
+#ifndef FJ_FP8_ROLL_D128
+#define FJ_FP8_ROLL_D128 0
+#endif
+
+/* Whether the consumers' KV loop is rolled (plan.roll_stages) for p's config and wanted variant: roll = 1; or, roll
+ * = 0, the default's choice: 16-bit kernels of 2+ stages without a decode variant (FJ_SM90_ROLL_DEFAULT), e4m3 head
+ * dim 128 plain prefill with FJ_FP8_ROLL_D128. The FP8 smem map reads it for the Vt barriers' stride
+ * (plan.vt_bar_stride), so the two always agree. */
+int fj_sm90_rolled(const fj_plan *p);
+
 /* The cross-tile overlap of the ping-pong consumers (the config's cross_tile = 1, text " xt"; the build knob
  * FJ_SM90_CROSS_TILE=1 turns it on for every plan that can take it, varlen under lpt included): a work tile's last PV
  * goes in together with the next work tile's first S = QK^T, in one ping-pong turn, and this tile's epilogue runs
