@@ -203,8 +203,9 @@ typedef struct fajit_config {
      * largest weights sit just under 1, where bf16 / f16 round P most finely, as FlashAttention's eager rescale puts
      * them: max error against a float64 reference 1.00-1.02x FlashAttention-2's (mean of 12 seeds; 1.09-1.16x on the
      * worst), where the default's lazy rescale gives 1.1-1.5x (2.6x on single seeds). On sm_90a it costs 0-6% of
-     * speed at N 2k-8k (the most at N 2k and D64 causal); on the sm_80 path the fill gives D128 a 64-row tile under it
-     * (the 128-row one spills), 12-18% slower at N 4k (H200, bench/results/h200-session23-2026-11-29.md), so
+     * speed at N 2k-8k (the most at N 2k and D64 causal); on the sm_80 path 0-4% at D64 and, at D128, where the fill
+     * halves the KV tile under it (br128 bc32: br128 bc64 spills), 5-8% at N 4k (H200,
+     * bench/results/h200-session23-2026-11-29.md and h200-session24-2026-11-29.md), so
      * fajit_config_fill and calls without a config never pick it; -1 = off. A call given such a config keeps it where
      * the runtime runs an sm_80 kernel in its place (tensors TMA cannot describe, the decode features' sm_80
      * kernels). Canonical text: " acc" after " xt" when 1. fagen's flag: --accurate on|off; Python's keyword:

@@ -464,6 +464,10 @@ static void test_accurate_field(void **state)
         assert_true(fj_config_same(&off, &c));
         if (!arch) { /* sm_80's D128 tile sits within FJ_SM80_REG_ACCURATE of the limit (ptxas spilled it): another */
             assert_true(a.block_m != c.block_m || a.block_n != c.block_n || a.stages != c.stages);
+            /* ... the heuristic's: the 128 query rows kept, half the KV tile (session 24: 0.95x / 0.92x the default's
+             * speed where the search's br64 bc64 ran 0.84x / 0.88x) */
+            assert_int_equal(a.block_m, 128);
+            assert_int_equal(a.block_n, 32);
             c.accurate = 1;
             expect_sched_refused(c, "registers");
         }

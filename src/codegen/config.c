@@ -239,6 +239,13 @@ static void fill_sm80(fajit_config *c, const fajit_shape *shape)
         if (shape && shape->seqlen_q > 0 && shape->seqlen_q <= 64 && 64 % rows16 == 0) c->block_m = 64;
         if (c->block_m % rows16 != 0 || c->block_m / rows16 > 2) c->block_m = rows16;
     }
+    /* the accurate softmax's weight test (accurate = 1) takes 9 registers that the D128 br128 bc64 tile does not
+     * have (sm80.c FJ_SM80_REG_ACCURATE): half the KV tile keeps the 128 query rows - 0.95x / 0.92x the default's
+     * speed (non-causal / causal, H200 D128 N4k) where the br64 bc64 the fill's search found ran 0.84x / 0.88x, at
+     * the same accuracy (session 24, bench/results/h200-session24-2026-11-29.md) */
+    if (!c->block_n && c->accurate == 1 && c->head_dim == 128 && c->block_m == 128 && d->block_n == 64 &&
+        fj_config_kv_dtype(c) != FAJIT_DTYPE_E4M3)
+        c->block_n = 32;
     if (!c->block_n) c->block_n = d->block_n;
     if (!c->stages) c->stages = fj_config_kv_dtype(c) == FAJIT_DTYPE_E4M3 ? FJ_KV8_STAGES : d->stages;
     if (!c->swizzle) {

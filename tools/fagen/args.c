@@ -322,7 +322,7 @@ static const config_flag k_config_flags[] = {
      "on the left)"},
     {"--accurate", NULL, "on|off", set_accurate,
      "sm_80 / sm_90a, 16-bit: the softmax's reference max also follows a new row max heavy in the row's sum "
-     "(FlashAttention-3's accuracy; H200: 0-6% slower on sm_90a, 12-18% on sm_80's D128 tile); default: off"},
+     "(FlashAttention-3's accuracy; H200: 0-6% slower on sm_90a, 5-8% on sm_80's D128 tile); default: off"},
     {"--causal", NULL, NULL, set_causal, "causal mask, bottom-right aligned when Nq != Nk"},
     {"--window", NULL, "L,R", set_window,
      "sliding window: keys i + Nk - Nq - L .. + R (-1 = unbounded side; with --causal R is 0)"},

@@ -188,7 +188,7 @@ def config(spec=None, *, head_dim=None, dtype=None, arch=None, causal=False, blo
     shapes up to Nq 8192 and chunked attention), cross_tile (True / False: a work tile's last PV beside the next
     one's first S; None: the heuristic's, on for causal head_dim <= 64 with grouped-query heads), accurate (True: the
     softmax's reference max also follows a new row max heavy in the row's sum - FlashAttention-3's accuracy, 0-6%
-    slower on sm_90a, 12-18% on the sm_80 path at D128; sm_80 / sm_90a, 16-bit; None / False: off); what is left None is chosen by fajit_config_fill (fill=True) for `shape` (a dict or tuple of
+    slower on sm_90a, 5-8% on the sm_80 path at D128; sm_80 / sm_90a, 16-bit; None / False: off); what is left None is chosen by fajit_config_fill (fill=True) for `shape` (a dict or tuple of
     batch, heads_q, heads_kv, seqlen_q, seqlen_k) on `device` (None: no GPU is touched; an int or
     "cuda:N": that GPU's path and its tuned winners). fill=False only checks (every field must be set).
     Raises FajitInputError (a ValueError) with the rule that was broken, e.g. the shared-memory arithmetic.
