@@ -28,14 +28,16 @@ def inputs(torch, n, layout, seed, heads, d):
                  for _ in range(3))
 
 
-def ratios(fajit, n, layout, seeds, heads=8, d=128, causal=False, fa3=None):
+def ratios(fajit, n, layout, seeds, heads=8, d=128, causal=False, fa3=None, configs=()):
     """{system: [max|O - O_fp64| / max|O_sdpa_flash - O_fp64| per seed]} for fajit's default path ("fajit"), its sm_80
-    path ("fajit_sm80") and FlashAttention-3 ("fa3", when given its flash_attn_func)."""
+    path ("fajit_sm80"), FlashAttention-3 ("fa3", when given its flash_attn_func) and fajit with each config text
+    of `configs` ("cfg1", "cfg2", ...)."""
     import torch
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     cfg80 = fajit.config(head_dim=d, dtype="bf16", arch="sm_80", causal=causal, shape=(1, heads, heads, n, n), device=0)
     out = {"fa3": [], "fajit": [], "fajit_sm80": []} if fa3 is not None else {"fajit": [], "fajit_sm80": []}
+    out.update({f"cfg{i + 1}": [] for i in range(len(configs))})
     for seed in range(seeds):
         q, k, v = inputs(torch, n, layout, seed, heads, d)
         qd, kd, vd = q.double(), k.double(), v.double()
@@ -48,6 +50,8 @@ def ratios(fajit, n, layout, seeds, heads=8, d=128, causal=False, fa3=None):
         e2 = (o2.double() - ref).abs().max().item()
         outs = {"fajit": fajit.attention(q, k, v, causal=causal),
                 "fajit_sm80": fajit.attention(q, k, v, causal=causal, config=cfg80)}
+        for i, text in enumerate(configs):
+            outs[f"cfg{i + 1}"] = fajit.attention(q, k, v, causal=causal, config=text)
         if fa3 is not None:
             outs["fa3"] = fa3(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal).transpose(1, 2)
         for name, o in outs.items():
@@ -64,6 +68,8 @@ def main(argv=None):
     p.add_argument("--headdim", type=int, default=128)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--lib")
+    p.add_argument("--config", action="append", default=[],
+                   help="also fajit with this config text (repeatable; reported as cfg1, cfg2, ...)")
     a = p.parse_args(argv)
     import torch
     fajit = compare.load_fajit(a.lib)
@@ -77,10 +83,12 @@ def main(argv=None):
     dev = torch.cuda.get_device_properties(0).name
     print(f"device {dev}; torch {torch.__version__}; fajit {fajit.__version__}; seeds {a.seeds}; "
           f"BF16 D{a.headdim} H{a.heads} {'causal' if a.causal else 'non-causal'}")
+    for i, text in enumerate(a.config):
+        print(f"cfg{i + 1}: {text}")
     worst = {}
     for n in [int(x) for x in a.seqlens.split(",")]:
         for layout in ("contiguous", "strided"):
-            rs = ratios(fajit, n, layout, a.seeds, a.heads, a.headdim, a.causal, fa3)
+            rs = ratios(fajit, n, layout, a.seeds, a.heads, a.headdim, a.causal, fa3, a.config)
             for name, r in rs.items():
                 print(f"N{n} {layout:10} {name:10} mean {statistics.mean(r):.3f} max {max(r):.3f}  "
                       f"({' '.join(f'{x:.2f}' for x in r)})")

@@ -16,6 +16,8 @@
 #             here), D128 br128 bc224 ov pp, D256 br128 bc128 ov, pp non-causal (the model refuses pp causal at 240)
 #   fa3+vt    the same with vt
 #   fa3-pp    D256 non-causal only: regs,vt, br128 bc128 ov without ping-pong
+#   roll      the shipped tiles with the rolled consumer loop (--roll on; opt-in for FP8 since 2026-11-29)
+# VARIANTS="roll ..." runs only those (base and base2 always run).
 set -u
 fagen=${1:-${FAGEN:-build/tools/fagen/fagen}}
 [ -x "$fagen" ] || { echo "fp8_ab: $fagen is not built" >&2; exit 2; }
@@ -25,10 +27,16 @@ cells=${CELLS:-"64,4096,0 64,4096,1 64,16384,0 64,16384,1 128,4096,0 128,4096,1 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
+want() { [ -z "${VARIANTS:-}" ] || [[ " $VARIANTS " == *" $1 "* ]]; }
+
 run() { # label knobs cell-key flags...
     local label=$1 knobs=$2 key=$3 line tf
     shift 3
-    line=$(FAJIT_FP8_KNOBS=$knobs "$fagen" bench --untuned --reps "$reps" --warmup 5 --dtype e4m3 "$@" 2>&1 |
+    # no knobs: FAJIT_FP8_KNOBS unset (the shipped defaults); set but empty would mean none (until session 24 the
+    # base runs here were knob-less kernels, not the shipped ones)
+    local env=(env -u FAJIT_FP8_KNOBS)
+    [ -n "$knobs" ] && env=(env "FAJIT_FP8_KNOBS=$knobs")
+    line=$("${env[@]}" "$fagen" bench --untuned --reps "$reps" --warmup 5 --dtype e4m3 "$@" 2>&1 |
         grep -E "^sm_|fagen:|error" | head -1)
     printf '%-8s %-12s %s\n' "$label" "$key" "$line"
     tf=$(echo "$line" | awk '/^sm_/ { for (i = 1; i <= NF; i++) if ($i ~ /^D[0-9]+$/) { print $(i + 3 + ($(i + 1) == "causal")); exit } }')
@@ -48,11 +56,12 @@ for cell in $cells; do
          else fa3=(--br 128 --bc 128 --overlap on --pingpong on); fi ;;
     esac
     run base "" "$key" "${base[@]}"
-    run vt vt "$key" "${base[@]}"
-    run regs regs "$key" "${base[@]}"
-    run fa3 regs "$key" "${base[@]}" "${fa3[@]}"
-    run fa3+vt regs,vt "$key" "${base[@]}" "${fa3[@]}"
-    [ "$d" = 256 ] && [ "$c" = 0 ] && run fa3-pp regs,vt "$key" "${base[@]}" --br 128 --bc 128 --overlap on --pingpong off
+    want roll && run roll "" "$key" "${base[@]}" --roll on
+    want vt && run vt vt "$key" "${base[@]}"
+    want regs && run regs regs "$key" "${base[@]}"
+    want fa3 && run fa3 regs "$key" "${base[@]}" "${fa3[@]}"
+    want fa3+vt && run fa3+vt regs,vt "$key" "${base[@]}" "${fa3[@]}"
+    want fa3-pp && [ "$d" = 256 ] && [ "$c" = 0 ] && run fa3-pp regs,vt "$key" "${base[@]}" --br 128 --bc 128 --overlap on --pingpong off
     run base2 "" "$key" "${base[@]}"
 done
 
