@@ -28,8 +28,8 @@ void fj_sm90_role_body(fj_kctx *k, struct fj_ws_loop *l, const struct fj_role *r
  * = 0. 0 (the default): FP8 rolls only with roll = 1. On the H200 (session 24, bench/results/h200-session24-2026-11-29.md,
  * fp8_compare.py) roll = 1 ran 1.06x / 1.07x the default at D128 N 4k (non-causal / causal) and 1.00x / 1.03x at 16k in
  * two calls; but with this knob at 1 the package's default (config None) then timed like the unrolled kernel
- * (824 / 743 / 883 / 860 TFLOP/s), which the identical PTX does not explain: left off until a run shows which kernel
- * that call served (.carry/s24/c6.sh's question). */
+ * (824 / 743 / 883 / 860 TFLOP/s), which the identical PTX does not explain (the default came from the prebuilt
+ * blob, the roll text JIT-compiled: FAJIT_PREBUILT=0 separates the two); left off until a run does. */
 #ifndef FJ_FP8_ROLL_D128
 #define FJ_FP8_ROLL_D128 0
 #endif
