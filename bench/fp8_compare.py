@@ -237,6 +237,8 @@ class Fp8Bench(compare.Bench):
                     s0[6].fill_(float("nan"))
                 r = calls[0]()
                 torch.cuda.synchronize()
+                if name == "fajit":  # where its kernel came from at the first call (prebuilt, disk, compiled, ...)
+                    row["fajit_source"] = fajit.last_forward_source()
                 outs[name] = s0[6] if name == "fajit" else (r[0] if isinstance(r, (tuple, list)) else r)
                 ok[name] = (calls, __import__("contextlib").nullcontext)
             except Exception as e:
@@ -275,6 +277,9 @@ class Fp8Bench(compare.Bench):
                 s[0], s[1], s[2], causal=causal, layout="bnhd", out=s[6], q_descale=s[3], k_descale=s[4],
                 v_descale=s[5], config=t, **kw)) for s in sets], __import__("contextlib").nullcontext)
             row[f"cfg{i + 1}"] = text.strip()
+            ok[f"cfg{i + 1}"][0][0]()  # its first call: where its kernel came from
+            torch.cuda.synchronize()
+            row[f"cfg{i + 1}_source"] = fajit.last_forward_source()
         if a.plain and a.variant:
             ok["fajit_plain"] = ([(lambda s=s: fajit.attention(s[0], s[1], s[2], causal=causal, layout="bnhd",
                                                               out=s[6], q_descale=s[3], k_descale=s[4],
@@ -294,7 +299,9 @@ class Fp8Bench(compare.Bench):
                                           for s in systems) + f"  check {row.get('check', '-')}" +
             ("  LSE max err " + "  ".join(f"{s} {row.get(s + '_lse_err', math.nan):.2e}" for s in systems)
              if a.lse else "") +
-            f"\n  fajit kernel: {row.get('kernel', '-')}")
+            f"\n  fajit kernel: {row.get('kernel', '-')} (first call: {row.get('fajit_source', '-')})" +
+            "".join(f"; cfg{i + 1} first call: {row.get(f'cfg{i + 1}_source', '-')}"
+                    for i in range(len([x for x in a.configs.split('|') if x.strip()]))))
         del sets
         torch.cuda.empty_cache()
         return row
