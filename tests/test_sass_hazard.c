@@ -6,7 +6,8 @@
  * H200 at D256 with the overlap). Checked: the checker itself on SASS fragments (a hazard across a loop's back edge,
  * the same fixed, an accumulator written before its wait), then the SASS of the FP8 (e4m3) defaults of issue 22's
  * cells (D 64 / 128 / 256, causal and not) unrolled and rolled, the rolled D256 one with ping-pong off and on, and
- * the 16-bit sm_90a defaults (rolled since session 12) of every head dim, both masks.
+ * the 16-bit sm_90a defaults (rolled since session 12) of every head dim, both masks, and a sample of the attention,
+ * varlen and decode variants of both dtypes.
  * Tools: ptxas ($FAJIT_PTXAS, CMake's, /usr/local/cuda/bin, $PATH) and nvdisasm (likewise, or the pip wheel's in
  * .whl/); without either the kernel checks skip with the reason. About a minute on the 2-core machine.
  */
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codegen/codegen.h"
 #include "fajit.h"
 #include "sass_hazard.h"
 #include "test_support.h"
@@ -85,15 +87,17 @@ static void test_checker(void **state)
     assert_int_equal(fj_sass_wgmma_hazards("        /*0000*/                   EXIT ;\n", why, sizeof why), -1);
 }
 
-/* config -> PTX -> cubin -> SASS -> hazards (printed; -1 when a step failed). */
-static int kernel_hazards(const fajit_config *c)
+/* config (+ decode / varlen variant bits) -> PTX -> cubin -> SASS -> hazards (printed; -1 when a step failed). */
+static int variant_hazards(const fajit_config *c, unsigned variant)
 {
     char text[192], why[512] = "", cubin[4096], sass_path[4096];
     char *ptx = NULL, *log = NULL;
     size_t len = 0;
-    fajit_config_format(c, text, sizeof text);
-    if (fajit_generate_ptx(c, 0, &ptx, &len) != FAJIT_OK) {
-        printf("FAIL %s: generate: %s\n", text, fajit_errmsg());
+    fj_plan plan;
+    if (fj_plan_build_variant(c, variant, &plan) != FAJIT_OK || fj_plan_format(&plan, text, sizeof text) < 0 ||
+        fj_generate_ptx_plan(&plan, 0, &ptx, &len) != FAJIT_OK) {
+        fajit_config_format(c, text, sizeof text);
+        printf("FAIL %s variant 0x%x: plan / generate: %s\n", text, variant, fajit_errmsg());
         return -1;
     }
     fj_ptxas_report rep;
@@ -118,6 +122,8 @@ static int kernel_hazards(const fajit_config *c)
     printf("%s %-64s %d hazards%s%s\n", h == 0 ? "ok  " : "FAIL", text, h, why[0] ? ": " : "", why);
     return h;
 }
+
+static int kernel_hazards(const fajit_config *c) { return variant_hazards(c, 0); }
 
 static void need_tools(void)
 {
@@ -171,6 +177,41 @@ static void test_16bit_kernels(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The attention variants (rolled for 16-bit kernels), a varlen batch and the sm_90a decode variants (split + GQA
+ * packing, seqlens + paged), 16-bit and FP8, at head dim 128 (and FP8's D256 with a window: its early P pack). */
+static void test_variant_kernels(void **state)
+{
+    (void)state;
+    need_tools();
+    static const struct {
+        fajit_dtype dtype;
+        int d, causal, mods;
+        unsigned variant;
+    } k[] = {
+        {FAJIT_DTYPE_BF16, 128, 1, FAJIT_MOD_WINDOW | FAJIT_MOD_SOFTCAP, 0},
+        {FAJIT_DTYPE_BF16, 128, 1, FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS, 0},
+        {FAJIT_DTYPE_F16, 128, 0, FAJIT_MOD_ALIBI, 0},
+        {FAJIT_DTYPE_BF16, 128, 1, FAJIT_MOD_CHUNK, 0},
+        {FAJIT_DTYPE_BF16, 128, 1, 0, FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K},
+        {FAJIT_DTYPE_BF16, 128, 0, 0, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK},
+        {FAJIT_DTYPE_BF16, 128, 1, 0, FJ_VARIANT_SEQLENS | FJ_VARIANT_PAGED},
+        {FAJIT_DTYPE_E4M3, 128, 1, FAJIT_MOD_WINDOW | FAJIT_MOD_SINKS, 0},
+        {FAJIT_DTYPE_E4M3, 256, 1, FAJIT_MOD_WINDOW, 0},
+        {FAJIT_DTYPE_E4M3, 128, 0, 0, FJ_VARIANT_SPLIT | FJ_VARIANT_PACK},
+        {FAJIT_DTYPE_E4M3, 128, 1, 0, FJ_VARIANT_VARLEN | FJ_VARIANT_VARLEN_K},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        fajit_shape shape = {4, 16, 16, 4096, 4096};
+        fajit_config c = {.arch = FAJIT_ARCH_SM90A, .dtype = k[i].dtype, .head_dim = k[i].d, .causal = k[i].causal,
+                          .mods = k[i].mods};
+        assert_int_equal(fajit_config_fill(NULL, &shape, &c), FAJIT_OK);
+        bad += variant_hazards(&c, k[i].variant) != 0;
+    }
+    printf("%zu variant kernels, %d with hazards or failed\n", sizeof k / sizeof k[0], bad);
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     g_ptxas = fj_test_find_tool("FAJIT_PTXAS", "ptxas", FAJIT_PTXAS_DEFAULT, "/usr/local/cuda/bin/ptxas", NULL);
@@ -182,6 +223,7 @@ int main(void)
         cmocka_unit_test(test_checker),
         cmocka_unit_test(test_fp8_kernels),
         cmocka_unit_test(test_16bit_kernels),
+        cmocka_unit_test(test_variant_kernels),
     };
     int rc = cmocka_run_group_tests_name("sass_hazard", tests, NULL, NULL);
     fj_test_remove_dir(g_dir);
