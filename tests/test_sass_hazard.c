@@ -41,31 +41,23 @@ static void test_checker(void **state)
     (void)state;
     char why[512];
     /* the session-24 kernel's shape: the loop's PV issues with P in R216..R219 and waits for S only (DEPBAR 1); at the
-     * top of the next pass P(j) is packed into R216 before the DEPBAR 0 that lets the PV go */
-    static const char racy[] = ".L_x_1:\n"
-                               "        /*0100*/                   F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R216, R153, R152, RZ ;\n"
-                               "        /*0110*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
-                               "        /*0120*/                   WARPGROUP.ARRIVE ;\n"
+     * top of the next pass P(j) is packed into R216 before the DEPBAR 0 that lets the PV go (racy), or after it (the
+     * fix) */
+    static const char pack[] = "        /*0100*/                   F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R216, R153, R152, RZ ;\n",
+                      wait0[] = "        /*0110*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n",
+                      body[] = "        /*0120*/                   WARPGROUP.ARRIVE ;\n"
                                "        /*0130*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R152, gdesc[UR8], RZ, !UPT, gsb0 ;\n"
                                "        /*0140*/                   WARPGROUP.ARRIVE ;\n"
                                "        /*0150*/                   QGMMA.64x256x32.F32.E4M3.E4M3 R24, R216, gdesc[UR8], R24, gsb0 ;\n"
                                "        /*0160*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;\n"
                                "        /*0170*/               @P0 BRA `(.L_x_1) ;\n"
                                "        /*0180*/                   EXIT ;\n";
-    assert_int_equal(fj_sass_wgmma_hazards(racy, why, sizeof why), 1);
+    char loop[2048];
+    snprintf(loop, sizeof loop, ".L_x_1:\n%s%s%s", pack, wait0, body);
+    assert_int_equal(fj_sass_wgmma_hazards(loop, why, sizeof why), 1);
     assert_non_null(strstr(why, "R216"));
-    /* the fix: packed after the DEPBAR 0 */
-    static const char fixed[] = ".L_x_1:\n"
-                                "        /*0100*/                   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
-                                "        /*0110*/                   F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R216, R153, R152, RZ ;\n"
-                                "        /*0120*/                   WARPGROUP.ARRIVE ;\n"
-                                "        /*0130*/                   QGMMA.64x128x32.F32.E4M3.E4M3 R152, gdesc[UR8], RZ, !UPT, gsb0 ;\n"
-                                "        /*0140*/                   WARPGROUP.ARRIVE ;\n"
-                                "        /*0150*/                   QGMMA.64x256x32.F32.E4M3.E4M3 R24, R216, gdesc[UR8], R24, gsb0 ;\n"
-                                "        /*0160*/                   WARPGROUP.DEPBAR.LE gsb0, 0x1 ;\n"
-                                "        /*0170*/               @P0 BRA `(.L_x_1) ;\n"
-                                "        /*0180*/                   EXIT ;\n";
-    assert_int_equal(fj_sass_wgmma_hazards(fixed, why, sizeof why), 0);
+    snprintf(loop, sizeof loop, ".L_x_1:\n%s%s%s", wait0, pack, body);
+    assert_int_equal(fj_sass_wgmma_hazards(loop, why, sizeof why), 0);
     /* an accumulator (R24..R151 of a 64x256 F32 group) scaled before its wait; the same after the wait is fine; a
      * branch around the wait does not hide it */
     static const char acc[] = "        /*0100*/                   WARPGROUP.ARRIVE ;\n"
