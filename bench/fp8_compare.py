@@ -300,8 +300,8 @@ class Fp8Bench(compare.Bench):
             ("  LSE max err " + "  ".join(f"{s} {row.get(s + '_lse_err', math.nan):.2e}" for s in systems)
              if a.lse else "") +
             f"\n  fajit kernel: {row.get('kernel', '-')} (first call: {row.get('fajit_source', '-')})" +
-            "".join(f"; cfg{i + 1} first call: {row.get(f'cfg{i + 1}_source', '-')}"
-                    for i in range(len([x for x in a.configs.split('|') if x.strip()]))))
+            "".join(f"; {key[:-len('_source')]} first call: {src}" for key, src in row.items()
+                    if key.startswith("cfg") and key.endswith("_source")))
         del sets
         torch.cuda.empty_cache()
         return row

@@ -43,6 +43,7 @@
 
 #include "runtime/context.h"
 #include "runtime/half.h"
+#include "runtime/variants.h"
 #include "test_support.h"
 
 /* the case table below leaves trailing fields (the variants) to their zero defaults */
@@ -355,11 +356,9 @@ static int run_case(const fp8_case *c)
     int failed = 0;
     if (!c->roll) {
         failed = forward_fetch(c->name, &a, o, nq_el * 2, lse, lse_n * 4, text, sizeof text);
-    } else { /* the library's config for the shape (its variants' mods), with the rolled consumer loop */
+    } else { /* the library's config for the shape (the args' variants' mods), with the rolled consumer loop */
         fajit_config cfg = {.arch = FAJIT_ARCH_SM90A, .dtype = FAJIT_DTYPE_E4M3, .out_dtype = a.out_dtype,
-                            .head_dim = c->d, .causal = c->causal, .roll = 1,
-                            .mods = (c->win ? FAJIT_MOD_WINDOW : 0) | (c->softcap > 0.0f ? FAJIT_MOD_SOFTCAP : 0) |
-                                    (c->sinks ? FAJIT_MOD_SINKS : 0) | (c->chunk ? FAJIT_MOD_CHUNK : 0)};
+                            .head_dim = c->d, .causal = c->causal, .roll = 1, .mods = fj_variant_mods(&a)};
         fajit_shape shape = {c->b, c->hq, c->hkv, c->nq, c->nk};
         if (fajit_config_fill(g_ctx, &shape, &cfg) != FAJIT_OK) {
             printf("FAIL %-42s fajit_config_fill: %s\n", c->name, fajit_errmsg());

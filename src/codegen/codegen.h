@@ -151,7 +151,8 @@ typedef struct fj_plan {
     unsigned lean;               /* FJ_LEAN_* (sm90.c): sm_90a consumer-loop trims, read from FAJIT_SM90_LEAN at
                                     planning for GPU A/B runs (unset: all on; "0": the kernels before them; other
                                     than all: the text says " sm90lean=...") */
-    int fp8_p_early;             /* FP8: P packed before the wait that precedes its PV (fp8_ws.h FJ_FP8_P_EARLY) */
+    int fp8_p_early;             /* FP8: P packed before the wait that precedes its PV (fp8_ws.h FJ_FP8_P_EARLY); not in
+                                    the rolled overlapped loop, where a PV is in flight then (sm90_roles.c) */
     int p_offset;                /* P = 2^(s * scale - m + p_offset): 8 lifts FP8's P into (0, 256], where e4m3 keeps
                                     3 significant bits down to 2^-6 x 2^-8 of the row max (FJ_FP8_KNOB_POFF); 0 else */
     unsigned fp8_knobs;          /* FJ_FP8_KNOB_* (fp8_ws.h): experiments read from FAJIT_FP8_KNOBS for GPU A/B runs

@@ -668,7 +668,8 @@ static void overlap_finish(fj_kctx *k, fj_ws_loop *l, fj_ws_stage s, fj_ws_stage
     consumer_softmax(k, l->mask_from);
     /* FP8: P(j) packed before the wait (fp8_ws.h), in the unrolled loop only. In the rolled one ptxas 13.0 gave the
      * early P the registers of P(j-1), which the PV in flight still reads (D256 ov: F2FP into the QGMMA's A registers
-     * ahead of its DEPBAR; scattered NaN rows on the H200, session 24; test_fp8_ptxas test_sass_a_hazard) */
+     * ahead of its DEPBAR; scattered NaN rows on the H200, session 24; tests/test_sass_hazard). The serial loop packs
+     * early rolled too: its PV has been waited for by then. */
     fj_reg_t early = {-1, 0};
     if (p->fp8 && p->fp8_p_early && !p->roll_stages) early = fj_fp8_emit_pack_p_early(k);
     fj_comment(e, 1, "PV(j-1) done: its V stage is free, O may be rescaled and P(j) packed");
